@@ -1,0 +1,55 @@
+"""The root command: global options, the command groups, and the entry point.
+
+Each command group lives in its own module and imports its heavy dependencies inside the
+command, so that ``meshctl --help`` loads typer and nothing else of weight.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from meshctl.cli import init_cmd, providers_cmd, schema_cmd, validate_cmd
+from meshctl.cli.context import AppContext
+from meshctl.cli.errors import MeshGroup
+
+app = typer.Typer(
+    cls=MeshGroup,
+    name="meshctl",
+    help="Control plane for GPU compute meshes: route Ray workloads between on-prem and clouds.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # never print local variables (credentials) on a crash
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.command("init")(init_cmd.init)
+app.command("validate")(validate_cmd.validate)
+app.command("schema")(schema_cmd.schema)
+app.add_typer(providers_cmd.app, name="providers")
+
+
+def _default_home() -> Path:
+    return Path(os.environ.get("MESHCTL_HOME") or Path.home() / ".meshctl")
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    home: Annotated[
+        Path | None,
+        typer.Option(help="State directory. [env: MESHCTL_HOME; default: ~/.meshctl]",
+                     show_default=False),
+    ] = None,
+    providers: Annotated[
+        Path | None,
+        typer.Option("--providers", envvar="MESHCTL_PROVIDERS",
+                     help="Directory of provider catalogs (default: the ones shipped with meshctl)."),
+    ] = None,
+) -> None:
+    ctx.obj = AppContext(home=home or _default_home(), providers_dir=providers)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,47 @@
+"""``meshctl init DIR``: scaffold a working mesh: mesh.yaml, providers/, policies/, jobs/."""
+
+from __future__ import annotations
+
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def _scaffold() -> dict[str, Traversable]:
+    """Relative path in the new directory -> the shipped file it is copied from."""
+    from meshctl.resources import data_dir
+
+    examples, providers, policies = (data_dir(n) for n in ("examples", "providers", "policies"))
+    files: dict[str, Traversable] = {"mesh.yaml": examples / "mesh.yaml"}
+    files |= {f"jobs/{f.name}": f for f in (examples / "jobs").iterdir() if f.name.endswith(".yaml")}
+    files |= {f"providers/{n}": providers / n for n in ("aws.yaml", "gcp.yaml")}
+    files["policies/README.md"] = policies / "README.md"
+    return dict(sorted(files.items()))
+
+
+def init(
+    directory: Annotated[Path, typer.Argument(help="Where to create the mesh.")] = Path("."),
+    force: Annotated[bool, typer.Option(help="Overwrite files that already exist.")] = False,
+) -> None:
+    """Scaffold a working mesh: the embedded local pool, catalogs, policies, example jobs."""
+    from meshctl.cli import render
+    from meshctl.cli.errors import InvalidRequestError
+
+    files = _scaffold()
+    existing = [rel for rel in files if (directory / rel).exists()]
+    if existing and not force:
+        raise InvalidRequestError(
+            f"{directory}: {', '.join(existing)} already exist; nothing was written "
+            "(use --force to overwrite)"
+        )
+    if directory.exists() and not directory.is_dir():
+        raise InvalidRequestError(f"{directory}: expected a directory, got a file")
+    for rel, source in files.items():
+        target = directory / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+    (directory / "policies" / "tests").mkdir(exist_ok=True)
+    render.say(f"Created a mesh in [bold]{directory}[/]: " + ", ".join(files))
+    render.say(f"Next: [bold]meshctl validate {directory}[/] and [bold]meshctl providers prices[/]")

@@ -1,0 +1,121 @@
+"""``meshctl providers list|prices``: the instance types and list prices meshctl plans with."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from meshctl.cli.context import app_context
+from meshctl.cli.options import OutputOption
+from meshctl.cli.render import Column, Output
+
+if TYPE_CHECKING:
+    from meshctl.catalog import Found
+
+app = typer.Typer(help="Provider catalogs: GPU instance types and their prices.",
+                  no_args_is_help=True)
+
+ProviderOption = Annotated[
+    list[str] | None,
+    typer.Option("--provider", "-p", help="aws or gcp (repeatable; default: both)."),
+]
+GpuOption = Annotated[
+    str | None, typer.Option("--gpu", help="Only this accelerator model, e.g. H100.")
+]
+
+
+def _catalogs(ctx: typer.Context, providers: list[str] | None) -> list[Found]:
+    from meshctl.catalog import PROVIDERS, load_catalogs
+    from meshctl.cli.errors import InvalidRequestError
+
+    chosen = providers or list(PROVIDERS)
+    unknown = [p for p in chosen if p not in PROVIDERS]
+    if unknown:
+        raise InvalidRequestError(
+            f"--provider: expected one of {', '.join(PROVIDERS)}, got {', '.join(unknown)}"
+        )
+    wanted = tuple(p for p in PROVIDERS if p in chosen)
+    return load_catalogs(wanted, directory=app_context(ctx).providers_dir)
+
+
+def _caption(found: list[Found]) -> str:
+    return "; ".join(f"{f.provider}: list prices as of {f.catalog.spec.as_of}" for f in found)
+
+
+def _matches(model: str, gpu: str | None) -> bool:
+    return gpu is None or model.lower() == gpu.lower()
+
+
+@app.command("list")
+def list_types(
+    ctx: typer.Context,
+    provider: ProviderOption = None,
+    gpu: GpuOption = None,
+    output: OutputOption = Output.table,
+) -> None:
+    """GPU instance types: accelerators, vCPUs, memory, network, regions priced."""
+    from meshctl.cli import render
+
+    found = _catalogs(ctx, provider)
+    rows = [
+        {"provider": f.provider, "type": t.name, "gpus": t.accelerator.count,
+         "accelerator": t.accelerator.model, "gpu_memory_gib": t.accelerator.memory_gib,
+         "vcpus": t.vcpus, "memory_gib": t.memory_gib, "nic_gbps": t.nic_gbps,
+         "regions": sorted(t.prices)}
+        for f in found for t in f.catalog.spec.instance_types
+        if _matches(t.accelerator.model, gpu)
+    ]
+    columns = [Column("provider", "Provider"), Column("type", "Type"),
+               Column("gpus", "GPUs", "right"), Column("accelerator", "Accelerator"),
+               Column("gpu_memory_gib", "GiB/GPU", "right"), Column("vcpus", "vCPUs", "right"),
+               Column("memory_gib", "RAM GiB", "right"), Column("nic_gbps", "NIC Gbps", "right"),
+               Column("regions", "Regions priced")]
+    render.emit(rows, columns, output, title="GPU instance types", caption=_caption(found))
+
+
+def _price_rows(found: list[Found], region: str | None, gpu: str | None) -> list[dict[str, Any]]:
+    rows = []
+    for f in found:
+        for t in f.catalog.spec.instance_types:
+            for where, price in sorted(t.prices.items()):
+                if (region and where != region) or not _matches(t.accelerator.model, gpu):
+                    continue
+                rows.append({
+                    "provider": f.provider, "region": where, "type": t.name,
+                    "gpus": t.accelerator.count, "accelerator": t.accelerator.model,
+                    "on_demand_usd_per_hour": price.on_demand_usd_per_hour,
+                    "spot_usd_per_hour": price.spot_usd_per_hour,
+                    "on_demand_usd_per_gpu_hour":
+                        round(price.on_demand_usd_per_hour / t.accelerator.count, 4),
+                })
+    return sorted(rows, key=lambda r: (r["on_demand_usd_per_gpu_hour"], r["type"], r["region"]))
+
+
+@app.command("prices")
+def prices(
+    ctx: typer.Context,
+    provider: ProviderOption = None,
+    gpu: GpuOption = None,
+    region: Annotated[str | None, typer.Option(help="Only this region.")] = None,
+    output: OutputOption = Output.table,
+) -> None:
+    """List prices per region, cheapest GPU-hour first."""
+    from meshctl.cli import render
+    from meshctl.cli.errors import InvalidRequestError
+
+    found = _catalogs(ctx, provider)
+    rows = _price_rows(found, region, gpu)
+    if not rows and region:
+        known = sorted({r for f in found for t in f.catalog.spec.instance_types for r in t.prices})
+        if region not in known:
+            raise InvalidRequestError(
+                f"--region: expected a region priced in the catalogs ({', '.join(known)}), "
+                f"got {region!r}"
+            )
+    columns = [Column("provider", "Provider"), Column("region", "Region"), Column("type", "Type"),
+               Column("gpus", "GPUs", "right"), Column("accelerator", "Accelerator"),
+               Column("on_demand_usd_per_hour", "On-demand $/h", "right"),
+               Column("spot_usd_per_hour", "Spot $/h", "right"),
+               Column("on_demand_usd_per_gpu_hour", "$/GPU-h", "right")]
+    render.emit(rows, columns, output, title="List prices (USD)", caption=_caption(found))

@@ -1,0 +1,80 @@
+"""The one module that prints. Commands build plain rows; this turns them into output.
+
+``table`` is for people (rich); ``json`` and ``yaml`` are for scripts and go to stdout as they
+are, without colour or wrapping. Problems and errors go to stderr, one line each.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Output(StrEnum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    header: str
+    justify: str = "left"
+
+
+def _stdout_console() -> Any:
+    from rich.console import Console
+
+    return Console(soft_wrap=False)
+
+
+def emit(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], output: Output,
+         *, title: str = "", caption: str = "") -> None:
+    """Rows as a table, or the same rows as JSON / YAML."""
+    if output is not Output.table:
+        emit_data(list(rows), output)
+        return
+    from rich.table import Table
+
+    table = Table(title=title or None, caption=caption or None)
+    for col in columns:
+        table.add_column(col.header, justify=col.justify)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*(_cell(row.get(col.key)) for col in columns))
+    _stdout_console().print(table)
+
+
+def emit_data(data: Any, output: Output) -> None:
+    """Structured data for scripts (json/yaml); a table output falls back to indented JSON."""
+    if output is Output.yaml:
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    else:
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def say(message: str) -> None:
+    """A line for people on stdout (rich markup allowed)."""
+    _stdout_console().print(message, highlight=False)
+
+
+def problems(lines: Iterable[str]) -> None:
+    """One problem per line on stderr, plain text so editors and CI can parse file:line."""
+    for line in lines:
+        sys.stderr.write(f"error: {line}\n")

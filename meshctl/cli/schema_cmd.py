@@ -1,0 +1,33 @@
+"""``meshctl schema KIND``: the JSON Schema of a meshctl file, for editors and CI."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from meshctl.cli.render import Output
+from meshctl.cli.errors import InvalidRequestError
+
+_KIND_NAMES = ("Mesh", "Job", "Catalog")
+
+
+def schema(
+    kind: Annotated[str, typer.Argument(help=f"One of {', '.join(_KIND_NAMES)}.")],
+    output: Annotated[
+        Output, typer.Option("--output", "-o", help="json or yaml.", case_sensitive=False)
+    ] = Output.json,
+) -> None:
+    """Print the JSON Schema of a file kind (point your editor's YAML plugin at it)."""
+    from meshctl.cli import render
+    from meshctl.model import API_VERSION, KINDS
+
+    model = next((m for name, m in KINDS.items() if name.lower() == kind.lower()), None)
+    if model is None:
+        raise InvalidRequestError(f"kind: expected one of {', '.join(sorted(KINDS))}, got {kind!r}")
+    document = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://meshctl.dev/schemas/{API_VERSION}/{model.__name__}.json",
+        **model.model_json_schema(),
+    }
+    render.emit_data(document, output)

@@ -1,0 +1,60 @@
+"""``meshctl validate FILE...``: check any meshctl files by their kind; write nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from meshctl.cli.context import app_context
+from meshctl.cli.options import OutputOption
+from meshctl.cli.render import Column, Output
+
+_SUFFIXES = (".yaml", ".yml")
+
+
+def _expand(paths: list[Path]) -> list[Path]:
+    """Files as given; directories become the YAML files under them (hidden ones skipped)."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            out.extend(sorted(
+                p for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            ))
+        else:
+            out.append(path)
+    return out
+
+
+def validate(
+    ctx: typer.Context,
+    paths: Annotated[list[Path], typer.Argument(help="Files, or directories of YAML files.")],
+    output: OutputOption = Output.table,
+) -> None:
+    """Validate meshctl files (Mesh, Job, Catalog) by their kind; exit 2 on any problem."""
+    from meshctl.catalog import load_catalogs
+    from meshctl.catalog.check import mesh_node_types
+    from meshctl.cli import render
+    from meshctl.files import load_path
+    from meshctl.problems import InvalidFileError, Problem
+
+    files = _expand(paths)
+    if not files:
+        raise InvalidFileError([Problem(str(p), None, "", "no YAML files here") for p in paths])
+    catalogs = {f.provider: f.catalog for f in load_catalogs(directory=app_context(ctx).providers_dir)}
+    rows, problems = [], []
+    for file in files:
+        try:
+            for loaded in load_path(file):
+                problems.extend(mesh_node_types(loaded, catalogs))
+                doc = loaded.document
+                rows.append({"file": f"{file}:{loaded.line}", "kind": doc.kind,
+                             "name": doc.metadata.name})
+        except InvalidFileError as err:
+            problems.extend(err.problems)
+    if problems:
+        raise InvalidFileError(problems)
+    render.emit(rows, [Column("file", "File"), Column("kind", "Kind"), Column("name", "Name")],
+                output, title=f"{len(rows)} valid document(s)")

@@ -1,0 +1,78 @@
+"""Provider catalogs: instance (AWS) and machine (GCP) types with accelerators and prices.
+
+Catalog data is kept apart from the provider objects that talk to the clouds: the scheduler
+reads shapes and prices from here, the adapters launch and terminate.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from meshctl.model.base import (
+    API_VERSION,
+    DocumentModel,
+    Cpus,
+    MemoryGiB,
+    Metadata,
+    Model,
+    NicGbps,
+    UsdPerHour,
+)
+from meshctl.model.mesh import Accelerator
+
+
+class AcceleratorCount(Accelerator):
+    count: Annotated[int, Field(ge=1, le=64)]
+
+
+class RegionPrice(Model):
+    on_demand_usd_per_hour: UsdPerHour
+    spot_usd_per_hour: UsdPerHour | None = None
+
+
+class InstanceType(Model):
+    name: Annotated[str, Field(min_length=1)]
+    family: Annotated[str, Field(min_length=1)]
+    accelerator: AcceleratorCount
+    vcpus: Cpus
+    memory_gib: MemoryGiB
+    nic_gbps: NicGbps
+    interconnect: str = ""
+    notes: str = ""
+    prices: dict[str, RegionPrice] = Field(
+        default_factory=dict, description="list prices by region"
+    )
+
+    @property
+    def gpus(self) -> int:
+        return self.accelerator.count
+
+
+class CatalogSpec(Model):
+    provider: Literal["aws", "gcp"]
+    as_of: dt.date
+    source: Annotated[str, Field(min_length=1)]
+    currency: Literal["USD"] = "USD"
+    instance_types: Annotated[list[InstanceType], Field(min_length=1)]
+
+    @field_validator("instance_types")
+    @classmethod
+    def _unique_names(cls, types: list[InstanceType]) -> list[InstanceType]:
+        names = [t.name for t in types]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"instance types listed twice: {', '.join(twice)}")
+        return types
+
+
+class Catalog(DocumentModel):
+    apiVersion: Literal["meshctl/v1"] = API_VERSION  # noqa: N815 (the file's key)
+    kind: Literal["Catalog"] = "Catalog"
+    metadata: Metadata
+    spec: CatalogSpec
+
+    def instance_type(self, name: str) -> InstanceType | None:
+        return next((t for t in self.spec.instance_types if t.name == name), None)

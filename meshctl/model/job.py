@@ -1,0 +1,126 @@
+"""The job file: what a researcher submits.
+
+Resources are per node: a gang job of ``nodes: 4`` with ``gpus: 8`` asks for four whole
+8-GPU nodes at once. A fraction of one GPU (``gpus: 0.25``) is for single-node work only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from meshctl.model.base import (
+    API_VERSION,
+    DocumentModel,
+    Count,
+    Cpus,
+    DurationS,
+    GpuMemoryGiB,
+    Gpus,
+    MemoryGiB,
+    Metadata,
+    Model,
+    Name,
+    NicGbps,
+    UsdPerHour,
+)
+
+JobKind = Literal["train", "inference", "batch", "interactive"]
+Criticality = Literal["critical", "standard", "best-effort"]
+
+
+class AcceleratorSelector(Model):
+    vendor: Literal["nvidia", "amd", "intel"] | None = None
+    any_of: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="accelerator models the job can use, e.g. [H100, H200]"
+    )
+
+
+class Topology(Model):
+    domain: Literal["rack", "switch"] = Field(description="keep the gang's nodes in one of these")
+    mode: Literal["required", "preferred"] = "preferred"
+
+
+class Resources(Model):
+    gpus: Gpus = 0
+    gpu_memory_gib: GpuMemoryGiB | None = Field(None, description="at least this much per GPU")
+    accelerator: AcceleratorSelector | None = None
+    cpus: Cpus = 1.0
+    memory_gib: MemoryGiB = 4.0
+    nic_gbps: NicGbps = 0
+    nodes: Count = 1
+    topology: Topology | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Resources:
+        if 0 < self.gpus < 1 and self.nodes > 1:
+            raise ValueError("a fraction of a GPU is for single-node jobs; use whole GPUs")
+        if self.gpus == 0 and (self.gpu_memory_gib is not None or self.accelerator is not None):
+            raise ValueError("gpu_memory_gib and accelerator need gpus > 0")
+        if self.topology is not None and self.nodes == 1:
+            raise ValueError("topology applies to gang jobs (nodes > 1)")
+        return self
+
+    @property
+    def total_gpus(self) -> float:
+        return self.gpus * self.nodes
+
+
+class RuntimeEnv(Model):
+    """The Ray runtime_env keys meshctl passes through unchanged."""
+
+    pip: list[str] | str | None = None
+    uv: list[str] | str | None = None
+    conda: dict[str, Any] | str | None = None
+    env_vars: dict[str, str] = Field(default_factory=dict)
+    py_modules: list[str] | None = None
+    excludes: list[str] | None = None
+    py_executable: str | None = None
+    image_uri: str | None = None
+    config: dict[str, Any] | None = None
+
+
+class Dataset(Model):
+    name: Name
+    location: Annotated[str, Field(min_length=1, examples=["s3://corpus/v3", "onprem:/data/x"])]
+    residency: str | None = Field(None, description="where the data must stay, e.g. eu, onprem")
+    tags: list[str] = Field(default_factory=list, description="e.g. pii")
+    size_gib: MemoryGiB | None = None
+
+
+class Checkpoint(Model):
+    storage: str | None = Field(None, description="default: the pool's checkpoint storage")
+    interval: DurationS | Literal["auto"] = Field(
+        "auto", description="a duration, or auto (Young/Daly from checkpoint cost and MTBF)"
+    )
+    keep: Annotated[int, Field(ge=1, le=1000)] = 3
+
+
+class Limits(Model):
+    max_usd_per_hour: UsdPerHour | None = None
+    deadline: dt.datetime | None = None
+    max_restarts: Annotated[int, Field(ge=0, le=10_000)] = 3
+    max_runtime_s: DurationS | None = None
+
+
+class JobSpec(Model):
+    kind: JobKind
+    entrypoint: Annotated[str, Field(min_length=1, examples=["python train.py"])]
+    working_dir: str = "."
+    runtime_env: RuntimeEnv = Field(default_factory=RuntimeEnv)
+    resources: Resources = Field(default_factory=Resources)
+    priority_class: Name | None = Field(None, description="default: the policy's for this kind")
+    criticality: Criticality = "standard"
+    team: Name = "default"
+    data: list[Dataset] = Field(default_factory=list)
+    checkpoint: Checkpoint | None = None
+    limits: Limits = Field(default_factory=Limits)
+
+
+class Job(DocumentModel):
+    apiVersion: Literal["meshctl/v1"] = API_VERSION  # noqa: N815 (the file's key)
+    kind: Literal["Job"] = "Job"
+    metadata: Metadata
+    spec: JobSpec

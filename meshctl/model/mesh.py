@@ -1,0 +1,190 @@
+"""The mesh file: the pools meshctl routes work to, and what each pool may hold.
+
+A pool is one Ray cluster. On-prem pools (``local``: the embedded default that ``meshctl up``
+starts; ``ray``: an existing cluster) list their nodes; cloud pools (``aws``, ``gcp``) list the
+node types meshctl may launch, which must exist in the provider catalog.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Final, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from meshctl.model.base import (
+    API_VERSION,
+    DocumentModel,
+    Count,
+    Cpus,
+    DurationS,
+    GpuMemoryGiB,
+    Gpus,
+    Labels,
+    MemoryGiB,
+    Metadata,
+    Model,
+    Name,
+    NicGbps,
+    UsdPerHour,
+)
+
+TOPOLOGY_LABELS: Final = ("rack", "switch")
+STORAGE_SCHEMES: Final = ("file", "s3", "gs")
+AWS_REGION: Final = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
+GCP_REGION: Final = r"^[a-z]+-[a-z]+\d$"
+
+
+class Accelerator(Model):
+    vendor: Literal["nvidia", "amd", "intel"] = "nvidia"
+    model: Annotated[str, Field(min_length=1, examples=["H100", "A100"])]
+    memory_gib: GpuMemoryGiB
+
+
+class NodeGroup(Model):
+    """``count`` identical on-prem nodes named ``name-0`` .. ``name-{count-1}`` (or ``name``)."""
+
+    name: Name
+    count: Count = 1
+    gpus: Gpus = 0
+    accelerator: Accelerator | None = None
+    cpus: Cpus
+    memory_gib: MemoryGiB
+    nic_gbps: NicGbps = 0
+    labels: Labels = Field(
+        default_factory=dict,
+        description="topology labels `rack` and `switch` place nodes for the scheduler",
+    )
+
+    @model_validator(mode="after")
+    def _gpus_need_an_accelerator(self) -> NodeGroup:
+        if self.gpus > 0 and self.accelerator is None:
+            raise ValueError("a node with gpus needs `accelerator` (model and memory_gib)")
+        if not float(self.gpus).is_integer():
+            raise ValueError("a node has a whole number of GPUs; jobs may ask for a fraction")
+        return self
+
+    def node_names(self) -> list[str]:
+        if self.count == 1:
+            return [self.name]
+        return [f"{self.name}-{i}" for i in range(self.count)]
+
+
+class CostModel(Model):
+    usd_per_gpu_hour: UsdPerHour | None = Field(
+        None, description="amortised cost of one on-prem GPU hour (owned hardware)"
+    )
+    discount_pct: Annotated[float, Field(ge=0, lt=100)] = Field(
+        0, description="negotiated discount off the catalog's list prices (cloud pools)"
+    )
+
+
+class CheckpointStorage(Model):
+    uri: Annotated[str, Field(min_length=1, examples=["s3://bucket/ckpt", "file:///shared/ckpt"])]
+    endpoint_url: str | None = Field(None, description="S3-compatible endpoint override")
+    region: str | None = None
+
+    @field_validator("uri")
+    @classmethod
+    def _known_scheme(cls, uri: str) -> str:
+        scheme = re.match(r"^([a-z0-9+.-]+)://", uri)
+        if uri.startswith("/"):
+            return f"file://{uri}"
+        if scheme is None or scheme.group(1) not in STORAGE_SCHEMES:
+            raise ValueError(
+                f"expected an absolute path or a URI with scheme {', '.join(STORAGE_SCHEMES)}"
+            )
+        return uri
+
+
+class PoolBase(Model):
+    name: Name
+    labels: Labels = Field(default_factory=dict)
+    cost: CostModel = Field(default_factory=CostModel)
+    checkpoint_storage: CheckpointStorage | None = None
+
+
+class LocalPool(PoolBase):
+    """The embedded default: a Ray cluster on this machine, GPUs declared with --num-gpus."""
+
+    provider: Literal["local"]
+    nodes: Annotated[list[NodeGroup], Field(min_length=1)]
+
+
+class RayAuth(Model):
+    token_env: str | None = Field("RAY_AUTH_TOKEN", description="environment variable with it")
+    token_file: str | None = None
+
+
+class RayPool(PoolBase):
+    """An existing Ray cluster, reached over HTTP at its dashboard address."""
+
+    provider: Literal["ray"]
+    address: Annotated[str, Field(pattern=r"^https?://[^\s/]+(:\d+)?/?$")]
+    auth: RayAuth = Field(default_factory=RayAuth)
+    nodes: list[NodeGroup] = Field(default_factory=list)
+
+
+class CloudNodeType(Model):
+    name: Annotated[str, Field(min_length=1, examples=["p5.48xlarge", "a3-highgpu-8g"])]
+    max_nodes: Count
+    spot: bool = Field(False, description="spot / preemptible capacity may be used")
+
+
+class CloudPoolBase(PoolBase):
+    region: str
+    zones: list[str] = Field(default_factory=list)
+    node_types: Annotated[list[CloudNodeType], Field(min_length=1)]
+    max_nodes: Count = Field(16, description="all node types together")
+    idle_minutes: Annotated[float, Field(ge=0, le=7 * 24 * 60)] = 10
+    provision_timeout_s: DurationS = 900.0
+    endpoint_url: str | None = Field(None, description="API endpoint override (emulators)")
+
+    @model_validator(mode="after")
+    def _zones_in_region(self) -> CloudPoolBase:
+        outside = [zone for zone in self.zones if not zone.startswith(f"{self.region}-")
+                   and not (zone.startswith(self.region) and zone[len(self.region):].isalpha())]
+        if outside:
+            raise ValueError(f"zones {', '.join(outside)} are not in region {self.region}")
+        return self
+
+
+class AwsPool(CloudPoolBase):
+    provider: Literal["aws"]
+    region: Annotated[str, Field(pattern=AWS_REGION, examples=["us-east-1"])]
+    profile: str | None = Field(None, description="AWS profile (shared config files)")
+
+
+class GcpPool(CloudPoolBase):
+    provider: Literal["gcp"]
+    project: Annotated[str, Field(pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")]
+    region: Annotated[str, Field(pattern=GCP_REGION, examples=["us-central1"])]
+    credentials_file: str | None = Field(None, description="default: application credentials")
+
+
+Pool = Annotated[LocalPool | RayPool | AwsPool | GcpPool, Field(discriminator="provider")]
+CloudPool = AwsPool | GcpPool
+
+
+class MeshSpec(Model):
+    pools: Annotated[list[Pool], Field(min_length=1)]
+
+    @field_validator("pools")
+    @classmethod
+    def _unique_names(cls, pools: list[Pool]) -> list[Pool]:
+        seen: set[str] = set()
+        for pool in pools:
+            if pool.name in seen:
+                raise ValueError(f"pool name {pool.name!r} is used twice; names must be unique")
+            seen.add(pool.name)
+        return pools
+
+
+class Mesh(DocumentModel):
+    apiVersion: Literal["meshctl/v1"] = API_VERSION  # noqa: N815 (the file's key)
+    kind: Literal["Mesh"] = "Mesh"
+    metadata: Metadata
+    spec: MeshSpec
+
+    def pool(self, name: str) -> Pool | None:
+        return next((pool for pool in self.spec.pools if pool.name == name), None)
