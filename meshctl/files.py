@@ -68,6 +68,7 @@ class _Builder:
         self.path = path
         self.problems: list[Problem] = []
         self._scalars = yaml.SafeLoader("")
+        self._explicit: set[Loc] = set()
 
     def tree(self, node: yaml.Node) -> _Tree:
         lines: dict[Loc, int] = {}
@@ -82,18 +83,22 @@ class _Builder:
         return self._scalars.construct_object(node)
 
     def _mapping(self, node: yaml.MappingNode, loc: Loc, lines: dict[Loc, int]) -> dict[str, Any]:
-        self._scalars.flatten_mapping(node)  # YAML merge keys (<<: *anchor)
+        written = {id(key) for key, _ in node.value}
+        self._scalars.flatten_mapping(node)  # YAML merge keys (<<: *anchor) come first
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             key = self._scalars.construct_object(key_node)
             line = key_node.start_mark.line + 1
             if not isinstance(key, str):
                 self._problem(line, loc, f"expected a text key, got {key!r}")
-            elif key in out:
+                continue
+            if key in out and id(key_node) in written and (*loc, key) in self._explicit:
                 self._problem(line, (*loc, key), "duplicate key; each key may appear once")
-            else:
-                out[key] = self._build(value_node, (*loc, key), lines)
-                lines[(*loc, key)] = line
+                continue
+            if id(key_node) in written:  # a key spelled out here overrides a merged one
+                self._explicit.add((*loc, key))
+            out[key] = self._build(value_node, (*loc, key), lines)
+            lines[(*loc, key)] = line
         return out
 
     def _problem(self, line: int, loc: Loc, message: str) -> None:
@@ -105,11 +110,12 @@ def _trees(text: str, path: str) -> list[_Tree]:
     try:
         nodes = [n for n in yaml.compose_all(text, Loader=yaml.SafeLoader) if n is not None]
     except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark
+        mark, context = err.problem_mark, err.context_mark
         line = mark.line + 1 if mark is not None else None
-        raise InvalidFileError(
-            [Problem(path, line, "", f"invalid YAML: {err.problem or err.context}")]
-        ) from None
+        message = f"invalid YAML: {err.problem or err.context}"
+        if err.problem and err.context and context is not None:
+            message += f" ({err.context} on line {context.line + 1})"
+        raise InvalidFileError([Problem(path, line, "", message)]) from None
     trees = [builder.tree(node) for node in nodes]
     if builder.problems:
         raise InvalidFileError(builder.problems)
@@ -168,8 +174,11 @@ def _problems(err: ValidationError, model: type[BaseModel], tree: _Tree, path: s
     merged: dict[tuple[int | None, str], list[str]] = {}
     for error in err.errors():
         loc = tuple(error["loc"])
+        if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            loc = (*loc, str((error.get("ctx") or {}).get("discriminator", "")).strip("'"))
         matched, rest = _split_loc(loc, tree.data)
-        shown = matched + rest[-1:] if error["type"] == "missing" else matched
+        missing = error["type"] in ("missing", "union_tag_not_found")
+        shown = matched + rest[-1:] if missing else matched
         line = tree.lines.get(matched) or tree.lines.get((), None)
         message = _message(cast(dict[str, Any], error), model, loc)
         merged.setdefault((line, dotted(shown)), []).append(message)
@@ -202,8 +211,11 @@ def _split_loc(loc: Loc, data: Any) -> tuple[Loc, Loc]:
 
 def _message(error: dict[str, Any], model: type[BaseModel], loc: Loc) -> str:
     kind, ctx, got = error["type"], error.get("ctx") or {}, error.get("input")
-    if kind == "missing":
+    if kind in ("missing", "union_tag_not_found"):
         return "required field is missing"
+    if kind == "union_tag_invalid":
+        tags = str(ctx.get("expected_tags", "")).split(", ")
+        return f"expected {', '.join(tags[:-1])} or {tags[-1]}, got {ctx.get('tag')!r}"
     if kind == "extra_forbidden":
         return _unknown_field(str(loc[-1]), _fields_at(model, loc[:-1]))
     if kind in ("value_error", "assertion_error"):

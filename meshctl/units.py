@@ -123,19 +123,23 @@ def parse_usd(value: object) -> float:
     return _scaled(value, {"": 1.0, "usd": 1.0}, "an amount in USD such as 12.5")
 
 
+def _num(number: float) -> str:
+    return f"{number:.10g}"
+
+
 def format_gib(gib: float) -> str:
-    """The shortest exact human form of a memory size: ``80GiB``, ``512MiB``, ``1.5TiB``."""
+    """The shortest human form of a memory size: ``80GiB``, ``512MiB``, ``1.5TiB``."""
     if gib >= 1024 and (gib / 1024).is_integer():
-        return f"{gib / 1024:g}TiB"
+        return f"{_num(gib / 1024)}TiB"
     if gib < 1:
-        return f"{gib * 1024:g}MiB"
-    return f"{gib:g}GiB"
+        return f"{_num(gib * 1024)}MiB"
+    return f"{_num(gib)}GiB"
 
 
 def format_gbps(gbps: float) -> str:
     """``400Gbps``, ``3.2Tbps``, ``100Mbps``."""
     if gbps >= 1000:
-        return f"{gbps / 1000:g}Tbps"
+        return f"{_num(gbps / 1000)}Tbps"
     if gbps < 1:
-        return f"{gbps * 1000:g}Mbps"
-    return f"{gbps:g}Gbps"
+        return f"{_num(gbps * 1000)}Mbps"
+    return f"{_num(gbps)}Gbps"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import click
+import typer
 import typer.core
 
 from meshctl.problems import InvalidFileError
@@ -21,14 +21,14 @@ class InvalidRequestError(Exception):
 class MeshGroup(typer.core.TyperGroup):
     """The root command group: invalid files and requests become one-line errors and exit 2."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:
         from meshctl.cli import render
 
         try:
             return super().invoke(ctx)
         except InvalidRequestError as err:
             render.problems([str(err)])
-            raise click.exceptions.Exit(EXIT_INVALID) from None
+            raise typer.Exit(EXIT_INVALID) from None
         except InvalidFileError as err:
             render.problems(str(p) for p in err.problems)
-            raise click.exceptions.Exit(EXIT_INVALID) from None
+            raise typer.Exit(EXIT_INVALID) from None

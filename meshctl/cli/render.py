@@ -30,7 +30,8 @@ class Column:
 def _stdout_console() -> Any:
     from rich.console import Console
 
-    return Console(soft_wrap=False)
+    # Piped output is not cut to 80 columns: a type name like p5en.48xlarge must stay whole.
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
 
 
 def emit(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], output: Output,

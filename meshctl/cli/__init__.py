@@ -1,0 +1,1 @@
+"""The command-line interface: one module per command group; render.py is the only one that prints."""

@@ -1,0 +1,111 @@
+"""The CLI through typer's runner: exit codes, output formats, and nothing written on error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from meshctl.cli.app import app
+
+pytestmark = pytest.mark.unit
+
+
+def test_init_scaffolds_a_mesh_that_validates(cli, tmp_path: Path):
+    target = tmp_path / "mesh"
+    result = cli.invoke(app, ["init", str(target)])
+    assert result.exit_code == 0, result.output
+    assert {p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()} >= {
+        "mesh.yaml", "providers/aws.yaml", "providers/gcp.yaml", "policies/README.md",
+        "jobs/train-resnet.yaml",
+    }
+    checked = cli.invoke(app, ["--providers", str(target / "providers"),
+                               "validate", str(target), "-o", "json"])
+    assert checked.exit_code == 0, checked.output
+    kinds = sorted(row["kind"] for row in json.loads(checked.stdout))
+    assert kinds == ["Catalog", "Catalog", "Job", "Job", "Job", "Job", "Mesh"]
+
+
+def test_init_refuses_to_overwrite_and_writes_nothing(cli, tmp_path: Path):
+    (tmp_path / "mesh.yaml").write_text("mine\n")
+    result = cli.invoke(app, ["init", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "mesh.yaml already exist; nothing was written" in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["mesh.yaml"]
+    assert (tmp_path / "mesh.yaml").read_text() == "mine\n"
+
+
+def test_init_force_overwrites(cli, tmp_path: Path):
+    (tmp_path / "mesh.yaml").write_text("mine\n")
+    assert cli.invoke(app, ["init", str(tmp_path), "--force"]).exit_code == 0
+    assert "kind: Mesh" in (tmp_path / "mesh.yaml").read_text()
+
+
+def test_validate_reports_problems_on_stderr_with_exit_2(cli, tmp_path: Path):
+    bad = tmp_path / "job.yaml"
+    bad.write_text("apiVersion: meshctl/v1\nkind: Job\nmetadata: {name: j}\nspec: {kind: batch}\n")
+    result = cli.invoke(app, ["validate", str(bad)])
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {bad}:4: spec.entrypoint: required field is missing\n"
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["schema", "Pool"], "kind: expected one of Catalog, Job, Mesh, got 'Pool'",
+                     id="schema-unknown-kind"),
+        pytest.param(["providers", "list", "-p", "azure"],
+                     "--provider: expected one of aws, gcp, got azure", id="unknown-provider"),
+        pytest.param(["providers", "prices", "--region", "mars-1"],
+                     "--region: expected a region priced in the catalogs", id="unknown-region"),
+        pytest.param(["providers", "list", "-o", "xml"], "'xml' is not one of", id="bad-output"),
+        pytest.param(["validate"], "Missing argument", id="missing-argument"),
+    ],
+)
+def test_invalid_requests_exit_2_with_one_line(cli, args, message):
+    result = cli.invoke(app, args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("kind", ["Mesh", "job", "CATALOG"])
+def test_schema_is_a_json_schema_requiring_the_header(cli, kind):
+    result = cli.invoke(app, ["schema", kind])
+    assert result.exit_code == 0
+    schema = json.loads(result.stdout)
+    assert schema["$schema"].startswith("https://json-schema.org/")
+    assert schema["required"][:2] == ["apiVersion", "kind"]
+    assert schema["additionalProperties"] is False
+
+
+def test_schema_yaml_output(cli):
+    result = cli.invoke(app, ["schema", "Job", "-o", "yaml"])
+    assert yaml.safe_load(result.stdout)["title"] == "Job"
+
+
+def test_providers_list_filters_by_gpu(cli):
+    result = cli.invoke(app, ["providers", "list", "--gpu", "h100", "-o", "json"])
+    rows = json.loads(result.stdout)
+    assert rows
+    assert {r["accelerator"] for r in rows} == {"H100"}
+    assert {"p5.48xlarge", "a3-highgpu-8g"} <= {r["type"] for r in rows}
+
+
+def test_providers_prices_are_sorted_by_gpu_hour(cli):
+    result = cli.invoke(app, ["providers", "prices", "-p", "aws", "--region", "us-east-1",
+                              "-o", "yaml"])
+    rows = yaml.safe_load(result.stdout)
+    per_gpu = [r["on_demand_usd_per_gpu_hour"] for r in rows]
+    assert per_gpu == sorted(per_gpu)
+    assert {r["region"] for r in rows} == {"us-east-1"}
+
+
+def test_providers_table_shows_source_date(cli):
+    result = cli.invoke(app, ["providers", "prices", "--gpu", "H200"])
+    assert result.exit_code == 0
+    assert "p5en.48xlarge" in result.stdout
+    assert "list prices as of" in result.stdout
