@@ -52,10 +52,14 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
-    print(f"meshctl --help: median {result['help_ms_median']} ms "
-          f"(min {result['help_ms_min']}, max {result['help_ms_max']}, {args.runs} runs)")
-    print(f"bare Typer --help: median {result['bare_typer_help_ms_median']} ms; "
-          f"ratio {result['ratio_to_bare_typer']}x")
+    print(
+        f"meshctl --help: median {result['help_ms_median']} ms "
+        f"(min {result['help_ms_min']}, max {result['help_ms_max']}, {args.runs} runs)"
+    )
+    print(
+        f"bare Typer --help: median {result['bare_typer_help_ms_median']} ms; "
+        f"ratio {result['ratio_to_bare_typer']}x"
+    )
 
 
 if __name__ == "__main__":

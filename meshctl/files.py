@@ -139,7 +139,9 @@ def _document(tree: _Tree, path: str) -> Document:
     data = tree.data
     line = tree.lines.get((), 1)
     if not isinstance(data, dict):
-        raise InvalidFileError([Problem(path, line, "", "expected a mapping with apiVersion, kind")])
+        raise InvalidFileError(
+            [Problem(path, line, "", "expected a mapping with apiVersion, kind")]
+        )
     head = _header_problems(data, tree.lines, path)
     if head:
         raise InvalidFileError(head)
@@ -158,19 +160,29 @@ def _header_problems(data: dict[str, Any], lines: dict[Loc, int], path: str) -> 
     if api != API_VERSION:
         got = "nothing" if api is None else repr(api)
         problems.append(
-            Problem(path, lines.get(("apiVersion",), line), "apiVersion",
-                    f"expected {API_VERSION!r}, got {got}")
+            Problem(
+                path,
+                lines.get(("apiVersion",), line),
+                "apiVersion",
+                f"expected {API_VERSION!r}, got {got}",
+            )
         )
     if kind not in KINDS:
         got = "nothing" if kind is None else repr(kind)
         problems.append(
-            Problem(path, lines.get(("kind",), line), "kind",
-                    f"expected one of {', '.join(sorted(KINDS))}, got {got}")
+            Problem(
+                path,
+                lines.get(("kind",), line),
+                "kind",
+                f"expected one of {', '.join(sorted(KINDS))}, got {got}",
+            )
         )
     return problems
 
 
-def _problems(err: ValidationError, model: type[BaseModel], tree: _Tree, path: str) -> list[Problem]:
+def _problems(
+    err: ValidationError, model: type[BaseModel], tree: _Tree, path: str
+) -> list[Problem]:
     merged: dict[tuple[int | None, str], list[str]] = {}
     for error in err.errors():
         loc = tuple(error["loc"])
@@ -184,7 +196,9 @@ def _problems(err: ValidationError, model: type[BaseModel], tree: _Tree, path: s
         merged.setdefault((line, dotted(shown)), []).append(message)
     return [
         Problem(path, line, field, " or ".join(dict.fromkeys(messages)))
-        for (line, field), messages in sorted(merged.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1]))
+        for (line, field), messages in sorted(
+            merged.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])
+        )
     ]
 
 
@@ -198,15 +212,18 @@ def _split_loc(loc: Loc, data: Any) -> tuple[Loc, Loc]:
     rest: list[str | int] = []
     node = data
     for seg in loc:
-        if isinstance(node, dict) and isinstance(seg, str) and seg in node:
-            node = node[seg]
-            matched.append(seg)
-        elif isinstance(node, list) and isinstance(seg, int) and 0 <= seg < len(node):
+        if _has(node, seg):
             node = node[seg]
             matched.append(seg)
         else:
             rest.append(seg)
     return tuple(matched), tuple(rest)
+
+
+def _has(node: Any, seg: str | int) -> bool:
+    if isinstance(node, dict):
+        return isinstance(seg, str) and seg in node
+    return isinstance(node, list) and isinstance(seg, int) and 0 <= seg < len(node)
 
 
 def _message(error: dict[str, Any], model: type[BaseModel], loc: Loc) -> str:
@@ -312,7 +329,9 @@ def load_path(path: Path | str) -> list[Loaded]:
     except FileNotFoundError:
         raise InvalidFileError([Problem(name, None, "", "no such file")]) from None
     except IsADirectoryError:
-        raise InvalidFileError([Problem(name, None, "", "is a directory, expected a file")]) from None
+        raise InvalidFileError(
+            [Problem(name, None, "", "is a directory, expected a file")]
+        ) from None
     except (OSError, UnicodeDecodeError) as err:
         reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
         raise InvalidFileError([Problem(name, None, "", f"cannot read: {reason}")]) from None

@@ -19,18 +19,44 @@ _QUANTITY = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za
 # Binary and decimal byte units, as multiples of one GiB.
 _GIB_PER: Final[Mapping[str, float]] = {
     "": 1.0,
-    "ki": 2**-20, "kib": 2**-20, "kb": 1e3 / 2**30, "k": 1e3 / 2**30,
-    "mi": 2**-10, "mib": 2**-10, "mb": 1e6 / 2**30, "m": 1e6 / 2**30,
-    "gi": 1.0, "gib": 1.0, "gb": 1e9 / 2**30, "g": 1e9 / 2**30,
-    "ti": 2**10, "tib": 2**10, "tb": 1e12 / 2**30, "t": 1e12 / 2**30,
-    "pi": 2**20, "pib": 2**20,
+    "ki": 2**-20,
+    "kib": 2**-20,
+    "kb": 1e3 / 2**30,
+    "k": 1e3 / 2**30,
+    "mi": 2**-10,
+    "mib": 2**-10,
+    "mb": 1e6 / 2**30,
+    "m": 1e6 / 2**30,
+    "gi": 1.0,
+    "gib": 1.0,
+    "gb": 1e9 / 2**30,
+    "g": 1e9 / 2**30,
+    "ti": 2**10,
+    "tib": 2**10,
+    "tb": 1e12 / 2**30,
+    "t": 1e12 / 2**30,
+    "pi": 2**20,
+    "pib": 2**20,
 }
 _GBPS_PER: Final[Mapping[str, float]] = {
-    "": 1.0, "mbps": 1e-3, "mbit/s": 1e-3, "gbps": 1.0, "gbit/s": 1.0, "tbps": 1e3, "tbit/s": 1e3,
+    "": 1.0,
+    "mbps": 1e-3,
+    "mbit/s": 1e-3,
+    "gbps": 1.0,
+    "gbit/s": 1.0,
+    "tbps": 1e3,
+    "tbit/s": 1e3,
 }
 _SECONDS_PER: Final[Mapping[str, float]] = {
-    "": 1.0, "ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0,
-    "h": 3600.0, "hr": 3600.0, "d": 86400.0,
+    "": 1.0,
+    "ms": 1e-3,
+    "s": 1.0,
+    "sec": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+    "d": 86400.0,
 }
 _CORES_PER: Final[Mapping[str, float]] = {"": 1.0, "m": 1e-3}
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Final, Literal
 
 from meshctl.files import load_one
-from meshctl.problems import InvalidFileError, Problem
 from meshctl.model import Catalog
+from meshctl.problems import InvalidFileError, Problem
 from meshctl.resources import data_dir
 
 Provider = Literal["aws", "gcp"]
@@ -50,8 +50,14 @@ def load_catalog(provider: Provider, directory: Path | None = None) -> Found:
         catalog = load_one(path, Catalog)
     if catalog.spec.provider != provider:
         raise InvalidFileError(
-            [Problem(str(source), None, "spec.provider",
-                     f"expected {provider!r} in {provider}.yaml, got {catalog.spec.provider!r}")]
+            [
+                Problem(
+                    str(source),
+                    None,
+                    "spec.provider",
+                    f"expected {provider!r} in {provider}.yaml, got {catalog.spec.provider!r}",
+                )
+            ]
         )
     return Found(provider, str(source), catalog)
 

@@ -1,1 +1,1 @@
-"""The command-line interface: one module per command group; render.py is the only one that prints."""
+"""The command line: one module per command group; render.py is the only one that prints."""

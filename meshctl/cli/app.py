@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from meshctl.cli import init_cmd, providers_cmd, schema_cmd, validate_cmd
+from meshctl.cli import init_cmd, pools_cmd, providers_cmd, schema_cmd, validate_cmd
 from meshctl.cli.context import AppContext
 from meshctl.cli.errors import MeshGroup
 
@@ -27,6 +27,7 @@ app = typer.Typer(
 app.command("init")(init_cmd.init)
 app.command("validate")(validate_cmd.validate)
 app.command("schema")(schema_cmd.schema)
+app.add_typer(pools_cmd.app, name="pools")
 app.add_typer(providers_cmd.app, name="providers")
 
 
@@ -39,16 +40,29 @@ def root(
     ctx: typer.Context,
     home: Annotated[
         Path | None,
-        typer.Option(help="State directory. [env: MESHCTL_HOME; default: ~/.meshctl]",
-                     show_default=False),
+        typer.Option(
+            help="State directory. [env: MESHCTL_HOME; default: ~/.meshctl]", show_default=False
+        ),
+    ] = None,
+    mesh: Annotated[
+        Path | None,
+        typer.Option(
+            "--mesh",
+            "-m",
+            envvar="MESHCTL_MESH",
+            help="The mesh file (default: ./mesh.yaml, else the embedded local mesh).",
+        ),
     ] = None,
     providers: Annotated[
         Path | None,
-        typer.Option("--providers", envvar="MESHCTL_PROVIDERS",
-                     help="Directory of provider catalogs (default: the ones shipped with meshctl)."),
+        typer.Option(
+            "--providers",
+            envvar="MESHCTL_PROVIDERS",
+            help="Directory of provider catalogs (default: the ones shipped with meshctl).",
+        ),
     ] = None,
 ) -> None:
-    ctx.obj = AppContext(home=home or _default_home(), providers_dir=providers)
+    ctx.obj = AppContext(home=home or _default_home(), mesh_path=mesh, providers_dir=providers)
 
 
 def main() -> None:

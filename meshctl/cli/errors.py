@@ -21,7 +21,7 @@ class InvalidRequestError(Exception):
 class MeshGroup(typer.core.TyperGroup):
     """The root command group: invalid files and requests become one-line errors and exit 2."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         from meshctl.cli import render
 
         try:

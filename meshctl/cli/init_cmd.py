@@ -15,7 +15,9 @@ def _scaffold() -> dict[str, Traversable]:
 
     examples, providers, policies = (data_dir(n) for n in ("examples", "providers", "policies"))
     files: dict[str, Traversable] = {"mesh.yaml": examples / "mesh.yaml"}
-    files |= {f"jobs/{f.name}": f for f in (examples / "jobs").iterdir() if f.name.endswith(".yaml")}
+    files |= {
+        f"jobs/{f.name}": f for f in (examples / "jobs").iterdir() if f.name.endswith(".yaml")
+    }
     files |= {f"providers/{n}": providers / n for n in ("aws.yaml", "gcp.yaml")}
     files["policies/README.md"] = policies / "README.md"
     return dict(sorted(files.items()))

@@ -10,6 +10,7 @@ from meshctl.cli.render import Output
 
 OutputOption = Annotated[
     Output,
-    typer.Option("--output", "-o", help="table for people; json or yaml for scripts.",
-                 case_sensitive=False),
+    typer.Option(
+        "--output", "-o", help="table for people; json or yaml for scripts.", case_sensitive=False
+    ),
 ]

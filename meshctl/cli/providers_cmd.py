@@ -13,8 +13,9 @@ from meshctl.cli.render import Column, Output
 if TYPE_CHECKING:
     from meshctl.catalog import Found
 
-app = typer.Typer(help="Provider catalogs: GPU instance types and their prices.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Provider catalogs: GPU instance types and their prices.", no_args_is_help=True
+)
 
 ProviderOption = Annotated[
     list[str] | None,
@@ -36,7 +37,7 @@ def _catalogs(ctx: typer.Context, providers: list[str] | None) -> list[Found]:
             f"--provider: expected one of {', '.join(PROVIDERS)}, got {', '.join(unknown)}"
         )
     wanted = tuple(p for p in PROVIDERS if p in chosen)
-    return load_catalogs(wanted, directory=app_context(ctx).providers_dir)
+    return load_catalogs(wanted, directory=app_context(ctx).catalog_dir())
 
 
 def _caption(found: list[Found]) -> str:
@@ -59,18 +60,32 @@ def list_types(
 
     found = _catalogs(ctx, provider)
     rows = [
-        {"provider": f.provider, "type": t.name, "gpus": t.accelerator.count,
-         "accelerator": t.accelerator.model, "gpu_memory_gib": t.accelerator.memory_gib,
-         "vcpus": t.vcpus, "memory_gib": t.memory_gib, "nic_gbps": t.nic_gbps,
-         "regions": sorted(t.prices)}
-        for f in found for t in f.catalog.spec.instance_types
+        {
+            "provider": f.provider,
+            "type": t.name,
+            "gpus": t.accelerator.count,
+            "accelerator": t.accelerator.model,
+            "gpu_memory_gib": t.accelerator.memory_gib,
+            "vcpus": t.vcpus,
+            "memory_gib": t.memory_gib,
+            "nic_gbps": t.nic_gbps,
+            "regions": sorted(t.prices),
+        }
+        for f in found
+        for t in f.catalog.spec.instance_types
         if _matches(t.accelerator.model, gpu)
     ]
-    columns = [Column("provider", "Provider"), Column("type", "Type"),
-               Column("gpus", "GPUs", "right"), Column("accelerator", "Accelerator"),
-               Column("gpu_memory_gib", "GiB/GPU", "right"), Column("vcpus", "vCPUs", "right"),
-               Column("memory_gib", "RAM GiB", "right"), Column("nic_gbps", "NIC Gbps", "right"),
-               Column("regions", "Regions priced")]
+    columns = [
+        Column("provider", "Provider"),
+        Column("type", "Type"),
+        Column("gpus", "GPUs", "right"),
+        Column("accelerator", "Accelerator"),
+        Column("gpu_memory_gib", "GiB/GPU", "right"),
+        Column("vcpus", "vCPUs", "right"),
+        Column("memory_gib", "RAM GiB", "right"),
+        Column("nic_gbps", "NIC Gbps", "right"),
+        Column("regions", "Regions priced"),
+    ]
     render.emit(rows, columns, output, title="GPU instance types", caption=_caption(found))
 
 
@@ -81,14 +96,20 @@ def _price_rows(found: list[Found], region: str | None, gpu: str | None) -> list
             for where, price in sorted(t.prices.items()):
                 if (region and where != region) or not _matches(t.accelerator.model, gpu):
                     continue
-                rows.append({
-                    "provider": f.provider, "region": where, "type": t.name,
-                    "gpus": t.accelerator.count, "accelerator": t.accelerator.model,
-                    "on_demand_usd_per_hour": price.on_demand_usd_per_hour,
-                    "spot_usd_per_hour": price.spot_usd_per_hour,
-                    "on_demand_usd_per_gpu_hour":
-                        round(price.on_demand_usd_per_hour / t.accelerator.count, 4),
-                })
+                rows.append(
+                    {
+                        "provider": f.provider,
+                        "region": where,
+                        "type": t.name,
+                        "gpus": t.accelerator.count,
+                        "accelerator": t.accelerator.model,
+                        "on_demand_usd_per_hour": price.on_demand_usd_per_hour,
+                        "spot_usd_per_hour": price.spot_usd_per_hour,
+                        "on_demand_usd_per_gpu_hour": round(
+                            price.on_demand_usd_per_hour / t.accelerator.count, 4
+                        ),
+                    }
+                )
     return sorted(rows, key=lambda r: (r["on_demand_usd_per_gpu_hour"], r["type"], r["region"]))
 
 
@@ -113,9 +134,14 @@ def prices(
                 f"--region: expected a region priced in the catalogs ({', '.join(known)}), "
                 f"got {region!r}"
             )
-    columns = [Column("provider", "Provider"), Column("region", "Region"), Column("type", "Type"),
-               Column("gpus", "GPUs", "right"), Column("accelerator", "Accelerator"),
-               Column("on_demand_usd_per_hour", "On-demand $/h", "right"),
-               Column("spot_usd_per_hour", "Spot $/h", "right"),
-               Column("on_demand_usd_per_gpu_hour", "$/GPU-h", "right")]
+    columns = [
+        Column("provider", "Provider"),
+        Column("region", "Region"),
+        Column("type", "Type"),
+        Column("gpus", "GPUs", "right"),
+        Column("accelerator", "Accelerator"),
+        Column("on_demand_usd_per_hour", "On-demand $/h", "right"),
+        Column("spot_usd_per_hour", "Spot $/h", "right"),
+        Column("on_demand_usd_per_gpu_hour", "$/GPU-h", "right"),
+    ]
     render.emit(rows, columns, output, title="List prices (USD)", caption=_caption(found))

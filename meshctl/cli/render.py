@@ -34,8 +34,14 @@ def _stdout_console() -> Any:
     return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
 
 
-def emit(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], output: Output,
-         *, title: str = "", caption: str = "") -> None:
+def emit(
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[Column],
+    output: Output,
+    *,
+    title: str = "",
+    caption: str = "",
+) -> None:
     """Rows as a table, or the same rows as JSON / YAML."""
     if output is not Output.table:
         emit_data(list(rows), output)

@@ -19,10 +19,15 @@ def _expand(paths: list[Path]) -> list[Path]:
     out: list[Path] = []
     for path in paths:
         if path.is_dir():
-            out.extend(sorted(
-                p for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file()
-                and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            ))
+            out.extend(
+                sorted(
+                    p
+                    for p in path.rglob("*")
+                    if p.suffix in _SUFFIXES
+                    and p.is_file()
+                    and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                )
+            )
         else:
             out.append(path)
     return out
@@ -34,7 +39,6 @@ def validate(
     output: OutputOption = Output.table,
 ) -> None:
     """Validate meshctl files (Mesh, Job, Catalog) by their kind; exit 2 on any problem."""
-    from meshctl.catalog import load_catalogs
     from meshctl.catalog.check import mesh_node_types
     from meshctl.cli import render
     from meshctl.files import load_path
@@ -43,18 +47,23 @@ def validate(
     files = _expand(paths)
     if not files:
         raise InvalidFileError([Problem(str(p), None, "", "no YAML files here") for p in paths])
-    catalogs = {f.provider: f.catalog for f in load_catalogs(directory=app_context(ctx).providers_dir)}
+    catalogs = app_context(ctx).catalog_map()
     rows, problems = [], []
     for file in files:
         try:
             for loaded in load_path(file):
                 problems.extend(mesh_node_types(loaded, catalogs))
                 doc = loaded.document
-                rows.append({"file": f"{file}:{loaded.line}", "kind": doc.kind,
-                             "name": doc.metadata.name})
+                rows.append(
+                    {"file": f"{file}:{loaded.line}", "kind": doc.kind, "name": doc.metadata.name}
+                )
         except InvalidFileError as err:
             problems.extend(err.problems)
     if problems:
         raise InvalidFileError(problems)
-    render.emit(rows, [Column("file", "File"), Column("kind", "Kind"), Column("name", "Name")],
-                output, title=f"{len(rows)} valid document(s)")
+    render.emit(
+        rows,
+        [Column("file", "File"), Column("kind", "Kind"), Column("name", "Name")],
+        output,
+        title=f"{len(rows)} valid document(s)",
+    )

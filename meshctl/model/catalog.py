@@ -13,8 +13,8 @@ from pydantic import Field, field_validator
 
 from meshctl.model.base import (
     API_VERSION,
-    DocumentModel,
     Cpus,
+    DocumentModel,
     MemoryGiB,
     Metadata,
     Model,
@@ -69,7 +69,7 @@ class CatalogSpec(Model):
 
 
 class Catalog(DocumentModel):
-    apiVersion: Literal["meshctl/v1"] = API_VERSION  # noqa: N815 (the file's key)
+    apiVersion: Literal["meshctl/v1"] = API_VERSION
     kind: Literal["Catalog"] = "Catalog"
     metadata: Metadata
     spec: CatalogSpec

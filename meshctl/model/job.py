@@ -13,9 +13,9 @@ from pydantic import Field, model_validator
 
 from meshctl.model.base import (
     API_VERSION,
-    DocumentModel,
     Count,
     Cpus,
+    DocumentModel,
     DurationS,
     GpuMemoryGiB,
     Gpus,
@@ -120,7 +120,7 @@ class JobSpec(Model):
 
 
 class Job(DocumentModel):
-    apiVersion: Literal["meshctl/v1"] = API_VERSION  # noqa: N815 (the file's key)
+    apiVersion: Literal["meshctl/v1"] = API_VERSION
     kind: Literal["Job"] = "Job"
     metadata: Metadata
     spec: JobSpec

@@ -14,9 +14,9 @@ from pydantic import Field, field_validator, model_validator
 
 from meshctl.model.base import (
     API_VERSION,
-    DocumentModel,
     Count,
     Cpus,
+    DocumentModel,
     DurationS,
     GpuMemoryGiB,
     Gpus,
@@ -142,8 +142,12 @@ class CloudPoolBase(PoolBase):
 
     @model_validator(mode="after")
     def _zones_in_region(self) -> CloudPoolBase:
-        outside = [zone for zone in self.zones if not zone.startswith(f"{self.region}-")
-                   and not (zone.startswith(self.region) and zone[len(self.region):].isalpha())]
+        outside = [
+            zone
+            for zone in self.zones
+            if not zone.startswith(f"{self.region}-")
+            and not (zone.startswith(self.region) and zone[len(self.region) :].isalpha())
+        ]
         if outside:
             raise ValueError(f"zones {', '.join(outside)} are not in region {self.region}")
         return self
@@ -181,7 +185,7 @@ class MeshSpec(Model):
 
 
 class Mesh(DocumentModel):
-    apiVersion: Literal["meshctl/v1"] = API_VERSION  # noqa: N815 (the file's key)
+    apiVersion: Literal["meshctl/v1"] = API_VERSION
     kind: Literal["Mesh"] = "Mesh"
     metadata: Metadata
     spec: MeshSpec

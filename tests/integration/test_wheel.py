@@ -8,7 +8,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -28,8 +27,18 @@ app(["init", sys.argv[1]])
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(out), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
         check=True,
     )
     (built,) = out.glob("meshctl-*.whl")
@@ -38,15 +47,24 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_wheel_contains_the_data(wheel: Path):
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"meshctl/_data/providers/aws.yaml", "meshctl/_data/providers/gcp.yaml",
-            "meshctl/_data/examples/mesh.yaml", "meshctl/_data/policies/README.md"} <= names
+    assert {
+        "meshctl/_data/providers/aws.yaml",
+        "meshctl/_data/providers/gcp.yaml",
+        "meshctl/_data/examples/mesh.yaml",
+        "meshctl/_data/policies/README.md",
+    } <= names
 
 
 def test_catalogs_and_init_work_from_the_wheel_alone(wheel: Path, tmp_path: Path):
     # The wheel goes first on sys.path, so its meshctl shadows the checkout's; run elsewhere.
     env = {"PYTHONPATH": str(wheel), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", USE_WHEEL, str(tmp_path / "m")], env=env,
-                         cwd=tmp_path, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", USE_WHEEL, str(tmp_path / "m")],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert int(out.stdout.splitlines()[0]) > 40
     assert (tmp_path / "m" / "providers" / "gcp.yaml").is_file()

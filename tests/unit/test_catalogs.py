@@ -80,13 +80,15 @@ spec:
     [
         pytest.param("g6.xlarge", "us-east-1", None, id="known-and-priced"),
         pytest.param(
-            "p5.48xlrge", "us-east-1",
+            "p5.48xlrge",
+            "us-east-1",
             "f.yaml:10: spec.pools[0].node_types[0].name: expected an instance type of the aws"
             " catalog, got 'p5.48xlrge'; did you mean 'p5.48xlarge'?",
             id="typo-suggests",
         ),
         pytest.param(
-            "g6.xlarge", "ap-south-1",
+            "g6.xlarge",
+            "ap-south-1",
             "f.yaml:10: spec.pools[0].node_types[0].name: g6.xlarge has no price for ap-south-1"
             " in the aws catalog (priced in: eu-central-1, us-east-1, us-west-2)",
             id="region-not-priced",

@@ -18,11 +18,15 @@ def test_init_scaffolds_a_mesh_that_validates(cli, tmp_path: Path):
     result = cli.invoke(app, ["init", str(target)])
     assert result.exit_code == 0, result.output
     assert {p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()} >= {
-        "mesh.yaml", "providers/aws.yaml", "providers/gcp.yaml", "policies/README.md",
+        "mesh.yaml",
+        "providers/aws.yaml",
+        "providers/gcp.yaml",
+        "policies/README.md",
         "jobs/train-resnet.yaml",
     }
-    checked = cli.invoke(app, ["--providers", str(target / "providers"),
-                               "validate", str(target), "-o", "json"])
+    checked = cli.invoke(
+        app, ["--providers", str(target / "providers"), "validate", str(target), "-o", "json"]
+    )
     assert checked.exit_code == 0, checked.output
     kinds = sorted(row["kind"] for row in json.loads(checked.stdout))
     assert kinds == ["Catalog", "Catalog", "Job", "Job", "Job", "Job", "Mesh"]
@@ -55,12 +59,21 @@ def test_validate_reports_problems_on_stderr_with_exit_2(cli, tmp_path: Path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        pytest.param(["schema", "Pool"], "kind: expected one of Catalog, Job, Mesh, got 'Pool'",
-                     id="schema-unknown-kind"),
-        pytest.param(["providers", "list", "-p", "azure"],
-                     "--provider: expected one of aws, gcp, got azure", id="unknown-provider"),
-        pytest.param(["providers", "prices", "--region", "mars-1"],
-                     "--region: expected a region priced in the catalogs", id="unknown-region"),
+        pytest.param(
+            ["schema", "Pool"],
+            "kind: expected one of Catalog, Job, Mesh, got 'Pool'",
+            id="schema-unknown-kind",
+        ),
+        pytest.param(
+            ["providers", "list", "-p", "azure"],
+            "--provider: expected one of aws, gcp, got azure",
+            id="unknown-provider",
+        ),
+        pytest.param(
+            ["providers", "prices", "--region", "mars-1"],
+            "--region: expected a region priced in the catalogs",
+            id="unknown-region",
+        ),
         pytest.param(["providers", "list", "-o", "xml"], "'xml' is not one of", id="bad-output"),
         pytest.param(["validate"], "Missing argument", id="missing-argument"),
     ],
@@ -96,8 +109,9 @@ def test_providers_list_filters_by_gpu(cli):
 
 
 def test_providers_prices_are_sorted_by_gpu_hour(cli):
-    result = cli.invoke(app, ["providers", "prices", "-p", "aws", "--region", "us-east-1",
-                              "-o", "yaml"])
+    result = cli.invoke(
+        app, ["providers", "prices", "-p", "aws", "--region", "us-east-1", "-o", "yaml"]
+    )
     rows = yaml.safe_load(result.stdout)
     per_gpu = [r["on_demand_usd_per_gpu_hour"] for r in rows]
     assert per_gpu == sorted(per_gpu)
@@ -109,3 +123,28 @@ def test_providers_table_shows_source_date(cli):
     assert result.exit_code == 0
     assert "p5en.48xlarge" in result.stdout
     assert "list prices as of" in result.stdout
+
+
+def test_pools_list_uses_the_mesh_and_catalogs_beside_it(cli, tmp_path: Path):
+    assert cli.invoke(app, ["init", str(tmp_path)]).exit_code == 0
+    result = cli.invoke(app, ["--mesh", str(tmp_path / "mesh.yaml"), "pools", "list", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert [(r["name"], r["provider"]) for r in json.loads(result.stdout)] == [
+        ("onprem", "local"),
+        ("aws-burst", "aws"),
+        ("gcp-burst", "gcp"),
+    ]
+
+
+def test_pools_show_unknown_pool(cli):
+    result = cli.invoke(app, ["pools", "show", "nope"])
+    assert result.exit_code == 2
+    assert "pool: expected one of onprem, aws-burst, gcp-burst, got 'nope'" in result.stderr
+
+
+def test_an_invalid_mesh_stops_pools_list(cli, tmp_path: Path):
+    mesh = tmp_path / "mesh.yaml"
+    mesh.write_text("apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: m}\nspec: {pools: []}\n")
+    result = cli.invoke(app, ["--mesh", str(mesh), "pools", "list"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {mesh}:4: spec.pools: ")

@@ -6,8 +6,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES
+
 from meshctl.files import load_path, load_text
 from meshctl.model import Job, Mesh
 from meshctl.problems import InvalidFileError
@@ -119,8 +119,11 @@ BAD = [
         id="cross-field-rule",
     ),
     pytest.param("", "f.yaml: empty file: expected a meshctl document", id="empty-file"),
-    pytest.param("- just\n- a list\n", "f.yaml:1: expected a mapping with apiVersion, kind",
-                 id="not-a-mapping"),
+    pytest.param(
+        "- just\n- a list\n",
+        "f.yaml:1: expected a mapping with apiVersion, kind",
+        id="not-a-mapping",
+    ),
 ]
 
 
@@ -176,7 +179,8 @@ def test_unknown_provider_lists_the_known_ones():
 
 def test_duplicate_pool_names_are_rejected():
     pool = "{name: a, provider: ray, address: 'http://10.0.0.1:8265'}"
-    text = f"apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {{name: m}}\nspec:\n  pools: [{pool}, {pool}]\n"
+    head = "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: m}\n"
+    text = f"{head}spec:\n  pools: [{pool}, {pool}]\n"
     assert problems_of(text) == [
         "f.yaml:5: spec.pools: pool name 'a' is used twice; names must be unique"
     ]
@@ -190,7 +194,8 @@ def test_zones_must_be_in_the_region():
     spec:
       pools:
         - {name: g, provider: gcp, project: my-project, region: us-central1,
-           zones: [us-central1-a, europe-west4-b], node_types: [{name: g2-standard-8, max_nodes: 1}]}
+           zones: [us-central1-a, europe-west4-b],
+           node_types: [{name: g2-standard-8, max_nodes: 1}]}
     """
     assert problems_of(text) == [
         "f.yaml:6: spec.pools[0]: zones europe-west4-b are not in region us-central1"

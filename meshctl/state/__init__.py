@@ -1,0 +1,65 @@
+"""The state store: versioned records and append-only logs behind the reconcile loop.
+
+``open_store(default_home())`` opens ``$MESHCTL_HOME/state.db`` (``~/.meshctl`` by default).
+See ``README.md`` in this package for the vocabulary.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from meshctl.state.memory import MemoryStore
+from meshctl.state.migrations import MIGRATIONS
+from meshctl.state.records import (
+    AttemptRecord,
+    Decision,
+    Event,
+    InstanceRecord,
+    JobRecord,
+    JobState,
+    LogEntry,
+    NodeRecord,
+    PoolRecord,
+    Record,
+)
+from meshctl.state.sqlite import SqliteStore
+from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
+
+__all__ = [
+    "MIGRATIONS",
+    "AttemptRecord",
+    "ConflictError",
+    "Decision",
+    "Event",
+    "InstanceRecord",
+    "JobRecord",
+    "JobState",
+    "LogEntry",
+    "MemoryStore",
+    "NodeRecord",
+    "NotFoundError",
+    "PoolRecord",
+    "Record",
+    "SqliteStore",
+    "Store",
+    "StoreError",
+    "default_home",
+    "open_store",
+]
+
+STATE_DB = "state.db"
+
+
+def default_home() -> Path:
+    """``$MESHCTL_HOME`` if set and non-empty, else ``~/.meshctl`` (``~`` expanded)."""
+    return Path(os.environ.get("MESHCTL_HOME") or "~/.meshctl").expanduser()
+
+
+def open_store(home: Path) -> SqliteStore:
+    """Create ``home`` if needed and open (migrating if needed) ``home/state.db``."""
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create meshctl home {home}: {exc}") from exc
+    return SqliteStore(home / STATE_DB)

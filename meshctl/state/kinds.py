@@ -1,0 +1,162 @@
+"""The one table of record kinds, and the row codec both stores share.
+
+Each record type maps to a :class:`KindSpec`: its short name (used in messages), its SQL table,
+its key column, the columns ``Store.list`` may filter on, which fields are JSON payloads and
+which are enums. A row is a ``dict`` from column name (= field name) to a SQLite-ready value:
+str, int, float, None, or JSON text. Both stores keep rows, so both round-trip identically.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from meshctl.state.records import (
+    AttemptRecord,
+    Decision,
+    Event,
+    InstanceRecord,
+    JobRecord,
+    JobState,
+    LogEntry,
+    NodeRecord,
+    PoolRecord,
+    Record,
+)
+
+Row = dict[str, Any]
+T = TypeVar("T", bound=Record | LogEntry)
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    """How one record type is stored."""
+
+    name: str
+    table: str
+    key: str
+    filters: frozenset[str]
+    json_fields: frozenset[str] = frozenset()
+    enums: Mapping[str, type[StrEnum]] | None = None
+
+
+def _spec(
+    name: str,
+    table: str,
+    key: str,
+    filters: str,
+    json_fields: str = "",
+    enums: Mapping[str, type[StrEnum]] | None = None,
+) -> KindSpec:
+    return KindSpec(
+        name, table, key, frozenset(filters.split()), frozenset(json_fields.split()), enums
+    )
+
+
+KINDS: Mapping[type[Record | LogEntry], KindSpec] = {
+    JobRecord: _spec("job", "jobs", "id", "state team pool", "spec", {"state": JobState}),
+    AttemptRecord: _spec("attempt", "attempts", "id", "job_id state"),
+    PoolRecord: _spec("pool", "pools", "name", "provider state", "observed"),
+    NodeRecord: _spec("node", "nodes", "id", "pool state", "labels resources"),
+    InstanceRecord: _spec("instance", "instances", "id", "pool state"),
+    Event: _spec("event", "events", "seq", "job_id", "data"),
+    Decision: _spec("decision", "decisions", "seq", "job_id", "explanation"),
+}
+
+RECORD_KINDS: tuple[type[Record], ...] = (
+    JobRecord,
+    AttemptRecord,
+    PoolRecord,
+    NodeRecord,
+    InstanceRecord,
+)
+
+
+def spec_for(kind: type[Any]) -> KindSpec:
+    """The spec of a record type; ``TypeError`` for anything the store does not keep."""
+    try:
+        return KINDS[kind]
+    except (KeyError, TypeError):
+        raise TypeError(f"not a state record type: {kind!r}") from None
+
+
+def record_spec(kind: type[Any]) -> KindSpec:
+    """The spec of a mutable record type; ``TypeError`` for log entries and anything else."""
+    if kind not in RECORD_KINDS:
+        raise TypeError(f"not a state record type: {kind!r} (log entries have their own calls)")
+    return KINDS[kind]
+
+
+def columns(kind: type[Any]) -> tuple[str, ...]:
+    """The column names of a kind, in field order."""
+    spec_for(kind)
+    return tuple(f.name for f in fields(kind))
+
+
+def key_of(record: Record) -> str:
+    """The key of a mutable record."""
+    key: str = getattr(record, record_spec(type(record)).key)
+    return key
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, Mapping):  # e.g. MappingProxyType; tuples are lists already
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+def encode(record: Record | LogEntry) -> Row:
+    """The row of a record: enums as their value, payloads as JSON text, ``*_s`` as float.
+
+    An enum field given as a plain string is checked here (``ValueError``), so a bad value is
+    refused on write rather than stored and found unreadable later.
+    """
+    spec = spec_for(type(record))
+    enums = spec.enums or {}
+    row: Row = {}
+    for f in fields(record):
+        value = getattr(record, f.name)
+        if f.name in spec.json_fields:
+            value = json.dumps(value, sort_keys=True, separators=(",", ":"), default=_json_default)
+        elif f.name in enums:
+            value = enums[f.name](value).value
+        elif f.name.endswith("_s") and value is not None:
+            value = float(value)
+        row[f.name] = value
+    return row
+
+
+def decode(kind: type[T], row: Mapping[str, Any]) -> T:
+    """The record of a row (the inverse of :func:`encode`)."""
+    spec = spec_for(kind)
+    enums = spec.enums or {}
+    values: Row = {}
+    for name in columns(kind):
+        value = row[name]
+        if name in spec.json_fields:
+            value = json.loads(value)
+        elif name in enums:
+            value = enums[name](value)
+        values[name] = value
+    return kind(**values)
+
+
+def check_filters(kind: type[Any], filters: Mapping[str, object]) -> Row:
+    """Validate ``list`` filters against the kind's indexed columns; return them encoded."""
+    spec = record_spec(kind)
+    unknown = sorted(set(filters) - spec.filters)
+    if unknown:
+        allowed = ", ".join(sorted(spec.filters))
+        raise ValueError(f"cannot filter {spec.name} by {', '.join(unknown)}; use: {allowed}")
+    return {k: v.value if isinstance(v, StrEnum) else v for k, v in filters.items()}
+
+
+def check_limit(after_seq: int, limit: int | None) -> None:
+    """Validate the paging arguments of the log queries."""
+    if after_seq < 0:
+        raise ValueError(f"after_seq must be >= 0, got {after_seq}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit}")

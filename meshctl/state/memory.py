@@ -1,0 +1,149 @@
+"""``MemoryStore``: the in-memory, thread-safe twin of ``SqliteStore``.
+
+It keeps the same rows the SQLite store keeps (payloads as JSON text), so records round-trip the
+same way in both. One lock makes every call atomic, which is what a transaction means here.
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from collections.abc import Sequence
+from typing import Any, Self, TypeVar
+
+from meshctl.state.kinds import (
+    RECORD_KINDS,
+    Row,
+    check_filters,
+    check_limit,
+    decode,
+    encode,
+    key_of,
+    record_spec,
+    spec_for,
+)
+from meshctl.state.records import Decision, Event, Record
+from meshctl.state.store import ConflictError, NotFoundError, R, Store, StoreError
+
+L = TypeVar("L", Event, Decision)
+
+
+class MemoryStore(Store):
+    """A ``Store`` held in process memory; nothing survives ``close``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._closed = False
+        self._tables: dict[str, dict[str, Row]] = {spec_for(k).table: {} for k in RECORD_KINDS}
+        self._logs: dict[str, builtins.list[Row]] = {"events": [], "decisions": []}
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("the state store is closed")
+
+    def _table(self, kind: type[Any]) -> dict[str, Row]:
+        self._check_open()
+        return self._tables[record_spec(kind).table]
+
+    def _check_version(self, kind: type[Any], key: str, expected: int) -> None:
+        row = self._table(kind).get(key)
+        name = spec_for(kind).name
+        if row is None:
+            raise NotFoundError(name, key)
+        if row["version"] != expected:
+            raise ConflictError(name, key, expected=expected, actual=row["version"])
+
+    def _append_rows(self, rows: Sequence[Row], table: str) -> builtins.list[Row]:
+        log = self._logs[table]
+        for row in rows:
+            log.append({**row, "seq": len(log) + 1})
+        return log[len(log) - len(rows) :]
+
+    def create(self, record: R, *, events: Sequence[Event] = ()) -> R:
+        row, event_rows = encode(record), [encode(e) for e in events]
+        key = key_of(record)
+        with self._lock:
+            table = self._table(type(record))
+            if key in table:
+                raise ConflictError(spec_for(type(record)).name, key, actual=table[key]["version"])
+            table[key] = row = {**row, "version": 1}
+            self._append_rows(event_rows, "events")
+        return decode(type(record), row)
+
+    def update(self, record: R, *, expected_version: int, events: Sequence[Event] = ()) -> R:
+        row, event_rows = encode(record), [encode(e) for e in events]
+        key = key_of(record)
+        with self._lock:
+            self._check_version(type(record), key, expected_version)
+            table = self._table(type(record))
+            table[key] = row = {**row, "version": expected_version + 1}
+            self._append_rows(event_rows, "events")
+        return decode(type(record), row)
+
+    def delete(
+        self, kind: type[Record], key: str, *, expected_version: int, events: Sequence[Event] = ()
+    ) -> None:
+        event_rows = [encode(e) for e in events]
+        with self._lock:
+            self._check_version(kind, key, expected_version)
+            del self._table(kind)[key]
+            self._append_rows(event_rows, "events")
+
+    def get(self, kind: type[R], key: str) -> R | None:
+        with self._lock:
+            row = self._table(kind).get(key)
+        return None if row is None else decode(kind, row)
+
+    def list(self, kind: type[R], **filters: str | None) -> builtins.list[R]:
+        wanted = check_filters(kind, filters)
+        with self._lock:
+            table = self._table(kind)
+            rows = [table[key] for key in sorted(table)]
+        return [
+            decode(kind, row)
+            for row in rows
+            if all(row[name] == value for name, value in wanted.items())
+        ]
+
+    def _append(self, entry: L) -> L:
+        row = encode(entry)
+        with self._lock:
+            self._check_open()
+            (stored,) = self._append_rows([row], spec_for(type(entry)).table)
+        return decode(type(entry), stored)
+
+    def _query(
+        self, kind: type[L], job_id: str | None, after_seq: int, limit: int | None
+    ) -> builtins.list[L]:
+        check_limit(after_seq, limit)
+        with self._lock:
+            self._check_open()
+            log = self._logs[spec_for(kind).table]
+            rows = [row for row in log[after_seq:] if job_id is None or row["job_id"] == job_id]
+        return [decode(kind, row) for row in rows[:limit]]
+
+    def append_event(self, event: Event) -> Event:
+        return self._append(event)
+
+    def events(
+        self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
+    ) -> builtins.list[Event]:
+        return self._query(Event, job_id, after_seq, limit)
+
+    def record_decision(self, decision: Decision) -> Decision:
+        return self._append(decision)
+
+    def decisions(
+        self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
+    ) -> builtins.list[Decision]:
+        return self._query(Decision, job_id, after_seq, limit)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

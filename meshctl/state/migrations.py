@@ -1,0 +1,130 @@
+"""Schema migrations of ``state.db``.
+
+``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``; ``PRAGMA user_version``
+records how many steps a file has had. Steps are append-only: never edit a released step, add a
+new one. Opening a file applies every missing step in one transaction; a file whose version is
+newer than ``len(MIGRATIONS)`` belongs to a newer meshctl and is refused.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+
+from meshctl.state.store import StoreError
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the tables.
+    """
+    CREATE TABLE jobs (
+        id TEXT PRIMARY KEY, name TEXT NOT NULL, team TEXT NOT NULL, state TEXT NOT NULL,
+        priority INTEGER NOT NULL, spec TEXT NOT NULL, pool TEXT,
+        submitted_at_s REAL NOT NULL, updated_at_s REAL NOT NULL, version INTEGER NOT NULL
+    );
+    CREATE TABLE attempts (
+        id TEXT PRIMARY KEY, job_id TEXT NOT NULL, number INTEGER NOT NULL, pool TEXT NOT NULL,
+        submission_id TEXT NOT NULL, state TEXT NOT NULL, started_at_s REAL, ended_at_s REAL,
+        reason TEXT NOT NULL, version INTEGER NOT NULL
+    );
+    CREATE TABLE pools (
+        name TEXT PRIMARY KEY, provider TEXT NOT NULL, state TEXT NOT NULL,
+        observed TEXT NOT NULL, updated_at_s REAL NOT NULL, version INTEGER NOT NULL
+    );
+    CREATE TABLE nodes (
+        id TEXT PRIMARY KEY, pool TEXT NOT NULL, state TEXT NOT NULL, labels TEXT NOT NULL,
+        resources TEXT NOT NULL, updated_at_s REAL NOT NULL, version INTEGER NOT NULL
+    );
+    CREATE TABLE instances (
+        id TEXT PRIMARY KEY, pool TEXT NOT NULL, provider TEXT NOT NULL,
+        request_id TEXT NOT NULL, instance_type TEXT NOT NULL, state TEXT NOT NULL,
+        launched_at_s REAL, updated_at_s REAL NOT NULL, version INTEGER NOT NULL
+    );
+    CREATE TABLE events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, at_s REAL NOT NULL, kind TEXT NOT NULL,
+        job_id TEXT, message TEXT NOT NULL, data TEXT NOT NULL
+    );
+    CREATE TABLE decisions (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, at_s REAL NOT NULL, job_id TEXT NOT NULL,
+        outcome TEXT NOT NULL, policy_hash TEXT NOT NULL, explanation TEXT NOT NULL
+    );
+    """,
+    # 2: indexes on the columns Store.list and the log queries filter on.
+    """
+    CREATE INDEX jobs_state ON jobs (state);
+    CREATE INDEX jobs_team ON jobs (team);
+    CREATE INDEX jobs_pool ON jobs (pool);
+    CREATE INDEX attempts_job_id ON attempts (job_id);
+    CREATE INDEX attempts_state ON attempts (state);
+    CREATE INDEX pools_provider ON pools (provider);
+    CREATE INDEX pools_state ON pools (state);
+    CREATE INDEX nodes_pool ON nodes (pool);
+    CREATE INDEX nodes_state ON nodes (state);
+    CREATE INDEX instances_pool ON instances (pool);
+    CREATE INDEX instances_state ON instances (state);
+    CREATE INDEX events_job_id ON events (job_id, seq);
+    CREATE INDEX decisions_job_id ON decisions (job_id, seq);
+    """,
+)
+
+
+def statements(script: str) -> Iterator[str]:
+    """Split a SQL script into complete statements (``;`` inside literals is kept)."""
+    pending = ""
+    for chunk in script.split(";"):
+        pending += chunk + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\r\n;"):
+                yield pending.strip()
+            pending = ""
+    if pending.strip(" \t\r\n;"):
+        raise StoreError(f"incomplete SQL statement in migration: {pending.strip()!r}")
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The ``user_version`` of the open database."""
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+    return version
+
+
+def check_not_newer(version: int, known: int) -> None:
+    """Refuse a database written by a newer meshctl."""
+    if version > known:
+        raise StoreError(
+            f"state.db schema version {version} is newer than this meshctl ({known}); "
+            "upgrade meshctl"
+        )
+
+
+def _apply(conn: sqlite3.Connection, number: int, script: str) -> None:
+    try:
+        for statement in statements(script):
+            conn.execute(statement)
+    except sqlite3.Error as exc:
+        raise StoreError(f"state.db migration step {number} failed: {exc}") from exc
+
+
+def migrate(conn: sqlite3.Connection, migrations: Sequence[str] = MIGRATIONS) -> int:
+    """Apply the missing steps in one ``BEGIN IMMEDIATE`` transaction; return the version.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``). Any failure rolls every
+    step back and raises ``StoreError``; an up-to-date file takes no write lock.
+    """
+    target = len(migrations)
+    try:
+        if schema_version(conn) == target:
+            return target
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = schema_version(conn)  # again: another process may have migrated it
+            check_not_newer(current, target)
+            for number in range(current, target):
+                _apply(conn, number + 1, migrations[number])
+            conn.execute(f"PRAGMA user_version = {target:d}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot migrate state.db to schema version {target}: {exc}") from exc
+    return target

@@ -1,0 +1,255 @@
+"""``SqliteStore``: the ``Store`` kept in a SQLite file in WAL mode.
+
+Every write runs inside ``BEGIN IMMEDIATE`` (one writer at a time across processes; others wait
+up to ``busy_timeout_s``), and the version check and the write are one statement
+(``UPDATE ... WHERE key = ? AND version = ?``), so two controllers can never both apply a change
+made from the same version. One connection per store, guarded by a lock: a store may be shared
+between threads, not across ``fork`` (open a new one in each process).
+"""
+
+from __future__ import annotations
+
+import builtins
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+from meshctl.state.kinds import (
+    KINDS,
+    Row,
+    check_filters,
+    check_limit,
+    columns,
+    decode,
+    encode,
+    key_of,
+    record_spec,
+    spec_for,
+)
+from meshctl.state.migrations import MIGRATIONS, check_not_newer, migrate, schema_version
+from meshctl.state.records import Decision, Event, Record
+from meshctl.state.store import ConflictError, NotFoundError, R, Store, StoreError
+
+L = TypeVar("L", Event, Decision)
+
+
+@dataclass(frozen=True, slots=True)
+class _Sql:
+    """The statements of one kind, built once from the kind table."""
+
+    columns: tuple[str, ...]
+    insert: str
+    update: str
+    delete: str
+    select: str
+    version: str
+
+
+def _build(kind: type[Any]) -> _Sql:
+    spec = spec_for(kind)
+    cols = columns(kind)
+    written = tuple(c for c in cols if c != "seq")
+    table, key = spec.table, spec.key
+    return _Sql(
+        columns=cols,
+        insert=f"INSERT INTO {table} ({', '.join(written)}) "
+        f"VALUES ({', '.join('?' for _ in written)})",
+        update=f"UPDATE {table} SET {', '.join(f'{c} = ?' for c in written)} "
+        f"WHERE {key} = ? AND version = ?",
+        delete=f"DELETE FROM {table} WHERE {key} = ? AND version = ?",
+        select=f"SELECT {', '.join(cols)} FROM {table}",
+        version=f"SELECT version FROM {table} WHERE {key} = ?",
+    )
+
+
+_SQL = {kind: _build(kind) for kind in KINDS}
+
+
+def _sql(kind: type[Any]) -> _Sql:
+    spec_for(kind)
+    return _SQL[kind]
+
+
+class SqliteStore(Store):
+    """A ``Store`` in the SQLite file at ``path`` (created and migrated on open)."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        busy_timeout_s: float = 10.0,
+        migrations: Sequence[str] = MIGRATIONS,
+    ) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open state store {self.path}: {exc}") from exc
+        try:
+            self._setup(conn, busy_timeout_s, migrations)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn: sqlite3.Connection | None = conn
+
+    def _setup(
+        self, conn: sqlite3.Connection, busy_timeout_s: float, migrations: Sequence[str]
+    ) -> None:
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {round(busy_timeout_s * 1000):d}")
+            check_not_newer(schema_version(conn), len(migrations))
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open state store {self.path}: {exc}") from exc
+        if str(mode).lower() != "wal":
+            raise StoreError(f"cannot put state store {self.path} in WAL mode (got {mode})")
+        migrate(conn, migrations)
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._conn is None:
+                raise StoreError("the state store is closed")
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                raise StoreError(f"state store {self.path}: {exc}") from exc
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction: commit on success, roll back on any error."""
+        with self._read() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _version(self, conn: sqlite3.Connection, kind: type[Any], key: str) -> int | None:
+        row = conn.execute(_sql(kind).version, (key,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def _lost_race(
+        self, conn: sqlite3.Connection, kind: type[Any], key: str, expected: int
+    ) -> StoreError:
+        """The error for a guarded write that matched no row."""
+        actual = self._version(conn, kind, key)
+        name = spec_for(kind).name
+        if actual is None:
+            return NotFoundError(name, key)
+        return ConflictError(name, key, expected=expected, actual=actual)
+
+    def _append_rows(self, conn: sqlite3.Connection, kind: type[Any], rows: Sequence[Row]) -> Row:
+        """Insert log rows; return the last one with its ``seq``."""
+        stored: Row = {}
+        for row in rows:
+            values = tuple(v for c, v in row.items() if c != "seq")
+            cursor = conn.execute(_sql(kind).insert, values)
+            stored = {**row, "seq": cursor.lastrowid}
+        return stored
+
+    def create(self, record: R, *, events: Sequence[Event] = ()) -> R:
+        kind, key = type(record), key_of(record)
+        row = {**encode(record), "version": 1}
+        event_rows = [encode(e) for e in events]
+        with self._write() as conn:
+            actual = self._version(conn, kind, key)
+            if actual is not None:
+                raise ConflictError(spec_for(kind).name, key, actual=actual)
+            conn.execute(_sql(kind).insert, tuple(row.values()))
+            self._append_rows(conn, Event, event_rows)
+        return decode(kind, row)
+
+    def update(self, record: R, *, expected_version: int, events: Sequence[Event] = ()) -> R:
+        kind, key = type(record), key_of(record)
+        row = {**encode(record), "version": expected_version + 1}
+        event_rows = [encode(e) for e in events]
+        with self._write() as conn:
+            params = (*row.values(), key, expected_version)
+            if conn.execute(_sql(kind).update, params).rowcount != 1:
+                raise self._lost_race(conn, kind, key, expected_version)
+            self._append_rows(conn, Event, event_rows)
+        return decode(kind, row)
+
+    def delete(
+        self, kind: type[Record], key: str, *, expected_version: int, events: Sequence[Event] = ()
+    ) -> None:
+        record_spec(kind)
+        event_rows = [encode(e) for e in events]
+        with self._write() as conn:
+            if conn.execute(_sql(kind).delete, (key, expected_version)).rowcount != 1:
+                raise self._lost_race(conn, kind, key, expected_version)
+            self._append_rows(conn, Event, event_rows)
+
+    def _select(self, kind: type[Any], where: str, params: Sequence[object]) -> builtins.list[Row]:
+        sql = _sql(kind)
+        with self._read() as conn:
+            rows = conn.execute(f"{sql.select} {where}", tuple(params)).fetchall()
+        return [dict(zip(sql.columns, row, strict=True)) for row in rows]
+
+    def get(self, kind: type[R], key: str) -> R | None:
+        rows = self._select(kind, f"WHERE {record_spec(kind).key} = ?", (key,))
+        return decode(kind, rows[0]) if rows else None
+
+    def list(self, kind: type[R], **filters: str | None) -> builtins.list[R]:
+        wanted = check_filters(kind, filters)
+        where = " AND ".join(f"{name} IS ?" for name in wanted) or "1"
+        order = spec_for(kind).key
+        rows = self._select(kind, f"WHERE {where} ORDER BY {order}", tuple(wanted.values()))
+        return [decode(kind, row) for row in rows]
+
+    def _append(self, entry: L) -> L:
+        row = encode(entry)
+        with self._write() as conn:
+            stored = self._append_rows(conn, type(entry), [row])
+        return decode(type(entry), stored)
+
+    def _query(
+        self, kind: type[L], job_id: str | None, after_seq: int, limit: int | None
+    ) -> builtins.list[L]:
+        check_limit(after_seq, limit)
+        where, params = "WHERE seq > ?", builtins.list[object]([after_seq])
+        if job_id is not None:
+            where += " AND job_id = ?"
+            params.append(job_id)
+        params.append(-1 if limit is None else limit)
+        rows = self._select(kind, f"{where} ORDER BY seq LIMIT ?", params)
+        return [decode(kind, row) for row in rows]
+
+    def append_event(self, event: Event) -> Event:
+        return self._append(event)
+
+    def events(
+        self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
+    ) -> builtins.list[Event]:
+        return self._query(Event, job_id, after_seq, limit)
+
+    def record_decision(self, decision: Decision) -> Decision:
+        return self._append(decision)
+
+    def decisions(
+        self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
+    ) -> builtins.list[Decision]:
+        return self._query(Decision, job_id, after_seq, limit)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,121 @@
+"""The ``Store`` protocol and its errors.
+
+Two implementations keep the same contract: :class:`meshctl.state.memory.MemoryStore` (in
+memory, thread-safe) and :class:`meshctl.state.sqlite.SqliteStore` (a SQLite file in WAL mode,
+safe across processes). See ``README.md`` in this package for the vocabulary.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Protocol, Self, TypeVar
+
+from meshctl.state.records import Decision, Event, Record
+
+R = TypeVar("R", bound=Record)
+
+
+class StoreError(Exception):
+    """The state store cannot do what was asked."""
+
+
+class ConflictError(StoreError):
+    """A write lost an optimistic-concurrency race (or a create found the key taken)."""
+
+    def __init__(
+        self, kind: str, key: str, *, expected: int | None = None, actual: int | None = None
+    ) -> None:
+        self.kind, self.key, self.expected, self.actual = kind, key, expected, actual
+        if expected is None:
+            message = f"{kind} {key!r} already exists (version {actual})"
+        else:
+            message = (
+                f"{kind} {key!r} changed concurrently: "
+                f"expected version {expected}, found version {actual}"
+            )
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild_conflict, (self.kind, self.key, self.expected, self.actual)
+
+
+def _rebuild_conflict(kind: str, key: str, expected: int | None, actual: int | None) -> Exception:
+    return ConflictError(kind, key, expected=expected, actual=actual)
+
+
+class NotFoundError(StoreError):
+    """The record to update or delete does not exist."""
+
+    def __init__(self, kind: str, key: str) -> None:
+        self.kind, self.key = kind, key
+        super().__init__(f"{kind} {key!r} not found")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return NotFoundError, (self.kind, self.key)
+
+
+class Store(Protocol):
+    """Persistence for the controller: versioned records plus append-only logs.
+
+    ``kind`` is a record type (``JobRecord``, ``AttemptRecord``, ``PoolRecord``, ``NodeRecord``,
+    ``InstanceRecord``). The ``version`` and ``seq`` fields of records passed in are ignored:
+    the store sets them and returns the stored values. ``events`` given to a write are appended
+    in the same transaction: the write and its events commit together or not at all.
+    """
+
+    def create(self, record: R, *, events: Sequence[Event] = ()) -> R:
+        """Store a new record at version 1; ``ConflictError`` if its key exists."""
+        ...
+
+    def update(self, record: R, *, expected_version: int, events: Sequence[Event] = ()) -> R:
+        """Replace a record whose stored version is ``expected_version``; return it at +1.
+
+        ``NotFoundError`` if it is missing, ``ConflictError`` if its version differs.
+        """
+        ...
+
+    def delete(
+        self, kind: type[Record], key: str, *, expected_version: int, events: Sequence[Event] = ()
+    ) -> None:
+        """Remove a record whose stored version is ``expected_version``."""
+        ...
+
+    def get(self, kind: type[R], key: str) -> R | None:
+        """The stored record, or None."""
+        ...
+
+    def list(self, kind: type[R], **filters: str | None) -> builtins.list[R]:
+        """Records of a kind, ordered by key, matching every ``column=value`` filter.
+
+        Only the kind's indexed columns may be filtered on; any other name is a ``ValueError``.
+        """
+        ...
+
+    def append_event(self, event: Event) -> Event:
+        """Append an event; return it with the ``seq`` the store assigned."""
+        ...
+
+    def events(
+        self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
+    ) -> builtins.list[Event]:
+        """Events with ``seq > after_seq`` (of one job, if given), ordered by seq."""
+        ...
+
+    def record_decision(self, decision: Decision) -> Decision:
+        """Append a decision; return it with the ``seq`` the store assigned."""
+        ...
+
+    def decisions(
+        self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
+    ) -> builtins.list[Decision]:
+        """Decisions with ``seq > after_seq`` (of one job, if given), ordered by seq."""
+        ...
+
+    def close(self) -> None:
+        """Release the store; later calls raise ``StoreError``. Closing twice is fine."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...

@@ -1,0 +1,581 @@
+"""The ``Store`` contract, run against both ``MemoryStore`` and ``SqliteStore``."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, cast
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from meshctl.state import (
+    AttemptRecord,
+    ConflictError,
+    Decision,
+    Event,
+    InstanceRecord,
+    JobRecord,
+    JobState,
+    MemoryStore,
+    NodeRecord,
+    NotFoundError,
+    PoolRecord,
+    Record,
+    SqliteStore,
+    Store,
+    StoreError,
+)
+from meshctl.state.kinds import key_of
+
+pytestmark = pytest.mark.unit
+
+JOB = JobRecord(
+    id="j1",
+    name="train",
+    team="ml",
+    state=JobState.PENDING,
+    priority=5,
+    spec={"image": "ray:2", "resources": {"gpu": 8}, "args": ["-x", 1, 2.5, None, True]},
+    pool=None,
+    submitted_at_s=1_700_000_000.25,
+    updated_at_s=1_700_000_001.5,
+)
+SAMPLES: dict[str, Record] = {
+    "job": JOB,
+    "attempt": AttemptRecord("j1-1", "j1", 1, "onprem", "raysubmit_1", "running", 10.0, None),
+    "pool": PoolRecord("onprem", "slurm", "ready", {"gpus_free": 12, "nodes": ["a", "b"]}, 10.0),
+    "node": NodeRecord("n1", "onprem", "healthy", {"zone": "a"}, {"gpu": 8, "mem_gib": 512.0}, 1.0),
+    "instance": InstanceRecord("i-1", "aws", "aws", "req-1", "p5.48xlarge", "pending", None, 1.0),
+}
+KIND_IDS = list(SAMPLES)
+
+
+def at_version(record: Record, version: int) -> Record:
+    """``dataclasses.replace`` for any mutable record (mypy cannot replace on a union)."""
+    new: Record = replace(cast(Any, record), version=version)
+    return new
+
+
+def changed(record: Record) -> Record:
+    """The same record in another state (every mutable kind has a ``state`` field)."""
+    new_state = JobState.RUNNING if isinstance(record, JobRecord) else "changed"
+    new: Record = replace(cast(Any, record), state=new_state)
+    return new
+
+
+def ev(message: str, job_id: str | None = "j1", at_s: float = 1.0, **data: Any) -> Event:
+    return Event(at_s=at_s, kind="test", job_id=job_id, message=message, data=data)
+
+
+# --- the two backends -------------------------------------------------------------------------
+
+
+@dataclass
+class Backend:
+    """A store under test, and how to run writers against it at the same time."""
+
+    store: Store
+    path: Path | None  # None: in memory (writers are threads); else a file (writers are processes)
+
+    def run_concurrently(self, target: Callable[..., None], *arg_sets: tuple[Any, ...]) -> None:
+        """Run ``target(store, barrier, *args)`` once per arg set, all at once."""
+        if self.path is None:
+            _run_threads(self.store, target, arg_sets)
+        else:
+            _run_processes(self.path, target, arg_sets)
+
+
+def _run_threads(store: Store, target: Callable[..., None], arg_sets: tuple[Any, ...]) -> None:
+    barrier, errors = threading.Barrier(len(arg_sets)), []
+
+    def run(args: tuple[Any, ...]) -> None:
+        try:
+            target(store, barrier, *args)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(args,)) for args in arg_sets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+
+
+def _in_process(path: str, target: Callable[..., None], barrier: Any, *args: Any) -> None:
+    with SqliteStore(path) as store:
+        target(store, barrier, *args)
+
+
+def _run_processes(path: Path, target: Callable[..., None], arg_sets: tuple[Any, ...]) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(len(arg_sets))
+    procs = [
+        ctx.Process(target=_in_process, args=(str(path), target, barrier, *args))
+        for args in arg_sets
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=60)
+    assert [proc.exitcode for proc in procs] == [0] * len(procs)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "memory":
+        store: Store = MemoryStore()
+        path = None
+    else:
+        path = tmp_path / "state.db"
+        store = SqliteStore(path)
+    with store:
+        yield Backend(store, path)
+
+
+@pytest.fixture
+def store(backend: Backend) -> Store:
+    return backend.store
+
+
+# --- versioned records ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KIND_IDS)
+def test_create_stores_version_1_and_round_trips(store: Store, kind: str) -> None:
+    record = at_version(SAMPLES[kind], 7)
+    created = store.create(record)
+    assert created == at_version(record, 1)
+    assert store.get(type(record), key_of(record)) == created
+    assert store.list(type(record)) == [created]
+
+
+@pytest.mark.parametrize("kind", KIND_IDS)
+def test_create_existing_key_conflicts(store: Store, kind: str) -> None:
+    first = store.create(SAMPLES[kind])
+    with pytest.raises(ConflictError, match=rf"{kind} '{key_of(first)}' already exists"):
+        store.create(changed(SAMPLES[kind]), events=[ev("must not be kept")])
+    assert store.get(type(first), key_of(first)) == first
+    assert store.events() == []
+
+
+def test_get_missing_is_none(store: Store) -> None:
+    assert store.get(JobRecord, "nope") is None
+
+
+UPDATE_CASES = [
+    # id, expected version given (None: record missing), error
+    pytest.param(1, None, id="current-version"),
+    pytest.param(0, ConflictError, id="stale-version"),
+    pytest.param(2, ConflictError, id="version-from-the-future"),
+    pytest.param(None, NotFoundError, id="missing-record"),
+]
+
+
+@pytest.mark.parametrize("kind", KIND_IDS)
+@pytest.mark.parametrize(("expected", "error"), UPDATE_CASES)
+def test_update(store: Store, kind: str, expected: int | None, error: type[Exception]) -> None:
+    original = SAMPLES[kind]
+    if expected is not None:
+        store.create(original)
+    new = changed(original)
+    if error is None:
+        assert store.update(new, expected_version=1) == at_version(new, 2)
+        assert store.get(type(new), key_of(new)) == at_version(new, 2)
+        return
+    with pytest.raises(error):
+        store.update(new, expected_version=1 if expected is None else expected)
+    stored = store.get(type(new), key_of(new))
+    assert stored == (None if expected is None else at_version(original, 1))
+
+
+def test_conflict_message_names_kind_key_and_versions(store: Store) -> None:
+    job = store.create(JOB)
+    store.update(changed(job), expected_version=1)
+    with pytest.raises(ConflictError) as info:
+        store.update(job, expected_version=1)
+    assert re.search(r"job 'j1'.*expected version 1.*found version 2", str(info.value))
+    assert (info.value.kind, info.value.key, info.value.expected, info.value.actual) == (
+        "job",
+        "j1",
+        1,
+        2,
+    )
+
+
+def test_update_ignores_the_version_field_of_the_record(store: Store) -> None:
+    job = store.create(JOB)
+    assert store.update(replace(job, version=42), expected_version=1).version == 2
+
+
+DELETE_CASES = [
+    pytest.param(True, 1, None, id="current-version"),
+    pytest.param(True, 3, ConflictError, id="stale-version"),
+    pytest.param(False, 1, NotFoundError, id="missing-record"),
+]
+
+
+@pytest.mark.parametrize("kind", KIND_IDS)
+@pytest.mark.parametrize(("exists", "expected", "error"), DELETE_CASES)
+def test_delete(
+    store: Store, kind: str, exists: bool, expected: int, error: type[Exception] | None
+) -> None:
+    record = SAMPLES[kind]
+    if exists:
+        store.create(record)
+    if error is not None:
+        with pytest.raises(error):
+            store.delete(type(record), key_of(record), expected_version=expected)
+        assert (store.get(type(record), key_of(record)) is not None) == exists
+        return
+    store.delete(type(record), key_of(record), expected_version=expected)
+    assert store.get(type(record), key_of(record)) is None
+    assert store.create(record).version == 1  # the key is free again
+
+
+# --- writes and their events: one transaction -------------------------------------------------
+
+
+def _create(store: Store) -> None:
+    store.create(JOB, events=[ev("created"), ev("queued")])
+
+
+def _update(store: Store) -> None:
+    store.create(JOB)
+    store.update(changed(JOB), expected_version=1, events=[ev("created"), ev("queued")])
+
+
+def _delete(store: Store) -> None:
+    store.create(JOB)
+    store.delete(JobRecord, "j1", expected_version=1, events=[ev("created"), ev("queued")])
+
+
+@pytest.mark.parametrize("write", [_create, _update, _delete], ids=["create", "update", "delete"])
+def test_write_appends_its_events(store: Store, write: Callable[[Store], None]) -> None:
+    write(store)
+    assert [(e.message, e.seq) for e in store.events()] == [("created", 1), ("queued", 2)]
+
+
+ROLLBACK_CASES = [
+    pytest.param("update", 0, ConflictError, id="update-stale"),
+    pytest.param("update", None, NotFoundError, id="update-missing"),
+    pytest.param("delete", 5, ConflictError, id="delete-stale"),
+    pytest.param("delete", None, NotFoundError, id="delete-missing"),
+]
+
+
+@pytest.mark.parametrize(("op", "expected", "error"), ROLLBACK_CASES)
+def test_failed_write_appends_no_events(
+    store: Store, op: str, expected: int | None, error: type[Exception]
+) -> None:
+    if expected is not None:
+        store.create(JOB)
+    events = [ev("must not be kept"), ev("nor this")]
+    version = 1 if expected is None else expected
+    if op == "update":
+        write: Callable[..., object] = partial(store.update, changed(JOB), expected_version=version)
+    else:
+        write = partial(store.delete, JobRecord, "j1", expected_version=version)
+    with pytest.raises(error):
+        write(events=events)
+    assert store.events() == []
+    store.append_event(ev("next"))
+    assert [e.message for e in store.events()] == ["next"]
+
+
+def test_unserialisable_payload_stores_nothing(store: Store) -> None:
+    with pytest.raises(TypeError):
+        store.create(replace(JOB, spec={"bad": object()}), events=[ev("x")])
+    with pytest.raises(TypeError):
+        store.create(JOB, events=[ev("x", bad=object())])
+    assert store.get(JobRecord, "j1") is None
+    assert store.events() == []
+
+
+def test_job_state_may_be_a_plain_string_but_must_be_valid(store: Store) -> None:
+    created = store.create(replace(JOB, state=cast(JobState, "running")))
+    assert created.state is JobState.RUNNING
+    with pytest.raises(ValueError, match="bogus"):
+        store.update(replace(JOB, state=cast(JobState, "bogus")), expected_version=1)
+    assert store.get(JobRecord, "j1") == created
+
+
+# --- append-only logs -------------------------------------------------------------------------
+
+
+def test_events_get_increasing_seq_in_append_order(store: Store) -> None:
+    appended = [store.append_event(ev(f"m{i}", job_id=f"j{i % 3}")) for i in range(10)]
+    seqs = [e.seq for e in appended]
+    assert seqs == sorted(set(seqs))
+    assert len(seqs) == 10
+    assert seqs[0] >= 1
+    assert store.events() == appended
+
+
+def _seed_log(store: Store) -> None:
+    for i in range(6):
+        store.append_event(ev(f"e{i}", job_id=("a", "b", None)[i % 3]))
+        store.record_decision(Decision(float(i), "ab"[i % 2], f"d{i}", "h", {"rank": i}))
+
+
+LOG_QUERIES = [
+    pytest.param({}, ["0", "1", "2", "3", "4", "5"], id="all"),
+    pytest.param({"job_id": "a"}, ["0", "3"], id="one-job"),
+    pytest.param({"after_seq": 4}, ["4", "5"], id="after-seq"),
+    pytest.param({"limit": 2}, ["0", "1"], id="limit"),
+    pytest.param({"limit": 0}, [], id="limit-zero"),
+    pytest.param({"job_id": "b", "after_seq": 2, "limit": 1}, ["4"], id="all-three"),
+    pytest.param({"job_id": "zzz"}, [], id="unknown-job"),
+]
+
+
+@pytest.mark.parametrize(("query", "expected"), LOG_QUERIES)
+def test_event_queries(store: Store, query: dict[str, Any], expected: list[str]) -> None:
+    _seed_log(store)
+    assert [e.message for e in store.events(**query)] == [f"e{i}" for i in expected]
+
+
+DECISION_QUERIES = [
+    pytest.param({}, "012345", id="all"),
+    pytest.param({"job_id": "b"}, "135", id="one-job"),
+    pytest.param({"after_seq": 3, "limit": 2}, "34", id="page"),
+]
+
+
+@pytest.mark.parametrize(("query", "expected"), DECISION_QUERIES)
+def test_decision_queries(store: Store, query: dict[str, Any], expected: str) -> None:
+    _seed_log(store)
+    found = store.decisions(**query)
+    assert [d.outcome for d in found] == [f"d{i}" for i in expected]
+    assert [d.seq for d in found] == sorted(d.seq for d in found)
+    assert all(d.explanation == {"rank": int(d.outcome[1])} for d in found)
+
+
+@pytest.mark.parametrize("query", [{"after_seq": -1}, {"limit": -1}], ids=["after", "limit"])
+def test_bad_log_paging_is_value_error(store: Store, query: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=next(iter(query))):
+        store.events(**query)
+
+
+# --- list and its filters ---------------------------------------------------------------------
+
+
+def _seed_records(store: Store) -> None:
+    jobs: list[tuple[str, JobState, str, str | None]] = [
+        ("j3", JobState.RUNNING, "ml", "onprem"),
+        ("j1", JobState.PENDING, "ml", None),
+        ("j2", JobState.RUNNING, "infra", "aws"),
+        ("j4", JobState.RUNNING, "ml", "aws"),
+    ]
+    for key, job_state, team, pool in jobs:
+        store.create(replace(JOB, id=key, state=job_state, team=team, pool=pool))
+    for key, job_id, state in [
+        ("j1-1", "j1", "failed"),
+        ("j1-2", "j1", "running"),
+        ("j2-1", "j2", "running"),
+    ]:
+        store.create(AttemptRecord(key, job_id, int(key[-1]), "p", "s", state, None, None))
+    for key, pool, state in [
+        ("n2", "onprem", "healthy"),
+        ("n1", "onprem", "cordoned"),
+        ("n3", "aws", "healthy"),
+    ]:
+        store.create(NodeRecord(key, pool, state, {}, {}, 1.0))
+        store.create(InstanceRecord(f"i-{key}", pool, "aws", "r", "t", state, None, 1.0))
+    for name, provider, state in [
+        ("onprem", "slurm", "ready"),
+        ("aws", "aws", "ready"),
+        ("gcp", "gcp", "down"),
+    ]:
+        store.create(PoolRecord(name, provider, state, {}, 1.0))
+
+
+LIST_CASES = [
+    pytest.param(JobRecord, {}, ["j1", "j2", "j3", "j4"], id="jobs-all-ordered-by-key"),
+    pytest.param(JobRecord, {"state": JobState.RUNNING}, ["j2", "j3", "j4"], id="jobs-by-state"),
+    pytest.param(JobRecord, {"state": "running", "team": "ml"}, ["j3", "j4"], id="jobs-state-team"),
+    pytest.param(JobRecord, {"pool": "aws"}, ["j2", "j4"], id="jobs-by-pool"),
+    pytest.param(JobRecord, {"pool": None}, ["j1"], id="jobs-without-pool"),
+    pytest.param(JobRecord, {"team": "nobody"}, [], id="jobs-no-match"),
+    pytest.param(AttemptRecord, {"job_id": "j1"}, ["j1-1", "j1-2"], id="attempts-by-job"),
+    pytest.param(AttemptRecord, {"state": "running"}, ["j1-2", "j2-1"], id="attempts-by-state"),
+    pytest.param(NodeRecord, {"pool": "onprem"}, ["n1", "n2"], id="nodes-by-pool"),
+    pytest.param(NodeRecord, {"pool": "onprem", "state": "healthy"}, ["n2"], id="nodes-by-both"),
+    pytest.param(InstanceRecord, {"state": "healthy"}, ["i-n2", "i-n3"], id="instances-by-state"),
+    pytest.param(InstanceRecord, {"pool": "aws"}, ["i-n3"], id="instances-by-pool"),
+    pytest.param(PoolRecord, {"provider": "aws"}, ["aws"], id="pools-by-provider"),
+    pytest.param(PoolRecord, {"state": "ready"}, ["aws", "onprem"], id="pools-by-state"),
+]
+
+
+@pytest.mark.parametrize(("kind", "filters", "expected"), LIST_CASES)
+def test_list_filters(
+    store: Store, kind: type[Record], filters: dict[str, Any], expected: list[str]
+) -> None:
+    _seed_records(store)
+    assert [key_of(r) for r in store.list(kind, **filters)] == expected
+
+
+UNKNOWN_FILTERS = [
+    pytest.param(JobRecord, "name", id="job-name"),
+    pytest.param(JobRecord, "priority", id="job-priority"),
+    pytest.param(AttemptRecord, "pool", id="attempt-pool"),
+    pytest.param(NodeRecord, "labels", id="node-labels"),
+    pytest.param(InstanceRecord, "provider", id="instance-provider"),
+    pytest.param(PoolRecord, "observed", id="pool-observed"),
+]
+
+
+@pytest.mark.parametrize(("kind", "name"), UNKNOWN_FILTERS)
+def test_unknown_filter_is_value_error(store: Store, kind: type[Record], name: str) -> None:
+    with pytest.raises(ValueError, match=rf"cannot filter \w+ by {name}; use: "):
+        store.list(kind, **{name: "x"})
+
+
+@pytest.mark.parametrize("kind", [Event, Decision, dict], ids=["event", "decision", "dict"])
+def test_not_a_record_kind_is_type_error(store: Store, kind: type[Any]) -> None:
+    with pytest.raises(TypeError, match="not a state record type"):
+        store.get(kind, "x")
+
+
+# --- JSON payloads ----------------------------------------------------------------------------
+
+
+JSON_CASES = [
+    pytest.param({"a": {"b": [1, 2.5, None, True, "x"]}}, None, id="nested"),
+    pytest.param({"emoji": "\u2713 \u00fc \U0001f680", "quote": "'\\\""}, None, id="unicode"),
+    pytest.param({"big": 2**62, "neg": -1, "tiny": 1e-300}, None, id="numbers"),
+    pytest.param({"t": (1, 2)}, {"t": [1, 2]}, id="tuple-becomes-list"),
+    pytest.param(
+        MappingProxyType({"m": MappingProxyType({"x": 1})}), {"m": {"x": 1}}, id="mapping"
+    ),
+    pytest.param({}, None, id="empty"),
+]
+
+
+@pytest.mark.parametrize(("payload", "expected"), JSON_CASES)
+def test_json_payload_round_trip(
+    store: Store, payload: Mapping[str, Any], expected: dict[str, Any] | None
+) -> None:
+    want = payload if expected is None else expected
+    store.create(replace(JOB, spec=payload))
+    store.create(NodeRecord("n", "p", "healthy", {"k": "v"}, payload, 1.0))
+    store.create(PoolRecord("p", "x", "ready", payload, 1.0))
+    stored = store.get(JobRecord, "j1")
+    assert stored is not None
+    assert stored.spec == want
+    assert [n.resources for n in store.list(NodeRecord)] == [want]
+    assert [p.observed for p in store.list(PoolRecord)] == [want]
+    assert store.append_event(ev("x", **payload)).data == want
+    assert store.events()[0].data == want
+    assert store.record_decision(Decision(1.0, "j1", "ok", "h", payload)).explanation == want
+
+
+def test_timestamps_come_back_as_floats(store: Store) -> None:
+    created = store.create(replace(JOB, submitted_at_s=3, updated_at_s=4))
+    stored = store.get(JobRecord, "j1")
+    assert stored == created
+    assert isinstance(stored.submitted_at_s, float)
+
+
+# --- lifecycle --------------------------------------------------------------------------------
+
+
+def test_closed_store_refuses_calls(store: Store) -> None:
+    store.close()
+    store.close()  # twice is fine
+    with pytest.raises(StoreError, match="closed"):
+        store.get(JobRecord, "j1")
+    with pytest.raises(StoreError, match="closed"):
+        store.append_event(ev("x"))
+
+
+def test_context_manager_closes(backend: Backend) -> None:
+    with backend.store as store:
+        store.create(JOB)
+    with pytest.raises(StoreError):
+        backend.store.list(JobRecord)
+
+
+# --- concurrency ------------------------------------------------------------------------------
+
+
+_example_ids = itertools.count()
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from([0, 1]), st.sampled_from(["update", "refresh"])), max_size=25
+    )
+)
+def test_stale_controllers_never_lose_an_update(store: Store, ops: list[tuple[int, str]]) -> None:
+    key = f"job-{next(_example_ids)}"
+    job = store.create(replace(JOB, id=key, spec={"counter": 0}))
+    held: list[JobRecord] = [job, job]  # what each controller last read
+    successes = 0
+    for who, op in ops:
+        if op == "refresh":
+            fresh = store.get(JobRecord, key)
+            assert fresh is not None
+            held[who] = fresh
+            continue
+        mine = held[who]
+        bumped = replace(mine, spec={"counter": mine.spec["counter"] + 1})
+        try:
+            held[who] = store.update(bumped, expected_version=mine.version)
+        except ConflictError:
+            assert mine.version != successes + 1  # refused only when it really was stale
+            continue
+        successes += 1
+        assert held[who].version == successes + 1
+    final = store.get(JobRecord, key)
+    assert final is not None
+    assert final.version == successes + 1
+    assert final.spec["counter"] == successes
+
+
+def _increment(store: Store, barrier: threading.Barrier, key: str, n: int, tag: str) -> None:
+    """Read-modify-write ``spec.counter`` n times, retrying on conflicts; one event each."""
+    barrier.wait(timeout=60)
+    done = 0
+    while done < n:
+        current = store.get(JobRecord, key)
+        assert current is not None
+        bumped = replace(current, spec={"counter": current.spec["counter"] + 1})
+        event = ev(f"{tag}-{done}", job_id=key)
+        try:
+            store.update(bumped, expected_version=current.version, events=[event])
+        except ConflictError:
+            continue
+        done += 1
+
+
+def test_two_writers_at_once(backend: Backend) -> None:
+    """Two threads (memory) or two processes (SQLite) increment one record."""
+    store = backend.store
+    store.create(replace(JOB, id="shared", spec={"counter": 0}))
+    backend.run_concurrently(_increment, ("shared", 30, "a"), ("shared", 30, "b"))
+    final = store.get(JobRecord, "shared")
+    assert final is not None
+    assert (final.spec["counter"], final.version) == (60, 61)
+    events = store.events(job_id="shared")
+    seqs = [e.seq for e in events]
+    assert len(events) == 60
+    assert seqs == sorted(set(seqs))
+    assert sorted(e.message for e in events) == sorted(
+        f"{tag}-{i}" for tag in "ab" for i in range(30)
+    )
