@@ -69,8 +69,8 @@ def emit_data(data: Any, output: Output) -> None:
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
-    if isinstance(value, float):
-        return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, float):  # up to 4 decimals, the precision of published prices
+        return f"{value:,.4f}".rstrip("0").rstrip(".") if abs(value) < 1000 else f"{value:,.0f}"
     if isinstance(value, list | tuple):
         return ", ".join(str(v) for v in value)
     return str(value)
