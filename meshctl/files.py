@@ -105,18 +105,27 @@ class _Builder:
         self.problems.append(Problem(self.path, line, dotted(loc), message))
 
 
+def _yaml_problem(err: yaml.MarkedYAMLError, path: str) -> Problem:
+    mark, context = err.problem_mark, err.context_mark
+    line = mark.line + 1 if mark is not None else None
+    message = f"invalid YAML: {err.problem or err.context}"
+    if err.problem and err.context and context is not None:
+        message += f" ({err.context} on line {context.line + 1})"
+    return Problem(path, line, "", message)
+
+
 def _trees(text: str, path: str) -> list[_Tree]:
     builder = _Builder(path)
     try:
         nodes = [n for n in yaml.compose_all(text, Loader=yaml.SafeLoader) if n is not None]
+        trees = [builder.tree(node) for node in nodes]
     except yaml.MarkedYAMLError as err:
-        mark, context = err.problem_mark, err.context_mark
-        line = mark.line + 1 if mark is not None else None
-        message = f"invalid YAML: {err.problem or err.context}"
-        if err.problem and err.context and context is not None:
-            message += f" ({err.context} on line {context.line + 1})"
+        raise InvalidFileError([_yaml_problem(err, path)]) from None
+    except (yaml.YAMLError, ValueError) as err:  # unreadable characters, impossible dates
+        position = getattr(err, "position", None)
+        line = text.count("\n", 0, position) + 1 if isinstance(position, int) else None
+        message = f"invalid YAML: {str(err).splitlines()[0]}"
         raise InvalidFileError([Problem(path, line, "", message)]) from None
-    trees = [builder.tree(node) for node in nodes]
     if builder.problems:
         raise InvalidFileError(builder.problems)
     if not trees:
@@ -167,7 +176,7 @@ def _header_problems(data: dict[str, Any], lines: dict[Loc, int], path: str) -> 
                 f"expected {API_VERSION!r}, got {got}",
             )
         )
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         got = "nothing" if kind is None else repr(kind)
         problems.append(
             Problem(

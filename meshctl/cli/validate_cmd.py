@@ -42,23 +42,31 @@ def validate(
     from meshctl.catalog.check import mesh_node_types
     from meshctl.cli import render
     from meshctl.files import load_path
+    from meshctl.model import Catalog
     from meshctl.problems import InvalidFileError, Problem
 
     files = _expand(paths)
     if not files:
         raise InvalidFileError([Problem(str(p), None, "", "no YAML files here") for p in paths])
-    catalogs = app_context(ctx).catalog_map()
-    rows, problems = [], []
+    rows, problems, loaded = [], [], []
     for file in files:
         try:
-            for loaded in load_path(file):
-                problems.extend(mesh_node_types(loaded, catalogs))
-                doc = loaded.document
-                rows.append(
-                    {"file": f"{file}:{loaded.line}", "kind": doc.kind, "name": doc.metadata.name}
-                )
+            loaded.extend(load_path(file))
         except InvalidFileError as err:
             problems.extend(err.problems)
+    # Catalogs validated together with a mesh are the ones it is checked against.
+    catalogs = app_context(ctx).catalog_map() | {
+        d.document.spec.provider: d.document for d in loaded if isinstance(d.document, Catalog)
+    }
+    for doc in loaded:
+        problems.extend(mesh_node_types(doc, catalogs))
+        rows.append(
+            {
+                "file": f"{doc.path}:{doc.line}",
+                "kind": doc.document.kind,
+                "name": doc.document.metadata.name,
+            }
+        )
     if problems:
         raise InvalidFileError(problems)
     render.emit(

@@ -24,9 +24,7 @@ def test_init_scaffolds_a_mesh_that_validates(cli, tmp_path: Path):
         "policies/README.md",
         "jobs/train-resnet.yaml",
     }
-    checked = cli.invoke(
-        app, ["--providers", str(target / "providers"), "validate", str(target), "-o", "json"]
-    )
+    checked = cli.invoke(app, ["validate", str(target), "-o", "json"])
     assert checked.exit_code == 0, checked.output
     kinds = sorted(row["kind"] for row in json.loads(checked.stdout))
     assert kinds == ["Catalog", "Catalog", "Job", "Job", "Job", "Job", "Mesh"]
@@ -148,3 +146,14 @@ def test_an_invalid_mesh_stops_pools_list(cli, tmp_path: Path):
     result = cli.invoke(app, ["--mesh", str(mesh), "pools", "list"])
     assert result.exit_code == 2
     assert result.stderr.startswith(f"error: {mesh}:4: spec.pools: ")
+
+
+def test_validate_checks_a_mesh_against_catalogs_validated_with_it(cli, tmp_path: Path):
+    assert cli.invoke(app, ["init", str(tmp_path)]).exit_code == 0
+    aws = tmp_path / "providers" / "aws.yaml"
+    aws.write_text(aws.read_text().replace("name: g6.xlarge", "name: g6.xlarge-retired"))
+    result = cli.invoke(app, ["validate", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "node_types[0].name: expected an instance type of the aws catalog, got 'g6.xlarge'" in (
+        result.stderr
+    )

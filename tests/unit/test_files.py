@@ -250,3 +250,26 @@ def test_merge_keys_and_anchors_work():
 @pytest.mark.parametrize("path", sorted(EXAMPLES.rglob("*.yaml")), ids=lambda p: p.name)
 def test_examples_are_valid(path: Path):
     assert load_path(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            "kind: []\n",
+            "f.yaml:1: kind: expected one of Catalog, Job, Mesh, got []",
+            id="kind-not-text",
+        ),
+        pytest.param(
+            "a: 1\n\x1f\n",
+            "f.yaml:2: invalid YAML: unacceptable character #x001f:"
+            " special characters are not allowed",
+            id="control-character",
+        ),
+        pytest.param(
+            "d: 2026-13-45\n", "f.yaml: invalid YAML: month must be in 1..12", id="impossible-date"
+        ),
+    ],
+)
+def test_found_by_fuzzing(text, expected):
+    assert expected in problems_of(text)
