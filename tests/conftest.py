@@ -18,3 +18,16 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     monkeypatch.setenv("MESHCTL_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("MESHCTL_PROVIDERS", raising=False)
     return CliRunner()
+
+
+TIERS = ("unit", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test belongs to exactly one tier, so `make unit` and `make integration` see all."""
+    for item in items:
+        tiers = [t for t in TIERS if item.get_closest_marker(t)]
+        if len(tiers) != 1:
+            raise pytest.UsageError(
+                f"{item.nodeid}: expected one tier marker of {TIERS}, got {tiers}"
+            )

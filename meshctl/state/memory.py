@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Sequence
-from typing import Any, Self, TypeVar
+from typing import Any
 
 from meshctl.state.kinds import (
     RECORD_KINDS,
@@ -22,13 +22,11 @@ from meshctl.state.kinds import (
     record_spec,
     spec_for,
 )
-from meshctl.state.records import Decision, Event, Record
-from meshctl.state.store import ConflictError, NotFoundError, R, Store, StoreError
-
-L = TypeVar("L", Event, Decision)
+from meshctl.state.records import Event, Record
+from meshctl.state.store import ConflictError, L, NotFoundError, R, StoreBase, StoreError
 
 
-class MemoryStore(Store):
+class MemoryStore(StoreBase):
     """A ``Store`` held in process memory; nothing survives ``close``."""
 
     def __init__(self) -> None:
@@ -122,28 +120,6 @@ class MemoryStore(Store):
             rows = [row for row in log[after_seq:] if job_id is None or row["job_id"] == job_id]
         return [decode(kind, row) for row in rows[:limit]]
 
-    def append_event(self, event: Event) -> Event:
-        return self._append(event)
-
-    def events(
-        self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
-    ) -> builtins.list[Event]:
-        return self._query(Event, job_id, after_seq, limit)
-
-    def record_decision(self, decision: Decision) -> Decision:
-        return self._append(decision)
-
-    def decisions(
-        self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
-    ) -> builtins.list[Decision]:
-        return self._query(Decision, job_id, after_seq, limit)
-
     def close(self) -> None:
         with self._lock:
             self._closed = True
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

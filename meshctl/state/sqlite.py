@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any
 
 from meshctl.state.kinds import (
     KINDS,
@@ -31,10 +31,8 @@ from meshctl.state.kinds import (
     spec_for,
 )
 from meshctl.state.migrations import MIGRATIONS, check_not_newer, migrate, schema_version
-from meshctl.state.records import Decision, Event, Record
-from meshctl.state.store import ConflictError, NotFoundError, R, Store, StoreError
-
-L = TypeVar("L", Event, Decision)
+from meshctl.state.records import Event, Record
+from meshctl.state.store import ConflictError, L, NotFoundError, R, StoreBase, StoreError
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +72,7 @@ def _sql(kind: type[Any]) -> _Sql:
     return _SQL[kind]
 
 
-class SqliteStore(Store):
+class SqliteStore(StoreBase):
     """A ``Store`` in the SQLite file at ``path`` (created and migrated on open)."""
 
     def __init__(
@@ -226,30 +224,8 @@ class SqliteStore(Store):
         rows = self._select(kind, f"{where} ORDER BY seq LIMIT ?", params)
         return [decode(kind, row) for row in rows]
 
-    def append_event(self, event: Event) -> Event:
-        return self._append(event)
-
-    def events(
-        self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
-    ) -> builtins.list[Event]:
-        return self._query(Event, job_id, after_seq, limit)
-
-    def record_decision(self, decision: Decision) -> Decision:
-        return self._append(decision)
-
-    def decisions(
-        self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
-    ) -> builtins.list[Decision]:
-        return self._query(Decision, job_id, after_seq, limit)
-
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

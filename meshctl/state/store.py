@@ -8,12 +8,14 @@ safe across processes). See ``README.md`` in this package for the vocabulary.
 from __future__ import annotations
 
 import builtins
+from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Protocol, Self, TypeVar
 
 from meshctl.state.records import Decision, Event, Record
 
 R = TypeVar("R", bound=Record)
+L = TypeVar("L", Event, Decision)
 
 
 class StoreError(Exception):
@@ -119,3 +121,39 @@ class Store(Protocol):
     def __enter__(self) -> Self: ...
 
     def __exit__(self, *exc_info: object) -> None: ...
+
+
+class StoreBase(Store):
+    """What both stores share: the log accessors and the context manager, over two primitives."""
+
+    @abstractmethod
+    def _append(self, entry: L) -> L:
+        """Append one log entry in its own transaction; return it with its ``seq``."""
+
+    @abstractmethod
+    def _query(
+        self, kind: type[L], job_id: str | None, after_seq: int, limit: int | None
+    ) -> builtins.list[L]:
+        """Log entries of ``kind`` after ``after_seq`` (of one job, if given), by seq."""
+
+    def append_event(self, event: Event) -> Event:
+        return self._append(event)
+
+    def events(
+        self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
+    ) -> builtins.list[Event]:
+        return self._query(Event, job_id, after_seq, limit)
+
+    def record_decision(self, decision: Decision) -> Decision:
+        return self._append(decision)
+
+    def decisions(
+        self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
+    ) -> builtins.list[Decision]:
+        return self._query(Decision, job_id, after_seq, limit)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
