@@ -27,7 +27,7 @@ def schema(
         raise InvalidRequestError(f"kind: expected one of {', '.join(sorted(KINDS))}, got {kind!r}")
     document = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": f"https://meshctl.dev/schemas/{API_VERSION}/{model.__name__}.json",
+        "$id": f"urn:meshctl:{API_VERSION}:{model.__name__}",
         **model.model_json_schema(),
     }
     render.emit_data(document, output)
