@@ -12,7 +12,14 @@ from typing import Annotated
 
 import typer
 
-from meshctl.cli import init_cmd, pools_cmd, providers_cmd, schema_cmd, validate_cmd
+from meshctl.cli import (
+    init_cmd,
+    policy_cmd,
+    pools_cmd,
+    providers_cmd,
+    schema_cmd,
+    validate_cmd,
+)
 from meshctl.cli.context import AppContext
 from meshctl.cli.errors import MeshGroup
 
@@ -27,6 +34,7 @@ app = typer.Typer(
 app.command("init")(init_cmd.init)
 app.command("validate")(validate_cmd.validate)
 app.command("schema")(schema_cmd.schema)
+app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(pools_cmd.app, name="pools")
 app.add_typer(providers_cmd.app, name="providers")
 

@@ -35,6 +35,15 @@ class AppContext:
         beside = self.mesh_file().parent / "providers"
         return beside if beside.is_dir() else None
 
+    def policy_dir(self) -> Path:
+        """``./policies``, else ``policies/`` beside the mesh file, else the shipped ones."""
+        from meshctl.resources import data_dir
+
+        for candidate in (Path("policies"), self.mesh_file().parent / "policies"):
+            if candidate.is_dir():
+                return candidate
+        return Path(str(data_dir("policies")))
+
     def catalogs(self) -> list[Found]:
         from meshctl.catalog import load_catalogs
 

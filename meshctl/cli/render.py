@@ -66,19 +66,31 @@ def emit_data(data: Any, output: Output) -> None:
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
+def esc(text: object) -> str:
+    """User text (expressions, names) inside rich markup: ``[p]`` must stay ``[p]``."""
+    from rich.markup import escape
+
+    return escape(str(text))
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):  # up to 4 decimals, the precision of published prices
         return f"{value:,.4f}".rstrip("0").rstrip(".") if abs(value) < 1000 else f"{value:,.0f}"
     if isinstance(value, list | tuple):
-        return ", ".join(str(v) for v in value)
-    return str(value)
+        return esc(", ".join(str(v) for v in value))
+    return esc(value)
 
 
 def say(message: str) -> None:
     """A line for people on stdout (rich markup allowed)."""
     _stdout_console().print(message, highlight=False)
+
+
+def plain(line: str) -> None:
+    """A line exactly as given (no markup, no wrapping): summaries that tools parse."""
+    sys.stdout.write(line + "\n")
 
 
 def problems(lines: Iterable[str]) -> None:

@@ -9,7 +9,7 @@ import typer
 from meshctl.cli.errors import InvalidRequestError
 from meshctl.cli.render import Output
 
-_KIND_NAMES = ("Mesh", "Job", "Catalog")
+_KIND_NAMES = ("Mesh", "Job", "Policy", "PolicyTest", "MeshState", "Catalog")
 
 
 def schema(

@@ -38,7 +38,7 @@ def validate(
     paths: Annotated[list[Path], typer.Argument(help="Files, or directories of YAML files.")],
     output: OutputOption = Output.table,
 ) -> None:
-    """Validate meshctl files (Mesh, Job, Catalog) by their kind; exit 2 on any problem."""
+    """Validate meshctl files of any kind (Mesh, Job, Policy, ...); exit 2 on any problem."""
     from meshctl.catalog.check import mesh_node_types
     from meshctl.cli import render
     from meshctl.files import load_path

@@ -8,13 +8,19 @@ from meshctl.model.base import API_VERSION, Metadata, Model
 from meshctl.model.catalog import Catalog, InstanceType, RegionPrice
 from meshctl.model.job import Job, JobSpec, Resources
 from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, NodeGroup, Pool, RayPool
+from meshctl.model.meshstate import MeshState
+from meshctl.model.policy import Policy
+from meshctl.model.policytest import PolicyTest
 
-Document = Mesh | Job | Catalog
+Document = Mesh | Job | Catalog | Policy | MeshState | PolicyTest
 
-KINDS: Final[dict[str, type[Mesh] | type[Job] | type[Catalog]]] = {
+KINDS: Final[dict[str, type[Document]]] = {
     "Mesh": Mesh,
     "Job": Job,
     "Catalog": Catalog,
+    "Policy": Policy,
+    "MeshState": MeshState,
+    "PolicyTest": PolicyTest,
 }
 
 __all__ = [
@@ -29,9 +35,12 @@ __all__ = [
     "JobSpec",
     "LocalPool",
     "Mesh",
+    "MeshState",
     "Metadata",
     "Model",
     "NodeGroup",
+    "Policy",
+    "PolicyTest",
     "Pool",
     "RayPool",
     "RegionPrice",

@@ -110,7 +110,8 @@ BAD = [
     ),
     pytest.param(
         JOB.replace("kind: Job", "kind: Workload"),
-        "f.yaml:2: kind: expected one of Catalog, Job, Mesh, got 'Workload'",
+        "f.yaml:2: kind: expected one of Catalog, Job, Mesh, MeshState, Policy, PolicyTest,"
+        " got 'Workload'",
         id="unknown-kind",
     ),
     pytest.param(
@@ -257,7 +258,8 @@ def test_examples_are_valid(path: Path):
     [
         pytest.param(
             "kind: []\n",
-            "f.yaml:1: kind: expected one of Catalog, Job, Mesh, got []",
+            "f.yaml:1: kind: expected one of Catalog, Job, Mesh, MeshState, Policy, PolicyTest,"
+            " got []",
             id="kind-not-text",
         ),
         pytest.param(

@@ -1,0 +1,245 @@
+"""``meshctl policy validate|test|explain``: policies as code, tested in CI, decisions explained."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from meshctl.cli.context import AppContext, app_context
+from meshctl.cli.options import OutputOption
+from meshctl.cli.render import Column, Output
+
+if TYPE_CHECKING:
+    from meshctl.model import Mesh, MeshState
+    from meshctl.policy.compiled import PolicySet
+    from meshctl.policy.facts import MeshSnapshot
+    from meshctl.policy.verdict import Verdict
+    from meshctl.policyfiles import PolicyFiles
+
+app = typer.Typer(help="Routing policies: validate, test and explain them.", no_args_is_help=True)
+
+PathsArgument = Annotated[
+    list[Path] | None,
+    typer.Argument(help="Policy files or folders (default: ./policies, else the shipped ones)."),
+]
+
+
+def _read(context: AppContext, paths: list[Path] | None) -> tuple[PolicyFiles, PolicySet]:
+    from meshctl.policy.compiled import compile_policies
+    from meshctl.policyfiles import read_policy_files
+
+    files = read_policy_files(paths or [context.policy_dir()])
+    return files, compile_policies(files.policies)
+
+
+@app.command("validate")
+def validate(
+    ctx: typer.Context, paths: PathsArgument = None, output: OutputOption = Output.table
+) -> None:
+    """Check policy files: schema, CEL, field references, conflicts between files."""
+    from meshctl.cli import render
+
+    files, policies = _read(app_context(ctx), paths)
+    rows = [
+        {
+            "file": s.path,
+            "policy": s.policy.metadata.name,
+            "rules": len(s.policy.spec.pools)
+            + len(s.policy.spec.burst)
+            + len(s.policy.spec.preemption),
+            "classes": len(s.policy.spec.priority_classes),
+            "quotas": len(s.policy.spec.quotas),
+            "budgets": len(s.policy.spec.budgets),
+        }
+        for s in files.policies
+    ]
+    columns = [
+        Column("file", "File"),
+        Column("policy", "Policy"),
+        Column("rules", "Rules", "right"),
+        Column("classes", "Classes", "right"),
+        Column("quotas", "Quotas", "right"),
+        Column("budgets", "Budgets", "right"),
+    ]
+    render.emit(
+        rows,
+        columns,
+        output,
+        title=f"{len(rows)} valid policy file(s)",
+        caption=f"policy hash {policies.content_hash}; {len(files.tests)} test file(s) alongside",
+    )
+
+
+def _snapshot_for(context: AppContext, mesh: Mesh | None, state: MeshState | None) -> MeshSnapshot:
+    from meshctl.policy.facts import mesh_snapshot
+
+    return mesh_snapshot(mesh or context.mesh(), context.catalog_map(), state)
+
+
+@app.command("test")
+def run_policy_tests(
+    ctx: typer.Context, paths: PathsArgument = None, output: OutputOption = Output.table
+) -> None:
+    """Run the table-driven cases in policies/tests/*.yaml; exit 1 on any failure."""
+    from meshctl.cli import render
+    from meshctl.policy.testing import run_tests
+    from meshctl.policyfiles import read_mesh
+
+    context = app_context(ctx)
+    files, policies = _read(context, paths)
+
+    def snapshot_of(test: Any) -> Any:
+        mesh = context.mesh()
+        path = next(p for p, t, _ in files.tests if t is test)
+        folder = files.test_dirs[path]
+        if test.spec.mesh is not None:
+            mesh = read_mesh(folder / test.spec.mesh)
+        elif (folder.parent.parent / "mesh.yaml").is_file():
+            mesh = read_mesh(folder.parent.parent / "mesh.yaml")
+        return lambda state: _snapshot_for(context, mesh, state)
+
+    results = run_tests(policies, files.tests, snapshot_of)
+    failed = [r for r in results if not r.passed]
+    if output is Output.table:
+        for r in results:
+            mark = "[green]PASS[/]" if r.passed else "[red]FAIL[/]"
+            render.say(f"{mark} {render.esc(r.name)}  [dim]{render.esc(r.test)}[/]")
+            for failure in r.failures:
+                render.say(f"     {render.esc(failure)}")
+        render.plain(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    else:
+        render.emit_data(
+            [
+                {"test": r.test, "name": r.name, "passed": r.passed, "failures": list(r.failures)}
+                for r in results
+            ],
+            output,
+        )
+    if not results:
+        render.problems(["no policy test cases found (expected tests/*.yaml beside the policies)"])
+        raise typer.Exit(1)
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command("explain")
+def explain(
+    ctx: typer.Context,
+    job_file: Annotated[Path, typer.Argument(help="The job file.")],
+    mesh_file: Annotated[
+        Path | None,
+        typer.Option("--mesh", help="A Mesh (all pools idle) or a MeshState snapshot."),
+    ] = None,
+    policies: Annotated[
+        list[Path] | None, typer.Option("--policies", "-p", help="Policy files or folders.")
+    ] = None,
+    now: Annotated[
+        dt.datetime | None, typer.Option(help="The moment to evaluate at (default: now, UTC).")
+    ] = None,
+    output: OutputOption = Output.table,
+) -> None:
+    """Every rule for one job, matched or not, and why: pools, burst, priority, quota, budget."""
+    from meshctl.files import load_one
+    from meshctl.model import Job
+    from meshctl.policy.evaluate import bind
+    from meshctl.policyfiles import read_mesh_or_state
+
+    context = app_context(ctx)
+    job = load_one(job_file, Job)
+    _, policy_set = _read(context, policies)
+    mesh, state = read_mesh_or_state(mesh_file) if mesh_file else (None, None)
+    moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    verdict = bind(policy_set, _snapshot_for(context, mesh, state), moment).evaluate(job)
+    _render_verdict(verdict, output)
+
+
+def _render_verdict(v: Verdict, output: Output) -> None:
+    from dataclasses import asdict
+
+    from meshctl.cli import render
+
+    if output is not Output.table:
+        render.emit_data(asdict(v) | {"weights": v.weights.model_dump()}, output)
+        return
+    klass = v.priority_class or "(none)"
+    render.say(f"[bold]{v.job}[/]: priority {v.priority} (class {klass}); policies {v.policy_hash}")
+    if v.priority_problem:
+        render.say(f"[red]{render.esc(v.priority_problem)}[/]")
+    pools = [
+        {
+            "pool": p.pool,
+            "eligible": "yes" if p.eligible else "no",
+            "usable": "yes" if p.usable else "no",
+            "rule": p.rule,
+            "reason": p.reason,
+        }
+        for p in v.pools
+    ]
+    render.emit(
+        pools,
+        [
+            Column("pool", "Pool"),
+            Column("eligible", "Eligible"),
+            Column("usable", "Usable now"),
+            Column("rule", "Rule"),
+            Column("reason", "Reason"),
+        ],
+        output,
+        title="Pools",
+    )
+    b = v.burst
+    targets = (
+        ", ".join(
+            f"{t.pool} (spot {'yes' if t.spot else 'no'}, max "
+            f"{t.max_usd_per_hour if t.max_usd_per_hour is not None else '-'} $/h)"
+            for t in b.targets
+        )
+        or "none"
+    )
+    render.say(
+        render.esc(
+            f"Burst: {'allowed' if b.allowed else 'not allowed'}; rules "
+            f"{', '.join(b.rules) or 'none matched'}; targets {targets}"
+        )
+    )
+    for pool, why in b.blocked:
+        render.say(render.esc(f"  {pool} blocked: {why}"))
+    pr = v.preemption
+    render.say(
+        f"Preemption: {'may preempt' if pr.allowed else 'may not preempt'}"
+        + (f" ({', '.join(pr.rules)}; grace {pr.grace_s:g} s)" if pr.allowed else "")
+    )
+    q = v.quota
+    render.say(render.esc(f"Quota of team {q.team}: {q.state} ({q.reason})"))
+    for bs in v.budgets:
+        render.say(
+            f"Budget {bs.name} ({bs.scope}): {bs.state}, "
+            f"{bs.spent_usd:,.0f} of {bs.limit_usd:,.0f} USD this month"
+        )
+    trace = [
+        {
+            "rule": f"{t.section}/{t.rule}",
+            "part": t.part,
+            "pool": t.pool,
+            "outcome": t.outcome,
+            "detail": t.detail or t.expression,
+            "at": t.origin,
+        }
+        for t in v.trace
+    ]
+    render.emit(
+        trace,
+        [
+            Column("rule", "Rule"),
+            Column("part", "Part"),
+            Column("pool", "Pool"),
+            Column("outcome", "Outcome"),
+            Column("detail", "Expression / error"),
+            Column("at", "At"),
+        ],
+        output,
+        title="Every rule evaluated",
+    )

@@ -1,0 +1,83 @@
+"""Policy tests: table-driven cases, like ``opa test``, run by ``meshctl policy test``.
+
+Each case gives a job (job-spec fields; the entrypoint may be left out), optionally a mesh
+moment and a running victim, and what the policies must decide.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from meshctl.model.base import API_VERSION, DocumentModel, DurationS, Metadata, Model, Name
+from meshctl.model.job import JobSpec
+from meshctl.model.meshstate import Moment
+
+DEFAULT_NOW = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.UTC)
+
+
+class CaseJob(JobSpec):
+    name: Name = "job"
+    entrypoint: Annotated[str, Field(min_length=1)] = "python main.py"
+    kind: Literal["train", "inference", "batch", "interactive"] = "batch"
+
+
+class CaseVictim(CaseJob):
+    pool: Name
+    runtime_s: DurationS = 3600.0
+    since_checkpoint_s: DurationS = 0.0
+
+
+class Expect(Model):
+    eligible: list[Name] | None = Field(None, description="exactly these pools are eligible")
+    usable: list[Name] | None = Field(None, description="exactly these pools may be used now")
+    denied: list[Name] | None = Field(None, description="these pools are not eligible")
+    burst: bool | None = None
+    burst_pools: list[Name] | None = None
+    spot: bool | None = Field(None, description="spot allowed on every burst target")
+    max_usd_per_hour: float | None = None
+    priority: int | None = None
+    priority_class: Name | None = None
+    preempt: bool | None = Field(None, description="the job may preempt the case's victim")
+    grace_s: DurationS | None = None
+    quota: Literal["no-quota", "within", "borrowing", "over"] | None = None
+    budgets: dict[Name, Literal["ok", "warn", "exceeded"]] | None = None
+
+    @model_validator(mode="after")
+    def _expects_something(self) -> Expect:
+        if not self.model_fields_set:
+            raise ValueError("expected at least one expectation")
+        return self
+
+
+class Case(Model):
+    name: Annotated[str, Field(min_length=1)]
+    job: CaseJob = Field(default_factory=CaseJob)
+    state: Moment = Field(default_factory=Moment)
+    victim: CaseVictim | None = None
+    now: dt.datetime | None = None
+    expect: Expect
+
+    @model_validator(mode="after")
+    def _victim_for_preempt(self) -> Case:
+        if (self.expect.preempt is not None or self.expect.grace_s is not None) and not self.victim:
+            raise ValueError("expect.preempt and expect.grace_s need a `victim`")
+        return self
+
+
+class PolicyTestSpec(Model):
+    mesh: str | None = Field(
+        None, description="Mesh file relative to this one (default: the mesh beside policies/)"
+    )
+    now: dt.datetime = DEFAULT_NOW
+    state: Moment = Field(default_factory=Moment)
+    cases: Annotated[list[Case], Field(min_length=1, max_length=10_000)]
+
+
+class PolicyTest(DocumentModel):
+    apiVersion: Literal["meshctl/v1"] = API_VERSION
+    kind: Literal["PolicyTest"] = "PolicyTest"
+    metadata: Metadata
+    spec: PolicyTestSpec

@@ -1,0 +1,279 @@
+"""Policy files -> one compiled policy set, with every conflict between files reported.
+
+How files combine (also in README.md): files are read in the order given, a directory's
+files in name order. Rules accumulate; anything that can have only one value (a priority
+class, the default class of a job kind, a team's quota, a budget's scope, each scoring
+setting, a rule's name) may be set in one place only: a second setting is a conflict that
+validation reports with both locations, never resolved silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from meshctl.model.policy import Budget, Policy, TeamQuota, Weights
+from meshctl.policy.refs import Compiled, ExpressionError, compile_checked
+from meshctl.problems import InvalidFileError, Problem
+
+Loc = tuple[str | int, ...]
+WHEN_VARS = frozenset({"job", "mesh", "now"})
+POOL_VARS = WHEN_VARS | {"pool"}
+VICTIM_VARS = WHEN_VARS | {"victim"}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One policy file as read: where it came from, the line of each of its keys."""
+
+    path: str
+    policy: Policy
+    lines: Mapping[Loc, int] = field(default_factory=dict)
+
+    def origin(self, *loc: str | int) -> Origin:
+        for end in range(len(loc), -1, -1):
+            if loc[:end] in self.lines:
+                return Origin(self.path, self.lines[loc[:end]])
+        return Origin(self.path, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    path: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRuleC:
+    name: str
+    origin: Origin
+    when: Compiled
+    effect: Literal["allow", "deny"]
+    selector: Compiled
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class BurstRuleC:
+    name: str
+    origin: Origin
+    when: Compiled
+    to: Compiled
+    spot: bool
+    max_usd_per_hour: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionRuleC:
+    name: str
+    origin: Origin
+    when: Compiled
+    victims: Compiled
+    grace_s: float
+    min_runtime_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySet:
+    paths: tuple[str, ...]
+    content_hash: str
+    priority_classes: Mapping[str, int]
+    default_class: Mapping[str, str]
+    pool_rules: tuple[PoolRuleC, ...]
+    burst_rules: tuple[BurstRuleC, ...]
+    preemption_rules: tuple[PreemptionRuleC, ...]
+    quotas: Mapping[str, TeamQuota]
+    budgets: tuple[Budget, ...]
+    weights: Weights
+    packing: str
+    pool_preference: tuple[str, ...]
+
+
+class _Builder:
+    """Collects one policy set from several files, recording problems instead of stopping."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+        self.claims: dict[str, Origin] = {}
+        self.classes: dict[str, int] = {}
+        self.default_class: dict[str, str] = {}
+        self.pool_rules: list[PoolRuleC] = []
+        self.burst_rules: list[BurstRuleC] = []
+        self.preemption_rules: list[PreemptionRuleC] = []
+        self.quotas: dict[str, TeamQuota] = {}
+        self.budgets: list[Budget] = []
+        self.scoring: dict[str, object] = {}
+
+    def claim(self, what: str, origin: Origin, field_name: str) -> bool:
+        """Whether ``what`` is set here for the first time; a conflict problem otherwise."""
+        first = self.claims.setdefault(what, origin)
+        if first is origin:
+            return True
+        self.problems.append(
+            Problem(
+                origin.path,
+                origin.line,
+                field_name,
+                f"{what} is also set at {first}; it may be set in one place only",
+            )
+        )
+        return False
+
+    def expression(
+        self, src: Source, loc: Loc, text: str, allowed: frozenset[str]
+    ) -> Compiled | None:
+        try:
+            return compile_checked(text, allowed)
+        except ExpressionError as err:
+            origin = src.origin(*loc)
+            self.problems.append(
+                Problem(origin.path, origin.line, _dotted(loc), f"{err} in `{_short(text)}`")
+            )
+            return None
+
+
+def _dotted(loc: Loc) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+
+
+def _short(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _add_classes(b: _Builder, src: Source) -> None:
+    spec = src.policy.spec
+    for i, pc in enumerate(spec.priority_classes):
+        origin = src.origin("spec", "priority_classes", i)
+        if b.claim(f"priority class {pc.name!r}", origin, f"spec.priority_classes[{i}]"):
+            b.classes[pc.name] = pc.value
+    for kind, name in spec.default_priority_class.items():
+        origin = src.origin("spec", "default_priority_class", kind)
+        if b.claim(
+            f"the default priority class of {kind} jobs",
+            origin,
+            f"spec.default_priority_class.{kind}",
+        ):
+            b.default_class[kind] = name
+
+
+def _add_pool_rules(b: _Builder, src: Source) -> None:
+    for i, rule in enumerate(src.policy.spec.pools):
+        loc: Loc = ("spec", "pools", i)
+        origin = src.origin(*loc)
+        effect: Literal["allow", "deny"] = "allow" if rule.allow is not None else "deny"
+        selector_text = rule.allow if rule.allow is not None else rule.deny
+        assert selector_text is not None  # the model requires exactly one
+        when = b.expression(src, (*loc, "when"), rule.when, WHEN_VARS)
+        selector = b.expression(src, (*loc, effect), selector_text, POOL_VARS)
+        named = b.claim(f"pool rule {rule.name!r}", origin, f"spec.pools[{i}].name")
+        if when and selector and named:
+            b.pool_rules.append(PoolRuleC(rule.name, origin, when, effect, selector, rule.reason))
+
+
+def _add_burst_rules(b: _Builder, src: Source) -> None:
+    for i, rule in enumerate(src.policy.spec.burst):
+        loc: Loc = ("spec", "burst", i)
+        origin = src.origin(*loc)
+        when = b.expression(src, (*loc, "when"), rule.when, WHEN_VARS)
+        to = b.expression(src, (*loc, "to"), rule.to, POOL_VARS)
+        named = b.claim(f"burst rule {rule.name!r}", origin, f"spec.burst[{i}].name")
+        if when and to and named:
+            b.burst_rules.append(
+                BurstRuleC(rule.name, origin, when, to, rule.spot, rule.max_usd_per_hour)
+            )
+
+
+def _add_preemption_rules(b: _Builder, src: Source) -> None:
+    for i, rule in enumerate(src.policy.spec.preemption):
+        loc: Loc = ("spec", "preemption", i)
+        origin = src.origin(*loc)
+        when = b.expression(src, (*loc, "when"), rule.when, WHEN_VARS)
+        victims = b.expression(src, (*loc, "victims"), rule.victims, VICTIM_VARS)
+        named = b.claim(f"preemption rule {rule.name!r}", origin, f"spec.preemption[{i}].name")
+        if when and victims and named:
+            b.preemption_rules.append(
+                PreemptionRuleC(rule.name, origin, when, victims, rule.grace_s, rule.min_runtime_s)
+            )
+
+
+def _add_tenancy(b: _Builder, src: Source) -> None:
+    spec = src.policy.spec
+    for i, quota in enumerate(spec.quotas):
+        origin = src.origin("spec", "quotas", i)
+        if b.claim(f"the quota of team {quota.team!r}", origin, f"spec.quotas[{i}].team"):
+            b.quotas[quota.team] = quota
+    for i, budget in enumerate(spec.budgets):
+        origin = src.origin("spec", "budgets", i)
+        scoped = b.claim(f"the budget of {budget.scope.key}", origin, f"spec.budgets[{i}].scope")
+        named = b.claim(f"budget {budget.name!r}", origin, f"spec.budgets[{i}].name")
+        if scoped and named:
+            b.budgets.append(budget)
+    if spec.scoring is not None:
+        for key in ("weights", "packing", "pool_preference"):
+            value = getattr(spec.scoring, key)
+            origin = src.origin("spec", "scoring", key)
+            if value is not None and b.claim(f"scoring.{key}", origin, f"spec.scoring.{key}"):
+                b.scoring[key] = value
+
+
+def _check_class_references(b: _Builder, sources: Sequence[Source]) -> None:
+    defined = ", ".join(sorted(b.classes)) or "none"
+    for src in sources:
+        for kind, name in src.policy.spec.default_priority_class.items():
+            if name not in b.classes:
+                origin = src.origin("spec", "default_priority_class", kind)
+                b.problems.append(
+                    Problem(
+                        origin.path,
+                        origin.line,
+                        f"spec.default_priority_class.{kind}",
+                        f"expected a defined priority class ({defined}), got {name!r}",
+                    )
+                )
+
+
+def content_hash(sources: Sequence[Source]) -> str:
+    digest = hashlib.sha256()
+    for src in sources:
+        digest.update(src.path.encode())
+        digest.update(src.policy.model_dump_json().encode())
+    return digest.hexdigest()[:16]
+
+
+def compile_policies(sources: Sequence[Source]) -> PolicySet:
+    """The combined, compiled policy set; ``InvalidFileError`` with every problem otherwise."""
+    b = _Builder()
+    for src in sources:
+        for add in (
+            _add_classes,
+            _add_pool_rules,
+            _add_burst_rules,
+            _add_preemption_rules,
+            _add_tenancy,
+        ):
+            add(b, src)
+    _check_class_references(b, sources)
+    if b.problems:
+        raise InvalidFileError(b.problems)
+    weights = b.scoring.get("weights")
+    preference = b.scoring.get("pool_preference")
+    return PolicySet(
+        paths=tuple(s.path for s in sources),
+        content_hash=content_hash(sources),
+        priority_classes=b.classes,
+        default_class=b.default_class,
+        pool_rules=tuple(b.pool_rules),
+        burst_rules=tuple(b.burst_rules),
+        preemption_rules=tuple(b.preemption_rules),
+        quotas=b.quotas,
+        budgets=tuple(b.budgets),
+        weights=weights if isinstance(weights, Weights) else Weights(),
+        packing=str(b.scoring.get("packing", "binpack")),
+        pool_preference=tuple(preference) if isinstance(preference, list) else (),
+    )

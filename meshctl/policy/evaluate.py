@@ -1,0 +1,287 @@
+"""Evaluating a compiled policy set: (job, mesh snapshot, now) -> verdict. Pure: no I/O.
+
+``bind`` takes the snapshot and the time once; the selectors that read only ``pool`` (and
+``mesh`` or ``now``) are evaluated there, once per pool, not once per job. ``evaluate`` then
+builds the job's CEL map once and runs each rule's ``when`` once. An expression that fails at
+run time (a missing key, a type error) makes its rule not match and is kept in the trace.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+import cel
+
+from meshctl.model.job import Job
+from meshctl.policy.compiled import BurstRuleC, PolicySet, PoolRuleC
+from meshctl.policy.facts import MeshSnapshot, PoolFacts, VictimFacts, job_map, mesh_map
+from meshctl.policy.facts import pool_map as build_pool_map
+from meshctl.policy.facts import victim_map as build_victim_map
+from meshctl.policy.refs import Compiled
+from meshctl.policy.tenancy import budget_standings, quota_standing
+from meshctl.policy.verdict import (
+    BurstTarget,
+    BurstVerdict,
+    Outcome,
+    PoolVerdict,
+    PreemptionRights,
+    RuleTrace,
+    Verdict,
+    VictimVerdict,
+)
+
+POOL_ONLY = frozenset({"pool", "mesh", "now"})
+
+
+def run(expr: Compiled, context: cel.Context) -> tuple[Outcome, str]:
+    """Evaluate a condition: matched / not matched, or error with the reason."""
+    try:
+        value = expr.program.execute(context)
+    except Exception as err:
+        return "error", f"{type(err).__name__}: {err}".splitlines()[0]
+    if not isinstance(value, bool):
+        return "error", f"expected a boolean, got {type(value).__name__} {value!r}"
+    return ("matched" if value else "not matched"), ""
+
+
+class _Trace:
+    def __init__(self) -> None:
+        self.entries: list[RuleTrace] = []
+
+    def add(
+        self,
+        section: str,
+        rule: Any,
+        part: str,
+        expr: Compiled,
+        result: tuple[Outcome, str],
+        pool: str | None = None,
+    ) -> bool:
+        outcome, detail = result
+        self.entries.append(
+            RuleTrace(
+                section, rule.name, str(rule.origin), part, expr.source, outcome, pool, detail
+            )
+        )
+        return outcome == "matched"
+
+
+class BoundPolicies:
+    """A policy set bound to one mesh snapshot and one moment."""
+
+    def __init__(self, policies: PolicySet, mesh: MeshSnapshot, now: dt.datetime) -> None:
+        self.policies, self.mesh = policies, mesh
+        self._context = cel.Context({"mesh": mesh_map(mesh), "now": now})
+        self._pool_maps = {p.name: build_pool_map(p) for p in mesh.pools}
+        self._pool_contexts = {
+            name: cel.Context({"mesh": mesh_map(mesh), "now": now, "pool": pmap})
+            for name, pmap in self._pool_maps.items()
+        }
+        self._pool_only: dict[tuple[int, str], tuple[Outcome, str]] = {}
+        for expr in self._selectors():
+            if expr.roots <= POOL_ONLY:
+                for name, context in self._pool_contexts.items():
+                    self._pool_only[(id(expr), name)] = run(expr, context)
+
+    def _selectors(self) -> list[Compiled]:
+        return [r.selector for r in self.policies.pool_rules] + [
+            r.to for r in self.policies.burst_rules
+        ]
+
+    def _select(self, expr: Compiled, pool: str) -> tuple[Outcome, str]:
+        cached = self._pool_only.get((id(expr), pool))
+        if cached is not None:
+            return cached
+        self._context.add_variable("pool", self._pool_maps[pool])
+        return run(expr, self._context)
+
+    # --- one job ---------------------------------------------------------------------------
+
+    def priority_of(self, job: Job) -> tuple[str | None, int, str | None]:
+        """(class, value, problem): the job's class, else its kind's default class."""
+        name = job.spec.priority_class or self.policies.default_class.get(job.spec.kind)
+        if name is None:
+            return None, 0, None
+        value = self.policies.priority_classes.get(name)
+        if value is None:
+            defined = ", ".join(sorted(self.policies.priority_classes)) or "none"
+            return name, 0, f"priority class {name!r} is not defined (defined: {defined})"
+        return name, value, None
+
+    def evaluate(self, job: Job) -> Verdict:
+        klass, priority, problem = self.priority_of(job)
+        self._context.add_variable("job", job_map(job, klass or ""))
+        trace = _Trace()
+        eligible = self._eligibility(trace)
+        burst = self._burst(job, trace, eligible)
+        pools = tuple(
+            PoolVerdict(
+                p.name,
+                eligible[p.name][0],
+                eligible[p.name][0] and (not p.cloud or burst.target(p.name) is not None),
+                eligible[p.name][1],
+                eligible[p.name][2],
+            )
+            for p in self.mesh.pools
+        )
+        res = job.spec.resources
+        gpu_memory = (res.gpu_memory_gib or 0.0) * res.total_gpus
+        p = self.policies
+        return Verdict(
+            job=job.metadata.name,
+            policy_hash=p.content_hash,
+            priority_class=klass,
+            priority=priority,
+            priority_problem=problem,
+            pools=pools,
+            burst=burst,
+            preemption=self._rights(trace),
+            quota=quota_standing(job.spec.team, res.total_gpus, gpu_memory, p.quotas, self.mesh),
+            budgets=budget_standings(p.budgets, self.mesh),
+            weights=p.weights,
+            packing=p.packing,
+            pool_preference=p.pool_preference,
+            trace=tuple(trace.entries),
+        )
+
+    def _when(self, section: str, rule: Any, trace: _Trace) -> bool:
+        return trace.add(section, rule, "when", rule.when, run(rule.when, self._context))
+
+    def _eligibility(self, trace: _Trace) -> dict[str, tuple[bool, str | None, str]]:
+        """Per pool: (eligible, deciding rule, reason). A deny wins; allows restrict."""
+        active = [r for r in self.policies.pool_rules if self._when("pools", r, trace)]
+        allows = [r for r in active if r.effect == "allow"]
+        out: dict[str, tuple[bool, str | None, str]] = {}
+        for pool in self.mesh.pools:
+            out[pool.name] = self._pool_eligibility(pool, active, allows, trace)
+        return out
+
+    def _pool_eligibility(
+        self, pool: PoolFacts, active: list[PoolRuleC], allows: list[PoolRuleC], trace: _Trace
+    ) -> tuple[bool, str | None, str]:
+        for rule in (r for r in active if r.effect == "deny"):
+            if trace.add(
+                "pools",
+                rule,
+                "deny",
+                rule.selector,
+                self._select(rule.selector, pool.name),
+                pool.name,
+            ):
+                return False, rule.name, rule.reason or f"denied by {rule.name}"
+        if not allows:
+            return True, None, "no rule restricts this pool"
+        for rule in allows:
+            if trace.add(
+                "pools",
+                rule,
+                "allow",
+                rule.selector,
+                self._select(rule.selector, pool.name),
+                pool.name,
+            ):
+                return True, rule.name, rule.reason or f"allowed by {rule.name}"
+        names = ", ".join(r.name for r in allows)
+        return False, None, f"not selected by the allow rules that apply ({names})"
+
+    def _burst(
+        self, job: Job, trace: _Trace, eligible: Mapping[str, tuple[bool, str | None, str]]
+    ) -> BurstVerdict:
+        active = [r for r in self.policies.burst_rules if self._when("burst", r, trace)]
+        chosen: dict[str, list[BurstRuleC]] = {}
+        for rule in active:
+            for pool in self.mesh.pools:
+                if trace.add(
+                    "burst", rule, "to", rule.to, self._select(rule.to, pool.name), pool.name
+                ):
+                    chosen.setdefault(pool.name, []).append(rule)
+        blocked = self._burst_blockers(job, chosen, eligible)
+        targets = tuple(
+            _target(pool, rules, job.spec.limits.max_usd_per_hour)
+            for pool, rules in chosen.items()
+            if pool not in dict(blocked)
+        )
+        return BurstVerdict(bool(targets), tuple(r.name for r in active), targets, blocked)
+
+    def _burst_blockers(
+        self,
+        job: Job,
+        chosen: Mapping[str, list[BurstRuleC]],
+        eligible: Mapping[str, tuple[bool, str | None, str]],
+    ) -> tuple[tuple[str, str], ...]:
+        exceeded = [
+            b for b in budget_standings(self.policies.budgets, self.mesh) if b.state == "exceeded"
+        ]
+        blocked = []
+        for name in chosen:
+            pool = self.mesh.pool(name)
+            assert pool is not None
+            scopes = {f"pool:{name}", f"provider:{pool.provider}", f"team:{job.spec.team}"}
+            over = [b for b in exceeded if b.scope in scopes]
+            if not eligible[name][0]:
+                blocked.append((name, f"not eligible: {eligible[name][2]}"))
+            elif over:
+                blocked.append(
+                    (
+                        name,
+                        f"budget {over[0].name} exceeded "
+                        f"({over[0].spent_usd:g} of {over[0].limit_usd:g} USD)",
+                    )
+                )
+        return tuple(blocked)
+
+    def _rights(self, trace: _Trace) -> PreemptionRights:
+        active = [r for r in self.policies.preemption_rules if self._when("preemption", r, trace)]
+        return PreemptionRights(
+            bool(active),
+            tuple(r.name for r in active),
+            max((r.grace_s for r in active), default=0.0),
+            max((r.min_runtime_s for r in active), default=0.0),
+        )
+
+    # --- one preemptor against one victim --------------------------------------------------
+
+    def may_preempt(self, job: Job, victim: VictimFacts) -> VictimVerdict:
+        """Whether ``job`` may take ``victim``'s GPUs: a rule allows it, the victim has lower
+        priority, and it has run at least the rule's minimum runtime."""
+        klass, priority, _ = self.priority_of(job)
+        if victim.priority >= priority:
+            return VictimVerdict(
+                False, None, 0.0, f"victim priority {victim.priority} >= preemptor's {priority}"
+            )
+        self._context.add_variable("job", job_map(job, klass or ""))
+        victim_class = victim.job.spec.priority_class or ""
+        self._context.add_variable("victim", build_victim_map(victim, victim_class))
+        trace = _Trace()
+        for rule in self.policies.preemption_rules:
+            if not self._when("preemption", rule, trace):
+                continue
+            if not trace.add(
+                "preemption", rule, "victims", rule.victims, run(rule.victims, self._context)
+            ):
+                continue
+            if victim.runtime_s < rule.min_runtime_s:
+                return VictimVerdict(
+                    False,
+                    rule.name,
+                    rule.grace_s,
+                    f"victim ran {victim.runtime_s:g} s < {rule.min_runtime_s:g} s",
+                )
+            return VictimVerdict(True, rule.name, rule.grace_s, f"allowed by {rule.name}")
+        return VictimVerdict(False, None, 0.0, "no preemption rule lets this job take the victim")
+
+
+def _target(pool: str, rules: list[BurstRuleC], job_limit: float | None) -> BurstTarget:
+    """Several rules naming one pool: the most restrictive settings of them all win."""
+    limits = [r.max_usd_per_hour for r in rules if r.max_usd_per_hour is not None]
+    if job_limit is not None:
+        limits.append(job_limit)
+    return BurstTarget(
+        pool, all(r.spot for r in rules), min(limits, default=None), tuple(r.name for r in rules)
+    )
+
+
+def bind(policies: PolicySet, mesh: MeshSnapshot, now: dt.datetime) -> BoundPolicies:
+    return BoundPolicies(policies, mesh, now)

@@ -1,0 +1,192 @@
+"""What policies are evaluated against: a snapshot of the mesh, and the CEL maps built from it.
+
+A snapshot is plain frozen data (no I/O, no clock); the maps are built once per snapshot or
+once per job, never per rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from meshctl.model.capacity import pool_capacity
+from meshctl.model.catalog import Catalog
+from meshctl.model.job import Job
+from meshctl.model.mesh import Mesh
+from meshctl.model.meshstate import MeshState
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFacts:
+    name: str
+    provider: str
+    region: str
+    labels: Mapping[str, str]
+    accelerators: tuple[str, ...]
+    gpus: int
+    usd_per_gpu_hour: float | None
+    free_gpus: float
+    queued_jobs: int = 0
+    expected_wait_s: float = 0.0
+    spend_usd_month: float = 0.0
+
+    @property
+    def cloud(self) -> bool:
+        return self.provider in ("aws", "gcp")
+
+
+@dataclass(frozen=True, slots=True)
+class TeamUsage:
+    gpus_in_use: float = 0.0
+    gpu_memory_gib_in_use: float = 0.0
+    spend_usd_month: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class MeshSnapshot:
+    pools: tuple[PoolFacts, ...]
+    teams: Mapping[str, TeamUsage] = field(default_factory=dict)
+
+    def pool(self, name: str) -> PoolFacts | None:
+        return next((p for p in self.pools if p.name == name), None)
+
+    def team(self, name: str) -> TeamUsage:
+        return self.teams.get(name, TeamUsage())
+
+
+@dataclass(frozen=True, slots=True)
+class VictimFacts:
+    """A running job that a preemption rule may pick."""
+
+    job: Job
+    priority: int
+    pool: str
+    runtime_s: float
+    since_checkpoint_s: float
+
+
+def mesh_snapshot(
+    mesh: Mesh, catalogs: Mapping[str, Catalog], state: MeshState | None = None
+) -> MeshSnapshot:
+    """The mesh's configured pools at the moment ``state`` describes (idle where it is silent)."""
+    moment = state.spec.pools if state else {}
+    pools = []
+    for pool in mesh.spec.pools:
+        cap = pool_capacity(pool, catalogs)
+        now = moment.get(pool.name)
+        free = cap.gpus if now is None or now.free_gpus is None else now.free_gpus
+        pools.append(
+            PoolFacts(
+                name=pool.name,
+                provider=pool.provider,
+                region=getattr(pool, "region", ""),
+                labels=dict(pool.labels),
+                accelerators=cap.accelerators,
+                gpus=cap.gpus,
+                usd_per_gpu_hour=cap.usd_per_gpu_hour,
+                free_gpus=float(free),
+                queued_jobs=now.queued_jobs if now else 0,
+                expected_wait_s=now.expected_wait_s if now else 0.0,
+                spend_usd_month=now.spend_usd_month if now else 0.0,
+            )
+        )
+    teams = {
+        name: TeamUsage(t.gpus_in_use, t.gpu_memory_gib_in_use, t.spend_usd_month)
+        for name, t in (state.spec.teams.items() if state else ())
+    }
+    return MeshSnapshot(tuple(pools), teams)
+
+
+# --- the CEL maps (see variables.SCHEMA) -------------------------------------------------------
+
+
+def job_map(job: Job, priority_class: str) -> dict[str, Any]:
+    spec, res = job.spec, job.spec.resources
+    sets = [
+        {
+            "name": d.name,
+            "location": d.location,
+            "residency": d.residency or "",
+            "tags": list(d.tags),
+            "size_gib": d.size_gib or 0.0,
+        }
+        for d in spec.data
+    ]
+    return {
+        "name": job.metadata.name,
+        "kind": spec.kind,
+        "team": spec.team,
+        "criticality": spec.criticality,
+        "priority_class": priority_class,
+        "labels": dict(job.metadata.labels),
+        "resources": {
+            "gpus": res.gpus,
+            "total_gpus": res.total_gpus,
+            "gpu_memory_gib": res.gpu_memory_gib or 0.0,
+            "accelerators": list(res.accelerator.any_of) if res.accelerator else [],
+            "cpus": res.cpus,
+            "memory_gib": res.memory_gib,
+            "nic_gbps": res.nic_gbps,
+            "nodes": res.nodes,
+            "topology": res.topology.domain if res.topology else "",
+        },
+        "data": {
+            "tags": sorted({t for d in spec.data for t in d.tags}),
+            "residency": sorted({d.residency for d in spec.data if d.residency}),
+            "sets": sets,
+        },
+        "limits": {
+            "max_usd_per_hour": spec.limits.max_usd_per_hour or 0.0,
+            "max_runtime_s": spec.limits.max_runtime_s or 0.0,
+        },
+    }
+
+
+def victim_map(victim: VictimFacts, priority_class: str) -> dict[str, Any]:
+    return {
+        **job_map(victim.job, priority_class),
+        "priority": victim.priority,
+        "pool": victim.pool,
+        "runtime_s": victim.runtime_s,
+        "since_checkpoint_s": victim.since_checkpoint_s,
+    }
+
+
+def pool_map(pool: PoolFacts) -> dict[str, Any]:
+    return {
+        "name": pool.name,
+        "provider": pool.provider,
+        "cloud": pool.cloud,
+        "region": pool.region,
+        "labels": dict(pool.labels),
+        "accelerators": list(pool.accelerators),
+        "gpus": pool.gpus,
+        "usd_per_gpu_hour": pool.usd_per_gpu_hour or 0.0,
+    }
+
+
+def mesh_map(mesh: MeshSnapshot) -> dict[str, Any]:
+    return {
+        "pools": {
+            p.name: {
+                "provider": p.provider,
+                "cloud": p.cloud,
+                "labels": dict(p.labels),
+                "gpus": p.gpus,
+                "free_gpus": p.free_gpus,
+                "queued_jobs": p.queued_jobs,
+                "expected_wait_s": p.expected_wait_s,
+                "spend_usd_month": p.spend_usd_month,
+            }
+            for p in mesh.pools
+        },
+        "teams": {
+            name: {
+                "gpus_in_use": t.gpus_in_use,
+                "gpu_memory_gib_in_use": t.gpu_memory_gib_in_use,
+                "spend_usd_month": t.spend_usd_month,
+            }
+            for name, t in mesh.teams.items()
+        },
+    }

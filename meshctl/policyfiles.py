@@ -1,0 +1,103 @@
+"""Finding and reading policy files, their tests and mesh moments (the I/O around meshctl.policy).
+
+A directory given as a path contributes its ``*.yaml`` / ``*.yml`` files (in name order) as
+policies and its ``tests/`` folder as policy tests; a file given by name counts by its kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from meshctl.files import Loaded, load_path
+from meshctl.model import Mesh, MeshState, Policy, PolicyTest
+from meshctl.policy.compiled import Source
+from meshctl.problems import InvalidFileError, Problem
+
+_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass
+class PolicyFiles:
+    policies: list[Source] = field(default_factory=list)
+    tests: list[tuple[str, PolicyTest, Callable[[int], int]]] = field(default_factory=list)
+    test_dirs: dict[str, Path] = field(default_factory=dict)  # test path -> its file's folder
+
+
+def _yaml_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix in _SUFFIXES and p.is_file())
+
+
+def _add(
+    found: PolicyFiles,
+    loaded: Loaded,
+    want: type[Policy] | type[PolicyTest] | None,
+    problems: list[Problem],
+) -> None:
+    doc = loaded.document
+    if isinstance(doc, Policy) and want in (None, Policy):
+        found.policies.append(Source(loaded.path, doc, loaded.lines))
+    elif isinstance(doc, PolicyTest) and want in (None, PolicyTest):
+        found.tests.append((loaded.path, doc, _case_lines(loaded)))
+        found.test_dirs[loaded.path] = Path(loaded.path).parent
+    else:
+        expected = want.__name__ if want else "Policy or PolicyTest"
+        problems.append(
+            Problem(loaded.path, loaded.line, "kind", f"expected {expected}, got {doc.kind}")
+        )
+
+
+def _case_lines(loaded: Loaded) -> Callable[[int], int]:
+    return lambda i: loaded.line_of("spec", "cases", i)
+
+
+def read_policy_files(paths: Sequence[Path]) -> PolicyFiles:
+    """Every policy and policy test under ``paths``; all problems of all files at once."""
+    found, problems = PolicyFiles(), list[Problem]()
+    for path in paths:
+        entries: list[tuple[Path, type[Policy] | type[PolicyTest] | None]] = [(path, None)]
+        if path.is_dir():
+            tests = path / "tests"
+            entries = [(f, Policy) for f in _yaml_files(path)]
+            entries += [(f, PolicyTest) for f in (_yaml_files(tests) if tests.is_dir() else [])]
+        for file, want in entries:
+            try:
+                for loaded in load_path(file):
+                    _add(found, loaded, want, problems)
+            except InvalidFileError as err:
+                problems.extend(err.problems)
+    if problems:
+        raise InvalidFileError(problems)
+    return found
+
+
+def read_mesh_or_state(path: Path) -> tuple[Mesh | None, MeshState | None]:
+    """A Mesh (all pools idle) or a MeshState (whose ``mesh`` names its Mesh, if it does)."""
+    (loaded, *rest) = load_path(path)
+    doc = loaded.document
+    if rest or not isinstance(doc, Mesh | MeshState):
+        raise InvalidFileError(
+            [
+                Problem(
+                    str(path),
+                    loaded.line,
+                    "kind",
+                    f"expected one Mesh or MeshState document, got {doc.kind}",
+                )
+            ]
+        )
+    if isinstance(doc, Mesh):
+        return doc, None
+    if doc.spec.mesh is None:
+        return None, doc
+    return read_mesh(path.parent / doc.spec.mesh), doc
+
+
+def read_mesh(path: Path) -> Mesh:
+    (loaded, *rest) = load_path(path)
+    if rest or not isinstance(loaded.document, Mesh):
+        raise InvalidFileError(
+            [Problem(str(path), loaded.line, "kind", "expected one Mesh document")]
+        )
+    return loaded.document
