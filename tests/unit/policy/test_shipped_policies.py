@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import ROOT
+
 from meshctl.cli.app import app
 
 pytestmark = pytest.mark.unit
