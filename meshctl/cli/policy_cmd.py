@@ -157,12 +157,15 @@ def explain(
 
 
 def _render_verdict(v: Verdict, output: Output) -> None:
-    from dataclasses import asdict
+    import json
+    from dataclasses import asdict, fields
 
     from meshctl.cli import render
 
     if output is not Output.table:
-        render.emit_data(asdict(v) | {"weights": v.weights.model_dump()}, output)
+        data = {f.name: getattr(v, f.name) for f in fields(v) if f.name != "trace_rows"}
+        data |= {"weights": v.weights.model_dump(), "trace": [asdict(t) for t in v.trace]}
+        render.emit_data(json.loads(json.dumps(data, default=_plain)), output)
         return
     klass = v.priority_class or "(none)"
     render.say(f"[bold]{v.job}[/]: priority {v.priority} (class {klass}); policies {v.policy_hash}")
@@ -243,3 +246,12 @@ def _render_verdict(v: Verdict, output: Output) -> None:
         output,
         title="Every rule evaluated",
     )
+
+
+def _plain(value: Any) -> Any:
+    """Nested dataclasses in a verdict, as plain data for json / yaml."""
+    from dataclasses import asdict, is_dataclass
+
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return str(value)

@@ -10,12 +10,18 @@ validation reports with both locations, never resolved silently.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from meshctl.model.policy import Budget, Policy, TeamQuota, Weights
-from meshctl.policy.refs import Compiled, ExpressionError, compile_checked
+from meshctl.policy.refs import (
+    Compiled,
+    ExpressionError,
+    compile_checked,
+    conjuncts,
+    fields_read,
+)
 from meshctl.problems import InvalidFileError, Problem
 
 Loc = tuple[str | int, ...]
@@ -44,15 +50,31 @@ class Origin:
     path: str
     line: int
 
-    def __str__(self) -> str:
+    @property
+    def text(self) -> str:
         return f"{self.path}:{self.line}"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A rule's ``when``: the whole expression, and the operands of its top-level ``&&``.
+
+    Evaluating the operands apart lets the ones that read only ``mesh`` and ``now`` run once
+    per snapshot instead of once per job (see evaluate.py).
+    """
+
+    source: str
+    parts: tuple[Compiled, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class PoolRuleC:
     name: str
     origin: Origin
-    when: Compiled
+    when: Condition
     effect: Literal["allow", "deny"]
     selector: Compiled
     reason: str
@@ -62,7 +84,7 @@ class PoolRuleC:
 class BurstRuleC:
     name: str
     origin: Origin
-    when: Compiled
+    when: Condition
     to: Compiled
     spot: bool
     max_usd_per_hour: float | None
@@ -72,7 +94,7 @@ class BurstRuleC:
 class PreemptionRuleC:
     name: str
     origin: Origin
-    when: Compiled
+    when: Condition
     victims: Compiled
     grace_s: float
     min_runtime_s: float
@@ -92,6 +114,7 @@ class PolicySet:
     weights: Weights
     packing: str
     pool_preference: tuple[str, ...]
+    job_fields: frozenset[str] | None  # the job fields any expression reads (None: all)
 
 
 class _Builder:
@@ -108,6 +131,7 @@ class _Builder:
         self.quotas: dict[str, TeamQuota] = {}
         self.budgets: list[Budget] = []
         self.scoring: dict[str, object] = {}
+        self.sources: list[str] = []
 
     def claim(self, what: str, origin: Origin, field_name: str) -> bool:
         """Whether ``what`` is set here for the first time; a conflict problem otherwise."""
@@ -124,9 +148,19 @@ class _Builder:
         )
         return False
 
+    def condition(self, src: Source, loc: Loc, text: str) -> Condition | None:
+        whole = self.expression(src, loc, text, WHEN_VARS)
+        if whole is None:
+            return None
+        operands = conjuncts(text)
+        if len(operands) == 1:
+            return Condition(text, (whole,))
+        return Condition(text, tuple(compile_checked(part, WHEN_VARS) for part in operands))
+
     def expression(
         self, src: Source, loc: Loc, text: str, allowed: frozenset[str]
     ) -> Compiled | None:
+        self.sources.append(text)
         try:
             return compile_checked(text, allowed)
         except ExpressionError as err:
@@ -169,7 +203,7 @@ def _add_pool_rules(b: _Builder, src: Source) -> None:
         effect: Literal["allow", "deny"] = "allow" if rule.allow is not None else "deny"
         selector_text = rule.allow if rule.allow is not None else rule.deny
         assert selector_text is not None  # the model requires exactly one
-        when = b.expression(src, (*loc, "when"), rule.when, WHEN_VARS)
+        when = b.condition(src, (*loc, "when"), rule.when)
         selector = b.expression(src, (*loc, effect), selector_text, POOL_VARS)
         named = b.claim(f"pool rule {rule.name!r}", origin, f"spec.pools[{i}].name")
         if when and selector and named:
@@ -180,7 +214,7 @@ def _add_burst_rules(b: _Builder, src: Source) -> None:
     for i, rule in enumerate(src.policy.spec.burst):
         loc: Loc = ("spec", "burst", i)
         origin = src.origin(*loc)
-        when = b.expression(src, (*loc, "when"), rule.when, WHEN_VARS)
+        when = b.condition(src, (*loc, "when"), rule.when)
         to = b.expression(src, (*loc, "to"), rule.to, POOL_VARS)
         named = b.claim(f"burst rule {rule.name!r}", origin, f"spec.burst[{i}].name")
         if when and to and named:
@@ -193,7 +227,7 @@ def _add_preemption_rules(b: _Builder, src: Source) -> None:
     for i, rule in enumerate(src.policy.spec.preemption):
         loc: Loc = ("spec", "preemption", i)
         origin = src.origin(*loc)
-        when = b.expression(src, (*loc, "when"), rule.when, WHEN_VARS)
+        when = b.condition(src, (*loc, "when"), rule.when)
         victims = b.expression(src, (*loc, "victims"), rule.victims, VICTIM_VARS)
         named = b.claim(f"preemption rule {rule.name!r}", origin, f"spec.preemption[{i}].name")
         if when and victims and named:
@@ -276,4 +310,14 @@ def compile_policies(sources: Sequence[Source]) -> PolicySet:
         weights=weights if isinstance(weights, Weights) else Weights(),
         packing=str(b.scoring.get("packing", "binpack")),
         pool_preference=tuple(preference) if isinstance(preference, list) else (),
+        job_fields=_union(fields_read(text, ("job", "victim")) for text in b.sources),
     )
+
+
+def _union(field_sets: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
+    out: set[str] = set()
+    for fields in field_sets:
+        if fields is None:
+            return None
+        out |= fields
+    return frozenset(out)

@@ -15,7 +15,7 @@ from typing import Any
 import cel
 
 from meshctl.model.job import Job
-from meshctl.policy.compiled import BurstRuleC, PolicySet, PoolRuleC
+from meshctl.policy.compiled import BurstRuleC, PolicySet, PoolRuleC, PreemptionRuleC
 from meshctl.policy.facts import MeshSnapshot, PoolFacts, VictimFacts, job_map, mesh_map
 from meshctl.policy.facts import pool_map as build_pool_map
 from meshctl.policy.facts import victim_map as build_victim_map
@@ -27,12 +27,14 @@ from meshctl.policy.verdict import (
     Outcome,
     PoolVerdict,
     PreemptionRights,
-    RuleTrace,
+    TraceRow,
     Verdict,
     VictimVerdict,
 )
 
 POOL_ONLY = frozenset({"pool", "mesh", "now"})
+MESH_ONLY = frozenset({"mesh", "now"})
+Result = tuple[Outcome, str]
 
 
 def run(expr: Compiled, context: cel.Context) -> tuple[Outcome, str]:
@@ -47,25 +49,17 @@ def run(expr: Compiled, context: cel.Context) -> tuple[Outcome, str]:
 
 
 class _Trace:
+    """Every evaluation, kept raw; ``Verdict.trace`` turns it into ``RuleTrace``s on demand
+    (most verdicts are never explained, and building records per rule and pool is costly)."""
+
     def __init__(self) -> None:
-        self.entries: list[RuleTrace] = []
+        self.entries: list[TraceRow] = []
 
     def add(
-        self,
-        section: str,
-        rule: Any,
-        part: str,
-        expr: Compiled,
-        result: tuple[Outcome, str],
-        pool: str | None = None,
+        self, section: str, rule: Any, part: str, expr: Any, result: Result, pool: str | None = None
     ) -> bool:
-        outcome, detail = result
-        self.entries.append(
-            RuleTrace(
-                section, rule.name, str(rule.origin), part, expr.source, outcome, pool, detail
-            )
-        )
-        return outcome == "matched"
+        self.entries.append((section, rule, part, expr, result, pool))
+        return result[0] == "matched"
 
 
 class BoundPolicies:
@@ -79,11 +73,22 @@ class BoundPolicies:
             name: cel.Context({"mesh": mesh_map(mesh), "now": now, "pool": pmap})
             for name, pmap in self._pool_maps.items()
         }
-        self._pool_only: dict[tuple[int, str], tuple[Outcome, str]] = {}
+        self._pool_only: dict[tuple[int, str], Result] = {}
         for expr in self._selectors():
             if expr.roots <= POOL_ONLY:
                 for name, context in self._pool_contexts.items():
                     self._pool_only[(id(expr), name)] = run(expr, context)
+        self._budgets = budget_standings(policies.budgets, mesh)  # mesh-only: once per bind
+        self._job_fields = policies.job_fields
+        rules: tuple[PoolRuleC | BurstRuleC | PreemptionRuleC, ...] = (
+            *policies.pool_rules,
+            *policies.burst_rules,
+            *policies.preemption_rules,
+        )
+        self._mesh_part: dict[int, Result] = {
+            id(r.when): self._conjunction(p for p in r.when.parts if p.roots <= MESH_ONLY)
+            for r in rules
+        }
 
     def _selectors(self) -> list[Compiled]:
         return [r.selector for r in self.policies.pool_rules] + [
@@ -112,7 +117,7 @@ class BoundPolicies:
 
     def evaluate(self, job: Job) -> Verdict:
         klass, priority, problem = self.priority_of(job)
-        self._context.add_variable("job", job_map(job, klass or ""))
+        self._context.add_variable("job", job_map(job, klass or "", self._job_fields))
         trace = _Trace()
         eligible = self._eligibility(trace)
         burst = self._burst(job, trace, eligible)
@@ -139,15 +144,27 @@ class BoundPolicies:
             burst=burst,
             preemption=self._rights(trace),
             quota=quota_standing(job.spec.team, res.total_gpus, gpu_memory, p.quotas, self.mesh),
-            budgets=budget_standings(p.budgets, self.mesh),
+            budgets=self._budgets,
             weights=p.weights,
             packing=p.packing,
             pool_preference=p.pool_preference,
-            trace=tuple(trace.entries),
+            trace_rows=tuple(trace.entries),
         )
 
+    def _conjunction(self, parts: Any) -> Result:
+        """All of ``parts`` true: matched; the first false or failing one decides otherwise."""
+        for part in parts:
+            outcome, detail = run(part, self._context)
+            if outcome != "matched":
+                return outcome, detail or f"false: {part.source}"
+        return "matched", ""
+
     def _when(self, section: str, rule: Any, trace: _Trace) -> bool:
-        return trace.add(section, rule, "when", rule.when, run(rule.when, self._context))
+        """The rule's condition: its mesh-only operands were evaluated at bind, once."""
+        result = self._mesh_part[id(rule.when)]
+        if result[0] == "matched":
+            result = self._conjunction(p for p in rule.when.parts if not p.roots <= MESH_ONLY)
+        return trace.add(section, rule, "when", rule.when, result)
 
     def _eligibility(self, trace: _Trace) -> dict[str, tuple[bool, str | None, str]]:
         """Per pool: (eligible, deciding rule, reason). A deny wins; allows restrict."""
@@ -211,9 +228,7 @@ class BoundPolicies:
         chosen: Mapping[str, list[BurstRuleC]],
         eligible: Mapping[str, tuple[bool, str | None, str]],
     ) -> tuple[tuple[str, str], ...]:
-        exceeded = [
-            b for b in budget_standings(self.policies.budgets, self.mesh) if b.state == "exceeded"
-        ]
+        exceeded = [b for b in self._budgets if b.state == "exceeded"]
         blocked = []
         for name in chosen:
             pool = self.mesh.pool(name)
@@ -251,7 +266,7 @@ class BoundPolicies:
             return VictimVerdict(
                 False, None, 0.0, f"victim priority {victim.priority} >= preemptor's {priority}"
             )
-        self._context.add_variable("job", job_map(job, klass or ""))
+        self._context.add_variable("job", job_map(job, klass or "", self._job_fields))
         victim_class = victim.job.spec.priority_class or ""
         self._context.add_variable("victim", build_victim_map(victim, victim_class))
         trace = _Trace()

@@ -101,7 +101,14 @@ def mesh_snapshot(
 # --- the CEL maps (see variables.SCHEMA) -------------------------------------------------------
 
 
-def job_map(job: Job, priority_class: str) -> dict[str, Any]:
+def job_map(job: Job, priority_class: str, fields: frozenset[str] | None = None) -> dict[str, Any]:
+    """The job as CEL sees it; only ``fields`` (those the policies read) when given, since
+    handing CEL a value costs in proportion to its size."""
+    full = _job_map(job, priority_class)
+    return full if fields is None else {k: v for k, v in full.items() if k in fields}
+
+
+def _job_map(job: Job, priority_class: str) -> dict[str, Any]:
     spec, res = job.spec, job.spec.resources
     sets = [
         {
@@ -145,7 +152,7 @@ def job_map(job: Job, priority_class: str) -> dict[str, Any]:
 
 def victim_map(victim: VictimFacts, priority_class: str) -> dict[str, Any]:
     return {
-        **job_map(victim.job, priority_class),
+        **_job_map(victim.job, priority_class),
         "priority": victim.priority,
         "pool": victim.pool,
         "runtime_s": victim.runtime_s,

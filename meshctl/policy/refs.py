@@ -125,6 +125,47 @@ def check_source(
     return [_one_line(problem) for problem in _analyse(source, allowed, schema)[1]]
 
 
+def conjuncts(source: str) -> list[str]:
+    """The operands of ``source``'s top-level ``&&`` chain, or ``[source]`` if it is not one.
+
+    ``a && b ? c : d`` and ``a && b || c`` are not split: ``?:`` and ``||`` bind looser than
+    ``&&``. CEL's ``&&`` is commutative (an error on one side is absorbed by ``false`` on the
+    other), so the operands may be evaluated separately and in any order.
+    """
+    depth, cuts = 0, [-2]
+    for token in tokenize(source):
+        if token.kind != "op":
+            continue
+        if token.text in _OPEN:
+            depth += 1
+        elif token.text in _CLOSE:
+            depth -= 1
+        elif depth == 0 and token.text in ("||", "?"):
+            return [source]
+        elif depth == 0 and token.text == "&&":
+            cuts.append(token.pos)
+    bounds = zip(cuts, [*cuts[1:], len(source)], strict=True)
+    return [source[start + 2 : end].strip() for start, end in bounds]
+
+
+def fields_read(source: str, roots: Collection[str]) -> frozenset[str] | None:
+    """The first-level fields of ``roots`` that ``source`` reads (``job.kind`` -> ``kind``);
+    None when it uses one of them whole (passes ``job`` itself to a function or macro)."""
+    tokens = list(tokenize(source))
+    fields: set[str] = set()
+    for i, token in enumerate(tokens):
+        if token.kind != "ident" or token.text not in roots:
+            continue
+        if i > 0 and tokens[i - 1].text == ".":
+            continue  # a field that happens to share the name, e.g. victim.job
+        after = tokens[i + 1 : i + 3]
+        if len(after) == 2 and after[0].text == "." and after[1].kind == "ident":
+            fields.add(after[1].text)
+        else:
+            return None
+    return frozenset(fields)
+
+
 def tokenize(source: str) -> Iterator[Token]:
     """The tokens of ``source`` without spaces and comments; total over any text."""
     pos = 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from meshctl.model.policy import Weights
 from meshctl.policy.tenancy import BudgetStanding, QuotaStanding
@@ -23,6 +23,15 @@ class RuleTrace:
     outcome: Outcome
     pool: str | None = None
     detail: str = ""
+
+
+# (section, rule, part, expression, (outcome, detail), pool): as evaluation records it
+TraceRow = tuple[str, Any, str, Any, tuple[Outcome, str], str | None]
+
+
+def trace_of(row: TraceRow) -> RuleTrace:
+    section, rule, part, expr, (outcome, detail), pool = row
+    return RuleTrace(section, rule.name, str(rule.origin), part, expr.source, outcome, pool, detail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +93,12 @@ class Verdict:
     weights: Weights
     packing: str
     pool_preference: tuple[str, ...]
-    trace: tuple[RuleTrace, ...]
+    trace_rows: tuple[TraceRow, ...]
+
+    @property
+    def trace(self) -> tuple[RuleTrace, ...]:
+        """Every rule evaluated for this job, in order, matched or not, and why."""
+        return tuple(trace_of(row) for row in self.trace_rows)
 
     @property
     def eligible_pools(self) -> tuple[str, ...]:
@@ -96,4 +110,4 @@ class Verdict:
 
     @property
     def errors(self) -> tuple[RuleTrace, ...]:
-        return tuple(t for t in self.trace if t.outcome == "error")
+        return tuple(trace_of(row) for row in self.trace_rows if row[4][0] == "error")

@@ -1,0 +1,112 @@
+"""`meshctl policy validate|test|explain` through the CLI runner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, ROOT
+
+from meshctl.cli.app import app
+
+pytestmark = pytest.mark.unit
+
+MESH = ["--mesh", str(EXAMPLES / "mesh.yaml")]
+
+
+@pytest.fixture
+def policies(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(ROOT / "policies", tmp_path / "policies"))
+
+
+def test_validate_reports_an_invalid_policy_with_exit_2(cli, policies: Path):
+    burst = policies / "burst.yaml"
+    burst.write_text(
+        burst.read_text().replace('job.criticality == "best-effort"', "job.criticallity == 1")
+    )
+    result = cli.invoke(app, ["policy", "validate", str(policies)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"error: {burst}:11: spec.burst[0].when: job has no field 'criticallity'; did you mean"
+        " 'criticality'?"
+    )
+
+
+def test_validate_reports_conflicts_between_files(cli, policies: Path):
+    (policies / "zz-more.yaml").write_text(
+        "apiVersion: meshctl/v1\nkind: Policy\nmetadata: {name: more}\n"
+        "spec:\n  scoring: {packing: spread}\n"
+    )
+    result = cli.invoke(app, ["policy", "validate", str(policies)])
+    assert result.exit_code == 2
+    assert "scoring.packing is also set at" in result.stderr
+    assert "onprem-first.yaml" in result.stderr
+
+
+def test_a_failing_case_exits_1_and_the_last_line_counts(cli, policies: Path):
+    routing = policies / "tests" / "routing.yaml"
+    routing.write_text(routing.read_text().replace("max_usd_per_hour: 60", "max_usd_per_hour: 61"))
+    result = cli.invoke(app, [*MESH, "policy", "test", str(policies)])
+    assert result.exit_code == 1
+    assert "max_usd_per_hour: expected 61.0" in result.stdout
+    assert result.stdout.splitlines()[-1] == "23 passed, 1 failed"
+
+
+def test_no_cases_is_a_failure_not_a_pass(cli, policies: Path):
+    shutil.rmtree(policies / "tests")
+    result = cli.invoke(app, [*MESH, "policy", "test", str(policies)])
+    assert result.exit_code == 1
+    assert "no policy test cases found" in result.stderr
+
+
+def test_explain_lists_every_rule_and_the_decision(cli, tmp_path: Path):
+    state = tmp_path / "state.yaml"
+    state.write_text(
+        "apiVersion: meshctl/v1\nkind: MeshState\nmetadata: {name: busy}\n"
+        f"spec:\n  mesh: {EXAMPLES / 'mesh.yaml'}\n"
+        "  pools: {onprem: {expected_wait_s: 30m, free_gpus: 0}}\n"
+    )
+    result = cli.invoke(
+        app,
+        [
+            "policy",
+            "explain",
+            str(EXAMPLES / "jobs" / "batch-embed.yaml"),
+            "--mesh",
+            str(state),
+            "--policies",
+            str(ROOT / "policies"),
+            "-o",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    verdict = json.loads(result.stdout)
+    assert verdict["priority_class"] == "batch"
+    assert [t["pool"] for t in verdict["burst"]["targets"]] == ["aws-burst", "gcp-burst"]
+    rules = {t["rule"] for t in verdict["trace"]}
+    assert {
+        "critical-stays-strategic",
+        "pii-stays-onprem",
+        "best-effort-to-spot",
+        "inference-over-training",
+    } <= rules
+
+
+def test_explain_table(cli):
+    result = cli.invoke(
+        app,
+        [
+            *MESH,
+            "policy",
+            "explain",
+            str(EXAMPLES / "jobs" / "serve-pii.yaml"),
+            "--policies",
+            str(ROOT / "policies"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "personal data (pii) stays on-prem" in result.stdout
+    assert "Every rule evaluated" in result.stdout
