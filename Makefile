@@ -26,6 +26,12 @@ demo: $(STAMP)
 	echo; echo "\$$ meshctl validate $$dir/mesh"; $(MESHCTL) validate "$$dir/mesh"; \
 	echo; echo "\$$ meshctl --mesh $$dir/mesh/mesh.yaml pools list"; \
 	$(MESHCTL) --mesh "$$dir/mesh/mesh.yaml" pools list; \
+	echo; echo "\$$ meshctl policy test $$dir/mesh/policies"; \
+	$(MESHCTL) --mesh "$$dir/mesh/mesh.yaml" policy test "$$dir/mesh/policies"; \
+	printf 'apiVersion: meshctl/v1\nkind: MeshState\nmetadata: {name: busy}\nspec:\n  pools: {onprem: {free_gpus: 0, queued_jobs: 40, expected_wait_s: 30m}}\n' > "$$dir/busy.yaml"; \
+	echo; echo "\$$ meshctl policy explain jobs/batch-embed.yaml --mesh busy.yaml  # on-prem saturated"; \
+	$(MESHCTL) --mesh "$$dir/mesh/mesh.yaml" policy explain "$$dir/mesh/jobs/batch-embed.yaml" \
+	  --mesh "$$dir/busy.yaml" --policies "$$dir/mesh/policies"; \
 	echo; echo "\$$ meshctl providers prices --gpu H100"; $(MESHCTL) providers prices --gpu H100; \
 	echo; echo "\$$ meshctl providers prices --region us-east-1 --provider aws"; \
 	$(MESHCTL) providers prices --region us-east-1 --provider aws
@@ -47,6 +53,7 @@ integration: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/cli_startup.py
+	$(PY) benchmarks/policy_eval.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache dist

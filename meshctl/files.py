@@ -331,9 +331,18 @@ def load_text(text: str, path: str = "<text>") -> list[Loaded]:
     return loaded
 
 
+MAX_FILE_BYTES = 4 * 2**20  # far above any real mesh or policy; stops a runaway file early
+
+
 def load_path(path: Path | str) -> list[Loaded]:
     name = str(path)
     try:
+        size = Path(path).stat().st_size
+        if size > MAX_FILE_BYTES and Path(path).is_file():
+            message = (
+                f"file is {size / 2**20:.1f} MiB; expected at most {MAX_FILE_BYTES // 2**20} MiB"
+            )
+            raise InvalidFileError([Problem(name, None, "", message)])
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InvalidFileError([Problem(name, None, "", "no such file")]) from None

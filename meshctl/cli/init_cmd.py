@@ -20,6 +20,9 @@ def _scaffold() -> dict[str, Traversable]:
     }
     files |= {f"providers/{n}": providers / n for n in ("aws.yaml", "gcp.yaml")}
     files["policies/README.md"] = policies / "README.md"
+    files |= {f"policies/{f.name}": f for f in policies.iterdir() if f.name.endswith(".yaml")}
+    tests = policies / "tests"
+    files |= {f"policies/tests/{f.name}": f for f in tests.iterdir() if f.name.endswith(".yaml")}
     return dict(sorted(files.items()))
 
 
@@ -44,6 +47,5 @@ def init(
         target = directory / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(source.read_bytes())
-    (directory / "policies" / "tests").mkdir(exist_ok=True)
     render.say(f"Created a mesh in [bold]{directory}[/]: " + ", ".join(files))
     render.say(f"Next: [bold]meshctl validate {directory}[/] and [bold]meshctl providers prices[/]")

@@ -42,7 +42,8 @@ def validate(
     from meshctl.catalog.check import mesh_node_types
     from meshctl.cli import render
     from meshctl.files import load_path
-    from meshctl.model import Catalog
+    from meshctl.model import Catalog, Policy
+    from meshctl.policy import Source, compile_policies
     from meshctl.problems import InvalidFileError, Problem
 
     files = _expand(paths)
@@ -58,6 +59,13 @@ def validate(
     catalogs = app_context(ctx).catalog_map() | {
         d.document.spec.provider: d.document for d in loaded if isinstance(d.document, Catalog)
     }
+    policies = [
+        Source(d.path, d.document, d.lines) for d in loaded if isinstance(d.document, Policy)
+    ]
+    try:
+        compile_policies(policies)  # CEL, field references, conflicts between the files
+    except InvalidFileError as err:
+        problems.extend(err.problems)
     for doc in loaded:
         problems.extend(mesh_node_types(doc, catalogs))
         rows.append(

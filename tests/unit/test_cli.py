@@ -27,7 +27,17 @@ def test_init_scaffolds_a_mesh_that_validates(cli, tmp_path: Path):
     checked = cli.invoke(app, ["validate", str(target), "-o", "json"])
     assert checked.exit_code == 0, checked.output
     kinds = sorted(row["kind"] for row in json.loads(checked.stdout))
-    assert kinds == ["Catalog", "Catalog", "Job", "Job", "Job", "Job", "Mesh"]
+    assert kinds == [
+        "Catalog",
+        "Catalog",
+        "Job",
+        "Job",
+        "Job",
+        "Job",
+        "Mesh",
+        *["Policy"] * 6,
+        *["PolicyTest"] * 3,
+    ]
 
 
 def test_init_refuses_to_overwrite_and_writes_nothing(cli, tmp_path: Path):
@@ -156,4 +166,18 @@ def test_validate_checks_a_mesh_against_catalogs_validated_with_it(cli, tmp_path
     assert result.exit_code == 2
     assert "node_types[0].name: expected an instance type of the aws catalog, got 'g6.xlarge'" in (
         result.stderr
+    )
+
+
+def test_validate_compiles_policies_it_is_given(cli, tmp_path: Path):
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "apiVersion: meshctl/v1\nkind: Policy\nmetadata: {name: p}\n"
+        "spec:\n  pools: [{name: a, deny: 'pool.cloudy'}]\n"
+    )
+    result = cli.invoke(app, ["validate", str(policy)])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: {policy}:5: spec.pools[0].deny: pool has no field 'cloudy';"
+        " did you mean 'cloud'? in `pool.cloudy`\n"
     )

@@ -275,3 +275,11 @@ def test_examples_are_valid(path: Path):
 )
 def test_found_by_fuzzing(text, expected):
     assert expected in problems_of(text)
+
+
+def test_an_oversized_file_is_refused_before_it_is_read(tmp_path: Path):
+    big = tmp_path / "big.yaml"
+    big.write_text("description: '" + "x" * (5 * 2**20) + "'\n")
+    with pytest.raises(InvalidFileError) as caught:
+        load_path(big)
+    assert str(caught.value) == f"{big}: file is 5.0 MiB; expected at most 4 MiB"
