@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from meshctl.model.policy import Budget, Policy, TeamQuota, Weights
+from meshctl.model.policy import Budget, Policy, Rule, TeamQuota, Weights
 from meshctl.policy.refs import (
     Compiled,
     ExpressionError,
@@ -196,43 +196,43 @@ def _add_classes(b: _Builder, src: Source) -> None:
             b.default_class[kind] = name
 
 
-def _add_pool_rules(b: _Builder, src: Source) -> None:
-    for i, rule in enumerate(src.policy.spec.pools):
-        loc: Loc = ("spec", "pools", i)
-        origin = src.origin(*loc)
-        effect: Literal["allow", "deny"] = "allow" if rule.allow is not None else "deny"
-        selector_text = rule.allow if rule.allow is not None else rule.deny
-        assert selector_text is not None  # the model requires exactly one
-        when = b.condition(src, (*loc, "when"), rule.when)
-        selector = b.expression(src, (*loc, effect), selector_text, POOL_VARS)
-        named = b.claim(f"pool rule {rule.name!r}", origin, f"spec.pools[{i}].name")
-        if when and selector and named:
-            b.pool_rules.append(PoolRuleC(rule.name, origin, when, effect, selector, rule.reason))
+def _rule(
+    b: _Builder,
+    src: Source,
+    section: str,
+    i: int,
+    rule: Rule,
+    part: str,
+    text: str,
+    allowed: frozenset[str],
+) -> tuple[Origin, Condition, Compiled] | None:
+    """A rule's origin, condition and selector, compiled; None (problems recorded) if any fails."""
+    loc: Loc = ("spec", section, i)
+    origin = src.origin(*loc)
+    when = b.condition(src, (*loc, "when"), rule.when)
+    selector = b.expression(src, (*loc, part), text, allowed)
+    kind = "pool" if section == "pools" else section
+    named = b.claim(f"{kind} rule {rule.name!r}", origin, f"spec.{section}[{i}].name")
+    return (origin, when, selector) if when and selector and named else None
 
 
-def _add_burst_rules(b: _Builder, src: Source) -> None:
-    for i, rule in enumerate(src.policy.spec.burst):
-        loc: Loc = ("spec", "burst", i)
-        origin = src.origin(*loc)
-        when = b.condition(src, (*loc, "when"), rule.when)
-        to = b.expression(src, (*loc, "to"), rule.to, POOL_VARS)
-        named = b.claim(f"burst rule {rule.name!r}", origin, f"spec.burst[{i}].name")
-        if when and to and named:
-            b.burst_rules.append(
-                BurstRuleC(rule.name, origin, when, to, rule.spot, rule.max_usd_per_hour)
+def _add_rules(b: _Builder, src: Source) -> None:
+    spec = src.policy.spec
+    for i, pool_rule in enumerate(spec.pools):
+        effect: Literal["allow", "deny"] = "allow" if pool_rule.allow is not None else "deny"
+        text = pool_rule.allow if pool_rule.allow is not None else pool_rule.deny
+        assert text is not None  # the model requires exactly one
+        if parts := _rule(b, src, "pools", i, pool_rule, effect, text, POOL_VARS):
+            b.pool_rules.append(
+                PoolRuleC(pool_rule.name, *parts[:2], effect, parts[2], pool_rule.reason)
             )
-
-
-def _add_preemption_rules(b: _Builder, src: Source) -> None:
-    for i, rule in enumerate(src.policy.spec.preemption):
-        loc: Loc = ("spec", "preemption", i)
-        origin = src.origin(*loc)
-        when = b.condition(src, (*loc, "when"), rule.when)
-        victims = b.expression(src, (*loc, "victims"), rule.victims, VICTIM_VARS)
-        named = b.claim(f"preemption rule {rule.name!r}", origin, f"spec.preemption[{i}].name")
-        if when and victims and named:
+    for i, burst in enumerate(spec.burst):
+        if parts := _rule(b, src, "burst", i, burst, "to", burst.to, POOL_VARS):
+            b.burst_rules.append(BurstRuleC(burst.name, *parts, burst.spot, burst.max_usd_per_hour))
+    for i, pre in enumerate(spec.preemption):
+        if parts := _rule(b, src, "preemption", i, pre, "victims", pre.victims, VICTIM_VARS):
             b.preemption_rules.append(
-                PreemptionRuleC(rule.name, origin, when, victims, rule.grace_s, rule.min_runtime_s)
+                PreemptionRuleC(pre.name, *parts, pre.grace_s, pre.min_runtime_s)
             )
 
 
@@ -286,9 +286,7 @@ def compile_policies(sources: Sequence[Source]) -> PolicySet:
     for src in sources:
         for add in (
             _add_classes,
-            _add_pool_rules,
-            _add_burst_rules,
-            _add_preemption_rules,
+            _add_rules,
             _add_tenancy,
         ):
             add(b, src)
