@@ -11,13 +11,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from meshctl.model.policy import Budget, TeamQuota
 from meshctl.policy.facts import MeshSnapshot, TeamUsage
 
 QuotaState = Literal["no-quota", "within", "borrowing", "over"]
 BudgetState = Literal["ok", "warn", "exceeded"]
+
+
+class TeamUsages(Protocol):
+    def team(self, name: str) -> TeamUsage: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +58,7 @@ def _lendable(quota: TeamQuota, usage: TeamUsage) -> float:
     return unused if quota.lending_limit_gpus is None else min(unused, quota.lending_limit_gpus)
 
 
-def borrowable_gpus(team: str, quotas: Mapping[str, TeamQuota], mesh: MeshSnapshot) -> float:
+def borrowable_gpus(team: str, quotas: Mapping[str, TeamQuota], mesh: TeamUsages) -> float:
     quota = quotas[team]
     if quota.cohort is None:
         return 0.0

@@ -1,0 +1,36 @@
+"""The scheduler (pure core): snapshot + policies -> plan, every decision explained.
+
+    plan = schedule(snapshot, policies)     # policies: a PolicyView (FromPolicyEngine, Permissive)
+
+See README.md for the vocabulary and cycle.py for the order of the stages.
+"""
+
+from __future__ import annotations
+
+from meshctl.scheduler.cycle import SchedulerConfig, schedule
+from meshctl.scheduler.plan import Decision, Evict, Place, Plan, Preempt, Provision
+from meshctl.scheduler.policies import FromPolicyEngine, Permissive, PolicyView
+from meshctl.scheduler.request import Request
+from meshctl.scheduler.snapshot import Allocation, Node, Offer, Pending, PoolInfo, Running, Snapshot
+
+__all__ = [
+    "Allocation",
+    "Decision",
+    "Evict",
+    "FromPolicyEngine",
+    "Node",
+    "Offer",
+    "Pending",
+    "Permissive",
+    "Place",
+    "Plan",
+    "PolicyView",
+    "PoolInfo",
+    "Preempt",
+    "Provision",
+    "Request",
+    "Running",
+    "SchedulerConfig",
+    "Snapshot",
+    "schedule",
+]

@@ -1,0 +1,376 @@
+"""One scheduling cycle: snapshot + policies -> plan. Pure: no I/O, no clock.
+
+The stages, in the order each pending job meets them (and why that order):
+1. policy: the verdict says which pools the job may use now, and its burst and preemption
+   rights; a job no pool could ever hold is unschedulable, so submit can reject it;
+2. quota: a team over its quota (and what it may borrow) waits, whatever is free;
+3. placement: filters then scorers on the free-GPU index's candidates (placement.py);
+4. preemption, if policy allows it, before bursting: on-prem capacity is the strategic and
+   cheaper one;
+5. burst: launch cloud capacity if policy allows it;
+6. otherwise the job waits; the first such job gets a backfill reservation.
+Jobs go through in queue order (queue.py). Unhealthy nodes' jobs are evicted first.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from meshctl.policy.facts import TeamUsage
+from meshctl.policy.tenancy import borrowable_gpus
+from meshctl.policy.verdict import Verdict
+from meshctl.scheduler import burst, preempt, reserve
+from meshctl.scheduler.filters import FILTERS, AcceleratorFilter, EligibilityFilter, HealthFilter
+from meshctl.scheduler.framework import CycleContext, Filter, Rejection
+from meshctl.scheduler.placement import Choice, Weighted, choose, rejections
+from meshctl.scheduler.plan import Decision, Evict, Place, Plan, Preempt, Provision
+from meshctl.scheduler.policies import PolicyView
+from meshctl.scheduler.queue import Aging, Totals, dominant_share, ordered
+from meshctl.scheduler.request import Request
+from meshctl.scheduler.scorers import (
+    BinPackScorer,
+    CostScorer,
+    FragmentationScorer,
+    LocalityScorer,
+    SpreadScorer,
+    WaitScorer,
+)
+from meshctl.scheduler.snapshot import Offer, Pending, Running, Snapshot
+from meshctl.scheduler.state import FreeIndex, NodeState
+from meshctl.scheduler.unschedulable import never_fits
+
+STATIC_FILTERS: tuple[Filter, ...] = (HealthFilter(), EligibilityFilter(), AcceleratorFilter())
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    max_candidates: int = 32  # feasible nodes scored per pool for a single-node job
+    top_candidates: int = 3  # kept in each decision's explanation
+    aging: Aging = field(default_factory=Aging)
+    backfill: bool = True
+    fragmentation: bool = True
+
+
+def schedule(
+    snapshot: Snapshot, policies: PolicyView, config: SchedulerConfig = SchedulerConfig()
+) -> Plan:
+    return _Cycle(snapshot, policies, config).run()
+
+
+class _Cycle:
+    def __init__(self, snap: Snapshot, policies: PolicyView, config: SchedulerConfig) -> None:
+        self.snap, self.policies, self.config = snap, policies, config
+        self.plan = Plan(snap.now_s)
+        self.states = {n.name: NodeState(n) for n in snap.nodes}
+        by_pool: dict[str, list[NodeState]] = defaultdict(list)
+        for state in self.states.values():
+            by_pool[state.node.pool].append(state)
+        self.indexes = {pool: FreeIndex.of(states) for pool, states in by_pool.items()}
+        self.running_on: dict[str, list[Running]] = defaultdict(list)
+        self.usage: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        for job in snap.running:
+            for alloc in job.allocations:
+                self.running_on[alloc.node].append(job)
+                self._use(
+                    job.team, len(alloc.gpu_indices) * alloc.gpu_share, alloc.cpus, alloc.memory_gib
+                )
+        self.totals = Totals(
+            sum(n.gpus for n in snap.nodes),
+            sum(n.cpus for n in snap.nodes),
+            sum(n.memory_gib for n in snap.nodes),
+        )
+        self.pools = {p.name: p for p in snap.pools}
+        self.offers = list(snap.offers)
+        self.preempted: set[str] = set()
+        self.never: dict[tuple[Request, frozenset[str]], str | None] = {}
+        self.reservation: str | None = None
+        self.nominated = {node: job.job_id for job in snap.pending for node in job.nominated}
+        self.scorers = self._scorers()
+        self.base = self._context()
+        self.rank = {name: i for i, name in enumerate(policies.pool_preference)}
+
+    # --- set-up -----------------------------------------------------------------------------
+
+    def _scorers(self) -> tuple[Weighted, ...]:
+        w = self.policies.weights
+        packing = SpreadScorer() if self.policies.packing == "spread" else BinPackScorer()
+        scorers = [
+            Weighted(packing, 1.0),
+            Weighted(CostScorer(), w.cost),
+            Weighted(WaitScorer(), w.wait),
+            Weighted(LocalityScorer(), w.locality),
+        ]
+        if self.config.fragmentation:
+            scorers.append(Weighted(FragmentationScorer(), w.fragmentation))
+        return tuple(s for s in scorers if s.weight > 0)
+
+    def _context(self) -> CycleContext:
+        sizes = Counter(job.request.gpus for job in self.snap.pending if job.request.gpus > 0)
+        total = sum(sizes.values()) or 1
+        return CycleContext(
+            now_s=self.snap.now_s,
+            max_usd_per_gpu_hour=max((n.usd_per_gpu_hour for n in self.snap.nodes), default=0)
+            or 1.0,
+            pool_wait_s={p.name: p.expected_wait_s for p in self.snap.pools},
+            workload=tuple((gpus, n / total) for gpus, n in sorted(sizes.items())),
+        )
+
+    def _use(self, team: str, gpus: float, cpus: float, memory: float) -> None:
+        used = self.usage[team]
+        used[0] += gpus
+        used[1] += cpus
+        used[2] += memory
+
+    def team(self, name: str) -> TeamUsage:  # for borrowable_gpus
+        return TeamUsage(gpus_in_use=self.usage[name][0])
+
+    # --- the cycle ---------------------------------------------------------------------------
+
+    def run(self) -> Plan:
+        self._evict()
+        share = lambda team: dominant_share(self.usage[team], self.totals)  # noqa: E731
+        for job in ordered(self.snap.pending, self.snap.now_s, self.config.aging, share):
+            self.plan.decisions[job.job_id] = self._decide(job)
+        self._explain_pending()
+        return self.plan
+
+    def _evict(self) -> None:
+        for job in self.snap.running:
+            bad = [
+                a.node
+                for a in job.allocations
+                if self.states.get(a.node) and self.states[a.node].node.health == "unhealthy"
+            ]
+            if bad:
+                self.plan.actions.append(Evict(job.job_id, f"node {bad[0]} is unhealthy"))
+
+    def _pools(self, verdict: Verdict | None) -> tuple[frozenset[str], frozenset[str]]:
+        """(usable now, eligible ever)."""
+        if verdict is None:
+            every = frozenset(self.indexes) | frozenset(self.pools)
+            return every, every
+        return frozenset(verdict.usable_pools), frozenset(verdict.eligible_pools)
+
+    def _decide(self, job: Pending) -> Decision:
+        verdict = self.policies.verdict(job.job_id)
+        usable, eligible = self._pools(verdict)
+        if verdict is not None and verdict.priority_problem:
+            return Decision(job.job_id, "unschedulable", verdict.priority_problem)
+        key = (job.request, eligible)
+        if key not in self.never:
+            self.never[key] = never_fits(job.request, eligible, self.snap)
+        never = self.never[key]
+        if never is not None:
+            return Decision(job.job_id, "unschedulable", never)
+        over = self._over_quota(job)
+        if over is not None:
+            return Decision(job.job_id, "pending", over)
+        ctx = self._with_pools(usable)
+        choice = self._choose(job, ctx)
+        if choice is not None:
+            return self._place(job, choice)
+        return (
+            self._preempt(job, verdict, ctx)
+            or self._burst(job, verdict)
+            or self._wait(job, verdict, ctx)
+        )
+
+    def _with_pools(self, usable: frozenset[str]) -> CycleContext:
+        base = self.base
+        return CycleContext(
+            base.now_s, usable, base.max_usd_per_gpu_hour, base.pool_wait_s, base.workload
+        )
+
+    def _over_quota(self, job: Pending) -> str | None:
+        quota = self.policies.quotas.get(job.team)
+        if quota is None:
+            return None
+        need = self.usage[job.team][0] + job.request.total_gpus
+        if need <= quota.gpus + 1e-9:
+            return None
+        borrowable = borrowable_gpus(job.team, self.policies.quotas, self)
+        if need - quota.gpus <= borrowable + 1e-9:
+            return None
+        return (
+            f"team {job.team} over quota: {need:g} GPUs > {quota.gpus:g}"
+            f" + {borrowable:g} borrowable"
+        )
+
+    def _held(self, job: Pending) -> Callable[[NodeState], Rejection | None]:
+        """Rejects nodes nominated for another job or reserved past this job's end."""
+        end = None if job.max_runtime_s is None else self.snap.now_s + job.max_runtime_s
+
+        def extra(node: NodeState) -> Rejection | None:
+            owner = self.nominated.get(node.name)
+            if owner is not None and owner != job.job_id:
+                return Rejection("nominated", f"held for {owner} after preemption")
+            if (
+                node.reserved_until_s is not None
+                and self.reservation != job.job_id
+                and (end is None or end > node.reserved_until_s)
+            ):
+                return Rejection("reservation", f"reserved for {self.reservation}")
+            return None
+
+        return extra
+
+    def _choose(self, job: Pending, ctx: CycleContext) -> Choice | None:
+        return choose(
+            job.request,
+            self.indexes,
+            ctx,
+            FILTERS,
+            self.scorers,
+            limit=self.config.max_candidates,
+            spread=self.policies.packing == "spread",
+            top=self.config.top_candidates,
+            topology_weight=self.policies.weights.topology,
+            rank=lambda pool: self.rank.get(pool, len(self.rank)),
+            extra=self._held(job),
+        )
+
+    def _place(self, job: Pending, choice: Choice) -> Decision:
+        allocations = []
+        for state in choice.nodes:
+            before = state.whole_free
+            allocations.append(state.allocate(job.request))
+            self.indexes[state.node.pool].moved(state, before)
+            if self.nominated.get(state.name) == job.job_id:
+                del self.nominated[state.name]
+        req = job.request
+        self._use(job.team, req.total_gpus, req.cpus * req.nodes, req.memory_gib * req.nodes)
+        pool = choice.nodes[0].node.pool
+        self.plan.actions.append(
+            Place(job.job_id, pool, tuple(allocations), choice.candidates[0].total)
+        )
+        return Decision(
+            job.job_id, "placed", nodes_considered=choice.considered, candidates=choice.candidates
+        )
+
+    def _static_candidates(self, ctx: CycleContext, job: Pending) -> list[NodeState]:
+        return [
+            s
+            for s in self.states.values()
+            if all(f(job.request, s, ctx) is None for f in STATIC_FILTERS)
+        ]
+
+    def _preempt(self, job: Pending, verdict: Verdict | None, ctx: CycleContext) -> Decision | None:
+        if verdict is None or not verdict.preemption.allowed:
+            return None
+
+        def allowed(victim: Running) -> tuple[bool, float, str | None]:
+            if victim.priority >= job.priority or victim.job_id in self.preempted:
+                return False, 0.0, None
+            decided = self.policies.may_preempt(job.job_id, victim.job_id)
+            if decided is None or not decided.allowed:
+                return False, 0.0, None
+            return True, decided.grace_s, decided.rule
+
+        sets = preempt.plan_preemption(
+            job.request,
+            self._static_candidates(ctx, job),
+            self.running_on,
+            self.snap.now_s,
+            allowed,
+        )
+        if sets is None:
+            return None
+        names = []
+        for found in sets:
+            self.nominated[found.node] = job.job_id
+            for victim, grace, rule in zip(found.victims, found.grace_s, found.rules, strict=True):
+                self.preempted.add(victim.job_id)
+                self.plan.actions.append(Preempt(victim.job_id, job.job_id, grace, rule))
+                names.append(f"{victim.job_id} (grace {grace:g} s)")
+        return Decision(
+            job.job_id,
+            "preempting",
+            f"preempting {', '.join(names)} on {', '.join(s.node for s in sets)}",
+        )
+
+    def _burst(self, job: Pending, verdict: Verdict | None) -> Decision | None:
+        if verdict is None or not verdict.burst.allowed:
+            return None
+        if job.provisioning:
+            return Decision(job.job_id, "provisioning", "waiting for cloud capacity")
+        rank = lambda pool: self.rank.get(pool, len(self.rank))  # noqa: E731
+        launch, why_not = burst.choose_launch(
+            job.request, verdict.burst.targets, self.offers, self.pools, rank
+        )
+        if launch is None:
+            return Decision(
+                job.job_id,
+                "pending",
+                "no cloud node type fits",
+                notes=[f"burst: {'; '.join(why_not[:3]) or 'no offers'}"],
+            )
+        offer = launch.offer
+        self.offers = [o if o is not offer else _less(o, launch.count) for o in self.offers]
+        self.plan.actions.append(
+            Provision(
+                job.job_id,
+                offer.pool,
+                offer.node_type,
+                launch.count,
+                launch.spot,
+                launch.usd_per_hour,
+            )
+        )
+        kind = "spot" if launch.spot else "on-demand"
+        return Decision(
+            job.job_id,
+            "provisioning",
+            f"launching {launch.count} x {offer.node_type} ({kind}, "
+            f"{launch.usd_per_hour:g} USD/h) in {offer.pool}",
+        )
+
+    def _wait(self, job: Pending, verdict: Verdict | None, ctx: CycleContext) -> Decision:
+        decision = Decision(job.job_id, "pending", notes=[_burst_note(verdict)])
+        if self.config.backfill and self.reservation is None:
+            held = reserve.reserve(
+                job.request, self._static_candidates(ctx, job), self.running_on, self.snap.now_s
+            )
+            if held is not None:
+                nodes, start = held
+                for node in nodes:
+                    node.reserved_until_s = start
+                self.reservation = job.job_id
+                decision.notes.append(
+                    f"reserved {len(nodes)} node(s) from "
+                    f"+{start - self.snap.now_s:g} s (backfill around it)"
+                )
+        return decision
+
+    def _explain_pending(self) -> None:
+        """Why each waiting job waits, from the final state; one scan per request shape."""
+        cache: dict[tuple[Request, frozenset[str]], tuple[Counter[str], Counter[str], int]] = {}
+        for job in self.snap.pending:
+            decision = self.plan.decisions[job.job_id]
+            if decision.status != "pending":
+                continue
+            usable, _ = self._pools(self.policies.verdict(job.job_id))
+            key = (job.request, usable)
+            if key not in cache:
+                cache[key] = rejections(
+                    job.request, self.states.values(), self._with_pools(usable), FILTERS
+                )
+            reasons, dimensions, total = cache[key]
+            decision.filtered, decision.nodes_considered = reasons, total
+            decision.exhausted = dimensions.most_common(1)[0][0] if dimensions else None
+
+
+def _less(offer: Offer, count: int) -> Offer:
+    return replace(offer, max_nodes=offer.max_nodes - count)
+
+
+def _burst_note(verdict: Verdict | None) -> str:
+    if verdict is None:
+        return "burst not allowed: no policy"
+    b = verdict.burst
+    if b.allowed:
+        return "burst allowed"
+    if b.blocked:
+        return "burst blocked: " + "; ".join(f"{pool}: {why}" for pool, why in b.blocked)
+    return "burst not allowed: no burst rule applies to this job now"

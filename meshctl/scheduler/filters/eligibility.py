@@ -1,0 +1,18 @@
+"""Only pools the policies make usable for this job now (eligible, and on-prem or a burst
+target)."""
+
+from __future__ import annotations
+
+from meshctl.scheduler.framework import CycleContext, Rejection
+from meshctl.scheduler.request import Request
+from meshctl.scheduler.state import NodeState
+
+NAME = "policy"
+NOT_USABLE = Rejection(NAME, "are in pools the policy does not allow now", never=True)
+
+
+class EligibilityFilter:
+    name = NAME
+
+    def __call__(self, req: Request, node: NodeState, ctx: CycleContext) -> Rejection | None:
+        return None if node.node.pool in ctx.usable_pools else NOT_USABLE

@@ -1,0 +1,48 @@
+"""The plugin shapes: a filter says why a node cannot take a job; a scorer rates one that can.
+
+Like the Kubernetes scheduler framework, a rejection says whether waiting could help
+(``never=False``: resources are busy now) or not (``never=True``: the node can never hold this
+request), which is what separates "pending" from "unschedulable".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from meshctl.scheduler.request import Request
+from meshctl.scheduler.state import NodeState
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    filter: str
+    reason: str  # for people: "lacks 8 free GPUs", "cordoned"
+    never: bool = False
+    dimension: str | None = None  # the resource that ran out, if one did
+
+
+@dataclass
+class CycleContext:
+    """Per-cycle data computed once and read by the plugins."""
+
+    now_s: float
+    usable_pools: frozenset[str] = frozenset()
+    max_usd_per_gpu_hour: float = 1.0
+    pool_wait_s: Mapping[str, float] = field(default_factory=dict)
+    workload: tuple[tuple[float, float], ...] = ()  # (gpus per node, probability) of the queue
+
+
+class Filter(Protocol):
+    name: str
+
+    def __call__(self, req: Request, node: NodeState, ctx: CycleContext) -> Rejection | None: ...
+
+
+class Scorer(Protocol):
+    name: str
+
+    def __call__(self, req: Request, node: NodeState, ctx: CycleContext) -> float:
+        """A score in [0, 1]; higher is better."""
+        ...

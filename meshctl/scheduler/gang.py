@@ -1,0 +1,60 @@
+"""Gangs: a job of N nodes gets all N at once or none, kept in one rack or under one leaf
+switch when its topology asks (required: only then; preferred: best effort).
+
+The topology score of a set of nodes is its compactness: 1 / the number of domains it spans
+(1.0 when all share one rack), weighted by the policy's topology weight.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from meshctl.scheduler.plan import Candidate
+from meshctl.scheduler.request import Request
+from meshctl.scheduler.state import NodeState
+
+LABELS = {"rack": "rack", "switch": "switch"}
+
+
+def _best(nodes: Sequence[NodeState], scored: Mapping[str, Candidate], n: int) -> list[NodeState]:
+    return sorted(nodes, key=lambda x: (-scored[x.name].total, x.name))[:n]
+
+
+def _compactness(nodes: Sequence[NodeState], domain: str) -> float:
+    return 1 / len({node.node.labels.get(domain, node.name) for node in nodes})
+
+
+def _value(
+    nodes: Sequence[NodeState], scored: Mapping[str, Candidate], domain: str, weight: float
+) -> float:
+    mean = sum(scored[n.name].total for n in nodes) / len(nodes)
+    return (mean + weight * _compactness(nodes, domain)) / (1 + weight)
+
+
+def choose_gang(
+    req: Request,
+    nodes: Sequence[NodeState],
+    scored: Mapping[str, Candidate],
+    topology_weight: float,
+) -> tuple[tuple[NodeState, ...], Candidate] | None:
+    """The best N feasible nodes for the gang, or None if the topology cannot be met."""
+    domain = LABELS.get(req.topology or "rack", "rack")
+    groups: dict[str, list[NodeState]] = defaultdict(list)
+    for node in nodes:
+        groups[node.node.labels.get(domain, f"?{node.name}")].append(node)
+    options = [
+        _best(group, scored, req.nodes) for group in groups.values() if len(group) >= req.nodes
+    ]
+    if not req.topology_required:
+        options.append(_best(nodes, scored, req.nodes))
+    options = [o for o in options if len(o) == req.nodes]
+    if not options:
+        return None
+    options.sort(
+        key=lambda o: (-_value(o, scored, domain, topology_weight), tuple(n.name for n in o))
+    )
+    best = options[0]
+    value = _value(best, scored, domain, topology_weight)
+    parts = (("nodes_mean", value), ("compactness", _compactness(best, domain)))
+    return tuple(best), Candidate(tuple(n.name for n in best), value, parts)

@@ -1,0 +1,130 @@
+"""Finding nodes for one job: filter the candidates the free-GPU index offers, score them,
+and pick the best node (or, for a gang, the best set of nodes, see gang.py).
+
+Like Kubernetes' percentage of nodes to score, a single-node job scores at most
+``max_candidates`` feasible nodes per pool, taken best fit first (worst fit first to spread),
+so a decision costs the same on 100 nodes or 10,000.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from meshctl.scheduler.framework import CycleContext, Filter, Rejection, Scorer
+from meshctl.scheduler.gang import choose_gang
+from meshctl.scheduler.plan import Candidate
+from meshctl.scheduler.request import Request
+from meshctl.scheduler.state import FreeIndex, NodeState
+
+Extra = Callable[[NodeState], Rejection | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Weighted:
+    scorer: Scorer
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    nodes: tuple[NodeState, ...]
+    candidates: tuple[Candidate, ...]
+    considered: int
+
+
+def rejection(
+    req: Request,
+    node: NodeState,
+    ctx: CycleContext,
+    filters: Sequence[Filter],
+    extra: Extra | None = None,
+) -> Rejection | None:
+    for check in filters:
+        found = check(req, node, ctx)
+        if found is not None:
+            return found
+    return extra(node) if extra is not None else None
+
+
+def score(
+    req: Request, node: NodeState, ctx: CycleContext, scorers: Sequence[Weighted]
+) -> Candidate:
+    parts = tuple((w.scorer.name, w.scorer(req, node, ctx)) for w in scorers)
+    total_weight = sum(w.weight for w in scorers) or 1.0
+    total = sum(w.weight * s for w, (_, s) in zip(scorers, parts, strict=True)) / total_weight
+    return Candidate((node.name,), total, parts)
+
+
+def feasible(
+    req: Request,
+    indexes: Mapping[str, FreeIndex],
+    ctx: CycleContext,
+    filters: Sequence[Filter],
+    limit: int | None,
+    spread: bool,
+    extra: Extra | None = None,
+) -> tuple[list[NodeState], int]:
+    """Nodes that can take ``req`` now (at most ``limit`` per pool), and how many were looked at."""
+    found, looked = [], 0
+    for pool in sorted(ctx.usable_pools):
+        index = indexes.get(pool)
+        if index is None:
+            continue
+        taken = 0
+        for node in index.candidates(req, spread):
+            looked += 1
+            if rejection(req, node, ctx, filters, extra) is None:
+                found.append(node)
+                taken += 1
+                if limit is not None and taken >= limit:
+                    break
+    return found, looked
+
+
+def choose(
+    req: Request,
+    indexes: Mapping[str, FreeIndex],
+    ctx: CycleContext,
+    filters: Sequence[Filter],
+    scorers: Sequence[Weighted],
+    *,
+    limit: int,
+    spread: bool,
+    top: int,
+    topology_weight: float,
+    rank: Callable[[str], int],
+    extra: Extra | None = None,
+) -> Choice | None:
+    """The best placement for ``req`` now, or None if no node (or set of nodes) can take it."""
+    gang = req.nodes > 1
+    nodes, looked = feasible(req, indexes, ctx, filters, None if gang else limit, spread, extra)
+    if len(nodes) < req.nodes:
+        return None
+    scored = {node.name: score(req, node, ctx, scorers) for node in nodes}
+    if gang:
+        picked = choose_gang(req, nodes, scored, topology_weight)
+        if picked is None:
+            return None
+        chosen, best = picked
+        return Choice(chosen, (best,), looked)
+    ranked = sorted(nodes, key=lambda n: (-scored[n.name].total, rank(n.node.pool), n.name))
+    return Choice((ranked[0],), tuple(scored[n.name] for n in ranked[:top]), looked)
+
+
+def rejections(
+    req: Request, nodes: Iterable[NodeState], ctx: CycleContext, filters: Sequence[Filter]
+) -> tuple[Counter[str], Counter[str], int]:
+    """Every node's first rejection: counts by reason and by exhausted dimension; node count."""
+    reasons: Counter[str] = Counter()
+    dimensions: Counter[str] = Counter()
+    total = 0
+    for node in nodes:
+        total += 1
+        found = rejection(req, node, ctx, filters)
+        if found is not None:
+            reasons[found.reason] += 1
+            if found.dimension:
+                dimensions[found.dimension] += 1
+    return reasons, dimensions, total

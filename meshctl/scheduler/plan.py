@@ -1,0 +1,94 @@
+"""The scheduler's output: actions for the controller to apply, and a decision per job.
+
+Every decision explains itself: how many nodes each filter turned away and why, the resource
+that ran out, and the top candidates' per-scorer scores; ``summary`` is the one line people see
+("pending: 1,250 nodes; 1,100 lack 8 GPUs free; 150 cordoned; burst not allowed: ...").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Literal
+
+from meshctl.scheduler.snapshot import Allocation
+
+Status = Literal["placed", "pending", "preempting", "provisioning", "unschedulable"]
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    job_id: str
+    pool: str
+    allocations: tuple[Allocation, ...]
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    victim_job_id: str
+    for_job_id: str
+    grace_s: float
+    rule: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Provision:
+    job_id: str
+    pool: str
+    node_type: str
+    count: int
+    spot: bool
+    usd_per_hour: float
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    job_id: str
+    reason: str
+
+
+Action = Place | Preempt | Provision | Evict
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    nodes: tuple[str, ...]
+    total: float
+    scores: tuple[tuple[str, float], ...]  # (scorer, score) before weighting
+
+
+@dataclass
+class Decision:
+    job_id: str
+    status: Status
+    reason: str = ""
+    nodes_considered: int = 0
+    filtered: Counter[str] = field(default_factory=Counter)  # "lacks 8 GPUs free" -> nodes
+    exhausted: str | None = None  # the dimension most nodes ran out of
+    candidates: tuple[Candidate, ...] = ()
+    notes: list[str] = field(default_factory=list)  # burst, quota, preemption remarks
+
+    def summary(self) -> str:
+        head = f"{self.status}"
+        if self.status == "placed" and self.candidates:
+            return f"placed on {', '.join(self.candidates[0].nodes)}"
+        parts = [head + (f": {self.reason}" if self.reason else "")]
+        if self.nodes_considered:
+            parts.append(f"{self.nodes_considered:,} nodes")
+            parts += [f"{n:,} {why}" for why, n in self.filtered.most_common()]
+        parts += self.notes
+        return "; ".join(parts)
+
+
+@dataclass
+class Plan:
+    now_s: float
+    actions: list[Action] = field(default_factory=list)
+    decisions: dict[str, Decision] = field(default_factory=dict)
+
+    def placed(self) -> list[Place]:
+        return [a for a in self.actions if isinstance(a, Place)]
+
+    def of(self, kind: type[Action]) -> list[Action]:
+        return [a for a in self.actions if isinstance(a, kind)]

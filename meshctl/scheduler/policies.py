@@ -1,0 +1,71 @@
+"""What the scheduler asks of the policies: verdicts per job, preemption per victim, weights.
+
+``Permissive`` is a mesh without policy files: every pool eligible, no bursting, no
+preemption, no quotas. ``FromPolicyEngine`` answers from ``meshctl.policy`` for real jobs,
+evaluating each job once per cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from meshctl.model.job import Job
+from meshctl.model.policy import TeamQuota, Weights
+from meshctl.policy.evaluate import BoundPolicies
+from meshctl.policy.facts import VictimFacts
+from meshctl.policy.verdict import Verdict, VictimVerdict
+
+
+class PolicyView(Protocol):
+    weights: Weights
+    packing: str
+    pool_preference: tuple[str, ...]
+    quotas: Mapping[str, TeamQuota]
+
+    def verdict(self, job_id: str) -> Verdict | None:
+        """The job's verdict, or None when no policy speaks (every pool allowed, no burst)."""
+        ...
+
+    def may_preempt(self, job_id: str, victim_job_id: str) -> VictimVerdict | None:
+        """Whether the job may take the victim's GPUs; None: no preemption at all."""
+        ...
+
+
+@dataclass
+class Permissive:
+    weights: Weights = field(default_factory=Weights)
+    packing: str = "binpack"
+    pool_preference: tuple[str, ...] = ()
+    quotas: Mapping[str, TeamQuota] = field(default_factory=dict)
+
+    def verdict(self, job_id: str) -> Verdict | None:
+        return None
+
+    def may_preempt(self, job_id: str, victim_job_id: str) -> VictimVerdict | None:
+        return None
+
+
+class FromPolicyEngine:
+    """Verdicts from bound policies for the jobs of one cycle, each computed once."""
+
+    def __init__(
+        self, bound: BoundPolicies, jobs: Mapping[str, Job], victims: Mapping[str, VictimFacts]
+    ) -> None:
+        self.bound, self.jobs, self.victims = bound, jobs, victims
+        policies = bound.policies
+        self.weights, self.packing = policies.weights, policies.packing
+        self.pool_preference, self.quotas = policies.pool_preference, policies.quotas
+        self._verdicts: dict[str, Verdict] = {}
+
+    def verdict(self, job_id: str) -> Verdict | None:
+        if job_id not in self._verdicts:
+            self._verdicts[job_id] = self.bound.evaluate(self.jobs[job_id])
+        return self._verdicts[job_id]
+
+    def may_preempt(self, job_id: str, victim_job_id: str) -> VictimVerdict | None:
+        victim = self.victims.get(victim_job_id)
+        if victim is None:
+            return None
+        return self.bound.may_preempt(self.jobs[job_id], victim)

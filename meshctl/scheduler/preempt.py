@@ -1,0 +1,96 @@
+"""Preemption: free a node for a job that policy lets preempt, at the least cost.
+
+On every node the job could use (healthy, usable, right GPU), victims are taken cheapest
+first (lowest priority, then least work lost since their last checkpoint) until the job
+fits. A victim must have strictly lower priority and be allowed by a preemption rule. Among
+nodes, the victim set with the lowest (highest victim priority, GPU-seconds lost, number of
+jobs) wins. A gang repeats this for each of its nodes, never sharing victims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from meshctl.scheduler.filters import fit
+from meshctl.scheduler.request import Request
+from meshctl.scheduler.snapshot import Running
+from meshctl.scheduler.state import NodeState
+
+MayPreempt = Callable[[Running], tuple[bool, float, str | None]]  # allowed, grace_s, rule
+
+
+@dataclass(frozen=True, slots=True)
+class VictimSet:
+    node: str
+    victims: tuple[Running, ...]
+    grace_s: tuple[float, ...]
+    rules: tuple[str | None, ...]
+    cost: tuple[int, float, int]
+
+
+def lost_work_s(job: Running, now_s: float) -> float:
+    """GPU-seconds a victim loses: time since its last checkpoint (or start) times its GPUs."""
+    since = job.last_checkpoint_at_s if job.last_checkpoint_at_s is not None else job.started_at_s
+    return max(0.0, now_s - since) * job.gpus
+
+
+def _on_node(
+    node: NodeState,
+    req: Request,
+    victims: Sequence[Running],
+    now_s: float,
+    allowed: MayPreempt,
+    taken: set[str],
+) -> VictimSet | None:
+    twin = node.copy()
+    chosen: list[Running] = []
+    graces: list[float] = []
+    rules: list[str | None] = []
+    for victim in sorted(victims, key=lambda v: (v.priority, lost_work_s(v, now_s), v.job_id)):
+        if fit.check(req, twin) is None:
+            break
+        if victim.job_id in taken:
+            continue
+        ok, grace, rule = allowed(victim)
+        if not ok:
+            continue
+        for alloc in victim.allocations:
+            if alloc.node == node.name:
+                twin.release(alloc)
+        chosen.append(victim)
+        graces.append(grace)
+        rules.append(rule)
+    if not chosen or fit.check(req, twin) is not None:
+        return None
+    cost = (
+        max(v.priority for v in chosen),
+        sum(lost_work_s(v, now_s) for v in chosen),
+        len(chosen),
+    )
+    return VictimSet(node.name, tuple(chosen), tuple(graces), tuple(rules), cost)
+
+
+def plan_preemption(
+    req: Request,
+    nodes: Sequence[NodeState],
+    running_on: Mapping[str, list[Running]],
+    now_s: float,
+    allowed: MayPreempt,
+) -> list[VictimSet] | None:
+    """Victim sets on ``req.nodes`` distinct nodes, cheapest first; None if it cannot be done."""
+    taken: set[str] = set()
+    picked: list[VictimSet] = []
+    for _ in range(req.nodes):
+        options = [
+            found
+            for node in nodes
+            if node.name not in {p.node for p in picked}
+            if (found := _on_node(node, req, running_on.get(node.name, []), now_s, allowed, taken))
+        ]
+        if not options:
+            return None
+        best = min(options, key=lambda o: (o.cost, o.node))
+        picked.append(best)
+        taken |= {v.job_id for v in best.victims}
+    return picked

@@ -1,0 +1,54 @@
+"""What a job asks of each node it runs on, flattened once from the job file for fast checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meshctl.model.job import Job
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Per node: ``gpus`` whole GPUs, or a fraction of one (``0 < gpus < 1``)."""
+
+    gpus: float
+    gpu_memory_gib: float
+    accelerators: frozenset[str]  # any of these models; empty: any
+    vendor: str | None
+    cpus: float
+    memory_gib: float
+    nic_gbps: float
+    nodes: int = 1
+    topology: str | None = None  # "rack" or "switch"
+    topology_required: bool = False
+    datasets: frozenset[str] = frozenset()
+
+    @property
+    def fractional(self) -> bool:
+        return 0 < self.gpus < 1
+
+    @property
+    def whole_gpus(self) -> int:
+        return 0 if self.fractional else int(self.gpus)
+
+    @property
+    def total_gpus(self) -> float:
+        return self.gpus * self.nodes
+
+    @classmethod
+    def of(cls, job: Job) -> Request:
+        res = job.spec.resources
+        acc = res.accelerator
+        return cls(
+            gpus=res.gpus,
+            gpu_memory_gib=res.gpu_memory_gib or 0.0,
+            accelerators=frozenset(m.lower() for m in acc.any_of) if acc else frozenset(),
+            vendor=acc.vendor if acc else None,
+            cpus=res.cpus,
+            memory_gib=res.memory_gib,
+            nic_gbps=res.nic_gbps,
+            nodes=res.nodes,
+            topology=res.topology.domain if res.topology else None,
+            topology_required=bool(res.topology and res.topology.mode == "required"),
+            datasets=frozenset(d.name for d in job.spec.data),
+        )

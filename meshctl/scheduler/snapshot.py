@@ -1,0 +1,118 @@
+"""The scheduler's input: an immutable picture of the mesh at one moment.
+
+Nodes carry free resources per physical GPU (``gpu_free[i]`` is the free share of GPU ``i``,
+1.0 when nobody uses it) so that jobs asking for a fraction of a GPU pack onto shared GPUs.
+Time is ``now_s`` (seconds); nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from meshctl.scheduler.request import Request
+
+NodeHealth = Literal["ready", "cordoned", "draining", "unhealthy"]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    pool: str
+    gpu_free: tuple[float, ...]  # per physical GPU: the free share, 0.0 .. 1.0
+    gpu_memory_gib: float = 0.0
+    accelerator: str | None = None  # model, e.g. "H100"
+    vendor: str | None = None
+    cpus: float = 0.0
+    cpus_free: float = 0.0
+    memory_gib: float = 0.0
+    memory_gib_free: float = 0.0
+    nic_gbps: float = 0.0
+    nic_gbps_free: float = 0.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    health: NodeHealth = "ready"
+    datasets: frozenset[str] = frozenset()  # data sets cached on the node
+    usd_per_gpu_hour: float = 0.0
+
+    @property
+    def gpus(self) -> int:
+        return len(self.gpu_free)
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """What one job holds on one node."""
+
+    node: str
+    gpu_indices: tuple[int, ...]
+    gpu_share: float  # per GPU held: 1.0, or the fraction of a shared GPU
+    cpus: float
+    memory_gib: float
+    nic_gbps: float
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    job_id: str
+    team: str
+    priority: int
+    pool: str
+    allocations: tuple[Allocation, ...]
+    request: Request
+    started_at_s: float
+    last_checkpoint_at_s: float | None = None
+    expected_end_s: float | None = None  # from the job's max runtime, when it has one
+
+    @property
+    def gpus(self) -> float:
+        return sum(len(a.gpu_indices) * a.gpu_share for a in self.allocations)
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    job_id: str
+    team: str
+    priority: int
+    request: Request
+    submitted_at_s: float
+    max_runtime_s: float | None = None
+    provisioning: bool = False  # a cloud launch for it is already under way
+    nominated: tuple[str, ...] = ()  # nodes being freed for it by preemption
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """A cloud node type a pool may launch: its shape and what it costs per hour."""
+
+    pool: str
+    node_type: str
+    gpus: int
+    gpu_memory_gib: float
+    accelerator: str
+    vendor: str
+    cpus: float
+    memory_gib: float
+    nic_gbps: float
+    on_demand_usd_per_hour: float
+    spot_usd_per_hour: float | None
+    spot_allowed: bool
+    max_nodes: int  # of this type, given the pool's caps and what already runs
+
+
+@dataclass(frozen=True, slots=True)
+class PoolInfo:
+    name: str
+    cloud: bool
+    expected_wait_s: float = 0.0
+    budget_usd_per_hour: float | None = None  # what the pool's budget still allows per hour
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    now_s: float
+    nodes: tuple[Node, ...]
+    pools: tuple[PoolInfo, ...] = ()
+    running: tuple[Running, ...] = ()
+    pending: tuple[Pending, ...] = ()
+    offers: tuple[Offer, ...] = ()

@@ -1,0 +1,129 @@
+"""The working copy of the nodes during one scheduling cycle, and an index by free GPUs.
+
+The snapshot is immutable; a cycle copies each node's free resources into a ``NodeState`` and
+changes them as it places jobs, so later decisions in the same cycle see earlier ones.
+``FreeIndex`` buckets a pool's nodes by how many whole GPUs they have free, so a job asking for
+``g`` GPUs looks only at nodes with at least ``g`` free, best fit first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from meshctl.scheduler.request import Request
+from meshctl.scheduler.snapshot import Allocation, Node
+
+EPS = 1e-9
+
+
+class NodeState:
+    """One node's free resources, mutable within a cycle."""
+
+    __slots__ = (
+        "cpus_free",
+        "gpu_free",
+        "memory_free",
+        "nic_free",
+        "node",
+        "nominated",
+        "reserved_until_s",
+        "whole_free",
+    )
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.gpu_free = list(node.gpu_free)
+        self.whole_free = sum(1 for f in self.gpu_free if f >= 1 - EPS)
+        self.cpus_free = node.cpus_free
+        self.memory_free = node.memory_gib_free
+        self.nic_free = node.nic_gbps_free
+        self.nominated: str | None = None  # freed by preemption for this job
+        self.reserved_until_s: float | None = None  # held for the blocked head job
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def shared_gpu_for(self, share: float) -> int | None:
+        """Best fit for a fraction of a GPU: the fullest GPU that still has ``share`` free."""
+        best, best_free = None, 2.0
+        for i, free in enumerate(self.gpu_free):
+            if free + EPS >= share and free < best_free:
+                best, best_free = i, free
+        return best
+
+    def allocate(self, req: Request) -> Allocation:
+        """Take ``req`` from this node (the caller has checked that it fits)."""
+        indices: tuple[int, ...]
+        if req.fractional:
+            index = self.shared_gpu_for(req.gpus)
+            assert index is not None
+            indices, share = (index,), req.gpus
+        else:
+            indices = tuple(i for i, f in enumerate(self.gpu_free) if f >= 1 - EPS)[
+                : req.whole_gpus
+            ]
+            share = 1.0
+        for i in indices:
+            self.gpu_free[i] -= share
+        self._recount()
+        self.cpus_free -= req.cpus
+        self.memory_free -= req.memory_gib
+        self.nic_free -= req.nic_gbps
+        return Allocation(self.name, indices, share, req.cpus, req.memory_gib, req.nic_gbps)
+
+    def release(self, alloc: Allocation) -> None:
+        for i in alloc.gpu_indices:
+            self.gpu_free[i] = min(1.0, self.gpu_free[i] + alloc.gpu_share)
+        self._recount()
+        self.cpus_free += alloc.cpus
+        self.memory_free += alloc.memory_gib
+        self.nic_free += alloc.nic_gbps
+
+    def _recount(self) -> None:
+        self.whole_free = sum(1 for f in self.gpu_free if f >= 1 - EPS)
+
+    def copy(self) -> NodeState:
+        twin = NodeState(self.node)
+        twin.gpu_free = list(self.gpu_free)
+        twin.whole_free, twin.cpus_free = self.whole_free, self.cpus_free
+        twin.memory_free, twin.nic_free = self.memory_free, self.nic_free
+        return twin
+
+
+@dataclass
+class FreeIndex:
+    """A pool's nodes bucketed by whole free GPUs; kept current as the cycle allocates."""
+
+    buckets: list[dict[str, NodeState]]
+
+    @classmethod
+    def of(cls, states: list[NodeState]) -> FreeIndex:
+        most = max((s.node.gpus for s in states), default=0)
+        index = cls([{} for _ in range(most + 1)])
+        for state in states:
+            index.buckets[state.whole_free][state.name] = state
+        return index
+
+    def moved(self, state: NodeState, before: int) -> None:
+        """Re-bucket ``state`` after its whole free GPUs changed from ``before``."""
+        if before != state.whole_free:
+            del self.buckets[before][state.name]
+            self.buckets[state.whole_free][state.name] = state
+
+    def candidates(self, req: Request, spread: bool) -> Iterator[NodeState]:
+        """Nodes that may have room for ``req``'s GPUs: best fit first (worst fit to spread).
+
+        A fraction of a GPU may fit on a partly used GPU, so every bucket is a candidate then;
+        nodes with a shared GPU come first in best-fit order (bucket 0 before whole GPUs).
+        """
+        low = 0 if req.fractional else req.whole_gpus
+        order = (
+            range(len(self.buckets) - 1, low - 1, -1) if spread else range(low, len(self.buckets))
+        )
+        for count in order:
+            yield from list(self.buckets[count].values())
+
+    def count_below(self, gpus: int) -> int:
+        return sum(len(b) for b in self.buckets[: max(0, min(gpus, len(self.buckets)))])
