@@ -216,7 +216,7 @@ class _Cycle:
 
         return extra
 
-    def _choose(self, job: Pending, ctx: CycleContext) -> Choice | None:
+    def _choose(self, job: Pending, ctx: CycleContext, held: bool = True) -> Choice | None:
         return choose(
             job.request,
             self.indexes,
@@ -228,7 +228,7 @@ class _Cycle:
             top=self.config.top_candidates,
             topology_weight=self.policies.weights.topology,
             rank=lambda pool: self.rank.get(pool, len(self.rank)),
-            extra=self._held(job),
+            extra=self._held(job) if held else None,
         )
 
     def _place(self, job: Pending, choice: Choice) -> Decision:
@@ -328,6 +328,9 @@ class _Cycle:
 
     def _wait(self, job: Pending, verdict: Verdict | None, ctx: CycleContext) -> Decision:
         decision = Decision(job.job_id, "pending", notes=[_burst_note(verdict)])
+        if (self.reservation or self.nominated) and self._choose(job, ctx, held=False):
+            owners = sorted({self.reservation or "", *self.nominated.values()} - {""})
+            decision.reason = f"nodes it fits are held for {', '.join(owners)}"
         if self.config.backfill and self.reservation is None:
             held = reserve.reserve(
                 job.request, self._static_candidates(ctx, job), self.running_on, self.snap.now_s

@@ -25,14 +25,14 @@ def node_never(req: Request, node: Node) -> str | None:
     if found is not None:
         return found.reason
     if req.whole_gpus > node.gpus:
-        return f"needs {req.whole_gpus} GPUs per node"
+        return f"have fewer than {req.whole_gpus} GPUs"
     for need, has, what in (
         (req.cpus, node.cpus, "CPUs"),
-        (req.memory_gib, node.memory_gib, "GiB memory"),
-        (req.nic_gbps, node.nic_gbps, "Gbps NIC"),
+        (req.memory_gib, node.memory_gib, "GiB of memory"),
+        (req.nic_gbps, node.nic_gbps, "Gbps of NIC bandwidth"),
     ):
         if need > has + EPS:
-            return f"needs {need:g} {what} per node"
+            return f"have fewer than {need:g} {what}"
     return None
 
 
@@ -62,8 +62,8 @@ def never_fits(req: Request, eligible: frozenset[str], snap: Snapshot) -> str | 
         why, count = reasons.most_common(1)[0]
         largest = max((n.gpus for n in nodes), default=0)
         return (
-            f"no node can ever hold it: {why} ({count} of {len(nodes)} eligible nodes; "
-            f"the largest has {largest} GPUs)"
+            f"no node can ever hold it: {count} of {len(nodes)} eligible nodes {why}"
+            f" (the largest has {largest} GPUs)"
         )
     where = f"in one {req.topology}" if req.topology_required else "in the eligible pools"
     return f"needs {req.nodes} nodes {where}; not enough nodes can hold it"

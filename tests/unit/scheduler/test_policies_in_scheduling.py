@@ -1,0 +1,157 @@
+"""Preemption, bursting, quotas and backfill, with verdicts from the real policy engine."""
+
+from __future__ import annotations
+
+import pytest
+from policy_helpers import job, pending_of, view
+from sched_helpers import node, pending, running, snapshot
+
+from meshctl.model.policy import TeamQuota
+from meshctl.scheduler import Offer, Permissive, PoolInfo, Preempt, Provision, schedule
+
+pytestmark = pytest.mark.unit
+
+PRIORITY = """\
+priority_classes: [{name: serve, value: 100}, {name: low, value: 1}]
+default_priority_class: {inference: serve, batch: low}
+preemption:
+  - {name: serve-first, when: 'job.kind == "inference"', victims: 'victim.kind == "batch"',
+     grace_s: 60}
+"""
+
+
+def test_inference_preempts_the_batch_job_that_loses_least_work():
+    # n is full: b-old last checkpointed at 0 (loses 1000 s x 4 GPUs), b-new at 900 (100 s x 4)
+    old = running("b-old", "n", [0, 1, 2, 3], priority=1, checkpoint=0.0)
+    new = running("b-new", "n", [4, 5, 6, 7], priority=1, checkpoint=900.0)
+    serve = job("serve", kind="inference", resources={"gpus": 4})
+    engine = view(PRIORITY, [serve], victims=[(old, job("b-old")), (new, job("b-new"))])
+    plan = schedule(snapshot([node("n")], [pending_of(serve, engine)], [old, new]), engine)
+    assert plan.actions == [Preempt("b-new", "serve", 60.0, "serve-first")]
+    decision = plan.decisions["serve"]
+    assert (decision.status, decision.reason) == (
+        "preempting",
+        "preempting b-new (grace 60 s) on n",
+    )
+
+
+def test_a_job_never_preempts_equal_or_higher_priority():
+    other = running("other", "n", list(range(8)), priority=100)
+    serve = job("serve", kind="inference", resources={"gpus": 4})
+    engine = view(PRIORITY, [serve], victims=[(other, job("other", kind="batch"))])
+    plan = schedule(snapshot([node("n")], [pending_of(serve, engine)], [other]), engine)
+    assert plan.actions == []
+    assert plan.decisions["serve"].status == "pending"
+
+
+def test_batch_jobs_may_not_preempt_at_all():
+    victim = running("v", "n", list(range(8)), priority=0)
+    batch = job("b", resources={"gpus": 1})
+    engine = view(PRIORITY, [batch], victims=[(victim, job("v"))])
+    plan = schedule(snapshot([node("n")], [pending_of(batch, engine)], [victim]), engine)
+    assert plan.actions == []
+
+
+BURST = """\
+burst:
+  - name: spill
+    when: 'job.criticality == "best-effort" && mesh.pools["onprem"].expected_wait_s > 600.0'
+    to: pool.cloud
+    spot: true
+    max_usd_per_hour: 12
+"""
+
+
+def offer(name: str, gpus: int, usd: float, spot: float | None) -> Offer:
+    return Offer("aws", name, gpus, 24, "L4", "nvidia", 4 * gpus, 16 * gpus, 25, usd, spot, True, 4)
+
+
+OFFERS = (offer("g6.xlarge", 1, 0.80, 0.35), offer("g6.48xlarge", 8, 13.35, 6.0))
+
+
+@pytest.mark.parametrize(
+    ("gpus", "expected"),
+    [
+        pytest.param(
+            1, Provision("bj", "aws", "g6.xlarge", 1, True, 0.35), id="cheapest-spot-that-fits"
+        ),
+        pytest.param(
+            8, Provision("bj", "aws", "g6.48xlarge", 1, True, 6.0), id="only-the-big-type-fits"
+        ),
+    ],
+)
+def test_burst_launches_the_cheapest_fitting_node_type(gpus, expected):
+    be = job("bj", criticality="best-effort", resources={"gpus": gpus, "memory_gib": 8})
+    engine = view(BURST, [be], waits={"onprem": 1200.0})
+    busy = running("x", "n", list(range(8)))
+    snap = snapshot(
+        [node("n")],
+        [pending_of(be, engine)],
+        [busy],
+        pools=(PoolInfo("onprem", False, 1200.0), PoolInfo("aws", True)),
+        offers=OFFERS,
+    )
+    assert schedule(snap, engine).actions == [expected]
+
+
+def test_no_burst_while_on_prem_wait_is_short():
+    be = job("bj", criticality="best-effort", resources={"gpus": 1})
+    engine = view(BURST, [be], waits={"onprem": 60.0})
+    snap = snapshot(
+        [node("n")], [pending_of(be, engine)], [running("x", "n", list(range(8)))], offers=OFFERS
+    )
+    decision = schedule(snap, engine).decisions["bj"]
+    assert decision.status == "pending"
+    assert "burst not allowed: no burst rule applies to this job now" in decision.summary()
+
+
+def test_burst_respects_the_price_limit():
+    # 2 nodes x 8 GPUs of g6.48xlarge at 6.0 spot = 12.0 USD/h, within 12; the job allows 10
+    be = job(
+        "bj",
+        criticality="best-effort",
+        resources={"gpus": 8, "nodes": 2},
+        limits={"max_usd_per_hour": 10},
+    )
+    engine = view(BURST, [be], waits={"onprem": 1200.0})
+    snap = snapshot(
+        [node("n")], [pending_of(be, engine)], [running("x", "n", list(range(8)))], offers=OFFERS
+    )
+    decision = schedule(snap, engine).decisions["bj"]
+    assert decision.status == "pending"
+    assert "g6.48xlarge: 12 USD/h over the 10 limit" in decision.summary()
+
+
+@pytest.mark.parametrize(
+    ("used", "gpus", "status"),
+    [
+        pytest.param(2, 2, "placed", id="within-quota"),  # 2 + 2 <= 4
+        pytest.param(2, 4, "placed", id="borrows-2-of-2-lendable"),  # 6 <= 4 + min(2, 4 idle)
+        pytest.param(2, 5, "pending", id="over-the-borrowing-limit"),  # 7 > 4 + 2
+    ],
+)
+def test_quotas_with_borrowing(used, gpus, status):
+    quotas = {
+        "a": TeamQuota(team="a", cohort="c", gpus=4, borrowing_limit_gpus=2),
+        "b": TeamQuota(team="b", cohort="c", gpus=4),
+    }
+    run = [running("held", "n1", list(range(used)), team="a")]
+    plan = schedule(
+        snapshot([node("n1"), node("n2")], [pending("j", gpus, team="a")], run),
+        Permissive(quotas=quotas),
+    )
+    assert plan.decisions["j"].status == status
+
+
+def test_backfill_uses_a_reserved_node_only_for_jobs_that_end_in_time():
+    # n has 7 GPUs busy until t=1100 and 1 free; head needs 8 -> n is reserved from +100 s
+    busy = running("busy", "n", list(range(7)), end=1100.0)
+    jobs = [
+        pending("head", 8, priority=10),
+        pending("long", 1, at=1, runtime=500.0),  # would end at 1500: delays head
+        pending("short", 1, at=2, runtime=50.0),
+    ]  # ends at 1050: fine
+    plan = schedule(snapshot([node("n")], jobs, [busy], now=1000.0), Permissive())
+    assert [a.job_id for a in plan.placed()] == ["short"]
+    assert "reserved 1 node(s) from +100 s" in plan.decisions["head"].summary()
+    assert plan.decisions["long"].reason == "nodes it fits are held for head"
