@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from meshctl.cli import (
+    explain_cmd,
     init_cmd,
     policy_cmd,
     pools_cmd,
@@ -34,6 +35,7 @@ app = typer.Typer(
 app.command("init")(init_cmd.init)
 app.command("validate")(validate_cmd.validate)
 app.command("schema")(schema_cmd.schema)
+app.command("explain")(explain_cmd.explain)
 app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(pools_cmd.app, name="pools")
 app.add_typer(providers_cmd.app, name="providers")

@@ -27,7 +27,7 @@ PathsArgument = Annotated[
 ]
 
 
-def _read(context: AppContext, paths: list[Path] | None) -> tuple[PolicyFiles, PolicySet]:
+def read_policies(context: AppContext, paths: list[Path] | None) -> tuple[PolicyFiles, PolicySet]:
     from meshctl.policy.compiled import compile_policies
     from meshctl.policyfiles import read_policy_files
 
@@ -42,7 +42,7 @@ def validate(
     """Check policy files: schema, CEL, field references, conflicts between files."""
     from meshctl.cli import render
 
-    files, policies = _read(app_context(ctx), paths)
+    files, policies = read_policies(app_context(ctx), paths)
     rows = [
         {
             "file": s.path,
@@ -89,7 +89,7 @@ def run_policy_tests(
     from meshctl.policyfiles import read_mesh
 
     context = app_context(ctx)
-    files, policies = _read(context, paths)
+    files, policies = read_policies(context, paths)
 
     def snapshot_of(test: Any) -> Any:
         mesh = context.mesh()
@@ -149,7 +149,7 @@ def explain(
 
     context = app_context(ctx)
     job = load_one(job_file, Job)
-    _, policy_set = _read(context, policies)
+    _, policy_set = read_policies(context, policies)
     mesh, state = read_mesh_or_state(mesh_file) if mesh_file else (None, None)
     moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
     verdict = bind(policy_set, _snapshot_for(context, mesh, state), moment).evaluate(job)

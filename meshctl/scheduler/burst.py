@@ -34,7 +34,8 @@ def fits(req: Request, offer: Offer) -> str | None:
         return f"{offer.node_type} has {offer.accelerator}"
     share = req.gpus if req.fractional else 1.0
     if req.gpus > 0 and req.gpu_memory_gib > offer.gpu_memory_gib * share + EPS:
-        return f"{offer.node_type} GPUs have {offer.gpu_memory_gib:g} GiB"
+        what = f"{share:g} of a {offer.gpu_memory_gib:g} GiB GPU" if share < 1 else "a GPU"
+        return f"{offer.node_type}: {what} has less than {req.gpu_memory_gib:g} GiB"
     for need, has, what in (
         (req.cpus, offer.cpus, "vCPUs"),
         (req.memory_gib, offer.memory_gib, "GiB memory"),

@@ -1,0 +1,116 @@
+"""``meshctl explain JOB.yaml``: where the scheduler would put a job now, or why it would wait.
+
+Until the controller keeps jobs, this explains a job file against the mesh as configured (or
+at a ``MeshState`` moment): the policy verdict, then one scheduling cycle with the job pending.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from meshctl.cli.context import app_context
+from meshctl.cli.options import OutputOption
+from meshctl.cli.render import Column, Output
+
+if TYPE_CHECKING:
+    from meshctl.scheduler import Decision, Plan
+
+
+def explain(
+    ctx: typer.Context,
+    job_file: Annotated[Path, typer.Argument(help="The job file.")],
+    mesh_file: Annotated[
+        Path | None,
+        typer.Option("--mesh", help="A Mesh (all pools idle) or a MeshState snapshot."),
+    ] = None,
+    policies: Annotated[
+        list[Path] | None, typer.Option("--policies", "-p", help="Policy files or folders.")
+    ] = None,
+    now: Annotated[
+        dt.datetime | None, typer.Option(help="The moment to decide at (default: now, UTC).")
+    ] = None,
+    output: OutputOption = Output.table,
+) -> None:
+    """Why a job runs where it would run, or why it would wait: filters, scores, burst, quota."""
+    from meshctl.cli.policy_cmd import read_policies
+    from meshctl.files import load_one
+    from meshctl.model import Job
+    from meshctl.policy import bind, mesh_snapshot
+    from meshctl.policyfiles import read_mesh_or_state
+    from meshctl.scheduler import FromPolicyEngine, Pending, Request, schedule
+    from meshctl.scheduler.build import snapshot_from_mesh
+
+    context = app_context(ctx)
+    job = load_one(job_file, Job)
+    _, policy_set = read_policies(context, policies)
+    mesh, state = read_mesh_or_state(mesh_file) if mesh_file else (None, None)
+    mesh = mesh or context.mesh()
+    catalogs = context.catalog_map()
+    moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    bound = bind(policy_set, mesh_snapshot(mesh, catalogs, state), moment)
+    name = job.metadata.name
+    verdict = bound.evaluate(job)
+    pend = Pending(
+        name,
+        job.spec.team,
+        verdict.priority,
+        Request.of(job),
+        moment.timestamp(),
+        job.spec.limits.max_runtime_s,
+    )
+    snap = snapshot_from_mesh(mesh, catalogs, state, [pend], moment.timestamp())
+    plan = schedule(snap, FromPolicyEngine(bound, {name: job}, {}))
+    _render(plan.decisions[name], plan, output)
+
+
+def _render(decision: Decision, plan: Plan, output: Output) -> None:
+    from dataclasses import asdict
+
+    from meshctl.cli import render
+
+    actions = [{"action": type(a).__name__.lower(), **asdict(a)} for a in plan.actions]
+    if output is not Output.table:
+        data: dict[str, Any] = asdict(decision) | {
+            "summary": decision.summary(),
+            "actions": actions,
+        }
+        data["filtered"] = dict(decision.filtered)
+        render.emit_data(data, output)
+        return
+    render.say(f"[bold]{render.esc(decision.job_id)}[/]: {render.esc(decision.summary())}")
+    if decision.candidates:
+        rows = [
+            {
+                "nodes": ", ".join(c.nodes),
+                "total": round(c.total, 3),
+                **{name: round(value, 3) for name, value in c.scores},
+            }
+            for c in decision.candidates
+        ]
+        scorers = [name for name, _ in decision.candidates[0].scores]
+        render.emit(
+            rows,
+            [
+                Column("nodes", "Nodes"),
+                Column("total", "Score", "right"),
+                *(Column(s, s, "right") for s in scorers),
+            ],
+            output,
+            title="Top candidates (scores in [0, 1])",
+        )
+    if decision.filtered:
+        rows = [{"reason": why, "nodes": n} for why, n in decision.filtered.most_common()]
+        render.emit(
+            rows,
+            [Column("nodes", "Nodes", "right"), Column("reason", "Filtered out")],
+            output,
+            title=f"{decision.nodes_considered:,} nodes considered"
+            + (f"; {decision.exhausted} ran out" if decision.exhausted else ""),
+        )
+    for action in actions:
+        if action["action"] != "place":
+            render.say(render.esc(f"Plan: {action}"))

@@ -1,0 +1,61 @@
+"""`meshctl explain JOB.yaml`: the scheduler's decision for a job file, rendered."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, ROOT
+from meshctl.cli.app import app
+
+pytestmark = pytest.mark.unit
+
+BASE = ["--mesh", str(EXAMPLES / "mesh.yaml"), "explain"]
+POLICIES = ["--policies", str(ROOT / "policies")]
+
+
+def explain(cli, job: str, *extra: str) -> dict:
+    result = cli.invoke(app, [*BASE, str(EXAMPLES / "jobs" / job), *POLICIES, "-o", "json", *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_an_idle_mesh_places_the_job(cli):
+    decision = explain(cli, "train-resnet.yaml")
+    assert decision["status"] == "placed"
+    assert decision["summary"] in ("placed on gpu-rack1", "placed on gpu-rack2")
+    assert decision["actions"][0]["action"] == "place"
+
+
+def test_a_saturated_on_prem_pool_makes_best_effort_work_burst(cli, tmp_path: Path):
+    state = tmp_path / "busy.yaml"
+    state.write_text(
+        "apiVersion: meshctl/v1\nkind: MeshState\nmetadata: {name: busy}\n"
+        "spec:\n  pools: {onprem: {free_gpus: 0, expected_wait_s: 30m}}\n"
+    )
+    decision = explain(cli, "batch-embed.yaml", "--mesh", str(state))
+    assert decision["status"] == "provisioning"
+    (launch,) = decision["actions"]
+    # a quarter GPU (4 GiB of a 24 GiB L4 fits): the only GCP type, g2-standard-8, spot 0.34
+    # USD/h, beats AWS g6.xlarge spot-less 0.8048
+    assert (launch["pool"], launch["node_type"], launch["spot"]) == (
+        "gcp-burst",
+        "g2-standard-8",
+        True,
+    )
+
+
+def test_critical_work_waits_with_the_reason(cli, tmp_path: Path):
+    state = tmp_path / "busy.yaml"
+    state.write_text(
+        "apiVersion: meshctl/v1\nkind: MeshState\nmetadata: {name: busy}\n"
+        "spec:\n  pools: {onprem: {free_gpus: 0, expected_wait_s: 2h}}\n"
+    )
+    decision = explain(cli, "serve-pii.yaml", "--mesh", str(state))
+    assert decision["status"] == "pending"
+    assert decision["summary"] == (
+        "pending; 2 nodes; 2 lack 1 free GPU; burst not allowed: no burst rule applies to this"
+        " job now"
+    )
