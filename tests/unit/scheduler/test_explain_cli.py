@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, ROOT
+
 from meshctl.cli.app import app
 
 pytestmark = pytest.mark.unit
