@@ -32,6 +32,12 @@ demo: $(STAMP)
 	echo; echo "\$$ meshctl policy explain jobs/batch-embed.yaml --mesh busy.yaml  # on-prem saturated"; \
 	$(MESHCTL) --mesh "$$dir/mesh/mesh.yaml" policy explain "$$dir/mesh/jobs/batch-embed.yaml" \
 	  --mesh "$$dir/busy.yaml" --policies "$$dir/mesh/policies"; \
+	echo; echo "\$$ meshctl explain jobs/batch-embed.yaml --mesh busy.yaml  # the scheduler's plan"; \
+	$(MESHCTL) --mesh "$$dir/mesh/mesh.yaml" explain "$$dir/mesh/jobs/batch-embed.yaml" \
+	  --mesh "$$dir/busy.yaml" --policies "$$dir/mesh/policies"; \
+	echo; echo "\$$ meshctl explain jobs/gang-llm.yaml --mesh busy.yaml"; \
+	$(MESHCTL) --mesh "$$dir/mesh/mesh.yaml" explain "$$dir/mesh/jobs/gang-llm.yaml" \
+	  --mesh "$$dir/busy.yaml" --policies "$$dir/mesh/policies"; \
 	echo; echo "\$$ meshctl providers prices --gpu H100"; $(MESHCTL) providers prices --gpu H100; \
 	echo; echo "\$$ meshctl providers prices --region us-east-1 --provider aws"; \
 	$(MESHCTL) providers prices --region us-east-1 --provider aws
