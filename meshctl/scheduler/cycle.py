@@ -86,6 +86,7 @@ class _Cycle:
         self.preempted: set[str] = set()
         self.never: dict[tuple[Request, frozenset[str]], str | None] = {}
         self.reservation: str | None = None
+        self.reservation_tried = False
         self.nominated = {node: job.job_id for job in snap.pending for node in job.nominated}
         self.scorers = self._scorers()
         self.base = self._context()
@@ -331,7 +332,8 @@ class _Cycle:
         if (self.reservation or self.nominated) and self._choose(job, ctx, held=False):
             owners = sorted({self.reservation or "", *self.nominated.values()} - {""})
             decision.reason = f"nodes it fits are held for {', '.join(owners)}"
-        if self.config.backfill and self.reservation is None:
+        if self.config.backfill and not self.reservation_tried:
+            self.reservation_tried = True  # EASY backfill: one reservation, the first waiter
             held = reserve.reserve(
                 job.request, self._static_candidates(ctx, job), self.running_on, self.snap.now_s
             )

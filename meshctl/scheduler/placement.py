@@ -3,7 +3,9 @@ and pick the best node (or, for a gang, the best set of nodes, see gang.py).
 
 Like Kubernetes' percentage of nodes to score, a single-node job scores at most
 ``max_candidates`` feasible nodes per pool, taken best fit first (worst fit first to spread),
-so a decision costs the same on 100 nodes or 10,000.
+so a decision costs the same on 100 nodes or 10,000; a node identical to one already taken
+(same free resources, price, data sets) counts towards that limit but is not scored again,
+since it would score the same.
 """
 
 from __future__ import annotations
@@ -72,15 +74,40 @@ def feasible(
         index = indexes.get(pool)
         if index is None:
             continue
-        taken = 0
+        seen: set[tuple[object, ...]] = set()
+        feasible_here = 0
         for node in index.candidates(req, spread):
             looked += 1
-            if rejection(req, node, ctx, filters, extra) is None:
-                found.append(node)
-                taken += 1
-                if limit is not None and taken >= limit:
-                    break
+            if rejection(req, node, ctx, filters, extra) is not None:
+                continue
+            feasible_here += 1
+            if limit is not None:  # a twin of a node already taken would score the same
+                shape = _shape(node)
+                if shape in seen:
+                    if feasible_here >= limit:
+                        break
+                    continue
+                seen.add(shape)
+            found.append(node)
+            if limit is not None and feasible_here >= limit:
+                break
     return found, looked
+
+
+def _shape(node: NodeState) -> tuple[object, ...]:
+    """Everything a scorer of a single-node placement reads from a node."""
+    n = node.node
+    return (
+        tuple(node.gpu_free),
+        node.cpus_free,
+        node.memory_free,
+        node.nic_free,
+        n.usd_per_gpu_hour,
+        n.datasets,
+        n.cpus,
+        n.memory_gib,
+        n.pool,
+    )
 
 
 def choose(

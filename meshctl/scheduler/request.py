@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from meshctl.model.job import Job
 
@@ -22,18 +22,16 @@ class Request:
     topology: str | None = None  # "rack" or "switch"
     topology_required: bool = False
     datasets: frozenset[str] = frozenset()
+    # Derived once: the scheduler reads them for every candidate node.
+    fractional: bool = field(init=False, compare=False)
+    whole_gpus: int = field(init=False, compare=False)
+    total_gpus: float = field(init=False, compare=False)
 
-    @property
-    def fractional(self) -> bool:
-        return 0 < self.gpus < 1
-
-    @property
-    def whole_gpus(self) -> int:
-        return 0 if self.fractional else int(self.gpus)
-
-    @property
-    def total_gpus(self) -> float:
-        return self.gpus * self.nodes
+    def __post_init__(self) -> None:
+        fractional = 0 < self.gpus < 1
+        object.__setattr__(self, "fractional", fractional)
+        object.__setattr__(self, "whole_gpus", 0 if fractional else int(self.gpus))
+        object.__setattr__(self, "total_gpus", self.gpus * self.nodes)
 
     @classmethod
     def of(cls, job: Job) -> Request:

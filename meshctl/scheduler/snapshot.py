@@ -34,10 +34,10 @@ class Node:
     health: NodeHealth = "ready"
     datasets: frozenset[str] = frozenset()  # data sets cached on the node
     usd_per_gpu_hour: float = 0.0
+    gpus: int = field(init=False, compare=False)  # len(gpu_free), read for every candidate
 
-    @property
-    def gpus(self) -> int:
-        return len(self.gpu_free)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpus", len(self.gpu_free))
 
 
 @dataclass(frozen=True, slots=True)

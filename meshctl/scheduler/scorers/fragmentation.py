@@ -50,10 +50,25 @@ def after(req: Request, node: NodeState) -> list[float]:
 
 
 class FragmentationScorer:
+    """Scores with a memo of expected fragmentation per free-GPU vector: a cycle sees few
+    distinct vectors (a node's GPUs are whole, taken or shared in a handful of ways), so the
+    sums run once per vector, not once per candidate. One scorer serves one cycle (one
+    workload)."""
+
     name = NAME
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[float, ...], float] = {}
+
+    def _expected(self, free: Sequence[float], ctx: CycleContext) -> float:
+        key = tuple(free)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = expected(key, ctx.workload)
+        return found
 
     def __call__(self, req: Request, node: NodeState, ctx: CycleContext) -> float:
         if not ctx.workload or node.node.gpus == 0 or req.gpus == 0:
             return 1.0
-        growth = expected(after(req, node), ctx.workload) - expected(node.gpu_free, ctx.workload)
+        growth = self._expected(after(req, node), ctx) - self._expected(node.gpu_free, ctx)
         return min(1.0, max(0.0, (1 - growth / node.node.gpus) / 2))
