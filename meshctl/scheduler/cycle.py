@@ -108,14 +108,24 @@ class _Cycle:
         return tuple(s for s in scorers if s.weight > 0)
 
     def _context(self) -> CycleContext:
-        sizes = Counter(job.request.gpus for job in self.snap.pending if job.request.gpus > 0)
-        total = sum(sizes.values()) or 1
+        shapes = Counter(
+            (r.gpus, r.cpus, r.accelerators)
+            for r in (job.request for job in self.snap.pending)
+            if r.gpus > 0
+        )
+        total = sum(shapes.values()) or 1
         return CycleContext(
             now_s=self.snap.now_s,
             max_usd_per_gpu_hour=max((n.usd_per_gpu_hour for n in self.snap.nodes), default=0)
             or 1.0,
             pool_wait_s={p.name: p.expected_wait_s for p in self.snap.pools},
-            workload=tuple((gpus, n / total) for gpus, n in sorted(sizes.items())),
+            workload=tuple(
+                (shape, n / total)
+                for shape, n in sorted(
+                    shapes.items(), key=lambda kv: (kv[0][0], kv[0][1], sorted(kv[0][2]))
+                )
+            ),
+            most_gpus_per_node=max((n.gpus for n in self.snap.nodes), default=0) or 1,
         )
 
     def _use(self, team: str, gpus: float, cpus: float, memory: float) -> None:
@@ -179,10 +189,7 @@ class _Cycle:
         )
 
     def _with_pools(self, usable: frozenset[str]) -> CycleContext:
-        base = self.base
-        return CycleContext(
-            base.now_s, usable, base.max_usd_per_gpu_hour, base.pool_wait_s, base.workload
-        )
+        return replace(self.base, usable_pools=usable)
 
     def _over_quota(self, job: Pending) -> str | None:
         quota = self.policies.quotas.get(job.team)

@@ -23,6 +23,10 @@ class Rejection:
     dimension: str | None = None  # the resource that ran out, if one did
 
 
+# A task shape of the workload: (GPUs per node, CPUs per node, accepted GPU models; empty: any)
+Task = tuple[float, float, frozenset[str]]
+
+
 @dataclass
 class CycleContext:
     """Per-cycle data computed once and read by the plugins."""
@@ -31,7 +35,8 @@ class CycleContext:
     usable_pools: frozenset[str] = frozenset()
     max_usd_per_gpu_hour: float = 1.0
     pool_wait_s: Mapping[str, float] = field(default_factory=dict)
-    workload: tuple[tuple[float, float], ...] = ()  # (gpus per node, probability) of the queue
+    workload: tuple[tuple[Task, float], ...] = ()  # the queue's GPU task shapes, how often
+    most_gpus_per_node: int = 8
 
 
 class Filter(Protocol):

@@ -1,0 +1,65 @@
+"""The trace-driven benchmarks run end to end in a real process, at small sizes, and print sane
+JSON. Skipped when the shared traces (../shared/traces) are not beside the project."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACES = ROOT.parent / "shared" / "traces"
+needs_traces = pytest.mark.skipif(
+    not TRACES.is_dir(), reason=f"shared trace data not found at {TRACES} (clone without it)"
+)
+
+
+def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _json(script: str, *args: str) -> dict[str, Any]:
+    done = _run(script, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1, done.stdout
+    result: dict[str, Any] = json.loads(lines[0])
+    return result
+
+
+@needs_traces
+def test_schedule_benchmark_reports_a_cycle():
+    result = _json("schedule.py", "--jobs", "500", "--runs", "1")
+    assert result["jobs"] == 500
+    assert result["decisions_per_s"] > 0
+    assert result["cycle_s"] > 0
+    assert 0 < result["placed"] <= 500
+    assert 0 < result["gpu_allocation_pct"] <= 100
+
+
+@needs_traces
+def test_openb_packing_reports_every_strategy():
+    result = _json("openb_packing.py", "--max-nodes", "120")
+    assert set(result["allocation_pct"]) == {"binpack", "spread", "fgd"}
+    assert all(0 < pct <= 100 for pct in result["allocation_pct"].values())
+    assert result["max_candidates"] == result["nodes"] == 120
+    assert result["gpus_requested"] >= result["gpus"]  # filled to 100% of capacity
+
+
+@pytest.mark.parametrize("script", ["schedule.py", "openb_packing.py"])
+def test_missing_traces_exit_2(tmp_path: Path, script: str):
+    done = _run(script, "--trace-dir", str(tmp_path / "absent"))
+    assert done.returncode == 2
+    assert "trace data not found" in done.stderr
