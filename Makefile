@@ -60,6 +60,8 @@ integration: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/cli_startup.py
 	$(PY) benchmarks/policy_eval.py
+	$(PY) benchmarks/schedule.py --trace-dir ../shared/traces/philly
+	$(PY) benchmarks/openb_packing.py --trace-dir ../shared/traces/alibaba-openb
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache dist

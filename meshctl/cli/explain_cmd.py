@@ -40,6 +40,7 @@ def explain(
     from meshctl.files import load_one
     from meshctl.model import Job
     from meshctl.policy import bind, mesh_snapshot
+    from meshctl.policy.tenancy import hourly_headroom, hours_left_in_month
     from meshctl.policyfiles import read_mesh_or_state
     from meshctl.scheduler import FromPolicyEngine, Pending, Request, schedule
     from meshctl.scheduler.build import snapshot_from_mesh
@@ -62,7 +63,11 @@ def explain(
         moment.timestamp(),
         job.spec.limits.max_runtime_s,
     )
-    snap = snapshot_from_mesh(mesh, catalogs, state, [pend], moment.timestamp())
+    hours = hours_left_in_month(moment)
+    headroom = {
+        p.name: hourly_headroom(verdict.budgets, p.name, p.provider, hours) for p in mesh.spec.pools
+    }
+    snap = snapshot_from_mesh(mesh, catalogs, state, [pend], moment.timestamp(), headroom)
     plan = schedule(snap, FromPolicyEngine(bound, {name: job}, {}))
     _render(plan.decisions[name], plan, output)
 

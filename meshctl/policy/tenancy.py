@@ -8,6 +8,7 @@ its own ``borrowing_limit_gpus``. Budgets: spend this month against the limit; `
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -137,3 +138,20 @@ def budget_standings(budgets: Sequence[Budget], mesh: MeshSnapshot) -> tuple[Bud
             state = "warn"
         out.append(BudgetStanding(budget.name, budget.scope.key, used, budget.usd_per_month, state))
     return tuple(out)
+
+
+def hours_left_in_month(now: dt.datetime) -> float:
+    """Hours from ``now`` to the start of the next calendar month (UTC)."""
+    start = now.astimezone(dt.UTC)
+    nxt = dt.datetime(start.year + start.month // 12, start.month % 12 + 1, 1, tzinfo=dt.UTC)
+    return max((nxt - start).total_seconds() / 3600, 1 / 60)
+
+
+def hourly_headroom(
+    standings: Sequence[BudgetStanding], pool: str, provider: str, hours_left: float
+) -> float | None:
+    """USD per hour a pool may still spend so that its pool and provider budgets last the
+    month; None when no budget covers it."""
+    scopes = (f"pool:{pool}", f"provider:{provider}")
+    left = [b.limit_usd - b.spent_usd for b in standings if b.scope in scopes]
+    return max(0.0, min(left)) / hours_left if left else None

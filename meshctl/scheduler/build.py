@@ -92,7 +92,10 @@ def snapshot_from_mesh(
     state: MeshState | None,
     pending: Sequence[Pending],
     now_s: float,
+    budget_usd_per_hour: Mapping[str, float | None] | None = None,
 ) -> Snapshot:
+    """``budget_usd_per_hour``: per pool, what its budgets still allow per hour (see
+    ``meshctl.policy.tenancy.hourly_headroom``)."""
     moments = state.spec.pools if state else {}
     nodes: list[Node] = []
     offers: list[Offer] = []
@@ -105,5 +108,6 @@ def snapshot_from_mesh(
         nodes += own
         offers += _offers(pool, catalogs.get(pool.provider))
         cloud = isinstance(pool, AwsPool | GcpPool)
-        pools.append(PoolInfo(pool.name, cloud, moment.expected_wait_s if moment else 0.0))
+        budget = (budget_usd_per_hour or {}).get(pool.name)
+        pools.append(PoolInfo(pool.name, cloud, moment.expected_wait_s if moment else 0.0, budget))
     return Snapshot(now_s, tuple(nodes), tuple(pools), (), tuple(pending), tuple(offers))

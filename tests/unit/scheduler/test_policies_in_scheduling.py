@@ -155,3 +155,36 @@ def test_backfill_uses_a_reserved_node_only_for_jobs_that_end_in_time():
     assert [a.job_id for a in plan.placed()] == ["short"]
     assert "reserved 1 node(s) from +100 s" in plan.decisions["head"].summary()
     assert plan.decisions["long"].reason == "nodes it fits are held for head"
+
+
+def test_burst_stays_within_what_the_budget_allows_per_hour():
+    # the pool's budgets allow 0.5 USD/h for the rest of the month: g6.xlarge spot at 0.35 fits
+    # a 1-GPU job; the 8-GPU job's only fitting type costs 6.0 and is refused
+    small = job("small", criticality="best-effort", resources={"gpus": 1})
+    big = job("big", criticality="best-effort", resources={"gpus": 8})
+    engine = view(BURST, [small, big], waits={"onprem": 1200.0})
+    snap = snapshot(
+        [node("n")],
+        [pending_of(small, engine), pending_of(big, engine, at=1.0)],
+        [running("x", "n", list(range(8)))],
+        pools=(PoolInfo("onprem", False, 1200.0), PoolInfo("aws", True, 0.0, 0.5)),
+        offers=OFFERS,
+    )
+    plan = schedule(snap, engine)
+    assert [a.job_id for a in plan.actions] == ["small"]
+    assert "over the pool's remaining budget" in plan.decisions["big"].summary()
+
+
+@pytest.mark.parametrize(
+    ("now", "hours"),
+    [
+        pytest.param("2026-01-31T00:00:00+00:00", 24.0, id="last-day"),
+        pytest.param("2026-12-31T12:00:00+00:00", 12.0, id="year-end"),
+    ],
+)
+def test_hours_left_in_month(now, hours):
+    import datetime as dt
+
+    from meshctl.policy.tenancy import hours_left_in_month
+
+    assert hours_left_in_month(dt.datetime.fromisoformat(now)) == hours
