@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,7 +11,8 @@ import typer
 
 if TYPE_CHECKING:
     from meshctl.catalog import Found
-    from meshctl.model import Catalog, Mesh
+    from meshctl.model import Catalog, Job, Mesh, MeshState
+    from meshctl.policy import PolicySet
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,37 @@ class AppContext:
         if problems:
             raise InvalidFileError(problems)
         return docs[0].document
+
+
+@dataclass(frozen=True, slots=True)
+class Moment:
+    """What explaining a job needs: the job, the mesh at a moment, the policies, the time."""
+
+    job: Job
+    mesh: Mesh
+    state: MeshState | None
+    policies: PolicySet
+    now: dt.datetime
+
+
+def read_moment(
+    context: AppContext,
+    job_file: Path,
+    mesh_file: Path | None,
+    policies: list[Path] | None,
+    now: dt.datetime | None,
+) -> Moment:
+    """``--mesh`` (a Mesh or MeshState; the global mesh where it names none), policies, time."""
+    from meshctl.files import load_one
+    from meshctl.model import Job
+    from meshctl.policy.compiled import compile_policies
+    from meshctl.policyfiles import read_mesh_or_state, read_policy_files
+
+    job = load_one(job_file, Job)
+    policy_set = compile_policies(read_policy_files(policies or [context.policy_dir()]).policies)
+    mesh, state = read_mesh_or_state(mesh_file) if mesh_file else (None, None)
+    moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    return Moment(job, mesh or context.mesh(), state, policy_set, moment)
 
 
 def app_context(ctx: typer.Context) -> AppContext:

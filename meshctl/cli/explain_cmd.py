@@ -6,14 +6,18 @@ at a ``MeshState`` moment): the policy verdict, then one scheduling cycle with t
 
 from __future__ import annotations
 
-import datetime as dt
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from meshctl.cli.context import app_context
-from meshctl.cli.options import OutputOption
+from meshctl.cli.context import app_context, read_moment
+from meshctl.cli.options import (
+    JobFileArgument,
+    MomentOption,
+    NowOption,
+    OutputOption,
+    PoliciesOption,
+)
 from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
@@ -22,53 +26,39 @@ if TYPE_CHECKING:
 
 def explain(
     ctx: typer.Context,
-    job_file: Annotated[Path, typer.Argument(help="The job file.")],
-    mesh_file: Annotated[
-        Path | None,
-        typer.Option("--mesh", help="A Mesh (all pools idle) or a MeshState snapshot."),
-    ] = None,
-    policies: Annotated[
-        list[Path] | None, typer.Option("--policies", "-p", help="Policy files or folders.")
-    ] = None,
-    now: Annotated[
-        dt.datetime | None, typer.Option(help="The moment to decide at (default: now, UTC).")
-    ] = None,
+    job_file: JobFileArgument,
+    mesh_file: MomentOption = None,
+    policies: PoliciesOption = None,
+    now: NowOption = None,
     output: OutputOption = Output.table,
 ) -> None:
     """Why a job runs where it would run, or why it would wait: filters, scores, burst, quota."""
-    from meshctl.cli.policy_cmd import read_policies
-    from meshctl.files import load_one
-    from meshctl.model import Job
     from meshctl.policy import bind, mesh_snapshot
     from meshctl.policy.tenancy import hourly_headroom, hours_left_in_month
-    from meshctl.policyfiles import read_mesh_or_state
     from meshctl.scheduler import FromPolicyEngine, Pending, Request, schedule
     from meshctl.scheduler.build import snapshot_from_mesh
 
     context = app_context(ctx)
-    job = load_one(job_file, Job)
-    _, policy_set = read_policies(context, policies)
-    mesh, state = read_mesh_or_state(mesh_file) if mesh_file else (None, None)
-    mesh = mesh or context.mesh()
-    catalogs = context.catalog_map()
-    moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
-    bound = bind(policy_set, mesh_snapshot(mesh, catalogs, state), moment)
-    name = job.metadata.name
-    verdict = bound.evaluate(job)
+    m = read_moment(context, job_file, mesh_file, policies, now)
+    catalogs, name = context.catalog_map(), m.job.metadata.name
+    bound = bind(m.policies, mesh_snapshot(m.mesh, catalogs, m.state), m.now)
+    verdict = bound.evaluate(m.job)
+    at_s = m.now.timestamp()
     pend = Pending(
         name,
-        job.spec.team,
+        m.job.spec.team,
         verdict.priority,
-        Request.of(job),
-        moment.timestamp(),
-        job.spec.limits.max_runtime_s,
+        Request.of(m.job),
+        at_s,
+        m.job.spec.limits.max_runtime_s,
     )
-    hours = hours_left_in_month(moment)
+    hours = hours_left_in_month(m.now)
     headroom = {
-        p.name: hourly_headroom(verdict.budgets, p.name, p.provider, hours) for p in mesh.spec.pools
+        p.name: hourly_headroom(verdict.budgets, p.name, p.provider, hours)
+        for p in m.mesh.spec.pools
     }
-    snap = snapshot_from_mesh(mesh, catalogs, state, [pend], moment.timestamp(), headroom)
-    plan = schedule(snap, FromPolicyEngine(bound, {name: job}, {}))
+    snap = snapshot_from_mesh(m.mesh, catalogs, m.state, [pend], at_s, headroom)
+    plan = schedule(snap, FromPolicyEngine(bound, {name: m.job}, {}))
     _render(plan.decisions[name], plan, output)
 
 

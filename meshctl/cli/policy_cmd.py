@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from meshctl.cli.context import AppContext, app_context
-from meshctl.cli.options import OutputOption
+from meshctl.cli.context import AppContext, app_context, read_moment
+from meshctl.cli.options import (
+    JobFileArgument,
+    MomentOption,
+    NowOption,
+    OutputOption,
+    PoliciesOption,
+)
 from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
@@ -128,32 +133,19 @@ def run_policy_tests(
 @app.command("explain")
 def explain(
     ctx: typer.Context,
-    job_file: Annotated[Path, typer.Argument(help="The job file.")],
-    mesh_file: Annotated[
-        Path | None,
-        typer.Option("--mesh", help="A Mesh (all pools idle) or a MeshState snapshot."),
-    ] = None,
-    policies: Annotated[
-        list[Path] | None, typer.Option("--policies", "-p", help="Policy files or folders.")
-    ] = None,
-    now: Annotated[
-        dt.datetime | None, typer.Option(help="The moment to evaluate at (default: now, UTC).")
-    ] = None,
+    job_file: JobFileArgument,
+    mesh_file: MomentOption = None,
+    policies: PoliciesOption = None,
+    now: NowOption = None,
     output: OutputOption = Output.table,
 ) -> None:
     """Every rule for one job, matched or not, and why: pools, burst, priority, quota, budget."""
-    from meshctl.files import load_one
-    from meshctl.model import Job
-    from meshctl.policy.evaluate import bind
-    from meshctl.policyfiles import read_mesh_or_state
+    from meshctl.policy import bind, mesh_snapshot
 
     context = app_context(ctx)
-    job = load_one(job_file, Job)
-    _, policy_set = read_policies(context, policies)
-    mesh, state = read_mesh_or_state(mesh_file) if mesh_file else (None, None)
-    moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
-    verdict = bind(policy_set, _snapshot_for(context, mesh, state), moment).evaluate(job)
-    _render_verdict(verdict, output)
+    m = read_moment(context, job_file, mesh_file, policies, now)
+    facts = mesh_snapshot(m.mesh, context.catalog_map(), m.state)
+    _render_verdict(bind(m.policies, facts, m.now).evaluate(m.job), output)
 
 
 def _render_verdict(v: Verdict, output: Output) -> None:
