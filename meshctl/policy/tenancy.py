@@ -72,6 +72,21 @@ def borrowable_gpus(team: str, quotas: Mapping[str, TeamQuota], mesh: TeamUsages
     return min(pool, limit)
 
 
+def quota_ceiling(team: str, quotas: Mapping[str, TeamQuota]) -> float:
+    """The most GPUs ``team`` could ever hold: its quota plus the most its cohort could lend
+    (every other member idle), within its borrowing limit; infinite without a quota."""
+    quota = quotas.get(team)
+    if quota is None:
+        return math.inf
+    lendable = sum(
+        q.gpus if q.lending_limit_gpus is None else min(q.gpus, q.lending_limit_gpus)
+        for q in quotas.values()
+        if quota.cohort and q.cohort == quota.cohort and q.team != team
+    )
+    limit = math.inf if quota.borrowing_limit_gpus is None else quota.borrowing_limit_gpus
+    return quota.gpus + min(lendable, limit)
+
+
 def quota_standing(
     team: str,
     gpus: float,

@@ -3,7 +3,8 @@
 The stages, in the order each pending job meets them (and why that order):
 1. policy: the verdict says which pools the job may use now, and its burst and preemption
    rights; a job no pool could ever hold is unschedulable, so submit can reject it;
-2. quota: a team over its quota (and what it may borrow) waits, whatever is free;
+2. quota: a job bigger than its team could ever hold (quota plus the most it may borrow)
+   is unschedulable; a team over its quota (and what it may borrow now) waits;
 3. placement: filters then scorers on the free-GPU index's candidates (placement.py);
 4. preemption, if policy allows it, before bursting: on-prem capacity is the strategic and
    cheaper one;
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from meshctl.policy.facts import TeamUsage
-from meshctl.policy.tenancy import borrowable_gpus
+from meshctl.policy.tenancy import borrowable_gpus, quota_ceiling
 from meshctl.policy.verdict import Verdict
 from meshctl.scheduler import burst, preempt, reserve
 from meshctl.scheduler.filters import FILTERS, AcceleratorFilter, EligibilityFilter, HealthFilter
@@ -175,6 +176,14 @@ class _Cycle:
         never = self.never[key]
         if never is not None:
             return Decision(job.job_id, "unschedulable", never)
+        ceiling = quota_ceiling(job.team, self.policies.quotas)
+        if job.request.total_gpus > ceiling + 1e-9:
+            return Decision(
+                job.job_id,
+                "unschedulable",
+                f"needs {job.request.total_gpus:g} GPUs; team {job.team}'s quota allows"
+                f" at most {ceiling:g}, borrowing included",
+            )
         over = self._over_quota(job)
         if over is not None:
             return Decision(job.job_id, "pending", over)

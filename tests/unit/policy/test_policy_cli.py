@@ -51,7 +51,7 @@ def test_a_failing_case_exits_1_and_the_last_line_counts(cli, policies: Path):
     result = cli.invoke(app, [*MESH, "policy", "test", str(policies)])
     assert result.exit_code == 1
     assert "max_usd_per_hour: expected 61.0" in result.stdout
-    assert result.stdout.splitlines()[-1] == "23 passed, 1 failed"
+    assert result.stdout.splitlines()[-1] == "24 passed, 1 failed"
 
 
 def test_no_cases_is_a_failure_not_a_pass(cli, policies: Path):

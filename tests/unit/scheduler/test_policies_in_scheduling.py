@@ -188,3 +188,19 @@ def test_hours_left_in_month(now, hours):
     from meshctl.policy.tenancy import hours_left_in_month
 
     assert hours_left_in_month(dt.datetime.fromisoformat(now)) == hours
+
+
+def test_a_job_bigger_than_its_team_could_ever_hold_is_unschedulable():
+    # a: quota 4, borrowing limit 2 -> at most 6 GPUs, however idle the cohort
+    quotas = {
+        "a": TeamQuota(team="a", cohort="c", gpus=4, borrowing_limit_gpus=2),
+        "b": TeamQuota(team="b", cohort="c", gpus=4),
+    }
+    plan = schedule(
+        snapshot([node("n1"), node("n2")], [pending("j", 8, team="a")]), Permissive(quotas=quotas)
+    )
+    decision = plan.decisions["j"]
+    assert (decision.status, decision.reason) == (
+        "unschedulable",
+        "needs 8 GPUs; team a's quota allows at most 6, borrowing included",
+    )
