@@ -259,32 +259,34 @@ class BoundPolicies:
     # --- one preemptor against one victim --------------------------------------------------
 
     def may_preempt(self, job: Job, victim: VictimFacts) -> VictimVerdict:
-        """Whether ``job`` may take ``victim``'s GPUs: a rule allows it, the victim has lower
-        priority, and it has run at least the rule's minimum runtime."""
+        """Whether ``job`` may take ``victim``'s GPUs: the victim has lower priority, and some
+        rule whose ``when`` matches picks it with ``victims`` and its minimum runtime is met.
+        Every rule is looked at; among those that allow it, the longest grace wins (the
+        victim-friendly choice, independent of rule order)."""
         klass, priority, _ = self.priority_of(job)
         if victim.priority >= priority:
             return VictimVerdict(
                 False, None, 0.0, f"victim priority {victim.priority} >= preemptor's {priority}"
             )
         self._context.add_variable("job", job_map(job, klass or "", self._job_fields))
-        victim_class = victim.job.spec.priority_class or ""
-        self._context.add_variable("victim", build_victim_map(victim, victim_class))
+        victim_class, _, _ = self.priority_of(victim.job)
+        self._context.add_variable("victim", build_victim_map(victim, victim_class or ""))
         trace = _Trace()
+        allowing: list[PreemptionRuleC] = []
+        too_fresh: list[PreemptionRuleC] = []
         for rule in self.policies.preemption_rules:
-            if not self._when("preemption", rule, trace):
-                continue
-            if not trace.add(
+            if not self._when("preemption", rule, trace) or not trace.add(
                 "preemption", rule, "victims", rule.victims, run(rule.victims, self._context)
             ):
                 continue
-            if victim.runtime_s < rule.min_runtime_s:
-                return VictimVerdict(
-                    False,
-                    rule.name,
-                    rule.grace_s,
-                    f"victim ran {victim.runtime_s:g} s < {rule.min_runtime_s:g} s",
-                )
-            return VictimVerdict(True, rule.name, rule.grace_s, f"allowed by {rule.name}")
+            (allowing if victim.runtime_s >= rule.min_runtime_s else too_fresh).append(rule)
+        if allowing:
+            best = max(allowing, key=lambda r: (r.grace_s, r.name))
+            return VictimVerdict(True, best.name, best.grace_s, f"allowed by {best.name}")
+        if too_fresh:
+            rule = min(too_fresh, key=lambda r: (r.min_runtime_s, r.name))
+            ran = f"victim ran {victim.runtime_s:g} s < {rule.min_runtime_s:g} s"
+            return VictimVerdict(False, rule.name, rule.grace_s, ran)
         return VictimVerdict(False, None, 0.0, "no preemption rule lets this job take the victim")
 
 

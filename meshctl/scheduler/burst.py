@@ -3,12 +3,13 @@
 Among the burst targets' node types that fit one of the job's nodes, the cheapest per hour
 for all its nodes wins: the spot price where the target allows spot and the pool offers it,
 else on-demand; within the target's (and the job's) USD/hour limit, the pool's remaining
-budget per hour, and the node type's remaining capacity.
+budget per hour, the node type's cap and the pool's cap over all its node types, all charged
+for every launch already planned in the cycle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from meshctl.policy.verdict import BurstTarget
@@ -30,7 +31,9 @@ def fits(req: Request, offer: Offer) -> str | None:
     """Why one node of this type cannot hold one node of ``req``, or None."""
     if req.gpus > offer.gpus + EPS:
         return f"{offer.node_type} has {offer.gpus} GPUs"
-    if req.accelerators and offer.accelerator.lower() not in req.accelerators:
+    if req.gpus > 0 and req.vendor and offer.vendor != req.vendor:
+        return f"{offer.node_type} has {offer.vendor} GPUs"
+    if req.gpus > 0 and req.accelerators and offer.accelerator.lower() not in req.accelerators:
         return f"{offer.node_type} has {offer.accelerator}"
     share = req.gpus if req.fractional else 1.0
     if req.gpus > 0 and req.gpu_memory_gib > offer.gpu_memory_gib * share + EPS:
@@ -52,11 +55,51 @@ def price(offer: Offer, target: BurstTarget) -> tuple[float, bool]:
     return offer.on_demand_usd_per_hour, False
 
 
+@dataclass
+class Headroom:
+    """What the pools may still take this cycle: nodes (all types together) and USD/hour of
+    budget. None: no limit. The cycle charges every launch it plans against it."""
+
+    nodes: dict[str, int | None]
+    usd_per_hour: dict[str, float | None]
+
+    @classmethod
+    def of(cls, pools: Sequence[PoolInfo]) -> Headroom:
+        return cls(
+            {p.name: p.max_new_nodes for p in pools}, {p.name: p.budget_usd_per_hour for p in pools}
+        )
+
+    def charge(self, launch: Launch) -> None:
+        pool = launch.offer.pool
+        nodes, usd = self.nodes.get(pool), self.usd_per_hour.get(pool)
+        if nodes is not None:
+            self.nodes[pool] = nodes - launch.count
+        if usd is not None:
+            self.usd_per_hour[pool] = usd - launch.usd_per_hour
+
+
+def _refusal(
+    req: Request, offer: Offer, target: BurstTarget, total: float, room: Headroom
+) -> str | None:
+    reason = fits(req, offer)
+    nodes_left, usd_left = room.nodes.get(offer.pool), room.usd_per_hour.get(offer.pool)
+    if reason is None and req.nodes > offer.max_nodes:
+        reason = f"{offer.node_type}: only {offer.max_nodes} more of this type allowed"
+    if reason is None and nodes_left is not None and req.nodes > nodes_left:
+        reason = f"{offer.node_type}: the pool may launch only {max(nodes_left, 0)} more nodes"
+    limit = target.max_usd_per_hour
+    if reason is None and limit is not None and total > limit + EPS:
+        reason = f"{offer.node_type}: {total:g} USD/h over the {limit:g} limit"
+    if reason is None and usd_left is not None and total > usd_left + EPS:
+        reason = f"{offer.node_type}: {total:g} USD/h over the pool's remaining budget"
+    return reason
+
+
 def choose_launch(
     req: Request,
     targets: Sequence[BurstTarget],
     offers: Sequence[Offer],
-    pools: Mapping[str, PoolInfo],
+    room: Headroom,
     rank: Callable[[str], int],
 ) -> tuple[Launch | None, list[str]]:
     """The cheapest launch that serves ``req``, and why each other option was not taken."""
@@ -64,22 +107,9 @@ def choose_launch(
     why_not: list[str] = []
     for target in targets:
         for offer in (o for o in offers if o.pool == target.pool):
-            reason = fits(req, offer)
             each, spot = price(offer, target)
             total = each * req.nodes
-            budget = pools[offer.pool].budget_usd_per_hour if offer.pool in pools else None
-            if reason is None and req.nodes > offer.max_nodes:
-                reason = f"{offer.node_type}: only {offer.max_nodes} more nodes allowed"
-            if (
-                reason is None
-                and target.max_usd_per_hour is not None
-                and total > target.max_usd_per_hour
-            ):
-                reason = (
-                    f"{offer.node_type}: {total:g} USD/h over the {target.max_usd_per_hour:g} limit"
-                )
-            if reason is None and budget is not None and total > budget:
-                reason = f"{offer.node_type}: {total:g} USD/h over the pool's remaining budget"
+            reason = _refusal(req, offer, target, total, room)
             if reason is None:
                 options.append(Launch(offer, req.nodes, spot, total))
             else:

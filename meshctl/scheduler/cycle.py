@@ -70,13 +70,15 @@ class _Cycle:
             by_pool[state.node.pool].append(state)
         self.indexes = {pool: FreeIndex.of(states) for pool, states in by_pool.items()}
         self.running_on: dict[str, list[Running]] = defaultdict(list)
-        self.usage: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        # per team: GPUs, CPUs, memory GiB, GPU memory GiB
+        self.usage: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
         for job in snap.running:
             for alloc in job.allocations:
                 self.running_on[alloc.node].append(job)
-                self._use(
-                    job.team, len(alloc.gpu_indices) * alloc.gpu_share, alloc.cpus, alloc.memory_gib
-                )
+            self._use(job.team, job.request)
+        for team, (gpus, gpu_memory) in snap.team_usage.items():
+            self.usage[team][0] += gpus
+            self.usage[team][3] += gpu_memory
         self.totals = Totals(
             sum(n.gpus for n in snap.nodes),
             sum(n.cpus for n in snap.nodes),
@@ -84,11 +86,15 @@ class _Cycle:
         )
         self.pools = {p.name: p for p in snap.pools}
         self.offers = list(snap.offers)
+        self.headroom = burst.Headroom.of(snap.pools)
         self.preempted: set[str] = set()
         self.never: dict[tuple[Request, frozenset[str]], str | None] = {}
         self.reservation: str | None = None
         self.reservation_tried = False
-        self.nominated = {node: job.job_id for job in snap.pending for node in job.nominated}
+        self.nominated: dict[str, set[str]] = defaultdict(set)  # node -> jobs it is freed for
+        for pending in snap.pending:
+            for name in pending.nominated:
+                self.nominated[name].add(pending.job_id)
         self.scorers = self._scorers()
         self.base = self._context()
         self.rank = {name: i for i, name in enumerate(policies.pool_preference)}
@@ -129,11 +135,13 @@ class _Cycle:
             most_gpus_per_node=max((n.gpus for n in self.snap.nodes), default=0) or 1,
         )
 
-    def _use(self, team: str, gpus: float, cpus: float, memory: float) -> None:
+    def _use(self, team: str, req: Request, sign: float = 1.0) -> None:
+        """Charge (or with ``sign=-1`` refund) a job's whole request to its team."""
         used = self.usage[team]
-        used[0] += gpus
-        used[1] += cpus
-        used[2] += memory
+        used[0] += sign * req.total_gpus
+        used[1] += sign * req.cpus * req.nodes
+        used[2] += sign * req.memory_gib * req.nodes
+        used[3] += sign * req.gpu_memory_gib * req.total_gpus
 
     def team(self, name: str) -> TeamUsage:  # for borrowable_gpus
         return TeamUsage(gpus_in_use=self.usage[name][0])
@@ -142,21 +150,32 @@ class _Cycle:
 
     def run(self) -> Plan:
         self._evict()
-        share = lambda team: dominant_share(self.usage[team], self.totals)  # noqa: E731
+        share = lambda team: dominant_share(self.usage[team][:3], self.totals)  # noqa: E731
         for job in ordered(self.snap.pending, self.snap.now_s, self.config.aging, share):
             self.plan.decisions[job.job_id] = self._decide(job)
         self._explain_pending()
         return self.plan
 
     def _evict(self) -> None:
+        """Jobs on unhealthy nodes go; what they held elsewhere is free for this cycle."""
         for job in self.snap.running:
             bad = [
                 a.node
                 for a in job.allocations
                 if self.states.get(a.node) and self.states[a.node].node.health == "unhealthy"
             ]
-            if bad:
-                self.plan.actions.append(Evict(job.job_id, f"node {bad[0]} is unhealthy"))
+            if not bad:
+                continue
+            self.plan.actions.append(Evict(job.job_id, f"node {bad[0]} is unhealthy"))
+            self.preempted.add(job.job_id)  # never a victim as well
+            self._use(job.team, job.request, sign=-1.0)
+            for alloc in job.allocations:
+                self.running_on[alloc.node].remove(job)
+                state = self.states.get(alloc.node)
+                if state is not None:
+                    before = state.whole_free
+                    state.release(alloc)
+                    self.indexes[state.node.pool].moved(state, before)
 
     def _pools(self, verdict: Verdict | None) -> tuple[frozenset[str], frozenset[str]]:
         """(usable now, eligible ever)."""
@@ -204,7 +223,15 @@ class _Cycle:
         quota = self.policies.quotas.get(job.team)
         if quota is None:
             return None
-        need = self.usage[job.team][0] + job.request.total_gpus
+        req = job.request
+        if quota.gpu_memory_gib is not None:
+            memory = self.usage[job.team][3] + req.gpu_memory_gib * req.total_gpus
+            if memory > quota.gpu_memory_gib + 1e-9:
+                return (
+                    f"team {job.team} over its GPU memory quota: {memory:g} GiB >"
+                    f" {quota.gpu_memory_gib:g}"
+                )
+        need = self.usage[job.team][0] + req.total_gpus
         if need <= quota.gpus + 1e-9:
             return None
         borrowable = borrowable_gpus(job.team, self.policies.quotas, self)
@@ -220,9 +247,10 @@ class _Cycle:
         end = None if job.max_runtime_s is None else self.snap.now_s + job.max_runtime_s
 
         def extra(node: NodeState) -> Rejection | None:
-            owner = self.nominated.get(node.name)
-            if owner is not None and owner != job.job_id:
-                return Rejection("nominated", f"held for {owner} after preemption")
+            owners = self.nominated.get(node.name)
+            if owners and job.job_id not in owners:
+                held_for = ", ".join(sorted(owners))
+                return Rejection("nominated", f"held for {held_for} after preemption")
             if (
                 node.reserved_until_s is not None
                 and self.reservation != job.job_id
@@ -254,10 +282,11 @@ class _Cycle:
             before = state.whole_free
             allocations.append(state.allocate(job.request))
             self.indexes[state.node.pool].moved(state, before)
-            if self.nominated.get(state.name) == job.job_id:
-                del self.nominated[state.name]
+            owners = self.nominated.get(state.name)
+            if owners is not None:
+                owners.discard(job.job_id)
         req = job.request
-        self._use(job.team, req.total_gpus, req.cpus * req.nodes, req.memory_gib * req.nodes)
+        self._use(job.team, req)
         pool = choice.nodes[0].node.pool
         self.plan.actions.append(
             Place(job.job_id, pool, tuple(allocations), choice.candidates[0].total)
@@ -285,18 +314,20 @@ class _Cycle:
                 return False, 0.0, None
             return True, decided.grace_s, decided.rule
 
+        free_to_take = [  # a node already being freed for another job is theirs
+            n
+            for n in self._static_candidates(ctx, job)
+            if not self.nominated.get(n.name, set()) - {job.job_id}
+        ]
         sets = preempt.plan_preemption(
-            job.request,
-            self._static_candidates(ctx, job),
-            self.running_on,
-            self.snap.now_s,
-            allowed,
+            job.request, free_to_take, self.running_on, self.snap.now_s, allowed
         )
         if sets is None:
             return None
+        self._use(job.team, job.request)  # the freed GPUs are its from now on
         names = []
         for found in sets:
-            self.nominated[found.node] = job.job_id
+            self.nominated[found.node].add(job.job_id)
             for victim, grace, rule in zip(found.victims, found.grace_s, found.rules, strict=True):
                 self.preempted.add(victim.job_id)
                 self.plan.actions.append(Preempt(victim.job_id, job.job_id, grace, rule))
@@ -311,10 +342,11 @@ class _Cycle:
         if verdict is None or not verdict.burst.allowed:
             return None
         if job.provisioning:
+            self._use(job.team, job.request)
             return Decision(job.job_id, "provisioning", "waiting for cloud capacity")
         rank = lambda pool: self.rank.get(pool, len(self.rank))  # noqa: E731
         launch, why_not = burst.choose_launch(
-            job.request, verdict.burst.targets, self.offers, self.pools, rank
+            job.request, verdict.burst.targets, self.offers, self.headroom, rank
         )
         if launch is None:
             return Decision(
@@ -325,6 +357,8 @@ class _Cycle:
             )
         offer = launch.offer
         self.offers = [o if o is not offer else _less(o, launch.count) for o in self.offers]
+        self.headroom.charge(launch)
+        self._use(job.team, job.request)  # the capacity being launched is its
         self.plan.actions.append(
             Provision(
                 job.job_id,
@@ -345,8 +379,9 @@ class _Cycle:
 
     def _wait(self, job: Pending, verdict: Verdict | None, ctx: CycleContext) -> Decision:
         decision = Decision(job.job_id, "pending", notes=[_burst_note(verdict)])
-        if (self.reservation or self.nominated) and self._choose(job, ctx, held=False):
-            owners = sorted({self.reservation or "", *self.nominated.values()} - {""})
+        nominees = set().union(*self.nominated.values()) if self.nominated else set()
+        if (self.reservation or nominees) and self._choose(job, ctx, held=False):
+            owners = sorted(({self.reservation} if self.reservation else set()) | nominees)
             decision.reason = f"nodes it fits are held for {', '.join(owners)}"
         if self.config.backfill and not self.reservation_tried:
             self.reservation_tried = True  # EASY backfill: one reservation, the first waiter

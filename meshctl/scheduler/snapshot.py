@@ -106,6 +106,7 @@ class PoolInfo:
     cloud: bool
     expected_wait_s: float = 0.0
     budget_usd_per_hour: float | None = None  # what the pool's budget still allows per hour
+    max_new_nodes: int | None = None  # a cloud pool: nodes it may still launch, all types
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,3 +117,6 @@ class Snapshot:
     running: tuple[Running, ...] = ()
     pending: tuple[Pending, ...] = ()
     offers: tuple[Offer, ...] = ()
+    # Team usage that the running jobs above do not show (e.g. from a MeshState): GPUs and
+    # GPU memory (GiB) per team, added to theirs.
+    team_usage: Mapping[str, tuple[float, float]] = field(default_factory=dict)
