@@ -24,6 +24,7 @@ from meshctl.model.mesh import AWS_REGION, GCP_REGION
 from meshctl.problems import InvalidFileError, Problem
 
 Loc = tuple[str | int, ...]
+MAX_NODES = 200_000  # YAML values in one file, aliases expanded
 D = TypeVar("D", bound=BaseModel)
 
 # Regular expressions are exact but unreadable in an error; say what they mean instead.
@@ -69,12 +70,18 @@ class _Builder:
         self.problems: list[Problem] = []
         self._scalars = yaml.SafeLoader("")
         self._explicit: set[Loc] = set()
+        self.built = 0
 
     def tree(self, node: yaml.Node) -> _Tree:
         lines: dict[Loc, int] = {}
         return _Tree(self._build(node, (), lines), lines)
 
     def _build(self, node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> Any:
+        self.built += 1
+        if self.built > MAX_NODES:  # aliases can make a tiny file expand without end
+            raise yaml.YAMLError(
+                f"more than {MAX_NODES:,} values (aliases expanding?); expected a smaller file"
+            )
         lines[loc] = node.start_mark.line + 1
         if isinstance(node, yaml.SequenceNode):
             return [self._build(item, (*loc, i), lines) for i, item in enumerate(node.value)]
@@ -121,6 +128,10 @@ def _trees(text: str, path: str) -> list[_Tree]:
         trees = [builder.tree(node) for node in nodes]
     except yaml.MarkedYAMLError as err:
         raise InvalidFileError([_yaml_problem(err, path)]) from None
+    except RecursionError:
+        raise InvalidFileError(
+            [Problem(path, None, "", "invalid YAML: nested too deeply")]
+        ) from None
     except (yaml.YAMLError, ValueError) as err:  # unreadable characters, impossible dates
         position = getattr(err, "position", None)
         line = text.count("\n", 0, position) + 1 if isinstance(position, int) else None

@@ -67,6 +67,9 @@ def read_policy_files(paths: Sequence[Path]) -> PolicyFiles:
                     _add(found, loaded, want, problems)
             except InvalidFileError as err:
                 problems.extend(err.problems)
+    if not found.policies and not problems:
+        places = ", ".join(str(p) for p in paths)
+        problems.append(Problem(places, None, "", "no policy files here (expected *.yaml)"))
     if problems:
         raise InvalidFileError(problems)
     return found

@@ -76,7 +76,10 @@ def _split(value: object, what: str) -> tuple[float, str]:
     if isinstance(value, bool):
         raise ValueError(f"expected {what}, got a boolean")
     if isinstance(value, int | float):
-        return float(value), ""
+        try:
+            return float(value), ""
+        except OverflowError:
+            raise ValueError(f"expected {what}, got a number too large to hold") from None
     if not isinstance(value, str):
         raise ValueError(f"expected {what}, got {type(value).__name__}")
     match = _QUANTITY.match(value)

@@ -33,6 +33,12 @@ class AppContext:
     def catalog_dir(self) -> Path | None:
         """``--providers``, else a ``providers/`` folder beside the mesh file, else shipped."""
         if self.providers_dir is not None:
+            if not self.providers_dir.is_dir():
+                from meshctl.cli.errors import InvalidRequestError
+
+                raise InvalidRequestError(
+                    f"--providers: expected a directory of catalogs, got {self.providers_dir}"
+                )
             return self.providers_dir
         beside = self.mesh_file().parent / "providers"
         return beside if beside.is_dir() else None
@@ -78,6 +84,11 @@ class AppContext:
         return docs[0].document
 
 
+def utc(moment: dt.datetime) -> dt.datetime:
+    """A time without a zone is UTC (as the help says), never the machine's local time."""
+    return moment.replace(tzinfo=dt.UTC) if moment.tzinfo is None else moment.astimezone(dt.UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class Moment:
     """What explaining a job needs: the job, the mesh at a moment, the policies, the time."""
@@ -105,7 +116,7 @@ def read_moment(
     job = load_one(job_file, Job)
     policy_set = compile_policies(read_policy_files(policies or [context.policy_dir()]).policies)
     mesh, state = read_mesh_or_state(mesh_file) if mesh_file else (None, None)
-    moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    moment = utc(now or dt.datetime.now(dt.UTC))
     return Moment(job, mesh or context.mesh(), state, policy_set, moment)
 
 

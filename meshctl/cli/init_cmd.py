@@ -43,9 +43,12 @@ def init(
         )
     if directory.exists() and not directory.is_dir():
         raise InvalidRequestError(f"{directory}: expected a directory, got a file")
-    for rel, source in files.items():
-        target = directory / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(source.read_bytes())
+    try:
+        for rel, source in files.items():
+            target = directory / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+    except OSError as err:
+        raise InvalidRequestError(f"{directory}: cannot write: {err.strerror or err}") from None
     render.say(f"Created a mesh in [bold]{directory}[/]: " + ", ".join(files))
     render.say(f"Next: [bold]meshctl validate {directory}[/] and [bold]meshctl providers prices[/]")

@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 from meshctl.model.policy import Budget, TeamQuota
 from meshctl.policy.facts import MeshSnapshot, TeamUsage
 
+EPS = 1e-9  # GPU counts add fractions (0.1 + 0.2): compare with room for rounding
 QuotaState = Literal["no-quota", "within", "borrowing", "over"]
 BudgetState = Literal["ok", "warn", "exceeded"]
 
@@ -118,11 +119,11 @@ def quota_standing(
 
     if quota.gpu_memory_gib is not None:
         memory = usage.gpu_memory_gib_in_use + gpu_memory_gib
-        if memory > quota.gpu_memory_gib:
+        if memory > quota.gpu_memory_gib + EPS:
             return standing("over", f"GPU memory {memory:g} GiB > quota {quota.gpu_memory_gib:g}")
-    if need <= quota.gpus:
+    if need <= quota.gpus + EPS:
         return standing("within", f"{need:g} of {quota.gpus:g} GPUs")
-    if need - quota.gpus <= borrowable:
+    if need - quota.gpus <= borrowable + EPS:
         return standing(
             "borrowing",
             f"borrows {need - quota.gpus:g} GPUs from cohort "

@@ -5,6 +5,7 @@ Pure: the caller loads the files and gives the mesh's pool capacities; nothing h
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,7 +85,9 @@ def check(verdict: Verdict, expect: Expect) -> list[str]:
 def run_case(
     policies: PolicySet, test: PolicyTest, case: Case, snapshot_of: SnapshotOf
 ) -> list[str]:
-    bound = bind(policies, snapshot_of(_moment(test, case)), case.now or test.spec.now)
+    now = case.now or test.spec.now
+    now = now.replace(tzinfo=dt.UTC) if now.tzinfo is None else now  # a bare time is UTC
+    bound = bind(policies, snapshot_of(_moment(test, case)), now)
     job = as_job(case.job)
     verdict = bound.evaluate(job)
     failures = check(verdict, case.expect)

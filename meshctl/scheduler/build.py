@@ -109,5 +109,11 @@ def snapshot_from_mesh(
         offers += _offers(pool, catalogs.get(pool.provider))
         cloud = isinstance(pool, AwsPool | GcpPool)
         budget = (budget_usd_per_hour or {}).get(pool.name)
-        pools.append(PoolInfo(pool.name, cloud, moment.expected_wait_s if moment else 0.0, budget))
-    return Snapshot(now_s, tuple(nodes), tuple(pools), (), tuple(pending), tuple(offers))
+        wait = moment.expected_wait_s if moment else 0.0
+        cap = pool.max_nodes if isinstance(pool, AwsPool | GcpPool) else None
+        pools.append(PoolInfo(pool.name, cloud, wait, budget, cap))
+    teams = {
+        name: (t.gpus_in_use, t.gpu_memory_gib_in_use)
+        for name, t in (state.spec.teams.items() if state else ())
+    }
+    return Snapshot(now_s, tuple(nodes), tuple(pools), (), tuple(pending), tuple(offers), teams)

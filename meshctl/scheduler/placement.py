@@ -107,6 +107,9 @@ def _shape(node: NodeState) -> tuple[object, ...]:
         n.cpus,
         n.memory_gib,
         n.pool,
+        n.accelerator,
+        n.vendor,
+        n.gpu_memory_gib,
     )
 
 

@@ -120,7 +120,16 @@ def encode(record: Record | LogEntry) -> Row:
     for f in fields(record):
         value = getattr(record, f.name)
         if f.name in spec.json_fields:
-            value = json.dumps(value, sort_keys=True, separators=(",", ":"), default=_json_default)
+            try:
+                value = json.dumps(
+                    value,
+                    sort_keys=True,
+                    separators=(",", ":"),
+                    default=_json_default,
+                    allow_nan=False,
+                )
+            except ValueError as err:  # NaN or infinity: not JSON, other readers refuse it
+                raise TypeError(f"{f.name}: {err}") from None
         elif f.name in enums:
             value = enums[f.name](value).value
         elif f.name.endswith("_s") and value is not None:

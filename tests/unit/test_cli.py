@@ -181,3 +181,27 @@ def test_validate_compiles_policies_it_is_given(cli, tmp_path: Path):
         f"error: {policy}:5: spec.pools[0].deny: pool has no field 'cloudy';"
         " did you mean 'cloud'? in `pool.cloudy`\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ["--providers", "/nonexistent", "providers", "list"],
+            "--providers: expected a directory of catalogs",
+            id="providers-not-a-dir",
+        ),
+        pytest.param(["init", "/proc/meshctl-cannot-write"], "cannot write", id="init-unwritable"),
+    ],
+)
+def test_bad_places_are_one_line_errors(cli, args, message):
+    result = cli.invoke(app, args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_an_empty_policy_folder_is_an_error(cli, tmp_path: Path):
+    result = cli.invoke(app, ["policy", "validate", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {tmp_path}: no policy files here (expected *.yaml)\n"

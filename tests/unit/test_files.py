@@ -283,3 +283,26 @@ def test_an_oversized_file_is_refused_before_it_is_read(tmp_path: Path):
     with pytest.raises(InvalidFileError) as caught:
         load_path(big)
     assert str(caught.value) == f"{big}: file is 5.0 MiB; expected at most 4 MiB"
+
+
+def test_an_alias_bomb_is_refused():
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 7)]
+    problems = problems_of("\n".join(levels) + "\n")
+    assert problems == [
+        "f.yaml: invalid YAML: more than 200,000 values (aliases expanding?);"
+        " expected a smaller file"
+    ]
+
+
+def test_a_number_too_large_for_a_float():
+    reported = problems_of(JOB.replace("memory_gib: 2GiB", "memory_gib: 1" + "0" * 400))
+    assert reported[0].endswith(
+        "memory_gib: expected a memory size such as 80GiB or 512MiB, got a number too large to hold"
+    )
+
+
+def test_nesting_too_deep():
+    assert problems_of("a: " + "[" * 5000 + "]" * 5000 + "\n") == [
+        "f.yaml: invalid YAML: nested too deeply"
+    ]

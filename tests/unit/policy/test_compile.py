@@ -169,3 +169,12 @@ def test_the_content_hash_changes_with_the_policy():
     b = compiled("pools: [{name: a, deny: '!pool.cloud'}]")
     assert a.content_hash != b.content_hash
     assert a.content_hash == compiled("pools: [{name: a, deny: pool.cloud}]").content_hash
+
+
+def test_a_time_without_a_zone_is_utc(tmp_path, monkeypatch):
+    import datetime as dt
+
+    from meshctl.cli.context import utc
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    assert utc(dt.datetime(2026, 1, 3, 3, 0)) == dt.datetime(2026, 1, 3, 3, 0, tzinfo=dt.UTC)

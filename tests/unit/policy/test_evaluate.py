@@ -227,3 +227,35 @@ def test_invariants_of_every_verdict(spec, kind, gpus, wait):
 
 def test_snapshot_pools_without_state_are_idle():
     assert pool("x").free_gpus == 8.0
+
+
+ORDERED = """\
+priority_classes: [{name: serve, value: 100}, {name: train, value: 1}]
+default_priority_class: {inference: serve, train: train}
+preemption:
+  - {name: slow, victims: 'victim.priority_class == "train"', grace_s: 2m, min_runtime_s: 10m}
+  - {name: quick, victims: 'victim.criticality == "best-effort"', grace_s: 30s}
+"""
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["as-written", "reversed"])
+def test_preemption_does_not_depend_on_rule_order(reverse):
+    # the victim ran 5 minutes: `slow` (by the kind's default class) refuses it, `quick` allows
+    spec = ORDERED
+    if reverse:
+        head, rules = spec.split("preemption:\n")
+        spec = head + "preemption:\n" + "\n".join(reversed(rules.rstrip().splitlines())) + "\n"
+    bound = bind(compiled(spec), MESH, NOW)
+    victim_job = job(kind="train", criticality="best-effort")
+    decided = bound.may_preempt(
+        job(kind="inference"), VictimFacts(victim_job, 1, "onprem", 300.0, 0.0)
+    )
+    assert (decided.allowed, decided.rule, decided.grace_s) == (True, "quick", 30.0)
+
+
+def test_a_victims_class_defaults_by_its_kind():
+    bound = bind(compiled(ORDERED), MESH, NOW)
+    decided = bound.may_preempt(
+        job(kind="inference"), VictimFacts(job(kind="train"), 1, "onprem", 3600.0, 0.0)
+    )
+    assert (decided.allowed, decided.rule) == (True, "slow")

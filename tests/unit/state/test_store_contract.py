@@ -579,3 +579,20 @@ def test_two_writers_at_once(backend: Backend) -> None:
     assert sorted(e.message for e in events) == sorted(
         f"{tag}-{i}" for tag in "ab" for i in range(30)
     )
+
+
+def test_nan_and_infinity_are_not_json_and_are_refused(store: Store) -> None:
+    record = JobRecord(
+        id="nan",
+        name="nan",
+        team="t",
+        state=JobState.PENDING,
+        priority=0,
+        spec={"x": float("nan")},
+        pool=None,
+        submitted_at_s=1.0,
+        updated_at_s=1.0,
+    )
+    with pytest.raises(TypeError, match="spec"):
+        store.create(record)
+    assert store.get(JobRecord, "nan") is None
