@@ -148,6 +148,27 @@ def explain(
     _render_verdict(bind(m.policies, facts, m.now).evaluate(m.job), output)
 
 
+_POOL_COLUMNS = [
+    Column("pool", "Pool"),
+    Column("eligible", "Eligible"),
+    Column("usable", "Usable now"),
+    Column("rule", "Rule"),
+    Column("reason", "Reason"),
+]
+_TRACE_COLUMNS = [
+    Column("rule", "Rule"),
+    Column("part", "Part"),
+    Column("pool", "Pool"),
+    Column("outcome", "Outcome"),
+    Column("detail", "Expression / error"),
+    Column("at", "At"),
+]
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
 def _render_verdict(v: Verdict, output: Output) -> None:
     import json
     from dataclasses import asdict, fields
@@ -166,54 +187,16 @@ def _render_verdict(v: Verdict, output: Output) -> None:
     pools = [
         {
             "pool": p.pool,
-            "eligible": "yes" if p.eligible else "no",
-            "usable": "yes" if p.usable else "no",
+            "eligible": _yes(p.eligible),
+            "usable": _yes(p.usable),
             "rule": p.rule,
             "reason": p.reason,
         }
         for p in v.pools
     ]
-    render.emit(
-        pools,
-        [
-            Column("pool", "Pool"),
-            Column("eligible", "Eligible"),
-            Column("usable", "Usable now"),
-            Column("rule", "Rule"),
-            Column("reason", "Reason"),
-        ],
-        output,
-        title="Pools",
-    )
-    b = v.burst
-    targets = (
-        ", ".join(
-            f"{t.pool} (spot {'yes' if t.spot else 'no'}, max "
-            f"{t.max_usd_per_hour if t.max_usd_per_hour is not None else '-'} $/h)"
-            for t in b.targets
-        )
-        or "none"
-    )
-    render.say(
-        render.esc(
-            f"Burst: {'allowed' if b.allowed else 'not allowed'}; rules "
-            f"{', '.join(b.rules) or 'none matched'}; targets {targets}"
-        )
-    )
-    for pool, why in b.blocked:
-        render.say(render.esc(f"  {pool} blocked: {why}"))
-    pr = v.preemption
-    render.say(
-        f"Preemption: {'may preempt' if pr.allowed else 'may not preempt'}"
-        + (f" ({', '.join(pr.rules)}; grace {pr.grace_s:g} s)" if pr.allowed else "")
-    )
-    q = v.quota
-    render.say(render.esc(f"Quota of team {q.team}: {q.state} ({q.reason})"))
-    for bs in v.budgets:
-        render.say(
-            f"Budget {bs.name} ({bs.scope}): {bs.state}, "
-            f"{bs.spent_usd:,.0f} of {bs.limit_usd:,.0f} USD this month"
-        )
+    render.emit(pools, _POOL_COLUMNS, output, title="Pools")
+    for line in _standing_lines(v):
+        render.say(render.esc(line))
     trace = [
         {
             "rule": f"{t.section}/{t.rule}",
@@ -225,19 +208,36 @@ def _render_verdict(v: Verdict, output: Output) -> None:
         }
         for t in v.trace
     ]
-    render.emit(
-        trace,
-        [
-            Column("rule", "Rule"),
-            Column("part", "Part"),
-            Column("pool", "Pool"),
-            Column("outcome", "Outcome"),
-            Column("detail", "Expression / error"),
-            Column("at", "At"),
-        ],
-        output,
-        title="Every rule evaluated",
+    render.emit(trace, _TRACE_COLUMNS, output, title="Every rule evaluated")
+
+
+def _standing_lines(v: Verdict) -> list[str]:
+    """Burst, preemption, quota and budgets, a line each."""
+    b, pr, q = v.burst, v.preemption, v.quota
+    targets = (
+        ", ".join(
+            f"{t.pool} (spot {_yes(t.spot)}, max "
+            f"{t.max_usd_per_hour if t.max_usd_per_hour is not None else '-'} $/h)"
+            for t in b.targets
+        )
+        or "none"
     )
+    lines = [
+        f"Burst: {'allowed' if b.allowed else 'not allowed'}; rules "
+        f"{', '.join(b.rules) or 'none matched'}; targets {targets}"
+    ]
+    lines += [f"  {pool} blocked: {why}" for pool, why in b.blocked]
+    lines.append(
+        f"Preemption: {'may preempt' if pr.allowed else 'may not preempt'}"
+        + (f" ({', '.join(pr.rules)}; grace {pr.grace_s:g} s)" if pr.allowed else "")
+    )
+    lines.append(f"Quota of team {q.team}: {q.state} ({q.reason})")
+    lines += [
+        f"Budget {bs.name} ({bs.scope}): {bs.state}, {bs.spent_usd:,.0f} of"
+        f" {bs.limit_usd:,.0f} USD this month"
+        for bs in v.budgets
+    ]
+    return lines
 
 
 def _plain(value: Any) -> Any:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from meshctl.cli.context import app_context
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Column, Output
+
+if TYPE_CHECKING:
+    from meshctl.files import Loaded
+    from meshctl.problems import Problem
 
 _SUFFIXES = (".yaml", ".yml")
 
@@ -33,50 +37,56 @@ def _expand(paths: list[Path]) -> list[Path]:
     return out
 
 
+def _cross_file_problems(ctx: typer.Context, loaded: list[Loaded]) -> list[Problem]:
+    """Checks across the files given together: policies compiled as one set (CEL, references,
+    conflicts), meshes against the catalogs (those given with them first)."""
+    from meshctl.catalog.check import mesh_node_types
+    from meshctl.model import Catalog, Policy
+    from meshctl.policy import Source, compile_policies
+    from meshctl.problems import InvalidFileError
+
+    problems: list[Problem] = []
+    catalogs = app_context(ctx).catalog_map() | {
+        d.document.spec.provider: d.document for d in loaded if isinstance(d.document, Catalog)
+    }
+    try:
+        compile_policies(
+            [Source(d.path, d.document, d.lines) for d in loaded if isinstance(d.document, Policy)]
+        )
+    except InvalidFileError as err:
+        problems.extend(err.problems)
+    for doc in loaded:
+        problems.extend(mesh_node_types(doc, catalogs))
+    return problems
+
+
 def validate(
     ctx: typer.Context,
     paths: Annotated[list[Path], typer.Argument(help="Files, or directories of YAML files.")],
     output: OutputOption = Output.table,
 ) -> None:
     """Validate meshctl files of any kind (Mesh, Job, Policy, ...); exit 2 on any problem."""
-    from meshctl.catalog.check import mesh_node_types
     from meshctl.cli import render
     from meshctl.files import load_path
-    from meshctl.model import Catalog, Policy
-    from meshctl.policy import Source, compile_policies
     from meshctl.problems import InvalidFileError, Problem
 
     files = _expand(paths)
     if not files:
         raise InvalidFileError([Problem(str(p), None, "", "no YAML files here") for p in paths])
-    rows, problems, loaded = [], [], []
+    problems: list[Problem] = []
+    loaded: list[Loaded] = []
     for file in files:
         try:
             loaded.extend(load_path(file))
         except InvalidFileError as err:
             problems.extend(err.problems)
-    # Catalogs validated together with a mesh are the ones it is checked against.
-    catalogs = app_context(ctx).catalog_map() | {
-        d.document.spec.provider: d.document for d in loaded if isinstance(d.document, Catalog)
-    }
-    policies = [
-        Source(d.path, d.document, d.lines) for d in loaded if isinstance(d.document, Policy)
-    ]
-    try:
-        compile_policies(policies)  # CEL, field references, conflicts between the files
-    except InvalidFileError as err:
-        problems.extend(err.problems)
-    for doc in loaded:
-        problems.extend(mesh_node_types(doc, catalogs))
-        rows.append(
-            {
-                "file": f"{doc.path}:{doc.line}",
-                "kind": doc.document.kind,
-                "name": doc.document.metadata.name,
-            }
-        )
+    problems += _cross_file_problems(ctx, loaded)
     if problems:
         raise InvalidFileError(problems)
+    rows = [
+        {"file": f"{d.path}:{d.line}", "kind": d.document.kind, "name": d.document.metadata.name}
+        for d in loaded
+    ]
     render.emit(
         rows,
         [Column("file", "File"), Column("kind", "Kind"), Column("name", "Name")],
