@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from meshctl.policy.verdict import BurstTarget
-from meshctl.scheduler.request import Request
+from meshctl.scheduler.request import Request, shortfall
 from meshctl.scheduler.snapshot import Offer, PoolInfo
 
 EPS = 1e-9
@@ -39,13 +39,9 @@ def fits(req: Request, offer: Offer) -> str | None:
     if req.gpus > 0 and req.gpu_memory_gib > offer.gpu_memory_gib * share + EPS:
         what = f"{share:g} of a {offer.gpu_memory_gib:g} GiB GPU" if share < 1 else "a GPU"
         return f"{offer.node_type}: {what} has less than {req.gpu_memory_gib:g} GiB"
-    for need, has, what in (
-        (req.cpus, offer.cpus, "vCPUs"),
-        (req.memory_gib, offer.memory_gib, "GiB memory"),
-        (req.nic_gbps, offer.nic_gbps, "Gbps"),
-    ):
-        if need > has + EPS:
-            return f"{offer.node_type} has {has:g} {what}"
+    short = shortfall(req, offer.cpus, offer.memory_gib, offer.nic_gbps)
+    if short is not None:
+        return f"{offer.node_type} has fewer than {short[0]:g} {short[1]}"
     return None
 
 

@@ -50,3 +50,18 @@ class Request:
             topology_required=bool(res.topology and res.topology.mode == "required"),
             datasets=frozenset(d.name for d in job.spec.data),
         )
+
+
+def shortfall(
+    req: Request, cpus: float, memory_gib: float, nic_gbps: float
+) -> tuple[float, str] | None:
+    """The first of CPUs, memory and NIC of which a machine with these totals has less than one
+    node of ``req`` needs: (what it needs, the unit in words); None if it has enough."""
+    for need, has, what in (
+        (req.cpus, cpus, "CPUs"),
+        (req.memory_gib, memory_gib, "GiB of memory"),
+        (req.nic_gbps, nic_gbps, "Gbps of NIC bandwidth"),
+    ):
+        if need > has + 1e-9:
+            return need, what
+    return None

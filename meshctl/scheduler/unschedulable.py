@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from meshctl.scheduler.burst import fits as offer_fits
 from meshctl.scheduler.filters import accelerator
-from meshctl.scheduler.request import Request
+from meshctl.scheduler.request import Request, shortfall
 from meshctl.scheduler.snapshot import Node, Snapshot
 
 EPS = 1e-9
@@ -26,14 +26,8 @@ def node_never(req: Request, node: Node) -> str | None:
         return found.reason
     if req.whole_gpus > node.gpus:
         return f"have fewer than {req.whole_gpus} GPUs"
-    for need, has, what in (
-        (req.cpus, node.cpus, "CPUs"),
-        (req.memory_gib, node.memory_gib, "GiB of memory"),
-        (req.nic_gbps, node.nic_gbps, "Gbps of NIC bandwidth"),
-    ):
-        if need > has + EPS:
-            return f"have fewer than {need:g} {what}"
-    return None
+    short = shortfall(req, node.cpus, node.memory_gib, node.nic_gbps)
+    return None if short is None else f"have fewer than {short[0]:g} {short[1]}"
 
 
 def _enough(req: Request, nodes: Sequence[Node]) -> bool:
