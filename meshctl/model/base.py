@@ -9,7 +9,7 @@ the core may use besides CEL).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
@@ -27,18 +27,6 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
 
-def _require_header(schema: dict[str, Any]) -> None:
-    required = schema.setdefault("required", [])
-    if isinstance(required, list):
-        required[:0] = [key for key in ("apiVersion", "kind") if key not in required]
-
-
-class DocumentModel(Model):
-    """A whole file: ``apiVersion`` and ``kind`` must be spelled out in it."""
-
-    model_config = ConfigDict(json_schema_extra=_require_header)
-
-
 Name = Annotated[
     str,
     Field(
@@ -54,6 +42,23 @@ class Metadata(Model):
     name: Name
     labels: Labels = Field(default_factory=dict)
     description: str = ""
+
+
+def _require_header(schema: dict[str, Any]) -> None:
+    required = schema.setdefault("required", [])
+    if isinstance(required, list):
+        required[:0] = [key for key in ("apiVersion", "kind") if key not in required]
+
+
+class DocumentModel(Model):
+    """A whole file: ``apiVersion``, ``kind`` (each subclass narrows it to its own name),
+    ``metadata`` and a ``spec``; ``apiVersion`` and ``kind`` must be spelled out in it."""
+
+    model_config = ConfigDict(json_schema_extra=_require_header)
+
+    apiVersion: Literal["meshctl/v1"] = API_VERSION
+    kind: str
+    metadata: Metadata
 
 
 def _checked(parse: Callable[[object], float], upper: float, what: str) -> BeforeValidator:

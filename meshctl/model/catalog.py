@@ -12,11 +12,9 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from meshctl.model.base import (
-    API_VERSION,
     Cpus,
     DocumentModel,
     MemoryGiB,
-    Metadata,
     Model,
     NicGbps,
     UsdPerHour,
@@ -69,9 +67,7 @@ class CatalogSpec(Model):
 
 
 class Catalog(DocumentModel):
-    apiVersion: Literal["meshctl/v1"] = API_VERSION
     kind: Literal["Catalog"] = "Catalog"
-    metadata: Metadata
     spec: CatalogSpec
 
     def instance_type(self, name: str) -> InstanceType | None:

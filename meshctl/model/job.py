@@ -12,7 +12,6 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from meshctl.model.base import (
-    API_VERSION,
     Count,
     Cpus,
     DocumentModel,
@@ -20,7 +19,6 @@ from meshctl.model.base import (
     GpuMemoryGiB,
     Gpus,
     MemoryGiB,
-    Metadata,
     Model,
     Name,
     NicGbps,
@@ -120,7 +118,5 @@ class JobSpec(Model):
 
 
 class Job(DocumentModel):
-    apiVersion: Literal["meshctl/v1"] = API_VERSION
     kind: Literal["Job"] = "Job"
-    metadata: Metadata
     spec: JobSpec

@@ -13,7 +13,6 @@ from typing import Annotated, Final, Literal
 from pydantic import Field, field_validator, model_validator
 
 from meshctl.model.base import (
-    API_VERSION,
     Count,
     Cpus,
     DocumentModel,
@@ -22,7 +21,6 @@ from meshctl.model.base import (
     Gpus,
     Labels,
     MemoryGiB,
-    Metadata,
     Model,
     Name,
     NicGbps,
@@ -185,9 +183,7 @@ class MeshSpec(Model):
 
 
 class Mesh(DocumentModel):
-    apiVersion: Literal["meshctl/v1"] = API_VERSION
     kind: Literal["Mesh"] = "Mesh"
-    metadata: Metadata
     spec: MeshSpec
 
     def pool(self, name: str) -> Pool | None:

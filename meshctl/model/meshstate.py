@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from meshctl.model.base import API_VERSION, DocumentModel, DurationS, Metadata, Model, Name
+from meshctl.model.base import DocumentModel, DurationS, Model, Name
 
 NonNegative = Annotated[float, Field(ge=0, le=1e12)]
 
@@ -52,7 +52,5 @@ class MeshStateSpec(Moment):
 
 
 class MeshState(DocumentModel):
-    apiVersion: Literal["meshctl/v1"] = API_VERSION
     kind: Literal["MeshState"] = "MeshState"
-    metadata: Metadata
     spec: MeshStateSpec

@@ -11,10 +11,8 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from meshctl.model.base import (
-    API_VERSION,
     DocumentModel,
     DurationS,
-    Metadata,
     Model,
     Name,
     UsdPerHour,
@@ -148,7 +146,5 @@ class PolicySpec(Model):
 
 
 class Policy(DocumentModel):
-    apiVersion: Literal["meshctl/v1"] = API_VERSION
     kind: Literal["Policy"] = "Policy"
-    metadata: Metadata
     spec: PolicySpec

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from meshctl.model.base import API_VERSION, DocumentModel, DurationS, Metadata, Model, Name
+from meshctl.model.base import DocumentModel, DurationS, Model, Name
 from meshctl.model.job import JobSpec
 from meshctl.model.meshstate import Moment
 
@@ -77,7 +77,5 @@ class PolicyTestSpec(Model):
 
 
 class PolicyTest(DocumentModel):
-    apiVersion: Literal["meshctl/v1"] = API_VERSION
     kind: Literal["PolicyTest"] = "PolicyTest"
-    metadata: Metadata
     spec: PolicyTestSpec

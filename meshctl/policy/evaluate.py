@@ -175,30 +175,21 @@ class BoundPolicies:
             out[pool.name] = self._pool_eligibility(pool, active, allows, trace)
         return out
 
+    def _picks(self, rule: PoolRuleC, pool: PoolFacts, trace: _Trace) -> bool:
+        """Whether the rule's allow or deny selector picks ``pool`` (recorded in the trace)."""
+        result = self._select(rule.selector, pool.name)
+        return trace.add("pools", rule, rule.effect, rule.selector, result, pool.name)
+
     def _pool_eligibility(
         self, pool: PoolFacts, active: list[PoolRuleC], allows: list[PoolRuleC], trace: _Trace
     ) -> tuple[bool, str | None, str]:
         for rule in (r for r in active if r.effect == "deny"):
-            if trace.add(
-                "pools",
-                rule,
-                "deny",
-                rule.selector,
-                self._select(rule.selector, pool.name),
-                pool.name,
-            ):
+            if self._picks(rule, pool, trace):
                 return False, rule.name, rule.reason or f"denied by {rule.name}"
         if not allows:
             return True, None, "no rule restricts this pool"
         for rule in allows:
-            if trace.add(
-                "pools",
-                rule,
-                "allow",
-                rule.selector,
-                self._select(rule.selector, pool.name),
-                pool.name,
-            ):
+            if self._picks(rule, pool, trace):
                 return True, rule.name, rule.reason or f"allowed by {rule.name}"
         names = ", ".join(r.name for r in allows)
         return False, None, f"not selected by the allow rules that apply ({names})"
