@@ -26,6 +26,7 @@ from meshctl.model.base import (
 )
 
 JobKind = Literal["train", "inference", "batch", "interactive"]
+Reserve = Literal["entrypoint", "workers"]
 Criticality = Literal["critical", "standard", "best-effort"]
 
 
@@ -115,6 +116,30 @@ class JobSpec(Model):
     data: list[Dataset] = Field(default_factory=list)
     checkpoint: Checkpoint | None = None
     limits: Limits = Field(default_factory=Limits)
+    reserve: Reserve | None = Field(
+        None,
+        description=(
+            "who holds the job's resources in Ray: `entrypoint` (the entrypoint process holds "
+            "them; Ray sets CUDA_VISIBLE_DEVICES for it) or `workers` (the entrypoint holds "
+            "nothing; the job's own tasks, actors or Ray Train workers claim them on the nodes "
+            "meshctl chose, named in MESHCTL_NODES). Default: entrypoint for one node, workers "
+            "for a gang."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _gang_reserves_for_workers(self) -> JobSpec:
+        if self.reserve == "entrypoint" and self.resources.nodes > 1:
+            raise ValueError(
+                "a gang job (nodes > 1) reserves for its workers: use reserve: workers"
+            )
+        return self
+
+    @property
+    def reserves_for(self) -> Reserve:
+        if self.reserve is not None:
+            return self.reserve
+        return "entrypoint" if self.resources.nodes == 1 else "workers"
 
 
 class Job(DocumentModel):

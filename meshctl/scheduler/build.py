@@ -86,6 +86,11 @@ def _offers(pool: Pool, catalog: Catalog | None) -> list[Offer]:
     return offers
 
 
+def offers_of(pool: Pool, catalogs: Mapping[str, Catalog]) -> list[Offer]:
+    """The node types a cloud pool may launch, priced from its provider's catalog."""
+    return _offers(pool, catalogs.get(pool.provider))
+
+
 def snapshot_from_mesh(
     mesh: Mesh,
     catalogs: Mapping[str, Catalog],

@@ -58,9 +58,9 @@ def _spec(
 
 KINDS: Mapping[type[Record | LogEntry], KindSpec] = {
     JobRecord: _spec("job", "jobs", "id", "state team pool", "spec", {"state": JobState}),
-    AttemptRecord: _spec("attempt", "attempts", "id", "job_id state"),
+    AttemptRecord: _spec("attempt", "attempts", "id", "job_id state", "detail"),
     PoolRecord: _spec("pool", "pools", "name", "provider state", "observed"),
-    NodeRecord: _spec("node", "nodes", "id", "pool state", "labels resources"),
+    NodeRecord: _spec("node", "nodes", "id", "pool state", "labels resources detail"),
     InstanceRecord: _spec("instance", "instances", "id", "pool state"),
     Event: _spec("event", "events", "seq", "job_id", "data"),
     Decision: _spec("decision", "decisions", "seq", "job_id", "explanation"),

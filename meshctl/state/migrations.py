@@ -64,6 +64,12 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX events_job_id ON events (job_id, seq);
     CREATE INDEX decisions_job_id ON decisions (job_id, seq);
     """,
+    # 3: what the controller keeps beside an attempt (its placement, the deadline of a stop)
+    # and a node (when its drain ends, why it was cordoned).
+    """
+    ALTER TABLE attempts ADD COLUMN detail TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE nodes ADD COLUMN detail TEXT NOT NULL DEFAULT '{}';
+    """,
 )
 
 

@@ -61,6 +61,7 @@ class AttemptRecord:
     started_at_s: float | None
     ended_at_s: float | None
     reason: str = ""
+    detail: Mapping[str, Any] = field(default_factory=dict)  # placement, stop deadline
     version: int = 0
 
 
@@ -86,6 +87,7 @@ class NodeRecord:
     labels: Mapping[str, str]
     resources: Mapping[str, Any]
     updated_at_s: float
+    detail: Mapping[str, Any] = field(default_factory=dict)  # drain deadline, cordon reason
     version: int = 0
 
 

@@ -1,0 +1,5 @@
+"""``python -m meshctl``: the same CLI (the controller daemon is started this way)."""
+
+from meshctl.cli.app import main
+
+main()

@@ -1,0 +1,96 @@
+"""The controller as a background process: started by ``meshctl up``, stopped by ``down``.
+
+The pid file records the pid and its start time (so a reused pid is never signalled); the log
+goes to ``$MESHCTL_HOME/run/logs/controller.log``; the heartbeat file says when the last
+cycle ran. The daemon is ``python -m meshctl controller run`` in a session of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from meshctl.controller.runtime import run_dir
+from meshctl.pools.local import session_members, start_ticks
+
+
+def pid_file(home: Path) -> Path:
+    return run_dir(home) / "controller.json"
+
+
+def heartbeat_file(home: Path) -> Path:
+    return run_dir(home) / "controller.heartbeat"
+
+
+def log_file(home: Path) -> Path:
+    return run_dir(home) / "logs" / "controller.log"
+
+
+def running(home: Path) -> int | None:
+    """The daemon's pid if it is alive (and is the process we started)."""
+    path = pid_file(home)
+    if not path.is_file():
+        return None
+    raw = json.loads(path.read_text())
+    pid, ticks = int(raw["pid"]), int(raw["start_ticks"])
+    if start_ticks(pid) != ticks:
+        return None
+    return pid
+
+
+def start(home: Path, args: list[str], env: dict[str, str] | None = None) -> int:
+    """Start ``meshctl <args>`` (a ``controller run``) in the background; return its pid."""
+    log = log_file(home)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    heartbeat_file(home).unlink(missing_ok=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "meshctl", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+    pid_file(home).write_text(json.dumps({"pid": proc.pid, "start_ticks": start_ticks(proc.pid)}))
+    return proc.pid
+
+
+def heartbeat(home: Path) -> dict[str, object] | None:
+    try:
+        data: dict[str, object] = json.loads(heartbeat_file(home).read_text())
+    except (OSError, ValueError):
+        return None
+    return data
+
+
+def stop(home: Path, grace_s: float = 10.0) -> list[int]:
+    """SIGTERM the daemon's session, SIGKILL what is left after ``grace_s``; return the pids."""
+    path = pid_file(home)
+    if not path.is_file():
+        return []
+    raw = json.loads(path.read_text())
+    sid, ticks = int(raw["pid"]), int(raw["start_ticks"])
+    alive_ticks = start_ticks(sid)
+    if alive_ticks is not None and alive_ticks != ticks:
+        path.unlink(missing_ok=True)  # the pid is another program's now
+        return []
+    signalled: list[int] = []
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        members = session_members(sid)
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        signalled += [p for p in members if p not in signalled]
+        deadline = time.monotonic() + wait_s
+        while session_members(sid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    path.unlink(missing_ok=True)
+    heartbeat_file(home).unlink(missing_ok=True)
+    return signalled

@@ -1,0 +1,585 @@
+"""The controller's deciding half: what the world looks like -> what to do. Pure.
+
+``decide(world, rules)`` first reconciles every job with what its pool reports (a Ray job that
+started, finished, failed, was lost or must be stopped), then runs one scheduling cycle over
+the nodes as observed minus what running jobs hold, and turns the plan into attempts to
+dispatch, jobs to preempt or evict, and a decision per queued job. The loop (``loop.py``)
+applies the step; a step applied twice does no harm, because every action is keyed by a
+deterministic submission id or guarded by the record's version.
+
+Job states: pending -> admitted -> dispatched -> running -> succeeded | failed | cancelled;
+preempted | evicted -> requeued (-> admitted ...). Attempt states: submitting (recorded, maybe
+not yet in Ray), then Ray's own lowercased (pending, running, succeeded, failed, stopped), or
+lost (its pool no longer knows it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from meshctl.controller.world import JobView, World
+from meshctl.model.catalog import Catalog
+from meshctl.model.mesh import Mesh, NodeGroup, Pool
+from meshctl.policy.compiled import PolicySet
+from meshctl.policy.evaluate import bind
+from meshctl.policy.facts import MeshSnapshot, PoolFacts, VictimFacts
+from meshctl.pools.observed import (
+    INFRA_ERRORS,
+    NODE_LABEL,
+    RAY_ACTIVE,
+    ObservedJob,
+    ObservedNode,
+    Submission,
+)
+from meshctl.scheduler import (
+    Allocation,
+    Evict,
+    FromPolicyEngine,
+    Node,
+    Pending,
+    Place,
+    Plan,
+    PoolInfo,
+    Preempt,
+    Request,
+    Running,
+    SchedulerConfig,
+    Snapshot,
+    schedule,
+)
+from meshctl.scheduler.build import offers_of
+from meshctl.scheduler.plan import Decision
+from meshctl.state.records import AttemptRecord, JobState
+
+QUEUED = frozenset({JobState.PENDING, JobState.REQUEUED})
+HOLDING = frozenset(
+    {
+        JobState.ADMITTED,
+        JobState.DISPATCHED,
+        JobState.RUNNING,
+        JobState.PREEMPTED,
+        JobState.EVICTED,
+    }
+)
+FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+ACTIVE_ATTEMPT = frozenset({"submitting", "pending", "running"})
+
+
+# --- what a step does ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    job_id: str
+    to: JobState
+    reason: str
+    pool: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptChange:
+    attempt_id: str
+    state: str
+    reason: str = ""
+    started_at_s: float | None = None
+    ended_at_s: float | None = None
+    stop_at_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """Record the attempt (state submitting), admit the job, submit, mark it dispatched."""
+
+    job_id: str
+    attempt: AttemptRecord
+    submission: Submission
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resubmit:
+    """An attempt recorded as submitting that its pool does not know: submit it (again)."""
+
+    job_id: str
+    attempt_id: str
+    pool: str
+    submission: Submission
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    job_id: str
+    pool: str
+    submission_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionNote:
+    job_id: str
+    outcome: str
+    summary: str
+    explanation: Mapping[str, Any]
+
+
+@dataclass
+class Step:
+    transitions: list[Transition] = field(default_factory=list)
+    attempts: list[AttemptChange] = field(default_factory=list)
+    dispatches: list[Dispatch] = field(default_factory=list)
+    resubmits: list[Resubmit] = field(default_factory=list)
+    stops: list[Stop] = field(default_factory=list)
+    decisions: list[DecisionNote] = field(default_factory=list)
+    plan: Plan | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What decide needs besides the world: the mesh, its catalogs and its policies."""
+
+    mesh: Mesh
+    catalogs: Mapping[str, Catalog]
+    policies: PolicySet | None
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+
+
+def submission_id(job_id: str, number: int) -> str:
+    return f"meshctl-{job_id}-{number}"
+
+
+# --- deciding ---------------------------------------------------------------------------------
+
+
+def decide(world: World, rules: Rules) -> Step:
+    step = Step()
+    holding: list[JobView] = []
+    queued: list[JobView] = []
+    for view in world.jobs:
+        kept = _reconcile(view, world, rules, step)
+        if kept == "holding":
+            holding.append(view)
+        elif kept == "queued":
+            queued.append(view)
+    _drain_deadlines(world, holding, step)
+    _schedule(world, rules, holding, queued, step)
+    return step
+
+
+def _reconcile(view: JobView, world: World, rules: Rules, step: Step) -> str | None:
+    """Bring one job in line with its pool; say whether it holds resources or waits."""
+    record, attempt = view.record, view.attempt
+    state = record.state
+    if state in QUEUED:
+        return "queued"
+    if attempt is None or attempt.state not in ACTIVE_ATTEMPT:
+        if state in (JobState.ADMITTED, JobState.DISPATCHED, JobState.RUNNING):
+            # admitted, then the controller died before recording an attempt
+            step.transitions.append(Transition(record.id, JobState.REQUEUED, "no attempt"))
+        elif state in (JobState.PREEMPTED, JobState.EVICTED):
+            _requeue(view, "its attempt has ended", step)
+        return None
+    observation = world.pools.get(attempt.pool)
+    if observation is None or not observation.reachable:
+        return "holding"  # nothing is known; keep its resources counted
+    ray = observation.jobs.get(attempt.submission_id)
+    now = world.now_s
+    if state in FINISHED:  # cancelled (or finished) while its attempt may still run
+        if ray is not None and ray.status in RAY_ACTIVE:
+            step.stops.append(Stop(record.id, attempt.pool, attempt.submission_id, state.value))
+            return "holding"
+        step.attempts.append(_ended(attempt, ray, now))
+        return None
+    if state in (JobState.PREEMPTED, JobState.EVICTED):
+        if ray is not None and ray.status in RAY_ACTIVE:
+            stop_at = attempt.detail.get("stop_at_s")
+            if stop_at is None or now >= float(stop_at):
+                step.stops.append(Stop(record.id, attempt.pool, attempt.submission_id, state.value))
+            return "holding"
+        step.attempts.append(_ended(attempt, ray, now))
+        _requeue(view, f"{state.value}; its attempt has stopped", step)
+        return None
+    # admitted, dispatched or running
+    if ray is None:
+        if attempt.state == "submitting":
+            sub = _submission(view, rules, attempt)
+            step.resubmits.append(Resubmit(record.id, attempt.id, attempt.pool, sub))
+            return "holding"
+        step.attempts.append(AttemptChange(attempt.id, "lost", "the pool no longer knows it"))
+        step.transitions.append(
+            Transition(record.id, JobState.EVICTED, f"pool {attempt.pool} lost the job")
+        )
+        _requeue(view, "its pool lost it", step)
+        return None
+    return _follow(view, attempt, ray, now, step)
+
+
+def _follow(
+    view: JobView, attempt: AttemptRecord, ray: ObservedJob, now: float, step: Step
+) -> str | None:
+    """A job its pool knows: move the job and the attempt to what Ray says."""
+    record, status = view.record, ray.status.lower()
+    if status != attempt.state:
+        started = ray.start_s if status == "running" else None
+        step.attempts.append(AttemptChange(attempt.id, status, ray.message, started, ray.end_s))
+    if status == "pending":
+        if record.state is not JobState.DISPATCHED:
+            step.transitions.append(Transition(record.id, JobState.DISPATCHED, "submitted"))
+        return "holding"
+    if status == "running":
+        if record.state is not JobState.RUNNING:
+            step.transitions.append(Transition(record.id, JobState.RUNNING, "started"))
+        return "holding"
+    if status == "succeeded":
+        step.transitions.append(Transition(record.id, JobState.SUCCEEDED, "exited 0"))
+    elif status == "failed" and ray.error_type in INFRA_ERRORS:
+        step.transitions.append(Transition(record.id, JobState.EVICTED, ray.message or "died"))
+        _requeue(view, ray.error_type or "infrastructure failure", step)
+    elif status == "failed":
+        step.transitions.append(Transition(record.id, JobState.FAILED, _first_line(ray.message)))
+    else:  # stopped by someone else
+        step.transitions.append(
+            Transition(record.id, JobState.CANCELLED, "stopped outside meshctl")
+        )
+    return None
+
+
+def _requeue(view: JobView, why: str, step: Step) -> None:
+    limit = view.job.spec.limits.max_restarts
+    tries = view.attempt.number if view.attempt else 0
+    if tries > limit:
+        step.transitions.append(
+            Transition(
+                view.record.id, JobState.FAILED, f"{why}; {tries} attempts, max_restarts {limit}"
+            )
+        )
+    else:
+        step.transitions.append(Transition(view.record.id, JobState.REQUEUED, why))
+
+
+def _ended(attempt: AttemptRecord, ray: ObservedJob | None, now: float) -> AttemptChange:
+    if ray is None:
+        return AttemptChange(attempt.id, "lost", "the pool no longer knows it", ended_at_s=now)
+    return AttemptChange(attempt.id, ray.status.lower(), ray.message, ended_at_s=ray.end_s or now)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[-1][:300] if text.strip() else "failed"
+
+
+def _drain_deadlines(world: World, holding: Sequence[JobView], step: Step) -> None:
+    """Jobs still on a draining node when its deadline passes are evicted."""
+    expired = {
+        key
+        for key, node in world.nodes.items()
+        if node.state == "draining"
+        and node.detail.get("deadline_s") is not None
+        and world.now_s >= float(node.detail["deadline_s"])
+    }
+    if not expired:
+        return
+    for view in holding:
+        if view.record.state in (JobState.PREEMPTED, JobState.EVICTED) or view.attempt is None:
+            continue
+        nodes = {f"{view.attempt.pool}/{n}" for n in _placement_nodes(view.attempt)}
+        if nodes & expired:
+            node = sorted(nodes & expired)[0]
+            step.transitions.append(
+                Transition(view.record.id, JobState.EVICTED, f"node {node} drained")
+            )
+
+
+# --- scheduling -------------------------------------------------------------------------------
+
+
+def _schedule(
+    world: World, rules: Rules, holding: list[JobView], queued: list[JobView], step: Step
+) -> None:
+    leaving = {t.job_id for t in step.transitions if t.to is JobState.EVICTED}
+    running = [_running(v, world.now_s) for v in holding if v.attempt is not None]
+    nodes = _nodes(world, rules.mesh, running)
+    pending = [
+        Pending(
+            v.record.id,
+            v.record.team,
+            v.record.priority,
+            Request.of(v.job),
+            v.record.submitted_at_s,
+            v.job.spec.limits.max_runtime_s,
+        )
+        for v in queued
+    ]
+    wait = _expected_wait(world, queued)
+    pools = [
+        PoolInfo(p.name, p.provider in ("aws", "gcp"), wait if p.name in world.pools else 0.0)
+        for p in rules.mesh.spec.pools
+    ]
+    offers = [o for p in rules.mesh.spec.pools for o in offers_of(p, rules.catalogs)]
+    snapshot = Snapshot(
+        world.now_s, tuple(nodes), tuple(pools), tuple(running), tuple(pending), tuple(offers)
+    )
+    views = {v.record.id: v for v in (*holding, *queued)}
+    policies = _policy_view(world, rules, snapshot, views)
+    plan = schedule(snapshot, policies, rules.config)
+    step.plan = plan
+    for action in plan.actions:
+        if isinstance(action, Place):
+            step.dispatches.append(_dispatch(views[action.job_id], action, rules))
+        elif isinstance(action, Preempt) and action.victim_job_id not in leaving:
+            step.transitions.append(
+                Transition(
+                    action.victim_job_id,
+                    JobState.PREEMPTED,
+                    f"for {action.for_job_id}" + (f" ({action.rule})" if action.rule else ""),
+                )
+            )
+            victim = views[action.victim_job_id].attempt
+            if victim is not None:
+                step.attempts.append(
+                    AttemptChange(victim.id, victim.state, stop_at_s=world.now_s + action.grace_s)
+                )
+        elif isinstance(action, Evict) and action.job_id not in leaving:
+            step.transitions.append(Transition(action.job_id, JobState.EVICTED, action.reason))
+    step.decisions += [_note(decision) for decision in plan.decisions.values()]
+
+
+def _policy_view(
+    world: World, rules: Rules, snapshot: Snapshot, views: Mapping[str, JobView]
+) -> Any:
+    from meshctl.scheduler import Permissive
+
+    if rules.policies is None:
+        return Permissive()
+    facts = _mesh_facts(rules.mesh, snapshot)
+    bound = bind(rules.policies, facts, dt.datetime.fromtimestamp(world.now_s, dt.UTC))
+    jobs = {job_id: v.job for job_id, v in views.items()}
+    victims = {
+        r.job_id: VictimFacts(
+            views[r.job_id].job,
+            r.priority,
+            r.pool,
+            max(0.0, world.now_s - r.started_at_s),
+            max(0.0, world.now_s - (r.last_checkpoint_at_s or r.started_at_s)),
+        )
+        for r in snapshot.running
+    }
+    return FromPolicyEngine(bound, jobs, victims)
+
+
+def _mesh_facts(mesh: Mesh, snapshot: Snapshot) -> MeshSnapshot:
+    from meshctl.policy.facts import mesh_snapshot
+
+    configured = {p.name: p for p in mesh_snapshot(mesh, {}).pools}
+    free: dict[str, float] = defaultdict(float)
+    total: dict[str, int] = defaultdict(int)
+    for node in snapshot.nodes:
+        if node.health == "ready":
+            free[node.pool] += sum(node.gpu_free)
+        total[node.pool] += node.gpus
+    queued = len(snapshot.pending)
+    waits = {p.name: p.expected_wait_s for p in snapshot.pools}
+    pools = []
+    for name, facts in configured.items():
+        observed = name in total
+        pools.append(
+            PoolFacts(
+                name=facts.name,
+                provider=facts.provider,
+                region=facts.region,
+                labels=facts.labels,
+                accelerators=facts.accelerators,
+                gpus=total[name] if observed else facts.gpus,
+                usd_per_gpu_hour=facts.usd_per_gpu_hour,
+                free_gpus=free[name] if observed else facts.free_gpus,
+                queued_jobs=queued if observed else 0,
+                expected_wait_s=waits.get(name, 0.0),
+            )
+        )
+    return MeshSnapshot(tuple(pools))
+
+
+def _expected_wait(world: World, queued: Sequence[JobView]) -> float:
+    """How long work waits now: the longest wait among the queued jobs (0 with none)."""
+    return max((world.now_s - v.record.submitted_at_s for v in queued), default=0.0)
+
+
+def _nodes(world: World, mesh: Mesh, running: Sequence[Running]) -> list[Node]:
+    """The driven pools' live nodes, less what running jobs hold; cordoned, draining and dead
+    nodes marked so (a dead node's jobs are evicted by the scheduler)."""
+    held: dict[str, list[Allocation]] = defaultdict(list)
+    for job in running:
+        for alloc in job.allocations:
+            held[f"{job.pool}/{alloc.node}"].append(alloc)
+    out = []
+    for name, observation in world.pools.items():
+        pool = mesh.pool(name)
+        if pool is None or not observation.reachable:
+            continue
+        groups = _groups(pool)
+        usd = pool.cost.usd_per_gpu_hour or 0.0
+        for seen in observation.nodes:
+            if seen.head or (seen.gpus == 0 and seen.cpus == 0):
+                continue
+            record = world.nodes.get(f"{name}/{seen.name}")
+            health = "unhealthy" if not seen.alive else (record.state if record else "ready")
+            if health not in ("ready", "cordoned", "draining", "unhealthy"):
+                health = "ready"
+            out.append(
+                _node(name, seen, groups.get(seen.name), usd, health, held[f"{name}/{seen.name}"])
+            )
+    return out
+
+
+def _groups(pool: Pool) -> dict[str, NodeGroup]:
+    groups = getattr(pool, "nodes", None) or []
+    return {name: g for g in groups for name in g.node_names()}
+
+
+def _node(
+    pool: str,
+    seen: ObservedNode,
+    group: NodeGroup | None,
+    usd: float,
+    health: str,
+    held: Sequence[Allocation],
+) -> Node:
+    gpu_free = [1.0] * seen.gpus
+    cpus, memory, nic = seen.cpus, seen.memory_gib, group.nic_gbps if group else 0.0
+    for alloc in held:
+        for i in alloc.gpu_indices:
+            if i < len(gpu_free):
+                gpu_free[i] = max(0.0, gpu_free[i] - alloc.gpu_share)
+        cpus, memory, nic = cpus - alloc.cpus, memory - alloc.memory_gib, nic - alloc.nic_gbps
+    accelerator = group.accelerator if group else None
+    labels = {k: v for k, v in seen.labels.items() if not k.startswith("ray.io/")}
+    return Node(
+        name=seen.name,
+        pool=pool,
+        gpu_free=tuple(gpu_free),
+        gpu_memory_gib=accelerator.memory_gib if accelerator else 0.0,
+        accelerator=seen.accelerator or (accelerator.model if accelerator else None),
+        vendor=accelerator.vendor if accelerator else ("nvidia" if seen.gpus else None),
+        cpus=seen.cpus,
+        cpus_free=max(0.0, cpus),
+        memory_gib=seen.memory_gib,
+        memory_gib_free=max(0.0, memory),
+        nic_gbps=group.nic_gbps if group else 0.0,
+        nic_gbps_free=max(0.0, nic),
+        labels=labels,
+        health=health,  # type: ignore[arg-type]
+        usd_per_gpu_hour=usd,
+    )
+
+
+def _running(view: JobView, now: float) -> Running:
+    attempt = view.attempt
+    assert attempt is not None
+    allocations = tuple(Allocation(**a) for a in attempt.detail.get("allocations", []))
+    allocations = tuple(
+        Allocation(a.node, tuple(a.gpu_indices), a.gpu_share, a.cpus, a.memory_gib, a.nic_gbps)
+        for a in allocations
+    )
+    started = attempt.started_at_s or view.record.updated_at_s
+    return Running(
+        view.record.id,
+        view.record.team,
+        view.record.priority,
+        attempt.pool,
+        allocations,
+        Request.of(view.job),
+        started,
+    )
+
+
+def _placement_nodes(attempt: AttemptRecord) -> list[str]:
+    return [str(a["node"]) for a in attempt.detail.get("allocations", [])]
+
+
+# --- dispatching ------------------------------------------------------------------------------
+
+
+def _dispatch(view: JobView, place: Place, rules: Rules) -> Dispatch:
+    number = (view.attempt.number if view.attempt else 0) + 1
+    attempt = AttemptRecord(
+        id=f"{view.record.id}-{number}",
+        job_id=view.record.id,
+        number=number,
+        pool=place.pool,
+        submission_id=submission_id(view.record.id, number),
+        state="submitting",
+        started_at_s=None,
+        ended_at_s=None,
+        detail={"allocations": [asdict(a) for a in place.allocations]},
+    )
+    nodes = ", ".join(a.node for a in place.allocations)
+    return Dispatch(
+        view.record.id, attempt, _submission(view, rules, attempt), f"placed on {nodes}"
+    )
+
+
+def _submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submission:
+    """The Ray Jobs submission of one attempt: the same for the same attempt, always."""
+    job, record = view.job, view.record
+    spec, res = job.spec, job.spec.resources
+    nodes = _placement_nodes(attempt)
+    env = {
+        **spec.runtime_env.env_vars,
+        "MESHCTL_JOB_ID": record.id,
+        "MESHCTL_JOB_NAME": record.name,
+        "MESHCTL_ATTEMPT": str(attempt.number),
+        "MESHCTL_POOL": attempt.pool,
+        "MESHCTL_NODES": ",".join(nodes),
+        "MESHCTL_NODE_LABEL": NODE_LABEL,
+        "MESHCTL_GPUS_PER_NODE": f"{res.gpus:g}",
+        "MESHCTL_CPUS_PER_NODE": f"{res.cpus:g}",
+        **_checkpoint_env(rules.mesh.pool(attempt.pool), view),
+    }
+    runtime_env = spec.runtime_env.model_dump(exclude_none=True, exclude_defaults=True)
+    runtime_env["env_vars"] = env
+    if spec.working_dir:
+        runtime_env["working_dir"] = spec.working_dir
+    entrypoint_holds = spec.reserves_for == "entrypoint"
+    return Submission(
+        submission_id=attempt.submission_id,
+        entrypoint=spec.entrypoint,
+        runtime_env=runtime_env,
+        metadata={"meshctl_job_id": record.id, "meshctl_attempt": str(attempt.number)},
+        label_selector={NODE_LABEL: nodes[0]} if nodes else {},
+        num_cpus=res.cpus if entrypoint_holds else None,
+        num_gpus=res.gpus if entrypoint_holds and res.gpus else None,
+        memory_bytes=int(res.memory_gib * 1024**3) if entrypoint_holds else None,
+    )
+
+
+def _checkpoint_env(pool: Pool | None, view: JobView) -> dict[str, str]:
+    """Where the job keeps checkpoints: the job's own storage, else its pool's, per job name."""
+    checkpoint = view.job.spec.checkpoint
+    base = (checkpoint.storage if checkpoint else None) or (
+        pool.checkpoint_storage.uri if pool and pool.checkpoint_storage else None
+    )
+    if not base:
+        return {}
+    uri = f"{base.rstrip('/')}/{view.record.name}"
+    env = {"MESHCTL_CHECKPOINT_URI": uri}
+    if uri.startswith("file://"):
+        env["MESHCTL_CHECKPOINT_DIR"] = uri.removeprefix("file://")
+    return env
+
+
+def _note(decision: Decision) -> DecisionNote:
+    explanation = {
+        "status": decision.status,
+        "reason": decision.reason,
+        "nodes_considered": decision.nodes_considered,
+        "filtered": dict(decision.filtered),
+        "exhausted": decision.exhausted,
+        "candidates": [
+            {"nodes": list(c.nodes), "total": c.total, "scores": dict(c.scores)}
+            for c in decision.candidates
+        ],
+        "notes": list(decision.notes),
+    }
+    return DecisionNote(decision.job_id, decision.status, decision.summary(), explanation)

@@ -1,0 +1,357 @@
+"""The controller's acting half: observe -> decide -> apply -> record, once per cycle.
+
+Everything that can be decided is decided by ``decide`` (pure); this module only gathers the
+world (pool adapters and the store), applies the step in a crash-safe order, and writes a
+heartbeat. Crash safety of a dispatch: the attempt (with its deterministic submission id) is
+recorded before Ray hears of it; Ray refuses a second job with the same id; and the next cycle
+adopts what Ray already runs or submits what it does not know. Failpoints
+(``MESHCTL_FAILPOINT=after-submit``) let tests kill the controller at exactly those points.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+from meshctl.controller.decide import (
+    ACTIVE_ATTEMPT,
+    FINISHED,
+    AttemptChange,
+    Dispatch,
+    Rules,
+    Step,
+    Transition,
+    decide,
+)
+from meshctl.controller.world import JobView, World
+from meshctl.model.job import Job
+from meshctl.pools.observed import ObservedNode, PoolObservation, Submission
+from meshctl.state.records import (
+    AttemptRecord,
+    Decision,
+    Event,
+    JobRecord,
+    JobState,
+    NodeRecord,
+    PoolRecord,
+)
+from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
+
+log = logging.getLogger("meshctl.controller")
+
+
+class PoolClient(Protocol):
+    pool: str
+
+    def observe(self) -> PoolObservation: ...
+
+    def submit(self, submission: Submission) -> str: ...
+
+    def stop(self, submission_id: str) -> bool: ...
+
+
+def failpoint(name: str) -> None:
+    """Die here, as SIGKILL would, when ``MESHCTL_FAILPOINT`` names this point (tests)."""
+    if os.environ.get("MESHCTL_FAILPOINT") == name:
+        log.warning("failpoint %s: killing the controller", name)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class CycleReport:
+    at_s: float
+    duration_s: float
+    jobs: int
+    dispatched: int
+    transitions: int
+    errors: list[str]
+
+
+class Controller:
+    def __init__(
+        self,
+        store: Store,
+        rules: Rules,
+        clients: Mapping[str, PoolClient],
+        clock: Callable[[], float] = time.time,
+        heartbeat: Path | None = None,
+    ) -> None:
+        self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
+        self.heartbeat = heartbeat
+        self.cycles = 0
+        self._jobs: dict[str, Job] = {}  # parsed job files, by job id
+        self._decided: dict[str, tuple[str, str]] = {}  # job -> last recorded decision
+        self._nodes_seen: dict[str, tuple[object, ...]] = {}
+
+    # --- one cycle ----------------------------------------------------------------------------
+
+    def cycle(self) -> CycleReport:
+        started = time.perf_counter()
+        now = self.clock()
+        world = self.world(now)
+        step = decide(world, self.rules)
+        errors = self.apply(step, now)
+        self._record_pools(world, now)
+        self.cycles += 1
+        report = CycleReport(
+            now,
+            time.perf_counter() - started,
+            len(world.jobs),
+            len(step.dispatches),
+            len(step.transitions),
+            errors,
+        )
+        self._beat(report)
+        return report
+
+    def world(self, now: float) -> World:
+        observations = {name: client.observe() for name, client in self.clients.items()}
+        records = self.store.list(JobRecord)
+        latest: dict[str, AttemptRecord] = {}
+        for tried in self.store.list(AttemptRecord):
+            best = latest.get(tried.job_id)
+            if best is None or tried.number > best.number:
+                latest[tried.job_id] = tried
+        views = []
+        for record in records:
+            attempt = latest.get(record.id)
+            active = attempt is not None and attempt.state in ACTIVE_ATTEMPT
+            if record.state in FINISHED and not active:
+                continue
+            job = self._job(record)
+            if job is not None:
+                views.append(JobView(record, job, attempt))
+        nodes = {n.id: n for n in self.store.list(NodeRecord)}
+        return World(now, observations, tuple(views), nodes)
+
+    def _job(self, record: JobRecord) -> Job | None:
+        job = self._jobs.get(record.id)
+        if job is None:
+            try:
+                job = Job.model_validate(record.spec)
+            except ValueError as err:  # a record written by a different meshctl
+                log.error("job %s: stored spec is invalid: %s", record.id, err)
+                return None
+            self._jobs[record.id] = job
+        return job
+
+    # --- applying -----------------------------------------------------------------------------
+
+    def apply(self, step: Step, now: float) -> list[str]:
+        errors: list[str] = []
+        for change in step.attempts:
+            self._attempt(change, now)
+        for transition in step.transitions:
+            self._transition(transition, now)
+        for stop in step.stops:
+            try:
+                if self.clients[stop.pool].stop(stop.submission_id):
+                    self._event(now, "job.stop", stop.job_id, f"stopping it ({stop.reason})")
+            except Exception as err:  # an adapter error is reported, the loop goes on
+                errors.append(f"stop {stop.submission_id}: {err}")
+        for resubmit in step.resubmits:
+            try:
+                outcome = self.clients[resubmit.pool].submit(resubmit.submission)
+            except Exception as err:
+                errors.append(f"submit {resubmit.submission.submission_id}: {err}")
+                continue
+            self._event(now, "job.submit", resubmit.job_id, f"{outcome} on {resubmit.pool}")
+        for dispatch in step.dispatches:
+            error = self._dispatch(dispatch, now)
+            if error:
+                errors.append(error)
+        self._decisions(step, now)
+        for error in errors:
+            log.warning("%s", error)
+        return errors
+
+    def _dispatch(self, dispatch: Dispatch, now: float) -> str | None:
+        attempt = dispatch.attempt
+        try:
+            self.store.create(attempt)
+        except ConflictError:
+            return None  # recorded already; the next cycle adopts or resubmits it
+        admitted = self._transition(
+            Transition(dispatch.job_id, JobState.ADMITTED, dispatch.reason, attempt.pool), now
+        )
+        if not admitted:
+            return None
+        failpoint("before-submit")
+        try:
+            outcome = self.clients[attempt.pool].submit(dispatch.submission)
+        except Exception as err:
+            return f"submit {attempt.submission_id}: {err}"  # retried next cycle
+        failpoint("after-submit")
+        self._attempt(AttemptChange(attempt.id, "pending"), now)
+        self._transition(
+            Transition(
+                dispatch.job_id,
+                JobState.DISPATCHED,
+                f"{outcome} to pool {attempt.pool} as {attempt.submission_id}",
+            ),
+            now,
+        )
+        return None
+
+    def _transition(self, t: Transition, now: float) -> bool:
+        record = self.store.get(JobRecord, t.job_id)
+        if record is None or record.state is t.to:
+            return False
+        if record.state in FINISHED and t.to not in FINISHED:
+            return False  # cancelled meanwhile: never revive a finished job
+        changed = replace(record, state=t.to, pool=t.pool or record.pool, updated_at_s=now)
+        event = Event(
+            now,
+            f"job.{t.to.value}",
+            t.job_id,
+            t.reason,
+            {"from": record.state.value, "to": t.to.value, "pool": changed.pool},
+        )
+        try:
+            self.store.update(changed, expected_version=record.version, events=[event])
+        except (ConflictError, NotFoundError):
+            return False  # someone else (a cancel) won; the next cycle sees their change
+        return True
+
+    def _attempt(self, change: AttemptChange, now: float) -> None:
+        attempt = self.store.get(AttemptRecord, change.attempt_id)
+        if attempt is None:
+            return
+        detail = dict(attempt.detail)
+        if change.stop_at_s is not None:
+            detail["stop_at_s"] = change.stop_at_s
+        updated = replace(
+            attempt,
+            state=change.state,
+            reason=change.reason or attempt.reason,
+            started_at_s=attempt.started_at_s or change.started_at_s,
+            ended_at_s=attempt.ended_at_s or change.ended_at_s,
+            detail=detail,
+        )
+        if updated == attempt:
+            return
+        with contextlib.suppress(ConflictError, NotFoundError):
+            self.store.update(updated, expected_version=attempt.version)
+
+    def _decisions(self, step: Step, now: float) -> None:
+        policy_hash = self.rules.policies.content_hash if self.rules.policies else ""
+        for note in step.decisions:
+            key = (note.outcome, note.summary)
+            if self._decided.get(note.job_id) == key:
+                continue
+            self._decided[note.job_id] = key
+            self.store.record_decision(
+                Decision(
+                    now,
+                    note.job_id,
+                    note.outcome,
+                    policy_hash,
+                    {"summary": note.summary, **note.explanation},
+                )
+            )
+
+    def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
+        self.store.append_event(Event(now, kind, job_id, message))
+
+    # --- observed pools and nodes -------------------------------------------------------------
+
+    def _record_pools(self, world: World, now: float) -> None:
+        for name, seen in world.pools.items():
+            pool = self.rules.mesh.pool(name)
+            observed = {
+                "reachable": seen.reachable,
+                "error": seen.error,
+                "nodes": len([n for n in seen.nodes if not n.head]),
+                "gpus": sum(n.gpus for n in seen.nodes if n.alive),
+            }
+            record = PoolRecord(
+                name,
+                pool.provider if pool else "ray",
+                "up" if seen.reachable else "down",
+                observed,
+                now,
+            )
+            self._upsert_pool(record)
+            for node in seen.nodes:
+                if not node.head:
+                    self._record_node(name, node, now)
+
+    def _upsert_pool(self, record: PoolRecord) -> None:
+        try:
+            current = self.store.get(PoolRecord, record.name)
+            if current is None:
+                self.store.create(record)
+            elif (current.state, current.observed) != (record.state, record.observed):
+                self.store.update(record, expected_version=current.version)
+        except StoreError:
+            pass
+
+    def _record_node(self, pool: str, node: ObservedNode, now: float) -> None:
+        key = f"{pool}/{node.name}"
+        resources = {
+            "gpus": node.gpus,
+            "cpus": node.cpus,
+            "memory_gib": round(node.memory_gib, 3),
+            "accelerator": node.accelerator,
+            "alive": node.alive,
+            "ray_node_id": node.ray_node_id,
+        }
+        labels = {k: v for k, v in node.labels.items() if not k.startswith("ray.io/")}
+        seen = (tuple(sorted(resources.items())), tuple(sorted(labels.items())))
+        if self._nodes_seen.get(key) == seen:
+            return
+        try:
+            current = self.store.get(NodeRecord, key)
+            if current is None:
+                self.store.create(NodeRecord(key, pool, "ready", labels, resources, now))
+            else:
+                changed = replace(current, labels=labels, resources=resources, updated_at_s=now)
+                self.store.update(changed, expected_version=current.version)
+            self._nodes_seen[key] = seen
+        except StoreError:
+            pass
+
+    def _beat(self, report: CycleReport) -> None:
+        if self.heartbeat is None:
+            return
+        data = {
+            "pid": os.getpid(),
+            "cycles": self.cycles,
+            "at_s": report.at_s,
+            "cycle_ms": round(report.duration_s * 1000, 1),
+            "jobs": report.jobs,
+            "errors": report.errors[-5:],
+        }
+        tmp = self.heartbeat.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(self.heartbeat)
+
+    # --- running ------------------------------------------------------------------------------
+
+    def run(self, interval_s: float = 1.0, stop: threading.Event | None = None) -> None:
+        """Cycle until ``stop`` is set (or SIGTERM); a failing cycle is logged, not fatal."""
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            try:
+                report = self.cycle()
+                if report.dispatched or report.transitions:
+                    log.info(
+                        "cycle %d: %d jobs, %d dispatched, %d transitions, %.0f ms",
+                        self.cycles,
+                        report.jobs,
+                        report.dispatched,
+                        report.transitions,
+                        report.duration_s * 1000,
+                    )
+            except Exception:
+                log.exception("cycle failed")
+            stop.wait(interval_s)

@@ -1,0 +1,54 @@
+"""Which pools this controller drives, and how to reach each: the seam between the mesh file
+and the pool adapters.
+
+- ``local`` pools: the cluster ``meshctl up`` started, found through its run file (address and
+  token) under ``$MESHCTL_HOME/run``; a local pool that is not up is not driven.
+- ``ray`` pools: the address in mesh.yaml, the token from the pool's ``auth`` (an environment
+  variable or a file).
+- ``aws`` / ``gcp`` pools: launching cloud capacity is the provider adapters' job; until a pool
+  has one it is planned for (the scheduler may say "burst") but not driven.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from meshctl.model.mesh import LocalPool, Mesh, Pool, RayPool
+from meshctl.pools import local
+from meshctl.pools.ray import RayPoolClient
+
+
+def run_dir(home: Path) -> Path:
+    return home / "run"
+
+
+def client_for(pool: Pool, home: Path) -> RayPoolClient | None:
+    if isinstance(pool, LocalPool):
+        path = local.run_file(run_dir(home), pool.name)
+        if not path.is_file():
+            return None
+        cluster = local.LocalCluster.load(path)
+        return RayPoolClient(pool.name, cluster.dashboard, cluster.token)
+    if isinstance(pool, RayPool):
+        return RayPoolClient(pool.name, pool.address, _token(pool))
+    return None
+
+
+def clients(mesh: Mesh, home: Path) -> dict[str, RayPoolClient]:
+    found = {pool.name: client_for(pool, home) for pool in mesh.spec.pools}
+    return {name: client for name, client in found.items() if client is not None}
+
+
+def why_not_driven(pool: Pool) -> str:
+    if isinstance(pool, LocalPool):
+        return "not up (meshctl up starts it)"
+    return f"no {pool.provider} provider adapter in this build: planned for, not launched"
+
+
+def _token(pool: RayPool) -> str | None:
+    if pool.auth.token_file:
+        return Path(pool.auth.token_file).expanduser().read_text().strip()
+    if pool.auth.token_env:
+        return os.environ.get(pool.auth.token_env) or None
+    return None

@@ -1,0 +1,141 @@
+"""Taking a job in: check it could ever run, keep a copy of its files, queue it.
+
+A job that no pool of the mesh could ever hold (too many GPUs for any node or gang, a team
+quota it can never fit in, no pool its policies allow) is rejected here with the reason, not
+queued forever. The working directory is copied under ``$MESHCTL_HOME/packages/<job id>`` at
+submit time, as ``ray job submit`` uploads it at once: what was submitted is what runs, also
+when the job is requeued hours later after its files changed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from meshctl.model.catalog import Catalog
+from meshctl.model.job import Job
+from meshctl.model.mesh import Mesh
+from meshctl.policy.compiled import PolicySet
+from meshctl.policy.evaluate import bind
+from meshctl.policy.facts import mesh_snapshot
+from meshctl.policy.tenancy import hourly_headroom, hours_left_in_month
+from meshctl.scheduler import (
+    FromPolicyEngine,
+    Pending,
+    Permissive,
+    PolicyView,
+    Request,
+    schedule,
+)
+from meshctl.scheduler.build import snapshot_from_mesh
+from meshctl.scheduler.plan import Decision
+from meshctl.state.records import Event, JobRecord, JobState
+from meshctl.state.store import Store
+
+MAX_PACKAGE_BYTES = 100 * 1024**2
+IGNORED = (".git", "__pycache__", ".venv", "venv", "node_modules", "*.pyc", ".mypy_cache")
+
+
+class Rejected(Exception):
+    """The job can never run on this mesh (or its files cannot be taken); nothing is stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    priority: int
+    priority_class: str | None
+    decision: Decision  # the scheduler's view of the job on the mesh as configured
+
+
+def check(
+    job: Job,
+    mesh: Mesh,
+    catalogs: Mapping[str, Catalog],
+    policies: PolicySet | None,
+    now: dt.datetime,
+) -> Admission:
+    """One scheduling cycle on the configured (idle) mesh: unschedulable means never."""
+    name = job.metadata.name
+    view: PolicyView
+    if policies is None:
+        priority, klass, view = 0, None, Permissive()
+        headroom: dict[str, float | None] = {}
+    else:
+        bound = bind(policies, mesh_snapshot(mesh, catalogs), now)
+        verdict = bound.evaluate(job)
+        priority, klass = verdict.priority, verdict.priority_class
+        hours = hours_left_in_month(now)
+        headroom = {
+            p.name: hourly_headroom(verdict.budgets, p.name, p.provider, hours)
+            for p in mesh.spec.pools
+        }
+        view = FromPolicyEngine(bound, {name: job}, {})
+    pending = Pending(name, job.spec.team, priority, Request.of(job), now.timestamp(), None)
+    snapshot = snapshot_from_mesh(mesh, catalogs, None, [pending], now.timestamp(), headroom)
+    decision = schedule(snapshot, view).decisions[name]
+    if decision.status == "unschedulable":
+        raise Rejected(f"job {name} can never run on this mesh: {decision.summary()}")
+    return Admission(priority, klass, decision)
+
+
+def new_job_id(name: str) -> str:
+    return f"{name[:50]}-{secrets.token_hex(3)}"
+
+
+def package(source: Path, destination: Path) -> Path:
+    """Copy a working directory (without VCS, caches, virtualenvs) for the job to run from."""
+    if not source.is_dir():
+        raise Rejected(f"working_dir: expected a directory, got {source}")
+    size = sum(
+        f.stat().st_size
+        for f in source.rglob("*")
+        if f.is_file() and not any(part in IGNORED for part in f.relative_to(source).parts)
+    )
+    if size > MAX_PACKAGE_BYTES:
+        raise Rejected(
+            f"working_dir {source}: {size / 1024**2:.0f} MiB, over the "
+            f"{MAX_PACKAGE_BYTES // 1024**2} MiB a job may carry; keep data in storage"
+        )
+    shutil.copytree(source, destination, ignore=shutil.ignore_patterns(*IGNORED))
+    return destination
+
+
+def enqueue(
+    store: Store,
+    job: Job,
+    admission: Admission,
+    working_dir: Path | None,
+    home: Path,
+    now_s: float,
+) -> JobRecord:
+    """Store the job as pending, with its files copied; the controller takes it from there."""
+    job_id = new_job_id(job.metadata.name)
+    spec = job.model_dump(mode="json", exclude_none=True)
+    if working_dir is not None:
+        copy = package(working_dir, home / "packages" / job_id)
+        spec["spec"]["working_dir"] = str(copy)
+    else:
+        spec["spec"]["working_dir"] = ""
+    if admission.priority_class and not job.spec.priority_class:
+        spec["spec"]["priority_class"] = admission.priority_class
+    record = JobRecord(
+        id=job_id,
+        name=job.metadata.name,
+        team=job.spec.team,
+        state=JobState.PENDING,
+        priority=admission.priority,
+        spec=spec,
+        pool=None,
+        submitted_at_s=now_s,
+        updated_at_s=now_s,
+    )
+    event = Event(now_s, "job.pending", job_id, "submitted", {"to": "pending"})
+    try:
+        return store.create(record, events=[event])
+    except BaseException:
+        shutil.rmtree(home / "packages" / job_id, ignore_errors=True)
+        raise

@@ -1,0 +1,33 @@
+"""What the controller knows at one moment: the pools as observed, and the jobs as stored.
+
+Plain frozen data, built by the loop (``loop.py``) from the pool adapters and the store, and
+read by the pure ``decide`` (``decide.py``). Times are UNIX seconds passed in; nothing here
+reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from meshctl.model.job import Job
+from meshctl.pools.observed import PoolObservation
+from meshctl.state.records import AttemptRecord, JobRecord, NodeRecord
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A stored job, its parsed file, and its latest attempt (if any)."""
+
+    record: JobRecord
+    job: Job
+    attempt: AttemptRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    now_s: float
+    pools: Mapping[str, PoolObservation]  # the pools this controller drives
+    jobs: tuple[JobView, ...]  # every job not yet finished, and finished ones still running
+    nodes: Mapping[str, NodeRecord] = field(default_factory=dict)  # by "pool/node"
+    package_dir: str = ""  # where submitted working directories are kept

@@ -1,0 +1,325 @@
+"""The embedded on-prem pool: a Ray cluster of processes on this machine.
+
+``start`` runs one ``ray start --block`` per node, each in a session of its own, so that every
+process Ray spawns for that node (GCS, raylet, dashboard, agents, workers) belongs to it; the
+run file records each session's leader pid and start time. ``stop`` signals exactly those
+sessions, never ``ray stop`` and never processes found by name, and it works after a crash
+because the run file outlives the processes that wrote it. A recorded leader whose pid now
+belongs to another program (a different start time) is left alone.
+
+GPUs are declared with ``--num-gpus`` (so GPU nodes exist on a CPU machine), the accelerator
+model as an ``accelerator_type:<model>`` resource, and mesh.yaml's labels plus
+``meshctl.io/node=<name>`` as Ray node labels. Nodes start one after another: Ray picks each
+node's socket names by looking at what exists, so nodes started at once on one machine race.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from meshctl.model.mesh import LocalPool, NodeGroup
+from meshctl.pools.observed import NODE_LABEL, ROLE_LABEL
+
+GIB = 1024**3
+OBJECT_STORE_BYTES = 100 * 1024**2  # Ray's minimum is 75 MiB; keep nodes small
+HEAD_MEMORY_BYTES = GIB // 2
+START_TIMEOUT_S = 90.0
+
+Progress = Callable[[str], None]
+
+
+class LocalPoolError(Exception):
+    """The embedded cluster could not be started or stopped."""
+
+
+@dataclass
+class Process:
+    node: str
+    pid: int
+    start_ticks: int  # /proc/<pid>/stat field 22: tells a reused pid from ours
+
+
+@dataclass
+class LocalCluster:
+    pool: str
+    dashboard: str  # http://127.0.0.1:<port>
+    gcs: str  # 127.0.0.1:<port>
+    token_file: str
+    temp_dir: str
+    log_dir: str
+    processes: list[Process] = field(default_factory=list)
+
+    @property
+    def token(self) -> str:
+        return Path(self.token_file).read_text().strip()
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> LocalCluster:
+        raw = json.loads(path.read_text())
+        raw["processes"] = [Process(**p) for p in raw.get("processes", [])]
+        return cls(**raw)
+
+
+def run_file(run_dir: Path, pool: str) -> Path:
+    return run_dir / f"pool-{pool}.json"
+
+
+def start(pool: LocalPool, run_dir: Path, progress: Progress = lambda _: None) -> LocalCluster:
+    """Start the pool's head and nodes; the run file is written before the first process."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    token_file = run_dir / f"pool-{pool.name}.token"
+    token_file.write_text(secrets.token_hex(32))
+    token_file.chmod(0o600)
+    gcs_port, dashboard_port = _free_port(), _free_port()
+    cluster = LocalCluster(
+        pool=pool.name,
+        dashboard=f"http://127.0.0.1:{dashboard_port}",
+        gcs=f"127.0.0.1:{gcs_port}",
+        token_file=str(token_file),
+        temp_dir=tempfile.mkdtemp(prefix="meshctl-ray-"),  # short: Ray's socket paths
+        log_dir=str(run_dir / "logs"),
+    )
+    Path(cluster.log_dir).mkdir(exist_ok=True)
+    path = run_file(run_dir, pool.name)
+    cluster.save(path)
+    try:
+        progress(f"starting the head of pool {pool.name}")
+        head = [
+            "--head",
+            f"--port={gcs_port}",
+            f"--dashboard-port={dashboard_port}",
+            "--dashboard-host=127.0.0.1",
+            f"--ray-client-server-port={_free_port()}",
+            f"--temp-dir={cluster.temp_dir}",
+            "--num-cpus=0",
+            "--num-gpus=0",
+            f"--memory={HEAD_MEMORY_BYTES}",
+            f"--labels={NODE_LABEL}=head,{ROLE_LABEL}=head",
+        ]
+        _launch(cluster, "head", head, path)
+        _wait_for(lambda: _dashboard_up(cluster), f"the head of pool {pool.name}", cluster)
+        for group in pool.nodes:
+            for name in group.node_names():
+                progress(f"starting node {name} ({_shape(group)})")
+                _launch(cluster, name, _node_args(cluster, group, name), path)
+                _wait_for(_node_up(cluster, name), f"node {name}", cluster)
+    except BaseException:
+        stop(cluster)
+        path.unlink(missing_ok=True)
+        raise
+    return cluster
+
+
+def stop(cluster: LocalCluster, grace_s: float = 3.0) -> list[int]:
+    """Stop every process of the cluster's node sessions; return the pids signalled."""
+    sessions = [p.pid for p in cluster.processes if _ours(p)]
+    signalled: list[int] = []
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        members = [pid for sid in sessions for pid in session_members(sid)]
+        for pid in members:
+            _signal(pid, sig)
+        signalled += [pid for pid in members if pid not in signalled]
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and any(session_members(s) for s in sessions):
+            time.sleep(0.1)
+    shutil.rmtree(cluster.temp_dir, ignore_errors=True)
+    return signalled
+
+
+def running(cluster: LocalCluster) -> bool:
+    """Whether the head's session still has processes."""
+    head = next((p for p in cluster.processes if p.node == "head"), None)
+    return head is not None and _ours(head) and bool(session_members(head.pid))
+
+
+def leftover(cluster: LocalCluster) -> list[int]:
+    """Processes of the cluster's sessions that are still alive (none after ``stop``)."""
+    return [pid for p in cluster.processes if _ours(p) for pid in session_members(p.pid)]
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+def _launch(cluster: LocalCluster, node: str, args: list[str], path: Path) -> None:
+    ray = str(Path(sys.executable).with_name("ray"))
+    common = [
+        f"--node-manager-port={_free_port()}",
+        f"--object-manager-port={_free_port()}",
+        f"--metrics-export-port={_free_port()}",
+        f"--dashboard-agent-listen-port={_free_port()}",
+        f"--dashboard-agent-grpc-port={_free_port()}",
+        f"--runtime-env-agent-port={_free_port()}",
+        f"--object-store-memory={OBJECT_STORE_BYTES}",
+        "--disable-usage-stats",
+        "--block",
+    ]
+    log = open(Path(cluster.log_dir) / f"{cluster.pool}-{node}.log", "ab")  # noqa: SIM115
+    with log:
+        proc = subprocess.Popen(
+            [ray, "start", *args, *common],
+            env=_environment(cluster),
+            cwd=cluster.temp_dir,  # never a folder holding a `ray` package
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    cluster.processes.append(Process(node, proc.pid, start_ticks(proc.pid) or 0))
+    cluster.save(path)
+
+
+def _environment(cluster: LocalCluster) -> dict[str, str]:
+    env = dict(os.environ)
+    bin_dir = str(Path(sys.executable).parent)
+    env.update(
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN_PATH=cluster.token_file,
+        RAY_USAGE_STATS_ENABLED="0",
+        # a job's `python` is this interpreter, the one the cluster runs
+        PATH=bin_dir + os.pathsep + env.get("PATH", ""),
+    )
+    env.pop("RAY_AUTH_TOKEN", None)
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def _node_args(cluster: LocalCluster, group: NodeGroup, name: str) -> list[str]:
+    labels = {**group.labels, NODE_LABEL: name}
+    resources = {f"accelerator_type:{group.accelerator.model}": 1} if group.accelerator else {}
+    return [
+        f"--address={cluster.gcs}",
+        f"--num-cpus={max(1, round(group.cpus))}",
+        f"--num-gpus={int(group.gpus)}",
+        f"--memory={int(group.memory_gib * GIB)}",
+        f"--resources={json.dumps(resources)}",
+        "--labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())),
+    ]
+
+
+def _shape(group: NodeGroup) -> str:
+    gpus = f"{int(group.gpus)} x {group.accelerator.model}, " if group.accelerator else ""
+    return f"{gpus}{group.cpus:g} CPUs, {group.memory_gib:g} GiB"
+
+
+def session_members(sid: int) -> list[int]:
+    """Pids of live processes in session ``sid`` (Linux /proc)."""
+    members = []
+    for pid in _pids():
+        try:
+            if os.getsid(pid) == sid and not _zombie(pid):
+                members.append(pid)
+        except OSError:
+            continue
+    return members
+
+
+def _pids() -> Iterator[int]:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            yield int(entry)
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rindex(")") + 2 :].split()  # after "pid (comm) "
+
+
+def start_ticks(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None  # field 22 overall
+
+
+def _zombie(pid: int) -> bool:
+    fields = _stat_fields(pid)
+    return fields is None or fields[0] in ("Z", "X")
+
+
+def _ours(process: Process) -> bool:
+    """False when the leader's pid is alive but belongs to a later program."""
+    ticks = start_ticks(process.pid)
+    return ticks is None or ticks == process.start_ticks
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+# --- readiness ---------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _get(cluster: LocalCluster, path: str) -> object:
+    request = urllib.request.Request(
+        cluster.dashboard + path, headers={"Authorization": f"Bearer {cluster.token}"}
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def _dashboard_up(cluster: LocalCluster) -> bool:
+    try:
+        _get(cluster, "/api/version")
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+    return True
+
+
+def _alive_nodes(cluster: LocalCluster) -> set[str]:
+    try:
+        body = _get(cluster, "/api/v0/nodes?detail=1&limit=10000")
+    except (urllib.error.URLError, OSError, ValueError):
+        return set()
+    nodes = body.get("data", {}).get("result", {}).get("result", [])  # type: ignore[attr-defined]
+    return {n["labels"].get(NODE_LABEL, "") for n in nodes if n.get("state") == "ALIVE"}
+
+
+def _node_up(cluster: LocalCluster, name: str) -> Callable[[], bool]:
+    return lambda: name in _alive_nodes(cluster)
+
+
+def _wait_for(ready: Callable[[], bool], what: str, cluster: LocalCluster) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    last = cluster.processes[-1]
+    while not ready():
+        if not session_members(last.pid):
+            raise LocalPoolError(f"{what} exited while starting; see {_log_of(cluster, last)}")
+        if time.monotonic() > deadline:
+            raise LocalPoolError(
+                f"{what} did not come up within {START_TIMEOUT_S:.0f} s; "
+                f"see {_log_of(cluster, last)}"
+            )
+        time.sleep(0.25)
+
+
+def _log_of(cluster: LocalCluster, process: Process) -> str:
+    return str(Path(cluster.log_dir) / f"{cluster.pool}-{process.node}.log")

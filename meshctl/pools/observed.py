@@ -1,0 +1,75 @@
+"""What a pool reports and what it is sent: plain data shared by the adapters and the pure
+controller core (``meshctl.controller.decide``), so neither depends on the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+NODE_LABEL = "meshctl.io/node"  # the Ray node label that names a node the way mesh.yaml does
+ROLE_LABEL = "meshctl.io/role"  # "head" on a head node that takes no work
+
+# Ray Jobs statuses (ray.job_submission.JobStatus values).
+RAY_ACTIVE = frozenset({"PENDING", "RUNNING"})
+RAY_TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+# Ray error types that say the infrastructure failed, not the job's own command: the job is
+# evicted and requeued rather than failed.
+INFRA_ERRORS = frozenset(
+    {
+        "JOB_SUPERVISOR_ACTOR_DIED",
+        "JOB_SUPERVISOR_ACTOR_START_TIMEOUT",
+        "JOB_SUPERVISOR_ACTOR_UNKNOWN_FAILURE",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedNode:
+    """A Ray node as its cluster reports it."""
+
+    name: str  # the meshctl.io/node label, else the Ray node id
+    ray_node_id: str
+    alive: bool
+    gpus: int
+    cpus: float
+    memory_gib: float
+    accelerator: str | None = None  # from an ``accelerator_type:<model>`` resource
+    labels: Mapping[str, str] = field(default_factory=dict)
+    head: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedJob:
+    """A Ray job (by submission id) as its cluster reports it."""
+
+    submission_id: str
+    status: str  # PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED
+    message: str = ""
+    error_type: str | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolObservation:
+    pool: str
+    reachable: bool
+    error: str = ""
+    nodes: tuple[ObservedNode, ...] = ()
+    jobs: Mapping[str, ObservedJob] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """One Ray Jobs submission, everything the adapter sends."""
+
+    submission_id: str
+    entrypoint: str
+    runtime_env: Mapping[str, Any]
+    metadata: Mapping[str, str]
+    label_selector: Mapping[str, str]
+    num_cpus: float | None = None
+    num_gpus: float | None = None
+    memory_bytes: int | None = None

@@ -1,0 +1,181 @@
+"""A Ray cluster as a pool, over HTTP only: one controller can drive many clusters.
+
+Inventory comes from the dashboard's state API (``GET /api/v0/nodes``); jobs go through the
+Ray Jobs REST API (list, status, logs, stop) and ``JobSubmissionClient`` for submissions (it
+uploads the working directory). Every request carries ``Authorization: Bearer <token>``: Ray
+2.60 turns token authentication on by default, and meshctl keeps it on.
+
+Submissions are idempotent: a submission id names one attempt of one job, Ray refuses a
+second job with the same id, and ``submit`` first looks the id up, so a controller that died
+between submitting and recording adopts the job it already submitted.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from meshctl.pools.observed import (
+    NODE_LABEL,
+    ROLE_LABEL,
+    ObservedJob,
+    ObservedNode,
+    PoolObservation,
+    Submission,
+)
+
+GIB = 1024**3
+
+
+class PoolError(Exception):
+    """The pool's cluster could not be reached or refused a request."""
+
+
+@dataclass(frozen=True, slots=True)
+class RayPoolClient:
+    pool: str
+    address: str  # the dashboard's HTTP address, e.g. http://127.0.0.1:8265
+    token: str | None
+    timeout_s: float = 10.0
+
+    # --- observing ------------------------------------------------------------------------
+
+    def observe(self) -> PoolObservation:
+        """Nodes and jobs in one go; an unreachable cluster is an observation, not an error."""
+        try:
+            return PoolObservation(self.pool, True, "", tuple(self.nodes()), self.jobs())
+        except PoolError as err:
+            return PoolObservation(self.pool, False, str(err))
+
+    def nodes(self) -> list[ObservedNode]:
+        body = self._request("GET", "/api/v0/nodes?detail=1&limit=10000")
+        data = body.get("data", {}).get("result", {}).get("result", [])
+        return [_node(raw) for raw in data]
+
+    def jobs(self) -> dict[str, ObservedJob]:
+        """Jobs submitted through the Jobs API, by submission id."""
+        raw = self._request("GET", "/api/jobs/")
+        jobs = [_job(item) for item in raw if item.get("submission_id")]
+        return {job.submission_id: job for job in jobs}
+
+    def job(self, submission_id: str) -> ObservedJob | None:
+        try:
+            raw = self._request("GET", f"/api/jobs/{_quote(submission_id)}")
+        except _NotFound:
+            return None
+        return _job(raw)
+
+    def logs(self, submission_id: str) -> str:
+        try:
+            raw = self._request("GET", f"/api/jobs/{_quote(submission_id)}/logs")
+        except _NotFound:
+            return ""
+        return str(raw.get("logs", ""))
+
+    # --- acting -----------------------------------------------------------------------------
+
+    def submit(self, submission: Submission) -> Literal["submitted", "adopted"]:
+        """Submit once: an id Ray already knows is adopted, never submitted twice."""
+        if self.job(submission.submission_id) is not None:
+            return "adopted"
+        client = self._client()
+        try:
+            client.submit_job(
+                entrypoint=submission.entrypoint,
+                submission_id=submission.submission_id,
+                runtime_env=dict(submission.runtime_env),
+                metadata=dict(submission.metadata),
+                entrypoint_num_cpus=submission.num_cpus,
+                entrypoint_num_gpus=submission.num_gpus,
+                entrypoint_memory=submission.memory_bytes,
+                entrypoint_label_selector=dict(submission.label_selector) or None,
+            )
+        except Exception as err:  # the SDK raises RuntimeError for HTTP errors
+            if self.job(submission.submission_id) is not None:
+                return "adopted"  # a concurrent or retried submission won
+            raise PoolError(f"{self.pool}: submit {submission.submission_id}: {err}") from None
+        return "submitted"
+
+    def stop(self, submission_id: str) -> bool:
+        """Ask Ray to stop a job; False when it was not running (or is unknown)."""
+        try:
+            raw = self._request("POST", f"/api/jobs/{_quote(submission_id)}/stop")
+        except _NotFound:
+            return False
+        return bool(raw.get("stopped", False))
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def _client(self) -> Any:
+        from ray.job_submission import JobSubmissionClient  # heavy: only when submitting
+
+        return JobSubmissionClient(self.address, headers=self._headers())
+
+    def _request(self, method: str, path: str) -> Any:
+        url = self.address.rstrip("/") + path
+        request = urllib.request.Request(url, method=method, headers=self._headers())
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                raise _NotFound() from None
+            if err.code in (401, 403):
+                raise PoolError(
+                    f"{self.pool}: {self.address} refused the token (HTTP {err.code}); "
+                    "check the pool's auth settings"
+                ) from None
+            raise PoolError(f"{self.pool}: {method} {path}: HTTP {err.code}") from None
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            reason = getattr(err, "reason", err)
+            raise PoolError(f"{self.pool}: cannot reach {self.address}: {reason}") from None
+
+
+class _NotFound(Exception):
+    pass
+
+
+def _quote(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+def _node(raw: Mapping[str, Any]) -> ObservedNode:
+    resources: Mapping[str, float] = raw.get("resources_total") or {}
+    labels = {str(k): str(v) for k, v in (raw.get("labels") or {}).items()}
+    accelerator = next(
+        (key.split(":", 1)[1] for key in resources if key.startswith("accelerator_type:")), None
+    )
+    node_id = str(raw.get("node_id", ""))
+    return ObservedNode(
+        name=labels.get(NODE_LABEL) or node_id,
+        ray_node_id=node_id,
+        alive=raw.get("state") == "ALIVE",
+        gpus=int(resources.get("GPU", 0)),
+        cpus=float(resources.get("CPU", 0.0)),
+        memory_gib=float(resources.get("memory", 0.0)) / GIB,
+        accelerator=accelerator,
+        labels=labels,
+        head=labels.get(ROLE_LABEL) == "head",
+    )
+
+
+def _job(raw: Mapping[str, Any]) -> ObservedJob:
+    def seconds(ms: Any) -> float | None:
+        return float(ms) / 1000 if ms else None
+
+    return ObservedJob(
+        submission_id=str(raw.get("submission_id") or raw.get("job_id") or ""),
+        status=str(raw.get("status", "")),
+        message=str(raw.get("message") or ""),
+        error_type=raw.get("error_type"),
+        start_s=seconds(raw.get("start_time")),
+        end_s=seconds(raw.get("end_time")),
+    )
