@@ -28,7 +28,7 @@ def make_data():
 
 
 def predict(w, x):
-    z = w[-1] + sum(a * b for a, b in zip(w, x, strict=True))
+    z = w[-1] + sum(a * b for a, b in zip(w, x, strict=False))  # w[-1] is the bias
     return 1.0 / (1.0 + math.exp(-max(min(z, 30.0), -30.0)))
 
 

@@ -13,12 +13,17 @@ from typing import Annotated
 import typer
 
 from meshctl.cli import (
+    controller_cmd,
     explain_cmd,
     init_cmd,
+    jobs_cmd,
+    mesh_cmd,
+    nodes_cmd,
     policy_cmd,
     pools_cmd,
     providers_cmd,
     schema_cmd,
+    submit_cmd,
     validate_cmd,
 )
 from meshctl.cli.context import AppContext
@@ -33,9 +38,16 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.command("init")(init_cmd.init)
+app.command("up")(mesh_cmd.up)
+app.command("down")(mesh_cmd.down)
+app.command("status")(mesh_cmd.status)
+app.command("submit")(submit_cmd.submit)
 app.command("validate")(validate_cmd.validate)
 app.command("schema")(schema_cmd.schema)
 app.command("explain")(explain_cmd.explain)
+app.add_typer(jobs_cmd.app, name="jobs")
+app.add_typer(nodes_cmd.app, name="nodes")
+app.add_typer(controller_cmd.app, name="controller")
 app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(pools_cmd.app, name="pools")
 app.add_typer(providers_cmd.app, name="providers")

@@ -11,8 +11,12 @@ import typer
 
 if TYPE_CHECKING:
     from meshctl.catalog import Found
+    from meshctl.controller.decide import Rules
     from meshctl.model import Catalog, Job, Mesh, MeshState
     from meshctl.policy import PolicySet
+    from meshctl.state import SqliteStore
+
+UP_FILE = "up.json"  # what `meshctl up` brought up: the mesh, policies and catalogs in force
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,12 +25,25 @@ class AppContext:
     mesh_path: Path | None
     providers_dir: Path | None
 
+    def up(self) -> dict[str, str]:
+        """What ``meshctl up`` recorded (mesh, policies, providers), or nothing."""
+        import json
+
+        try:
+            raw = json.loads((self.home / "run" / UP_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+        return {k: str(v) for k, v in raw.items() if v}
+
     def mesh_file(self) -> Path:
-        """``--mesh``, else ``./mesh.yaml``, else the embedded default shipped with meshctl."""
+        """``--mesh``, else the mesh that is up, else ``./mesh.yaml``, else the embedded
+        default shipped with meshctl."""
         from meshctl.resources import data_dir
 
         if self.mesh_path is not None:
             return self.mesh_path
+        if "mesh" in self.up():
+            return Path(self.up()["mesh"])
         here = Path("mesh.yaml")
         return here if here.is_file() else Path(str(data_dir("examples") / "mesh.yaml"))
 
@@ -40,13 +57,18 @@ class AppContext:
                     f"--providers: expected a directory of catalogs, got {self.providers_dir}"
                 )
             return self.providers_dir
+        if "providers" in self.up():
+            return Path(self.up()["providers"])
         beside = self.mesh_file().parent / "providers"
         return beside if beside.is_dir() else None
 
     def policy_dir(self) -> Path:
-        """``./policies``, else ``policies/`` beside the mesh file, else the shipped ones."""
+        """The policies of the mesh that is up, else ``./policies``, else ``policies/`` beside
+        the mesh file, else the shipped ones."""
         from meshctl.resources import data_dir
 
+        if "policies" in self.up():
+            return Path(self.up()["policies"])
         for candidate in (Path("policies"), self.mesh_file().parent / "policies"):
             if candidate.is_dir():
                 return candidate
@@ -82,6 +104,22 @@ class AppContext:
         if problems:
             raise InvalidFileError(problems)
         return docs[0].document
+
+    def policy_set(self, folder: Path | None = None) -> PolicySet:
+        from meshctl.policy.compiled import compile_policies
+        from meshctl.policyfiles import read_policy_files
+
+        return compile_policies(read_policy_files([folder or self.policy_dir()]).policies)
+
+    def rules(self, policies: Path | None = None) -> Rules:
+        from meshctl.controller.decide import Rules
+
+        return Rules(self.mesh(), self.catalog_map(), self.policy_set(policies))
+
+    def store(self) -> SqliteStore:
+        from meshctl.state import open_store
+
+        return open_store(self.home)
 
 
 def utc(moment: dt.datetime) -> dt.datetime:

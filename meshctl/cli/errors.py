@@ -18,6 +18,10 @@ class InvalidRequestError(Exception):
     """A request that cannot be carried out as asked: exit 2, nothing changed."""
 
 
+class CommandError(Exception):
+    """The command could not do its work (a process, a cluster, the store): exit 1."""
+
+
 class MeshGroup(typer.core.TyperGroup):
     """The root command group: invalid files and requests become one-line errors and exit 2."""
 
@@ -32,3 +36,6 @@ class MeshGroup(typer.core.TyperGroup):
         except InvalidFileError as err:
             render.problems(str(p) for p in err.problems)
             raise typer.Exit(EXIT_INVALID) from None
+        except CommandError as err:
+            render.problems([str(err)])
+            raise typer.Exit(EXIT_FAILURE) from None

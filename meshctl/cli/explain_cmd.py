@@ -1,7 +1,9 @@
-"""``meshctl explain JOB.yaml``: where the scheduler would put a job now, or why it would wait.
+"""``meshctl explain JOB``: why a job runs where it runs, or why it is still pending.
 
-Until the controller keeps jobs, this explains a job file against the mesh as configured (or
-at a ``MeshState`` moment): the policy verdict, then one scheduling cycle with the job pending.
+With a job id, the controller's own record: where the job runs and the scheduler's latest
+decision about it (filters, scores, burst, quota). With a job file, a what-if against the mesh
+as configured (or at a ``MeshState`` moment): the policy verdict, then one scheduling cycle
+with the job pending.
 """
 
 from __future__ import annotations
@@ -32,7 +34,12 @@ def explain(
     now: NowOption = None,
     output: OutputOption = Output.table,
 ) -> None:
-    """Why a job runs where it would run, or why it would wait: filters, scores, burst, quota."""
+    """Why a job runs where it runs, or why it waits: filters, scores, burst, quota.
+
+    JOB is a submitted job's id, or a job file to plan against the mesh as configured."""
+    if not job_file.exists() and mesh_file is None and policies is None and now is None:
+        _explain_stored(ctx, str(job_file), output)
+        return
     from meshctl.policy import bind, mesh_snapshot
     from meshctl.policy.tenancy import hourly_headroom, hours_left_in_month
     from meshctl.scheduler import FromPolicyEngine, Pending, Request, schedule
@@ -60,6 +67,50 @@ def explain(
     snap = snapshot_from_mesh(m.mesh, catalogs, m.state, [pend], at_s, headroom)
     plan = schedule(snap, FromPolicyEngine(bound, {name: m.job}, {}))
     _render(plan.decisions[name], plan, output)
+
+
+def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
+    from meshctl.cli import render
+    from meshctl.cli.jobs_cmd import attempts_of, find
+
+    with app_context(ctx).store() as store:
+        record = find(store, ref)
+        attempts = attempts_of(store, record.id)
+        decisions = store.decisions(job_id=record.id)
+        events = store.events(job_id=record.id)
+    decision = dict(decisions[-1].explanation) if decisions else {}
+    where = ""
+    if attempts:
+        last = attempts[-1]
+        nodes = ", ".join(str(a["node"]) for a in last.detail.get("allocations", []))
+        where = f"attempt {last.number} on pool {last.pool} ({nodes}), {last.state}"
+    data = {
+        "job": record.id,
+        "state": record.state.value,
+        "where": where,
+        "last_event": events[-1].message if events else "",
+        "decision": decision,
+    }
+    if output is not Output.table:
+        render.emit_data(data, output)
+        return
+    render.say(f"[bold]{render.esc(record.id)}[/]: {record.state.value}")
+    if where:
+        render.say(f"  runs: {render.esc(where)}")
+    if events:
+        render.say(f"  last event: {events[-1].kind}: {render.esc(events[-1].message)}")
+    if not decision:
+        render.say("  no scheduling decision recorded yet (is the controller running?)")
+        return
+    render.say(f"  scheduler: {render.esc(decision.get('summary', ''))}")
+    for candidate in decision.get("candidates", []):
+        scores = ", ".join(f"{k} {v:.3f}" for k, v in candidate["scores"].items())
+        render.say(
+            f"    candidate {render.esc(', '.join(candidate['nodes']))}: "
+            f"total {candidate['total']:.3f} ({scores})"
+        )
+    for why, count in decision.get("filtered", {}).items():
+        render.say(f"    {count} nodes: {render.esc(why)}")
 
 
 def _render(decision: Decision, plan: Plan, output: Output) -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -97,3 +98,43 @@ def problems(lines: Iterable[str]) -> None:
     """One problem per line on stderr, plain text so editors and CI can parse file:line."""
     for line in lines:
         sys.stderr.write(f"error: {line}\n")
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+@contextmanager
+def progress(message: str) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr while something slow runs; the callback updates its message."""
+    console = _stderr_console()
+    if not console.is_terminal:  # logs and pipes get plain lines, not animation
+        sys.stderr.write(message + "\n")
+
+        last = [""]
+
+        def line(step: str) -> None:
+            if step != last[0]:  # a poller repeats itself; a log needs each change once
+                sys.stderr.write(f"  {step}\n")
+                last[0] = step
+
+        yield line
+        return
+    with console.status(message) as status:
+        yield lambda step: status.update(f"{message}: {step}")
+
+
+def show(renderable: Any) -> None:
+    """A rich renderable (a table, a group of them) on stdout."""
+    _stdout_console().print(renderable)
+
+
+@contextmanager
+def live(renderable: Any) -> Iterator[Callable[[Any], None]]:
+    """A screen that redraws in place; the callback replaces what it shows."""
+    from rich.live import Live
+
+    with Live(renderable, console=_stdout_console(), refresh_per_second=4, screen=False) as view:
+        yield view.update

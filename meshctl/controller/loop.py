@@ -50,7 +50,7 @@ log = logging.getLogger("meshctl.controller")
 
 
 class PoolClient(Protocol):
-    pool: str
+    """What the loop needs of a pool adapter (``meshctl.pools.ray.RayPoolClient``)."""
 
     def observe(self) -> PoolObservation: ...
 

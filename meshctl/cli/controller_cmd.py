@@ -1,0 +1,63 @@
+"""``meshctl controller run``: the reconcile loop in the foreground (``meshctl up`` runs it in
+the background)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from meshctl.cli.context import app_context
+
+app = typer.Typer(help="The controller: the reconcile loop that runs jobs.", no_args_is_help=True)
+
+
+@app.command("run")
+def run(
+    ctx: typer.Context,
+    once: Annotated[bool, typer.Option("--once", help="Run one cycle and exit.")] = False,
+    interval: Annotated[float, typer.Option(help="Seconds between cycles.", min=0.05)] = 1.0,
+    policies: Annotated[
+        Path | None, typer.Option("--policies", "-p", help="The policy folder to enforce.")
+    ] = None,
+) -> None:
+    """Observe the pools, schedule, dispatch, record; every ``--interval`` seconds."""
+    import logging
+    import signal
+    import threading
+
+    from meshctl.cli import render
+    from meshctl.controller import daemon
+    from meshctl.controller.loop import Controller, PoolClient
+    from meshctl.controller.runtime import clients, run_dir
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    context = app_context(ctx)
+    rules = context.rules(policies)
+    run_dir(context.home).mkdir(parents=True, exist_ok=True)
+    with context.store() as store:
+        driven: dict[str, PoolClient] = {**clients(rules.mesh, context.home)}
+        controller = Controller(
+            store,
+            rules,
+            driven,
+            heartbeat=daemon.heartbeat_file(context.home),
+        )
+        if once:
+            report = controller.cycle()
+            render.plain(
+                f"cycle: {report.jobs} jobs, {report.dispatched} dispatched, "
+                f"{report.transitions} transitions, {report.duration_s * 1000:.0f} ms"
+            )
+            for error in report.errors:
+                render.problems([error])
+            return
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        logging.getLogger("meshctl.controller").info(
+            "controller up: pools %s", ", ".join(controller.clients) or "(none driven)"
+        )
+        with contextlib.suppress(KeyboardInterrupt):
+            controller.run(interval, stop)

@@ -1,0 +1,287 @@
+"""``meshctl up | down | status``: bring the mesh up on this machine, stop it, watch it.
+
+``up`` starts each ``local`` pool's Ray cluster (the embedded default: a head and emulated GPU
+nodes) and the controller daemon; ``ray`` pools are existing clusters, only checked. ``down``
+stops exactly what ``up`` started, from the run files under ``$MESHCTL_HOME/run``, also after
+a crash. ``status`` is the one-screen view: pools, GPUs in use, the queue by class, events.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from meshctl.cli.context import UP_FILE, AppContext, app_context
+from meshctl.cli.errors import CommandError
+from meshctl.cli.options import OutputOption
+from meshctl.cli.render import Output
+
+if TYPE_CHECKING:
+    from meshctl.state import Store
+
+HEARTBEAT_TIMEOUT_S = 90.0
+
+
+def up(
+    ctx: typer.Context,
+    policies: Annotated[
+        Path | None, typer.Option("--policies", "-p", help="The policy folder to enforce.")
+    ] = None,
+    interval: Annotated[float, typer.Option(help="Seconds between controller cycles.")] = 1.0,
+) -> None:
+    """Start the local pools' Ray clusters and the controller (what is up already stays up)."""
+    from meshctl.cli import render
+    from meshctl.controller.runtime import run_dir
+    from meshctl.model.mesh import LocalPool, RayPool
+    from meshctl.pools import local
+    from meshctl.pools.ray import RayPoolClient
+
+    context = app_context(ctx)
+    mesh = context.mesh()
+    policy_dir = (policies or context.policy_dir()).resolve()
+    context.policy_set(policy_dir)  # invalid policies stop here, before anything starts
+    run = run_dir(context.home)
+    run.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    for pool in mesh.spec.pools:
+        if isinstance(pool, LocalPool):
+            path = local.run_file(run, pool.name)
+            if path.is_file():
+                cluster = local.LocalCluster.load(path)
+                if local.running(cluster):
+                    render.say(f"pool {pool.name}: already up ({cluster.dashboard})")
+                    continue
+                local.stop(cluster)  # what is left of a crashed one
+            with render.progress(f"pool {pool.name}: starting") as step:
+                try:
+                    cluster = local.start(pool, run, step)
+                except local.LocalPoolError as err:
+                    raise CommandError(f"pool {pool.name}: {err}") from None
+            nodes = sum(g.count for g in pool.nodes)
+            render.say(f"pool {pool.name}: up, {nodes} nodes ({cluster.dashboard})")
+        elif isinstance(pool, RayPool):
+            client = RayPoolClient(pool.name, pool.address, None)
+            seen = client.observe()
+            state = "reachable" if seen.reachable else f"unreachable: {seen.error}"
+            render.say(f"pool {pool.name}: existing Ray cluster at {pool.address}, {state}")
+    catalogs = context.catalog_dir()
+    record = {
+        "mesh": str(context.mesh_file().resolve()),
+        "policies": str(policy_dir),
+        "providers": str(catalogs.resolve()) if catalogs else "",
+    }
+    (run / UP_FILE).write_text(json.dumps(record, indent=2))
+    _start_controller(context, record, interval)
+    render.say(
+        f"mesh {mesh.metadata.name} is up in {time.monotonic() - started:.1f} s; "
+        "submit with [bold]meshctl submit[/], watch with [bold]meshctl status --watch[/]"
+    )
+
+
+def _start_controller(context: AppContext, record: dict[str, str], interval: float) -> None:
+    from meshctl.cli import render
+    from meshctl.controller import daemon
+
+    pid = daemon.running(context.home)
+    if pid is not None:
+        render.say(f"controller: already running (pid {pid})")
+        return
+    args = ["--home", str(context.home.resolve()), "--mesh", record["mesh"]]
+    if record["providers"]:
+        args += ["--providers", record["providers"]]
+    args += ["controller", "run", "--policies", record["policies"], "--interval", str(interval)]
+    pid = daemon.start(context.home, args)
+    deadline = time.monotonic() + HEARTBEAT_TIMEOUT_S
+    with render.progress("controller: starting"):
+        while daemon.heartbeat(context.home) is None:
+            if daemon.running(context.home) is None or time.monotonic() > deadline:
+                raise CommandError(f"controller did not start; see {daemon.log_file(context.home)}")
+            time.sleep(0.2)
+    render.say(f"controller: running (pid {pid}, log {daemon.log_file(context.home)})")
+
+
+def down(ctx: typer.Context) -> None:
+    """Stop the controller and the local pools' Ray clusters: exactly the processes up started."""
+    from meshctl.cli import render
+    from meshctl.controller import daemon
+    from meshctl.controller.runtime import run_dir
+    from meshctl.pools import local
+
+    context = app_context(ctx)
+    run = run_dir(context.home)
+    stopped = daemon.stop(context.home)
+    if stopped:
+        render.say(f"controller: stopped ({len(stopped)} processes)")
+    left: list[int] = []
+    for path in sorted(run.glob("pool-*.json")):
+        cluster = local.LocalCluster.load(path)
+        with render.progress(f"pool {cluster.pool}: stopping"):
+            pids = local.stop(cluster)
+        left += local.leftover(cluster)
+        render.say(f"pool {cluster.pool}: stopped ({len(pids)} processes)")
+        path.unlink(missing_ok=True)
+        Path(cluster.token_file).unlink(missing_ok=True)
+    (run / UP_FILE).unlink(missing_ok=True)
+    if left:
+        raise CommandError(f"processes still alive after stopping: {left}")
+    if not stopped and not left and not list(run.glob("*")):
+        render.say("nothing was up")
+
+
+def status(
+    ctx: typer.Context,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")] = False,
+    output: OutputOption = Output.table,
+) -> None:
+    """Pools, GPUs in use, the queue by class and recent events, on one screen."""
+    from meshctl.cli import render
+
+    context = app_context(ctx)
+    with context.store() as store:
+        if output is not Output.table:
+            render.emit_data(collect(context, store), output)
+            return
+        if not watch:
+            render.show(render_status(collect(context, store)))
+            return
+        try:
+            with render.live(render_status(collect(context, store))) as update:
+                while True:
+                    time.sleep(1.0)
+                    update(render_status(collect(context, store)))
+        except KeyboardInterrupt:
+            raise typer.Exit(0) from None
+
+
+def collect(context: AppContext, store: Store) -> dict[str, Any]:
+    """Everything status shows, as plain data."""
+    from meshctl.controller import daemon
+    from meshctl.controller.decide import ACTIVE_ATTEMPT, FINISHED, QUEUED
+    from meshctl.controller.runtime import clients
+    from meshctl.state import AttemptRecord, JobRecord, PoolRecord
+
+    mesh = context.mesh()
+    driven = clients(mesh, context.home)
+    jobs = store.list(JobRecord)
+    attempts = {a.job_id: a for a in sorted(store.list(AttemptRecord), key=lambda a: a.number)}
+    used: dict[str, float] = {}
+    for job in jobs:
+        attempt = attempts.get(job.id)
+        if job.state not in FINISHED and attempt and attempt.state in ACTIVE_ATTEMPT:
+            gpus = sum(
+                len(a["gpu_indices"]) * a["gpu_share"]
+                for a in attempt.detail.get("allocations", [])
+            )
+            used[attempt.pool] = used.get(attempt.pool, 0.0) + gpus
+    records = {p.name: p for p in store.list(PoolRecord)}
+    pools = []
+    for pool in mesh.spec.pools:
+        record = records.get(pool.name)
+        observed = dict(record.observed) if record else {}
+        pools.append(
+            {
+                "pool": pool.name,
+                "provider": pool.provider,
+                "state": _pool_state(pool, record, pool.name in driven),
+                "nodes": observed.get("nodes"),
+                "gpus": observed.get("gpus"),
+                "gpus_used": round(used.get(pool.name, 0.0), 2),
+            }
+        )
+    now = time.time()
+    queue: dict[str, dict[str, Any]] = {}
+    for job in jobs:
+        if job.state in QUEUED:
+            klass = job.spec.get("spec", {}).get("priority_class") or "-"
+            entry = queue.setdefault(
+                klass, {"class": klass, "priority": job.priority, "queued": 0, "oldest_s": 0.0}
+            )
+            entry["queued"] += 1
+            entry["oldest_s"] = max(entry["oldest_s"], now - job.submitted_at_s)
+    states: dict[str, int] = {}
+    for job in jobs:
+        states[job.state.value] = states.get(job.state.value, 0) + 1
+    beat = daemon.heartbeat(context.home) or {}
+    pid = daemon.running(context.home)
+    return {
+        "mesh": mesh.metadata.name,
+        "controller": {
+            "pid": pid,
+            "last_cycle_s_ago": round(now - float(beat["at_s"]), 1) if beat.get("at_s") else None,  # type: ignore[arg-type]
+            "cycle_ms": beat.get("cycle_ms"),
+            "errors": beat.get("errors", []),
+        },
+        "pools": pools,
+        "jobs": states,
+        "queue": sorted(queue.values(), key=lambda q: -int(q["priority"])),
+        "events": [
+            {
+                "at": time.strftime("%H:%M:%S", time.localtime(e.at_s)),
+                "job": e.job_id or "",
+                "kind": e.kind,
+                "message": e.message,
+            }
+            for e in store.events()[-10:]
+        ],
+    }
+
+
+def _pool_state(pool: Any, record: Any, driven: bool) -> str:
+    from meshctl.controller.runtime import why_not_driven
+
+    if not driven:
+        return why_not_driven(pool)
+    if record is None:
+        return "not yet observed"
+    return str(record.state) + (
+        f": {record.observed['error']}" if record.observed.get("error") else ""
+    )
+
+
+def render_status(data: dict[str, Any]) -> Any:
+    """The status screen as one rich renderable."""
+    from rich.console import Group
+    from rich.table import Table
+
+    ctl = data["controller"]
+    if ctl["pid"] is None:
+        head = f"mesh [bold]{data['mesh']}[/]: controller [red]not running[/] (meshctl up)"
+    else:
+        head = (
+            f"mesh [bold]{data['mesh']}[/]: controller pid {ctl['pid']}, last cycle "
+            f"{ctl['last_cycle_s_ago']} s ago ({ctl['cycle_ms']} ms)"
+        )
+    jobs = ", ".join(f"{n} {s}" for s, n in sorted(data["jobs"].items())) or "no jobs"
+    pools = Table(title="Pools", title_justify="left")
+    for header, justify in (
+        ("Pool", "left"),
+        ("Provider", "left"),
+        ("State", "left"),
+        ("Nodes", "right"),
+        ("GPUs used / total", "right"),
+    ):
+        pools.add_column(header, justify=justify)  # type: ignore[arg-type]
+    for p in data["pools"]:
+        total = "-" if p["gpus"] is None else f"{p['gpus_used']:g} / {p['gpus']}"
+        pools.add_row(
+            p["pool"],
+            p["provider"],
+            str(p["state"]),
+            str(p["nodes"] if p["nodes"] is not None else "-"),
+            total,
+        )
+    queue = Table(title="Queue by priority class", title_justify="left")
+    for header in ("Class", "Priority", "Queued", "Oldest wait"):
+        queue.add_column(header)
+    for q in data["queue"]:
+        queue.add_row(q["class"], str(q["priority"]), str(q["queued"]), f"{q['oldest_s']:.0f} s")
+    events = Table(title="Recent events", title_justify="left")
+    for header in ("At", "Job", "Event", "Message"):
+        events.add_column(header)
+    for e in data["events"]:
+        events.add_row(e["at"], e["job"], e["kind"], e["message"])
+    return Group(head, f"jobs: {jobs}", pools, queue, events)

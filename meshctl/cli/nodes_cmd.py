@@ -1,0 +1,155 @@
+"""``meshctl nodes list|cordon|drain|uncordon``: the nodes the controller has seen.
+
+Cordon: no new work, running jobs stay. Drain: no new work, and jobs still running when the
+deadline passes are evicted (and requeued). Uncordon: back in service. A node is named
+``pool/node``, or by its name alone where only one pool has it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from meshctl.cli.context import app_context
+from meshctl.cli.errors import InvalidRequestError
+from meshctl.cli.options import OutputOption
+from meshctl.cli.render import Column, Output
+
+if TYPE_CHECKING:
+    from meshctl.state import NodeRecord, Store
+
+app = typer.Typer(help="Nodes: list, cordon, drain, uncordon.", no_args_is_help=True)
+
+NodeArgument = Annotated[str, typer.Argument(help="pool/node, or the node's name.")]
+
+
+def _find(store: Store, ref: str) -> NodeRecord:
+    from meshctl.state import NodeRecord
+
+    nodes = store.list(NodeRecord)
+    matches = [n for n in nodes if n.id == ref] or [
+        n for n in nodes if n.id.split("/", 1)[1] == ref
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        known = ", ".join(n.id for n in nodes[:8]) or "none yet (is the mesh up?)"
+        raise InvalidRequestError(f"node: expected one of {known}, got {ref!r}")
+    raise InvalidRequestError(f"node: {ref!r} is in several pools; name it pool/node")
+
+
+@app.command("list")
+def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
+    """Every node: state, alive, GPUs in use, the jobs on it, labels."""
+    from meshctl.cli import render
+    from meshctl.controller.decide import ACTIVE_ATTEMPT
+    from meshctl.state import AttemptRecord, NodeRecord
+
+    with app_context(ctx).store() as store:
+        nodes = store.list(NodeRecord)
+        attempts = [a for a in store.list(AttemptRecord) if a.state in ACTIVE_ATTEMPT]
+    used: dict[str, float] = {}
+    jobs: dict[str, list[str]] = {}
+    for attempt in attempts:
+        for alloc in attempt.detail.get("allocations", []):
+            key = f"{attempt.pool}/{alloc['node']}"
+            used[key] = used.get(key, 0.0) + len(alloc["gpu_indices"]) * alloc["gpu_share"]
+            jobs.setdefault(key, []).append(attempt.job_id)
+    rows = [
+        {
+            "node": n.id,
+            "state": n.state
+            + (
+                f" until {time.strftime('%H:%M:%S', time.localtime(n.detail['deadline_s']))}"
+                if n.detail.get("deadline_s")
+                else ""
+            ),
+            "alive": "yes" if n.resources.get("alive") else "no",
+            "gpus": f"{used.get(n.id, 0):g} / {n.resources.get('gpus', 0)}",
+            "accelerator": n.resources.get("accelerator") or "",
+            "jobs": ", ".join(jobs.get(n.id, [])),
+            "labels": ", ".join(f"{k}={v}" for k, v in sorted(n.labels.items())),
+        }
+        for n in nodes
+    ]
+    render.emit(
+        rows,
+        [
+            Column("node", "Node"),
+            Column("state", "State"),
+            Column("alive", "Alive"),
+            Column("gpus", "GPUs used", "right"),
+            Column("accelerator", "GPU"),
+            Column("jobs", "Jobs"),
+            Column("labels", "Labels"),
+        ],
+        output,
+    )
+
+
+def _until(deadline_s: float | None) -> str:
+    if deadline_s is None:
+        return ""
+    return f" until {time.strftime('%H:%M:%S', time.localtime(deadline_s))}"
+
+
+def _set(ctx: typer.Context, ref: str, state: str, detail: dict[str, float], why: str) -> None:
+    from dataclasses import replace
+
+    from meshctl.cli import render
+    from meshctl.state import ConflictError, Event
+
+    with app_context(ctx).store() as store:
+        for _ in range(10):
+            node = _find(store, ref)
+            now = time.time()
+            event = Event(now, f"node.{state}", None, f"{node.id}: {why}", {"node": node.id})
+            try:
+                store.update(
+                    replace(node, state=state, detail=detail, updated_at_s=now),
+                    expected_version=node.version,
+                    events=[event],
+                )
+            except ConflictError:
+                continue
+            render.plain(f"{node.id} {state}")
+            return
+    raise InvalidRequestError(f"node {ref}: kept changing; try again")
+
+
+@app.command("cordon")
+def cordon(ctx: typer.Context, node: NodeArgument) -> None:
+    """No new work on the node; what runs there keeps running."""
+    _set(ctx, node, "cordoned", {}, "cordoned by user")
+
+
+@app.command("drain")
+def drain(
+    ctx: typer.Context,
+    node: NodeArgument,
+    deadline: Annotated[
+        str, typer.Option(help="How long running jobs may finish, e.g. 10m.")
+    ] = "10m",
+) -> None:
+    """No new work; jobs still running after the deadline are evicted and requeued."""
+    from meshctl.units import parse_duration_s
+
+    try:
+        seconds = parse_duration_s(deadline)
+    except ValueError as err:
+        raise InvalidRequestError(f"--deadline: {err}") from None
+    _set(
+        ctx,
+        node,
+        "draining",
+        {"deadline_s": time.time() + seconds},
+        f"draining, deadline {deadline}",
+    )
+
+
+@app.command("uncordon")
+def uncordon(ctx: typer.Context, node: NodeArgument) -> None:
+    """Back in service."""
+    _set(ctx, node, "ready", {}, "back in service")

@@ -1,0 +1,202 @@
+"""``meshctl submit``: queue a job from a file, or from a command like ``ray job submit``.
+
+    meshctl submit jobs/train.yaml [--dry-run] [--explain]
+    meshctl submit --gpus 1 --kind batch --team search --working-dir . -- python embed.py
+
+A job that can never run on this mesh is rejected at once, with the reason (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from meshctl.cli.context import app_context
+from meshctl.cli.errors import InvalidRequestError
+from meshctl.cli.options import OutputOption
+from meshctl.cli.render import Output
+
+if TYPE_CHECKING:
+    from meshctl.model import Job
+
+
+def submit(
+    ctx: typer.Context,
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(help="JOB.yaml, or -- and the command to run.", show_default=False),
+    ] = None,
+    gpus: Annotated[
+        float | None, typer.Option(help="GPUs per node (a fraction for one node).")
+    ] = None,
+    cpus: Annotated[float, typer.Option(help="CPUs per node.")] = 0.25,
+    memory: Annotated[str, typer.Option(help="Memory per node, e.g. 512MiB.")] = "512MiB",
+    nodes: Annotated[int, typer.Option(help="Nodes, for a gang job.", min=1)] = 1,
+    kind: Annotated[str, typer.Option(help="train, inference, batch or interactive.")] = "batch",
+    priority: Annotated[str | None, typer.Option(help="Priority class (the policy's).")] = None,
+    criticality: Annotated[
+        str, typer.Option(help="critical, standard or best-effort.")
+    ] = "standard",
+    team: Annotated[str, typer.Option(help="The team the job is charged to.")] = "default",
+    name: Annotated[str | None, typer.Option(help="Job name (default: from the command).")] = None,
+    working_dir: Annotated[
+        Path | None, typer.Option("--working-dir", help="Directory uploaded with the job.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Check and plan; queue nothing.")
+    ] = False,
+    explain: Annotated[bool, typer.Option("--explain", help="Show the plan's reasons.")] = False,
+    output: OutputOption = Output.table,
+) -> None:
+    """Queue a job; print its id. Rejects at once what can never fit, with the reason."""
+    import datetime as dt
+    import time
+
+    from meshctl.cli import render
+    from meshctl.controller import daemon
+    from meshctl.controller.submit import Rejected, check, enqueue
+
+    context = app_context(ctx)
+    command_flags = {
+        "--gpus": gpus is not None,
+        "--nodes": nodes != 1,
+        "--kind": kind != "batch",
+        "--priority": priority is not None,
+        "--team": team != "default",
+        "--name": name is not None,
+        "--working-dir": working_dir is not None,
+        "--cpus": cpus != 0.25,
+        "--memory": memory != "512MiB",
+        "--criticality": criticality != "standard",
+    }
+    args = args or []
+    if len(args) == 1 and args[0].endswith((".yaml", ".yml")) and Path(args[0]).is_file():
+        given = [flag for flag, set_ in command_flags.items() if set_]
+        if given:
+            raise InvalidRequestError(
+                f"{', '.join(given)}: describe a job given as a command; edit {args[0]} instead"
+            )
+        job, job_dir = _from_file(Path(args[0]))
+        work: Path | None = (job_dir / job.spec.working_dir).resolve()
+    elif args:
+        job = _from_command(
+            args, gpus or 0, cpus, memory, nodes, kind, priority, criticality, team, name
+        )
+        work = working_dir.resolve() if working_dir else None
+    else:
+        raise InvalidRequestError("expected JOB.yaml, or -- and a command (see --help)")
+    now = dt.datetime.now(dt.UTC)
+    rules = context.rules()
+    try:
+        admission = check(job, rules.mesh, rules.catalogs, rules.policies, now)
+    except Rejected as err:
+        raise InvalidRequestError(str(err)) from None
+    if dry_run or explain:
+        _show_plan(job, admission, output)
+    if dry_run:
+        return
+    with context.store() as store:
+        try:
+            record = enqueue(store, job, admission, work, context.home, time.time())
+        except Rejected as err:
+            raise InvalidRequestError(str(err)) from None
+    if output is not Output.table:
+        render.emit_data(
+            {"id": record.id, "name": record.name, "state": record.state.value}, output
+        )
+    else:
+        render.plain(record.id)
+    if daemon.running(context.home) is None:
+        render.problems([f"{record.id} is queued, but no controller is running: meshctl up"])
+
+
+def _from_file(path: Path) -> tuple[Job, Path]:
+    from meshctl.files import load_one
+    from meshctl.model import Job
+
+    return load_one(path, Job), path.resolve().parent
+
+
+def _from_command(
+    command: list[str],
+    gpus: float,
+    cpus: float,
+    memory: str,
+    nodes: int,
+    kind: str,
+    priority: str | None,
+    criticality: str,
+    team: str,
+    name: str | None,
+) -> Job:
+    from pydantic import ValidationError
+
+    from meshctl.model import Job
+
+    raw: dict[str, Any] = {
+        "apiVersion": "meshctl/v1",
+        "kind": "Job",
+        "metadata": {"name": name or _name_of(command)},
+        "spec": {
+            "kind": kind,
+            "entrypoint": shlex.join(command),
+            "team": team,
+            "criticality": criticality,
+            "resources": {"gpus": gpus, "cpus": cpus, "memory_gib": memory, "nodes": nodes},
+        },
+    }
+    if priority:
+        raw["spec"]["priority_class"] = priority
+    try:
+        return Job.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        flag = _FLAGS.get(
+            ".".join(str(p) for p in first["loc"]), ".".join(str(p) for p in first["loc"])
+        )
+        raise InvalidRequestError(f"{flag}: {first['msg']}, got {first.get('input')!r}") from None
+
+
+_FLAGS = {
+    "metadata.name": "--name",
+    "spec.kind": "--kind",
+    "spec.team": "--team",
+    "spec.criticality": "--criticality",
+    "spec.priority_class": "--priority",
+    "spec.resources.gpus": "--gpus",
+    "spec.resources.cpus": "--cpus",
+    "spec.resources.memory_gib": "--memory",
+    "spec.resources.nodes": "--nodes",
+    "spec.resources": "--gpus/--nodes",
+    "spec.entrypoint": "COMMAND",
+}
+
+
+def _name_of(command: list[str]) -> str:
+    words = [w for w in command if not w.startswith("-")]
+    script = next((w for w in words[1:] if "." in w), words[0] if words else "job")
+    stem = re.sub(r"[^a-z0-9-]+", "-", Path(script).stem.lower()).strip("-")
+    return (stem or "job")[:40]
+
+
+def _show_plan(job: Job, admission: Any, output: Output) -> None:
+    from meshctl.cli import render
+
+    decision = admission.decision
+    if output is not Output.table:
+        render.emit_data(
+            {"job": job.metadata.name, "priority": admission.priority, "plan": decision.summary()},
+            output,
+        )
+        return
+    render.say(
+        f"[bold]{render.esc(job.metadata.name)}[/] (priority {admission.priority}"
+        f"{', class ' + admission.priority_class if admission.priority_class else ''}): "
+        f"on the idle mesh it would be {render.esc(decision.summary())}"
+    )
+    for note in decision.notes:
+        render.say(f"  {render.esc(note)}")
