@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from meshctl.controller.runtime import run_dir
-from meshctl.pools.local import session_members, start_ticks
+from meshctl.pools.local import session_members, start_ticks, zombie
 
 
 def pid_file(home: Path) -> Path:
@@ -39,8 +39,8 @@ def running(home: Path) -> int | None:
         return None
     raw = json.loads(path.read_text())
     pid, ticks = int(raw["pid"]), int(raw["start_ticks"])
-    if start_ticks(pid) != ticks:
-        return None
+    if start_ticks(pid) != ticks or zombie(pid):
+        return None  # gone, reused by another program, or dead and not yet reaped
     return pid
 
 

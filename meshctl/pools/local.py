@@ -226,7 +226,7 @@ def session_members(sid: int) -> list[int]:
     members = []
     for pid in _pids():
         try:
-            if os.getsid(pid) == sid and not _zombie(pid):
+            if os.getsid(pid) == sid and not zombie(pid):
                 members.append(pid)
         except OSError:
             continue
@@ -252,7 +252,7 @@ def start_ticks(pid: int) -> int | None:
     return int(fields[19]) if fields else None  # field 22 overall
 
 
-def _zombie(pid: int) -> bool:
+def zombie(pid: int) -> bool:
     fields = _stat_fields(pid)
     return fields is None or fields[0] in ("Z", "X")
 

@@ -1,0 +1,165 @@
+"""The embedded mesh for real: `meshctl up` starts a local Ray cluster (a head and two emulated
+4-GPU nodes) and the controller daemon; jobs go through the real CLI, Ray Jobs API and store.
+
+One mesh is shared by the whole module (starting one takes about 10 s); the last test brings
+it down and checks that no process it started is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from meshctl.controller import daemon
+from meshctl.pools import local
+from meshctl.pools.ray import RayPoolClient
+from meshctl.state import AttemptRecord, JobRecord, JobState, open_store
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[3]
+JOBS = ROOT / "examples" / "jobs"
+WAIT_S = 180
+
+
+class Mesh:
+    def __init__(self, home: Path, cwd: Path) -> None:
+        self.home, self.cwd = home, cwd
+
+    def run(
+        self, *args: str, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "meshctl", *args],
+            capture_output=True,
+            text=True,
+            cwd=self.cwd,
+            env={**os.environ, "MESHCTL_HOME": str(self.home), **(env or {})},
+            timeout=WAIT_S + 60,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(
+                f"meshctl {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+            )
+        return done
+
+    def submit(self, *args: str) -> str:
+        return self.run("submit", *args).stdout.strip().splitlines()[-1]
+
+    def show(self, job_id: str) -> dict[str, object]:
+        data: dict[str, object] = json.loads(self.run("jobs", "show", job_id, "-o", "json").stdout)
+        return data
+
+    def wait_for(self, job_id: str, state: str) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while self.show(job_id)["state"] != state:
+            assert time.monotonic() < deadline, f"{job_id} never became {state}"
+            time.sleep(0.5)
+
+    def cluster(self) -> local.LocalCluster:
+        return local.LocalCluster.load(local.run_file(self.home / "run", "onprem"))
+
+    def ray(self) -> RayPoolClient:
+        cluster = self.cluster()
+        return RayPoolClient("onprem", cluster.dashboard, cluster.token)
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
+    base = tmp_path_factory.mktemp("mesh")
+    m = Mesh(base / "home", base)
+    m.run("up")
+    try:
+        yield m
+    finally:
+        m.run("down", check=False)
+
+
+def test_a_job_runs_to_success_and_its_logs_come_back(mesh: Mesh) -> None:
+    job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "print('hello from meshctl')")
+    assert mesh.run("jobs", "wait", job_id).returncode == 0
+    assert "hello from meshctl" in mesh.run("jobs", "logs", job_id).stdout
+    shown = mesh.show(job_id)
+    assert shown["state"] == "succeeded"
+    assert [e["kind"] for e in shown["events"]][:3] == [
+        "job.pending",
+        "job.admitted",
+        "job.dispatched",
+    ]  # type: ignore[index]
+
+
+def test_a_gang_bigger_than_any_node_runs_across_two(mesh: Mesh) -> None:
+    job_id = mesh.submit(str(JOBS / "gang-llm.yaml"))
+    assert mesh.run("jobs", "wait", job_id).returncode == 0
+    assert set(str(mesh.show(job_id)["nodes"]).split(", ")) == {"gpu-rack1", "gpu-rack2"}
+    logs = mesh.run("jobs", "logs", job_id).stdout
+    assert "RESULT: gang of 2 ranks on" in logs
+
+
+def test_a_job_that_can_never_fit_is_rejected_at_submit(mesh: Mesh) -> None:
+    done = mesh.run("submit", "--gpus", "16", "--", "python", "-c", "pass", check=False)
+    assert done.returncode == 2
+    assert "can never run on this mesh" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_cancel_stops_a_running_job(mesh: Mesh) -> None:
+    job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "import time; time.sleep(600)")
+    mesh.wait_for(job_id, "running")
+    assert mesh.run("jobs", "cancel", job_id).returncode == 0
+    assert mesh.run("jobs", "wait", job_id, check=False).returncode == 1
+    deadline = time.monotonic() + WAIT_S
+    sid = f"meshctl-{job_id}-1"
+    while (seen := mesh.ray().job(sid)) is None or seen.status != "STOPPED":
+        assert time.monotonic() < deadline, f"Ray job {sid} was not stopped: {seen}"
+        time.sleep(0.5)
+
+
+def test_a_cordoned_node_gets_no_new_work(mesh: Mesh) -> None:
+    mesh.run("nodes", "cordon", "gpu-rack1")
+    try:
+        job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "pass")
+        assert mesh.run("jobs", "wait", job_id).returncode == 0
+        assert mesh.show(job_id)["nodes"] == "gpu-rack2"
+    finally:
+        mesh.run("nodes", "uncordon", "gpu-rack1")
+
+
+def test_sigkill_between_submit_and_record_runs_the_job_exactly_once(mesh: Mesh) -> None:
+    daemon.stop(mesh.home)
+    args = ["--home", str(mesh.home), "controller", "run", "--interval", "0.5"]
+    pid = daemon.start(mesh.home, args, env={"MESHCTL_FAILPOINT": "after-submit"})
+    job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "print('ran once')")
+    deadline = time.monotonic() + WAIT_S
+    while daemon.running(mesh.home) == pid:  # it kills itself right after submitting
+        assert time.monotonic() < deadline, "the failpoint never fired"
+        time.sleep(0.2)
+    with open_store(mesh.home) as store:
+        [attempt] = store.list(AttemptRecord, job_id=job_id)
+        assert attempt.state == "submitting"  # Ray has it; the store does not know yet
+        assert store.get(JobRecord, job_id).state is JobState.ADMITTED  # type: ignore[union-attr]
+    assert mesh.ray().job(attempt.submission_id) is not None
+    mesh.run("up")  # the pool is up already; this restarts the controller
+    assert mesh.run("jobs", "wait", job_id).returncode == 0
+    submissions = [sid for sid in mesh.ray().jobs() if sid.startswith(f"meshctl-{job_id}-")]
+    assert submissions == [attempt.submission_id]
+    assert mesh.run("jobs", "logs", job_id).stdout.splitlines().count("ran once") == 1
+
+
+def test_down_leaves_no_process_it_started(mesh: Mesh) -> None:
+    cluster = mesh.cluster()
+    controller = daemon.running(mesh.home)
+    assert controller is not None
+    assert local.leftover(cluster)  # the cluster's processes, alive before
+    done = mesh.run("down")
+    assert "stopped" in done.stdout
+    assert local.leftover(cluster) == []
+    assert local.session_members(controller) == []
+    assert not (mesh.home / "run" / "pool-onprem.json").exists()

@@ -1,0 +1,353 @@
+"""The controller's pure core: fed-in observations and a virtual clock, no Ray, no store."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meshctl.controller.decide import Resubmit, Rules, Step, Stop, decide
+from meshctl.controller.world import JobView, World
+from meshctl.model import Job, Mesh
+from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation
+from meshctl.state.records import AttemptRecord, JobRecord, JobState, NodeRecord
+
+pytestmark = pytest.mark.unit
+
+NOW = 1_800_000_000.0
+
+MESH = Mesh.model_validate(
+    {
+        "apiVersion": "meshctl/v1",
+        "kind": "Mesh",
+        "metadata": {"name": "t"},
+        "spec": {
+            "pools": [
+                {
+                    "name": "onprem",
+                    "provider": "local",
+                    "checkpoint_storage": {"uri": "file:///ckpt"},
+                    "nodes": [
+                        {
+                            "name": f"n{i}",
+                            "gpus": 4,
+                            "accelerator": {"model": "A100", "memory_gib": "80GiB"},
+                            "cpus": 2,
+                            "memory_gib": "8GiB",
+                            "labels": {"rack": f"r{i}", "switch": "s1"},
+                        }
+                        for i in (1, 2)
+                    ],
+                }
+            ]
+        },
+    }
+)
+RULES = Rules(MESH, {}, None)
+
+
+def node(name: str, alive: bool = True, gpus: int = 4) -> ObservedNode:
+    return ObservedNode(
+        name, f"id-{name}", alive, gpus, 2.0, 8.0, "A100", {"meshctl.io/node": name}
+    )
+
+
+def pool(*jobs: ObservedJob, nodes: tuple[ObservedNode, ...] | None = None) -> PoolObservation:
+    seen = nodes if nodes is not None else (node("n1"), node("n2"))
+    return PoolObservation("onprem", True, "", seen, {j.submission_id: j for j in jobs})
+
+
+def job(
+    name: str = "j",
+    gpus: float = 1,
+    nodes: int = 1,
+    state: JobState = JobState.PENDING,
+    attempt: AttemptRecord | None = None,
+    **spec: Any,
+) -> JobView:
+    document = {
+        "apiVersion": "meshctl/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "kind": "batch",
+            "entrypoint": "python x.py",
+            "working_dir": "/pkg",
+            "resources": {"gpus": gpus, "nodes": nodes, "cpus": 0.5, "memory_gib": 1},
+            **spec,
+        },
+    }
+    parsed = Job.model_validate(document)
+    record = JobRecord(name, name, "t", state, 0, document, None, NOW - 10, NOW - 10)
+    return JobView(record, parsed, attempt)
+
+
+def attempt(
+    job_id: str = "j",
+    number: int = 1,
+    state: str = "running",
+    nodes: tuple[str, ...] = ("n1",),
+    gpus: int = 1,
+    **detail: Any,
+) -> AttemptRecord:
+    allocations = [
+        {
+            "node": n,
+            "gpu_indices": list(range(gpus)),
+            "gpu_share": 1.0,
+            "cpus": 0.5,
+            "memory_gib": 1.0,
+            "nic_gbps": 0.0,
+        }
+        for n in nodes
+    ]
+    return AttemptRecord(
+        f"{job_id}-{number}",
+        job_id,
+        number,
+        "onprem",
+        f"meshctl-{job_id}-{number}",
+        state,
+        NOW - 5,
+        None,
+        "",
+        {"allocations": allocations, **detail},
+    )
+
+
+def ray(sid: str, status: str, error_type: str | None = None, message: str = "") -> ObservedJob:
+    return ObservedJob(sid, status, message, error_type, NOW - 4, None)
+
+
+def world(*views: JobView, observed: PoolObservation | None = None, **kw: Any) -> World:
+    return World(NOW, {"onprem": observed or pool()}, tuple(views), **kw)
+
+
+def moves(step: Step) -> list[tuple[str, str]]:
+    return [(t.job_id, t.to.value) for t in step.transitions]
+
+
+# --- dispatching ---------------------------------------------------------------------------------
+
+
+def test_a_queued_job_is_dispatched_with_a_deterministic_submission() -> None:
+    step = decide(world(job("a")), RULES)
+    [dispatch] = step.dispatches
+    assert dispatch.attempt.id == "a-1"
+    sub = dispatch.submission
+    assert sub.submission_id == "meshctl-a-1"
+    assert sub.label_selector == {
+        "meshctl.io/node": dispatch.attempt.detail["allocations"][0]["node"]
+    }
+    assert (sub.num_gpus, sub.num_cpus, sub.memory_bytes) == (1, 0.5, 1024**3)
+    env = sub.runtime_env["env_vars"]
+    assert env["MESHCTL_JOB_ID"] == "a"
+    assert env["MESHCTL_ATTEMPT"] == "1"
+    assert env["MESHCTL_CHECKPOINT_DIR"] == "/ckpt/a"
+    assert sub.runtime_env["working_dir"] == "/pkg"
+    assert decide(world(job("a")), RULES).dispatches[0].submission == sub  # same world, same id
+
+
+def test_a_gang_reserves_for_its_workers_on_every_node() -> None:
+    step = decide(world(job("g", gpus=4, nodes=2)), RULES)
+    [dispatch] = step.dispatches
+    sub = dispatch.submission
+    assert sub.runtime_env["env_vars"]["MESHCTL_NODES"] in ("n1,n2", "n2,n1")
+    assert (sub.num_gpus, sub.num_cpus, sub.memory_bytes) == (None, None, None)
+
+
+def test_a_job_bigger_than_what_is_free_waits_while_another_runs() -> None:
+    running = job("r", gpus=4, state=JobState.RUNNING, attempt=attempt("r", gpus=4))
+    busy = pool(ray("meshctl-r-1", "RUNNING"))
+    step = decide(world(running, job("w", gpus=4, nodes=2), observed=busy), RULES)
+    assert step.dispatches == []
+    decision = {d.job_id: d for d in step.decisions}["w"]
+    assert decision.outcome == "pending"
+
+
+def test_cordoned_and_draining_nodes_take_no_new_work() -> None:
+    nodes = {
+        "onprem/n1": NodeRecord("onprem/n1", "onprem", "cordoned", {}, {}, NOW),
+        "onprem/n2": NodeRecord(
+            "onprem/n2", "onprem", "draining", {}, {}, NOW, {"deadline_s": NOW + 60}
+        ),
+    }
+    step = decide(world(job("a"), nodes=nodes), RULES)
+    assert step.dispatches == []
+    only_n2 = {"onprem/n1": nodes["onprem/n1"]}
+    [dispatch] = decide(world(job("a"), nodes=only_n2), RULES).dispatches
+    assert dispatch.attempt.detail["allocations"][0]["node"] == "n2"
+
+
+# --- following what Ray says ---------------------------------------------------------------------
+
+CASES = [
+    # (name, job state, attempt state, Ray status, error type, expected transitions)
+    ("started", JobState.DISPATCHED, "pending", "RUNNING", None, ["running"]),
+    ("still pending", JobState.DISPATCHED, "pending", "PENDING", None, []),
+    ("succeeded", JobState.RUNNING, "running", "SUCCEEDED", None, ["succeeded"]),
+    (
+        "its command failed",
+        JobState.RUNNING,
+        "running",
+        "FAILED",
+        "JOB_ENTRYPOINT_COMMAND_ERROR",
+        ["failed"],
+    ),
+    (
+        "its supervisor died",
+        JobState.RUNNING,
+        "running",
+        "FAILED",
+        "JOB_SUPERVISOR_ACTOR_DIED",
+        ["evicted", "requeued"],
+    ),
+    ("stopped by someone else", JobState.RUNNING, "running", "STOPPED", None, ["cancelled"]),
+    ("adopted after a crash", JobState.ADMITTED, "submitting", "RUNNING", None, ["running"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("state", "tried", "status", "error", "expected"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_a_job_follows_its_ray_job(
+    state: JobState, tried: str, status: str, error: str | None, expected: list[str]
+) -> None:
+    view = job("a", state=state, attempt=attempt("a", state=tried))
+    step = decide(world(view, observed=pool(ray("meshctl-a-1", status, error))), RULES)
+    assert [to for _, to in moves(step)] == expected
+    assert step.dispatches == []
+    assert step.resubmits == []
+
+
+def test_an_attempt_recorded_but_never_submitted_is_submitted_with_the_same_id() -> None:
+    view = job("a", state=JobState.ADMITTED, attempt=attempt("a", state="submitting"))
+    step = decide(world(view), RULES)
+    assert step.resubmits == [Resubmit("a", "a-1", "onprem", step.resubmits[0].submission)]
+    assert step.resubmits[0].submission.submission_id == "meshctl-a-1"
+    assert step.dispatches == []
+
+
+def test_a_job_its_pool_forgot_is_requeued_and_retried_as_attempt_two() -> None:
+    view = job("a", state=JobState.RUNNING, attempt=attempt("a", state="running"))
+    step = decide(world(view), RULES)
+    assert moves(step) == [("a", "evicted"), ("a", "requeued")]
+
+
+def test_past_max_restarts_a_requeue_becomes_a_failure() -> None:
+    view = job(
+        "a", state=JobState.RUNNING, attempt=attempt("a", number=4), limits={"max_restarts": 3}
+    )
+    assert moves(decide(world(view), RULES)) == [("a", "evicted"), ("a", "failed")]
+
+
+def test_an_unreachable_pool_changes_nothing_and_keeps_resources_held() -> None:
+    view = job("a", gpus=4, state=JobState.RUNNING, attempt=attempt("a", gpus=4, nodes=("n1",)))
+    down = PoolObservation("onprem", False, "connection refused")
+    step = decide(World(NOW, {"onprem": down}, (view, job("b", gpus=4))), RULES)
+    assert moves(step) == []
+    assert step.dispatches == []
+    assert step.stops == []
+
+
+def test_a_cancelled_job_still_running_is_stopped() -> None:
+    view = job("a", state=JobState.CANCELLED, attempt=attempt("a"))
+    step = decide(world(view, observed=pool(ray("meshctl-a-1", "RUNNING"))), RULES)
+    assert step.stops == [Stop("a", "onprem", "meshctl-a-1", "cancelled")]
+    assert moves(step) == []
+
+
+def test_a_preempted_job_is_stopped_after_its_grace_and_then_requeued() -> None:
+    grace = attempt("a", stop_at_s=NOW + 30)
+    view = job("a", state=JobState.PREEMPTED, attempt=grace)
+    live = pool(ray("meshctl-a-1", "RUNNING"))
+    assert decide(world(view, observed=live), RULES).stops == []
+    later = replace(world(view, observed=live), now_s=NOW + 31)
+    assert [s.submission_id for s in decide(later, RULES).stops] == ["meshctl-a-1"]
+    stopped = pool(ray("meshctl-a-1", "STOPPED"))
+    assert moves(decide(world(view, observed=stopped), RULES)) == [("a", "requeued")]
+
+
+def test_jobs_on_a_dead_node_are_evicted() -> None:
+    view = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n1",)))
+    observed = pool(ray("meshctl-a-1", "RUNNING"), nodes=(node("n1", alive=False), node("n2")))
+    assert ("a", "evicted") in moves(decide(world(view, observed=observed), RULES))
+
+
+def test_a_drain_past_its_deadline_evicts_what_still_runs_there() -> None:
+    view = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n1",)))
+    drain = NodeRecord("onprem/n1", "onprem", "draining", {}, {}, NOW, {"deadline_s": NOW - 1})
+    live = pool(ray("meshctl-a-1", "RUNNING"))
+    assert moves(decide(world(view, observed=live, nodes={"onprem/n1": drain}), RULES)) == [
+        ("a", "evicted")
+    ]
+    before = replace(drain, detail={"deadline_s": NOW + 60})
+    assert moves(decide(world(view, observed=live, nodes={"onprem/n1": before}), RULES)) == []
+
+
+# --- invariants ----------------------------------------------------------------------------------
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> World:
+    """Jobs running on GPUs handed out without overlap (as the controller would have), plus
+    queued jobs of every shape."""
+    views, live, free = [], [], {"n1": list(range(4)), "n2": list(range(4))}
+    for i in range(draw(st.integers(0, 4))):
+        name = draw(st.sampled_from(["n1", "n2"]))
+        take = draw(st.integers(1, 4))
+        if len(free[name]) < take:
+            continue
+        gpus, free[name] = free[name][:take], free[name][take:]
+        tried = replace(
+            attempt(f"r{i}", nodes=(name,)),
+            detail={
+                "allocations": [
+                    {
+                        "node": name,
+                        "gpu_indices": gpus,
+                        "gpu_share": 1.0,
+                        "cpus": 0.1,
+                        "memory_gib": 0.1,
+                        "nic_gbps": 0.0,
+                    }
+                ]
+            },
+        )
+        views.append(job(f"r{i}", gpus=take, state=JobState.RUNNING, attempt=tried))
+        live.append(ray(tried.submission_id, draw(st.sampled_from(["RUNNING", "SUCCEEDED"]))))
+    for i in range(draw(st.integers(0, 6))):
+        gpus = draw(st.sampled_from([0.25, 0.5, 1, 2, 4]))
+        nodes = 2 if gpus == 4 and draw(st.booleans()) else 1
+        state = draw(st.sampled_from([JobState.PENDING, JobState.REQUEUED]))
+        views.append(job(f"q{i}", gpus=gpus, nodes=nodes, state=state))
+    return world(*views, observed=pool(*live))
+
+
+@settings(max_examples=200, deadline=None)
+@given(worlds())
+def test_dispatches_fit_what_is_free_and_name_each_queued_job_once(w: World) -> None:
+    step, again = decide(w, RULES), decide(w, RULES)
+    assert step.dispatches == again.dispatches
+    assert step.transitions == again.transitions
+    dispatched = Counter(d.job_id for d in step.dispatches)
+    assert all(n == 1 for n in dispatched.values())
+    assert all(job_id.startswith("q") for job_id in dispatched)
+    held: dict[tuple[str, int], float] = defaultdict(float)
+    seen = w.pools["onprem"].jobs
+    attempts = [  # a job Ray says has finished gives its GPUs back in the same cycle
+        v.attempt
+        for v in w.jobs
+        if v.attempt is not None and seen[v.attempt.submission_id].status == "RUNNING"
+    ]
+    for a in [*attempts, *(d.attempt for d in step.dispatches)]:
+        for alloc in a.detail["allocations"]:
+            for g in alloc["gpu_indices"]:
+                held[(alloc["node"], g)] += alloc["gpu_share"]
+    assert all(share <= 1.0 + 1e-9 for share in held.values())

@@ -1,0 +1,174 @@
+"""The loop over a real MemoryStore and an in-memory pool: crash points, cancel, events.
+
+The pool here is a stand-in for a Ray cluster's Jobs API (a dict of submissions); the same
+scenarios run against real Ray clusters in tests/integration/controller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+
+from meshctl.controller.decide import Rules
+from meshctl.controller.loop import Controller
+from meshctl.controller.submit import Admission, enqueue
+from meshctl.model import Job
+from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation, Submission
+from meshctl.scheduler.plan import Decision
+from meshctl.state import AttemptRecord, JobRecord, JobState, MemoryStore
+
+from .test_decide import MESH
+
+pytestmark = pytest.mark.unit
+
+
+class Crash(BaseException):
+    """The controller process dying at this point."""
+
+
+@dataclass
+class FakePool:
+    jobs: dict[str, ObservedJob] = field(default_factory=dict)
+    submitted: list[str] = field(default_factory=list)
+    crash_after_submit: bool = False
+
+    def observe(self) -> PoolObservation:
+        nodes = tuple(
+            ObservedNode(n, n, True, 4, 2.0, 8.0, "A100", {"meshctl.io/node": n})
+            for n in ("n1", "n2")
+        )
+        return PoolObservation("onprem", True, "", nodes, dict(self.jobs))
+
+    def submit(self, submission: Submission) -> str:
+        if submission.submission_id in self.jobs:
+            return "adopted"
+        self.submitted.append(submission.submission_id)
+        self.jobs[submission.submission_id] = ObservedJob(submission.submission_id, "PENDING")
+        if self.crash_after_submit:
+            raise Crash()
+        return "submitted"
+
+    def stop(self, submission_id: str) -> bool:
+        self.jobs[submission_id] = ObservedJob(submission_id, "STOPPED")
+        return True
+
+    def finish(self, status: str = "SUCCEEDED") -> None:
+        for sid in self.jobs:
+            if self.jobs[sid].status in ("PENDING", "RUNNING"):
+                self.jobs[sid] = ObservedJob(sid, status)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def queue(store: MemoryStore, name: str = "a", gpus: float = 1) -> JobRecord:
+    job = Job.model_validate(
+        {
+            "apiVersion": "meshctl/v1",
+            "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {
+                "kind": "batch",
+                "entrypoint": "python x.py",
+                "resources": {"gpus": gpus, "cpus": 0.5, "memory_gib": 1},
+            },
+        }
+    )
+    admission = Admission(0, None, Decision(name, "placed"))
+    return enqueue(store, job, admission, None, Path("/no-packages"), 1_800_000_000.0)
+
+
+def controller(store: MemoryStore, pool: FakePool, clock: Clock) -> Controller:
+    return Controller(store, Rules(MESH, {}, None), {"onprem": pool}, clock=clock)
+
+
+def test_a_crash_between_submit_and_record_runs_the_job_exactly_once() -> None:
+    store, pool, clock = MemoryStore(), FakePool(crash_after_submit=True), Clock()
+    record = queue(store)
+    with pytest.raises(Crash):
+        controller(store, pool, clock).cycle()
+    [attempt] = store.list(AttemptRecord)
+    assert attempt.state == "submitting"  # recorded before Ray heard of it
+    pool.crash_after_submit = False
+    restarted = controller(store, pool, clock)
+    restarted.cycle()  # adopts the submission Ray already has
+    restarted.cycle()
+    assert pool.submitted == [f"meshctl-{record.id}-1"]
+    assert store.get(JobRecord, record.id).state is JobState.DISPATCHED  # type: ignore[union-attr]
+    pool.finish()
+    restarted.cycle()
+    assert store.get(JobRecord, record.id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
+    assert len(store.list(AttemptRecord)) == 1
+
+
+def test_a_crash_after_recording_but_before_submitting_submits_once_on_restart() -> None:
+    store, pool, clock = MemoryStore(), FakePool(), Clock()
+    record = queue(store)
+
+    def die(submission: Submission) -> str:
+        raise Crash()
+
+    broken = FakePool()
+    broken.submit = die  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        controller(store, broken, clock).cycle()
+    assert pool.submitted == []
+    again = controller(store, pool, clock)
+    again.cycle()
+    again.cycle()
+    assert pool.submitted == [f"meshctl-{record.id}-1"]
+
+
+def test_every_transition_is_an_event_in_order() -> None:
+    store, pool, clock = MemoryStore(), FakePool(), Clock()
+    record = queue(store)
+    loop = controller(store, pool, clock)
+    loop.cycle()
+    pool.jobs = {k: ObservedJob(k, "RUNNING") for k in pool.jobs}
+    loop.cycle()
+    pool.finish()
+    loop.cycle()
+    kinds = [e.kind for e in store.events(job_id=record.id)]
+    assert kinds == [
+        "job.pending",
+        "job.admitted",
+        "job.dispatched",
+        "job.running",
+        "job.succeeded",
+    ]
+
+
+def test_cancelling_a_running_job_stops_it_and_it_stays_cancelled() -> None:
+    store, pool, clock = MemoryStore(), FakePool(), Clock()
+    record = queue(store)
+    loop = controller(store, pool, clock)
+    loop.cycle()
+    current = store.get(JobRecord, record.id)
+    assert current is not None
+    store.update(replace(current, state=JobState.CANCELLED), expected_version=current.version)
+    loop.cycle()
+    assert pool.jobs[f"meshctl-{record.id}-1"].status == "STOPPED"
+    loop.cycle()
+    assert store.get(JobRecord, record.id).state is JobState.CANCELLED  # type: ignore[union-attr]
+    [attempt] = store.list(AttemptRecord)
+    assert attempt.state == "stopped"
+
+
+def test_a_decision_is_recorded_once_until_it_changes() -> None:
+    store, pool, clock = MemoryStore(), FakePool(), Clock()
+    first = queue(store, "first", gpus=4)
+    queue(store, "second", gpus=4)
+    third = queue(store, "third", gpus=4)
+    loop = controller(store, pool, clock)
+    for _ in range(3):
+        loop.cycle()
+    assert [d.outcome for d in store.decisions(job_id=third.id)] == ["pending"]
+    assert [d.outcome for d in store.decisions(job_id=first.id)] == ["placed"]
