@@ -21,26 +21,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	@set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
-	echo "\$$ meshctl init $$dir/mesh"; $(MESHCTL) init "$$dir/mesh"; \
-	echo; echo "\$$ meshctl validate $$dir/mesh"; $(MESHCTL) validate "$$dir/mesh"; \
-	echo; echo "\$$ meshctl --mesh $$dir/mesh/mesh.yaml pools list"; \
-	$(MESHCTL) --mesh "$$dir/mesh/mesh.yaml" pools list; \
-	echo; echo "\$$ meshctl policy test $$dir/mesh/policies"; \
-	$(MESHCTL) --mesh "$$dir/mesh/mesh.yaml" policy test "$$dir/mesh/policies"; \
-	printf 'apiVersion: meshctl/v1\nkind: MeshState\nmetadata: {name: busy}\nspec:\n  pools: {onprem: {free_gpus: 0, queued_jobs: 40, expected_wait_s: 30m}}\n' > "$$dir/busy.yaml"; \
-	echo; echo "\$$ meshctl policy explain jobs/batch-embed.yaml --mesh busy.yaml  # on-prem saturated"; \
-	$(MESHCTL) --mesh "$$dir/mesh/mesh.yaml" policy explain "$$dir/mesh/jobs/batch-embed.yaml" \
-	  --mesh "$$dir/busy.yaml" --policies "$$dir/mesh/policies"; \
-	echo; echo "\$$ meshctl explain jobs/batch-embed.yaml --mesh busy.yaml  # the scheduler's plan"; \
-	$(MESHCTL) --mesh "$$dir/mesh/mesh.yaml" explain "$$dir/mesh/jobs/batch-embed.yaml" \
-	  --mesh "$$dir/busy.yaml" --policies "$$dir/mesh/policies"; \
-	echo; echo "\$$ meshctl explain jobs/gang-llm.yaml --mesh busy.yaml"; \
-	$(MESHCTL) --mesh "$$dir/mesh/mesh.yaml" explain "$$dir/mesh/jobs/gang-llm.yaml" \
-	  --mesh "$$dir/busy.yaml" --policies "$$dir/mesh/policies"; \
-	echo; echo "\$$ meshctl providers prices --gpu H100"; $(MESHCTL) providers prices --gpu H100; \
-	echo; echo "\$$ meshctl providers prices --region us-east-1 --provider aws"; \
-	$(MESHCTL) providers prices --region us-east-1 --provider aws
+	MESHCTL=$(MESHCTL) bash scripts/demo.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

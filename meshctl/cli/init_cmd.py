@@ -18,6 +18,8 @@ def _scaffold() -> dict[str, Traversable]:
     files |= {
         f"jobs/{f.name}": f for f in (examples / "jobs").iterdir() if f.name.endswith(".yaml")
     }
+    programs = examples / "programs"  # what the example jobs run (their working_dir)
+    files |= {f"programs/{f.name}": f for f in programs.iterdir() if f.name.endswith(".py")}
     files |= {f"providers/{n}": providers / n for n in ("aws.yaml", "gcp.yaml")}
     files["policies/README.md"] = policies / "README.md"
     files |= {f"policies/{f.name}": f for f in policies.iterdir() if f.name.endswith(".yaml")}

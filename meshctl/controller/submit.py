@@ -101,6 +101,10 @@ def package(source: Path, destination: Path) -> Path:
             f"{MAX_PACKAGE_BYTES // 1024**2} MiB a job may carry; keep data in storage"
         )
     shutil.copytree(source, destination, ignore=shutil.ignore_patterns(*IGNORED))
+    # Ray names an uploaded working directory by its content hash; jobs sharing one package
+    # were seen (Ray 2.60) to start before the node had finished unpacking it for another
+    # job ("can't open file"). A file naming the job makes every job's package its own.
+    (destination / ".meshctl-job").write_text(destination.name + "\n")
     return destination
 
 

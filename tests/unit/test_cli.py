@@ -23,6 +23,7 @@ def test_init_scaffolds_a_mesh_that_validates(cli, tmp_path: Path):
         "providers/gcp.yaml",
         "policies/README.md",
         "jobs/train-resnet.yaml",
+        "programs/train.py",
     }
     checked = cli.invoke(app, ["validate", str(target), "-o", "json"])
     assert checked.exit_code == 0, checked.output
