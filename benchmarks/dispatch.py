@@ -1,0 +1,207 @@
+"""From `meshctl submit` to a running Ray job, and the controller's cycle with a deep queue.
+
+    python benchmarks/dispatch.py [--runs 5] [--queued 1000] [--cycles 10] [--interval 1.0]
+                                  [--json]
+
+Brings up the embedded mesh (a local Ray cluster: a head and two emulated 4-GPU nodes, plus
+the controller daemon cycling every ``--interval`` seconds) in a temporary home, then:
+
+1. ``submit_to_running_s``: ``--runs`` times, runs ``meshctl submit --gpus 1 -- python -c ...``
+   as a process and measures from just before it starts to the controller's ``job.running``
+   event (the controller saw Ray report the job running). Each job ends before the next.
+   Includes the CLI's start-up and its checks, one controller cycle of waiting on average
+   (half the interval), Ray's job supervisor start and the next observation.
+2. ``cycle_ms_1000_queued``: stops the daemon and drives the same controller in process. A
+   gang job holding all 8 GPUs (sleeping) runs; ``--queued`` jobs of 1 GPU wait behind it. The
+   first cycle parses every job and records a decision for each; the median of the next
+   ``--cycles`` cycles is the steady state: observe the pool over HTTP, read the store
+   (SQLite), decide (one scheduling cycle over the queue), apply.
+
+Prints the medians (and every sample with ``--json``); brings the mesh down at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from meshctl.cli.context import AppContext
+from meshctl.controller import daemon
+from meshctl.controller.loop import Controller
+from meshctl.controller.runtime import clients
+from meshctl.controller.submit import Admission, enqueue
+from meshctl.model import Job
+from meshctl.scheduler.plan import Decision
+from meshctl.state import JobRecord, JobState, open_store
+
+DEADLINE_S = 120.0
+
+
+def meshctl(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "meshctl", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=home.parent,
+        env={**os.environ, "MESHCTL_HOME": str(home)},
+    )
+
+
+def submit_to_running(home: Path, runs: int) -> list[float]:
+    samples = []
+    for i in range(runs):
+        start = time.time()
+        job_id = meshctl(
+            home,
+            "submit",
+            "--gpus",
+            "1",
+            "--name",
+            f"probe-{i}",
+            "--",
+            "python",
+            "-c",
+            "import time; time.sleep(0.5)",
+        ).stdout.strip()
+        with open_store(home) as store:
+            deadline = time.monotonic() + DEADLINE_S
+            while not (
+                running := [e for e in store.events(job_id=job_id) if e.kind == "job.running"]
+            ):
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"{job_id} did not start within {DEADLINE_S:.0f} s")
+                time.sleep(0.02)
+            samples.append(running[0].at_s - start)
+        meshctl(home, "jobs", "wait", job_id)
+    return samples
+
+
+def _job(name: str, gpus: float, nodes: int, command: str) -> Job:
+    return Job.model_validate(
+        {
+            "apiVersion": "meshctl/v1",
+            "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {
+                "kind": "batch",
+                "entrypoint": command,
+                "resources": {"gpus": gpus, "nodes": nodes, "cpus": 0.1, "memory_gib": 0.25},
+            },
+        }
+    )
+
+
+def deep_queue(home: Path, queued: int, cycles: int) -> dict[str, Any]:
+    daemon.stop(home)
+    context = AppContext(home, None, None)
+    rules = context.rules()
+    with open_store(home) as store:
+        controller = Controller(store, rules, {**clients(rules.mesh, home)})
+        admit = Admission(0, None, Decision("-", "placed"))
+        blocker = enqueue(
+            store,
+            _job("blocker", 4, 2, "python -c 'import time; time.sleep(600)'"),
+            admit,
+            None,
+            home,
+            time.time(),
+        )
+        deadline = time.monotonic() + DEADLINE_S
+        while store.get(JobRecord, blocker.id).state is not JobState.RUNNING:  # type: ignore[union-attr]
+            if time.monotonic() > deadline:
+                raise SystemExit("the blocking gang job did not start")
+            controller.cycle()
+            time.sleep(0.2)
+        started = time.perf_counter()
+        waiting = _job("queued", 1, 1, "python -c pass")
+        for _ in range(queued):
+            enqueue(
+                store,
+                waiting,
+                Admission(100, None, Decision("-", "pending")),
+                None,
+                home,
+                time.time(),
+            )
+        enqueue_s = time.perf_counter() - started
+        first = controller.cycle()
+        steady = [controller.cycle().duration_s for _ in range(cycles)]
+        dispatched = sum(
+            1
+            for j in store.list(JobRecord)
+            if j.name == "queued" and j.state is not JobState.PENDING
+        )
+    return {
+        "enqueue_ms_per_job": 1000 * enqueue_s / queued,
+        "first_cycle_ms": 1000 * first.duration_s,
+        "steady_cycle_ms": [1000 * s for s in steady],
+        "dispatched_while_full": dispatched,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--queued", type=int, default=1000)
+    parser.add_argument("--cycles", type=int, default=10)
+    parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="meshctl-bench-"))
+    home = work / "home"
+    try:
+        up_start = time.perf_counter()
+        meshctl(home, "up", "--interval", str(args.interval))
+        up_s = time.perf_counter() - up_start
+        latency = submit_to_running(home, args.runs)
+        queue = deep_queue(home, args.queued, args.cycles)
+    finally:
+        down_start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "meshctl", "down"],
+            capture_output=True,
+            env={**os.environ, "MESHCTL_HOME": str(home)},
+            cwd=work,
+            check=False,
+        )
+        down_s = time.perf_counter() - down_start
+    result = {
+        "submit_to_running_s": statistics.median(latency),
+        "submit_to_running_samples_s": latency,
+        "controller_interval_s": args.interval,
+        "cycle_ms_1000_queued": statistics.median(queue["steady_cycle_ms"]),
+        "queued": args.queued,
+        **queue,
+        "up_s": up_s,
+        "down_s": down_s,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"mesh up in {up_s:.1f} s, down in {down_s:.1f} s")
+    print(
+        f"submit -> running: median {result['submit_to_running_s']:.2f} s over {args.runs} jobs "
+        f"(controller cycles every {args.interval:g} s; samples "
+        + ", ".join(f"{s:.2f}" for s in latency)
+        + ")"
+    )
+    print(
+        f"controller cycle with {args.queued:,} queued jobs: "
+        f"median {result['cycle_ms_1000_queued']:.0f} ms (first cycle "
+        f"{queue['first_cycle_ms']:.0f} ms: parses every job and records its decision; "
+        f"{queue['dispatched_while_full']} dispatched while the pool was full)"
+    )
+    print(f"enqueue: {queue['enqueue_ms_per_job']:.2f} ms per job (SQLite, one transaction each)")
+
+
+if __name__ == "__main__":
+    main()
