@@ -89,6 +89,7 @@ class Controller:
         self.heartbeat = heartbeat
         self.cycles = 0
         self._jobs: dict[str, Job] = {}  # parsed job files, by job id
+        self._same: dict[str, Job] = {}  # by content: identical jobs share one object
         self._decided: dict[str, tuple[str, str]] = {}  # job -> last recorded decision
         self._nodes_seen: dict[str, tuple[object, ...]] = {}
 
@@ -136,11 +137,14 @@ class Controller:
     def _job(self, record: JobRecord) -> Job | None:
         job = self._jobs.get(record.id)
         if job is None:
-            try:
-                job = Job.model_validate(record.spec)
-            except ValueError as err:  # a record written by a different meshctl
-                log.error("job %s: stored spec is invalid: %s", record.id, err)
-                return None
+            content = json.dumps(record.spec, sort_keys=True)
+            job = self._same.get(content)
+            if job is None:
+                try:
+                    job = self._same[content] = Job.model_validate(record.spec)
+                except ValueError as err:  # a record written by a different meshctl
+                    log.error("job %s: stored spec is invalid: %s", record.id, err)
+                    return None
             self._jobs[record.id] = job
         return job
 

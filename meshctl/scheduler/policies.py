@@ -48,7 +48,10 @@ class Permissive:
 
 
 class FromPolicyEngine:
-    """Verdicts from bound policies for the jobs of one cycle, each computed once."""
+    """Verdicts from bound policies for the jobs of one cycle, each computed once.
+
+    Answers depend only on the job object (and the bound mesh), so jobs that share one
+    ``Job`` object (a queue of identical jobs, parsed once by the controller) share them."""
 
     def __init__(
         self, bound: BoundPolicies, jobs: Mapping[str, Job], victims: Mapping[str, VictimFacts]
@@ -57,15 +60,23 @@ class FromPolicyEngine:
         policies = bound.policies
         self.weights, self.packing = policies.weights, policies.packing
         self.pool_preference, self.quotas = policies.pool_preference, policies.quotas
-        self._verdicts: dict[str, Verdict] = {}
+        self._verdicts: dict[int, Verdict] = {}  # by id() of the Job object
+        self._preemptions: dict[tuple[int, str], VictimVerdict] = {}
 
     def verdict(self, job_id: str) -> Verdict | None:
-        if job_id not in self._verdicts:
-            self._verdicts[job_id] = self.bound.evaluate(self.jobs[job_id])
-        return self._verdicts[job_id]
+        job = self.jobs[job_id]
+        found = self._verdicts.get(id(job))
+        if found is None:
+            found = self._verdicts[id(job)] = self.bound.evaluate(job)
+        return found
 
     def may_preempt(self, job_id: str, victim_job_id: str) -> VictimVerdict | None:
         victim = self.victims.get(victim_job_id)
         if victim is None:
             return None
-        return self.bound.may_preempt(self.jobs[job_id], victim)
+        job = self.jobs[job_id]
+        key = (id(job), victim_job_id)
+        found = self._preemptions.get(key)
+        if found is None:
+            found = self._preemptions[key] = self.bound.may_preempt(job, victim)
+        return found
