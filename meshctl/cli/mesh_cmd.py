@@ -35,10 +35,9 @@ def up(
 ) -> None:
     """Start the local pools' Ray clusters and the controller (what is up already stays up)."""
     from meshctl.cli import render
-    from meshctl.controller.runtime import run_dir
+    from meshctl.controller.runtime import client_for, run_dir
     from meshctl.model.mesh import LocalPool, RayPool
     from meshctl.pools import local
-    from meshctl.pools.ray import RayPoolClient
 
     context = app_context(ctx)
     mesh = context.mesh()
@@ -64,7 +63,8 @@ def up(
             nodes = sum(g.count for g in pool.nodes)
             render.say(f"pool {pool.name}: up, {nodes} nodes ({cluster.dashboard})")
         elif isinstance(pool, RayPool):
-            client = RayPoolClient(pool.name, pool.address, None)
+            client = client_for(pool, context.home)
+            assert client is not None
             seen = client.observe()
             state = "reachable" if seen.reachable else f"unreachable: {seen.error}"
             render.say(f"pool {pool.name}: existing Ray cluster at {pool.address}, {state}")

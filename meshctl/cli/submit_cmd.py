@@ -91,8 +91,9 @@ def submit(
         raise InvalidRequestError("expected JOB.yaml, or -- and a command (see --help)")
     now = dt.datetime.now(dt.UTC)
     rules = context.rules()
+    observed = _unlisted_inventory(context, rules.mesh)
     try:
-        admission = check(job, rules.mesh, rules.catalogs, rules.policies, now)
+        admission = check(job, rules.mesh, rules.catalogs, rules.policies, now, observed)
     except Rejected as err:
         raise InvalidRequestError(str(err)) from None
     if dry_run or explain:
@@ -112,6 +113,20 @@ def submit(
         render.plain(record.id)
     if daemon.running(context.home) is None:
         render.problems([f"{record.id} is queued, but no controller is running: meshctl up"])
+
+
+def _unlisted_inventory(context: Any, mesh: Any) -> dict[str, Any]:
+    """The nodes of ``ray`` pools whose mesh entry lists none, read from their clusters."""
+    from meshctl.controller.runtime import client_for
+    from meshctl.model.mesh import RayPool
+
+    found = {}
+    for pool in mesh.spec.pools:
+        if isinstance(pool, RayPool) and not pool.nodes:
+            client = client_for(pool, context.home)
+            if client is not None:
+                found[pool.name] = client.observe()
+    return found
 
 
 def _from_file(path: Path) -> tuple[Job, Path]:

@@ -33,6 +33,7 @@ from meshctl.pools.observed import (
     RAY_ACTIVE,
     ObservedJob,
     ObservedNode,
+    PoolObservation,
     Submission,
 )
 from meshctl.scheduler import (
@@ -431,6 +432,16 @@ def _nodes(world: World, mesh: Mesh, running: Sequence[Running]) -> list[Node]:
                 _node(name, seen, groups.get(seen.name), usd, health, held[f"{name}/{seen.name}"])
             )
     return out
+
+
+def observed_nodes(pool: Pool, observation: PoolObservation) -> list[Node]:
+    """A pool's live nodes as the scheduler sees them, all free (for checks at submit)."""
+    groups, usd = _groups(pool), pool.cost.usd_per_gpu_hour or 0.0
+    return [
+        _node(pool.name, seen, groups.get(seen.name), usd, "ready", ())
+        for seen in observation.nodes
+        if seen.alive and not seen.head and (seen.gpus or seen.cpus)
+    ]
 
 
 def _groups(pool: Pool) -> dict[str, NodeGroup]:

@@ -13,9 +13,10 @@ import datetime as dt
 import secrets
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from meshctl.controller.decide import observed_nodes
 from meshctl.model.catalog import Catalog
 from meshctl.model.job import Job
 from meshctl.model.mesh import Mesh
@@ -23,6 +24,7 @@ from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import bind
 from meshctl.policy.facts import mesh_snapshot
 from meshctl.policy.tenancy import hourly_headroom, hours_left_in_month
+from meshctl.pools.observed import PoolObservation
 from meshctl.scheduler import (
     FromPolicyEngine,
     Pending,
@@ -57,8 +59,12 @@ def check(
     catalogs: Mapping[str, Catalog],
     policies: PolicySet | None,
     now: dt.datetime,
+    observed: Mapping[str, PoolObservation] | None = None,
 ) -> Admission:
-    """One scheduling cycle on the configured (idle) mesh: unschedulable means never."""
+    """One scheduling cycle on the configured (idle) mesh: unschedulable means never.
+
+    ``observed``: the inventory of ``ray`` pools whose mesh entry lists no nodes (an existing
+    cluster is what it is; its nodes are read from it)."""
     name = job.metadata.name
     view: PolicyView
     if policies is None:
@@ -76,6 +82,11 @@ def check(
         view = FromPolicyEngine(bound, {name: job}, {})
     pending = Pending(name, job.spec.team, priority, Request.of(job), now.timestamp(), None)
     snapshot = snapshot_from_mesh(mesh, catalogs, None, [pending], now.timestamp(), headroom)
+    for pool_name, observation in (observed or {}).items():
+        pool = mesh.pool(pool_name)
+        if pool is not None:
+            extra = observed_nodes(pool, observation)
+            snapshot = replace(snapshot, nodes=snapshot.nodes + tuple(extra))
     decision = schedule(snapshot, view).decisions[name]
     if decision.status == "unschedulable":
         raise Rejected(f"job {name} can never run on this mesh: {decision.summary()}")

@@ -153,6 +153,31 @@ def test_sigkill_between_submit_and_record_runs_the_job_exactly_once(mesh: Mesh)
     assert mesh.run("jobs", "logs", job_id).stdout.splitlines().count("ran once") == 1
 
 
+def test_a_mesh_naming_an_existing_ray_cluster_drives_it(mesh: Mesh, tmp_path: Path) -> None:
+    """A second meshctl home whose mesh.yaml names the running cluster (provider: ray, its
+    address and token): the same commands submit there, and its `down` stops only its own
+    controller, never the cluster it did not start."""
+    cluster = mesh.cluster()
+    remote = tmp_path / "remote.yaml"
+    remote.write_text(
+        "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: lab}\nspec:\n  pools:\n"
+        f"    - {{name: lab, provider: ray, address: '{cluster.dashboard}',\n"
+        f"       auth: {{token_file: '{cluster.token_file}'}}}}\n"
+    )
+    other = Mesh(tmp_path / "home", tmp_path)
+    assert "existing Ray cluster" in other.run("--mesh", str(remote), "up").stdout
+    try:
+        job_id = other.submit("--gpus", "2", "--", "python", "-c", "print('via the ray pool')")
+        assert other.run("jobs", "wait", job_id).returncode == 0
+        assert other.show(job_id)["pool"] == "lab"
+        assert "via the ray pool" in other.run("jobs", "logs", job_id).stdout
+        too_big = other.run("submit", "--gpus", "5", "--", "python", "-c", "pass", check=False)
+        assert too_big.returncode == 2  # judged against the cluster's own nodes
+    finally:
+        other.run("down")
+    assert local.running(cluster)  # the cluster it only used is still up
+
+
 def test_down_leaves_no_process_it_started(mesh: Mesh) -> None:
     cluster = mesh.cluster()
     controller = daemon.running(mesh.home)
