@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/policy_eval.py
 	$(PY) benchmarks/schedule.py --trace-dir ../shared/traces/philly
 	$(PY) benchmarks/openb_packing.py --trace-dir ../shared/traces/alibaba-openb
+	$(PY) benchmarks/dispatch.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache dist
