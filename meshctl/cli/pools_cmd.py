@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -11,7 +12,10 @@ from meshctl.cli.context import app_context
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Column, Output
 
-app = typer.Typer(help="The mesh's pools: capacity and price, as configured.", no_args_is_help=True)
+app = typer.Typer(
+    help="The mesh's pools: capacity and price as configured, and what runs there now.",
+    no_args_is_help=True,
+)
 
 
 def _capacities(ctx: typer.Context) -> list[dict[str, Any]]:
@@ -20,7 +24,29 @@ def _capacities(ctx: typer.Context) -> list[dict[str, Any]]:
     context = app_context(ctx)
     mesh = context.mesh()
     catalogs = context.catalog_map()
-    return [asdict(pool_capacity(pool, catalogs)) for pool in mesh.spec.pools]
+    live = _live(context.home)
+    return [
+        asdict(pool_capacity(pool, catalogs)) | live.get(pool.name, {"state": "-"})
+        for pool in mesh.spec.pools
+    ]
+
+
+def _live(home: Path) -> dict[str, dict[str, Any]]:
+    """Per pool, what the controller last saw (state) and the GPUs its jobs hold now."""
+    from meshctl.controller.decide import ACTIVE_ATTEMPT
+    from meshctl.state import STATE_DB, AttemptRecord, PoolRecord, open_store
+
+    if not (home / STATE_DB).is_file():
+        return {}  # nothing has run here: do not create a store just to read it
+    with open_store(home) as store:
+        live = {p.name: {"state": p.state, "gpus_in_use": 0.0} for p in store.list(PoolRecord)}
+        for attempt in store.list(AttemptRecord):
+            if attempt.state in ACTIVE_ATTEMPT and attempt.pool in live:
+                held = attempt.detail.get("allocations", [])
+                live[attempt.pool]["gpus_in_use"] += sum(
+                    len(a["gpu_indices"]) * a["gpu_share"] for a in held
+                )
+    return live
 
 
 @app.command("list")
@@ -35,6 +61,8 @@ def list_pools(ctx: typer.Context, output: OutputOption = Output.table) -> None:
         Column("location", "Where"),
         Column("nodes", "Nodes (max)", "right"),
         Column("gpus", "GPUs (max)", "right"),
+        Column("state", "State"),
+        Column("gpus_in_use", "GPUs in use", "right"),
         Column("accelerators", "Accelerators"),
         Column("usd_per_gpu_hour", "$/GPU-h", "right"),
         Column("spot_usd_per_gpu_hour", "Spot $/GPU-h", "right"),
@@ -44,7 +72,8 @@ def list_pools(ctx: typer.Context, output: OutputOption = Output.table) -> None:
         columns,
         output,
         title=f"Pools of {app_context(ctx).mesh_file()}",
-        caption="configured capacity; cloud prices are list prices from the catalogs",
+        caption="configured capacity; state and GPUs in use as the controller last saw them; "
+        "cloud prices are list prices from the catalogs",
     )
 
 

@@ -28,6 +28,7 @@ from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
 
 __all__ = [
     "MIGRATIONS",
+    "STATE_DB",
     "AttemptRecord",
     "ConflictError",
     "Decision",
