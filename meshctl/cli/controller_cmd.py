@@ -54,10 +54,16 @@ def run(
             for error in report.errors:
                 render.problems([error])
             return
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        stop, wake = threading.Event(), threading.Event()
+
+        def stopping(*_: object) -> None:
+            stop.set()
+            wake.set()
+
+        signal.signal(signal.SIGTERM, stopping)
+        signal.signal(signal.SIGUSR1, lambda *_: wake.set())  # meshctl submit's nudge
         logging.getLogger("meshctl.controller").info(
             "controller up: pools %s", ", ".join(controller.clients) or "(none driven)"
         )
         with contextlib.suppress(KeyboardInterrupt):
-            controller.run(interval, stop)
+            controller.run(interval, stop, wake)

@@ -220,6 +220,9 @@ def cancel(ctx: typer.Context, job: JobArgument) -> None:
                 )
             except ConflictError:
                 continue
+            from meshctl.controller import daemon
+
+            daemon.nudge(app_context(ctx).home)  # stop its Ray job now, not next interval
             render.plain(f"{record.id} cancelled (was {record.state.value})")
             return
     raise InvalidRequestError(f"job {job}: kept changing; try again")

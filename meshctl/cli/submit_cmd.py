@@ -111,7 +111,7 @@ def submit(
         )
     else:
         render.plain(record.id)
-    if daemon.running(context.home) is None:
+    if not daemon.nudge(context.home):
         render.problems([f"{record.id} is queued, but no controller is running: meshctl up"])
 
 

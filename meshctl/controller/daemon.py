@@ -62,6 +62,16 @@ def start(home: Path, args: list[str], env: dict[str, str] | None = None) -> int
     return proc.pid
 
 
+def nudge(home: Path) -> bool:
+    """Ask the daemon to cycle now (SIGUSR1) rather than at its next interval."""
+    pid = running(home)
+    if pid is None:
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGUSR1)
+    return True
+
+
 def heartbeat(home: Path) -> dict[str, object] | None:
     try:
         data: dict[str, object] = json.loads(heartbeat_file(home).read_text())

@@ -341,10 +341,17 @@ class Controller:
 
     # --- running ------------------------------------------------------------------------------
 
-    def run(self, interval_s: float = 1.0, stop: threading.Event | None = None) -> None:
-        """Cycle until ``stop`` is set (or SIGTERM); a failing cycle is logged, not fatal."""
-        stop = stop or threading.Event()
+    def run(
+        self,
+        interval_s: float = 1.0,
+        stop: threading.Event | None = None,
+        wake: threading.Event | None = None,
+    ) -> None:
+        """Cycle every ``interval_s``, or at once when ``wake`` is set (a submit, a cancel),
+        until ``stop`` is set; a failing cycle is logged, not fatal."""
+        stop, wake = stop or threading.Event(), wake or threading.Event()
         while not stop.is_set():
+            wake.clear()
             try:
                 report = self.cycle()
                 if report.dispatched or report.transitions:
@@ -358,4 +365,4 @@ class Controller:
                     )
             except Exception:
                 log.exception("cycle failed")
-            stop.wait(interval_s)
+            wake.wait(interval_s)
