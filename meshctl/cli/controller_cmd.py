@@ -44,6 +44,7 @@ def run(
             rules,
             driven,
             heartbeat=daemon.heartbeat_file(context.home),
+            resolve=lambda: {**clients(rules.mesh, context.home)},
         )
         if once:
             report = controller.cycle()

@@ -39,3 +39,17 @@ class MeshGroup(typer.core.TyperGroup):
         except CommandError as err:
             render.problems([str(err)])
             raise typer.Exit(EXIT_FAILURE) from None
+        except Exception as err:
+            if not _known_failure(err):
+                raise
+            render.problems([f"{err}".splitlines()[0] if str(err) else type(err).__name__])
+            raise typer.Exit(EXIT_FAILURE) from None
+
+
+def _known_failure(err: Exception) -> bool:
+    """Failures of the world, not of meshctl: a file or folder that cannot be read or written,
+    the state store, a pool that cannot be reached. One line and exit 1, no traceback."""
+    return isinstance(err, OSError) or (
+        type(err).__module__.startswith(("meshctl.state", "meshctl.pools"))
+        and type(err).__name__.endswith("Error")
+    )

@@ -165,10 +165,12 @@ def logs(
     mesh = context.mesh()
     with context.store() as store:
         record = find(store, job)
-        shown = 0
+        shown, showing = 0, ""
         while True:
             tries = attempts_of(store, record.id)
             chosen = [a for a in tries if attempt is None or a.number == attempt]
+            if chosen and chosen[-1].id != showing:  # a new attempt: its log from the start
+                shown, showing = 0, chosen[-1].id
             if chosen:
                 pool = mesh.pool(chosen[-1].pool)
                 client = client_for(pool, context.home) if pool else None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from meshctl.cli.context import app_context
-from meshctl.cli.errors import InvalidRequestError
+from meshctl.cli.errors import CommandError, InvalidRequestError
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Output
 
@@ -74,6 +74,8 @@ def submit(
         "--criticality": criticality != "standard",
     }
     args = args or []
+    if len(args) == 1 and args[0].endswith((".yaml", ".yml")) and not Path(args[0]).is_file():
+        raise InvalidRequestError(f"{args[0]}: no such job file")
     if len(args) == 1 and args[0].endswith((".yaml", ".yml")) and Path(args[0]).is_file():
         given = [flag for flag, set_ in command_flags.items() if set_]
         if given:
@@ -125,7 +127,12 @@ def _unlisted_inventory(context: Any, mesh: Any) -> dict[str, Any]:
         if isinstance(pool, RayPool) and not pool.nodes:
             client = client_for(pool, context.home)
             if client is not None:
-                found[pool.name] = client.observe()
+                seen = client.observe()
+                if not seen.reachable:
+                    raise CommandError(
+                        f"pool {pool.name}: cannot check the job against its nodes: {seen.error}"
+                    )
+                found[pool.name] = seen
     return found
 
 

@@ -84,11 +84,12 @@ class Transition:
 @dataclass(frozen=True, slots=True)
 class AttemptChange:
     attempt_id: str
-    state: str
+    state: str | None  # None: unchanged
     reason: str = ""
     started_at_s: float | None = None
     ended_at_s: float | None = None
     stop_at_s: float | None = None
+    for_job: str | None = None  # the preemptor its GPUs are freed for
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +201,9 @@ def _reconcile(view: JobView, world: World, rules: Rules, step: Step) -> str | N
             if stop_at is None or now >= float(stop_at):
                 step.stops.append(Stop(record.id, attempt.pool, attempt.submission_id, state.value))
             return "holding"
+        stopped = ray is None or ray.status == "STOPPED" or ray.error_type in INFRA_ERRORS
+        if not stopped:  # it finished on its own during its grace: that is its outcome
+            return _follow(view, attempt, ray, now, step)  # type: ignore[arg-type]
         step.attempts.append(_ended(attempt, ray, now))
         _requeue(view, f"{state.value}; its attempt has stopped", step)
         return None
@@ -301,6 +305,10 @@ def _schedule(
 ) -> None:
     leaving = {t.job_id for t in step.transitions if t.to is JobState.EVICTED}
     running = [_running(v, world.now_s) for v in holding if v.attempt is not None]
+    freed_for: dict[str, list[str]] = defaultdict(list)  # preemptor -> nodes being freed
+    for v in holding:
+        if v.attempt is not None and v.record.state is JobState.PREEMPTED:
+            freed_for[str(v.attempt.detail.get("for_job", ""))] += _placement_nodes(v.attempt)
     nodes = _nodes(world, rules.mesh, running)
     pending = [
         Pending(
@@ -310,6 +318,7 @@ def _schedule(
             Request.of(v.job),
             v.record.submitted_at_s,
             v.job.spec.limits.max_runtime_s,
+            nominated=tuple(freed_for.get(v.record.id, ())),
         )
         for v in queued
     ]
@@ -340,7 +349,12 @@ def _schedule(
             victim = views[action.victim_job_id].attempt
             if victim is not None:
                 step.attempts.append(
-                    AttemptChange(victim.id, victim.state, stop_at_s=world.now_s + action.grace_s)
+                    AttemptChange(
+                        victim.id,
+                        None,
+                        stop_at_s=world.now_s + action.grace_s,
+                        for_job=action.for_job_id,
+                    )
                 )
         elif isinstance(action, Evict) and action.job_id not in leaving:
             step.transitions.append(Transition(action.job_id, JobState.EVICTED, action.reason))
@@ -502,6 +516,7 @@ def _running(view: JobView, now: float) -> Running:
         allocations,
         Request.of(view.job),
         started,
+        leaving=view.record.state in (JobState.PREEMPTED, JobState.EVICTED),
     )
 
 
@@ -573,7 +588,7 @@ def _checkpoint_env(pool: Pool | None, view: JobView) -> dict[str, str]:
     )
     if not base:
         return {}
-    uri = f"{base.rstrip('/')}/{view.record.name}"
+    uri = f"{base.rstrip('/')}/{view.record.id}"  # every attempt of this job, no other job
     env = {"MESHCTL_CHECKPOINT_URI": uri}
     if uri.startswith("file://"):
         env["MESHCTL_CHECKPOINT_DIR"] = uri.removeprefix("file://")

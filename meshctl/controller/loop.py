@@ -47,6 +47,7 @@ from meshctl.state.records import (
 from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
 
 log = logging.getLogger("meshctl.controller")
+MAX_SUBMIT_ERRORS = 5  # a submission refused this often fails its job instead of holding GPUs
 
 
 class PoolClient(Protocol):
@@ -84,8 +85,12 @@ class Controller:
         clients: Mapping[str, PoolClient],
         clock: Callable[[], float] = time.time,
         heartbeat: Path | None = None,
+        resolve: Callable[[], Mapping[str, PoolClient]] | None = None,
     ) -> None:
+        """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
+        comes back on new ports with a new token); without it, ``clients`` are fixed."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
+        self.resolve = resolve
         self.heartbeat = heartbeat
         self.cycles = 0
         self._jobs: dict[str, Job] = {}  # parsed job files, by job id
@@ -98,6 +103,8 @@ class Controller:
     def cycle(self) -> CycleReport:
         started = time.perf_counter()
         now = self.clock()
+        if self.resolve is not None:
+            self.clients = self.resolve()
         world = self.world(now)
         step = decide(world, self.rules)
         errors = self.apply(step, now)
@@ -166,7 +173,7 @@ class Controller:
             try:
                 outcome = self.clients[resubmit.pool].submit(resubmit.submission)
             except Exception as err:
-                errors.append(f"submit {resubmit.submission.submission_id}: {err}")
+                errors.append(self._submit_failed(resubmit.job_id, resubmit.attempt_id, err, now))
                 continue
             self._event(now, "job.submit", resubmit.job_id, f"{outcome} on {resubmit.pool}")
         for dispatch in step.dispatches:
@@ -187,13 +194,14 @@ class Controller:
         admitted = self._transition(
             Transition(dispatch.job_id, JobState.ADMITTED, dispatch.reason, attempt.pool), now
         )
-        if not admitted:
+        if not admitted:  # cancelled meanwhile: this attempt will never be submitted
+            self._attempt(AttemptChange(attempt.id, "abandoned", "not admitted"), now)
             return None
         failpoint("before-submit")
         try:
             outcome = self.clients[attempt.pool].submit(dispatch.submission)
         except Exception as err:
-            return f"submit {attempt.submission_id}: {err}"  # retried next cycle
+            return self._submit_failed(dispatch.job_id, attempt.id, err, now)
         failpoint("after-submit")
         self._attempt(AttemptChange(attempt.id, "pending"), now)
         self._transition(
@@ -206,12 +214,31 @@ class Controller:
         )
         return None
 
+    def _submit_failed(self, job_id: str, attempt_id: str, err: Exception, now: float) -> str:
+        """Count a failed submission; retried next cycle, until MAX_SUBMIT_ERRORS fail it."""
+        attempt = self.store.get(AttemptRecord, attempt_id)
+        message = f"submit {attempt_id}: {err}"
+        if attempt is None:
+            return message
+        count = int(attempt.detail.get("submit_errors", 0)) + 1
+        detail = {**attempt.detail, "submit_errors": count}
+        failed = count >= MAX_SUBMIT_ERRORS
+        changed = replace(attempt, detail=detail, reason=str(err)[:300])
+        if failed:
+            changed = replace(changed, state="failed", ended_at_s=now)
+        with contextlib.suppress(ConflictError, NotFoundError):
+            self.store.update(changed, expected_version=attempt.version)
+        if failed:
+            why = f"its pool refused it {count} times: {str(err)[:200]}"
+            self._transition(Transition(job_id, JobState.FAILED, why), now)
+        return message
+
     def _transition(self, t: Transition, now: float) -> bool:
         record = self.store.get(JobRecord, t.job_id)
         if record is None or record.state is t.to:
             return False
-        if record.state in FINISHED and t.to not in FINISHED:
-            return False  # cancelled meanwhile: never revive a finished job
+        if record.state in FINISHED:
+            return False  # finished (or cancelled meanwhile) is final
         changed = replace(record, state=t.to, pool=t.pool or record.pool, updated_at_s=now)
         event = Event(
             now,
@@ -231,11 +258,13 @@ class Controller:
         if attempt is None:
             return
         detail = dict(attempt.detail)
-        if change.stop_at_s is not None:
+        if change.stop_at_s is not None and "stop_at_s" not in detail:  # a grace never moves
             detail["stop_at_s"] = change.stop_at_s
+        if change.for_job is not None:
+            detail.setdefault("for_job", change.for_job)
         updated = replace(
             attempt,
-            state=change.state,
+            state=change.state or attempt.state,
             reason=change.reason or attempt.reason,
             started_at_s=attempt.started_at_s or change.started_at_s,
             ended_at_s=attempt.ended_at_s or change.ended_at_s,

@@ -133,14 +133,17 @@ def start(pool: LocalPool, run_dir: Path, progress: Progress = lambda _: None) -
 def stop(cluster: LocalCluster, grace_s: float = 3.0) -> list[int]:
     """Stop every process of the cluster's node sessions; return the pids signalled."""
     sessions = [p.pid for p in cluster.processes if _ours(p)]
+    # Taken before any signal: Ray starts job drivers in sessions of their own, children
+    # of a job supervisor in the node's session; once that dies they would be orphans.
+    family = set(_family(sessions))
     signalled: list[int] = []
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        members = [pid for sid in sessions for pid in session_members(sid)]
+        members = sorted((family | set(_family(sessions))) - _gone(family))
         for pid in members:
             _signal(pid, sig)
         signalled += [pid for pid in members if pid not in signalled]
         deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and any(session_members(s) for s in sessions):
+        while time.monotonic() < deadline and len(_gone(family)) < len(family):
             time.sleep(0.1)
     shutil.rmtree(cluster.temp_dir, ignore_errors=True)
     return signalled
@@ -153,8 +156,30 @@ def running(cluster: LocalCluster) -> bool:
 
 
 def leftover(cluster: LocalCluster) -> list[int]:
-    """Processes of the cluster's sessions that are still alive (none after ``stop``)."""
-    return [pid for p in cluster.processes if _ours(p) for pid in session_members(p.pid)]
+    """Processes of the cluster's sessions, and their descendants (job drivers), still alive
+    (none after ``stop``)."""
+    return _family([p.pid for p in cluster.processes if _ours(p)])
+
+
+def _family(sessions: list[int]) -> list[int]:
+    """The live members of these sessions and all their descendants, whatever their session."""
+    parents: dict[int, list[int]] = {}
+    for pid in _pids():
+        fields = _stat_fields(pid)
+        if fields is not None and fields[0] not in ("Z", "X"):
+            parents.setdefault(int(fields[1]), []).append(pid)
+    found = [pid for sid in sessions for pid in session_members(sid)]
+    queue = list(found)
+    while queue:
+        for child in parents.get(queue.pop(), []):
+            if child not in found:
+                found.append(child)
+                queue.append(child)
+    return found
+
+
+def _gone(pids: set[int]) -> set[int]:
+    return {pid for pid in pids if zombie(pid)}
 
 
 # --- processes ---------------------------------------------------------------------------------

@@ -51,11 +51,18 @@ class RayPoolClient:
             return PoolObservation(self.pool, True, "", tuple(self.nodes()), self.jobs())
         except PoolError as err:
             return PoolObservation(self.pool, False, str(err))
+        except Exception as err:  # a torn response, a proxy's garbage: this pool only
+            return PoolObservation(self.pool, False, f"{self.pool}: {type(err).__name__}: {err}")
 
     def nodes(self) -> list[ObservedNode]:
         body = self._request("GET", "/api/v0/nodes?detail=1&limit=10000")
         data = body.get("data", {}).get("result", {}).get("result", [])
-        return [_node(raw) for raw in data]
+        nodes = [_node(raw) for raw in data]
+        # Ray keeps listing dead nodes; a node that came back under the same name is that
+        # node, and of several dead entries of one name the last is enough.
+        alive = {n.name for n in nodes if n.alive}
+        dead = {n.name: n for n in nodes if not n.alive and n.name not in alive}
+        return [n for n in nodes if n.alive] + list(dead.values())
 
     def jobs(self) -> dict[str, ObservedJob]:
         """Jobs submitted through the Jobs API, by submission id."""
@@ -83,17 +90,18 @@ class RayPoolClient:
         """Submit once: an id Ray already knows is adopted, never submitted twice."""
         if self.job(submission.submission_id) is not None:
             return "adopted"
-        client = self._client()
         try:
-            client.submit_job(
-                entrypoint=submission.entrypoint,
-                submission_id=submission.submission_id,
-                runtime_env=dict(submission.runtime_env),
-                metadata=dict(submission.metadata),
-                entrypoint_num_cpus=submission.num_cpus,
-                entrypoint_num_gpus=submission.num_gpus,
-                entrypoint_memory=submission.memory_bytes,
-                entrypoint_label_selector=dict(submission.label_selector) or None,
+            self._with_deadline(
+                lambda: self._client().submit_job(
+                    entrypoint=submission.entrypoint,
+                    submission_id=submission.submission_id,
+                    runtime_env=dict(submission.runtime_env),
+                    metadata=dict(submission.metadata),
+                    entrypoint_num_cpus=submission.num_cpus,
+                    entrypoint_num_gpus=submission.num_gpus,
+                    entrypoint_memory=submission.memory_bytes,
+                    entrypoint_label_selector=dict(submission.label_selector) or None,
+                )
             )
         except Exception as err:  # the SDK raises RuntimeError for HTTP errors
             if self.job(submission.submission_id) is not None:
@@ -110,6 +118,30 @@ class RayPoolClient:
         return bool(raw.get("stopped", False))
 
     # --- plumbing ---------------------------------------------------------------------------
+
+    def _with_deadline(self, call: Any) -> Any:
+        """Run ``call`` (the Ray SDK sets no HTTP timeout) but give up after 6 x timeout_s; a
+        submission that lands later is adopted by its id on the next cycle."""
+        import threading
+
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["value"] = call()
+            except Exception as err:
+                outcome["error"] = err
+
+        worker = threading.Thread(target=run, daemon=True, name=f"submit-{self.pool}")
+        worker.start()
+        worker.join(6 * self.timeout_s)
+        if worker.is_alive():
+            raise PoolError(
+                f"{self.pool}: no answer from {self.address} within {6 * self.timeout_s:g} s"
+            )
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("value")
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}

@@ -87,7 +87,7 @@ class _Cycle:
         self.pools = {p.name: p for p in snap.pools}
         self.offers = list(snap.offers)
         self.headroom = burst.Headroom.of(snap.pools)
-        self.preempted: set[str] = set()
+        self.preempted: set[str] = {job.job_id for job in snap.running if job.leaving}
         self.never: dict[tuple[Request, frozenset[str]], str | None] = {}
         self.reservation: str | None = None
         self.reservation_tried = False

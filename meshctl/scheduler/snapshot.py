@@ -63,6 +63,7 @@ class Running:
     started_at_s: float
     last_checkpoint_at_s: float | None = None
     expected_end_s: float | None = None  # from the job's max runtime, when it has one
+    leaving: bool = False  # already preempted or evicted, still stopping: never a victim again
 
     @property
     def gpus(self) -> float:

@@ -179,12 +179,15 @@ def test_a_mesh_naming_an_existing_ray_cluster_drives_it(mesh: Mesh, tmp_path: P
 
 
 def test_down_leaves_no_process_it_started(mesh: Mesh) -> None:
+    job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "import time; time.sleep(600)")
+    mesh.wait_for(job_id, "running")  # its driver runs in a session Ray made for it
     cluster = mesh.cluster()
     controller = daemon.running(mesh.home)
     assert controller is not None
-    assert local.leftover(cluster)  # the cluster's processes, alive before
+    before = local.leftover(cluster)  # the nodes' processes and their children, drivers too
     done = mesh.run("down")
     assert "stopped" in done.stdout
     assert local.leftover(cluster) == []
+    assert [pid for pid in before if not local.zombie(pid)] == []
     assert local.session_members(controller) == []
     assert not (mesh.home / "run" / "pool-onprem.json").exists()

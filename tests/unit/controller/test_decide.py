@@ -14,6 +14,7 @@ from meshctl.controller.decide import Resubmit, Rules, Step, Stop, decide
 from meshctl.controller.world import JobView, World
 from meshctl.model import Job, Mesh
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation
+from meshctl.pools.ray import RayPoolClient
 from meshctl.state.records import AttemptRecord, JobRecord, JobState, NodeRecord
 
 pytestmark = pytest.mark.unit
@@ -272,6 +273,74 @@ def test_a_preempted_job_is_stopped_after_its_grace_and_then_requeued() -> None:
     assert [s.submission_id for s in decide(later, RULES).stops] == ["meshctl-a-1"]
     stopped = pool(ray("meshctl-a-1", "STOPPED"))
     assert moves(decide(world(view, observed=stopped), RULES)) == [("a", "requeued")]
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "expected"),
+    [
+        ("SUCCEEDED", None, [("a", "succeeded")]),
+        ("FAILED", "JOB_ENTRYPOINT_COMMAND_ERROR", [("a", "failed")]),
+        ("FAILED", "JOB_SUPERVISOR_ACTOR_DIED", [("a", "requeued")]),
+        ("STOPPED", None, [("a", "requeued")]),
+    ],
+    ids=["finished in its grace", "failed in its grace", "its node died", "stopped"],
+)
+def test_a_preempted_job_that_ends_on_its_own_keeps_its_outcome(
+    status: str, error: str | None, expected: list[tuple[str, str]]
+) -> None:
+    view = job("a", state=JobState.PREEMPTED, attempt=attempt("a", stop_at_s=NOW + 30))
+    step = decide(world(view, observed=pool(ray("meshctl-a-1", status, error))), RULES)
+    assert moves(step) == expected
+
+
+def test_a_preemptor_waits_on_the_nodes_freed_for_it_and_nobody_else_takes_them() -> None:
+    victim = job(
+        "v",
+        gpus=4,
+        state=JobState.PREEMPTED,
+        attempt=attempt("v", gpus=4, nodes=("n1",), stop_at_s=NOW + 30, for_job="w"),
+    )
+    other = job("o", gpus=4, state=JobState.RUNNING, attempt=attempt("o", gpus=4, nodes=("n2",)))
+    live = pool(ray("meshctl-v-1", "RUNNING"), ray("meshctl-o-1", "RUNNING"))
+    step = decide(world(victim, other, job("w", gpus=4), observed=live), RULES)
+    assert step.dispatches == []
+    assert moves(step) == []  # the victim is not preempted again, its grace is not moved
+
+
+class _Listed(RayPoolClient):
+    """The adapter over a fixed /api/v0/nodes answer (the HTTP part is tested for real in
+    tests/integration/controller)."""
+
+    def _request(self, method: str, path: str) -> Any:
+        raw = [
+            {
+                "node_id": "old",
+                "state": "DEAD",
+                "labels": {"meshctl.io/node": "n1"},
+                "resources_total": {"GPU": 4},
+            },
+            {
+                "node_id": "new",
+                "state": "ALIVE",
+                "labels": {"meshctl.io/node": "n1"},
+                "resources_total": {"GPU": 4},
+            },
+            {
+                "node_id": "gone",
+                "state": "DEAD",
+                "labels": {"meshctl.io/node": "n3"},
+                "resources_total": {"GPU": 4},
+            },
+        ]
+        return {"data": {"result": {"result": raw}}}
+
+
+def test_a_node_that_came_back_is_not_taken_for_dead() -> None:
+    seen = _Listed("onprem", "http://127.0.0.1:9", None).nodes()
+    assert [(n.name, n.ray_node_id, n.alive) for n in seen] == [
+        ("n1", "new", True),
+        ("n3", "gone", False),
+    ]
 
 
 def test_jobs_on_a_dead_node_are_evicted() -> None:

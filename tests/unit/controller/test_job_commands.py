@@ -46,6 +46,7 @@ BAD = [
     ("bad memory", ["submit", "--memory", "lots", "--", "python", "x.py"], "--memory:"),
     ("nothing to run", ["submit"], "expected JOB.yaml, or -- and a command"),
     ("missing working dir", ["submit", "--working-dir", "/no/such/dir", "--", "x"], "working_dir"),
+    ("a mistyped job file", ["submit", "jobs/trian.yaml"], "jobs/trian.yaml: no such job file"),
     ("unknown job", ["jobs", "show", "nope"], "job: no job with id 'nope'"),
     ("unknown state", ["jobs", "list", "--state", "sleeping"], "--state: expected one of"),
     ("unknown node", ["nodes", "cordon", "gpu-rack9"], "node: expected one of"),
@@ -136,3 +137,13 @@ def test_status_as_data_names_every_pool_and_the_queue(cli: CliRunner) -> None:
 
 def test_down_with_nothing_up_says_so(cli: CliRunner) -> None:
     assert run(cli, "down") == (0, "nothing was up\n", "")
+
+
+def test_a_home_that_cannot_be_created_is_a_one_line_failure(
+    cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MESHCTL_HOME", "/proc/meshctl-cannot-live-here")
+    code, _, err = run(cli, "jobs", "list")
+    assert code == 1
+    assert err.startswith("error: cannot create meshctl home")
+    assert len(err.strip().splitlines()) == 1

@@ -172,3 +172,22 @@ def test_a_decision_is_recorded_once_until_it_changes() -> None:
         loop.cycle()
     assert [d.outcome for d in store.decisions(job_id=third.id)] == ["pending"]
     assert [d.outcome for d in store.decisions(job_id=first.id)] == ["placed"]
+
+
+def test_a_submission_its_pool_keeps_refusing_fails_the_job_and_frees_its_gpus() -> None:
+    store, clock = MemoryStore(), Clock()
+    record = queue(store)
+
+    class Refusing(FakePool):
+        def submit(self, submission: Submission) -> str:
+            raise RuntimeError("HTTP 400: runtime_env is invalid")
+
+    loop = controller(store, Refusing(), clock)
+    for _ in range(10):
+        loop.cycle()
+    job = store.get(JobRecord, record.id)
+    assert job is not None
+    assert job.state is JobState.FAILED
+    [attempt] = store.list(AttemptRecord)
+    assert (attempt.state, attempt.detail["submit_errors"]) == ("failed", 5)
+    assert "refused it 5 times" in store.events(job_id=record.id)[-1].message
