@@ -13,11 +13,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from meshctl.controller.runtime import run_dir
-from meshctl.pools.local import session_members, start_ticks, zombie
+from meshctl.pools.local import start_ticks, terminate, zombie
 
 
 def pid_file(home: Path) -> Path:
@@ -67,6 +66,9 @@ def nudge(home: Path) -> bool:
     pid = running(home)
     if pid is None:
         return False
+    beat = heartbeat(home)
+    if beat is None or beat.get("pid") != pid:
+        return True  # still starting: SIGUSR1 before its handler is set would kill it
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGUSR1)
     return True
@@ -91,16 +93,7 @@ def stop(home: Path, grace_s: float = 10.0) -> list[int]:
     if alive_ticks is not None and alive_ticks != ticks:
         path.unlink(missing_ok=True)  # the pid is another program's now
         return []
-    signalled: list[int] = []
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        members = session_members(sid)
-        for pid in members:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        signalled += [p for p in members if p not in signalled]
-        deadline = time.monotonic() + wait_s
-        while session_members(sid) and time.monotonic() < deadline:
-            time.sleep(0.1)
+    signalled = terminate([sid], grace_s)
     path.unlink(missing_ok=True)
     heartbeat_file(home).unlink(missing_ok=True)
     return signalled

@@ -132,7 +132,14 @@ def start(pool: LocalPool, run_dir: Path, progress: Progress = lambda _: None) -
 
 def stop(cluster: LocalCluster, grace_s: float = 3.0) -> list[int]:
     """Stop every process of the cluster's node sessions; return the pids signalled."""
-    sessions = [p.pid for p in cluster.processes if _ours(p)]
+    signalled = terminate([p.pid for p in cluster.processes if _ours(p)], grace_s)
+    shutil.rmtree(cluster.temp_dir, ignore_errors=True)
+    return signalled
+
+
+def terminate(sessions: list[int], grace_s: float) -> list[int]:
+    """SIGTERM these sessions' processes and their descendants, SIGKILL what is left after
+    ``grace_s``; return the pids signalled."""
     # Taken before any signal: Ray starts job drivers in sessions of their own, children
     # of a job supervisor in the node's session; once that dies they would be orphans.
     family = set(_family(sessions))
@@ -145,7 +152,6 @@ def stop(cluster: LocalCluster, grace_s: float = 3.0) -> list[int]:
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline and len(_gone(family)) < len(family):
             time.sleep(0.1)
-    shutil.rmtree(cluster.temp_dir, ignore_errors=True)
     return signalled
 
 
