@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from meshctl.controller.world import JobView, World
@@ -167,6 +167,7 @@ def decide(world: World, rules: Rules) -> Step:
         elif kept == "queued":
             queued.append(view)
     _drain_deadlines(world, holding, step)
+    _dead_nodes(world, holding, step)
     _schedule(world, rules, holding, queued, step)
     return step
 
@@ -297,6 +298,34 @@ def _drain_deadlines(world: World, holding: Sequence[JobView], step: Step) -> No
             )
 
 
+def _dead_nodes(world: World, holding: Sequence[JobView], step: Step) -> None:
+    """Jobs on a node its (reachable) pool reports dead or no longer lists are evicted. What
+    they hold on their other nodes stays held until their Ray job has stopped: the scheduler
+    never sees dead nodes, so it cannot hand those GPUs out while the job still runs."""
+    live = {
+        (name, n.name)
+        for name, seen in world.pools.items()
+        if seen.reachable
+        for n in seen.nodes
+        if n.alive
+    }
+    leaving = {t.job_id for t in step.transitions if t.to is JobState.EVICTED}
+    for view in holding:
+        attempt = view.attempt
+        if attempt is None or view.record.id in leaving:
+            continue
+        if view.record.state in (JobState.PREEMPTED, JobState.EVICTED):
+            continue
+        seen = world.pools.get(attempt.pool)
+        if seen is None or not seen.reachable:
+            continue
+        dead = [n for n in _placement_nodes(attempt) if (attempt.pool, n) not in live]
+        if dead:
+            step.transitions.append(
+                Transition(view.record.id, JobState.EVICTED, f"node {dead[0]} is dead")
+            )
+
+
 # --- scheduling -------------------------------------------------------------------------------
 
 
@@ -304,7 +333,13 @@ def _schedule(
     world: World, rules: Rules, holding: list[JobView], queued: list[JobView], step: Step
 ) -> None:
     leaving = {t.job_id for t in step.transitions if t.to is JobState.EVICTED}
-    running = [_running(v, world.now_s) for v in holding if v.attempt is not None]
+    running = [
+        replace(_running(v, world.now_s), leaving=True)
+        if v.record.id in leaving
+        else _running(v, world.now_s)
+        for v in holding
+        if v.attempt is not None
+    ]
     freed_for: dict[str, list[str]] = defaultdict(list)  # preemptor -> nodes being freed
     for v in holding:
         if v.attempt is not None and v.record.state is JobState.PREEMPTED:
@@ -422,8 +457,8 @@ def _expected_wait(world: World, queued: Sequence[JobView]) -> float:
 
 
 def _nodes(world: World, mesh: Mesh, running: Sequence[Running]) -> list[Node]:
-    """The driven pools' live nodes, less what running jobs hold; cordoned, draining and dead
-    nodes marked so (a dead node's jobs are evicted by the scheduler)."""
+    """The driven pools' live nodes, less what running jobs hold; cordoned and draining nodes
+    marked so. Dead nodes are left out (their jobs are evicted by ``_dead_nodes``)."""
     held: dict[str, list[Allocation]] = defaultdict(list)
     for job in running:
         for alloc in job.allocations:
@@ -436,10 +471,10 @@ def _nodes(world: World, mesh: Mesh, running: Sequence[Running]) -> list[Node]:
         groups = _groups(pool)
         usd = pool.cost.usd_per_gpu_hour or 0.0
         for seen in observation.nodes:
-            if seen.head or (seen.gpus == 0 and seen.cpus == 0):
+            if seen.head or not seen.alive or (seen.gpus == 0 and seen.cpus == 0):
                 continue
             record = world.nodes.get(f"{name}/{seen.name}")
-            health = "unhealthy" if not seen.alive else (record.state if record else "ready")
+            health = record.state if record else "ready"
             if health not in ("ready", "cordoned", "draining", "unhealthy"):
                 health = "ready"
             out.append(

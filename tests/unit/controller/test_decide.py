@@ -349,6 +349,31 @@ def test_jobs_on_a_dead_node_are_evicted() -> None:
     assert ("a", "evicted") in moves(decide(world(view, observed=observed), RULES))
 
 
+def test_an_evicted_gang_keeps_its_live_node_until_its_ray_job_has_stopped() -> None:
+    gang = job(
+        "g",
+        gpus=4,
+        nodes=2,
+        state=JobState.RUNNING,
+        attempt=attempt("g", gpus=4, nodes=("n1", "n2")),
+    )
+    observed = pool(ray("meshctl-g-1", "RUNNING"), nodes=(node("n1", alive=False), node("n2")))
+    step = decide(world(gang, job("w", gpus=4), observed=observed), RULES)
+    assert moves(step) == [("g", "evicted")]
+    assert step.dispatches == []  # n2 is still the gang's until Ray says it stopped
+    stopped = pool(ray("meshctl-g-1", "STOPPED"), nodes=(node("n1", alive=False), node("n2")))
+    evicted = replace(gang, record=replace(gang.record, state=JobState.EVICTED))
+    after = decide(world(evicted, job("w", gpus=4), observed=stopped), RULES)
+    assert moves(after) == [("g", "requeued")]
+    assert [d.job_id for d in after.dispatches] == ["w"]
+
+
+def test_a_node_its_pool_no_longer_lists_counts_as_dead() -> None:
+    view = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n9",)))
+    step = decide(world(view, observed=pool(ray("meshctl-a-1", "RUNNING"))), RULES)
+    assert moves(step) == [("a", "evicted")]
+
+
 def test_a_drain_past_its_deadline_evicts_what_still_runs_there() -> None:
     view = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n1",)))
     drain = NodeRecord("onprem/n1", "onprem", "draining", {}, {}, NOW, {"deadline_s": NOW - 1})
