@@ -6,9 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 MESHCTL := $(VENV)/bin/meshctl
 STAMP := $(VENV)/.installed-dev
-# Later extras (aws, gcp, train) join this list as the features that need them land;
+# Later extras (train) join this list as the features that need them land;
 # torch must come as torch==2.13.0 (a CPU build on this kind of machine) through the train extra.
-EXTRAS ?= dev,ray
+EXTRAS ?= dev,ray,aws,gcp
 
 .PHONY: install demo test lint unit integration bench clean
 

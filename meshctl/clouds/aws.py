@@ -1,0 +1,206 @@
+"""AWS EC2 through boto3.
+
+Credentials and endpoints come the way every AWS tool takes them (``AWS_PROFILE``,
+``AWS_ENDPOINT_URL``, the shared config files, instance roles), overridable per pool in
+mesh.yaml (``profile``, ``endpoint_url``). boto3 is imported when a pool is first used, never
+at start-up.
+
+- Idempotency: ``ClientToken`` = the request id (EC2 honours it), and before launching the
+  instances tagged with that request are looked up (emulators that ignore the token still
+  never launch twice).
+- Spot: ``InstanceMarketOptions`` one-time spot, terminated on interruption.
+- Tags ``meshctl:mesh``, ``meshctl:pool``, ``meshctl:request``, ``meshctl:job``.
+- Errors as data: ``InsufficientInstanceCapacity`` and friends are ``capacity``,
+  ``*LimitExceeded`` ``quota``, ``RequestLimitExceeded`` ``throttled`` (after botocore's own
+  standard-mode retries and ours), ``AuthFailure`` / ``UnauthorizedOperation`` ``auth``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from meshctl.clouds.base import (
+    CloudError,
+    ErrorKind,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    LaunchResult,
+    labels_of,
+    launch_in_zones,
+    with_backoff,
+)
+
+TAG = "meshctl:"
+CAPACITY = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "InsufficientCapacity",
+        "InsufficientHostCapacity",
+        "Unsupported",  # the type is not offered in that zone
+    }
+)
+QUOTA = frozenset(
+    {
+        "InstanceLimitExceeded",
+        "VcpuLimitExceeded",
+        "MaxSpotInstanceCountExceeded",
+        "SpotMaxPriceTooLow",
+    }
+)
+THROTTLED = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException"})
+AUTH = frozenset({"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId"})
+STATES: dict[str, InstanceState] = {
+    "pending": "pending",
+    "running": "running",
+    "stopping": "stopping",
+    "stopped": "stopping",
+    "shutting-down": "stopping",
+    "terminated": "terminated",
+}
+
+
+class AwsCloud:
+    provider = "aws"
+
+    def __init__(
+        self, region: str, endpoint_url: str | None = None, profile: str | None = None
+    ) -> None:
+        import boto3
+        from botocore.config import Config
+
+        session = boto3.Session(profile_name=profile, region_name=region)
+        self.region = region
+        self.ec2: Any = session.client(
+            "ec2",
+            endpoint_url=endpoint_url,
+            config=Config(retries={"mode": "standard", "max_attempts": 5}),
+        )
+
+    def list_instances(self, mesh: str) -> list[Instance]:
+        return self._described([{"Name": f"tag:{TAG}mesh", "Values": [mesh]}])
+
+    def launch(self, request: LaunchRequest) -> LaunchResult:
+        try:
+            done = self._described([{"Name": f"tag:{TAG}request", "Values": [request.request_id]}])
+            image = request.image or self._default_image()
+        except Exception as err:
+            return LaunchResult((), (self._error(err, None),))
+        if done:
+            return LaunchResult(tuple(done))
+        return launch_in_zones(request, lambda zone: self._run(request, zone, image))
+
+    def terminate(self, ids: Sequence[str], request_id: str) -> list[CloudError]:
+        if not ids:
+            return []
+        try:
+            self._call(lambda: self.ec2.terminate_instances(InstanceIds=list(ids)))
+        except Exception as err:
+            return [self._error(err, None)]
+        return []
+
+    # --- inside -------------------------------------------------------------------------------
+
+    def _run(
+        self, request: LaunchRequest, zone: str, image: str
+    ) -> tuple[list[Instance], CloudError | None]:
+        tags = [{"Key": TAG + k, "Value": v} for k, v in labels_of(request).items()]
+        kwargs: dict[str, Any] = {
+            "ImageId": image,
+            "InstanceType": request.node_type,
+            "MinCount": request.count,
+            "MaxCount": request.count,
+            "ClientToken": f"{request.request_id}-{zone}"[:64],
+            "Placement": {"AvailabilityZone": zone},
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
+        }
+        if request.startup_script:
+            kwargs["UserData"] = request.startup_script
+        if request.spot:
+            kwargs["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                "SpotOptions": {
+                    "SpotInstanceType": "one-time",
+                    "InstanceInterruptionBehavior": "terminate",
+                },
+            }
+        try:
+            reply = self._call(lambda: self.ec2.run_instances(**kwargs))
+        except Exception as err:
+            return [], self._error(err, zone)
+        return [_instance(raw, request.pool) for raw in reply["Instances"]], None
+
+    def _described(self, filters: list[dict[str, Any]]) -> list[Instance]:
+        alive = {"Name": "instance-state-name", "Values": ["pending", "running", "stopping"]}
+        paginator = self.ec2.get_paginator("describe_instances")
+        found = []
+        for page in self._call(lambda: list(paginator.paginate(Filters=[*filters, alive]))):
+            for reservation in page["Reservations"]:
+                for raw in reservation["Instances"]:
+                    pool = _tags(raw).get(TAG + "pool", "")
+                    found.append(_instance(raw, pool))
+        return found
+
+    def _default_image(self) -> str:
+        """The newest AWS Deep Learning AMI (drivers, CUDA); else the newest Amazon image
+        (emulators carry no DLAMI). Set ``image`` in mesh.yaml to choose your own."""
+        for pattern in ("Deep Learning Base*GPU*", "*"):
+            reply = self._call(
+                lambda p=pattern: self.ec2.describe_images(
+                    Owners=["amazon"], Filters=[{"Name": "name", "Values": [p]}]
+                )
+            )
+            images = sorted(reply["Images"], key=lambda i: i.get("CreationDate", ""))
+            if images:
+                return str(images[-1]["ImageId"])
+        raise LookupError(f"no Amazon image found in {self.region}; set image in mesh.yaml")
+
+    def _call(self, call: Any) -> Any:
+        return with_backoff(call, lambda err: _code(err) in THROTTLED)
+
+    @staticmethod
+    def _error(err: Exception, zone: str | None) -> CloudError:
+        code = _code(err)
+        kind: ErrorKind = "other"
+        if code in CAPACITY:
+            kind = "capacity"
+        elif code in QUOTA:
+            kind = "quota"
+        elif code in THROTTLED:
+            kind = "throttled"
+        elif code in AUTH:
+            kind = "auth"
+        elif isinstance(err, LookupError) or code.startswith("Invalid"):
+            kind = "invalid"
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return CloudError(kind, message, zone)
+
+
+def _code(err: Exception) -> str:
+    response = getattr(err, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def _tags(raw: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
+
+
+def _instance(raw: dict[str, Any], pool: str) -> Instance:
+    tags = _tags(raw)
+    launched = raw.get("LaunchTime")
+    return Instance(
+        id=raw["InstanceId"],
+        pool=pool or tags.get(TAG + "pool", ""),
+        node_type=raw["InstanceType"],
+        zone=raw.get("Placement", {}).get("AvailabilityZone", ""),
+        state=STATES.get(raw.get("State", {}).get("Name", ""), "pending"),
+        spot=raw.get("InstanceLifecycle") == "spot",
+        request_id=tags.get(TAG + "request", ""),
+        launched_at_s=launched.timestamp() if isinstance(launched, dt.datetime) else None,
+        address=raw.get("PrivateIpAddress", ""),
+        labels={k.removeprefix(TAG): v for k, v in tags.items() if k.startswith(TAG)},
+    )

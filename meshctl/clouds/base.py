@@ -1,0 +1,129 @@
+"""The one small interface every cloud provider implements, and what it assumes.
+
+Assumptions, written down because every caller relies on them:
+
+- **Eventually consistent.** An instance just launched may be missing from the next list;
+  one just terminated may still be listed as stopping. Callers reconcile, they never assume.
+- **Asynchronous.** ``launch`` returns once the provider accepted the request; the instances
+  start afterwards (state ``pending``, then ``running``).
+- **Idempotent per request id.** ``launch`` with a request id already used returns the
+  instances of that request and launches nothing more; ``terminate`` of what is gone is fine.
+- **Errors are data.** Capacity, quota, throttling and permission problems come back as
+  :class:`CloudError` values with a kind the controller can act on (fail over, back off,
+  give up), never as exceptions. Throttling is retried with backoff first.
+- **Tagged.** Every instance carries the mesh, pool and request (and job, when it has one) as
+  tags (AWS) or labels (GCP), so ``list_instances`` finds exactly this mesh's instances and
+  ``meshctl gc`` finds the ones nothing owns.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypeVar
+
+ErrorKind = Literal["capacity", "quota", "throttled", "auth", "invalid", "other"]
+InstanceState = Literal["pending", "running", "stopping", "terminated", "preempted"]
+FAILS_OVER: frozenset[ErrorKind] = frozenset({"capacity", "quota"})  # try the next zone
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class CloudError:
+    kind: ErrorKind
+    message: str
+    zone: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    id: str
+    pool: str
+    node_type: str
+    zone: str
+    state: InstanceState
+    spot: bool
+    request_id: str
+    launched_at_s: float | None = None
+    address: str = ""  # private IP, where the provider reports one
+    labels: Mapping[str, str] = field(default_factory=dict)  # mesh, pool, request, job
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    mesh: str
+    pool: str
+    node_type: str
+    count: int
+    request_id: str  # the idempotency key: the same request never launches twice
+    zones: tuple[str, ...]  # tried in order; capacity and quota errors move to the next
+    spot: bool = False
+    image: str | None = None  # AMI id / GCE image; None: the provider's default lookup
+    job: str | None = None
+    startup_script: str = ""  # how the instance joins its pool's Ray cluster
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchResult:
+    instances: tuple[Instance, ...] = ()
+    errors: tuple[CloudError, ...] = ()  # one per zone tried and refused, in order
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.instances)
+
+
+class Cloud(Protocol):
+    provider: str
+
+    def list_instances(self, mesh: str) -> list[Instance]:
+        """This mesh's instances that are not terminated."""
+        ...
+
+    def launch(self, request: LaunchRequest) -> LaunchResult: ...
+
+    def terminate(self, ids: Sequence[str], request_id: str) -> list[CloudError]: ...
+
+
+def labels_of(request: LaunchRequest) -> dict[str, str]:
+    found = {"mesh": request.mesh, "pool": request.pool, "request": request.request_id}
+    if request.job:
+        found["job"] = request.job
+    return found
+
+
+def launch_in_zones(
+    request: LaunchRequest, attempt: Callable[[str], tuple[list[Instance], CloudError | None]]
+) -> LaunchResult:
+    """Try ``attempt(zone)`` zone by zone until one launches; capacity and quota errors move
+    on to the next zone, any other error stops (it would fail the same way everywhere)."""
+    errors: list[CloudError] = []
+    for zone in request.zones:
+        instances, error = attempt(zone)
+        if error is None:
+            return LaunchResult(tuple(instances), tuple(errors))
+        errors.append(error)
+        if error.kind not in FAILS_OVER:
+            break
+    return LaunchResult((), tuple(errors))
+
+
+def with_backoff(
+    call: Callable[[], T],
+    throttled: Callable[[Exception], bool],
+    tries: int = 5,
+    base_s: float = 0.2,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """``call()``, retried with full-jitter exponential backoff while ``throttled(error)``."""
+    for attempt in range(tries):
+        try:
+            return call()
+        except Exception as err:
+            if not throttled(err) or attempt == tries - 1:
+                raise
+            sleep(random.uniform(0, base_s * 2**attempt))
+    raise AssertionError("unreachable")

@@ -1,0 +1,135 @@
+"""moto_server on a free loopback port, with a small proxy in front that injects the faults
+moto cannot: a stock-out (``InsufficientInstanceCapacity``) or a quota error in one zone.
+
+    with MotoServer() as aws:          # aws.endpoint is the proxy, for boto3's endpoint_url
+        aws.stock_out("us-east-1a")
+
+Everything else goes to the real moto_server unchanged. The injected error is EC2's XML error
+document with HTTP 400 (real EC2 answers a stock-out with a 5xx that botocore first retries;
+400 keeps the tests fast and the error the same).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ERROR = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
+    "<Message>{message}</Message></Error></Errors><RequestID>meshctl-test</RequestID></Response>"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class MotoServer:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.moto = f"http://127.0.0.1:{self.port}"
+        self.faults: dict[str, tuple[str, str]] = {}  # zone -> (code, message)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.proxy: ThreadingHTTPServer | None = None
+        self.endpoint = ""
+
+    def stock_out(self, zone: str) -> None:
+        self.faults[zone] = (
+            "InsufficientInstanceCapacity",
+            f"We currently do not have sufficient capacity in the Availability Zone ({zone}).",
+        )
+
+    def over_quota(self, zone: str) -> None:
+        self.faults[zone] = (
+            "VcpuLimitExceeded",
+            "You have requested more vCPU capacity than your current vCPU limit allows.",
+        )
+
+    def start(self) -> MotoServer:
+        moto_server = str(Path(sys.executable).with_name("moto_server"))
+        self.proc = subprocess.Popen(
+            [moto_server, "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(self.moto + "/moto-api/", timeout=1)
+                break
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError("moto_server did not start") from None
+                time.sleep(0.1)
+        self.proxy = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        threading.Thread(target=self.proxy.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self.proxy.server_address[1]}"
+        return self
+
+    def stop(self) -> None:
+        if self.proxy is not None:
+            self.proxy.shutdown()
+            self.proxy.server_close()
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def __enter__(self) -> MotoServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Forward(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._forward(b"")
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                form = urllib.parse.parse_qs(body.decode(errors="replace"))
+                if form.get("Action") == ["RunInstances"]:
+                    zone = (form.get("Placement.AvailabilityZone") or [""])[0]
+                    if zone in server.faults:
+                        code, message = server.faults[zone]
+                        self._send(400, ERROR.format(code=code, message=message).encode())
+                        return
+                self._forward(body)
+
+            def _forward(self, body: bytes) -> None:
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                request = urllib.request.Request(
+                    server.moto + self.path, data=body or None, headers=headers, method=self.command
+                )
+                try:
+                    with urllib.request.urlopen(request, timeout=30) as reply:
+                        self._send(reply.status, reply.read(), reply.headers.get("Content-Type"))
+                except urllib.error.HTTPError as err:
+                    self._send(err.code, err.read(), err.headers.get("Content-Type"))
+
+            def _send(self, status: int, payload: bytes, ctype: str | None = "text/xml") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype or "text/xml")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        return Forward

@@ -1,0 +1,162 @@
+"""One contract, every provider: the fake, AWS (boto3 against moto_server) and GCP
+(google-cloud-compute against the GCE emulator in tests/emulators)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from meshctl.clouds.base import Cloud, Instance, LaunchRequest
+from meshctl.clouds.fake import FakeCloud
+from tests.emulators.aws import MotoServer
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Subject:
+    cloud: Cloud
+    zones: tuple[str, ...]
+    node_type: str
+    stock_out: Callable[[str], None]
+    over_quota: Callable[[str], None]
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    with MotoServer() as server:
+        yield server
+
+
+def _fake(_: Any) -> Subject:
+    cloud = FakeCloud()
+    return Subject(cloud, ("z-a", "z-b"), "g6.xlarge", cloud.stock_out, cloud.over_quota)
+
+
+def _aws(request: pytest.FixtureRequest) -> Subject:
+    from meshctl.clouds.aws import AwsCloud
+
+    server: MotoServer = request.getfixturevalue("moto")
+    server.faults.clear()
+    cloud = AwsCloud("us-east-1", endpoint_url=server.endpoint)
+    return Subject(
+        cloud, ("us-east-1a", "us-east-1b"), "g6.xlarge", server.stock_out, server.over_quota
+    )
+
+
+PROVIDERS = {"fake": _fake, "aws": _aws}
+
+
+@pytest.fixture(params=sorted(PROVIDERS))
+def subject(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Subject:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    return PROVIDERS[request.param](request)
+
+
+_n = 0
+
+
+def launch(
+    subject: Subject, mesh: str = "m1", count: int = 1, spot: bool = False, rid: str | None = None
+) -> Any:
+    global _n
+    _n += 1
+    request = LaunchRequest(
+        mesh,
+        "burst",
+        subject.node_type,
+        count,
+        rid or f"req-{_n}-{time.time_ns()}",
+        subject.zones,
+        spot,
+        job="j1",
+    )
+    return request, subject.cloud.launch(request)
+
+
+def listed(subject: Subject, mesh: str) -> list[Instance]:
+    return subject.cloud.list_instances(mesh)
+
+
+def test_launched_instances_are_listed_with_their_tags(subject: Subject) -> None:
+    mesh = f"mesh-{time.time_ns()}"
+    request, result = launch(subject, mesh, count=2)
+    assert result.ok
+    assert result.errors == ()
+    assert len(result.instances) == 2
+    found = {i.id: i for i in listed(subject, mesh)}
+    assert set(found) == {i.id for i in result.instances}
+    for instance in found.values():
+        assert (instance.pool, instance.node_type, instance.zone) == (
+            "burst",
+            subject.node_type,
+            subject.zones[0],
+        )
+        assert instance.request_id == request.request_id
+        assert instance.labels["mesh"] == mesh
+        assert instance.labels["job"] == "j1"
+        assert instance.state in ("pending", "running")
+
+
+def test_the_same_request_id_never_launches_twice(subject: Subject) -> None:
+    mesh = f"mesh-{time.time_ns()}"
+    request, first = launch(subject, mesh)
+    again = subject.cloud.launch(request)
+    assert {i.id for i in again.instances} == {i.id for i in first.instances}
+    assert len(listed(subject, mesh)) == 1
+
+
+def test_spot_is_asked_for_and_reported(subject: Subject) -> None:
+    _, result = launch(subject, f"mesh-{time.time_ns()}", spot=True)
+    assert [i.spot for i in result.instances] == [True]
+
+
+def test_a_stock_out_fails_over_to_the_next_zone(subject: Subject) -> None:
+    subject.stock_out(subject.zones[0])
+    _, result = launch(subject, f"mesh-{time.time_ns()}")
+    assert [i.zone for i in result.instances] == [subject.zones[1]]
+    assert [(e.kind, e.zone) for e in result.errors] == [("capacity", subject.zones[0])]
+
+
+def test_no_capacity_anywhere_is_an_error_per_zone_not_an_exception(subject: Subject) -> None:
+    subject.stock_out(subject.zones[0])
+    subject.over_quota(subject.zones[1])
+    _, result = launch(subject, f"mesh-{time.time_ns()}")
+    assert not result.ok
+    assert [(e.kind, e.zone) for e in result.errors] == [
+        ("capacity", subject.zones[0]),
+        ("quota", subject.zones[1]),
+    ]
+
+
+def test_terminated_instances_leave_the_list_and_terminating_twice_is_fine(
+    subject: Subject,
+) -> None:
+    mesh = f"mesh-{time.time_ns()}"
+    _, result = launch(subject, mesh, count=2)
+    ids = [i.id for i in result.instances]
+    assert subject.cloud.terminate(ids[:1], "stop-1") == []
+    assert subject.cloud.terminate(ids[:1], "stop-1") == []
+    deadline = time.monotonic() + 30
+    while {i.id for i in listed(subject, mesh)} != {ids[1]}:  # eventually consistent
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
+def test_only_this_meshs_instances_are_listed(subject: Subject) -> None:
+    mine, other = f"mine-{time.time_ns()}", f"other-{time.time_ns()}"
+    launch(subject, mine)
+    launch(subject, other)
+    assert {i.labels["mesh"] for i in listed(subject, mine)} == {mine}
+
+
+def test_throttling_is_retried_by_the_fake_as_by_the_sdks() -> None:
+    cloud = FakeCloud()
+    cloud.throttle(3)
+    result = cloud.launch(LaunchRequest("m", "p", "t", 1, "r", ("z",)))
+    assert result.ok
