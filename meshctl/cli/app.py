@@ -15,6 +15,7 @@ import typer
 from meshctl.cli import (
     controller_cmd,
     explain_cmd,
+    gc_cmd,
     init_cmd,
     jobs_cmd,
     mesh_cmd,
@@ -42,6 +43,7 @@ app.command("up")(mesh_cmd.up)
 app.command("down")(mesh_cmd.down)
 app.command("status")(mesh_cmd.status)
 app.command("submit")(submit_cmd.submit)
+app.command("gc")(gc_cmd.gc)
 app.command("validate")(validate_cmd.validate)
 app.command("schema")(schema_cmd.schema)
 app.command("explain")(explain_cmd.explain)

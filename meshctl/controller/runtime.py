@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from meshctl.model.mesh import LocalPool, Mesh, Pool, RayPool
+from meshctl.clouds.base import Cloud
+from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, Pool, RayPool
 from meshctl.pools import local
 from meshctl.pools.ray import RayPoolClient
 
@@ -51,4 +52,17 @@ def _token(pool: RayPool) -> str | None:
         return Path(pool.auth.token_file).expanduser().read_text().strip()
     if pool.auth.token_env:
         return os.environ.get(pool.auth.token_env) or None
+    return None
+
+
+def cloud_for(pool: Pool) -> Cloud | None:
+    """The provider adapter of a cloud pool (its SDK is imported here, on first use)."""
+    if isinstance(pool, AwsPool):
+        from meshctl.clouds.aws import AwsCloud
+
+        return AwsCloud(pool.region, pool.endpoint_url, pool.profile)
+    if isinstance(pool, GcpPool):
+        from meshctl.clouds.gcp import GcpCloud
+
+        return GcpCloud(pool.project, pool.endpoint_url, pool.credentials_file)
     return None

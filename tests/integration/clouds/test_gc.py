@@ -1,0 +1,76 @@
+"""`meshctl gc` against moto_server: it finds an instance tagged with the mesh that the store
+does not own, leaves alone what the store owns and other meshes' instances, and terminates
+the leak unless --dry-run."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from meshctl.cli.app import app
+from meshctl.clouds.aws import AwsCloud
+from meshctl.clouds.base import LaunchRequest
+from meshctl.state import InstanceRecord, open_store
+from tests.emulators.aws import MotoServer
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    with MotoServer() as server:
+        yield server
+
+
+def test_gc_finds_and_terminates_a_leaked_instance(
+    moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    home = tmp_path / "home"
+    monkeypatch.setenv("MESHCTL_HOME", str(home))
+    mesh = tmp_path / "mesh.yaml"
+    mesh.write_text(
+        "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: gc-test}\nspec:\n  pools:\n"
+        "    - name: burst\n      provider: aws\n      region: us-east-1\n"
+        f"      endpoint_url: {moto.endpoint}\n"
+        "      node_types: [{name: g6.xlarge, max_nodes: 4}]\n"
+    )
+    cloud = AwsCloud("us-east-1", endpoint_url=moto.endpoint)
+
+    def start(mesh_name: str, rid: str) -> str:
+        request = LaunchRequest(mesh_name, "burst", "g6.xlarge", 1, rid, ("us-east-1a",))
+        return cloud.launch(request).instances[0].id
+
+    leaked, owned, foreign = (
+        start("gc-test", "r-leak"),
+        start("gc-test", "r-own"),
+        start("other", "r-x"),
+    )
+    with open_store(home) as store:
+        store.create(
+            InstanceRecord(
+                owned, "burst", "aws", "r-own", "g6.xlarge", "running", time.time(), time.time()
+            )
+        )
+    runner = CliRunner()
+    dry = runner.invoke(app, ["--mesh", str(mesh), "gc", "--dry-run", "-o", "json"])
+    assert dry.exit_code == 0, dry.output
+    assert [(r["instance"], r["action"]) for r in json.loads(dry.stdout)] == [
+        (leaked, "would terminate")
+    ]
+    done = runner.invoke(app, ["--mesh", str(mesh), "gc", "-o", "json"])
+    assert [(r["instance"], r["action"]) for r in json.loads(done.stdout)] == [
+        (leaked, "terminated")
+    ]
+    deadline = time.monotonic() + 30
+    while leaked in {i.id for i in cloud.list_instances("gc-test")}:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert {i.id for i in cloud.list_instances("gc-test")} == {owned}
+    assert {i.id for i in cloud.list_instances("other")} == {foreign}
