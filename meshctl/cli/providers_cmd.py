@@ -145,3 +145,65 @@ def prices(
         Column("on_demand_usd_per_gpu_hour", "$/GPU-h", "right"),
     ]
     render.emit(rows, columns, output, title="List prices (USD)", caption=_caption(found))
+
+
+@app.command("refresh")
+def refresh(
+    ctx: typer.Context,
+    provider: Annotated[str, typer.Argument(help="aws or gcp.")],
+    region: Annotated[
+        list[str] | None, typer.Option("--region", help="Regions to read (default: the catalog's).")
+    ] = None,
+    endpoint_url: Annotated[
+        str | None, typer.Option("--endpoint-url", help="API endpoint override (emulators).")
+    ] = None,
+    project: Annotated[
+        str | None,
+        typer.Option(envvar="GOOGLE_CLOUD_PROJECT", help="GCP project to read through (gcp)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show changes; write nothing.")
+    ] = False,
+) -> None:
+    """Read shapes (and AWS spot prices) from the cloud's API and rewrite the catalog file."""
+    import datetime as dt
+
+    from meshctl.catalog import load_catalog
+    from meshctl.catalog import refresh as rf
+    from meshctl.cli import render
+    from meshctl.cli.errors import CommandError, InvalidRequestError
+
+    if provider not in ("aws", "gcp"):
+        raise InvalidRequestError(f"provider: expected aws or gcp, got {provider!r}")
+    folder = app_context(ctx).catalog_dir()
+    if folder is None:
+        raise InvalidRequestError(
+            "refresh rewrites the catalog in your mesh's providers/ folder: give --providers DIR "
+            "(meshctl init makes one)"
+        )
+    found = load_catalog(provider, folder)  # type: ignore[arg-type]
+    path = folder / f"{provider}.yaml"
+    regions = region or rf.regions(found.catalog)
+    try:
+        if provider == "aws":
+            fresh = rf.read_aws(regions, endpoint_url, rf.families(found.catalog))
+        else:
+            if not project:
+                raise InvalidRequestError("--project: gcp refresh reads through a project")
+            fresh = rf.read_gcp(project, regions, endpoint_url, rf.families(found.catalog))
+    except InvalidRequestError:
+        raise
+    except Exception as err:  # an SDK's error: nothing was written
+        raise CommandError(f"refresh {provider}: {err}; {path} is unchanged") from None
+    today = dt.date.today()
+    source = f"{provider} APIs read by meshctl providers refresh on {today}; " + (
+        "on-demand prices and notes kept from the previous catalog: "
+        + found.catalog.spec.source.strip()
+    )
+    updated, changes = rf.merge(found.catalog, fresh, today, source[:4000])
+    for line in changes or ["no changes"]:
+        render.plain(line)
+    if dry_run:
+        return
+    rf.write(updated, path, f"{provider} GPU instance catalog for meshctl; refreshed {today}.")
+    render.plain(f"wrote {path}: {len(updated.spec.instance_types)} types, {len(changes)} changes")

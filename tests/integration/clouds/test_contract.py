@@ -13,6 +13,7 @@ import pytest
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.clouds.fake import FakeCloud
 from tests.emulators.aws import MotoServer
+from tests.emulators.gce import GceEmulator
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +49,29 @@ def _aws(request: pytest.FixtureRequest) -> Subject:
     )
 
 
-PROVIDERS = {"fake": _fake, "aws": _aws}
+@pytest.fixture(scope="module")
+def gce() -> Iterator[GceEmulator]:
+    with GceEmulator() as server:
+        yield server
+
+
+def _gcp(request: pytest.FixtureRequest) -> Subject:
+    from meshctl.clouds.gcp import GcpCloud
+
+    server: GceEmulator = request.getfixturevalue("gce")
+    for zone in ("us-central1-a", "us-central1-b"):
+        server.heal(zone)
+    cloud = GcpCloud("meshctl-test", endpoint_url=server.endpoint)
+    return Subject(
+        cloud,
+        ("us-central1-a", "us-central1-b"),
+        "g2-standard-8",
+        server.fail_zone,
+        server.quota_exceeded,
+    )
+
+
+PROVIDERS = {"fake": _fake, "aws": _aws, "gcp": _gcp}
 
 
 @pytest.fixture(params=sorted(PROVIDERS))
@@ -153,6 +176,27 @@ def test_only_this_meshs_instances_are_listed(subject: Subject) -> None:
     launch(subject, mine)
     launch(subject, other)
     assert {i.labels["mesh"] for i in listed(subject, mine)} == {mine}
+
+
+def test_gcp_throttling_is_retried_with_backoff(gce: GceEmulator) -> None:
+    from meshctl.clouds.gcp import GcpCloud
+
+    cloud = GcpCloud("meshctl-test", endpoint_url=gce.endpoint)
+    gce.throttle(2)  # the client does not retry 429 itself
+    assert cloud.list_instances(f"mesh-{time.time_ns()}") == []
+
+
+def test_a_preempted_gcp_spot_instance_is_reported_so(gce: GceEmulator) -> None:
+    from meshctl.clouds.gcp import GcpCloud
+
+    cloud = GcpCloud("meshctl-test", endpoint_url=gce.endpoint)
+    mesh = f"mesh-{time.time_ns()}"
+    request = LaunchRequest(
+        mesh, "burst", "g2-standard-8", 1, f"r-{time.time_ns()}", ("us-central1-a",), spot=True
+    )
+    [instance] = cloud.launch(request).instances
+    gce.preempt(instance.id.split("/", 1)[1])
+    assert [i.state for i in cloud.list_instances(mesh)] == ["preempted"]
 
 
 def test_throttling_is_retried_by_the_fake_as_by_the_sdks() -> None:

@@ -1,0 +1,258 @@
+"""GCP Compute Engine through google-cloud-compute (REST transport).
+
+Credentials come the way every Google tool takes them (application default credentials),
+or a service-account file per pool (``credentials_file``); an ``endpoint_url`` without a
+credentials file is an emulator and gets anonymous credentials. The SDK is imported when a
+pool is first used, never at start-up.
+
+- Idempotency: every insert and delete carries a ``requestId`` (a UUID derived from the
+  request id, so a retry is the same request), instance names derive from the request id
+  (a second insert of one is ``alreadyExists``, taken as done), and instances labelled with
+  the request are looked up before launching.
+- Spot: ``scheduling.provisioningModel = SPOT`` with ``instanceTerminationAction = STOP``, so
+  a preempted instance stays listed (``TERMINATED``, reported ``preempted``) until the
+  controller deletes it.
+- Labels ``meshctl-mesh``, ``meshctl-pool``, ``meshctl-request``, ``meshctl-job``.
+- Errors as data: ``ZONE_RESOURCE_POOL_EXHAUSTED*`` (a stock-out, surfaced by the operation)
+  is ``capacity``, ``QUOTA_EXCEEDED`` ``quota``, HTTP 429 ``throttled`` after our backoff (the
+  client does not retry 429 itself), 401/403 ``auth``, 400 ``invalid``.
+- An instance's id here is ``<zone>/<name>``: everything a delete needs.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from meshctl.clouds.base import (
+    CloudError,
+    ErrorKind,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    LaunchResult,
+    labels_of,
+    launch_in_zones,
+    with_backoff,
+)
+
+LABEL = "meshctl-"
+DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11"
+STATES: dict[str, InstanceState] = {
+    "PROVISIONING": "pending",
+    "STAGING": "pending",
+    "RUNNING": "running",
+    "STOPPING": "stopping",
+    "SUSPENDING": "stopping",
+    "SUSPENDED": "stopping",
+    "REPAIRING": "pending",
+    "TERMINATED": "terminated",
+}
+
+
+class GcpCloud:
+    provider = "gcp"
+
+    def __init__(
+        self, project: str, endpoint_url: str | None = None, credentials_file: str | None = None
+    ) -> None:
+        from google.cloud import compute_v1
+
+        credentials: Any = None
+        if credentials_file:
+            from google.oauth2 import service_account
+
+            load: Any = service_account.Credentials.from_service_account_file
+            credentials = load(credentials_file)
+        elif endpoint_url:
+            from google.auth.credentials import AnonymousCredentials
+
+            anonymous: Any = AnonymousCredentials  # not annotated by the library
+            credentials = anonymous()
+        options = {"api_endpoint": endpoint_url} if endpoint_url else None
+        kwargs: dict[str, Any] = {
+            "credentials": credentials,
+            "client_options": options,
+            "transport": "rest",
+        }
+        self.project = project
+        self.compute = compute_v1
+        self.instances: Any = compute_v1.InstancesClient(**kwargs)
+        self.operations: Any = compute_v1.ZoneOperationsClient(**kwargs)
+
+    def list_instances(self, mesh: str) -> list[Instance]:
+        return [
+            i for i in self._listed(f'labels.{LABEL}mesh = "{mesh}"') if i.state != "terminated"
+        ]
+
+    def launch(self, request: LaunchRequest) -> LaunchResult:
+        try:
+            done = self._listed(f'labels.{LABEL}request = "{_label(request.request_id)}"')
+        except Exception as err:
+            return LaunchResult((), (_error(err, None),))
+        if done:
+            return LaunchResult(tuple(done))
+        return launch_in_zones(request, lambda zone: self._insert(request, zone))
+
+    def terminate(self, ids: Sequence[str], request_id: str) -> list[CloudError]:
+        from google.api_core import exceptions
+
+        errors = []
+        for instance_id in ids:
+            zone, name = instance_id.split("/", 1)
+            delete = self.compute.DeleteInstanceRequest(
+                project=self.project,
+                zone=zone,
+                instance=name,
+                request_id=_uuid(request_id, instance_id),
+            )
+            try:
+                self._call(lambda d=delete: self.instances.delete(request=d))
+            except exceptions.NotFound:
+                continue  # gone already: terminating twice is fine
+            except Exception as err:
+                errors.append(_error(err, zone))
+        return errors
+
+    # --- inside -------------------------------------------------------------------------------
+
+    def _insert(
+        self, request: LaunchRequest, zone: str
+    ) -> tuple[list[Instance], CloudError | None]:
+        from google.api_core import exceptions
+
+        c = self.compute
+        made: list[Instance] = []
+        for k in range(request.count):
+            name = _name(request, zone, k)
+            instance = c.Instance(
+                name=name,
+                machine_type=f"zones/{zone}/machineTypes/{request.node_type}",
+                labels={LABEL + key: _label(v) for key, v in labels_of(request).items()},
+                disks=[
+                    c.AttachedDisk(
+                        boot=True,
+                        auto_delete=True,
+                        initialize_params=c.AttachedDiskInitializeParams(
+                            source_image=request.image or DEFAULT_IMAGE, disk_size_gb=200
+                        ),
+                    )
+                ],
+                network_interfaces=[c.NetworkInterface(network="global/networks/default")],
+                scheduling=c.Scheduling(
+                    provisioning_model="SPOT" if request.spot else "STANDARD",
+                    instance_termination_action="STOP" if request.spot else None,
+                    on_host_maintenance="TERMINATE",
+                ),
+                metadata=c.Metadata(
+                    items=[c.Items(key="startup-script", value=request.startup_script)]
+                    if request.startup_script
+                    else []
+                ),
+            )
+            insert = c.InsertInstanceRequest(
+                project=self.project,
+                zone=zone,
+                instance_resource=instance,
+                request_id=_uuid(request.request_id, f"{zone}/{name}"),
+            )
+            try:
+                operation = self._call(lambda i=insert: self.instances.insert(request=i))
+                self._call(lambda o=operation: o.result(timeout=300))
+            except exceptions.Conflict:
+                pass  # made by an earlier try of this same request
+            except Exception as err:
+                if made:
+                    break  # keep what was made; the controller asks again for the rest
+                return [], _error(err, zone)
+            got = self._call(
+                lambda n=name: self.instances.get(project=self.project, zone=zone, instance=n)
+            )
+            made.append(_instance(got, zone))
+        return made, None
+
+    def _listed(self, filter_: str) -> list[Instance]:
+        listing = self.compute.AggregatedListInstancesRequest(project=self.project, filter=filter_)
+        found = []
+        for scope, scoped in self._call(
+            lambda: list(self.instances.aggregated_list(request=listing))
+        ):
+            zone = scope.removeprefix("zones/")
+            found += [_instance(raw, zone) for raw in scoped.instances]
+        return found
+
+    def _call(self, call: Any) -> Any:
+        from google.api_core import exceptions
+
+        return with_backoff(call, lambda err: isinstance(err, exceptions.TooManyRequests))
+
+
+def _error(err: Exception, zone: str | None) -> CloudError:
+    from google.api_core import exceptions
+
+    codes = " ".join(_codes(err))
+    kind: ErrorKind = "other"
+    if "ZONE_RESOURCE_POOL_EXHAUSTED" in codes or "resourcePoolExhausted" in codes:
+        kind = "capacity"
+    elif "QUOTA_EXCEEDED" in codes or "quotaExceeded" in codes:
+        kind = "quota"
+    elif isinstance(err, exceptions.TooManyRequests):
+        kind = "throttled"
+    elif isinstance(err, exceptions.Unauthenticated | exceptions.PermissionDenied):
+        kind = "auth"
+    elif isinstance(err, exceptions.BadRequest):
+        kind = "invalid"
+    message = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return CloudError(kind, message, zone)
+
+
+def _codes(err: Exception) -> list[str]:
+    """Error codes from either shape the client uses: operation errors (objects with
+    ``.code``) and HTTP errors (dicts with ``reason``)."""
+    found = []
+    for item in getattr(err, "errors", None) or []:
+        if isinstance(item, dict):
+            found.append(str(item.get("reason", "")))
+        else:
+            found.append(str(getattr(item, "code", "")))
+    return found
+
+
+def _label(value: str) -> str:
+    """GCE label values: lowercase letters, digits, _ and -, at most 63 characters."""
+    return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
+
+
+def _name(request: LaunchRequest, zone: str, k: int) -> str:
+    digest = uuid.uuid5(uuid.NAMESPACE_URL, f"{request.request_id}/{zone}").hex[:10]
+    stem = re.sub(r"[^a-z0-9-]", "-", request.pool.lower()).strip("-")[:40] or "pool"
+    return f"{stem}-{digest}-{k}"
+
+
+def _uuid(request_id: str, what: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"meshctl/{request_id}/{what}"))
+
+
+def _instance(raw: Any, zone: str) -> Instance:
+    labels = {k.removeprefix(LABEL): v for k, v in raw.labels.items() if k.startswith(LABEL)}
+    spot = raw.scheduling.provisioning_model == "SPOT"
+    state = STATES.get(raw.status, "pending")
+    if state == "terminated" and spot:
+        state = "preempted"  # a spot instance stopped by Compute Engine
+    created = raw.creation_timestamp
+    interfaces = list(raw.network_interfaces)
+    return Instance(
+        id=f"{zone}/{raw.name}",
+        pool=labels.get("pool", ""),
+        node_type=raw.machine_type.rsplit("/", 1)[-1],
+        zone=zone,
+        state=state,
+        spot=spot,
+        request_id=labels.get("request", ""),
+        launched_at_s=datetime.fromisoformat(created).timestamp() if created else None,
+        address=interfaces[0].network_i_p if interfaces else "",
+        labels=labels,
+    )
