@@ -86,13 +86,30 @@ def run_file(run_dir: Path, pool: str) -> Path:
 
 def start(pool: LocalPool, run_dir: Path, progress: Progress = lambda _: None) -> LocalCluster:
     """Start the pool's head and nodes; the run file is written before the first process."""
+    cluster = start_head(pool.name, run_dir, progress)
+    try:
+        for group in pool.nodes:
+            for name in group.node_names():
+                progress(f"starting node {name} ({_shape(group)})")
+                add_node(cluster, name, group, run_dir)
+    except BaseException:
+        stop(cluster)
+        run_file(run_dir, pool.name).unlink(missing_ok=True)
+        raise
+    return cluster
+
+
+def start_head(
+    pool: str, run_dir: Path, progress: Progress = lambda _: None, head: NodeGroup | None = None
+) -> LocalCluster:
+    """A cluster's head: no work on it unless ``head`` gives it a shape (and a name)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    token_file = run_dir / f"pool-{pool.name}.token"
+    token_file = run_dir / f"pool-{pool}.token"
     token_file.write_text(secrets.token_hex(32))
     token_file.chmod(0o600)
     gcs_port, dashboard_port = _free_port(), _free_port()
     cluster = LocalCluster(
-        pool=pool.name,
+        pool=pool,
         dashboard=f"http://127.0.0.1:{dashboard_port}",
         gcs=f"127.0.0.1:{gcs_port}",
         token_file=str(token_file),
@@ -100,34 +117,50 @@ def start(pool: LocalPool, run_dir: Path, progress: Progress = lambda _: None) -
         log_dir=str(run_dir / "logs"),
     )
     Path(cluster.log_dir).mkdir(exist_ok=True)
-    path = run_file(run_dir, pool.name)
+    path = run_file(run_dir, pool)
     cluster.save(path)
+    name = head.name if head else "head"
+    shape = (
+        _shape_args(head, name)
+        if head
+        else ["--num-cpus=0", "--num-gpus=0", f"--memory={HEAD_MEMORY_BYTES}",
+              f"--labels={NODE_LABEL}=head,{ROLE_LABEL}=head"]
+    )  # fmt: skip
     try:
-        progress(f"starting the head of pool {pool.name}")
-        head = [
+        progress(f"starting the head of pool {pool}")
+        args = [
             "--head",
             f"--port={gcs_port}",
             f"--dashboard-port={dashboard_port}",
             "--dashboard-host=127.0.0.1",
             f"--ray-client-server-port={_free_port()}",
             f"--temp-dir={cluster.temp_dir}",
-            "--num-cpus=0",
-            "--num-gpus=0",
-            f"--memory={HEAD_MEMORY_BYTES}",
-            f"--labels={NODE_LABEL}=head,{ROLE_LABEL}=head",
+            *shape,
         ]
-        _launch(cluster, "head", head, path)
-        _wait_for(lambda: _dashboard_up(cluster), f"the head of pool {pool.name}", cluster)
-        for group in pool.nodes:
-            for name in group.node_names():
-                progress(f"starting node {name} ({_shape(group)})")
-                _launch(cluster, name, _node_args(cluster, group, name), path)
-                _wait_for(_node_up(cluster, name), f"node {name}", cluster)
+        _launch(cluster, name, args, path)
+        _wait_for(lambda: _dashboard_up(cluster), f"the head of pool {pool}", cluster)
+        if head is not None:  # a head that takes work: ready once the cluster lists it
+            _wait_for(_node_up(cluster, name), f"the head of pool {pool}", cluster)
     except BaseException:
         stop(cluster)
         path.unlink(missing_ok=True)
         raise
     return cluster
+
+
+def add_node(cluster: LocalCluster, name: str, group: NodeGroup, run_dir: Path) -> None:
+    """One more node of ``group``'s shape, named ``name``; returns once the head sees it."""
+    args = [f"--address={cluster.gcs}", *_shape_args(group, name)]
+    _launch(cluster, name, args, run_file(run_dir, cluster.pool))
+    _wait_for(_node_up(cluster, name), f"node {name}", cluster)
+
+
+def remove_node(cluster: LocalCluster, name: str, run_dir: Path, grace_s: float = 3.0) -> None:
+    """Stop exactly that node's processes (an instance terminated, a node lost)."""
+    mine = [p for p in cluster.processes if p.node == name]
+    terminate([p.pid for p in mine if _ours(p)], grace_s)
+    cluster.processes = [p for p in cluster.processes if p.node != name]
+    cluster.save(run_file(run_dir, cluster.pool))
 
 
 def stop(cluster: LocalCluster, grace_s: float = 3.0) -> list[int]:
@@ -157,7 +190,7 @@ def terminate(sessions: list[int], grace_s: float) -> list[int]:
 
 def running(cluster: LocalCluster) -> bool:
     """Whether the head's session still has processes."""
-    head = next((p for p in cluster.processes if p.node == "head"), None)
+    head = cluster.processes[0] if cluster.processes else None  # the head starts first
     return head is not None and _ours(head) and bool(session_members(head.pid))
 
 
@@ -234,11 +267,10 @@ def _environment(cluster: LocalCluster) -> dict[str, str]:
     return env
 
 
-def _node_args(cluster: LocalCluster, group: NodeGroup, name: str) -> list[str]:
+def _shape_args(group: NodeGroup, name: str) -> list[str]:
     labels = {**group.labels, NODE_LABEL: name}
     resources = {f"accelerator_type:{group.accelerator.model}": 1} if group.accelerator else {}
     return [
-        f"--address={cluster.gcs}",
         f"--num-cpus={max(1, round(group.cpus))}",
         f"--num-gpus={int(group.gpus)}",
         f"--memory={int(group.memory_gib * GIB)}",
