@@ -29,9 +29,11 @@ def run(
     import threading
 
     from meshctl.cli import render
-    from meshctl.controller import daemon
+    from meshctl.controller import daemon, runtime
+    from meshctl.controller.burst import Burst
     from meshctl.controller.loop import Controller, PoolClient
     from meshctl.controller.runtime import clients, run_dir
+    from meshctl.pools.emulated import EmulatedInstances
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     context = app_context(ctx)
@@ -45,6 +47,13 @@ def run(
             driven,
             heartbeat=daemon.heartbeat_file(context.home),
             resolve=lambda: {**clients(rules.mesh, context.home)},
+            burst=Burst(
+                store,
+                rules.mesh,
+                rules.catalogs,
+                runtime.clouds(rules.mesh),
+                EmulatedInstances(run_dir(context.home), dict(rules.catalogs)),
+            ),
         )
         if once:
             report = controller.cycle()

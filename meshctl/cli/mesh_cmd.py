@@ -116,6 +116,7 @@ def down(ctx: typer.Context) -> None:
     stopped = daemon.stop(context.home)
     if stopped:
         render.say(f"controller: stopped ({len(stopped)} processes)")
+    _terminate_instances(context)
     left: list[int] = []
     for path in sorted(run.glob("pool-*.json")):
         cluster = local.LocalCluster.load(path)
@@ -130,6 +131,34 @@ def down(ctx: typer.Context) -> None:
         raise CommandError(f"processes still alive after stopping: {left}")
     if not stopped and not left and not list(run.glob("*")):
         render.say("nothing was up")
+
+
+def _terminate_instances(context: AppContext) -> None:
+    """Cloud instances the controller launched and has not terminated: never leave money
+    running behind a stopped mesh."""
+    from dataclasses import replace
+
+    from meshctl.cli import render
+    from meshctl.controller.runtime import cloud_for
+    from meshctl.state import STATE_DB, InstanceRecord, open_store
+
+    if not (context.home / STATE_DB).is_file():
+        return
+    mesh = context.mesh()
+    with open_store(context.home) as store:
+        live = [i for i in store.list(InstanceRecord) if i.state in ("joining", "ready")]
+        for pool in mesh.spec.pools:
+            mine = [i for i in live if i.pool == pool.name]
+            cloud = cloud_for(pool) if mine else None
+            if cloud is None:
+                continue
+            errors = cloud.terminate([i.id for i in mine], f"down-{int(time.time())}")
+            if errors:
+                raise CommandError(f"pool {pool.name}: terminate failed: {errors[0].message}")
+            for record in mine:
+                changed = replace(record, state="terminated", updated_at_s=time.time())
+                store.update(changed, expected_version=record.version)
+            render.say(f"pool {pool.name}: terminated {len(mine)} instances")
 
 
 def status(

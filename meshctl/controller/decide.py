@@ -23,7 +23,7 @@ from typing import Any
 
 from meshctl.controller.world import JobView, World
 from meshctl.model.catalog import Catalog
-from meshctl.model.mesh import Mesh, NodeGroup, Pool
+from meshctl.model.mesh import AwsPool, GcpPool, Mesh, NodeGroup, Pool
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import bind
 from meshctl.policy.facts import MeshSnapshot, PoolFacts, VictimFacts
@@ -46,6 +46,7 @@ from meshctl.scheduler import (
     Plan,
     PoolInfo,
     Preempt,
+    Provision,
     Request,
     Running,
     SchedulerConfig,
@@ -121,6 +122,27 @@ class Stop:
 
 
 @dataclass(frozen=True, slots=True)
+class Launch:
+    """Launch cloud capacity for a queued job (idempotent: the request id is the job's)."""
+
+    job_id: str
+    pool: str
+    node_type: str
+    count: int
+    spot: bool
+    request_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Teardown:
+    """Terminate an idle cloud pool's instances, workers first and its head last."""
+
+    pool: str
+    instance_ids: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class DecisionNote:
     job_id: str
     outcome: str
@@ -135,6 +157,8 @@ class Step:
     dispatches: list[Dispatch] = field(default_factory=list)
     resubmits: list[Resubmit] = field(default_factory=list)
     stops: list[Stop] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)
+    teardowns: list[Teardown] = field(default_factory=list)
     decisions: list[DecisionNote] = field(default_factory=list)
     plan: Plan | None = None
 
@@ -153,6 +177,11 @@ def submission_id(job_id: str, number: int) -> str:
     return f"meshctl-{job_id}-{number}"
 
 
+def launch_request_id(job_id: str, number: int) -> str:
+    """The cloud request of a job's attempt: asking again launches nothing more."""
+    return f"burst-{job_id}-{number}"
+
+
 # --- deciding ---------------------------------------------------------------------------------
 
 
@@ -168,7 +197,8 @@ def decide(world: World, rules: Rules) -> Step:
             queued.append(view)
     _drain_deadlines(world, holding, step)
     _dead_nodes(world, holding, step)
-    _schedule(world, rules, holding, queued, step)
+    policies = _schedule(world, rules, holding, queued, step)
+    _idle_pools(world, rules, holding, queued, policies, step)
     return step
 
 
@@ -331,7 +361,8 @@ def _dead_nodes(world: World, holding: Sequence[JobView], step: Step) -> None:
 
 def _schedule(
     world: World, rules: Rules, holding: list[JobView], queued: list[JobView], step: Step
-) -> None:
+) -> Any:
+    """One scheduling cycle; returns the policy view it used."""
     leaving = {t.job_id for t in step.transitions if t.to is JobState.EVICTED}
     running = [
         replace(_running(v, world.now_s), leaving=True)
@@ -354,15 +385,29 @@ def _schedule(
             v.record.submitted_at_s,
             v.job.spec.limits.max_runtime_s,
             nominated=tuple(freed_for.get(v.record.id, ())),
+            provisioning=_launching(world, v),
         )
         for v in queued
     ]
     wait = _expected_wait(world, queued)
+    live: dict[str, int] = defaultdict(int)
+    for instance in world.instances:
+        live[instance.pool] += 1
     pools = [
-        PoolInfo(p.name, p.provider in ("aws", "gcp"), wait if p.name in world.pools else 0.0)
+        PoolInfo(
+            p.name,
+            p.provider in ("aws", "gcp"),
+            wait if p.name in world.pools else 0.0,
+            max_new_nodes=p.max_nodes - live[p.name] if isinstance(p, AwsPool | GcpPool) else None,
+        )
         for p in rules.mesh.spec.pools
     ]
-    offers = [o for p in rules.mesh.spec.pools for o in offers_of(p, rules.catalogs)]
+    offers = [
+        o
+        for p in rules.mesh.spec.pools
+        for o in offers_of(p, rules.catalogs)
+        if (o.pool, o.node_type) not in world.unavailable
+    ]
     snapshot = Snapshot(
         world.now_s, tuple(nodes), tuple(pools), tuple(running), tuple(pending), tuple(offers)
     )
@@ -393,7 +438,21 @@ def _schedule(
                 )
         elif isinstance(action, Evict) and action.job_id not in leaving:
             step.transitions.append(Transition(action.job_id, JobState.EVICTED, action.reason))
+        elif isinstance(action, Provision):
+            tried = views[action.job_id].attempt
+            number = (tried.number if tried else 0) + 1
+            step.launches.append(
+                Launch(
+                    action.job_id,
+                    action.pool,
+                    action.node_type,
+                    action.count,
+                    action.spot,
+                    launch_request_id(action.job_id, number),
+                )
+            )
     step.decisions += [_note(decision) for decision in plan.decisions.values()]
+    return policies
 
 
 def _policy_view(
@@ -417,6 +476,50 @@ def _policy_view(
         for r in snapshot.running
     }
     return FromPolicyEngine(bound, jobs, victims)
+
+
+def _launching(world: World, view: JobView) -> bool:
+    """A launch for the job's next attempt is under way (its instances are joining)."""
+    number = (view.attempt.number if view.attempt else 0) + 1
+    request = launch_request_id(view.record.id, number)
+    return any(i.request_id == request and i.state == "joining" for i in world.instances)
+
+
+def _idle_pools(
+    world: World,
+    rules: Rules,
+    holding: Sequence[JobView],
+    queued: Sequence[JobView],
+    policies: Any,
+    step: Step,
+) -> None:
+    """A cloud pool with no job on it and no queued job its policies let use it, idle for its
+    ``idle_minutes``, is torn down: workers first, the head (its first instance) last."""
+    busy = {v.attempt.pool for v in holding if v.attempt is not None}
+    busy |= {launch.pool for launch in step.launches}
+    for view in queued:
+        verdict = policies.verdict(view.record.id)
+        busy |= (
+            {p.name for p in rules.mesh.spec.pools}
+            if verdict is None
+            else set(verdict.eligible_pools)
+        )
+    for pool in rules.mesh.spec.pools:
+        if not isinstance(pool, AwsPool | GcpPool) or pool.name in busy:
+            continue
+        mine = sorted(
+            (i for i in world.instances if i.pool == pool.name),
+            key=lambda i: (i.launched_at_s or 0.0, i.id),
+        )
+        if not mine:
+            continue
+        since = max(
+            [world.pool_busy_s.get(pool.name, 0.0)] + [i.launched_at_s or 0.0 for i in mine]
+        )
+        if world.now_s - since >= pool.idle_minutes * 60:
+            ids = tuple(i.id for i in reversed(mine))
+            why = f"idle for {pool.idle_minutes:g} min"
+            step.teardowns.append(Teardown(pool.name, ids, why))
 
 
 def _mesh_facts(mesh: Mesh, snapshot: Snapshot) -> MeshSnapshot:

@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from meshctl.controller.burst import Burst
 from meshctl.controller.decide import (
     ACTIVE_ATTEMPT,
     FINISHED,
@@ -86,11 +87,13 @@ class Controller:
         clock: Callable[[], float] = time.time,
         heartbeat: Path | None = None,
         resolve: Callable[[], Mapping[str, PoolClient]] | None = None,
+        burst: Burst | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
         comes back on new ports with a new token); without it, ``clients`` are fixed."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
         self.resolve = resolve
+        self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.heartbeat = heartbeat
         self.cycles = 0
         self._jobs: dict[str, Job] = {}  # parsed job files, by job id
@@ -105,6 +108,8 @@ class Controller:
         now = self.clock()
         if self.resolve is not None:
             self.clients = self.resolve()
+        if self.burst is not None:
+            self.burst.watch(now)
         world = self.world(now)
         step = decide(world, self.rules)
         errors = self.apply(step, now)
@@ -139,7 +144,21 @@ class Controller:
             if job is not None:
                 views.append(JobView(record, job, attempt))
         nodes = {n.id: n for n in self.store.list(NodeRecord)}
-        return World(now, observations, tuple(views), nodes)
+        if self.burst is None:
+            return World(now, observations, tuple(views), nodes)
+        busy: dict[str, float] = {}
+        for tried in latest.values():
+            ended = tried.ended_at_s or (now if tried.state in ACTIVE_ATTEMPT else 0.0)
+            busy[tried.pool] = max(busy.get(tried.pool, 0.0), ended)
+        return World(
+            now,
+            observations,
+            tuple(views),
+            nodes,
+            tuple(self.burst.live()),
+            self.burst.blocked(now),
+            busy,
+        )
 
     def _job(self, record: JobRecord) -> Job | None:
         job = self._jobs.get(record.id)
@@ -180,6 +199,16 @@ class Controller:
             error = self._dispatch(dispatch, now)
             if error:
                 errors.append(error)
+        if self.burst is not None:
+            for launch in step.launches:
+                try:
+                    error = self.burst.launch(launch, now)
+                except Exception as err:  # a node that would not join, an SDK error
+                    error = f"launch for {launch.job_id} in {launch.pool}: {err}"
+                if error:
+                    errors.append(error)
+            for down in step.teardowns:
+                self.burst.teardown(down, now)
         self._decisions(step, now)
         for error in errors:
             log.warning("%s", error)
@@ -298,14 +327,23 @@ class Controller:
     # --- observed pools and nodes -------------------------------------------------------------
 
     def _record_pools(self, world: World, now: float) -> None:
+        spend = self.burst.spend(now) if self.burst is not None else {}
+        for name, usd in spend.items():  # cloud pools: spend whether or not they are up now
+            if name not in world.pools:
+                pool = self.rules.mesh.pool(name)
+                provider = pool.provider if pool else "cloud"
+                idle = {"nodes": 0, "gpus": 0, "spend_usd": round(usd, 6)}
+                self._upsert_pool(PoolRecord(name, provider, "idle", idle, now))
         for name, seen in world.pools.items():
             pool = self.rules.mesh.pool(name)
-            observed = {
+            observed: dict[str, Any] = {
                 "reachable": seen.reachable,
                 "error": seen.error,
                 "nodes": len([n for n in seen.nodes if not n.head]),
                 "gpus": sum(n.gpus for n in seen.nodes if n.alive),
             }
+            if name in spend:
+                observed["spend_usd"] = round(spend[name], 6)
             record = PoolRecord(
                 name,
                 pool.provider if pool else "ray",

@@ -25,7 +25,7 @@ def run_dir(home: Path) -> Path:
 
 
 def client_for(pool: Pool, home: Path) -> RayPoolClient | None:
-    if isinstance(pool, LocalPool):
+    if isinstance(pool, LocalPool | AwsPool | GcpPool):  # a cloud pool: once it has a cluster
         path = local.run_file(run_dir(home), pool.name)
         if not path.is_file():
             return None
@@ -44,7 +44,24 @@ def clients(mesh: Mesh, home: Path) -> dict[str, RayPoolClient]:
 def why_not_driven(pool: Pool) -> str:
     if isinstance(pool, LocalPool):
         return "not up (meshctl up starts it)"
-    return f"no {pool.provider} provider adapter in this build: planned for, not launched"
+    return "no instances: launched when the plan bursts to it"
+
+
+def clouds(mesh: Mesh) -> dict[str, Cloud]:
+    """The provider of each cloud pool; a pool whose provider cannot be built is skipped
+    (logged), the others go on."""
+    import logging
+
+    found: dict[str, Cloud] = {}
+    for pool in mesh.spec.pools:
+        try:
+            cloud = cloud_for(pool)
+        except Exception as err:  # missing credentials, an SDK not installed
+            logging.getLogger("meshctl.controller").warning("pool %s: %s", pool.name, err)
+            continue
+        if cloud is not None:
+            found[pool.name] = cloud
+    return found
 
 
 def _token(pool: RayPool) -> str | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from meshctl.model.job import Job
 from meshctl.pools.observed import PoolObservation
-from meshctl.state.records import AttemptRecord, JobRecord, NodeRecord
+from meshctl.state.records import AttemptRecord, InstanceRecord, JobRecord, NodeRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,4 +30,6 @@ class World:
     pools: Mapping[str, PoolObservation]  # the pools this controller drives
     jobs: tuple[JobView, ...]  # every job not yet finished, and finished ones still running
     nodes: Mapping[str, NodeRecord] = field(default_factory=dict)  # by "pool/node"
-    package_dir: str = ""  # where submitted working directories are kept
+    instances: tuple[InstanceRecord, ...] = ()  # cloud instances launched and not terminated
+    unavailable: frozenset[tuple[str, str]] = frozenset()  # (pool, node type) out of capacity
+    pool_busy_s: Mapping[str, float] = field(default_factory=dict)  # a job last ended there

@@ -1,0 +1,171 @@
+"""The controller's cloud side: launch what the plan asks for, watch instances, tear down.
+
+- ``launch``: a ``Launch`` step becomes ``Cloud.launch`` (idempotent by the job's request
+  id), an ``InstanceRecord`` per instance (``joining``), the instance joining its pool's Ray
+  cluster (``ready``). Capacity and quota errors are remembered for ``BACKOFF_S`` per (pool,
+  node type), so the next cycle's plan picks another offer or pool instead of the same wall.
+- ``watch``: instances the provider reports preempted or no longer lists leave their pool's
+  cluster (their node dies; the jobs on it are evicted and requeued by ``decide``).
+- ``teardown``: terminate, workers first and the head last; each leaves the cluster.
+- ``spend``: USD so far per pool, from instance-hours and catalog prices.
+
+How an instance joins a cluster is the seam in ``meshctl.pools.emulated``; on a real cloud its
+startup script does it (see the issue notes: not wired yet).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from meshctl.clouds.base import Cloud, LaunchRequest
+from meshctl.controller.decide import Launch, Teardown
+from meshctl.model.catalog import Catalog
+from meshctl.model.mesh import AwsPool, GcpPool, Mesh
+from meshctl.pools.emulated import EmulatedInstances
+from meshctl.state.records import Event, InstanceRecord
+from meshctl.state.store import ConflictError, NotFoundError, Store
+
+log = logging.getLogger("meshctl.controller")
+BACKOFF_S = 300.0  # how long a stock-out of a (pool, node type) is remembered
+LIVE = ("joining", "ready")
+
+
+@dataclass
+class Burst:
+    store: Store
+    mesh: Mesh
+    catalogs: Mapping[str, Catalog]
+    clouds: Mapping[str, Cloud]
+    nodes: EmulatedInstances | None
+    unavailable: dict[tuple[str, str], float] = field(default_factory=dict)  # -> until
+
+    def blocked(self, now: float) -> frozenset[tuple[str, str]]:
+        return frozenset(k for k, until in self.unavailable.items() if until > now)
+
+    def live(self) -> list[InstanceRecord]:
+        return [i for i in self.store.list(InstanceRecord) if i.state in LIVE]
+
+    # --- launching ----------------------------------------------------------------------------
+
+    def launch(self, want: Launch, now: float) -> str | None:
+        pool, cloud = self.mesh.pool(want.pool), self.clouds.get(want.pool)
+        if not isinstance(pool, AwsPool | GcpPool) or cloud is None:
+            return f"pool {want.pool}: no provider to launch {want.node_type} with"
+        zones = tuple(pool.zones) or (
+            f"{pool.region}a" if isinstance(pool, AwsPool) else f"{pool.region}-a",
+        )
+        request = LaunchRequest(
+            self.mesh.metadata.name, pool.name, want.node_type, want.count, want.request_id,
+            zones, want.spot, job=want.job_id,
+        )  # fmt: skip
+        result = cloud.launch(request)
+        for error in result.errors:
+            self._event(
+                now,
+                "instance.refused",
+                want.job_id,
+                f"{pool.name} {error.zone}: {error.kind}: {error.message}",
+            )
+        if not result.ok:
+            if any(e.kind in ("capacity", "quota") for e in result.errors):
+                self.unavailable[(pool.name, want.node_type)] = now + BACKOFF_S
+            return f"pool {pool.name}: could not launch {want.node_type}"
+        for instance in result.instances:
+            record = InstanceRecord(
+                instance.id, pool.name, pool.provider, want.request_id, instance.node_type,
+                "joining", instance.launched_at_s or now, now,
+            )  # fmt: skip
+            if self.store.get(InstanceRecord, instance.id) is None:
+                self.store.create(
+                    record,
+                    events=[
+                        Event(
+                            now,
+                            "instance.launched",
+                            want.job_id,
+                            f"{instance.id} ({instance.node_type}, {instance.zone}) in {pool.name}",
+                        )
+                    ],
+                )
+            if self.nodes is not None and pool.endpoint_url:  # an emulated instance
+                self.nodes.join(pool.provider, instance)
+            self._set(instance.id, "ready", now)
+        return None
+
+    # --- watching and tearing down ------------------------------------------------------------
+
+    def watch(self, now: float) -> None:
+        """Instances preempted or gone at the provider leave their cluster."""
+        mine = self.live()
+        for name, cloud in self.clouds.items():
+            records = [r for r in mine if r.pool == name]
+            if not records:
+                continue
+            try:
+                seen = {i.id: i for i in cloud.list_instances(self.mesh.metadata.name)}
+            except Exception as err:
+                log.warning("pool %s: cannot list instances: %s", name, err)
+                continue
+            for record in records:
+                instance = seen.get(record.id)
+                if instance is None or instance.state in ("preempted", "terminated"):
+                    state = instance.state if instance else "gone"
+                    self._leave(record.pool, record.id)
+                    self._set(record.id, "interrupted", now)
+                    self._event(
+                        now, "instance.interrupted", None, f"{record.id} in {name}: {state}"
+                    )
+
+    def teardown(self, down: Teardown, now: float) -> None:
+        cloud = self.clouds.get(down.pool)
+        if cloud is None:
+            return
+        count = len(down.instance_ids)
+        self._event(now, "pool.teardown", None, f"{down.pool}: terminating {count} ({down.reason})")
+        for instance_id in down.instance_ids:  # workers first, the head last
+            errors = cloud.terminate([instance_id], f"teardown-{instance_id}")
+            if errors:
+                log.warning("pool %s: terminate %s: %s", down.pool, instance_id, errors[0].message)
+                return
+            self._set(instance_id, "terminated", now)
+            self._leave(down.pool, instance_id)
+
+    def spend(self, now: float) -> dict[str, float]:
+        """USD per pool so far: each instance's hours at its type's price in its region."""
+        total: dict[str, float] = {}
+        for record in self.store.list(InstanceRecord):
+            pool = self.mesh.pool(record.pool)
+            if not isinstance(pool, AwsPool | GcpPool) or record.launched_at_s is None:
+                continue
+            catalog = self.catalogs.get(pool.provider)
+            found = catalog.instance_type(record.instance_type) if catalog else None
+            price = found.prices.get(pool.region) if found else None
+            if price is None:
+                continue
+            spot = any(t.spot and t.name == record.instance_type for t in pool.node_types)
+            usd = (price.spot_usd_per_hour if spot else None) or price.on_demand_usd_per_hour
+            end = now if record.state in LIVE else record.updated_at_s
+            total[pool.name] = (
+                total.get(pool.name, 0.0) + usd * max(0.0, end - record.launched_at_s) / 3600
+            )
+        return total
+
+    # --- inside -------------------------------------------------------------------------------
+
+    def _leave(self, pool: str, instance_id: str) -> None:
+        if self.nodes is not None:
+            self.nodes.leave(pool, instance_id)
+
+    def _set(self, instance_id: str, state: str, now: float) -> None:
+        record = self.store.get(InstanceRecord, instance_id)
+        if record is None or record.state == state:
+            return
+        changed = replace(record, state=state, updated_at_s=now)
+        with contextlib.suppress(ConflictError, NotFoundError):
+            self.store.update(changed, expected_version=record.version)
+
+    def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
+        self.store.append_event(Event(now, kind, job_id, message))
