@@ -39,7 +39,14 @@ def _live(home: Path) -> dict[str, dict[str, Any]]:
     if not (home / STATE_DB).is_file():
         return {}  # nothing has run here: do not create a store just to read it
     with open_store(home) as store:
-        live = {p.name: {"state": p.state, "gpus_in_use": 0.0} for p in store.list(PoolRecord)}
+        live = {
+            p.name: {
+                "state": p.state,
+                "gpus_in_use": 0.0,
+                "spend_usd": p.observed.get("spend_usd"),
+            }
+            for p in store.list(PoolRecord)
+        }
         for attempt in store.list(AttemptRecord):
             if attempt.state in ACTIVE_ATTEMPT and attempt.pool in live:
                 held = attempt.detail.get("allocations", [])
@@ -63,6 +70,7 @@ def list_pools(ctx: typer.Context, output: OutputOption = Output.table) -> None:
         Column("gpus", "GPUs (max)", "right"),
         Column("state", "State"),
         Column("gpus_in_use", "GPUs in use", "right"),
+        Column("spend_usd", "Spent this month $", "right"),
         Column("accelerators", "Accelerators"),
         Column("usd_per_gpu_hour", "$/GPU-h", "right"),
         Column("spot_usd_per_gpu_hour", "Spot $/GPU-h", "right"),

@@ -16,6 +16,7 @@ startup script does it (see the issue notes: not wired yet).
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -43,7 +44,16 @@ class Burst:
     unavailable: dict[tuple[str, str], float] = field(default_factory=dict)  # -> until
 
     def blocked(self, now: float) -> frozenset[tuple[str, str]]:
-        return frozenset(k for k, until in self.unavailable.items() if until > now)
+        """(pool, node type) pairs not to plan launches for: out of capacity lately, or in a
+        cloud pool this controller has no provider for (no credentials, no SDK)."""
+        recent = {k for k, until in self.unavailable.items() if until > now}
+        unreachable = {
+            (pool.name, t.name)
+            for pool in self.mesh.spec.pools
+            if isinstance(pool, AwsPool | GcpPool) and pool.name not in self.clouds
+            for t in pool.node_types
+        }
+        return frozenset(recent | unreachable)
 
     def live(self) -> list[InstanceRecord]:
         return [i for i in self.store.list(InstanceRecord) if i.state in LIVE]
@@ -134,7 +144,10 @@ class Burst:
             self._leave(down.pool, instance_id)
 
     def spend(self, now: float) -> dict[str, float]:
-        """USD per pool so far: each instance's hours at its type's price in its region."""
+        """USD per pool this month (UTC): each instance's hours at its type's price in its
+        region, spot where the pool's node type uses spot. What the budget rules read."""
+        start = dt.datetime.fromtimestamp(now, dt.UTC)
+        month = start.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp()
         total: dict[str, float] = {}
         for record in self.store.list(InstanceRecord):
             pool = self.mesh.pool(record.pool)
@@ -148,9 +161,8 @@ class Burst:
             spot = any(t.spot and t.name == record.instance_type for t in pool.node_types)
             usd = (price.spot_usd_per_hour if spot else None) or price.on_demand_usd_per_hour
             end = now if record.state in LIVE else record.updated_at_s
-            total[pool.name] = (
-                total.get(pool.name, 0.0) + usd * max(0.0, end - record.launched_at_s) / 3600
-            )
+            hours = max(0.0, end - max(record.launched_at_s, month)) / 3600
+            total[pool.name] = total.get(pool.name, 0.0) + usd * hours
         return total
 
     # --- inside -------------------------------------------------------------------------------

@@ -462,7 +462,7 @@ def _policy_view(
 
     if rules.policies is None:
         return Permissive()
-    facts = _mesh_facts(rules.mesh, snapshot)
+    facts = _mesh_facts(rules.mesh, snapshot, world.spend_usd)
     bound = bind(rules.policies, facts, dt.datetime.fromtimestamp(world.now_s, dt.UTC))
     jobs = {job_id: v.job for job_id, v in views.items()}
     victims = {
@@ -522,7 +522,7 @@ def _idle_pools(
             step.teardowns.append(Teardown(pool.name, ids, why))
 
 
-def _mesh_facts(mesh: Mesh, snapshot: Snapshot) -> MeshSnapshot:
+def _mesh_facts(mesh: Mesh, snapshot: Snapshot, spend: Mapping[str, float]) -> MeshSnapshot:
     from meshctl.policy.facts import mesh_snapshot
 
     configured = {p.name: p for p in mesh_snapshot(mesh, {}).pools}
@@ -549,6 +549,7 @@ def _mesh_facts(mesh: Mesh, snapshot: Snapshot) -> MeshSnapshot:
                 free_gpus=free[name] if observed else facts.free_gpus,
                 queued_jobs=queued if observed else 0,
                 expected_wait_s=waits.get(name, 0.0),
+                spend_usd_month=spend.get(name, 0.0),
             )
         )
     return MeshSnapshot(tuple(pools))

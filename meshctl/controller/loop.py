@@ -158,6 +158,7 @@ class Controller:
             tuple(self.burst.live()),
             self.burst.blocked(now),
             busy,
+            self.burst.spend(now),
         )
 
     def _job(self, record: JobRecord) -> Job | None:

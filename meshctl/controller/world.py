@@ -33,3 +33,4 @@ class World:
     instances: tuple[InstanceRecord, ...] = ()  # cloud instances launched and not terminated
     unavailable: frozenset[tuple[str, str]] = frozenset()  # (pool, node type) out of capacity
     pool_busy_s: Mapping[str, float] = field(default_factory=dict)  # a job last ended there
+    spend_usd: Mapping[str, float] = field(default_factory=dict)  # per pool, so far
