@@ -216,9 +216,12 @@ def _reconcile(view: JobView, world: World, rules: Rules, step: Step) -> str | N
             _requeue(view, "its attempt has ended", step)
         return None
     observation = world.pools.get(attempt.pool)
-    if observation is None or not observation.reachable:
+    if observation is not None and not observation.reachable:
         return "holding"  # nothing is known; keep its resources counted
-    ray = observation.jobs.get(attempt.submission_id)
+    # No observation at all: the pool has no cluster any more (a cloud pool whose last
+    # instance went, a local pool that is down): whatever ran there is gone.
+    ray = observation.jobs.get(attempt.submission_id) if observation else None
+    gone = observation is None
     now = world.now_s
     if state in FINISHED:  # cancelled (or finished) while its attempt may still run
         if ray is not None and ray.status in RAY_ACTIVE:
@@ -240,7 +243,7 @@ def _reconcile(view: JobView, world: World, rules: Rules, step: Step) -> str | N
         return None
     # admitted, dispatched or running
     if ray is None:
-        if attempt.state == "submitting":
+        if attempt.state == "submitting" and not gone:
             sub = _submission(view, rules, attempt)
             step.resubmits.append(Resubmit(record.id, attempt.id, attempt.pool, sub))
             return "holding"

@@ -110,3 +110,34 @@ def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(
     mesh.run("jobs", "cancel", blocker)
     assert mesh.run("jobs", "wait", critical, "--timeout", str(WAIT_S)).returncode == 0
     assert mesh.show(critical)["pool"] == "onprem"
+
+
+def test_a_spot_interruption_requeues_the_job_and_it_completes(
+    burst: tuple[Mesh, MotoServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mesh, moto = burst
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    blocker = mesh.submit("--gpus", "1", "--criticality", "critical", "--name", "blocker2", "--",
+                          "python", "-c", "import time; time.sleep(600)")  # fmt: skip
+    mesh.wait_for(blocker, "running")
+    script = (
+        "import os, time; first = os.environ['MESHCTL_ATTEMPT'] == '1'; "
+        "time.sleep(600 if first else 0); print('done on attempt', os.environ['MESHCTL_ATTEMPT'])"
+    )
+    job = mesh.submit("--gpus", "1", "--criticality", "best-effort", "--name", "spot", "--",
+                      "python", "-c", script)  # fmt: skip
+    mesh.wait_for(job, "running")
+    assert mesh.show(job)["pool"] == "aws-burst"
+    [instance] = str(mesh.show(job)["nodes"]).split(", ")
+    AwsCloud("us-east-1", endpoint_url=moto.endpoint).terminate([instance], "reclaimed")  # the
+    # provider takes the spot instance back: gone from its listing, as after AWS's 2-minute notice
+    assert mesh.run("jobs", "wait", job, "--timeout", str(WAIT_S)).returncode == 0
+    shown = mesh.show(job)
+    assert shown["attempt"] == 2
+    assert shown["pool"] == "aws-burst"
+    assert "done on attempt 2" in mesh.run("jobs", "logs", job).stdout
+    kinds = [e["kind"] for e in shown["events"]]  # type: ignore[index, union-attr]
+    assert kinds.count("job.evicted") == 1
+    assert "job.requeued" in kinds
+    mesh.run("jobs", "cancel", blocker)

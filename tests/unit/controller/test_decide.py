@@ -257,6 +257,13 @@ def test_an_unreachable_pool_changes_nothing_and_keeps_resources_held() -> None:
     assert step.stops == []
 
 
+def test_a_pool_with_no_cluster_any_more_lost_its_jobs() -> None:
+    view = job("a", gpus=4, state=JobState.RUNNING, attempt=attempt("a", gpus=4))
+    step = decide(World(NOW, {}, (view,)), RULES)  # e.g. a cloud pool's last instance went
+    assert moves(step) == [("a", "evicted"), ("a", "requeued")]
+    assert step.resubmits == []
+
+
 def test_a_cancelled_job_still_running_is_stopped() -> None:
     view = job("a", state=JobState.CANCELLED, attempt=attempt("a"))
     step = decide(world(view, observed=pool(ray("meshctl-a-1", "RUNNING"))), RULES)
