@@ -3,15 +3,20 @@
 #   1. a mesh as files: scaffold, validate, test the policies, explain a plan (no cluster yet);
 #   2. run it for real: bring up the embedded mesh (a local Ray cluster with two emulated 4-GPU
 #      nodes, and the controller), submit jobs of different kinds and priorities, show where
-#      each went and why, wait for them, show their results, bring the mesh down.
+#      each went and why, wait for them, show their results;
+#   3. burst: with on-prem full, a best-effort job bursts to an AWS pool (EC2 emulated by
+#      moto_server; each instance a local Ray node), a critical job waits for on-prem, the idle
+#      cloud pool is torn down, the spend is shown; then the mesh comes down.
 set -euo pipefail
 MESHCTL=${MESHCTL:-.venv/bin/meshctl}
 MESHCTL=$(cd "$(dirname "$MESHCTL")" && pwd)/$(basename "$MESHCTL")
 dir=$(mktemp -d)
 export MESHCTL_HOME="$dir/home"
 started=$(date +%s)
+moto_pid=""
 cleanup() {
   "$MESHCTL" down >/dev/null 2>&1 || true  # stops only what this demo's `up` started
+  [ -n "$moto_pid" ] && kill "$moto_pid" 2>/dev/null
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -31,6 +36,24 @@ printf 'apiVersion: meshctl/v1\nkind: MeshState\nmetadata: {name: busy}\nspec:\n
 step explain jobs/batch-embed.yaml --mesh ../busy.yaml  # what the plan would be with on-prem full
 
 echo; echo "== 2. Run it: the embedded mesh, real Ray jobs"
+echo "(for this run: AWS is moto_server on 127.0.0.1; bursting starts after 5 s of waiting, not 10 min)"
+# For the run: AWS is moto_server on a free port (fake credentials); the burst pool idles out
+# after 12 s, and best-effort work bursts after 5 s of waiting instead of ten minutes (the
+# shipped policies, tested above, say ten minutes)
+port=$("$(dirname "$MESHCTL")/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$(dirname "$MESHCTL")/moto_server" -H 127.0.0.1 -p "$port" >"$dir/moto.log" 2>&1 &
+moto_pid=$!
+export AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo AWS_DEFAULT_REGION=us-east-1
+"$(dirname "$MESHCTL")/python" - "$port" <<'PY'
+import sys
+text = open("mesh.yaml").read()
+aws = text.index("- name: aws-burst")
+end = text.index("- name: gcp-burst")
+block = text[aws:end].replace("idle_minutes: 10", "idle_minutes: 0.2\n      endpoint_url: http://127.0.0.1:" + sys.argv[1])
+open("mesh.yaml", "w").write(text[:aws] + block + text[end:])
+burst = open("policies/burst.yaml").read().replace("> 600.0", "> 5.0", 1)  # best-effort only
+open("policies/burst.yaml", "w").write(burst)
+PY
 step up --interval 0.5
 train=$("$MESHCTL" submit jobs/train-resnet.yaml);  echo "train-resnet (critical, 4 GPUs, class production): $train"
 serve=$("$MESHCTL" submit jobs/serve-pii.yaml);     echo "serve-pii    (critical inference, pii data stays on-prem): $serve"
@@ -56,5 +79,28 @@ for job in "$train" "$serve" "$embed" "$gang" "$quick"; do
 done
 step explain "$gang"
 step nodes list
+
+echo; echo "== 3. Burst: on-prem full, best-effort work to the cloud, critical work waits"
+blocker=$("$MESHCTL" submit --gpus 4 --nodes 2 --criticality critical --name fill-onprem -- python -c "import time; time.sleep(600)")
+echo "fill-onprem (critical, both on-prem nodes): $blocker"
+for _ in $(seq 1 120); do  # until it holds both nodes
+  "$MESHCTL" jobs show "$blocker" -o json | grep -q '"state": "running"' && break
+  sleep 0.25
+done
+embed2=$("$MESHCTL" submit jobs/batch-embed.yaml); echo "batch-embed (best-effort): $embed2"
+serve2=$("$MESHCTL" submit jobs/serve-pii.yaml);   echo "serve-pii   (critical, pii stays on-prem): $serve2"
+step jobs wait "$embed2" --timeout 300
+step explain "$embed2"
+step explain "$serve2"
+printf '\n\033[1m$ meshctl jobs logs %s | tail -1\033[0m\n' "$embed2"
+"$MESHCTL" jobs logs "$embed2" | tail -1
+step jobs cancel "$blocker"
+step jobs wait "$serve2" --timeout 300
+for _ in $(seq 1 120); do  # the cloud pool goes once idle for its idle_minutes (12 s here)
+  "$MESHCTL" status -o json | grep -q '"kind": "pool.teardown"' && break
+  sleep 0.5
+done
+step status
+step pools list
 step down
 echo; echo "demo finished in $(( $(date +%s) - started )) s"

@@ -23,13 +23,14 @@ from typing import Any
 
 from meshctl.controller.world import JobView, World
 from meshctl.model.catalog import Catalog
-from meshctl.model.mesh import AwsPool, GcpPool, Mesh, NodeGroup, Pool
+from meshctl.model.mesh import Accelerator, AwsPool, GcpPool, Mesh, NodeGroup, Pool
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import bind
 from meshctl.policy.facts import MeshSnapshot, PoolFacts, VictimFacts
 from meshctl.pools.observed import (
     INFRA_ERRORS,
     NODE_LABEL,
+    NODE_TYPE_LABEL,
     RAY_ACTIVE,
     ObservedJob,
     ObservedNode,
@@ -378,7 +379,7 @@ def _schedule(
     for v in holding:
         if v.attempt is not None and v.record.state is JobState.PREEMPTED:
             freed_for[str(v.attempt.detail.get("for_job", ""))] += _placement_nodes(v.attempt)
-    nodes = _nodes(world, rules.mesh, running)
+    nodes = _nodes(world, rules.mesh, running, rules.catalogs)
     pending = [
         Pending(
             v.record.id,
@@ -563,7 +564,9 @@ def _expected_wait(world: World, queued: Sequence[JobView]) -> float:
     return max((world.now_s - v.record.submitted_at_s for v in queued), default=0.0)
 
 
-def _nodes(world: World, mesh: Mesh, running: Sequence[Running]) -> list[Node]:
+def _nodes(
+    world: World, mesh: Mesh, running: Sequence[Running], catalogs: Mapping[str, Catalog]
+) -> list[Node]:
     """The driven pools' live nodes, less what running jobs hold; cordoned and draining nodes
     marked so. Dead nodes are left out (their jobs are evicted by ``_dead_nodes``)."""
     held: dict[str, list[Allocation]] = defaultdict(list)
@@ -575,7 +578,7 @@ def _nodes(world: World, mesh: Mesh, running: Sequence[Running]) -> list[Node]:
         pool = mesh.pool(name)
         if pool is None or not observation.reachable:
             continue
-        groups = _groups(pool)
+        groups = _groups(pool, observation, catalogs)
         usd = pool.cost.usd_per_gpu_hour or 0.0
         for seen in observation.nodes:
             if seen.head or not seen.alive or (seen.gpus == 0 and seen.cpus == 0):
@@ -592,7 +595,7 @@ def _nodes(world: World, mesh: Mesh, running: Sequence[Running]) -> list[Node]:
 
 def observed_nodes(pool: Pool, observation: PoolObservation) -> list[Node]:
     """A pool's live nodes as the scheduler sees them, all free (for checks at submit)."""
-    groups, usd = _groups(pool), pool.cost.usd_per_gpu_hour or 0.0
+    groups, usd = _groups(pool, observation, {}), pool.cost.usd_per_gpu_hour or 0.0
     return [
         _node(pool.name, seen, groups.get(seen.name), usd, "ready", ())
         for seen in observation.nodes
@@ -600,9 +603,29 @@ def observed_nodes(pool: Pool, observation: PoolObservation) -> list[Node]:
     ]
 
 
-def _groups(pool: Pool) -> dict[str, NodeGroup]:
+def _groups(
+    pool: Pool, observation: PoolObservation, catalogs: Mapping[str, Catalog]
+) -> dict[str, NodeGroup]:
+    """What mesh.yaml says of each node (on-prem), or the catalog of its instance type (a
+    cloud node, labelled meshctl.io/node-type): GPU memory, vendor, NIC."""
     groups = getattr(pool, "nodes", None) or []
-    return {name: g for g in groups for name in g.node_names()}
+    found = {name: g for g in groups for name in g.node_names()}
+    catalog = catalogs.get(pool.provider)
+    for seen in observation.nodes if catalog else ():
+        kind = catalog.instance_type(seen.labels.get(NODE_TYPE_LABEL, "")) if catalog else None
+        if kind is not None and seen.name not in found:
+            acc = kind.accelerator
+            found[seen.name] = NodeGroup(
+                name=seen.name,
+                gpus=acc.count,
+                accelerator=Accelerator(
+                    vendor=acc.vendor, model=acc.model, memory_gib=acc.memory_gib
+                ),
+                cpus=seen.cpus or 1,
+                memory_gib=seen.memory_gib or 1,
+                nic_gbps=kind.nic_gbps,
+            )
+    return found
 
 
 def _node(

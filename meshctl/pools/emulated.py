@@ -25,6 +25,7 @@ from meshctl.clouds.base import Instance
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import Accelerator, NodeGroup
 from meshctl.pools import local
+from meshctl.pools.observed import NODE_TYPE_LABEL
 
 CPUS, MEMORY_GIB = 1.0, 2.0  # per emulated instance, whatever its type says
 
@@ -75,5 +76,5 @@ class EmulatedInstances:
             cpus=CPUS,
             memory_gib=MEMORY_GIB,
             nic_gbps=found.nic_gbps,
-            labels={"meshctl.io/node-type": instance.node_type, "zone": instance.zone},
+            labels={NODE_TYPE_LABEL: instance.node_type, "zone": instance.zone},
         )

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 NODE_LABEL = "meshctl.io/node"  # the Ray node label that names a node the way mesh.yaml does
+NODE_TYPE_LABEL = "meshctl.io/node-type"  # a cloud node's instance type
 ROLE_LABEL = "meshctl.io/role"  # "head" on a head node that takes no work
 
 # Ray Jobs statuses (ray.job_submission.JobStatus values).
