@@ -19,8 +19,7 @@ from meshctl.clouds.aws import AwsCloud
 from meshctl.state import InstanceRecord, JobRecord, JobState, PoolRecord, open_store
 from tests.conftest import ROOT
 from tests.emulators.aws import MotoServer
-
-from .test_local_mesh import WAIT_S, Mesh
+from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
 
 pytestmark = pytest.mark.integration
 
