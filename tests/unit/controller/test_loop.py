@@ -191,3 +191,43 @@ def test_a_submission_its_pool_keeps_refusing_fails_the_job_and_frees_its_gpus()
     [attempt] = store.list(AttemptRecord)
     assert (attempt.state, attempt.detail["submit_errors"]) == ("failed", 5)
     assert "refused it 5 times" in store.events(job_id=record.id)[-1].message
+
+
+def test_a_region_out_of_capacity_fails_over_to_the_next_eligible_pool() -> None:
+    """Every zone of us-east-1 is out of g6.xlarge: the launch fails there, the stock-out is
+    remembered, and the next cycle's plan launches in us-west-2 instead."""
+    from meshctl.catalog import load_catalogs
+    from meshctl.clouds.fake import FakeCloud
+    from meshctl.controller.burst import Burst
+    from meshctl.model import Mesh
+    from meshctl.policy.compiled import compile_policies
+    from meshctl.policyfiles import read_policy_files
+    from tests.conftest import ROOT
+
+    pools = [
+        {"name": name, "provider": "aws", "region": region, "zones": [f"{region}a", f"{region}b"],
+         "labels": {"tier": "burst"}, "node_types": [{"name": "g6.xlarge", "max_nodes": 2}]}
+        for name, region in (("east", "us-east-1"), ("west", "us-west-2"))
+    ]  # fmt: skip
+    mesh = Mesh.model_validate(
+        {"apiVersion": "meshctl/v1", "kind": "Mesh", "metadata": {"name": "m"},
+         "spec": {"pools": pools}}
+    )  # fmt: skip
+    catalogs = {f.provider: f.catalog for f in load_catalogs()}
+    east, west = FakeCloud(), FakeCloud()
+    east.stock_out("us-east-1a")
+    east.stock_out("us-east-1b")
+    store, clock = MemoryStore(), Clock()
+    record = queue(store, "spill")
+    burst = Burst(store, mesh, catalogs, {"east": east, "west": west}, None)
+    shipped = compile_policies(read_policy_files([ROOT / "policies"]).policies)  # may burst
+    loop = Controller(store, Rules(mesh, catalogs, shipped), {}, clock=clock, burst=burst)
+    loop.cycle()
+    assert east.list_instances("m") == []
+    assert ("east", "g6.xlarge") in burst.blocked(clock.now)
+    loop.cycle()
+    [instance] = west.list_instances("m")
+    assert (instance.zone, instance.labels["job"]) == ("us-west-2a", record.id)
+    kinds = [e.kind for e in store.events()]
+    assert kinds.count("instance.refused") == 2  # both zones of us-east-1
+    assert "instance.launched" in kinds
