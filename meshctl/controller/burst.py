@@ -26,7 +26,7 @@ from meshctl.controller.decide import Launch, Teardown
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh
 from meshctl.pools.emulated import EmulatedInstances
-from meshctl.state.records import Event, InstanceRecord
+from meshctl.state.records import Event, InstanceRecord, JobRecord
 from meshctl.state.store import ConflictError, NotFoundError, Store
 
 log = logging.getLogger("meshctl.controller")
@@ -143,12 +143,37 @@ class Burst:
             self._set(instance_id, "terminated", now)
             self._leave(down.pool, instance_id)
 
+    def ledger(self, now: float) -> dict[str, dict[str, float]]:
+        """USD this month (UTC) per pool and team: each instance's hours at its type's price in
+        its region (spot where the pool's node type uses spot), charged to the team of the
+        job whose launch request started it ("-" when that job is gone)."""
+        teams: dict[str, str] = {}
+        books: dict[str, dict[str, float]] = {}
+        for record, usd in self._costs(now):
+            job_id = record.request_id.removeprefix("burst-").rsplit("-", 1)[0]
+            if job_id not in teams:
+                job = self.store.get(JobRecord, job_id)
+                teams[job_id] = job.team if job is not None else "-"
+            pool = books.setdefault(record.pool, {})
+            pool[teams[job_id]] = pool.get(teams[job_id], 0.0) + usd
+        return books
+
     def spend(self, now: float) -> dict[str, float]:
-        """USD per pool this month (UTC): each instance's hours at its type's price in its
-        region, spot where the pool's node type uses spot. What the budget rules read."""
+        """USD per pool this month; what the pool and provider budget rules read."""
+        return {pool: sum(teams.values()) for pool, teams in self.ledger(now).items()}
+
+    def team_spend(self, now: float) -> dict[str, float]:
+        """USD per team this month; what the team budget rules read."""
+        total: dict[str, float] = {}
+        for teams in self.ledger(now).values():
+            for team, usd in teams.items():
+                total[team] = total.get(team, 0.0) + usd
+        return total
+
+    def _costs(self, now: float) -> list[tuple[InstanceRecord, float]]:
         start = dt.datetime.fromtimestamp(now, dt.UTC)
         month = start.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp()
-        total: dict[str, float] = {}
+        costs = []
         for record in self.store.list(InstanceRecord):
             pool = self.mesh.pool(record.pool)
             if not isinstance(pool, AwsPool | GcpPool) or record.launched_at_s is None:
@@ -162,8 +187,8 @@ class Burst:
             usd = (price.spot_usd_per_hour if spot else None) or price.on_demand_usd_per_hour
             end = now if record.state in LIVE else record.updated_at_s
             hours = max(0.0, end - max(record.launched_at_s, month)) / 3600
-            total[pool.name] = total.get(pool.name, 0.0) + usd * hours
-        return total
+            costs.append((record, usd * hours))
+        return costs
 
     # --- inside -------------------------------------------------------------------------------
 

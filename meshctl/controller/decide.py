@@ -26,7 +26,7 @@ from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import Accelerator, AwsPool, GcpPool, Mesh, NodeGroup, Pool
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import bind
-from meshctl.policy.facts import MeshSnapshot, PoolFacts, VictimFacts
+from meshctl.policy.facts import MeshSnapshot, PoolFacts, TeamUsage, VictimFacts
 from meshctl.pools.observed import (
     INFRA_ERRORS,
     NODE_LABEL,
@@ -466,7 +466,7 @@ def _policy_view(
 
     if rules.policies is None:
         return Permissive()
-    facts = _mesh_facts(rules.mesh, snapshot, world.spend_usd)
+    facts = _mesh_facts(rules.mesh, snapshot, world.spend_usd, world.team_spend_usd)
     bound = bind(rules.policies, facts, dt.datetime.fromtimestamp(world.now_s, dt.UTC))
     jobs = {job_id: v.job for job_id, v in views.items()}
     victims = {
@@ -526,7 +526,9 @@ def _idle_pools(
             step.teardowns.append(Teardown(pool.name, ids, why))
 
 
-def _mesh_facts(mesh: Mesh, snapshot: Snapshot, spend: Mapping[str, float]) -> MeshSnapshot:
+def _mesh_facts(
+    mesh: Mesh, snapshot: Snapshot, spend: Mapping[str, float], teams: Mapping[str, float]
+) -> MeshSnapshot:
     from meshctl.policy.facts import mesh_snapshot
 
     configured = {p.name: p for p in mesh_snapshot(mesh, {}).pools}
@@ -556,7 +558,9 @@ def _mesh_facts(mesh: Mesh, snapshot: Snapshot, spend: Mapping[str, float]) -> M
                 spend_usd_month=spend.get(name, 0.0),
             )
         )
-    return MeshSnapshot(tuple(pools))
+    return MeshSnapshot(
+        tuple(pools), {team: TeamUsage(spend_usd_month=usd) for team, usd in teams.items()}
+    )
 
 
 def _expected_wait(world: World, queued: Sequence[JobView]) -> float:

@@ -159,6 +159,7 @@ class Controller:
             self.burst.blocked(now),
             busy,
             self.burst.spend(now),
+            self.burst.team_spend(now),
         )
 
     def _job(self, record: JobRecord) -> Job | None:
@@ -328,12 +329,14 @@ class Controller:
     # --- observed pools and nodes -------------------------------------------------------------
 
     def _record_pools(self, world: World, now: float) -> None:
-        spend = self.burst.spend(now) if self.burst is not None else {}
+        ledger = self.burst.ledger(now) if self.burst is not None else {}
+        spend = {pool: sum(teams.values()) for pool, teams in ledger.items()}
         for name, usd in spend.items():  # cloud pools: spend whether or not they are up now
             if name not in world.pools:
                 pool = self.rules.mesh.pool(name)
                 provider = pool.provider if pool else "cloud"
-                idle = {"nodes": 0, "gpus": 0, "spend_usd": round(usd, 6)}
+                idle = {"nodes": 0, "gpus": 0, "spend_usd": round(usd, 6),
+                        "spend_usd_by_team": _rounded(ledger[name])}  # fmt: skip
                 self._upsert_pool(PoolRecord(name, provider, "idle", idle, now))
         for name, seen in world.pools.items():
             pool = self.rules.mesh.pool(name)
@@ -345,6 +348,7 @@ class Controller:
             }
             if name in spend:
                 observed["spend_usd"] = round(spend[name], 6)
+                observed["spend_usd_by_team"] = _rounded(ledger[name])
             record = PoolRecord(
                 name,
                 pool.provider if pool else "ray",
@@ -434,3 +438,7 @@ class Controller:
             except Exception:
                 log.exception("cycle failed")
             wake.wait(interval_s)
+
+
+def _rounded(values: Mapping[str, float]) -> dict[str, float]:
+    return {k: round(v, 6) for k, v in values.items()}

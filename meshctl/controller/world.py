@@ -33,4 +33,5 @@ class World:
     instances: tuple[InstanceRecord, ...] = ()  # cloud instances launched and not terminated
     unavailable: frozenset[tuple[str, str]] = frozenset()  # (pool, node type) out of capacity
     pool_busy_s: Mapping[str, float] = field(default_factory=dict)  # a job last ended there
-    spend_usd: Mapping[str, float] = field(default_factory=dict)  # per pool, so far
+    spend_usd: Mapping[str, float] = field(default_factory=dict)  # per pool, this month
+    team_spend_usd: Mapping[str, float] = field(default_factory=dict)  # per team, this month

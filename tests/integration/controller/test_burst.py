@@ -103,6 +103,7 @@ def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(
         pool = store.get(PoolRecord, "aws-burst")
         assert pool is not None
         assert pool.observed["spend_usd"] > 0
+        assert pool.observed["spend_usd_by_team"]["default"] == pool.observed["spend_usd"]
         waiting = store.get(JobRecord, critical)
         assert waiting is not None
         assert waiting.state is JobState.PENDING
