@@ -55,3 +55,50 @@ def test_instances_join_their_pool_and_leave_when_terminated(
         assert found is not None
         local.stop(found)
     assert local.leftover(found) == []
+
+
+def test_a_gcp_burst_launches_joins_and_tears_down(tmp_path: Path) -> None:
+    """The controller's cloud side against the GCE emulator: a launch becomes an instance
+    and a Ray node of the pool's cluster; the teardown deletes it in the emulator."""
+    from meshctl.clouds.gcp import GcpCloud
+    from meshctl.controller.burst import Burst
+    from meshctl.controller.decide import Launch, Teardown
+    from meshctl.model import Mesh
+    from meshctl.state import InstanceRecord, MemoryStore
+    from tests.emulators.gce import GceEmulator
+
+    catalogs = {f.provider: f.catalog for f in load_catalogs()}
+    with GceEmulator() as gce:
+        mesh = Mesh.model_validate(
+            {"apiVersion": "meshctl/v1", "kind": "Mesh", "metadata": {"name": "g"},
+             "spec": {"pools": [{"name": "gcp-burst", "provider": "gcp", "project": "meshctl-test",
+                                 "region": "us-central1", "zones": ["us-central1-a"],
+                                 "endpoint_url": gce.endpoint,
+                                 "node_types": [{"name": "g2-standard-8", "max_nodes": 2}]}]}}
+        )  # fmt: skip
+        store = MemoryStore()
+        nodes = EmulatedInstances(tmp_path / "run", catalogs)
+        cloud = GcpCloud("meshctl-test", endpoint_url=gce.endpoint)
+        burst = Burst(store, mesh, catalogs, {"gcp-burst": cloud}, nodes)
+        try:
+            assert (
+                burst.launch(Launch("j", "gcp-burst", "g2-standard-8", 1, False, "burst-j-1"), 1.0)
+                is None
+            )
+            [record] = store.list(InstanceRecord)
+            assert record.state == "ready"
+            cluster = nodes.cluster("gcp-burst")
+            assert cluster is not None
+            ray = RayPoolClient("gcp-burst", cluster.dashboard, cluster.token)
+            [node] = [n for n in ray.nodes() if n.alive]
+            assert (node.name, node.gpus, node.accelerator) == (node_name(record.id), 1, "L4")
+            assert len(gce.instances()) == 1
+            burst.teardown(Teardown("gcp-burst", (record.id,), "idle"), 2.0)
+            assert gce.instances() == []
+            assert store.list(InstanceRecord)[0].state == "terminated"
+            assert nodes.cluster("gcp-burst") is None  # the last instance took the cluster along
+            assert local.leftover(cluster) == []
+        finally:
+            left = nodes.cluster("gcp-burst")
+            if left is not None:
+                local.stop(left)
