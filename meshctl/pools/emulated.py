@@ -48,6 +48,8 @@ class EmulatedInstances:
         group = self._group(provider, instance)
         cluster = self.cluster(instance.pool)
         if cluster is None or not local.running(cluster):
+            if cluster is not None:
+                local.stop(cluster)  # what is left of a cluster whose head died
             return local.start_head(instance.pool, self.run_dir, head=group)
         if all(p.node != group.name for p in cluster.processes):
             local.add_node(cluster, group.name, group, self.run_dir)
