@@ -48,6 +48,7 @@ from meshctl.state.records import (
 from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
 
 log = logging.getLogger("meshctl.controller")
+STOP_RESEND_S = 10.0  # a stop not yet seen to take effect is asked again after this
 MAX_SUBMIT_ERRORS = 5  # a submission refused this often fails its job instead of holding GPUs
 
 
@@ -100,6 +101,7 @@ class Controller:
         self._same: dict[str, Job] = {}  # by content: identical jobs share one object
         self._decided: dict[str, tuple[str, str]] = {}  # job -> last recorded decision
         self._nodes_seen: dict[str, tuple[object, ...]] = {}
+        self._stopped: dict[str, float] = {}  # submission id -> when a stop was last sent
 
     # --- one cycle ----------------------------------------------------------------------------
 
@@ -185,6 +187,9 @@ class Controller:
         for transition in step.transitions:
             self._transition(transition, now)
         for stop in step.stops:
+            if now - self._stopped.get(stop.submission_id, -STOP_RESEND_S) < STOP_RESEND_S:
+                continue  # asked already; Ray is stopping it
+            self._stopped[stop.submission_id] = now
             try:
                 if self.clients[stop.pool].stop(stop.submission_id):
                     self._event(now, "job.stop", stop.job_id, f"stopping it ({stop.reason})")
