@@ -160,7 +160,7 @@ def read_aws(regions: Sequence[str], endpoint_url: str | None, families: Sequenc
 def _aws_shape(raw: Mapping[str, Any]) -> Shape:
     gpu = raw["GpuInfo"]["Gpus"][0]
     network = str(raw.get("NetworkInfo", {}).get("NetworkPerformance", ""))
-    match = re.search(r"(\d+(?:\.\d+)?)\s*Gigabit", network)
+    match = re.search(r"(?:(\d+)x\s*)?(\d+(?:\.\d+)?)\s*Gigabit", network)  # "4x 100 Gigabit"
     return Shape(
         name=raw["InstanceType"],
         vcpus=float(raw["VCpuInfo"]["DefaultVCpus"]),
@@ -168,7 +168,7 @@ def _aws_shape(raw: Mapping[str, Any]) -> Shape:
         gpu_model=str(gpu["Name"]),
         gpu_count=int(gpu["Count"]),
         gpu_memory_gib=gpu.get("MemoryInfo", {}).get("SizeInMiB", 0) * GIB_PER_MIB or None,
-        nic_gbps=float(match.group(1)) if match else None,
+        nic_gbps=float(match.group(2)) * int(match.group(1) or 1) if match else None,
         vendor=str(gpu.get("Manufacturer", "nvidia")).lower(),
     )
 

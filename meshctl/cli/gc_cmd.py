@@ -21,6 +21,9 @@ from meshctl.cli.render import Column, Output
 def gc(
     ctx: typer.Context,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List; terminate nothing.")] = False,
+    min_age_s: Annotated[
+        float, typer.Option("--min-age", help="Leave instances younger than this (seconds).")
+    ] = 900.0,
     output: OutputOption = Output.table,
 ) -> None:
     """Find (and terminate) instances tagged with this mesh that nothing in the store owns."""
@@ -32,17 +35,25 @@ def gc(
     mesh = context.mesh()
     rows, problems = [], []
     with context.store() as store:
-        owned = {i.id for i in store.list(InstanceRecord) if i.state != "terminated"}
         for pool in mesh.spec.pools:
-            cloud = cloud_for(pool)
-            if cloud is None:
-                continue
             try:
-                found = cloud.list_instances(mesh.metadata.name)
+                cloud = cloud_for(pool)
+                # listed before the store is read: an instance launched meanwhile is owned
+                found = cloud.list_instances(mesh.metadata.name) if cloud else []
             except Exception as err:  # an SDK's own error: report it per pool, go on
                 problems.append(f"pool {pool.name}: cannot list instances: {err}")
                 continue
-            leaked = [i for i in found if i.id not in owned and i.labels.get("pool") == pool.name]
+            if cloud is None:
+                continue
+            owned = {i.id for i in store.list(InstanceRecord) if i.state in ("joining", "ready")}
+            now = time.time()
+            leaked = [
+                i
+                for i in found
+                if i.id not in owned
+                and i.labels.get("pool") == pool.name
+                and now - (i.launched_at_s or 0.0) > min_age_s  # a launch not yet recorded
+            ]
             action = "would terminate" if dry_run else "terminated"
             if leaked and not dry_run:
                 errors = cloud.terminate([i.id for i in leaked], f"gc-{int(time.time())}")

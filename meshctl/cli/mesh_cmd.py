@@ -147,18 +147,26 @@ def _terminate_instances(context: AppContext) -> None:
     mesh = context.mesh()
     with open_store(context.home) as store:
         live = [i for i in store.list(InstanceRecord) if i.state in ("joining", "ready")]
+        problems = []
         for pool in mesh.spec.pools:
             mine = [i for i in live if i.pool == pool.name]
-            cloud = cloud_for(pool) if mine else None
+            try:
+                cloud = cloud_for(pool) if mine else None
+            except Exception as err:  # no SDK or credentials: say so, stop the rest anyway
+                problems.append(f"pool {pool.name}: cannot terminate {len(mine)} instances: {err}")
+                continue
             if cloud is None:
                 continue
             errors = cloud.terminate([i.id for i in mine], f"down-{int(time.time())}")
-            if errors:
-                raise CommandError(f"pool {pool.name}: terminate failed: {errors[0].message}")
+            if errors:  # gc finds what is left
+                problems.append(f"pool {pool.name}: terminate failed: {errors[0].message}")
+                continue
             for record in mine:
                 changed = replace(record, state="terminated", updated_at_s=time.time())
                 store.update(changed, expected_version=record.version)
             render.say(f"pool {pool.name}: terminated {len(mine)} instances")
+    if problems:
+        render.problems([*problems, "run meshctl gc once the cause is fixed"])
 
 
 def status(

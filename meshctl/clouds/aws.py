@@ -18,6 +18,7 @@ at start-up.
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -93,13 +94,14 @@ class AwsCloud:
         return launch_in_zones(request, lambda zone: self._run(request, zone, image))
 
     def terminate(self, ids: Sequence[str], request_id: str) -> list[CloudError]:
-        if not ids:
-            return []
-        try:
-            self._call(lambda: self.ec2.terminate_instances(InstanceIds=list(ids)))
-        except Exception as err:
-            return [self._error(err, None)]
-        return []
+        errors = []
+        for instance_id in ids:  # one by one: EC2 fails a whole batch on one unknown id
+            try:
+                self._call(lambda i=instance_id: self.ec2.terminate_instances(InstanceIds=[i]))
+            except Exception as err:
+                if _code(err) != "InvalidInstanceID.NotFound":  # gone already is fine
+                    errors.append(self._error(err, None))
+        return errors
 
     # --- inside -------------------------------------------------------------------------------
 
@@ -112,7 +114,7 @@ class AwsCloud:
             "InstanceType": request.node_type,
             "MinCount": request.count,
             "MaxCount": request.count,
-            "ClientToken": f"{request.request_id}-{zone}"[:64],
+            "ClientToken": uuid.uuid5(uuid.NAMESPACE_URL, f"{request.request_id}/{zone}").hex,
             "Placement": {"AvailabilityZone": zone},
             "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
         }

@@ -165,8 +165,8 @@ class GcpCloud:
             except exceptions.Conflict:
                 pass  # made by an earlier try of this same request
             except Exception as err:
-                if made:
-                    break  # keep what was made; the controller asks again for the rest
+                if made:  # all or nothing: a gang needs every node; asking again starts over
+                    self.terminate([i.id for i in made], f"{request.request_id}-partial")
                 return [], _error(err, zone)
             got = self._call(
                 lambda n=name: self.instances.get(project=self.project, zone=zone, instance=n)
@@ -187,7 +187,13 @@ class GcpCloud:
     def _call(self, call: Any) -> Any:
         from google.api_core import exceptions
 
-        return with_backoff(call, lambda err: isinstance(err, exceptions.TooManyRequests))
+        return with_backoff(
+            call,
+            lambda err: (
+                isinstance(err, exceptions.TooManyRequests)
+                or "rateLimitExceeded" in " ".join(_codes(err))
+            ),
+        )
 
 
 def _error(err: Exception, zone: str | None) -> CloudError:
@@ -199,7 +205,7 @@ def _error(err: Exception, zone: str | None) -> CloudError:
         kind = "capacity"
     elif "QUOTA_EXCEEDED" in codes or "quotaExceeded" in codes:
         kind = "quota"
-    elif isinstance(err, exceptions.TooManyRequests):
+    elif isinstance(err, exceptions.TooManyRequests) or "rateLimitExceeded" in codes:
         kind = "throttled"
     elif isinstance(err, exceptions.Unauthenticated | exceptions.PermissionDenied):
         kind = "auth"
@@ -222,8 +228,12 @@ def _codes(err: Exception) -> list[str]:
 
 
 def _label(value: str) -> str:
-    """GCE label values: lowercase letters, digits, _ and -, at most 63 characters."""
-    return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
+    """GCE label values: lowercase letters, digits, _ and -, at most 63 characters; a longer
+    value keeps its start and a hash of the whole, so two long values never collide."""
+    clean = re.sub(r"[^a-z0-9_-]", "-", value.lower())
+    if len(clean) <= 63:
+        return clean
+    return f"{clean[:50]}-{uuid.uuid5(uuid.NAMESPACE_URL, value).hex[:12]}"
 
 
 def _name(request: LaunchRequest, zone: str, k: int) -> str:

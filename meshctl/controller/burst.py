@@ -21,7 +21,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from meshctl.clouds.base import Cloud, LaunchRequest
+from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.decide import Launch, Teardown
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh
@@ -31,6 +31,7 @@ from meshctl.state.store import ConflictError, NotFoundError, Store
 
 log = logging.getLogger("meshctl.controller")
 BACKOFF_S = 300.0  # how long a stock-out of a (pool, node type) is remembered
+LIST_LAG_S = 60.0  # a new instance missing from its provider's listing is not yet "gone"
 LIVE = ("joining", "ready")
 
 
@@ -64,51 +65,60 @@ class Burst:
         pool, cloud = self.mesh.pool(want.pool), self.clouds.get(want.pool)
         if not isinstance(pool, AwsPool | GcpPool) or cloud is None:
             return f"pool {want.pool}: no provider to launch {want.node_type} with"
+        # The store first: a request with live instances is launched already (a provider's
+        # listing may lag); one whose instances all died gets a new generation, so the
+        # provider's idempotency does not hand the dead ones back.
+        mine = [r for r in self.store.list(InstanceRecord) if _of(r.request_id, want.request_id)]
+        if any(r.state in LIVE for r in mine):
+            return None
+        generations = {r.request_id for r in mine}
+        request_id = want.request_id + (f".{len(generations)}" if generations else "")
         zones = tuple(pool.zones) or (
             f"{pool.region}a" if isinstance(pool, AwsPool) else f"{pool.region}-a",
         )
         request = LaunchRequest(
-            self.mesh.metadata.name, pool.name, want.node_type, want.count, want.request_id,
+            self.mesh.metadata.name, pool.name, want.node_type, want.count, request_id,
             zones, want.spot, job=want.job_id,
         )  # fmt: skip
         result = cloud.launch(request)
         for error in result.errors:
+            where = f"{pool.name} {error.zone or ''}".strip()
             self._event(
-                now,
-                "instance.refused",
-                want.job_id,
-                f"{pool.name} {error.zone}: {error.kind}: {error.message}",
+                now, "instance.refused", want.job_id, f"{where}: {error.kind}: {error.message}"
             )
-        if not result.ok:
-            if any(e.kind in ("capacity", "quota") for e in result.errors):
-                self.unavailable[(pool.name, want.node_type)] = now + BACKOFF_S
+        if not result.ok:  # look elsewhere for a while: longer when it is not capacity
+            kinds = {e.kind for e in result.errors}
+            wait = BACKOFF_S if kinds <= {"capacity", "quota", "throttled"} else 4 * BACKOFF_S
+            self.unavailable[(pool.name, want.node_type)] = now + wait
             return f"pool {pool.name}: could not launch {want.node_type}"
         for instance in result.instances:
-            record = InstanceRecord(
-                instance.id, pool.name, pool.provider, want.request_id, instance.node_type,
-                "joining", instance.launched_at_s or now, now,
-            )  # fmt: skip
             if self.store.get(InstanceRecord, instance.id) is None:
+                record = InstanceRecord(
+                    instance.id, pool.name, pool.provider, request_id, instance.node_type,
+                    "joining", instance.launched_at_s or now, now, spot=instance.spot,
+                )  # fmt: skip
+                message = f"{instance.id} ({instance.node_type}, {instance.zone}) in {pool.name}"
                 self.store.create(
-                    record,
-                    events=[
-                        Event(
-                            now,
-                            "instance.launched",
-                            want.job_id,
-                            f"{instance.id} ({instance.node_type}, {instance.zone}) in {pool.name}",
-                        )
-                    ],
+                    record, events=[Event(now, "instance.launched", want.job_id, message)]
                 )
-            if self.nodes is not None and pool.endpoint_url:  # an emulated instance
-                self.nodes.join(pool.provider, instance)
-            self._set(instance.id, "ready", now)
+            self._join(pool, instance.id, instance.node_type, instance.zone, now)
         return None
+
+    def _join(
+        self, pool: AwsPool | GcpPool, instance_id: str, node_type: str, zone: str, now: float
+    ) -> None:
+        """The instance becomes a node of its pool's cluster (here; a startup script on a real
+        cloud); a join that fails is tried again by ``watch``."""
+        if self.nodes is not None and pool.endpoint_url:  # an emulated instance
+            instance = Instance(instance_id, pool.name, node_type, zone, "running", False, "")
+            self.nodes.join(pool.provider, instance)
+        self._set(instance_id, "ready", now)
 
     # --- watching and tearing down ------------------------------------------------------------
 
     def watch(self, now: float) -> None:
-        """Instances preempted or gone at the provider leave their cluster."""
+        """Instances preempted or gone at the provider leave their cluster and are terminated
+        (a stopped spot instance still bills its disk); joins that failed are tried again."""
         mine = self.live()
         for name, cloud in self.clouds.items():
             records = [r for r in mine if r.pool == name]
@@ -121,13 +131,24 @@ class Burst:
                 continue
             for record in records:
                 instance = seen.get(record.id)
+                young = now - (record.launched_at_s or now) < LIST_LAG_S  # listings lag
+                if instance is None and young:
+                    continue
                 if instance is None or instance.state in ("preempted", "terminated"):
                     state = instance.state if instance else "gone"
-                    self._leave(record.pool, record.id)
-                    self._set(record.id, "interrupted", now)
                     self._event(
                         now, "instance.interrupted", None, f"{record.id} in {name}: {state}"
                     )
+                    self._set(record.id, "interrupted", now)
+                    cloud.terminate([record.id], f"interrupted-{record.id}")
+                    self._leave(record.pool, record.id, now)
+                elif record.state == "joining":
+                    pool = self.mesh.pool(name)
+                    if isinstance(pool, AwsPool | GcpPool):
+                        try:
+                            self._join(pool, record.id, record.instance_type, instance.zone, now)
+                        except Exception as err:
+                            log.warning("instance %s: join failed again: %s", record.id, err)
 
     def teardown(self, down: Teardown, now: float) -> None:
         cloud = self.clouds.get(down.pool)
@@ -140,8 +161,8 @@ class Burst:
             if errors:
                 log.warning("pool %s: terminate %s: %s", down.pool, instance_id, errors[0].message)
                 return
+            self._leave(down.pool, instance_id, now)
             self._set(instance_id, "terminated", now)
-            self._leave(down.pool, instance_id)
 
     def ledger(self, now: float) -> dict[str, dict[str, float]]:
         """USD this month (UTC) per pool and team: each instance's hours at its type's price in
@@ -150,7 +171,7 @@ class Burst:
         teams: dict[str, str] = {}
         books: dict[str, dict[str, float]] = {}
         for record, usd in self._costs(now):
-            job_id = record.request_id.removeprefix("burst-").rsplit("-", 1)[0]
+            job_id = record.request_id.removeprefix("burst-").rsplit("-", 1)[0]  # -<n>[.<gen>]
             if job_id not in teams:
                 job = self.store.get(JobRecord, job_id)
                 teams[job_id] = job.team if job is not None else "-"
@@ -183,8 +204,7 @@ class Burst:
             price = found.prices.get(pool.region) if found else None
             if price is None:
                 continue
-            spot = any(t.spot and t.name == record.instance_type for t in pool.node_types)
-            usd = (price.spot_usd_per_hour if spot else None) or price.on_demand_usd_per_hour
+            usd = (price.spot_usd_per_hour if record.spot else None) or price.on_demand_usd_per_hour
             end = now if record.state in LIVE else record.updated_at_s
             hours = max(0.0, end - max(record.launched_at_s, month)) / 3600
             costs.append((record, usd * hours))
@@ -192,17 +212,29 @@ class Burst:
 
     # --- inside -------------------------------------------------------------------------------
 
-    def _leave(self, pool: str, instance_id: str) -> None:
-        if self.nodes is not None:
-            self.nodes.leave(pool, instance_id)
+    def _leave(self, pool: str, instance_id: str, now: float) -> None:
+        if self.nodes is None:
+            return
+        orphans = self.nodes.leave(pool, instance_id)
+        cloud = self.clouds.get(pool)
+        for other in orphans:  # the head went: its cluster with it; its workers must go too
+            self._event(now, "instance.orphaned", None, f"{other} in {pool}: its head is gone")
+            self._set(other, "interrupted", now)
+            if cloud is not None:
+                cloud.terminate([other], f"orphaned-{other}")
 
     def _set(self, instance_id: str, state: str, now: float) -> None:
         record = self.store.get(InstanceRecord, instance_id)
-        if record is None or record.state == state:
-            return
+        if record is None or record.state == state or record.state in ("interrupted", "terminated"):
+            return  # an instance that has ended never comes back
         changed = replace(record, state=state, updated_at_s=now)
         with contextlib.suppress(ConflictError, NotFoundError):
             self.store.update(changed, expected_version=record.version)
 
     def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
         self.store.append_event(Event(now, kind, job_id, message))
+
+
+def _of(request_id: str, base: str) -> bool:
+    """Whether a recorded request id is ``base`` or one of its later generations."""
+    return request_id == base or request_id.startswith(base + ".")

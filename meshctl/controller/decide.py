@@ -198,8 +198,8 @@ def decide(world: World, rules: Rules) -> Step:
             queued.append(view)
     _drain_deadlines(world, holding, step)
     _dead_nodes(world, holding, step)
-    policies = _schedule(world, rules, holding, queued, step)
-    _idle_pools(world, rules, holding, queued, policies, step)
+    _schedule(world, rules, holding, queued, step)
+    _idle_pools(world, rules, holding, step)
     return step
 
 
@@ -365,8 +365,7 @@ def _dead_nodes(world: World, holding: Sequence[JobView], step: Step) -> None:
 
 def _schedule(
     world: World, rules: Rules, holding: list[JobView], queued: list[JobView], step: Step
-) -> Any:
-    """One scheduling cycle; returns the policy view it used."""
+) -> None:
     leaving = {t.job_id for t in step.transitions if t.to is JobState.EVICTED}
     running = [
         replace(_running(v, world.now_s), leaving=True)
@@ -406,8 +405,11 @@ def _schedule(
         )
         for p in rules.mesh.spec.pools
     ]
-    offers = [
-        o
+    of_type: dict[tuple[str, str], int] = defaultdict(int)
+    for instance in world.instances:
+        of_type[(instance.pool, instance.instance_type)] += 1
+    offers = [  # each type's cap less what already runs of it
+        replace(o, max_nodes=max(0, o.max_nodes - of_type[(o.pool, o.node_type)]))
         for p in rules.mesh.spec.pools
         for o in offers_of(p, rules.catalogs)
         if (o.pool, o.node_type) not in world.unavailable
@@ -456,7 +458,6 @@ def _schedule(
                 )
             )
     step.decisions += [_note(decision) for decision in plan.decisions.values()]
-    return policies
 
 
 def _policy_view(
@@ -486,28 +487,22 @@ def _launching(world: World, view: JobView) -> bool:
     """A launch for the job's next attempt is under way (its instances are joining)."""
     number = (view.attempt.number if view.attempt else 0) + 1
     request = launch_request_id(view.record.id, number)
-    return any(i.request_id == request and i.state == "joining" for i in world.instances)
+    return any(
+        (i.request_id == request or i.request_id.startswith(request + ".")) and i.state == "joining"
+        for i in world.instances
+    )
 
 
-def _idle_pools(
-    world: World,
-    rules: Rules,
-    holding: Sequence[JobView],
-    queued: Sequence[JobView],
-    policies: Any,
-    step: Step,
-) -> None:
-    """A cloud pool with no job on it and no queued job its policies let use it, idle for its
-    ``idle_minutes``, is torn down: workers first, the head (its first instance) last."""
+def _idle_pools(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
+    """A cloud pool with no work on it, idle for its ``idle_minutes``, is torn down: workers
+    first, the head (its first instance) last."""
+    # Busy: a job holds it, this cycle places or launches there, or an instance is joining.
+    # Queued jobs the plan does not send there do not keep it: one that can never run would
+    # keep an idle pool billing forever.
     busy = {v.attempt.pool for v in holding if v.attempt is not None}
     busy |= {launch.pool for launch in step.launches}
-    for view in queued:
-        verdict = policies.verdict(view.record.id)
-        busy |= (
-            {p.name for p in rules.mesh.spec.pools}
-            if verdict is None
-            else set(verdict.eligible_pools)
-        )
+    busy |= {d.attempt.pool for d in step.dispatches}
+    busy |= {i.pool for i in world.instances if i.state == "joining"}
     for pool in rules.mesh.spec.pools:
         if not isinstance(pool, AwsPool | GcpPool) or pool.name in busy:
             continue

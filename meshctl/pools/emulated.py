@@ -55,15 +55,23 @@ class EmulatedInstances:
             local.add_node(cluster, group.name, group, self.run_dir)
         return cluster
 
-    def leave(self, pool: str, instance_id: str) -> None:
-        """The instance is gone: stop its node (the whole cluster, when it was the last)."""
+    def leave(self, pool: str, instance_id: str) -> list[str]:
+        """The instance is gone: stop its node. When it was the head (or the last), the
+        cluster goes with it; return the other nodes that went too (their instances are
+        orphans now)."""
         cluster = self.cluster(pool)
         if cluster is None:
-            return
-        local.remove_node(cluster, node_name(instance_id), self.run_dir)
-        if not cluster.processes:
-            local.stop(cluster)
-            local.run_file(self.run_dir, pool).unlink(missing_ok=True)
+            return []
+        name = node_name(instance_id)
+        head = bool(cluster.processes) and cluster.processes[0].node == name
+        if not head:
+            local.remove_node(cluster, name, self.run_dir)
+            if cluster.processes:
+                return []
+        others = [p.node for p in cluster.processes if p.node != name]
+        local.stop(cluster)
+        local.run_file(self.run_dir, pool).unlink(missing_ok=True)
+        return others
 
     def _group(self, provider: str, instance: Instance) -> NodeGroup:
         catalog = self.catalogs.get(provider)

@@ -70,6 +70,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE attempts ADD COLUMN detail TEXT NOT NULL DEFAULT '{}';
     ALTER TABLE nodes ADD COLUMN detail TEXT NOT NULL DEFAULT '{}';
     """,
+    # 4: whether a cloud instance is spot (its price differs).
+    """
+    ALTER TABLE instances ADD COLUMN spot INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 

@@ -103,6 +103,7 @@ class InstanceRecord:
     state: str
     launched_at_s: float | None
     updated_at_s: float
+    spot: bool = False
     version: int = 0
 
 

@@ -55,16 +55,18 @@ def test_gc_finds_and_terminates_a_leaked_instance(
     with open_store(home) as store:
         store.create(
             InstanceRecord(
-                owned, "burst", "aws", "r-own", "g6.xlarge", "running", time.time(), time.time()
+                owned, "burst", "aws", "r-own", "g6.xlarge", "ready", time.time(), time.time()
             )
         )
     runner = CliRunner()
-    dry = runner.invoke(app, ["--mesh", str(mesh), "gc", "--dry-run", "-o", "json"])
+    dry = runner.invoke(
+        app, ["--mesh", str(mesh), "gc", "--dry-run", "--min-age", "0", "-o", "json"]
+    )
     assert dry.exit_code == 0, dry.output
     assert [(r["instance"], r["action"]) for r in json.loads(dry.stdout)] == [
         (leaked, "would terminate")
     ]
-    done = runner.invoke(app, ["--mesh", str(mesh), "gc", "-o", "json"])
+    done = runner.invoke(app, ["--mesh", str(mesh), "gc", "--min-age", "0", "-o", "json"])
     assert [(r["instance"], r["action"]) for r in json.loads(done.stdout)] == [
         (leaked, "terminated")
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from meshctl.controller.submit import Admission, enqueue
 from meshctl.model import Job
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation, Submission
 from meshctl.scheduler.plan import Decision
-from meshctl.state import AttemptRecord, JobRecord, JobState, MemoryStore
+from meshctl.state import AttemptRecord, InstanceRecord, JobRecord, JobState, MemoryStore
 
 from .test_decide import MESH
 
@@ -193,12 +194,10 @@ def test_a_submission_its_pool_keeps_refusing_fails_the_job_and_frees_its_gpus()
     assert "refused it 5 times" in store.events(job_id=record.id)[-1].message
 
 
-def test_a_region_out_of_capacity_fails_over_to_the_next_eligible_pool() -> None:
-    """Every zone of us-east-1 is out of g6.xlarge: the launch fails there, the stock-out is
-    remembered, and the next cycle's plan launches in us-west-2 instead."""
+def clouds_mesh(max_nodes: int = 2) -> tuple[Any, Any, Any, Any]:
+    """Two AWS pools (east, west) over fake clouds, the shipped catalogs and policies."""
     from meshctl.catalog import load_catalogs
     from meshctl.clouds.fake import FakeCloud
-    from meshctl.controller.burst import Burst
     from meshctl.model import Mesh
     from meshctl.policy.compiled import compile_policies
     from meshctl.policyfiles import read_policy_files
@@ -206,7 +205,8 @@ def test_a_region_out_of_capacity_fails_over_to_the_next_eligible_pool() -> None
 
     pools = [
         {"name": name, "provider": "aws", "region": region, "zones": [f"{region}a", f"{region}b"],
-         "labels": {"tier": "burst"}, "node_types": [{"name": "g6.xlarge", "max_nodes": 2}]}
+         "labels": {"tier": "burst"}, "idle_minutes": 1,
+         "node_types": [{"name": "g6.xlarge", "max_nodes": max_nodes}]}
         for name, region in (("east", "us-east-1"), ("west", "us-west-2"))
     ]  # fmt: skip
     mesh = Mesh.model_validate(
@@ -214,13 +214,72 @@ def test_a_region_out_of_capacity_fails_over_to_the_next_eligible_pool() -> None
          "spec": {"pools": pools}}
     )  # fmt: skip
     catalogs = {f.provider: f.catalog for f in load_catalogs()}
-    east, west = FakeCloud(), FakeCloud()
+    shipped = compile_policies(read_policy_files([ROOT / "policies"]).policies)
+    return mesh, catalogs, shipped, {"east": FakeCloud(), "west": FakeCloud()}
+
+
+def bursting(max_nodes: int = 2) -> tuple[MemoryStore, Clock, Any, Controller, Any]:
+    from meshctl.controller.burst import Burst
+
+    mesh, catalogs, shipped, clouds = clouds_mesh(max_nodes)
+    store, clock = MemoryStore(), Clock()
+    burst = Burst(store, mesh, catalogs, clouds, None)
+    loop = Controller(store, Rules(mesh, catalogs, shipped), {}, clock=clock, burst=burst)
+    return store, clock, clouds, loop, burst
+
+
+def test_a_preempted_instance_is_never_revived_and_a_new_one_replaces_it() -> None:
+    store, clock, clouds, loop, _ = bursting()
+    queue(store, "spill")
+    loop.cycle()
+    [first] = clouds["east"].list_instances("m")
+    clouds["east"].interrupt(first.id)
+    clock.now += 120  # past the listing lag
+    loop.cycle()  # seen preempted: terminated, left
+    loop.cycle()  # the job is still queued: a new generation of its request
+    states = {r.id: r.state for r in store.list(InstanceRecord)}
+    assert states[first.id] == "interrupted"
+    assert [s for i, s in states.items() if i != first.id] == ["ready"]
+    assert first.id not in {i.id for i in clouds["east"].list_instances("m")}
+
+
+def test_a_types_cap_counts_the_instances_already_running() -> None:
+    store, _, clouds, loop, _ = bursting(max_nodes=1)
+    queue(store, "one")
+    queue(store, "two")
+    for _ in range(3):
+        loop.cycle()
+    assert len(clouds["east"].list_instances("m")) == 1  # east's cap of one g6.xlarge holds
+    assert len(clouds["west"].list_instances("m")) == 1  # the second job went west
+
+
+def test_a_queued_job_that_can_never_run_does_not_keep_an_idle_pool_up() -> None:
+    store, clock, clouds, loop, _ = bursting()
+    spill = queue(store, "spill")
+    loop.cycle()
+    assert clouds["east"].list_instances("m")
+    current = store.get(JobRecord, spill.id)
+    assert current is not None
+    store.update(replace(current, state=JobState.CANCELLED), expected_version=current.version)
+    queue(store, "huge", gpus=64)  # no pool can ever hold it
+    clock.now += 3600
+    loop.cycle()
+    assert clouds["east"].list_instances("m") == []
+    assert {r.state for r in store.list(InstanceRecord)} == {"terminated"}
+
+
+def test_a_region_out_of_capacity_fails_over_to_the_next_eligible_pool() -> None:
+    """Every zone of us-east-1 is out of g6.xlarge: the launch fails there, the stock-out is
+    remembered, and the next cycle's plan launches in us-west-2 instead."""
+    from meshctl.controller.burst import Burst
+
+    mesh, catalogs, shipped, clouds = clouds_mesh()
+    east, west = clouds["east"], clouds["west"]
     east.stock_out("us-east-1a")
     east.stock_out("us-east-1b")
     store, clock = MemoryStore(), Clock()
     record = queue(store, "spill")
     burst = Burst(store, mesh, catalogs, {"east": east, "west": west}, None)
-    shipped = compile_policies(read_policy_files([ROOT / "policies"]).policies)  # may burst
     loop = Controller(store, Rules(mesh, catalogs, shipped), {}, clock=clock, burst=burst)
     loop.cycle()
     assert east.list_instances("m") == []
