@@ -116,6 +116,7 @@ class AwsCloud:
             "MaxCount": request.count,
             "ClientToken": uuid.uuid5(uuid.NAMESPACE_URL, f"{request.request_id}/{zone}").hex,
             "Placement": {"AvailabilityZone": zone},
+            "InstanceInitiatedShutdownBehavior": "terminate",  # a stopped one would bill unseen
             "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
         }
         if request.startup_script:
