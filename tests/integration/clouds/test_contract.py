@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,12 +27,6 @@ class Subject:
     over_quota: Callable[[str], None]
 
 
-@pytest.fixture(scope="module")
-def moto() -> Iterator[MotoServer]:
-    with MotoServer() as server:
-        yield server
-
-
 def _fake(_: Any) -> Subject:
     cloud = FakeCloud()
     return Subject(cloud, ("z-a", "z-b"), "g6.xlarge", cloud.stock_out, cloud.over_quota)
@@ -47,12 +41,6 @@ def _aws(request: pytest.FixtureRequest) -> Subject:
     return Subject(
         cloud, ("us-east-1a", "us-east-1b"), "g6.xlarge", server.stock_out, server.over_quota
     )
-
-
-@pytest.fixture(scope="module")
-def gce() -> Iterator[GceEmulator]:
-    with GceEmulator() as server:
-        yield server
 
 
 def _gcp(request: pytest.FixtureRequest) -> Subject:

@@ -4,7 +4,6 @@ type's GPUs; terminating it stops exactly that node; `meshctl down` would stop t
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,12 +17,6 @@ from meshctl.pools.ray import RayPoolClient
 from tests.emulators.aws import MotoServer
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[MotoServer]:
-    with MotoServer() as server:
-        yield server
 
 
 def test_instances_join_their_pool_and_leave_when_terminated(

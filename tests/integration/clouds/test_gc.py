@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,12 +18,6 @@ from meshctl.state import InstanceRecord, open_store
 from tests.emulators.aws import MotoServer
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[MotoServer]:
-    with MotoServer() as server:
-        yield server
 
 
 def test_gc_finds_and_terminates_a_leaked_instance(
