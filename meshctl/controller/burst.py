@@ -25,7 +25,7 @@ from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.decide import Launch, Teardown
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh
-from meshctl.pools.emulated import EmulatedInstances
+from meshctl.pools.emulated import EmulatedInstances, node_name
 from meshctl.state.records import Event, InstanceRecord, JobRecord
 from meshctl.state.store import ConflictError, NotFoundError, Store
 
@@ -58,6 +58,14 @@ class Burst:
 
     def live(self) -> list[InstanceRecord]:
         return [i for i in self.store.list(InstanceRecord) if i.state in LIVE]
+
+    def interrupted(self) -> frozenset[tuple[str, str]]:
+        """(pool, node name) of instances the provider took back."""
+        return frozenset(
+            (i.pool, node_name(i.id))
+            for i in self.store.list(InstanceRecord)
+            if i.state == "interrupted"
+        )
 
     # --- launching ----------------------------------------------------------------------------
 

@@ -236,7 +236,12 @@ def _reconcile(view: JobView, world: World, rules: Rules, step: Step) -> str | N
             if stop_at is None or now >= float(stop_at):
                 step.stops.append(Stop(record.id, attempt.pool, attempt.submission_id, state.value))
             return "holding"
-        stopped = ray is None or ray.status == "STOPPED" or ray.error_type in INFRA_ERRORS
+        stopped = (
+            ray is None
+            or ray.status == "STOPPED"
+            or ray.error_type in INFRA_ERRORS
+            or (ray.status == "FAILED" and _taken_back(world, attempt) is not None)
+        )  # a job that failed because its instance was taken back is requeued, not failed
         if not stopped:  # it finished on its own during its grace: that is its outcome
             return _follow(view, attempt, ray, now, step)  # type: ignore[arg-type]
         step.attempts.append(_ended(attempt, ray, now))
@@ -249,8 +254,11 @@ def _reconcile(view: JobView, world: World, rules: Rules, step: Step) -> str | N
             step.resubmits.append(Resubmit(record.id, attempt.id, attempt.pool, sub))
             return "holding"
         step.attempts.append(AttemptChange(attempt.id, "lost", "the pool no longer knows it"))
+        taken = _taken_back(world, attempt)
         step.transitions.append(
-            Transition(record.id, JobState.EVICTED, f"pool {attempt.pool} lost the job")
+            Transition(record.id, JobState.PREEMPTED, f"spot instance {taken} was taken back")
+            if taken
+            else Transition(record.id, JobState.EVICTED, f"pool {attempt.pool} lost the job")
         )
         _requeue(view, "its pool lost it", step)
         return None
@@ -343,7 +351,7 @@ def _dead_nodes(world: World, holding: Sequence[JobView], step: Step) -> None:
         for n in seen.nodes
         if n.alive
     }
-    leaving = {t.job_id for t in step.transitions if t.to is JobState.EVICTED}
+    leaving = {t.job_id for t in step.transitions if t.to in (JobState.EVICTED, JobState.PREEMPTED)}
     for view in holding:
         attempt = view.attempt
         if attempt is None or view.record.id in leaving:
@@ -354,10 +362,23 @@ def _dead_nodes(world: World, holding: Sequence[JobView], step: Step) -> None:
         if seen is None or not seen.reachable:
             continue
         dead = [n for n in _placement_nodes(attempt) if (attempt.pool, n) not in live]
-        if dead:
+        taken = _taken_back(world, attempt)
+        if taken:  # a spot interruption: preempted (stopped now, then requeued)
+            step.transitions.append(
+                Transition(
+                    view.record.id, JobState.PREEMPTED, f"spot instance {taken} was taken back"
+                )
+            )
+        elif dead:
             step.transitions.append(
                 Transition(view.record.id, JobState.EVICTED, f"node {dead[0]} is dead")
             )
+
+
+def _taken_back(world: World, attempt: AttemptRecord) -> str | None:
+    """The first of the attempt's nodes whose cloud instance the provider took back."""
+    nodes = _placement_nodes(attempt)
+    return next((n for n in nodes if (attempt.pool, n) in world.interrupted), None)
 
 
 # --- scheduling -------------------------------------------------------------------------------

@@ -162,6 +162,7 @@ class Controller:
             busy,
             self.burst.spend(now),
             self.burst.team_spend(now),
+            self.burst.interrupted(),
         )
 
     def _job(self, record: JobRecord) -> Job | None:

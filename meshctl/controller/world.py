@@ -35,3 +35,5 @@ class World:
     pool_busy_s: Mapping[str, float] = field(default_factory=dict)  # a job last ended there
     spend_usd: Mapping[str, float] = field(default_factory=dict)  # per pool, this month
     team_spend_usd: Mapping[str, float] = field(default_factory=dict)  # per team, this month
+    interrupted: frozenset[tuple[str, str]] = frozenset()  # (pool, node) whose instance the
+    # provider took back (spot): their jobs are preempted, not evicted

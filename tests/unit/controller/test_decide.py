@@ -350,6 +350,17 @@ def test_a_node_that_came_back_is_not_taken_for_dead() -> None:
     ]
 
 
+def test_jobs_on_a_spot_instance_taken_back_are_preempted_then_requeued() -> None:
+    view = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n1",)))
+    observed = pool(ray("meshctl-a-1", "RUNNING"), nodes=(node("n2"),))
+    step = decide(world(view, observed=observed, interrupted=frozenset({("onprem", "n1")})), RULES)
+    assert moves(step) == [("a", "preempted")]
+    failed = pool(ray("meshctl-a-1", "FAILED", "JOB_ENTRYPOINT_COMMAND_ERROR"), nodes=(node("n2"),))
+    taken = job("a", state=JobState.PREEMPTED, attempt=attempt("a", nodes=("n1",)))
+    after = decide(world(taken, observed=failed, interrupted=frozenset({("onprem", "n1")})), RULES)
+    assert moves(after) == [("a", "requeued")]
+
+
 def test_jobs_on_a_dead_node_are_evicted() -> None:
     view = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n1",)))
     observed = pool(ray("meshctl-a-1", "RUNNING"), nodes=(node("n1", alive=False), node("n2")))
