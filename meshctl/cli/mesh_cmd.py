@@ -199,6 +199,7 @@ def collect(context: AppContext, store: Store) -> dict[str, Any]:
     from meshctl.controller import daemon
     from meshctl.controller.decide import ACTIVE_ATTEMPT, FINISHED, QUEUED
     from meshctl.controller.runtime import clients
+    from meshctl.controller.world import gpus_held
     from meshctl.state import AttemptRecord, JobRecord, PoolRecord
 
     mesh = context.mesh()
@@ -209,10 +210,7 @@ def collect(context: AppContext, store: Store) -> dict[str, Any]:
     for job in jobs:
         attempt = attempts.get(job.id)
         if job.state not in FINISHED and attempt and attempt.state in ACTIVE_ATTEMPT:
-            gpus = sum(
-                len(a["gpu_indices"]) * a["gpu_share"]
-                for a in attempt.detail.get("allocations", [])
-            )
+            gpus = sum(gpus_held(a) for a in attempt.detail.get("allocations", []))
             used[attempt.pool] = used.get(attempt.pool, 0.0) + gpus
     records = {p.name: p for p in store.list(PoolRecord)}
     pools = []

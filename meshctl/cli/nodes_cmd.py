@@ -45,6 +45,7 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
     """Every node: state, alive, GPUs in use, the jobs on it, labels."""
     from meshctl.cli import render
     from meshctl.controller.decide import ACTIVE_ATTEMPT
+    from meshctl.controller.world import gpus_held
     from meshctl.state import AttemptRecord, NodeRecord
 
     with app_context(ctx).store() as store:
@@ -55,7 +56,7 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
     for attempt in attempts:
         for alloc in attempt.detail.get("allocations", []):
             key = f"{attempt.pool}/{alloc['node']}"
-            used[key] = used.get(key, 0.0) + len(alloc["gpu_indices"]) * alloc["gpu_share"]
+            used[key] = used.get(key, 0.0) + gpus_held(alloc)
             jobs.setdefault(key, []).append(attempt.job_id)
     rows = [
         {

@@ -34,12 +34,13 @@ def _capacities(ctx: typer.Context) -> list[dict[str, Any]]:
 def _live(home: Path) -> dict[str, dict[str, Any]]:
     """Per pool, what the controller last saw (state) and the GPUs its jobs hold now."""
     from meshctl.controller.decide import ACTIVE_ATTEMPT
+    from meshctl.controller.world import gpus_held
     from meshctl.state import STATE_DB, AttemptRecord, PoolRecord, open_store
 
     if not (home / STATE_DB).is_file():
         return {}  # nothing has run here: do not create a store just to read it
     with open_store(home) as store:
-        live = {
+        live: dict[str, dict[str, Any]] = {
             p.name: {
                 "state": p.state,
                 "gpus_in_use": 0.0,
@@ -50,9 +51,7 @@ def _live(home: Path) -> dict[str, dict[str, Any]]:
         for attempt in store.list(AttemptRecord):
             if attempt.state in ACTIVE_ATTEMPT and attempt.pool in live:
                 held = attempt.detail.get("allocations", [])
-                live[attempt.pool]["gpus_in_use"] += sum(
-                    len(a["gpu_indices"]) * a["gpu_share"] for a in held
-                )
+                live[attempt.pool]["gpus_in_use"] += sum(gpus_held(a) for a in held)
     return live
 
 

@@ -687,10 +687,9 @@ def _node(
 def _running(view: JobView, now: float) -> Running:
     attempt = view.attempt
     assert attempt is not None
-    allocations = tuple(Allocation(**a) for a in attempt.detail.get("allocations", []))
-    allocations = tuple(
-        Allocation(a.node, tuple(a.gpu_indices), a.gpu_share, a.cpus, a.memory_gib, a.nic_gbps)
-        for a in allocations
+    allocations = tuple(  # stored as JSON: the GPU indices come back as a list
+        Allocation(**{**a, "gpu_indices": tuple(a["gpu_indices"])})
+        for a in attempt.detail.get("allocations", [])
     )
     started = attempt.started_at_s or view.record.updated_at_s
     return Running(

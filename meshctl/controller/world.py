@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from meshctl.model.job import Job
 from meshctl.pools.observed import PoolObservation
 from meshctl.state.records import AttemptRecord, InstanceRecord, JobRecord, NodeRecord
+
+
+def gpus_held(allocation: Mapping[str, Any]) -> float:
+    """GPUs one stored allocation (an attempt's ``detail["allocations"]`` entry) holds."""
+    return len(allocation["gpu_indices"]) * float(allocation["gpu_share"])
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,14 +26,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from meshctl.model.mesh import LocalPool, NodeGroup
 from meshctl.pools.observed import NODE_LABEL, ROLE_LABEL
+from meshctl.pools.ray import PoolError, RayPoolClient
 
 GIB = 1024**3
 OBJECT_STORE_BYTES = 100 * 1024**2  # Ray's minimum is 75 MiB; keep nodes small
@@ -341,33 +340,21 @@ def _free_port() -> int:
         return port
 
 
-def _get(cluster: LocalCluster, path: str) -> object:
-    request = urllib.request.Request(
-        cluster.dashboard + path, headers={"Authorization": f"Bearer {cluster.token}"}
-    )
-    with urllib.request.urlopen(request, timeout=5) as response:
-        return json.loads(response.read())
+def _alive_nodes(cluster: LocalCluster) -> set[str] | None:
+    """Names of the cluster's live nodes, through the pool adapter; None: not answering."""
+    client = RayPoolClient(cluster.pool, cluster.dashboard, cluster.token, timeout_s=5)
+    try:
+        return {n.name for n in client.nodes() if n.alive}
+    except PoolError:
+        return None
 
 
 def _dashboard_up(cluster: LocalCluster) -> bool:
-    try:
-        _get(cluster, "/api/version")
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-    return True
-
-
-def _alive_nodes(cluster: LocalCluster) -> set[str]:
-    try:
-        body = _get(cluster, "/api/v0/nodes?detail=1&limit=10000")
-    except (urllib.error.URLError, OSError, ValueError):
-        return set()
-    nodes = body.get("data", {}).get("result", {}).get("result", [])  # type: ignore[attr-defined]
-    return {n["labels"].get(NODE_LABEL, "") for n in nodes if n.get("state") == "ALIVE"}
+    return _alive_nodes(cluster) is not None
 
 
 def _node_up(cluster: LocalCluster, name: str) -> Callable[[], bool]:
-    return lambda: name in _alive_nodes(cluster)
+    return lambda: name in (_alive_nodes(cluster) or set())
 
 
 def _wait_for(ready: Callable[[], bool], what: str, cluster: LocalCluster) -> None:
