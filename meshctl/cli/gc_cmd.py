@@ -29,7 +29,7 @@ def gc(
     """Find (and terminate) instances tagged with this mesh that nothing in the store owns."""
     from meshctl.cli import render
     from meshctl.controller.runtime import cloud_for
-    from meshctl.state import Event, InstanceRecord
+    from meshctl.state import INSTANCE_LIVE, Event, InstanceRecord
 
     context = app_context(ctx)
     mesh = context.mesh()
@@ -45,7 +45,7 @@ def gc(
                 continue
             if cloud is None:
                 continue
-            owned = {i.id for i in store.list(InstanceRecord) if i.state in ("joining", "ready")}
+            owned = {i.id for i in store.list(InstanceRecord) if i.state in INSTANCE_LIVE}
             now = time.time()
             leaked = [
                 i

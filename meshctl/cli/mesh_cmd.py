@@ -140,13 +140,13 @@ def _terminate_instances(context: AppContext) -> None:
 
     from meshctl.cli import render
     from meshctl.controller.runtime import cloud_for
-    from meshctl.state import STATE_DB, InstanceRecord, open_store
+    from meshctl.state import INSTANCE_LIVE, STATE_DB, InstanceRecord, open_store
 
     if not (context.home / STATE_DB).is_file():
         return
     mesh = context.mesh()
     with open_store(context.home) as store:
-        live = [i for i in store.list(InstanceRecord) if i.state in ("joining", "ready")]
+        live = [i for i in store.list(InstanceRecord) if i.state in INSTANCE_LIVE]
         problems = []
         for pool in mesh.spec.pools:
             mine = [i for i in live if i.pool == pool.name]

@@ -8,7 +8,9 @@ at start-up.
 - Idempotency: ``ClientToken`` = the request id (EC2 honours it), and before launching the
   instances tagged with that request are looked up (emulators that ignore the token still
   never launch twice).
-- Spot: ``InstanceMarketOptions`` one-time spot, terminated on interruption.
+- Spot: ``InstanceMarketOptions`` one-time spot, terminated on interruption. The two-minute
+  notice is read from the instance's spot request (``marked-for-termination``, the same
+  signal as the instance's ``spot/instance-action`` metadata): listed ``interrupting``.
 - Tags ``meshctl:mesh``, ``meshctl:pool``, ``meshctl:request``, ``meshctl:job``.
 - Errors as data: ``InsufficientInstanceCapacity`` and friends are ``capacity``,
   ``*LimitExceeded`` ``quota``, ``RequestLimitExceeded`` ``throttled`` (after botocore's own
@@ -20,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from meshctl.clouds.base import (
@@ -52,6 +55,7 @@ QUOTA = frozenset(
     }
 )
 THROTTLED = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException"})
+NOTICE = frozenset({"marked-for-termination", "marked-for-stop", "marked-for-hibernation"})
 AUTH = frozenset({"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId"})
 STATES: dict[str, InstanceState] = {
     "pending": "pending",
@@ -65,6 +69,7 @@ STATES: dict[str, InstanceState] = {
 
 class AwsCloud:
     provider = "aws"
+    notice_s = 120.0
 
     def __init__(
         self, region: str, endpoint_url: str | None = None, profile: str | None = None
@@ -81,7 +86,12 @@ class AwsCloud:
         )
 
     def list_instances(self, mesh: str) -> list[Instance]:
-        return self._described([{"Name": f"tag:{TAG}mesh", "Values": [mesh]}])
+        found = self._described([{"Name": f"tag:{TAG}mesh", "Values": [mesh]}])
+        spot = [i.id for i in found if i.spot and i.state == "running"]
+        if not spot:
+            return found
+        noticed = self._noticed(spot)
+        return [replace(i, state="interrupting") if i.id in noticed else i for i in found]
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
         try:
@@ -144,6 +154,21 @@ class AwsCloud:
                 for raw in reservation["Instances"]:
                     pool = _tags(raw).get(TAG + "pool", "")
                     found.append(_instance(raw, pool))
+        return found
+
+    def _noticed(self, instance_ids: list[str]) -> set[str]:
+        """The spot instances AWS has given notice to (their spot request is marked)."""
+        found: set[str] = set()
+        for start in range(0, len(instance_ids), 200):  # a filter takes 200 values
+            chunk = instance_ids[start : start + 200]
+            reply = self._call(
+                lambda c=chunk: self.ec2.describe_spot_instance_requests(
+                    Filters=[{"Name": "instance-id", "Values": c}]
+                )
+            )
+            for request in reply.get("SpotInstanceRequests", []):
+                if request.get("Status", {}).get("Code") in NOTICE:
+                    found.add(str(request.get("InstanceId", "")))
         return found
 
     def _default_image(self) -> str:

@@ -11,6 +11,10 @@ Assumptions, written down because every caller relies on them:
 - **Errors are data.** Capacity, quota, throttling and permission problems come back as
   :class:`CloudError` values with a kind the controller can act on (fail over, back off,
   give up), never as exceptions. Throttling is retried with backoff first.
+- **Interruptions come with notice.** A spot instance the provider is about to take back is
+  listed ``interrupting`` for up to ``notice_s`` (AWS: the spot request is
+  ``marked-for-termination``, two minutes; GCE: a preempted instance is ``STOPPING``, about
+  30 s), then ``preempted`` or gone. The notice is the jobs' chance to checkpoint.
 - **Tagged.** Every instance carries the mesh, pool and request (and job, when it has one) as
   tags (AWS) or labels (GCP), so ``list_instances`` finds exactly this mesh's instances and
   ``meshctl gc`` finds the ones nothing owns.
@@ -25,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
 ErrorKind = Literal["capacity", "quota", "throttled", "auth", "invalid", "other"]
-InstanceState = Literal["pending", "running", "stopping", "terminated", "preempted"]
+InstanceState = Literal["pending", "running", "interrupting", "stopping", "terminated", "preempted"]
 FAILS_OVER: frozenset[ErrorKind] = frozenset({"capacity", "quota"})  # try the next zone
 
 T = TypeVar("T")
@@ -78,6 +82,7 @@ class LaunchResult:
 
 class Cloud(Protocol):
     provider: str
+    notice_s: float  # how long an ``interrupting`` instance has before it is taken back
 
     def list_instances(self, mesh: str) -> list[Instance]:
         """This mesh's instances that are not terminated."""

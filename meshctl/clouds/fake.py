@@ -3,8 +3,9 @@
 It keeps the same contract as the real providers (the contract suite runs against all three)
 and can be told to fail: ``stock_out(zone)`` makes launches there fail for lack of capacity,
 ``over_quota(zone)`` for lack of quota, ``throttle(n)`` makes the next ``n`` calls throttled
-(retried by ``with_backoff`` like the SDKs' retries), ``interrupt(id)`` preempts a spot
-instance. Instance ids and times are deterministic: ``f-<n>``, and the clock passed in.
+(retried by ``with_backoff`` like the SDKs' retries), ``notice(id)`` gives a spot instance
+notice (``interrupting``) and ``interrupt(id)`` takes it back (``preempted``). Instance ids
+and times are deterministic: ``f-<n>``, and the clock passed in.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Throttled(Exception):
 
 class FakeCloud:
     provider = "fake"
+    notice_s = 120.0
 
     def __init__(self, clock: Callable[[], float] = lambda: 0.0) -> None:
         self.clock = clock
@@ -51,6 +53,12 @@ class FakeCloud:
 
     def throttle(self, calls: int) -> None:
         self._throttles = calls
+
+    def notice(self, instance_id: str) -> None:
+        with self._lock:
+            self._instances[instance_id] = replace(
+                self._instances[instance_id], state="interrupting"
+            )
 
     def interrupt(self, instance_id: str) -> None:
         with self._lock:

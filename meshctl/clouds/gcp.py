@@ -11,7 +11,8 @@ pool is first used, never at start-up.
   the request are looked up before launching.
 - Spot: ``scheduling.provisioningModel = SPOT`` with ``instanceTerminationAction = STOP``, so
   a preempted instance stays listed (``TERMINATED``, reported ``preempted``) until the
-  controller deletes it.
+  controller deletes it. A spot instance ``STOPPING`` is being preempted (Compute Engine
+  gives about 30 s): reported ``interrupting``; meshctl itself never stops instances.
 - Labels ``meshctl-mesh``, ``meshctl-pool``, ``meshctl-request``, ``meshctl-job``.
 - Errors as data: ``ZONE_RESOURCE_POOL_EXHAUSTED*`` (a stock-out, surfaced by the operation)
   is ``capacity``, ``QUOTA_EXCEEDED`` ``quota``, HTTP 429 ``throttled`` after our backoff (the
@@ -55,6 +56,7 @@ STATES: dict[str, InstanceState] = {
 
 class GcpCloud:
     provider = "gcp"
+    notice_s = 30.0
 
     def __init__(
         self, project: str, endpoint_url: str | None = None, credentials_file: str | None = None
@@ -252,6 +254,8 @@ def _instance(raw: Any, zone: str) -> Instance:
     state = STATES.get(raw.status, "pending")
     if state == "terminated" and spot:
         state = "preempted"  # a spot instance stopped by Compute Engine
+    elif raw.status == "STOPPING" and spot:
+        state = "interrupting"  # being preempted: about 30 s left
     created = raw.creation_timestamp
     interfaces = list(raw.network_interfaces)
     return Instance(

@@ -4,8 +4,9 @@
   id), an ``InstanceRecord`` per instance (``joining``), the instance joining its pool's Ray
   cluster (``ready``). Capacity and quota errors are remembered for ``BACKOFF_S`` per (pool,
   node type), so the next cycle's plan picks another offer or pool instead of the same wall.
-- ``watch``: instances the provider reports preempted or no longer lists leave their pool's
-  cluster (their node dies; the jobs on it are evicted and requeued by ``decide``).
+- ``watch``: a spot instance given notice is ``reclaiming`` (``decide`` asks its jobs to
+  checkpoint and preempts them); instances the provider reports preempted or no longer lists
+  leave their pool's cluster (their node dies; ``decide`` requeues the jobs on it).
 - ``teardown``: terminate, workers first and the head last; each leaves the cluster.
 - ``spend``: USD so far per pool, from instance-hours and catalog prices.
 
@@ -26,13 +27,13 @@ from meshctl.controller.decide import Launch, Teardown
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh
 from meshctl.pools.emulated import EmulatedInstances, node_name
-from meshctl.state.records import Event, InstanceRecord, JobRecord
+from meshctl.state.records import INSTANCE_LIVE, Event, InstanceRecord, JobRecord
 from meshctl.state.store import ConflictError, NotFoundError, Store
 
 log = logging.getLogger("meshctl.controller")
 BACKOFF_S = 300.0  # how long a stock-out of a (pool, node type) is remembered
 LIST_LAG_S = 60.0  # a new instance missing from its provider's listing is not yet "gone"
-LIVE = ("joining", "ready")
+LIVE = INSTANCE_LIVE
 
 
 @dataclass
@@ -66,6 +67,15 @@ class Burst:
             for i in self.store.list(InstanceRecord)
             if i.state == "interrupted"
         )
+
+    def reclaiming(self) -> dict[tuple[str, str], float]:
+        """(pool, node name) of spot instances given notice -> when they will be taken back."""
+        found = {}
+        for i in self.store.list(InstanceRecord):
+            if i.state == "reclaiming":
+                notice = getattr(self.clouds.get(i.pool), "notice_s", 30.0)
+                found[(i.pool, node_name(i.id))] = i.updated_at_s + notice
+        return found
 
     # --- launching ----------------------------------------------------------------------------
 
@@ -150,6 +160,12 @@ class Burst:
                     self._set(record.id, "interrupted", now)
                     cloud.terminate([record.id], f"interrupted-{record.id}")
                     self._leave(record.pool, record.id, now)
+                elif instance.state == "interrupting" and record.state != "reclaiming":
+                    within = f"within {cloud.notice_s:.0f} s"
+                    self._event(
+                        now, "instance.notice", None, f"{record.id} in {name}: taken back {within}"
+                    )
+                    self._set(record.id, "reclaiming", now)
                 elif record.state == "joining":
                     pool = self.mesh.pool(name)
                     if isinstance(pool, AwsPool | GcpPool):

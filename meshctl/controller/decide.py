@@ -69,6 +69,8 @@ HOLDING = frozenset(
     }
 )
 FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+ON_ITS_WAY = frozenset({JobState.ADMITTED, JobState.DISPATCHED, JobState.RUNNING})
+STOP_MARGIN_S = 15.0  # a job on a reclaimed instance is stopped this long before it goes
 ACTIVE_ATTEMPT = frozenset({"submitting", "pending", "running"})
 
 
@@ -123,6 +125,21 @@ class Stop:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckpointRequest:
+    """Ask a running job to checkpoint now: it will be stopped at ``deadline_s`` (its spot
+    instance was given notice, or it was preempted and has its grace). Written where the job
+    keeps its checkpoints (``meshctl.workload``); a job with no checkpoint storage
+    (``uri`` None) cannot be asked, and the event says so."""
+
+    job_id: str
+    attempt: int
+    uri: str | None
+    endpoint_url: str | None
+    reason: str
+    deadline_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class Launch:
     """Launch cloud capacity for a queued job (idempotent: the request id is the job's)."""
 
@@ -158,6 +175,7 @@ class Step:
     dispatches: list[Dispatch] = field(default_factory=list)
     resubmits: list[Resubmit] = field(default_factory=list)
     stops: list[Stop] = field(default_factory=list)
+    checkpoints: list[CheckpointRequest] = field(default_factory=list)
     launches: list[Launch] = field(default_factory=list)
     teardowns: list[Teardown] = field(default_factory=list)
     decisions: list[DecisionNote] = field(default_factory=list)
@@ -197,6 +215,7 @@ def decide(world: World, rules: Rules) -> Step:
         elif kept == "queued":
             queued.append(view)
     _drain_deadlines(world, holding, step)
+    _reclaimed(world, rules, holding, step)
     _dead_nodes(world, holding, step)
     _schedule(world, rules, holding, queued, step)
     _idle_pools(world, rules, holding, step)
@@ -340,6 +359,36 @@ def _drain_deadlines(world: World, holding: Sequence[JobView], step: Step) -> No
             )
 
 
+def _reclaimed(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
+    """Jobs on a spot instance its provider has given notice to are preempted: asked to
+    checkpoint now, stopped shortly before the instance goes (then requeued)."""
+    for view in holding:
+        attempt = view.attempt
+        if attempt is None or view.record.state not in ON_ITS_WAY:
+            continue
+        noticed = [
+            (world.reclaiming[(attempt.pool, n)], n)
+            for n in _placement_nodes(attempt)
+            if (attempt.pool, n) in world.reclaiming
+        ]
+        if not noticed:
+            continue
+        deadline, node = min(noticed)
+        why = f"spot instance {node} is being taken back"
+        step.transitions.append(Transition(view.record.id, JobState.PREEMPTED, why))
+        stop_at = max(world.now_s, deadline - STOP_MARGIN_S)
+        step.attempts.append(AttemptChange(attempt.id, None, stop_at_s=stop_at))
+        step.checkpoints.append(_checkpoint_request(view, rules, attempt, why, stop_at))
+
+
+def _checkpoint_request(
+    view: JobView, rules: Rules, attempt: AttemptRecord, reason: str, deadline_s: float
+) -> CheckpointRequest:
+    target = _checkpoint_target(rules.mesh.pool(attempt.pool), view)
+    uri, endpoint = target if target else (None, None)
+    return CheckpointRequest(view.record.id, attempt.number, uri, endpoint, reason, deadline_s)
+
+
 def _dead_nodes(world: World, holding: Sequence[JobView], step: Step) -> None:
     """Jobs on a node its (reachable) pool reports dead or no longer lists are evicted. What
     they hold on their other nodes stays held until their Ray job has stopped: the scheduler
@@ -455,14 +504,16 @@ def _schedule(
             )
             victim = views[action.victim_job_id].attempt
             if victim is not None:
+                stop_at = world.now_s + action.grace_s
                 step.attempts.append(
-                    AttemptChange(
-                        victim.id,
-                        None,
-                        stop_at_s=world.now_s + action.grace_s,
-                        for_job=action.for_job_id,
-                    )
+                    AttemptChange(victim.id, None, stop_at_s=stop_at, for_job=action.for_job_id)
                 )
+                if action.grace_s > 0:
+                    why = f"preempted for {action.for_job_id}"
+                    request = _checkpoint_request(
+                        views[action.victim_job_id], rules, victim, why, stop_at
+                    )
+                    step.checkpoints.append(request)
         elif isinstance(action, Evict) and action.job_id not in leaving:
             step.transitions.append(Transition(action.job_id, JobState.EVICTED, action.reason))
         elif isinstance(action, Provision):
@@ -607,6 +658,8 @@ def _nodes(
             health = record.state if record else "ready"
             if health not in ("ready", "cordoned", "draining", "unhealthy"):
                 health = "ready"
+            if (name, seen.name) in world.reclaiming:
+                health = "cordoned"  # its instance is being taken back: nothing new goes there
             out.append(
                 _node(name, seen, groups.get(seen.name), usd, health, held[f"{name}/{seen.name}"])
             )
@@ -764,18 +817,29 @@ def _submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissi
     )
 
 
-def _checkpoint_env(pool: Pool | None, view: JobView) -> dict[str, str]:
-    """Where the job keeps checkpoints: the job's own storage, else its pool's, per job name."""
+def _checkpoint_target(pool: Pool | None, view: JobView) -> tuple[str, str | None] | None:
+    """Where the job keeps checkpoints (its own storage, else its pool's), one folder per job
+    for all its attempts, and the S3 endpoint to reach it by (None: the default)."""
     checkpoint = view.job.spec.checkpoint
-    base = (checkpoint.storage if checkpoint else None) or (
-        pool.checkpoint_storage.uri if pool and pool.checkpoint_storage else None
-    )
-    if not base:
+    if checkpoint is not None and checkpoint.storage:
+        base, endpoint = checkpoint.storage, None
+    elif pool is not None and pool.checkpoint_storage is not None:
+        base, endpoint = pool.checkpoint_storage.uri, pool.checkpoint_storage.endpoint_url
+    else:
+        return None
+    return f"{base.rstrip('/')}/{view.record.id}", endpoint
+
+
+def _checkpoint_env(pool: Pool | None, view: JobView) -> dict[str, str]:
+    target = _checkpoint_target(pool, view)
+    if target is None:
         return {}
-    uri = f"{base.rstrip('/')}/{view.record.id}"  # every attempt of this job, no other job
+    uri, endpoint = target
     env = {"MESHCTL_CHECKPOINT_URI": uri}
     if uri.startswith("file://"):
         env["MESHCTL_CHECKPOINT_DIR"] = uri.removeprefix("file://")
+    if endpoint:
+        env["MESHCTL_CHECKPOINT_ENDPOINT_URL"] = endpoint
     return env
 
 

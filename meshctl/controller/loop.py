@@ -27,6 +27,7 @@ from meshctl.controller.decide import (
     ACTIVE_ATTEMPT,
     FINISHED,
     AttemptChange,
+    CheckpointRequest,
     Dispatch,
     Rules,
     Step,
@@ -35,6 +36,7 @@ from meshctl.controller.decide import (
 )
 from meshctl.controller.world import JobView, World
 from meshctl.model.job import Job
+from meshctl.pools.checkpoints import request_checkpoint
 from meshctl.pools.observed import ObservedNode, PoolObservation, Submission
 from meshctl.state.records import (
     AttemptRecord,
@@ -163,6 +165,7 @@ class Controller:
             self.burst.spend(now),
             self.burst.team_spend(now),
             self.burst.interrupted(),
+            self.burst.reclaiming(),
         )
 
     def _job(self, record: JobRecord) -> Job | None:
@@ -196,6 +199,10 @@ class Controller:
                     self._event(now, "job.stop", stop.job_id, f"stopping it ({stop.reason})")
             except Exception as err:  # an adapter error is reported, the loop goes on
                 errors.append(f"stop {stop.submission_id}: {err}")
+        for request in step.checkpoints:
+            error = self._ask_to_checkpoint(request, now)
+            if error:
+                errors.append(error)
         for resubmit in step.resubmits:
             try:
                 outcome = self.clients[resubmit.pool].submit(resubmit.submission)
@@ -221,6 +228,27 @@ class Controller:
         for error in errors:
             log.warning("%s", error)
         return errors
+
+    def _ask_to_checkpoint(self, request: CheckpointRequest, now: float) -> str | None:
+        """Tell the job to checkpoint now, where it keeps its checkpoints (meshctl.workload)."""
+        left = max(0.0, request.deadline_s - now)
+        if request.uri is None:
+            message = f"{request.reason}; it has no checkpoint storage to be asked through"
+            self._event(now, "job.checkpoint-request", request.job_id, message)
+            return None
+        body = {
+            "attempt": request.attempt,
+            "reason": request.reason,
+            "requested_at_s": now,
+            "deadline_s": request.deadline_s,
+        }
+        try:
+            where = request_checkpoint(request.uri, body, request.endpoint_url)
+        except Exception as err:  # the job is stopped at the deadline all the same
+            return f"checkpoint request for {request.job_id}: {err}"
+        message = f"{request.reason}: asked to checkpoint within {left:.0f} s ({where})"
+        self._event(now, "job.checkpoint-request", request.job_id, message)
+        return None
 
     def _dispatch(self, dispatch: Dispatch, now: float) -> str | None:
         attempt = dispatch.attempt

@@ -43,3 +43,5 @@ class World:
     team_spend_usd: Mapping[str, float] = field(default_factory=dict)  # per team, this month
     interrupted: frozenset[tuple[str, str]] = frozenset()  # (pool, node) whose instance the
     # provider took back (spot): their jobs are preempted, not evicted
+    reclaiming: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (pool, node)
+    # whose spot instance was given notice -> when the provider takes it back

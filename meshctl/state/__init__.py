@@ -12,6 +12,7 @@ from pathlib import Path
 from meshctl.state.memory import MemoryStore
 from meshctl.state.migrations import MIGRATIONS
 from meshctl.state.records import (
+    INSTANCE_LIVE,
     AttemptRecord,
     Decision,
     Event,
@@ -27,6 +28,7 @@ from meshctl.state.sqlite import SqliteStore
 from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
 
 __all__ = [
+    "INSTANCE_LIVE",
     "MIGRATIONS",
     "STATE_DB",
     "AttemptRecord",

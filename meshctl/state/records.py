@@ -91,9 +91,14 @@ class NodeRecord:
     version: int = 0
 
 
+INSTANCE_LIVE = ("joining", "ready", "reclaiming")  # then interrupted or terminated, for good
+
+
 @dataclass(frozen=True, slots=True)
 class InstanceRecord:
-    """A cloud instance requested from a provider for a pool."""
+    """A cloud instance requested from a provider for a pool: ``joining`` its pool's cluster,
+    ``ready``, ``reclaiming`` (a spot instance given notice), then ``interrupted`` (taken back)
+    or ``terminated`` (by meshctl)."""
 
     id: str
     pool: str

@@ -1,8 +1,12 @@
 """moto_server on a free loopback port, with a small proxy in front that injects the faults
-moto cannot: a stock-out (``InsufficientInstanceCapacity``) or a quota error in one zone.
+moto cannot: a stock-out (``InsufficientInstanceCapacity``) or a quota error in one zone, and
+the two-minute spot interruption notice (moto keeps no spot request for a spot instance
+launched by RunInstances, so the proxy answers ``DescribeSpotInstanceRequests`` itself, with
+the noticed instances' requests ``marked-for-termination``).
 
     with MotoServer() as aws:          # aws.endpoint is the proxy, for boto3's endpoint_url
         aws.stock_out("us-east-1a")
+        aws.spot_notice("i-0123")
 
 Everything else goes to the real moto_server unchanged. The injected error is EC2's XML error
 document with HTTP 400 (real EC2 answers a stock-out with a 5xx that botocore first retries;
@@ -27,6 +31,17 @@ ERROR = (
     '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
     "<Message>{message}</Message></Error></Errors><RequestID>meshctl-test</RequestID></Response>"
 )
+SPOT_REQUESTS = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<DescribeSpotInstanceRequestsResponse '
+    'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>meshctl-test</requestId>'
+    "<spotInstanceRequestSet>{items}</spotInstanceRequestSet></DescribeSpotInstanceRequestsResponse>"
+)
+SPOT_REQUEST = (
+    "<item><spotInstanceRequestId>sir-{n:08d}</spotInstanceRequestId><state>active</state>"
+    "<status><code>marked-for-termination</code><message>Your Spot Instance has been marked for "
+    "termination because of no Spot capacity available.</message></status>"
+    "<instanceId>{instance}</instanceId><type>one-time</type></item>"
+)
 
 
 def free_port() -> int:
@@ -41,6 +56,7 @@ class MotoServer:
         self.port = free_port()
         self.moto = f"http://127.0.0.1:{self.port}"
         self.faults: dict[str, tuple[str, str]] = {}  # zone -> (code, message)
+        self.noticed: list[str] = []  # spot instances given their interruption notice
         self.proc: subprocess.Popen[bytes] | None = None
         self.proxy: ThreadingHTTPServer | None = None
         self.endpoint = ""
@@ -56,6 +72,10 @@ class MotoServer:
             "VcpuLimitExceeded",
             "You have requested more vCPU capacity than your current vCPU limit allows.",
         )
+
+    def spot_notice(self, instance_id: str) -> None:
+        """AWS gives the spot instance its two-minute notice (it keeps running)."""
+        self.noticed.append(instance_id)
 
     def start(self) -> MotoServer:
         moto_server = str(Path(sys.executable).with_name("moto_server"))
@@ -93,6 +113,21 @@ class MotoServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def spot_requests(self, form: dict[str, list[str]]) -> str:
+        """The answer to DescribeSpotInstanceRequests: the noticed instances, narrowed by an
+        ``instance-id`` filter when there is one."""
+        wanted: set[str] | None = None
+        for key, values in form.items():
+            if key.startswith("Filter.") and key.endswith(".Name") and values == ["instance-id"]:
+                prefix = key.removesuffix("Name") + "Value."
+                wanted = {v for k, vs in form.items() if k.startswith(prefix) for v in vs}
+        items = "".join(
+            SPOT_REQUEST.format(n=n, instance=instance)
+            for n, instance in enumerate(self.noticed)
+            if wanted is None or instance in wanted
+        )
+        return SPOT_REQUESTS.format(items=items)
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
@@ -112,6 +147,9 @@ class MotoServer:
                         code, message = server.faults[zone]
                         self._send(400, ERROR.format(code=code, message=message).encode())
                         return
+                if form.get("Action") == ["DescribeSpotInstanceRequests"]:
+                    self._send(200, server.spot_requests(form).encode())
+                    return
                 self._forward(body)
 
             def _forward(self, body: bytes) -> None:

@@ -209,8 +209,10 @@ class GceEmulator:
         with self._lock:
             self._throttle = (n, status)
 
-    def preempt(self, name: str) -> Json:
-        """Preempt the SPOT instance ``name`` (in whichever zone it is); returns its last state."""
+    def preempt(self, name: str, notice: bool = False) -> Json:
+        """Preempt the SPOT instance ``name`` (in whichever zone it is); returns its last state.
+        ``notice=True`` only begins it: the instance is ``STOPPING``, as in the ~30 s Compute
+        Engine gives a preempted instance; a second call finishes it."""
         with self._lock:
             keys = [k for k in self._instances if k[2] == name]
             if len(keys) != 1:
@@ -218,6 +220,9 @@ class GceEmulator:
             inst = self._instances[keys[0]]
             if inst["scheduling"].get("provisioningModel") != "SPOT":
                 raise ValueError(f"{name} is not a SPOT instance")
+            if notice:
+                inst.update(status="STOPPING")
+                return copy.deepcopy(inst)
             if inst["scheduling"].get("instanceTerminationAction") == "DELETE":
                 del self._instances[keys[0]]
             else:

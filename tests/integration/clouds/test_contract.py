@@ -25,11 +25,19 @@ class Subject:
     node_type: str
     stock_out: Callable[[str], None]
     over_quota: Callable[[str], None]
+    notice: Callable[[Instance], None]  # the provider gives a spot instance notice
 
 
 def _fake(_: Any) -> Subject:
     cloud = FakeCloud()
-    return Subject(cloud, ("z-a", "z-b"), "g6.xlarge", cloud.stock_out, cloud.over_quota)
+    return Subject(
+        cloud,
+        ("z-a", "z-b"),
+        "g6.xlarge",
+        cloud.stock_out,
+        cloud.over_quota,
+        lambda i: cloud.notice(i.id),
+    )
 
 
 def _aws(request: pytest.FixtureRequest) -> Subject:
@@ -39,7 +47,12 @@ def _aws(request: pytest.FixtureRequest) -> Subject:
     server.faults.clear()
     cloud = AwsCloud("us-east-1", endpoint_url=server.endpoint)
     return Subject(
-        cloud, ("us-east-1a", "us-east-1b"), "g6.xlarge", server.stock_out, server.over_quota
+        cloud,
+        ("us-east-1a", "us-east-1b"),
+        "g6.xlarge",
+        server.stock_out,
+        server.over_quota,
+        lambda i: server.spot_notice(i.id),
     )
 
 
@@ -56,6 +69,7 @@ def _gcp(request: pytest.FixtureRequest) -> Subject:
         "g2-standard-8",
         server.fail_zone,
         server.quota_exceeded,
+        lambda i: server.preempt(i.id.split("/", 1)[1], notice=True),
     )
 
 
@@ -164,6 +178,16 @@ def test_only_this_meshs_instances_are_listed(subject: Subject) -> None:
     launch(subject, mine)
     launch(subject, other)
     assert {i.labels["mesh"] for i in listed(subject, mine)} == {mine}
+
+
+def test_a_spot_instance_given_notice_is_listed_interrupting(subject: Subject) -> None:
+    mesh = f"mesh-{time.time_ns()}"
+    _, result = launch(subject, mesh, count=2, spot=True)
+    noticed, spared = result.instances
+    subject.notice(noticed)
+    states = {i.id: i.state for i in listed(subject, mesh)}
+    assert states == {noticed.id: "interrupting", spared.id: "running"}
+    assert subject.cloud.notice_s > 0
 
 
 def test_gcp_throttling_is_retried_with_backoff(gce: GceEmulator) -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshctl.controller.decide import Resubmit, Rules, Step, Stop, decide
+from meshctl.controller.decide import STOP_MARGIN_S, Resubmit, Rules, Step, Stop, decide
 from meshctl.controller.world import JobView, World
 from meshctl.model import Job, Mesh
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation
@@ -359,6 +359,61 @@ def test_jobs_on_a_spot_instance_taken_back_are_preempted_then_requeued() -> Non
     taken = job("a", state=JobState.PREEMPTED, attempt=attempt("a", nodes=("n1",)))
     after = decide(world(taken, observed=failed, interrupted=frozenset({("onprem", "n1")})), RULES)
     assert moves(after) == [("a", "requeued")]
+
+
+@pytest.mark.parametrize(
+    ("left_s", "stop_in_s"),
+    [(120.0, 120.0 - STOP_MARGIN_S), (5.0, 0.0)],
+    ids=["AWS's two minutes", "less than the margin: stopped now"],
+)
+def test_jobs_on_a_spot_instance_given_notice_are_asked_to_checkpoint_and_preempted(
+    left_s: float, stop_in_s: float
+) -> None:
+    running = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n1",)))
+    notice = {("onprem", "n1"): NOW + left_s}
+    seen = pool(ray("meshctl-a-1", "RUNNING"))
+    step = decide(world(running, job("b"), observed=seen, reclaiming=notice), RULES)
+    assert moves(step)[0] == ("a", "preempted")
+    [grace] = [c for c in step.attempts if c.attempt_id == "a-1"]
+    assert grace.stop_at_s == NOW + stop_in_s
+    [request] = step.checkpoints
+    assert (request.job_id, request.attempt, request.uri) == ("a", 1, "file:///ckpt/a")
+    assert request.deadline_s == NOW + stop_in_s
+    assert "n1 is being taken back" in request.reason
+    [placed] = step.dispatches  # nothing new goes to the node being taken back
+    assert [a["node"] for a in placed.attempt.detail["allocations"]] == ["n2"]
+
+
+def test_a_job_asked_once_is_not_asked_again() -> None:
+    preempted = job("a", state=JobState.PREEMPTED, attempt=attempt("a", stop_at_s=NOW + 90))
+    notice = {("onprem", "n1"): NOW + 100}
+    step = decide(
+        world(preempted, observed=pool(ray("meshctl-a-1", "RUNNING")), reclaiming=notice), RULES
+    )
+    assert (moves(step), step.checkpoints, step.stops) == ([], [], [])
+
+
+def test_a_victim_of_priority_preemption_is_asked_to_checkpoint_within_its_grace() -> None:
+    from meshctl.policy.compiled import compile_policies
+    from meshctl.policyfiles import read_policy_files
+    from tests.conftest import ROOT
+
+    shipped = compile_policies(read_policy_files([ROOT / "policies"]).policies)
+    rules = Rules(MESH, {}, shipped)
+    full = [
+        job(n, gpus=4, state=JobState.RUNNING, attempt=attempt(n, nodes=(node_,), gpus=4),
+            criticality="best-effort")
+        for n, node_ in (("x", "n1"), ("y", "n2"))
+    ]  # fmt: skip
+    seen = pool(ray("meshctl-x-1", "RUNNING"), ray("meshctl-y-1", "RUNNING"))
+    urgent = job("urgent", criticality="standard")
+    urgent = replace(urgent, record=replace(urgent.record, priority=100))
+    step = decide(world(*full, urgent, observed=seen), rules)
+    [(victim, _)] = [m for m in moves(step) if m[1] == "preempted"]
+    [request] = step.checkpoints
+    assert (request.job_id, request.uri) == (victim, f"file:///ckpt/{victim}")
+    assert request.deadline_s == NOW + 30  # the anything-over-best-effort grace
+    assert request.reason == "preempted for urgent"
 
 
 def test_jobs_on_a_dead_node_are_evicted() -> None:

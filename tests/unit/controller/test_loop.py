@@ -16,6 +16,7 @@ from meshctl.controller.decide import Rules
 from meshctl.controller.loop import Controller
 from meshctl.controller.submit import Admission, enqueue
 from meshctl.model import Job
+from meshctl.pools.emulated import node_name
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation, Submission
 from meshctl.scheduler.plan import Decision
 from meshctl.state import AttemptRecord, InstanceRecord, JobRecord, JobState, MemoryStore
@@ -290,3 +291,54 @@ def test_a_region_out_of_capacity_fails_over_to_the_next_eligible_pool() -> None
     kinds = [e.kind for e in store.events()]
     assert kinds.count("instance.refused") == 2  # both zones of us-east-1
     assert "instance.launched" in kinds
+
+
+def test_a_spot_notice_marks_the_instance_reclaiming_until_it_is_taken_back() -> None:
+    store, _, clouds, loop, burst = bursting()
+    queue(store, "spill")
+    loop.cycle()
+    [instance] = clouds["east"].list_instances("m")
+    clouds["east"].notice(instance.id)
+    loop.cycle()
+    [record] = store.list(InstanceRecord)
+    assert record.state == "reclaiming"
+    [(where, deadline)] = burst.reclaiming().items()
+    assert where == ("east", node_name(instance.id))
+    assert deadline == record.updated_at_s + clouds["east"].notice_s
+    assert [e.kind for e in store.events()].count("instance.notice") == 1
+    loop.cycle()  # still under notice: nothing new
+    assert [e.kind for e in store.events()].count("instance.notice") == 1
+    clouds["east"].interrupt(instance.id)
+    loop.cycle()
+    assert store.get(InstanceRecord, instance.id).state == "interrupted"  # type: ignore[union-attr]
+    assert burst.reclaiming() == {}
+
+
+@pytest.mark.parametrize(
+    ("storage", "written"),
+    [("file://{tmp}/ckpt", True), (None, False)],
+    ids=["written where its checkpoints are", "no checkpoint storage: only an event"],
+)
+def test_a_checkpoint_request_is_written_for_the_job_to_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str | None, written: bool
+) -> None:
+    from meshctl import workload
+    from meshctl.controller.decide import CheckpointRequest, Step
+
+    store, clock = MemoryStore(), Clock()
+    uri = storage.format(tmp=tmp_path) + "/a" if storage else None
+    loop = controller(store, FakePool(), clock)
+    step = Step(checkpoints=[CheckpointRequest("a", 2, uri, None, "spot notice", clock.now + 60)])
+    assert loop.apply(step, clock.now) == []
+    [event] = store.events()
+    assert event.kind == "job.checkpoint-request"
+    if not written:
+        assert "no checkpoint storage" in event.message
+        return
+    monkeypatch.setenv("MESHCTL_CHECKPOINT_URI", str(uri))
+    monkeypatch.setenv("MESHCTL_ATTEMPT", "2")
+    request = workload.checkpoint_requested(every_s=0)
+    assert request is not None
+    assert (request["reason"], request["deadline_s"]) == ("spot notice", clock.now + 60)
+    monkeypatch.setenv("MESHCTL_ATTEMPT", "3")  # the next attempt: the request was not for it
+    assert workload.checkpoint_requested(every_s=0) is None

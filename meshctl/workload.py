@@ -1,0 +1,80 @@
+"""What a workload sees of meshctl, from inside the job: the standard library only, so any
+program on any pool can import it.
+
+The controller asks a running job to checkpoint *now* when the job is about to be stopped:
+its spot instance was given notice (AWS: two minutes, GCE: about 30 s) or it was preempted
+for a more important job and has its grace. The request is a small JSON document written
+where the job keeps its checkpoints (``$MESHCTL_CHECKPOINT_URI/.meshctl/checkpoint-request.json``),
+the one place both the controller and the job can reach on every pool::
+
+    from meshctl.workload import checkpoint_requested
+
+    for step in range(start, steps):
+        train_one_step()
+        if step % every == 0 or checkpoint_requested():
+            save_checkpoint(step)
+
+A request is for one attempt (``$MESHCTL_ATTEMPT``): a stale one left by an earlier attempt
+is ignored. After checkpointing, carry on: the controller stops the job at the deadline (or
+the provider takes the node), and the next attempt resumes from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+REQUEST = ".meshctl/checkpoint-request.json"
+_cache: dict[str, tuple[float, dict[str, Any] | None]] = {}
+
+
+def request_uri(checkpoint_uri: str) -> str:
+    """Where the checkpoint request for a job with this checkpoint URI is written."""
+    return f"{checkpoint_uri.rstrip('/')}/{REQUEST}"
+
+
+def checkpoint_requested(every_s: float = 2.0) -> dict[str, Any] | None:
+    """The controller's request to checkpoint this attempt now (``reason``, ``deadline_s``),
+    or None. Reads the storage at most every ``every_s`` seconds; cheap to call every step."""
+    uri, attempt = os.environ.get("MESHCTL_CHECKPOINT_URI"), os.environ.get("MESHCTL_ATTEMPT")
+    if not uri:
+        return None
+    now = time.monotonic()
+    cached = _cache.get(uri)
+    if cached is not None and now - cached[0] < every_s:
+        return cached[1]
+    request = _read(request_uri(uri))
+    if request is not None and str(request.get("attempt")) != attempt:
+        request = None  # meant for an earlier attempt
+    _cache[uri] = (now, request)
+    return request
+
+
+def _read(uri: str) -> dict[str, Any] | None:
+    try:
+        if uri.startswith("s3://"):
+            text = _read_s3(uri)
+        else:
+            with open(uri.removeprefix("file://"), encoding="utf-8") as f:
+                text = f.read()
+    except (OSError, LookupError):
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None  # half-written, or not ours
+    return found if isinstance(found, dict) else None
+
+
+def _read_s3(uri: str) -> str:
+    import boto3  # only where checkpoints live in S3
+
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    client = boto3.client("s3", endpoint_url=os.environ.get("MESHCTL_CHECKPOINT_ENDPOINT_URL"))
+    try:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except client.exceptions.NoSuchKey as err:
+        raise LookupError(uri) from err
+    return str(body.decode("utf-8"))
