@@ -150,7 +150,7 @@ class Burst:
             for record in records:
                 instance = seen.get(record.id)
                 young = now - (record.launched_at_s or now) < LIST_LAG_S  # listings lag
-                if instance is None and young:
+                if instance is None and young and record.state != "reclaiming":
                     continue
                 if instance is None or instance.state in ("preempted", "terminated"):
                     state = instance.state if instance else "gone"

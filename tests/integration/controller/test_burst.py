@@ -4,11 +4,13 @@ critical job waits for on-prem as its policy says; the idle cloud pool is torn d
 instances are terminated in the emulator; the spend is recorded.
 
 The shipped policies are used with one change: bursting starts after 3 s of waiting instead of
-ten minutes.
+ten minutes; and the AWS catalog gains a spot price for g6.xlarge, so best-effort work runs
+on spot instances there.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -44,6 +46,7 @@ spec:
       node_types: [{{name: g6.xlarge, max_nodes: 2, spot: true}}]
       max_nodes: 2
       idle_minutes: 0.1
+      checkpoint_storage: {{uri: "file://{checkpoints}"}}
 """
 
 
@@ -52,7 +55,15 @@ def burst(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Mesh, Moto
     base = tmp_path_factory.mktemp("burst")
     with MotoServer() as moto:
         moto.stock_out("us-east-1a")  # the first zone has no capacity: fail over to the second
-        (base / "mesh.yaml").write_text(MESH.format(endpoint=moto.endpoint))
+        checkpoints = base / "checkpoints"
+        mesh_yaml = MESH.format(endpoint=moto.endpoint, checkpoints=checkpoints)
+        (base / "mesh.yaml").write_text(mesh_yaml)
+        (base / "providers").mkdir()  # the shipped AWS catalog, with a spot price for g6.xlarge
+        shipped = (ROOT / "providers" / "aws.yaml").read_text()
+        g6 = shipped.index("  - name: g6.xlarge")
+        at = shipped.index("on_demand_usd_per_hour: 0.8048", g6)
+        spot = "spot_usd_per_hour: 0.3512\n        "
+        (base / "providers" / "aws.yaml").write_text(shipped[:at] + spot + shipped[at:])
         policies = base / "policies"
         shutil.copytree(ROOT / "policies", policies, ignore=shutil.ignore_patterns("tests"))
         burst_yaml = policies / "burst.yaml"
@@ -112,33 +123,64 @@ def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(
     assert mesh.show(critical)["pool"] == "onprem"
 
 
-def test_a_spot_interruption_requeues_the_job_and_it_completes(
+SPOT_JOB = """\
+import os, pathlib, time
+from meshctl.workload import checkpoint_requested
+
+saved = pathlib.Path(os.environ["MESHCTL_CHECKPOINT_DIR"]) / "step"
+step = start = int(saved.read_text()) if saved.exists() else 0
+print("attempt", os.environ["MESHCTL_ATTEMPT"], "resumed from step", start, flush=True)
+while step < 3000:
+    step += 1
+    time.sleep(0.1)
+    if checkpoint_requested(every_s=0.5):
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text(str(step))
+        print("checkpointed at step", step, flush=True)
+        time.sleep(600)  # until stopped, or the instance goes
+    if start:
+        break
+print("done on attempt", os.environ["MESHCTL_ATTEMPT"], flush=True)
+"""
+
+
+def test_a_spot_notice_checkpoints_the_job_and_it_resumes_on_a_new_instance(
     burst: tuple[Mesh, MotoServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """AWS gives the spot instance its two-minute notice: the job is asked to checkpoint and
+    does, is preempted, the instance is taken back, and the job is requeued, runs on a new
+    instance and resumes from its checkpoint."""
     mesh, moto = burst
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     blocker = mesh.submit("--gpus", "1", "--criticality", "critical", "--name", "blocker2", "--",
                           "python", "-c", "import time; time.sleep(600)")  # fmt: skip
     mesh.wait_for(blocker, "running")
-    script = (
-        "import os, time; first = os.environ['MESHCTL_ATTEMPT'] == '1'; "
-        "time.sleep(600 if first else 0); print('done on attempt', os.environ['MESHCTL_ATTEMPT'])"
-    )
     job = mesh.submit("--gpus", "1", "--criticality", "best-effort", "--name", "spot", "--",
-                      "python", "-c", script)  # fmt: skip
+                      "python", "-c", SPOT_JOB)  # fmt: skip
     mesh.wait_for(job, "running")
     assert mesh.show(job)["pool"] == "aws-burst"
     [instance] = str(mesh.show(job)["nodes"]).split(", ")
-    AwsCloud("us-east-1", endpoint_url=moto.endpoint).terminate([instance], "reclaimed")  # the
-    # provider takes the spot instance back: gone from its listing, as after AWS's 2-minute notice
+    moto.spot_notice(instance)  # two minutes left
+    mesh.wait_for(job, "preempted")
+    deadline = time.monotonic() + WAIT_S
+    while "checkpointed at step" not in mesh.run("jobs", "logs", job).stdout:
+        assert time.monotonic() < deadline, "the job was not asked to checkpoint"
+        time.sleep(0.5)
+    AwsCloud("us-east-1", endpoint_url=moto.endpoint).terminate([instance], "reclaimed")
     assert mesh.run("jobs", "wait", job, "--timeout", str(WAIT_S)).returncode == 0
     shown = mesh.show(job)
     assert shown["attempt"] == 2
     assert shown["pool"] == "aws-burst"
-    assert "done on attempt 2" in mesh.run("jobs", "logs", job).stdout
+    assert str(mesh.show(job)["nodes"]) != instance  # a new instance replaced it
+    logs = mesh.run("jobs", "logs", job).stdout
+    assert "done on attempt 2" in logs
+    resumed = re.search(r"attempt 2 resumed from step (\d+)", logs)
+    assert resumed is not None
+    assert int(resumed.group(1)) > 0  # from its checkpoint, not from scratch
     kinds = [e["kind"] for e in shown["events"]]  # type: ignore[index, union-attr]
     assert kinds.count("job.preempted") == 1  # a spot instance taken back: preempted
+    assert "job.checkpoint-request" in kinds
     assert "job.evicted" not in kinds
     assert "job.requeued" in kinds
     mesh.run("jobs", "cancel", blocker)
