@@ -53,6 +53,7 @@ def run(
                 rules.catalogs,
                 runtime.clouds(rules.mesh),
                 EmulatedInstances(run_dir(context.home), dict(rules.catalogs)),
+                background=not once,
             ),
         )
         if once:
@@ -75,5 +76,9 @@ def run(
         logging.getLogger("meshctl.controller").info(
             "controller up: pools %s", ", ".join(controller.clients) or "(none driven)"
         )
-        with contextlib.suppress(KeyboardInterrupt):
-            controller.run(interval, stop, wake)
+        try:
+            with contextlib.suppress(KeyboardInterrupt):
+                controller.run(interval, stop, wake)
+        finally:
+            if controller.burst is not None:
+                controller.burst.close()

@@ -2,8 +2,12 @@
 
 - ``launch``: a ``Launch`` step becomes ``Cloud.launch`` (idempotent by the job's request
   id), an ``InstanceRecord`` per instance (``joining``), the instance joining its pool's Ray
-  cluster (``ready``). Capacity and quota errors are remembered for ``BACKOFF_S`` per (pool,
-  node type), so the next cycle's plan picks another offer or pool instead of the same wall.
+  cluster (``ready``). With ``background=True`` (the daemon) this runs on a worker thread, one
+  launch at a time, so a slow provider (a GCE insert waits for its operation) or a slow join
+  never stalls the controller's cycle; a request already in flight is not started twice, and
+  what goes wrong there is logged. Capacity and quota errors are remembered for
+  ``BACKOFF_S`` per (pool, node type), so the next cycle's plan picks another offer or pool
+  instead of the same wall.
 - ``watch``: a spot instance given notice is ``reclaiming`` (``decide`` asks its jobs to
   checkpoint and preempts them); instances the provider reports preempted or no longer lists
   leave their pool's cluster (their node dies; ``decide`` requeues the jobs on it).
@@ -19,7 +23,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import threading
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
@@ -44,6 +50,10 @@ class Burst:
     clouds: Mapping[str, Cloud]
     nodes: EmulatedInstances | None
     unavailable: dict[tuple[str, str], float] = field(default_factory=dict)  # -> until
+    background: bool = False  # launch on a worker thread, not in the controller's cycle
+    _worker: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
+    _inflight: dict[str, Future[str | None]] = field(default_factory=dict, init=False, repr=False)
+    _joining: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def blocked(self, now: float) -> frozenset[tuple[str, str]]:
         """(pool, node type) pairs not to plan launches for: out of capacity lately, or in a
@@ -80,6 +90,38 @@ class Burst:
     # --- launching ----------------------------------------------------------------------------
 
     def launch(self, want: Launch, now: float) -> str | None:
+        """Launch what ``want`` asks for; an error message, or None. In the background: start
+        it (once per request) and report it when a later cycle finds it done."""
+        if not self.background:
+            return self._launch(want, now)
+        for request_id in [r for r, f in self._inflight.items() if f.done()]:
+            del self._inflight[request_id]
+        if want.request_id not in self._inflight:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="meshctl-launch")
+            self._inflight[want.request_id] = self._worker.submit(self._logged, want, now)
+        return None
+
+    def _logged(self, want: Launch, now: float) -> str | None:
+        try:
+            error = self._launch(want, now)
+        except Exception as err:  # a node that would not join, an SDK error
+            error = f"launch for {want.job_id} in {want.pool}: {err}"
+        if error:
+            log.warning("%s", error)
+        return error
+
+    def launching(self) -> bool:
+        """Whether a launch is still in flight (on the worker thread)."""
+        return any(not f.done() for f in self._inflight.values())
+
+    def close(self) -> None:
+        """Let a launch in flight finish (its instances recorded), start no other."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=True, cancel_futures=True)
+            self._worker = None
+
+    def _launch(self, want: Launch, now: float) -> str | None:
         pool, cloud = self.mesh.pool(want.pool), self.clouds.get(want.pool)
         if not isinstance(pool, AwsPool | GcpPool) or cloud is None:
             return f"pool {want.pool}: no provider to launch {want.node_type} with"
@@ -129,7 +171,8 @@ class Burst:
         cloud); a join that fails is tried again by ``watch``."""
         if self.nodes is not None and pool.endpoint_url:  # an emulated instance
             instance = Instance(instance_id, pool.name, node_type, zone, "running", False, "")
-            self.nodes.join(pool.provider, instance)
+            with self._joining:  # one node starts at a time; never beside a leave
+                self.nodes.join(pool.provider, instance)
         self._set(instance_id, "ready", now)
 
     # --- watching and tearing down ------------------------------------------------------------
@@ -166,7 +209,7 @@ class Burst:
                         now, "instance.notice", None, f"{record.id} in {name}: taken back {within}"
                     )
                     self._set(record.id, "reclaiming", now)
-                elif record.state == "joining":
+                elif record.state == "joining" and not self._in_flight(record.request_id):
                     pool = self.mesh.pool(name)
                     if isinstance(pool, AwsPool | GcpPool):
                         try:
@@ -236,10 +279,14 @@ class Burst:
 
     # --- inside -------------------------------------------------------------------------------
 
+    def _in_flight(self, request_id: str) -> bool:
+        return any(_of(request_id, r) and not f.done() for r, f in self._inflight.items())
+
     def _leave(self, pool: str, instance_id: str, now: float) -> None:
         if self.nodes is None:
             return
-        orphans = self.nodes.leave(pool, instance_id)
+        with self._joining:
+            orphans = self.nodes.leave(pool, instance_id)
         cloud = self.clouds.get(pool)
         for other in orphans:  # the head went: its cluster with it; its workers must go too
             self._event(now, "instance.orphaned", None, f"{other} in {pool}: its head is gone")

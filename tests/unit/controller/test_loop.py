@@ -342,3 +342,36 @@ def test_a_checkpoint_request_is_written_for_the_job_to_read(
     assert (request["reason"], request["deadline_s"]) == ("spot notice", clock.now + 60)
     monkeypatch.setenv("MESHCTL_ATTEMPT", "3")  # the next attempt: the request was not for it
     assert workload.checkpoint_requested(every_s=0) is None
+
+
+def test_a_slow_launch_runs_beside_the_cycle_and_is_started_once() -> None:
+    import threading
+
+    from meshctl.clouds.fake import FakeCloud
+
+    class Slow(FakeCloud):
+        def __init__(self) -> None:
+            super().__init__()
+            self.release, self.started = threading.Event(), 0
+
+        def launch(self, request: Any) -> Any:
+            self.started += 1
+            assert self.release.wait(30), "never released"
+            return super().launch(request)
+
+    store, _, clouds, loop, burst = bursting()
+    burst.background = True
+    clouds["east"] = burst.clouds["east"] = Slow()  # type: ignore[index]
+    queue(store, "spill")
+    try:
+        for _ in range(3):  # the cycles go on while the provider takes its time
+            loop.cycle()
+        assert (clouds["east"].started, store.list(InstanceRecord)) == (1, [])
+        assert burst.launching()
+        clouds["east"].release.set()
+    finally:
+        clouds["east"].release.set()
+        burst.close()
+    [record] = store.list(InstanceRecord)
+    assert record.state == "ready"
+    assert not burst.launching()
