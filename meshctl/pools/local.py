@@ -101,7 +101,20 @@ def start(pool: LocalPool, run_dir: Path, progress: Progress = lambda _: None) -
 def start_head(
     pool: str, run_dir: Path, progress: Progress = lambda _: None, head: NodeGroup | None = None
 ) -> LocalCluster:
-    """A cluster's head: no work on it unless ``head`` gives it a shape (and a name)."""
+    """A cluster's head: no work on it unless ``head`` gives it a shape (and a name). Tried
+    twice: on a loaded machine Ray's own 30 s wait for a new node can run out."""
+    try:
+        return _start_head(pool, run_dir, progress, head)
+    except LocalPoolError as err:
+        if not _timed_out_starting(err):
+            raise
+        progress(f"the head of pool {pool} timed out while starting; trying again")
+        return _start_head(pool, run_dir, progress, head)
+
+
+def _start_head(
+    pool: str, run_dir: Path, progress: Progress, head: NodeGroup | None
+) -> LocalCluster:
     run_dir.mkdir(parents=True, exist_ok=True)
     token_file = run_dir / f"pool-{pool}.token"
     token_file.write_text(secrets.token_hex(32))
@@ -150,8 +163,24 @@ def start_head(
 def add_node(cluster: LocalCluster, name: str, group: NodeGroup, run_dir: Path) -> None:
     """One more node of ``group``'s shape, named ``name``; returns once the head sees it."""
     args = [f"--address={cluster.gcs}", *_shape_args(group, name)]
-    _launch(cluster, name, args, run_file(run_dir, cluster.pool))
-    _wait_for(_node_up(cluster, name), f"node {name}", cluster)
+    for attempt in (1, 2):  # like the head: Ray's own start-up wait can run out under load
+        _launch(cluster, name, args, run_file(run_dir, cluster.pool))
+        try:
+            _wait_for(_node_up(cluster, name), f"node {name}", cluster)
+            return
+        except LocalPoolError as err:
+            if attempt == 2 or not _timed_out_starting(err):
+                raise
+            remove_node(cluster, name, run_dir)
+
+
+def _timed_out_starting(err: LocalPoolError) -> bool:
+    """Whether a node died of Ray's fixed start-up wait (its log says so)."""
+    log = str(err).rpartition("; see ")[2]
+    try:
+        return "timed out during startup" in Path(log).read_text(errors="replace")[-4000:]
+    except OSError:
+        return False
 
 
 def remove_node(cluster: LocalCluster, name: str, run_dir: Path, grace_s: float = 3.0) -> None:
