@@ -6,9 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 MESHCTL := $(VENV)/bin/meshctl
 STAMP := $(VENV)/.installed-dev
-# Later extras (train) join this list as the features that need them land;
-# torch must come as torch==2.13.0 (a CPU build on this kind of machine) through the train extra.
-EXTRAS ?= dev,ray,aws,gcp
+# torch comes as torch==2.13.0 (a CPU build on this kind of machine) through the train extra.
+EXTRAS ?= dev,ray,aws,gcp,train
 
 .PHONY: install demo test lint unit integration bench clean
 

@@ -16,6 +16,7 @@ lost (its pool no longer knows it).
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -72,6 +73,7 @@ FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 ON_ITS_WAY = frozenset({JobState.ADMITTED, JobState.DISPATCHED, JobState.RUNNING})
 STOP_MARGIN_S = 15.0  # a job on a reclaimed instance is stopped this long before it goes
 ACTIVE_ATTEMPT = frozenset({"submitting", "pending", "running"})
+TRAIN_ENTRYPOINT = "python -m meshctl.train.run"  # builds the TorchTrainer from MESHCTL_TRAIN
 
 
 # --- what a step does ----------------------------------------------------------------------------
@@ -384,7 +386,7 @@ def _reclaimed(world: World, rules: Rules, holding: Sequence[JobView], step: Ste
 def _checkpoint_request(
     view: JobView, rules: Rules, attempt: AttemptRecord, reason: str, deadline_s: float
 ) -> CheckpointRequest:
-    target = _checkpoint_target(rules.mesh.pool(attempt.pool), view)
+    target = _checkpoint_of(attempt, rules, view)
     uri, endpoint = target if target else (None, None)
     return CheckpointRequest(view.record.id, attempt.number, uri, endpoint, reason, deadline_s)
 
@@ -493,7 +495,7 @@ def _schedule(
     step.plan = plan
     for action in plan.actions:
         if isinstance(action, Place):
-            step.dispatches.append(_dispatch(views[action.job_id], action, rules))
+            step.dispatches.append(_dispatch(views[action.job_id], action, rules, world))
         elif isinstance(action, Preempt) and action.victim_job_id not in leaving:
             step.transitions.append(
                 Transition(
@@ -764,8 +766,21 @@ def _placement_nodes(attempt: AttemptRecord) -> list[str]:
 # --- dispatching ------------------------------------------------------------------------------
 
 
-def _dispatch(view: JobView, place: Place, rules: Rules) -> Dispatch:
+def _dispatch(view: JobView, place: Place, rules: Rules, world: World) -> Dispatch:
     number = (view.attempt.number if view.attempt else 0) + 1
+    detail: dict[str, Any] = {"allocations": [asdict(a) for a in place.allocations]}
+    # The job's checkpoints stay where its first attempt put them, whichever pool runs it
+    # next: a run resumes only from storage it can read.
+    before = view.attempt.detail if view.attempt else {}
+    target = (
+        (str(before["checkpoint_uri"]), before.get("checkpoint_endpoint"))
+        if before.get("checkpoint_uri")
+        else _checkpoint_target(rules.mesh.pool(place.pool), view)
+    )
+    if target is not None:
+        detail["checkpoint_uri"], detail["checkpoint_endpoint"] = target
+    if view.job.spec.train is not None and place.pool in world.mtbf_s:
+        detail["pool_mtbf_s"] = world.mtbf_s[place.pool]  # for checkpoint interval auto
     attempt = AttemptRecord(
         id=f"{view.record.id}-{number}",
         job_id=view.record.id,
@@ -775,7 +790,7 @@ def _dispatch(view: JobView, place: Place, rules: Rules) -> Dispatch:
         state="submitting",
         started_at_s=None,
         ended_at_s=None,
-        detail={"allocations": [asdict(a) for a in place.allocations]},
+        detail=detail,
     )
     nodes = ", ".join(a.node for a in place.allocations)
     return Dispatch(
@@ -798,8 +813,12 @@ def _submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissi
         "MESHCTL_NODE_LABEL": NODE_LABEL,
         "MESHCTL_GPUS_PER_NODE": f"{res.gpus:g}",
         "MESHCTL_CPUS_PER_NODE": f"{res.cpus:g}",
-        **_checkpoint_env(rules.mesh.pool(attempt.pool), view),
+        **_checkpoint_env(_checkpoint_of(attempt, rules, view)),
     }
+    if spec.train is not None:
+        env["MESHCTL_TRAIN"] = json.dumps(_train_spec(view, attempt, nodes), sort_keys=True)
+        if attempt.detail.get("pool_mtbf_s"):
+            env["MESHCTL_POOL_MTBF_S"] = f"{float(attempt.detail['pool_mtbf_s']):.0f}"
     runtime_env = spec.runtime_env.model_dump(exclude_none=True, exclude_defaults=True)
     runtime_env["env_vars"] = env
     if spec.working_dir:
@@ -807,7 +826,7 @@ def _submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissi
     entrypoint_holds = spec.reserves_for == "entrypoint"
     return Submission(
         submission_id=attempt.submission_id,
-        entrypoint=spec.entrypoint,
+        entrypoint=spec.entrypoint or TRAIN_ENTRYPOINT,
         runtime_env=runtime_env,
         metadata={"meshctl_job_id": record.id, "meshctl_attempt": str(attempt.number)},
         label_selector={NODE_LABEL: nodes[0]} if nodes else {},
@@ -830,8 +849,47 @@ def _checkpoint_target(pool: Pool | None, view: JobView) -> tuple[str, str | Non
     return f"{base.rstrip('/')}/{view.record.id}", endpoint
 
 
-def _checkpoint_env(pool: Pool | None, view: JobView) -> dict[str, str]:
-    target = _checkpoint_target(pool, view)
+def _checkpoint_of(
+    attempt: AttemptRecord, rules: Rules, view: JobView
+) -> tuple[str, str | None] | None:
+    """The attempt's checkpoint storage (recorded at dispatch; computed for older records)."""
+    if attempt.detail.get("checkpoint_uri"):
+        endpoint = attempt.detail.get("checkpoint_endpoint")
+        return str(attempt.detail["checkpoint_uri"]), str(endpoint) if endpoint else None
+    return _checkpoint_target(rules.mesh.pool(attempt.pool), view)
+
+
+def _train_spec(view: JobView, attempt: AttemptRecord, nodes: Sequence[str]) -> dict[str, Any]:
+    """What ``meshctl.train.run`` builds the TorchTrainer from (see there)."""
+    spec = view.job.spec
+    train, res = spec.train, spec.resources
+    assert train is not None
+    per_node = train.workers_per_node
+    target = attempt.detail.get("checkpoint_uri")
+    storage = str(target).rsplit("/", 1)[0] if target else None  # the run is named by job id
+    checkpoint = spec.checkpoint
+    return {
+        "loop": train.loop,
+        "workers": spec.workers,
+        "min_workers": train.min_workers,
+        "workers_per_node": per_node,
+        "nodes": list(nodes),
+        "per_worker": {
+            "CPU": res.cpus / per_node,
+            "GPU": res.gpus / per_node,
+            "memory": int(res.memory_gib * 1024**3 / per_node),
+        },
+        "max_failures": train.max_failures,
+        "keep": checkpoint.keep if checkpoint else 3,
+        "interval": checkpoint.interval if checkpoint else "auto",
+        "config": train.config,
+        "run_name": view.record.id,
+        "storage": storage,
+        "endpoint_url": attempt.detail.get("checkpoint_endpoint"),
+    }
+
+
+def _checkpoint_env(target: tuple[str, str | None] | None) -> dict[str, str]:
     if target is None:
         return {}
     uri, endpoint = target

@@ -31,6 +31,17 @@ class JobView:
 
 
 @dataclass(frozen=True, slots=True)
+class TrainProgress:
+    """What a train job's latest attempt reported (``meshctl.train.progress``)."""
+
+    attempt: int
+    reports: int
+    step: int | None
+    last_report_s: float | None
+    checkpoint_step: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class World:
     now_s: float
     pools: Mapping[str, PoolObservation]  # the pools this controller drives
@@ -45,3 +56,6 @@ class World:
     # provider took back (spot): their jobs are preempted, not evicted
     reclaiming: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (pool, node)
     # whose spot instance was given notice -> when the provider takes it back
+    mtbf_s: Mapping[str, float] = field(default_factory=dict)  # per pool: node-hours observed
+    # per node failure seen, where any was seen
+    progress: Mapping[str, TrainProgress] = field(default_factory=dict)  # train jobs, by job id

@@ -7,9 +7,10 @@ Resources are per node: a gang job of ``nodes: 4`` with ``gpus: 8`` asks for fou
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from meshctl.model.base import (
     Count,
@@ -28,6 +29,7 @@ from meshctl.model.base import (
 JobKind = Literal["train", "inference", "batch", "interactive"]
 Reserve = Literal["entrypoint", "workers"]
 Criticality = Literal["critical", "standard", "best-effort"]
+LOOP = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*")
 
 
 class AcceleratorSelector(Model):
@@ -97,6 +99,37 @@ class Checkpoint(Model):
     keep: Annotated[int, Field(ge=1, le=1000)] = 3
 
 
+class Train(Model):
+    """A Ray Train job: meshctl builds the ``TorchTrainer`` around the job's train loop (a
+    function written the normal Ray Train V2 way) with a stable run name and the job's
+    checkpoint storage, so every attempt resumes from the latest checkpoint.
+
+    Workers: ``workers_per_node`` on each of the job's ``resources.nodes``, each holding its
+    share of the node's resources (``gpus: 8`` with ``workers_per_node: 8``: one GPU each)."""
+
+    loop: str = Field(
+        description="module:function in the working directory", examples=["model:train_loop"]
+    )
+    workers_per_node: Annotated[int, Field(ge=1, le=64)] = 1
+    min_workers: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="elastic: run with as few as this many workers when nodes are lost"
+    )
+    max_failures: Annotated[int, Field(ge=-1, le=10_000)] = Field(
+        3, description="worker or node failures Ray Train recovers from inside one attempt"
+    )
+    hang_timeout: DurationS | None = Field(
+        None, description="no progress report for this long: restarted from its checkpoint"
+    )
+    config: dict[str, Any] = Field(default_factory=dict, description="the loop's config")
+
+    @field_validator("loop")
+    @classmethod
+    def _module_function(cls, value: str) -> str:
+        if not LOOP.fullmatch(value):
+            raise ValueError(f"expected module:function, e.g. model:train_loop, got {value!r}")
+        return value
+
+
 class Limits(Model):
     max_usd_per_hour: UsdPerHour | None = None
     deadline: dt.datetime | None = None
@@ -106,7 +139,9 @@ class Limits(Model):
 
 class JobSpec(Model):
     kind: JobKind
-    entrypoint: Annotated[str, Field(min_length=1, examples=["python train.py"])]
+    entrypoint: Annotated[str, Field(min_length=1, examples=["python train.py"])] | None = Field(
+        None, description="the command to run; a train job with a `train` section has none"
+    )
     working_dir: str = "."
     runtime_env: RuntimeEnv = Field(default_factory=RuntimeEnv)
     resources: Resources = Field(default_factory=Resources)
@@ -115,6 +150,7 @@ class JobSpec(Model):
     team: Name = "default"
     data: list[Dataset] = Field(default_factory=list)
     checkpoint: Checkpoint | None = None
+    train: Train | None = None
     limits: Limits = Field(default_factory=Limits)
     reserve: Reserve | None = Field(
         None,
@@ -135,10 +171,33 @@ class JobSpec(Model):
             )
         return self
 
+    @model_validator(mode="after")
+    def _one_way_to_run(self) -> JobSpec:
+        if self.entrypoint is None and self.train is None:
+            raise ValueError("needs an entrypoint (the command to run), or a train section")
+        if self.entrypoint is not None and self.train is not None:
+            raise ValueError("give an entrypoint or a train section, not both")
+        if self.train is not None:
+            if self.kind != "train":
+                raise ValueError("a train section is for kind: train")
+            if self.reserve == "entrypoint":
+                raise ValueError("a train job's workers hold its resources: use reserve: workers")
+            if self.train.min_workers is not None and self.train.min_workers > self.workers:
+                raise ValueError(f"train.min_workers is more than the {self.workers} workers")
+        return self
+
+    @property
+    def workers(self) -> int:
+        """Ray Train workers (a train job), one per node otherwise."""
+        per_node = self.train.workers_per_node if self.train else 1
+        return self.resources.nodes * per_node
+
     @property
     def reserves_for(self) -> Reserve:
         if self.reserve is not None:
             return self.reserve
+        if self.train is not None:
+            return "workers"
         return "entrypoint" if self.resources.nodes == 1 else "workers"
 
 

@@ -61,7 +61,9 @@ def test_validate_reports_problems_on_stderr_with_exit_2(cli, tmp_path: Path):
     bad.write_text("apiVersion: meshctl/v1\nkind: Job\nmetadata: {name: j}\nspec: {kind: batch}\n")
     result = cli.invoke(app, ["validate", str(bad)])
     assert result.exit_code == 2
-    assert result.stderr == f"error: {bad}:4: spec.entrypoint: required field is missing\n"
+    assert result.stderr == (
+        f"error: {bad}:4: spec: needs an entrypoint (the command to run), or a train section\n"
+    )
     assert "Traceback" not in result.output
 
 

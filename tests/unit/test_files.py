@@ -82,9 +82,24 @@ BAD = [
         id="absurd-gpus",
     ),
     pytest.param(
-        JOB.replace("  entrypoint: python run.py\n", ""),
-        "f.yaml:5: spec.entrypoint: required field is missing",
+        JOB.replace("  kind: batch\n", ""),
+        "f.yaml:5: spec.kind: required field is missing",
         id="missing-required",
+    ),
+    pytest.param(
+        JOB.replace("  entrypoint: python run.py\n", ""),
+        "f.yaml:5: spec: needs an entrypoint (the command to run), or a train section",
+        id="nothing-to-run",
+    ),
+    pytest.param(
+        JOB.replace("  kind: batch\n", "  kind: batch\n  train: {loop: 'model:fit'}\n"),
+        "f.yaml:5: spec: give an entrypoint or a train section, not both",
+        id="two-things-to-run",
+    ),
+    pytest.param(
+        JOB.replace("  entrypoint: python run.py\n", "  train: {loop: model}\n"),
+        "f.yaml:7: spec.train.loop: expected module:function, e.g. model:train_loop, got 'model'",
+        id="train-loop-not-module-function",
     ),
     pytest.param(
         JOB.replace("kind: batch", "kind: training"),

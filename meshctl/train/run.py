@@ -1,0 +1,127 @@
+"""The entrypoint of a train job (``python -m meshctl.train.run``): build the ``TorchTrainer``
+around the job's loop and fit it.
+
+What the job file says arrives in ``MESHCTL_TRAIN`` (JSON; the controller writes it):
+
+- ``loop``: ``module:function`` in the working directory, run on every worker;
+- ``workers``, ``min_workers`` (elastic), ``per_worker`` (CPU, GPU, memory), ``nodes`` and
+  ``workers_per_node``: worker ``i`` is pinned to node ``nodes[i // workers_per_node]`` by
+  the ``meshctl.io/node`` label, so the workers run where meshctl placed the job;
+- ``run_name``, ``storage`` and ``endpoint_url``: ``RunConfig(name, storage_path)``, the same
+  on every attempt of the job, so Ray Train resumes from the latest checkpoint;
+- ``max_failures`` (``FailureConfig``), ``keep`` (``CheckpointConfig.num_to_keep``),
+  ``config`` (the loop's ``train_loop_config``).
+
+Progress (reports, checkpoints, failures, worker-group starts) is recorded beside the
+checkpoints for the controller (``meshctl.train.progress``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import ray.train
+from ray.train.v2.api.callback import UserCallback
+from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+from ray.train.v2.torch.torch_trainer import TorchTrainer
+
+from meshctl.pools.observed import NODE_LABEL
+from meshctl.train import progress
+
+
+def load_loop(reference: str) -> Callable[..., Any]:
+    module, _, function = reference.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # the job's working directory
+    found = getattr(importlib.import_module(module), function, None)
+    if not callable(found):
+        raise SystemExit(f"meshctl train: {reference}: no function {function} in {module}")
+    return found  # type: ignore[no-any-return]
+
+
+def run_loop(reference: str, where: dict[str, Any], config: dict[str, Any]) -> Any:
+    """What every worker runs: record the start (rank 0), then the job's own loop."""
+    context = ray.train.get_context()
+    if context.get_world_rank() == 0 and where.get("uri"):
+        checkpoint = ray.train.get_checkpoint()
+        path = checkpoint.path if checkpoint is not None else None
+        progress.record_start(where["uri"], where.get("endpoint_url"), where["attempt"], path)
+    loop = load_loop(reference)
+    takes_config = bool(inspect.signature(loop).parameters)
+    return loop(config) if takes_config else loop()
+
+
+class Progress(UserCallback):
+    """Runs in the Ray Train controller: every report and failure, recorded."""
+
+    def __init__(self, uri: str, endpoint_url: str | None, attempt: int) -> None:
+        self.recorder = progress.Recorder(uri, endpoint_url, attempt)
+
+    def after_report(
+        self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any
+    ) -> None:
+        self.recorder.reported(
+            metrics[0] if metrics else {}, checkpoint.path if checkpoint else None
+        )
+
+    def after_exception(self, run_context: Any, worker_exceptions: dict[int, Exception]) -> None:
+        first = next(iter(worker_exceptions.items()), None)
+        error = f"worker {first[0]}: {first[1]!r}" if first else "a worker failed"
+        self.recorder.failed(error)
+
+
+def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
+    workers, per_node = int(spec["workers"]), int(spec.get("workers_per_node", 1))
+    nodes = list(spec.get("nodes") or [])
+    per_worker = {k: v for k, v in spec.get("per_worker", {}).items() if v}
+    scaling = ScalingConfig(
+        num_workers=(int(spec["min_workers"]), workers) if spec.get("min_workers") else workers,
+        use_gpu=bool(per_worker.get("GPU")),
+        resources_per_worker=per_worker or None,
+        label_selector=[{NODE_LABEL: nodes[i // per_node]} for i in range(workers)]
+        if len(nodes) * per_node >= workers
+        else None,
+    )
+    storage, endpoint = spec.get("storage"), spec.get("endpoint_url")
+    uri = f"{storage.rstrip('/')}/{spec['run_name']}" if storage else None
+    fs, path = progress.filesystem(storage, endpoint) if storage else (None, None)
+    run = RunConfig(
+        name=spec["run_name"],
+        storage_path=path,
+        storage_filesystem=fs,
+        failure_config=FailureConfig(max_failures=int(spec.get("max_failures", 3))),
+        checkpoint_config=CheckpointConfig(num_to_keep=int(spec.get("keep", 3))),
+        callbacks=[Progress(uri, endpoint, attempt)] if uri else None,
+    )
+    where = {"uri": uri, "endpoint_url": endpoint, "attempt": attempt}
+    return TorchTrainer(
+        functools.partial(run_loop, spec["loop"], where),
+        train_loop_config=dict(spec.get("config") or {}),
+        scaling_config=scaling,
+        run_config=run,
+    )
+
+
+def main() -> None:
+    spec = json.loads(os.environ["MESHCTL_TRAIN"])
+    attempt = int(os.environ.get("MESHCTL_ATTEMPT", "1"))
+    load_loop(spec["loop"])  # a wrong reference fails here, before any worker starts
+    print(
+        f"meshctl train: {spec['loop']} on {spec['workers']} workers, run {spec['run_name']} "
+        f"(attempt {attempt}) in {spec.get('storage') or 'Ray default storage'}",
+        flush=True,
+    )
+    result = trainer(spec, attempt).fit()
+    latest = result.checkpoint.path if result.checkpoint else None
+    print(f"meshctl train: finished; latest checkpoint {latest}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
