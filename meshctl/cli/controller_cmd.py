@@ -34,6 +34,7 @@ def run(
     from meshctl.controller.loop import Controller, PoolClient
     from meshctl.controller.runtime import clients, run_dir
     from meshctl.pools.emulated import EmulatedInstances
+    from meshctl.pools.health import unhealthy
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     context = app_context(ctx)
@@ -55,6 +56,7 @@ def run(
                 EmulatedInstances(run_dir(context.home), dict(rules.catalogs)),
                 background=not once,
             ),
+            health=lambda: unhealthy(context.home),
         )
         if once:
             report = controller.cycle()

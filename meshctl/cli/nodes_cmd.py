@@ -1,8 +1,12 @@
-"""``meshctl nodes list|cordon|drain|uncordon``: the nodes the controller has seen.
+"""``meshctl nodes list|cordon|drain|uncordon|health``: the nodes the controller has seen.
 
 Cordon: no new work, running jobs stay. Drain: no new work, and jobs still running when the
-deadline passes are evicted (and requeued). Uncordon: back in service. A node is named
-``pool/node``, or by its name alone where only one pool has it.
+deadline passes are evicted (and requeued). Uncordon: back in service (an unhealthy node's
+signal is cleared too: the operator says it is fine). Health: set or clear the node's health
+signal, as its probe would (``meshctl.pools.health``); the controller takes an unhealthy node
+out of service, asks its jobs to checkpoint, evicts and requeues them, and puts the node back
+when the signal clears. A node is named ``pool/node``, or by its name alone where only one
+pool has it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from meshctl.cli.render import Column, Output
 if TYPE_CHECKING:
     from meshctl.state import NodeRecord, Store
 
-app = typer.Typer(help="Nodes: list, cordon, drain, uncordon.", no_args_is_help=True)
+app = typer.Typer(help="Nodes: list, cordon, drain, uncordon, health.", no_args_is_help=True)
+KEPT = ("first_seen_s", "failures")  # what the controller counts, kept across state changes
 
 NodeArgument = Annotated[str, typer.Argument(help="pool/node, or the node's name.")]
 
@@ -66,7 +71,8 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
                 f" until {time.strftime('%H:%M:%S', time.localtime(n.detail['deadline_s']))}"
                 if n.detail.get("deadline_s")
                 else ""
-            ),
+            )
+            + (f" ({n.detail['reason']})" if n.detail.get("reason") else ""),
             "alive": "yes" if n.resources.get("alive") else "no",
             "gpus": f"{used.get(n.id, 0):g} / {n.resources.get('gpus', 0)}",
             "accelerator": n.resources.get("accelerator") or "",
@@ -107,9 +113,10 @@ def _set(ctx: typer.Context, ref: str, state: str, detail: dict[str, float], why
             node = _find(store, ref)
             now = time.time()
             event = Event(now, f"node.{state}", None, f"{node.id}: {why}", {"node": node.id})
+            kept = {k: v for k, v in node.detail.items() if k in KEPT}
             try:
                 store.update(
-                    replace(node, state=state, detail=detail, updated_at_s=now),
+                    replace(node, state=state, detail={**kept, **detail}, updated_at_s=now),
                     expected_version=node.version,
                     events=[event],
                 )
@@ -153,4 +160,38 @@ def drain(
 @app.command("uncordon")
 def uncordon(ctx: typer.Context, node: NodeArgument) -> None:
     """Back in service."""
+    from meshctl.pools.health import set_signal
+
+    context = app_context(ctx)
+    with context.store() as store:
+        pool, name = _find(store, node).id.split("/", 1)
+    set_signal(context.home, pool, name, None)
     _set(ctx, node, "ready", {}, "back in service")
+
+
+@app.command("health")
+def health(
+    ctx: typer.Context,
+    node: NodeArgument,
+    unhealthy: Annotated[
+        str | None,
+        typer.Option(help='Say the node is unhealthy, and why (e.g. "GPU XID 79").'),
+    ] = None,
+    healthy: Annotated[bool, typer.Option(help="Clear the signal: healthy again.")] = False,
+) -> None:
+    """Set the node's health signal as its probe would; the controller acts on it."""
+    from meshctl.cli import render
+    from meshctl.controller import daemon
+    from meshctl.pools.health import set_signal
+
+    if (unhealthy is None) == (not healthy):
+        raise InvalidRequestError("health: give --unhealthy REASON or --healthy")
+    if unhealthy is not None and not unhealthy.strip():
+        raise InvalidRequestError("--unhealthy: expected a reason, got an empty one")
+    context = app_context(ctx)
+    with context.store() as store:
+        found = _find(store, node)
+    pool, name = found.id.split("/", 1)
+    set_signal(context.home, pool, name, unhealthy.strip() if unhealthy else None)
+    daemon.nudge(context.home)
+    render.plain(f"{found.id}: " + (f"unhealthy ({unhealthy})" if unhealthy else "healthy"))

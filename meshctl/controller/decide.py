@@ -72,6 +72,7 @@ HOLDING = frozenset(
 FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 ON_ITS_WAY = frozenset({JobState.ADMITTED, JobState.DISPATCHED, JobState.RUNNING})
 STOP_MARGIN_S = 15.0  # a job on a reclaimed instance is stopped this long before it goes
+UNHEALTHY_GRACE_S = 30.0  # a job on a node found unhealthy may checkpoint this long first
 ACTIVE_ATTEMPT = frozenset({"submitting", "pending", "running"})
 TRAIN_ENTRYPOINT = "python -m meshctl.train.run"  # builds the TorchTrainer from MESHCTL_TRAIN
 
@@ -142,6 +143,15 @@ class CheckpointRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeChange:
+    """A node's health changed: ``unhealthy`` (out of service) or ``ready`` (healthy again)."""
+
+    node: str  # "pool/node"
+    state: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Launch:
     """Launch cloud capacity for a queued job (idempotent: the request id is the job's)."""
 
@@ -178,6 +188,7 @@ class Step:
     resubmits: list[Resubmit] = field(default_factory=list)
     stops: list[Stop] = field(default_factory=list)
     checkpoints: list[CheckpointRequest] = field(default_factory=list)
+    nodes: list[NodeChange] = field(default_factory=list)
     launches: list[Launch] = field(default_factory=list)
     teardowns: list[Teardown] = field(default_factory=list)
     decisions: list[DecisionNote] = field(default_factory=list)
@@ -218,6 +229,8 @@ def decide(world: World, rules: Rules) -> Step:
             queued.append(view)
     _drain_deadlines(world, holding, step)
     _reclaimed(world, rules, holding, step)
+    _unhealthy(world, rules, holding, step)
+    _hung(world, holding, step)
     _dead_nodes(world, holding, step)
     _schedule(world, rules, holding, queued, step)
     _idle_pools(world, rules, holding, step)
@@ -381,6 +394,68 @@ def _reclaimed(world: World, rules: Rules, holding: Sequence[JobView], step: Ste
         stop_at = max(world.now_s, deadline - STOP_MARGIN_S)
         step.attempts.append(AttemptChange(attempt.id, None, stop_at_s=stop_at))
         step.checkpoints.append(_checkpoint_request(view, rules, attempt, why, stop_at))
+
+
+def _unhealthy(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
+    """Nodes whose health probe says unhealthy leave service (and come back when it says
+    healthy again); the jobs on them are asked to checkpoint, evicted and requeued."""
+    for key, reason in sorted(world.health.items()):
+        record = world.nodes.get(key)
+        if record is not None and record.state != "unhealthy":
+            step.nodes.append(NodeChange(key, "unhealthy", reason))
+    for key, record in sorted(world.nodes.items()):
+        if record.state == "unhealthy" and key not in world.health:
+            step.nodes.append(NodeChange(key, "ready", "its health probe says healthy again"))
+    moved = {t.job_id for t in step.transitions}
+    for view in holding:
+        attempt = view.attempt
+        if attempt is None or view.record.state not in ON_ITS_WAY or view.record.id in moved:
+            continue
+        sick = [n for n in _placement_nodes(attempt) if f"{attempt.pool}/{n}" in world.health]
+        if not sick:
+            continue
+        why = f"node {sick[0]} is unhealthy: {world.health[f'{attempt.pool}/{sick[0]}']}"
+        step.transitions.append(Transition(view.record.id, JobState.EVICTED, why))
+        stop_at = world.now_s + UNHEALTHY_GRACE_S
+        step.attempts.append(AttemptChange(attempt.id, None, stop_at_s=stop_at))
+        step.checkpoints.append(_checkpoint_request(view, rules, attempt, why, stop_at))
+
+
+def _hung(world: World, holding: Sequence[JobView], step: Step) -> None:
+    """A train job with a hang timeout that reported no progress for that long is stopped
+    and requeued: its next attempt resumes from its latest checkpoint."""
+    moved = {t.job_id for t in step.transitions}
+    for view in holding:
+        attempt, train = view.attempt, view.job.spec.train
+        if attempt is None or train is None or train.hang_timeout is None:
+            continue
+        if view.record.id in moved:
+            continue
+        if view.record.state is not JobState.RUNNING or attempt.started_at_s is None:
+            continue
+        seen = world.progress.get(view.record.id)
+        last = attempt.started_at_s
+        if seen is not None and seen.attempt == attempt.number and seen.last_report_s:
+            last = max(last, seen.last_report_s)
+        if world.now_s - last <= train.hang_timeout:
+            continue
+        quiet, limit = world.now_s - last, train.hang_timeout
+        why = f"no progress report for {quiet:.0f} s (hang timeout {limit:g} s)"
+        step.transitions.append(Transition(view.record.id, JobState.EVICTED, why))
+        step.attempts.append(AttemptChange(attempt.id, None, stop_at_s=world.now_s))
+
+
+def pool_mtbf_s(world: World) -> dict[str, float]:
+    """Mean time between failures per pool, from what the controller has seen: the hours its
+    nodes were watched over the failures (lost, unhealthy) they had; pools with none omitted."""
+    watched: dict[str, float] = defaultdict(float)
+    failures: dict[str, int] = defaultdict(int)
+    for record in world.nodes.values():
+        first = record.detail.get("first_seen_s")
+        if first is not None:
+            watched[record.pool] += max(0.0, world.now_s - float(first))
+        failures[record.pool] += int(record.detail.get("failures", 0))
+    return {pool: watched[pool] / n for pool, n in failures.items() if n}
 
 
 def _checkpoint_request(
@@ -662,6 +737,8 @@ def _nodes(
                 health = "ready"
             if (name, seen.name) in world.reclaiming:
                 health = "cordoned"  # its instance is being taken back: nothing new goes there
+            if f"{name}/{seen.name}" in world.health:
+                health = "unhealthy"  # its probe says so (the record follows this cycle)
             out.append(
                 _node(name, seen, groups.get(seen.name), usd, health, held[f"{name}/{seen.name}"])
             )
@@ -779,8 +856,9 @@ def _dispatch(view: JobView, place: Place, rules: Rules, world: World) -> Dispat
     )
     if target is not None:
         detail["checkpoint_uri"], detail["checkpoint_endpoint"] = target
-    if view.job.spec.train is not None and place.pool in world.mtbf_s:
-        detail["pool_mtbf_s"] = world.mtbf_s[place.pool]  # for checkpoint interval auto
+    mtbf = pool_mtbf_s(world).get(place.pool) if view.job.spec.train is not None else None
+    if mtbf:
+        detail["pool_mtbf_s"] = mtbf  # for checkpoint interval auto
     attempt = AttemptRecord(
         id=f"{view.record.id}-{number}",
         job_id=view.record.id,

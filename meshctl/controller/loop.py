@@ -29,14 +29,15 @@ from meshctl.controller.decide import (
     AttemptChange,
     CheckpointRequest,
     Dispatch,
+    NodeChange,
     Rules,
     Step,
     Transition,
     decide,
 )
-from meshctl.controller.world import JobView, World
+from meshctl.controller.world import JobView, TrainProgress, World
 from meshctl.model.job import Job
-from meshctl.pools.checkpoints import request_checkpoint
+from meshctl.pools.checkpoints import read_progress, request_checkpoint
 from meshctl.pools.observed import ObservedNode, PoolObservation, Submission
 from meshctl.state.records import (
     AttemptRecord,
@@ -52,6 +53,7 @@ from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
 log = logging.getLogger("meshctl.controller")
 STOP_RESEND_S = 10.0  # a stop not yet seen to take effect is asked again after this
 MAX_SUBMIT_ERRORS = 5  # a submission refused this often fails its job instead of holding GPUs
+PROGRESS_READ_S = 2.0  # how often a running train job's progress is read from its storage
 
 
 class PoolClient(Protocol):
@@ -91,12 +93,16 @@ class Controller:
         heartbeat: Path | None = None,
         resolve: Callable[[], Mapping[str, PoolClient]] | None = None,
         burst: Burst | None = None,
+        health: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
-        comes back on new ports with a new token); without it, ``clients`` are fixed."""
+        comes back on new ports with a new token); without it, ``clients`` are fixed.
+        ``health``: the nodes' health signals (``meshctl.pools.health``), by "pool/node"."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
         self.resolve = resolve
         self.burst = burst  # the cloud side: launches, instance watch, teardown
+        self.health = health
+        self._progress: dict[str, tuple[float, TrainProgress | None]] = {}  # job -> (read at)
         self.heartbeat = heartbeat
         self.cycles = 0
         self._jobs: dict[str, Job] = {}  # parsed job files, by job id
@@ -148,8 +154,10 @@ class Controller:
             if job is not None:
                 views.append(JobView(record, job, attempt))
         nodes = {n.id: n for n in self.store.list(NodeRecord)}
+        progress = self._train_progress(views)
+        health = dict(self.health()) if self.health is not None else {}
         if self.burst is None:
-            return World(now, observations, tuple(views), nodes)
+            return World(now, observations, tuple(views), nodes, progress=progress, health=health)
         busy: dict[str, float] = {}
         for tried in latest.values():
             ended = tried.ended_at_s or (now if tried.state in ACTIVE_ATTEMPT else 0.0)
@@ -166,7 +174,29 @@ class Controller:
             self.burst.team_spend(now),
             self.burst.interrupted(),
             self.burst.reclaiming(),
+            progress,
+            health,
         )
+
+    def _train_progress(self, views: list[JobView]) -> dict[str, TrainProgress]:
+        """What running train jobs last reported, read from their checkpoint storage (at
+        most every PROGRESS_READ_S per job)."""
+        found: dict[str, TrainProgress] = {}
+        now = time.monotonic()
+        for view in views:
+            attempt = view.attempt
+            uri = attempt.detail.get("checkpoint_uri") if attempt else None
+            if attempt is None or view.job.spec.train is None or not uri:
+                continue
+            read_at, seen = self._progress.get(view.record.id, (-PROGRESS_READ_S, None))
+            if now - read_at >= PROGRESS_READ_S:
+                endpoint = attempt.detail.get("checkpoint_endpoint")
+                doc = read_progress(str(uri), attempt.number, endpoint)
+                seen = _train_progress(doc) if doc else None
+                self._progress[view.record.id] = (now, seen)
+            if seen is not None:
+                found[view.record.id] = seen
+        return found
 
     def _job(self, record: JobRecord) -> Job | None:
         job = self._jobs.get(record.id)
@@ -199,6 +229,8 @@ class Controller:
                     self._event(now, "job.stop", stop.job_id, f"stopping it ({stop.reason})")
             except Exception as err:  # an adapter error is reported, the loop goes on
                 errors.append(f"stop {stop.submission_id}: {err}")
+        for node_change in step.nodes:
+            self._node_health(node_change, now)
         for request in step.checkpoints:
             error = self._ask_to_checkpoint(request, now)
             if error:
@@ -249,6 +281,22 @@ class Controller:
         message = f"{request.reason}: asked to checkpoint within {left:.0f} s ({where})"
         self._event(now, "job.checkpoint-request", request.job_id, message)
         return None
+
+    def _node_health(self, change: NodeChange, now: float) -> None:
+        record = self.store.get(NodeRecord, change.node)
+        if record is None or record.state == change.state:
+            return
+        detail = dict(record.detail)
+        if change.state == "unhealthy":
+            detail["failures"] = int(detail.get("failures", 0)) + 1
+            detail["reason"] = change.reason
+        else:
+            detail.pop("reason", None)
+        changed = replace(record, state=change.state, detail=detail, updated_at_s=now)
+        kind = "node.unhealthy" if change.state == "unhealthy" else "node.healthy"
+        event = Event(now, kind, None, f"{change.node}: {change.reason}", {"pool": record.pool})
+        with contextlib.suppress(ConflictError, NotFoundError):
+            self.store.update(changed, expected_version=record.version, events=[event])
 
     def _dispatch(self, dispatch: Dispatch, now: float) -> str | None:
         attempt = dispatch.attempt
@@ -422,10 +470,18 @@ class Controller:
         try:
             current = self.store.get(NodeRecord, key)
             if current is None:
-                self.store.create(NodeRecord(key, pool, "ready", labels, resources, now))
+                first = {"first_seen_s": now}
+                self.store.create(NodeRecord(key, pool, "ready", labels, resources, now, first))
             else:
-                changed = replace(current, labels=labels, resources=resources, updated_at_s=now)
-                self.store.update(changed, expected_version=current.version)
+                detail, events = dict(current.detail), []
+                detail.setdefault("first_seen_s", now)
+                if current.resources.get("alive") and not node.alive:  # a node lost
+                    detail["failures"] = int(detail.get("failures", 0)) + 1
+                    events.append(Event(now, "node.lost", None, f"{key}: dead", {"pool": pool}))
+                changed = replace(
+                    current, labels=labels, resources=resources, detail=detail, updated_at_s=now
+                )
+                self.store.update(changed, expected_version=current.version, events=events)
             self._nodes_seen[key] = seen
         except StoreError:
             pass
@@ -472,6 +528,17 @@ class Controller:
             except Exception:
                 log.exception("cycle failed")
             wake.wait(interval_s)
+
+
+def _train_progress(doc: Mapping[str, Any]) -> TrainProgress:
+    checkpoints = doc.get("checkpoints") or []
+    return TrainProgress(
+        attempt=int(doc.get("attempt", 0)),
+        reports=int(doc.get("reports", 0)),
+        step=doc.get("step"),
+        last_report_s=doc.get("last_report_s"),
+        checkpoint_step=checkpoints[-1].get("step") if checkpoints else None,
+    )
 
 
 def _rounded(values: Mapping[str, float]) -> dict[str, float]:

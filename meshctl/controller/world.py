@@ -56,6 +56,5 @@ class World:
     # provider took back (spot): their jobs are preempted, not evicted
     reclaiming: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (pool, node)
     # whose spot instance was given notice -> when the provider takes it back
-    mtbf_s: Mapping[str, float] = field(default_factory=dict)  # per pool: node-hours observed
-    # per node failure seen, where any was seen
     progress: Mapping[str, TrainProgress] = field(default_factory=dict)  # train jobs, by job id
+    health: Mapping[str, str] = field(default_factory=dict)  # "pool/node" -> why unhealthy

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from dataclasses import replace
 from typing import Any
@@ -10,8 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshctl.controller.decide import STOP_MARGIN_S, Resubmit, Rules, Step, Stop, decide
-from meshctl.controller.world import JobView, World
+from meshctl.controller.decide import (
+    STOP_MARGIN_S,
+    UNHEALTHY_GRACE_S,
+    Resubmit,
+    Rules,
+    Step,
+    Stop,
+    decide,
+    pool_mtbf_s,
+)
+from meshctl.controller.world import JobView, TrainProgress, World
 from meshctl.model import Job, Mesh
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation
 from meshctl.pools.ray import RayPoolClient
@@ -518,3 +528,106 @@ def test_dispatches_fit_what_is_free_and_name_each_queued_job_once(w: World) -> 
             for g in alloc["gpu_indices"]:
                 held[(alloc["node"], g)] += alloc["gpu_share"]
     assert all(share <= 1.0 + 1e-9 for share in held.values())
+
+
+# --- health, hangs, train jobs ------------------------------------------------------------------
+
+
+def test_an_unhealthy_node_leaves_service_and_its_jobs_checkpoint_then_move() -> None:
+    running = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n1",)))
+    nodes = {k: NodeRecord(k, "onprem", "ready", {}, {}, NOW) for k in ("onprem/n1", "onprem/n2")}
+    sick = {"onprem/n1": "GPU XID 79"}
+    step = decide(
+        world(running, job("b"), observed=pool(ray("meshctl-a-1", "RUNNING")), nodes=nodes,
+              health=sick),
+        RULES,
+    )  # fmt: skip
+    assert [(c.node, c.state, c.reason) for c in step.nodes] == [
+        ("onprem/n1", "unhealthy", "GPU XID 79")
+    ]
+    assert ("a", "evicted") in moves(step)
+    [request] = step.checkpoints
+    assert request.deadline_s == NOW + UNHEALTHY_GRACE_S
+    assert "n1 is unhealthy: GPU XID 79" in request.reason
+    [placed] = step.dispatches  # the new job avoids the unhealthy node
+    assert [a["node"] for a in placed.attempt.detail["allocations"]] == ["n2"]
+
+
+def test_a_node_whose_probe_says_healthy_again_returns_to_service() -> None:
+    nodes = {"onprem/n1": NodeRecord("onprem/n1", "onprem", "unhealthy", {}, {}, NOW)}
+    step = decide(world(nodes=nodes), RULES)
+    assert [(c.node, c.state) for c in step.nodes] == [("onprem/n1", "ready")]
+
+
+def train_job(name: str = "t", state: JobState = JobState.RUNNING, **detail: Any) -> JobView:
+    tried = attempt(name, **detail)
+    view = job(
+        name,
+        state=state,
+        attempt=replace(tried, started_at_s=NOW - 100),
+        kind="train",
+        entrypoint=None,
+        train={"loop": "model:train_loop", "hang_timeout": "60s", "config": {"steps": 5}},
+    )
+    return view
+
+
+@pytest.mark.parametrize(
+    ("last_report_ago_s", "evicted"),
+    [(None, True), (90.0, True), (30.0, False)],
+    ids=["never reported in 100 s", "quiet for 90 s", "reported 30 s ago"],
+)
+def test_a_train_job_quiet_past_its_hang_timeout_is_stopped_and_requeued(
+    last_report_ago_s: float | None, evicted: bool
+) -> None:
+    view = train_job()
+    seen = {}
+    if last_report_ago_s is not None:
+        seen["t"] = TrainProgress(1, 10, 10, NOW - last_report_ago_s, 9)
+    step = decide(world(view, observed=pool(ray("meshctl-t-1", "RUNNING")), progress=seen), RULES)
+    assert (("t", "evicted") in moves(step)) is evicted
+    if evicted:
+        [change] = step.attempts
+        assert change.stop_at_s == NOW  # hung: no grace
+
+
+def test_a_train_job_is_submitted_as_a_trainer_with_a_stable_run_name_and_storage() -> None:
+    view = replace(train_job(state=JobState.PENDING), attempt=None)
+    nodes = {"onprem/n1": NodeRecord("onprem/n1", "onprem", "ready", {}, {},
+                                     NOW, {"first_seen_s": NOW - 7200, "failures": 2})}  # fmt: skip
+    [dispatch] = decide(world(view, nodes=nodes), RULES).dispatches
+    sub = dispatch.submission
+    assert sub.entrypoint == "python -m meshctl.train.run"
+    env = sub.runtime_env["env_vars"]
+    spec = json.loads(env["MESHCTL_TRAIN"])
+    assert (spec["loop"], spec["run_name"], spec["storage"]) == (
+        "model:train_loop",
+        "t",
+        "file:///ckpt",
+    )
+    assert spec["nodes"] == [a["node"] for a in dispatch.attempt.detail["allocations"]]
+    assert spec["per_worker"]["GPU"] == 1
+    assert env["MESHCTL_POOL_MTBF_S"] == "3600"  # 2 h watched, 2 failures
+    assert sub.num_gpus is None  # the workers hold the GPUs, not the entrypoint
+
+
+def test_checkpoint_storage_sticks_to_the_job_whichever_pool_runs_it_next() -> None:
+    first = replace(attempt("a", state="lost"), detail={"checkpoint_uri": "s3://b/a",
+                    "checkpoint_endpoint": "http://s3", "allocations": []})  # fmt: skip
+    view = job("a", state=JobState.REQUEUED, attempt=first)
+    [dispatch] = decide(world(view), RULES).dispatches
+    assert dispatch.attempt.detail["checkpoint_uri"] == "s3://b/a"
+    env = dispatch.submission.runtime_env["env_vars"]
+    assert env["MESHCTL_CHECKPOINT_URI"] == "s3://b/a"
+    assert env["MESHCTL_CHECKPOINT_ENDPOINT_URL"] == "http://s3"
+
+
+def test_pool_mtbf_is_node_hours_watched_over_failures_seen() -> None:
+    nodes = {
+        "onprem/n1": NodeRecord("onprem/n1", "onprem", "ready", {}, {}, NOW,
+                                {"first_seen_s": NOW - 3600, "failures": 1}),
+        "onprem/n2": NodeRecord("onprem/n2", "onprem", "ready", {}, {}, NOW,
+                                {"first_seen_s": NOW - 3600}),
+        "lab/x": NodeRecord("lab/x", "lab", "ready", {}, {}, NOW, {"first_seen_s": NOW - 60}),
+    }  # fmt: skip
+    assert pool_mtbf_s(world(nodes=nodes)) == {"onprem": 7200.0}  # lab: no failure seen yet

@@ -375,3 +375,50 @@ def test_a_slow_launch_runs_beside_the_cycle_and_is_started_once() -> None:
     [record] = store.list(InstanceRecord)
     assert record.state == "ready"
     assert not burst.launching()
+
+
+def test_a_health_signal_takes_a_node_out_of_service_and_back() -> None:
+    from meshctl.state import NodeRecord
+
+    store, clock, signals = MemoryStore(), Clock(), {"onprem/n1": "GPU XID 79"}
+    loop = Controller(store, Rules(MESH, {}, None), {"onprem": FakePool()}, clock=clock,
+                      health=lambda: signals)  # fmt: skip
+    loop.cycle()  # the nodes are recorded
+    loop.cycle()  # and the signal acted on
+    node = store.get(NodeRecord, "onprem/n1")
+    assert node is not None
+    assert (node.state, node.detail["failures"], node.detail["reason"]) == (
+        "unhealthy",
+        1,
+        "GPU XID 79",
+    )
+    signals.clear()
+    loop.cycle()
+    node = store.get(NodeRecord, "onprem/n1")
+    assert node is not None
+    assert (node.state, node.detail["failures"]) == ("ready", 1)  # a failure stays counted
+    kinds = [e.kind for e in store.events()]
+    assert (kinds.count("node.unhealthy"), kinds.count("node.healthy")) == (1, 1)
+
+
+def test_a_node_lost_is_counted_as_a_failure_of_its_pool() -> None:
+    from meshctl.state import NodeRecord
+
+    class Dying(FakePool):
+        alive = True
+
+        def observe(self) -> PoolObservation:
+            seen = super().observe()
+            first = replace(seen.nodes[0], alive=self.alive)
+            return replace(seen, nodes=(first, *seen.nodes[1:]))
+
+    store, clock, pool = MemoryStore(), Clock(), Dying()
+    loop = controller(store, pool, clock)
+    loop.cycle()
+    pool.alive = False
+    loop.cycle()
+    node = store.get(NodeRecord, "onprem/n1")
+    assert node is not None
+    assert node.detail["failures"] == 1
+    assert node.detail["first_seen_s"] < clock.now
+    assert [e.kind for e in store.events()].count("node.lost") == 1
