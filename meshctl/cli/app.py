@@ -25,6 +25,7 @@ from meshctl.cli import (
     providers_cmd,
     schema_cmd,
     submit_cmd,
+    train_cmd,
     validate_cmd,
 )
 from meshctl.cli.context import AppContext
@@ -43,6 +44,7 @@ app.command("up")(mesh_cmd.up)
 app.command("down")(mesh_cmd.down)
 app.command("status")(mesh_cmd.status)
 app.command("submit")(submit_cmd.submit)
+app.command("train")(train_cmd.train)
 app.command("gc")(gc_cmd.gc)
 app.command("validate")(validate_cmd.validate)
 app.command("schema")(schema_cmd.schema)

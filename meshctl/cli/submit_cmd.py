@@ -53,13 +53,6 @@ def submit(
     output: OutputOption = Output.table,
 ) -> None:
     """Queue a job; print its id. Rejects at once what can never fit, with the reason."""
-    import datetime as dt
-    import time
-
-    from meshctl.cli import render
-    from meshctl.controller import daemon
-    from meshctl.controller.submit import Rejected, check, enqueue
-
     context = app_context(ctx)
     command_flags = {
         "--gpus": gpus is not None,
@@ -91,6 +84,21 @@ def submit(
         work = working_dir.resolve() if working_dir else None
     else:
         raise InvalidRequestError("expected JOB.yaml, or -- and a command (see --help)")
+    queue(context, job, work, dry_run, explain, output)
+
+
+def queue(
+    context: Any, job: Job, work: Path | None, dry_run: bool, explain: bool, output: Output
+) -> str | None:
+    """Check the job against the mesh and queue it; print and return its id (None: a dry
+    run). Shared by ``submit`` and ``train``."""
+    import datetime as dt
+    import time
+
+    from meshctl.cli import render
+    from meshctl.controller import daemon
+    from meshctl.controller.submit import Rejected, check, enqueue
+
     now = dt.datetime.now(dt.UTC)
     rules = context.rules()
     observed = _unlisted_inventory(context, rules.mesh)
@@ -101,7 +109,7 @@ def submit(
     if dry_run or explain:
         _show_plan(job, admission, output)
     if dry_run:
-        return
+        return None
     with context.store() as store:
         try:
             record = enqueue(store, job, admission, work, context.home, time.time())
@@ -115,6 +123,7 @@ def submit(
         render.plain(record.id)
     if not daemon.nudge(context.home):
         render.problems([f"{record.id} is queued, but no controller is running: meshctl up"])
+    return str(record.id)
 
 
 def _unlisted_inventory(context: Any, mesh: Any) -> dict[str, Any]:

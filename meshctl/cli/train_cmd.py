@@ -1,0 +1,202 @@
+"""``meshctl train``: submit a Ray Train job and follow it until it finishes.
+
+    meshctl train examples/train/train.yaml
+    meshctl train --workers 2 --gpus-per-worker 1 --config steps=300 model:train_loop
+
+The loop (``module:function`` in the working directory) is written the normal Ray Train V2
+way; meshctl builds the ``TorchTrainer`` around it (``meshctl.train.run``). The job id is
+printed first; then the job's events (placement, checkpoint requests, evictions, resumes)
+until it ends. Exit 0 when it succeeded, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from meshctl.cli.context import app_context
+from meshctl.cli.errors import EXIT_FAILURE, InvalidRequestError
+from meshctl.cli.options import OutputOption
+from meshctl.cli.render import Output
+
+if TYPE_CHECKING:
+    from meshctl.model import Job
+
+
+def train(
+    ctx: typer.Context,
+    target: Annotated[
+        str, typer.Argument(help="JOB.yaml, or the loop as MODULE:FUNCTION.", show_default=False)
+    ],
+    workers: Annotated[int, typer.Option(help="Ray Train workers.", min=1)] = 1,
+    workers_per_node: Annotated[int, typer.Option(help="Workers on each node.", min=1)] = 1,
+    gpus_per_worker: Annotated[float, typer.Option(help="GPUs per worker.", min=0)] = 0,
+    cpus_per_worker: Annotated[float, typer.Option(help="CPUs per worker.", min=0.01)] = 1.0,
+    memory_per_worker: Annotated[str, typer.Option(help="Memory per worker.")] = "1GiB",
+    config: Annotated[
+        list[str] | None, typer.Option(help="KEY=VALUE for the loop's config (JSON values).")
+    ] = None,
+    max_failures: Annotated[int, typer.Option(help="Failures recovered inside a run.")] = 3,
+    hang_timeout: Annotated[
+        str | None, typer.Option(help="Restart from the checkpoint after this long quiet.")
+    ] = None,
+    checkpoint_interval: Annotated[
+        str, typer.Option(help="A duration, or auto (Young/Daly).")
+    ] = "auto",
+    criticality: Annotated[str, typer.Option(help="critical, standard or best-effort.")] = (
+        "standard"
+    ),
+    team: Annotated[str, typer.Option(help="The team the job is charged to.")] = "default",
+    name: Annotated[str | None, typer.Option(help="Job name (default: the module).")] = None,
+    working_dir: Annotated[
+        Path, typer.Option("--working-dir", help="Directory uploaded with the job.")
+    ] = Path("."),
+    follow: Annotated[bool, typer.Option(help="Follow the job until it ends.")] = True,
+    timeout: Annotated[float, typer.Option(help="Stop following after this many seconds.")] = (
+        24 * 3600.0
+    ),
+    output: OutputOption = Output.table,
+) -> None:
+    """Submit a Ray Train job (a job file, or a loop and its scaling); follow it."""
+    from meshctl.cli.submit_cmd import _from_file, queue
+
+    context = app_context(ctx)
+    if target.endswith((".yaml", ".yml")):
+        if not Path(target).is_file():
+            raise InvalidRequestError(f"{target}: no such job file")
+        job, job_dir = _from_file(Path(target))
+        if job.spec.train is None:
+            raise InvalidRequestError(f"{target}: spec.train: expected a train section")
+        work = (job_dir / job.spec.working_dir).resolve()
+    else:
+        if workers % workers_per_node:
+            raise InvalidRequestError(
+                f"--workers: expected a multiple of --workers-per-node {workers_per_node}, "
+                f"got {workers}"
+            )
+        job = _job(target, workers, workers_per_node, gpus_per_worker, cpus_per_worker,
+                   memory_per_worker, _config(config or []), max_failures, hang_timeout,
+                   checkpoint_interval, criticality, team, name)  # fmt: skip
+        work = working_dir.resolve()
+    job_id = queue(context, job, work, dry_run=False, explain=False, output=output)
+    if follow and job_id is not None:
+        _follow(context, job_id, timeout)
+
+
+def _config(pairs: list[str]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise InvalidRequestError(f"--config: expected KEY=VALUE, got {pair!r}")
+        try:
+            found[key] = json.loads(raw)
+        except ValueError:
+            found[key] = raw  # a plain string
+    return found
+
+
+def _job(
+    loop: str,
+    workers: int,
+    per_node: int,
+    gpus: float,
+    cpus: float,
+    memory: str,
+    config: dict[str, Any],
+    max_failures: int,
+    hang_timeout: str | None,
+    interval: str,
+    criticality: str,
+    team: str,
+    name: str | None,
+) -> Job:
+    from pydantic import ValidationError
+
+    from meshctl.model import Job
+    from meshctl.units import parse_memory_gib
+
+    try:
+        memory_gib = parse_memory_gib(memory)
+    except ValueError as err:
+        raise InvalidRequestError(f"--memory-per-worker: {err}") from None
+    train: dict[str, Any] = {"loop": loop, "workers_per_node": per_node,
+                             "max_failures": max_failures, "config": config}  # fmt: skip
+    if hang_timeout:
+        train["hang_timeout"] = hang_timeout
+    raw = {
+        "apiVersion": "meshctl/v1",
+        "kind": "Job",
+        "metadata": {"name": name or _name_of(loop)},
+        "spec": {
+            "kind": "train",
+            "team": team,
+            "criticality": criticality,
+            "resources": {
+                "gpus": gpus * per_node,
+                "cpus": cpus * per_node,
+                "memory_gib": memory_gib * per_node,
+                "nodes": workers // per_node,
+            },
+            "train": train,
+            "checkpoint": {"interval": interval},
+        },
+    }
+    try:
+        return Job.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        flag = _FLAGS.get(where, where)
+        message = str(first["msg"]).removeprefix("Value error, ")
+        if ", got " not in message:
+            message += f", got {first.get('input')!r}"
+        raise InvalidRequestError(f"{flag}: {message}") from None
+
+
+_FLAGS = {
+    "metadata.name": "--name",
+    "spec.team": "--team",
+    "spec.criticality": "--criticality",
+    "spec.train.loop": "MODULE:FUNCTION",
+    "spec.train.hang_timeout": "--hang-timeout",
+    "spec.train.max_failures": "--max-failures",
+    "spec.checkpoint.interval": "--checkpoint-interval",
+    "spec.resources.gpus": "--gpus-per-worker",
+    "spec.resources": "--gpus-per-worker",
+}
+
+
+def _name_of(loop: str) -> str:
+    import re
+
+    stem = re.sub(r"[^a-z0-9-]+", "-", loop.partition(":")[0].rsplit(".", 1)[-1].lower())
+    return (stem.strip("-") or "train")[:40]
+
+
+def _follow(context: Any, job_id: str, timeout: float) -> None:
+    """Print the job's events as they happen until it ends; exit 1 unless it succeeded."""
+    from meshctl.cli import render
+    from meshctl.controller.decide import FINISHED
+    from meshctl.state import JobRecord, JobState
+
+    deadline, after = time.monotonic() + timeout, 0
+    with context.store() as store:
+        while True:
+            for event in store.events(job_id=job_id, after_seq=after):
+                at = time.strftime("%H:%M:%S", time.localtime(event.at_s))
+                render.plain(f"{at} {event.kind}: {event.message}")
+                after = event.seq
+            record = store.get(JobRecord, job_id)
+            if record is None or record.state in FINISHED:
+                break
+            if time.monotonic() > deadline:
+                render.problems([f"{job_id} still {record.state.value} after {timeout:g} s"])
+                raise typer.Exit(EXIT_FAILURE)
+            time.sleep(0.5)
+    if record is None or record.state is not JobState.SUCCEEDED:
+        raise typer.Exit(EXIT_FAILURE)

@@ -1,0 +1,69 @@
+"""``meshctl train``: bad input is one line with exit 2 and nothing queued; a good request is
+queued as a train job with its scaling."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from meshctl.cli.app import app
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["model"], "MODULE:FUNCTION: expected module:function, e.g. model:train_loop"),
+        (["m:f", "--workers", "3", "--workers-per-node", "2"],
+         "--workers: expected a multiple of --workers-per-node 2, got 3"),
+        (["m:f", "--config", "steps"], "--config: expected KEY=VALUE, got 'steps'"),
+        (["m:f", "--hang-timeout", "soon"], "--hang-timeout:"),
+        (["m:f", "--memory-per-worker", "lots"], "--memory-per-worker:"),
+        (["missing.yaml"], "missing.yaml: no such job file"),
+    ],
+    ids=["not module:function", "workers do not split", "config without =",
+         "bad hang timeout", "bad memory", "no such file"],
+)  # fmt: skip
+def test_bad_requests_are_one_line_with_exit_2(
+    cli, tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = cli.invoke(app, ["--home", str(tmp_path / "home"), "train", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "home" / "state.db").exists()  # nothing queued
+
+
+def test_a_job_file_without_a_train_section_is_refused(cli, tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "apiVersion: meshctl/v1\nkind: Job\nmetadata: {name: j}\n"
+        "spec: {kind: batch, entrypoint: python x.py}\n"
+    )
+    result = cli.invoke(app, ["--home", str(tmp_path / "home"), "train", str(job)])
+    assert result.exit_code == 2
+    assert "spec.train: expected a train section" in result.stderr
+
+
+def test_a_loop_is_queued_as_a_train_job_with_its_scaling(cli, tmp_path: Path) -> None:
+    from meshctl.state import JobRecord, open_store
+
+    home = tmp_path / "home"
+    args = ["--home", str(home), "train", "model:train_loop", "--workers", "4",
+            "--workers-per-node", "2", "--gpus-per-worker", "1", "--config", "steps=50",
+            "--config", "tag=x", "--no-follow", "-o", "json"]  # fmt: skip
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    job_id = json.loads(result.stdout)["id"]
+    with open_store(home) as store:
+        record = store.get(JobRecord, job_id)
+    assert record is not None
+    spec = record.spec["spec"]
+    assert spec["kind"] == "train"
+    assert spec["resources"]["nodes"] == 2
+    assert spec["resources"]["gpus"] == 2
+    assert spec["train"]["loop"] == "model:train_loop"
+    assert spec["train"]["config"] == {"steps": 50, "tag": "x"}
