@@ -127,6 +127,9 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
         "events": [{"at_s": e.at_s, "kind": e.kind, "message": e.message} for e in events],
         "decision": decisions[-1].explanation.get("summary") if decisions else None,
     }
+    training = _training(record, attempts, data["events"])
+    if training is not None:
+        data["training"] = training
     if output is not Output.table:
         render.emit_data(data, output)
         return
@@ -140,9 +143,49 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
             f"  attempt {a.number}: {a.state} on {a.pool} ({render.esc(_nodes(a))}) "
             f"as {a.submission_id}" + (f": {render.esc(a.reason)}" if a.reason else "")
         )
+    for t in (training or {}).get("attempts", []):
+        start = "scratch" if t["resumed_from_step"] is None else f"step {t['resumed_from_step']}"
+        render.say(
+            f"  training, attempt {t['attempt']}: resumed from {start}, "
+            f"{t['restarts']} restarts inside, last step {t['last_step']}"
+        )
+    for r in (training or {}).get("recoveries", []):
+        render.say(
+            f"  recovery in attempt {r['attempt']}: {render.esc(r['cause'])}; "
+            f"steps lost {_or_dash(r['steps_lost'])}, detected in {_secs(r['detect_s'])}, "
+            f"resumed in {_secs(r['resume_s'])}"
+        )
     for e in events:
         at = time.strftime("%H:%M:%S", time.localtime(e.at_s))
         render.say(f"  {at} {e.kind}: {render.esc(e.message)}")
+
+
+def _training(record: Any, attempts: list[Any], events: list[dict[str, Any]]) -> Any:
+    """A train job's recoveries, from what it recorded beside its checkpoints."""
+    from dataclasses import asdict
+
+    from meshctl.controller.recovery import history
+    from meshctl.pools.checkpoints import read_history
+
+    if not record.spec.get("spec", {}).get("train") or not attempts:
+        return None
+    detail = attempts[-1].detail
+    if not detail.get("checkpoint_uri"):
+        return None
+    recorded = read_history(str(detail["checkpoint_uri"]), detail.get("checkpoint_endpoint"))
+    per_attempt, recoveries = history(recorded, events)
+    return {
+        "attempts": [asdict(a) for a in per_attempt],
+        "recoveries": [asdict(r) for r in recoveries],
+    }
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
 
 
 @app.command("logs")

@@ -4,9 +4,10 @@ controller (hang detection, ``meshctl jobs show``) to read.
 Under ``<checkpoint uri>/.meshctl/``:
 
 - ``progress-<attempt>.json``, written by the Ray Train controller (a ``UserCallback``) after
-  reports: ``reports``, ``step`` and ``last_report_s`` of the latest report, ``checkpoints``
-  (``path``, ``step``, ``at_s``; the latest few), ``failures`` (worker errors Ray Train
-  recovered from or not: ``at_s``, ``error``).
+  reports: ``reports``, ``first_report_s``, and ``step`` and ``last_report_s`` of the latest
+  report, ``checkpoints`` (``path``, ``step``, ``at_s``; the latest few), ``failures``
+  (worker errors: ``at_s``, ``error``, the ``step`` and ``last_report_s`` before it, and
+  ``resumed_s``, the first report after it, once Ray Train has restarted the workers).
 - ``start-<attempt>-<ns>.json``, written by rank 0 each time the worker group (re)starts:
   ``at_s`` and the ``checkpoint`` path it resumed from (None: from scratch).
 
@@ -54,6 +55,7 @@ class Recorder:
         self.document: dict[str, Any] = {
             "attempt": attempt,
             "reports": 0,
+            "first_report_s": None,
             "step": None,
             "last_report_s": None,
             "checkpoints": [],
@@ -67,14 +69,28 @@ class Recorder:
         step = metrics.get("step")
         doc["step"] = int(step) if isinstance(step, int | float) else doc["reports"]
         doc["last_report_s"] = time.time()
-        if checkpoint_path is not None:
+        doc["first_report_s"] = doc["first_report_s"] or doc["last_report_s"]
+        for failure in doc["failures"]:
+            if failure.get("resumed_s") is None:
+                failure["resumed_s"] = doc[
+                    "last_report_s"
+                ]  # the workers are back        if checkpoint_path is not None:
             entry = {"path": checkpoint_path, "step": doc["step"], "at_s": doc["last_report_s"]}
             doc["checkpoints"] = [*doc["checkpoints"], entry][-KEEP_CHECKPOINTS:]
         if checkpoint_path is not None or time.monotonic() - self._written_s >= 1.0:
             self._write()
 
     def failed(self, error: str) -> None:
-        self.document["failures"].append({"at_s": time.time(), "error": error[:500]})
+        doc = self.document
+        doc["failures"].append(
+            {
+                "at_s": time.time(),
+                "error": error[:500],
+                "step": doc["step"],
+                "last_report_s": doc["last_report_s"],
+                "resumed_s": None,
+            }
+        )
         self._write()
 
     def _write(self) -> None:

@@ -1,0 +1,123 @@
+"""How a train job recovered: pure, from what it recorded (``meshctl.train.progress``) and
+the controller's events. What ``meshctl jobs show`` and ``benchmarks/recovery.py`` print.
+
+Two layers of recovery:
+
+- inside an attempt, Ray Train restarts the workers after a worker or node failure (the
+  failure is in the attempt's progress, ``resumed_s`` is its first report afterwards);
+- across attempts, the controller evicts, preempts or requeues the job and submits it again
+  (the cause is the job's ``job.evicted`` / ``job.preempted`` event; the next attempt's first
+  report is when it resumed).
+
+Steps lost: the last step reported before the failure less the step of the checkpoint the
+run resumed from (all of them when it started from scratch). Time to detect: from the last
+report before the failure to the failure being seen. Time to resume: from then to the first
+report after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+CAUSES = ("job.evicted", "job.preempted")
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptTraining:
+    attempt: int
+    resumed_from_step: int | None  # None: from scratch
+    restarts: int  # worker-group restarts inside the attempt
+    last_step: int | None
+    checkpoints: int
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    attempt: int  # the attempt in which the run resumed
+    cause: str
+    last_step: int | None
+    resumed_from_step: int | None
+    steps_lost: int | None
+    detect_s: float | None
+    resume_s: float | None
+
+
+def history(
+    recorded: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
+) -> tuple[list[AttemptTraining], list[Recovery]]:
+    """Per attempt, and per recovery, from ``read_history`` output and the job's events
+    (``at_s``, ``kind``, ``message``)."""
+    progress: Mapping[int, Mapping[str, Any]] = recorded.get("progress", {})
+    starts: Sequence[Mapping[str, Any]] = recorded.get("starts", [])
+    step_of = {
+        str(c["path"]): c.get("step")
+        for doc in progress.values()
+        for c in doc.get("checkpoints", [])
+        if c.get("path")
+    }
+
+    def resumed(start: Mapping[str, Any] | None) -> int | None:
+        path = start.get("checkpoint") if start else None
+        return step_of.get(str(path)) if path else None
+
+    attempts, recoveries = [], []
+    numbers = sorted({int(n) for n in progress} | {int(s.get("attempt", 0)) for s in starts})
+    for number in numbers:
+        doc = progress.get(number, {})
+        mine = [s for s in starts if int(s.get("attempt", 0)) == number]
+        attempts.append(
+            AttemptTraining(
+                number,
+                resumed(mine[0] if mine else None),
+                max(0, len(mine) - 1),
+                doc.get("step"),
+                len(doc.get("checkpoints", [])),
+            )
+        )
+        before = progress.get(number - 1)
+        if before is not None:  # resumed across attempts
+            last_s = before.get("last_report_s") or 0.0
+            cause = next(
+                (e for e in events if e.get("kind") in CAUSES and float(e["at_s"]) >= last_s),
+                None,
+            )
+            seen_s = float(cause["at_s"]) if cause else None
+            first_s = doc.get("first_report_s")
+            recoveries.append(
+                Recovery(
+                    number,
+                    str(cause["message"]) if cause else "requeued",
+                    before.get("step"),
+                    resumed(mine[0] if mine else None),
+                    _lost(before.get("step"), resumed(mine[0] if mine else None)),
+                    seen_s - last_s if seen_s is not None and last_s else None,
+                    first_s - seen_s if first_s and seen_s is not None else None,
+                )
+            )
+        for failure in doc.get("failures", []):  # resumed inside the attempt
+            after = next((s for s in mine if float(s["at_s"]) >= float(failure["at_s"])), None)
+            at_s, last_s, back_s = (
+                failure["at_s"],
+                failure.get("last_report_s"),
+                failure.get("resumed_s"),
+            )
+            recoveries.append(
+                Recovery(
+                    number,
+                    f"Ray Train restarted the workers: {failure.get('error', '')}"[:200],
+                    failure.get("step"),
+                    resumed(after),
+                    _lost(failure.get("step"), resumed(after)) if after else None,
+                    at_s - last_s if last_s else None,
+                    back_s - at_s if back_s else None,
+                )
+            )
+    return attempts, recoveries
+
+
+def _lost(last_step: int | None, resumed_from: int | None) -> int | None:
+    if last_step is None:
+        return None
+    return last_step - resumed_from if resumed_from is not None else last_step + 1

@@ -1,0 +1,55 @@
+"""A train job's recoveries, from what it recorded and the controller's events."""
+
+from __future__ import annotations
+
+import pytest
+
+from meshctl.controller.recovery import history
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_restart_inside_an_attempt_and_a_resubmission_across_attempts() -> None:
+    recorded = {
+        "progress": {
+            1: {
+                "attempt": 1, "step": 47, "first_report_s": 101.0, "last_report_s": 150.0,
+                "checkpoints": [{"path": "/c/ck-19", "step": 19}, {"path": "/c/ck-39", "step": 39}],
+                "failures": [{"at_s": 126.0, "error": "worker 1 died", "step": 25,
+                              "last_report_s": 125.5, "resumed_s": 131.0}],
+            },
+            2: {"attempt": 2, "step": 59, "first_report_s": 160.0, "last_report_s": 172.0,
+                "checkpoints": [{"path": "/c/ck-59", "step": 59}], "failures": []},
+        },
+        "starts": [
+            {"attempt": 1, "at_s": 100.0, "checkpoint": None},
+            {"attempt": 1, "at_s": 129.0, "checkpoint": "/c/ck-19"},
+            {"attempt": 2, "at_s": 158.0, "checkpoint": "/c/ck-39"},
+        ],
+    }  # fmt: skip
+    events = [
+        {"at_s": 90.0, "kind": "job.running", "message": "started"},
+        {"at_s": 153.0, "kind": "job.evicted", "message": "node n1 is dead"},
+    ]
+    attempts, recoveries = history(recorded, events)
+    assert [(a.attempt, a.resumed_from_step, a.restarts, a.last_step) for a in attempts] == [
+        (1, None, 1, 47),
+        (2, 39, 0, 59),
+    ]
+    inside, across = sorted(recoveries, key=lambda r: r.cause.startswith("node"))
+    assert (inside.attempt, inside.steps_lost, inside.resumed_from_step) == (1, 6, 19)
+    assert inside.detect_s == pytest.approx(0.5)
+    assert inside.resume_s == pytest.approx(5.0)
+    assert (across.attempt, across.cause, across.steps_lost) == (2, "node n1 is dead", 8)
+    assert across.detect_s == pytest.approx(3.0)  # last report 150, evicted at 153
+    assert across.resume_s == pytest.approx(7.0)  # first report of attempt 2 at 160
+
+
+def test_a_run_that_never_failed_has_no_recoveries() -> None:
+    recorded = {
+        "progress": {1: {"attempt": 1, "step": 9, "checkpoints": [], "failures": []}},
+        "starts": [{"attempt": 1, "at_s": 1.0, "checkpoint": None}],
+    }
+    attempts, recoveries = history(recorded, [])
+    assert recoveries == []
+    assert attempts[0].resumed_from_step is None
