@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -74,6 +75,7 @@ ON_ITS_WAY = frozenset({JobState.ADMITTED, JobState.DISPATCHED, JobState.RUNNING
 STOP_MARGIN_S = 15.0  # a job on a reclaimed instance is stopped this long before it goes
 UNHEALTHY_GRACE_S = 30.0  # a job on a node found unhealthy may checkpoint this long first
 ACTIVE_ATTEMPT = frozenset({"submitting", "pending", "running"})
+KILLED = re.compile(r"exit code (-9|-15|137|143)\b")  # SIGKILL, SIGTERM: not the job's own doing
 TRAIN_ENTRYPOINT = "python -m meshctl.train.run"  # builds the TorchTrainer from MESHCTL_TRAIN
 
 
@@ -320,6 +322,10 @@ def _follow(
     elif status == "failed" and ray.error_type in INFRA_ERRORS:
         step.transitions.append(Transition(record.id, JobState.EVICTED, ray.message or "died"))
         _requeue(view, ray.error_type or "infrastructure failure", step)
+    elif status == "failed" and KILLED.search(ray.message or ""):
+        why = f"its driver was killed: {_first_line(ray.message)}"  # the OOM killer, a node
+        step.transitions.append(Transition(record.id, JobState.EVICTED, why))
+        _requeue(view, "its driver was killed", step)
     elif status == "failed":
         step.transitions.append(Transition(record.id, JobState.FAILED, _first_line(ray.message)))
     else:  # stopped by someone else

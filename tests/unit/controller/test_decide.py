@@ -631,3 +631,18 @@ def test_pool_mtbf_is_node_hours_watched_over_failures_seen() -> None:
         "lab/x": NodeRecord("lab/x", "lab", "ready", {}, {}, NOW, {"first_seen_s": NOW - 60}),
     }  # fmt: skip
     assert pool_mtbf_s(world(nodes=nodes)) == {"onprem": 7200.0}  # lab: no failure seen yet
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("Job entrypoint command failed with exit code -9, last available logs ...", "requeued"),
+        ("Job entrypoint command failed with exit code 137", "requeued"),
+        ("Job entrypoint command failed with exit code 1, last available logs ...", "failed"),
+    ],
+    ids=["SIGKILL", "SIGKILL through a shell", "its own error"],
+)
+def test_a_driver_killed_by_a_signal_is_requeued_not_failed(message: str, expected: str) -> None:
+    view = job("a", state=JobState.RUNNING, attempt=attempt("a"))
+    seen = pool(ray("meshctl-a-1", "FAILED", "JOB_ENTRYPOINT_COMMAND_ERROR", message))
+    assert moves(decide(world(view, observed=seen), RULES))[-1] == ("a", expected)
