@@ -901,6 +901,9 @@ def _submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissi
     }
     if spec.train is not None:
         env["MESHCTL_TRAIN"] = json.dumps(_train_spec(view, attempt, nodes), sort_keys=True)
+        # Ray Train's controller collects each worker's report when it polls (every 2 s by
+        # default) and a report waits for that: a loop reporting every step would crawl.
+        env.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.1")
         if attempt.detail.get("pool_mtbf_s"):
             env["MESHCTL_POOL_MTBF_S"] = f"{float(attempt.detail['pool_mtbf_s']):.0f}"
     runtime_env = spec.runtime_env.model_dump(exclude_none=True, exclude_defaults=True)

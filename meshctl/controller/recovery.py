@@ -84,6 +84,9 @@ def history(
                 None,
             )
             seen_s = float(cause["at_s"]) if cause else None
+            unresumed = [f for f in before.get("failures", []) if f.get("resumed_s") is None]
+            if unresumed:  # Ray Train saw it first (its workers' health check)
+                seen_s = min(float(unresumed[0]["at_s"]), seen_s or float("inf"))
             first_s = doc.get("first_report_s")
             recoveries.append(
                 Recovery(
@@ -97,6 +100,8 @@ def history(
                 )
             )
         for failure in doc.get("failures", []):  # resumed inside the attempt
+            if failure.get("resumed_s") is None:
+                continue  # not resumed there: the next attempt's recovery covers it
             after = next((s for s in mine if float(s["at_s"]) >= float(failure["at_s"])), None)
             at_s, last_s, back_s = (
                 failure["at_s"],

@@ -72,9 +72,8 @@ class Recorder:
         doc["first_report_s"] = doc["first_report_s"] or doc["last_report_s"]
         for failure in doc["failures"]:
             if failure.get("resumed_s") is None:
-                failure["resumed_s"] = doc[
-                    "last_report_s"
-                ]  # the workers are back        if checkpoint_path is not None:
+                failure["resumed_s"] = doc["last_report_s"]  # the workers are back
+        if checkpoint_path is not None:
             entry = {"path": checkpoint_path, "step": doc["step"], "at_s": doc["last_report_s"]}
             doc["checkpoints"] = [*doc["checkpoints"], entry][-KEEP_CHECKPOINTS:]
         if checkpoint_path is not None or time.monotonic() - self._written_s >= 1.0:

@@ -77,13 +77,23 @@ class Progress(UserCallback):
         self.recorder.failed(error)
 
 
+def cuda_here() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
     workers, per_node = int(spec["workers"]), int(spec.get("workers_per_node", 1))
     nodes = list(spec.get("nodes") or [])
     per_worker = {k: v for k, v in spec.get("per_worker", {}).items() if v}
+    use_gpu = bool(per_worker.get("GPU")) and cuda_here()
+    if per_worker.get("GPU") and not use_gpu:  # GPUs declared on CPU nodes: an emulated mesh
+        print("meshctl train: no CUDA here; the workers train on CPU (gloo)", flush=True)
+        per_worker.pop("GPU")  # meshctl placed the job; the label selector pins the workers
     scaling = ScalingConfig(
         num_workers=(int(spec["min_workers"]), workers) if spec.get("min_workers") else workers,
-        use_gpu=bool(per_worker.get("GPU")),
+        use_gpu=use_gpu,
         resources_per_worker=per_worker or None,
         label_selector=[{NODE_LABEL: nodes[i // per_node]} for i in range(workers)]
         if len(nodes) * per_node >= workers

@@ -53,3 +53,24 @@ def test_a_run_that_never_failed_has_no_recoveries() -> None:
     attempts, recoveries = history(recorded, [])
     assert recoveries == []
     assert attempts[0].resumed_from_step is None
+
+
+def test_a_failure_ray_train_saw_but_did_not_resume_counts_for_the_next_attempt() -> None:
+    recorded = {
+        "progress": {
+            1: {"attempt": 1, "step": 32, "last_report_s": 100.0,
+                "checkpoints": [{"path": "/c/29", "step": 29}],
+                "failures": [{"at_s": 101.0, "step": 32, "last_report_s": 100.0,
+                              "resumed_s": None, "error": "worker health check failed"}]},
+            2: {"attempt": 2, "step": 59, "first_report_s": 110.0, "checkpoints": [],
+                "failures": []},
+        },
+        "starts": [{"attempt": 1, "at_s": 90.0, "checkpoint": None},
+                   {"attempt": 2, "at_s": 108.0, "checkpoint": "/c/29"}],
+    }  # fmt: skip
+    events = [{"at_s": 104.0, "kind": "job.evicted", "message": "node n-1 is dead"}]
+    _, recoveries = history(recorded, events)
+    [recovery] = recoveries
+    assert (recovery.attempt, recovery.steps_lost, recovery.cause) == (2, 3, "node n-1 is dead")
+    assert recovery.detect_s == pytest.approx(1.0)  # Ray Train's health check, before the event
+    assert recovery.resume_s == pytest.approx(9.0)

@@ -1,0 +1,35 @@
+"""What a train job records of its progress, and how the controller reads it back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from meshctl.pools.checkpoints import read_history, read_progress
+from meshctl.train.progress import Recorder, record_start
+
+pytestmark = pytest.mark.unit
+
+
+def test_reports_checkpoints_failures_and_starts_round_trip(tmp_path: Path) -> None:
+    uri = f"file://{tmp_path}/job"
+    record_start(uri, None, 1, None)
+    recorder = Recorder(uri, None, 1)
+    recorder.reported({"step": 0, "loss": 1.0}, None)
+    recorder.reported({"step": 9, "loss": 0.5}, "/ck/9")
+    recorder.failed("worker 1: died")
+    record_start(uri, None, 1, "/ck/9")
+    recorder.reported({"loss": 0.4}, None)  # no step metric: the report count stands in
+    recorder.reported({"step": 10, "loss": 0.4}, "/ck/10")
+    seen = read_progress(uri, 1)
+    assert seen is not None
+    assert (seen["reports"], seen["step"]) == (4, 10)
+    assert [c["step"] for c in seen["checkpoints"]] == [9, 10]
+    [failure] = seen["failures"]
+    assert (failure["step"], failure["error"]) == (9, "worker 1: died")
+    assert failure["resumed_s"] >= failure["at_s"]  # the next report: the workers are back
+    history = read_history(uri)
+    assert [s["checkpoint"] for s in history["starts"]] == [None, "/ck/9"]
+    assert list(history["progress"]) == [1]
+    assert read_progress(uri, 2) is None
