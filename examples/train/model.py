@@ -126,8 +126,9 @@ def train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
         print(f"resumed from step {start - 1}" if start else "starting from scratch", flush=True)
     model = ray.train.torch.prepare_model(model)  # DDP when there are several workers
 
-    # A fixed interval in steps (deterministic), else meshctl's: the job's, or Young/Daly's.
-    checkpointing = None if every else Checkpointing()
+    # A fixed interval in steps (deterministic), else meshctl's: the job's, or Young/Daly's;
+    # and whenever meshctl asks (a spot notice, a preemption, an unhealthy node).
+    checkpointing = Checkpointing(interval_s=float("inf") if every else None)
     loss = float("nan")
     for step in range(start, steps):
         inject_faults(config, step, rank)
@@ -140,7 +141,7 @@ def train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
 
         metrics = {"step": step, "loss": loss}
         # ``due`` is a collective (rank 0 decides, the others hear it): every rank, every step.
-        due = (step + 1) % int(every) == 0 if every else checkpointing.due(step)
+        due = checkpointing.due(step) or bool(every and (step + 1) % int(every) == 0)
         if (due or step == steps - 1) and rank == 0:
             state = {
                 "model": unwrap(model).state_dict(),

@@ -73,6 +73,7 @@ HOLDING = frozenset(
 FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 ON_ITS_WAY = frozenset({JobState.ADMITTED, JobState.DISPATCHED, JobState.RUNNING})
 STOP_MARGIN_S = 15.0  # a job on a reclaimed instance is stopped this long before it goes
+STARTUP_ALLOWANCE_S = 600.0  # before its first report a run may be waiting for its workers
 UNHEALTHY_GRACE_S = 30.0  # a job on a node found unhealthy may checkpoint this long first
 ACTIVE_ATTEMPT = frozenset({"submitting", "pending", "running"})
 KILLED = re.compile(r"exit code (-9|-15|137|143)\b")  # SIGKILL, SIGTERM: not the job's own doing
@@ -440,12 +441,12 @@ def _hung(world: World, holding: Sequence[JobView], step: Step) -> None:
         if view.record.state is not JobState.RUNNING or attempt.started_at_s is None:
             continue
         seen = world.progress.get(view.record.id)
-        last = attempt.started_at_s
+        last, limit = attempt.started_at_s, max(train.hang_timeout, STARTUP_ALLOWANCE_S)
         if seen is not None and seen.attempt == attempt.number and seen.last_report_s:
-            last = max(last, seen.last_report_s)
-        if world.now_s - last <= train.hang_timeout:
+            last, limit = max(last, seen.last_report_s), train.hang_timeout
+        if world.now_s - last <= limit:
             continue
-        quiet, limit = world.now_s - last, train.hang_timeout
+        quiet = world.now_s - last
         why = f"no progress report for {quiet:.0f} s (hang timeout {limit:g} s)"
         step.transitions.append(Transition(view.record.id, JobState.EVICTED, why))
         step.attempts.append(AttemptChange(attempt.id, None, stop_at_s=world.now_s))

@@ -574,8 +574,12 @@ def train_job(name: str = "t", state: JobState = JobState.RUNNING, **detail: Any
 
 @pytest.mark.parametrize(
     ("last_report_ago_s", "evicted"),
-    [(None, True), (90.0, True), (30.0, False)],
-    ids=["never reported in 100 s", "quiet for 90 s", "reported 30 s ago"],
+    [(None, False), (90.0, True), (30.0, False)],
+    ids=[
+        "starting: no report yet, within the start-up allowance",
+        "quiet for 90 s",
+        "reported 30 s ago",
+    ],
 )
 def test_a_train_job_quiet_past_its_hang_timeout_is_stopped_and_requeued(
     last_report_ago_s: float | None, evicted: bool
@@ -646,3 +650,10 @@ def test_a_driver_killed_by_a_signal_is_requeued_not_failed(message: str, expect
     view = job("a", state=JobState.RUNNING, attempt=attempt("a"))
     seen = pool(ray("meshctl-a-1", "FAILED", "JOB_ENTRYPOINT_COMMAND_ERROR", message))
     assert moves(decide(world(view, observed=seen), RULES))[-1] == ("a", expected)
+
+
+def test_a_train_job_that_never_reports_is_stopped_after_the_start_up_allowance() -> None:
+    view = train_job()
+    stuck = replace(view, attempt=replace(view.attempt, started_at_s=NOW - 601))  # type: ignore[arg-type]
+    step = decide(world(stuck, observed=pool(ray("meshctl-t-1", "RUNNING"))), RULES)
+    assert ("t", "evicted") in moves(step)
