@@ -1,0 +1,100 @@
+"""A run started in one pool finishes in another: both pools keep checkpoints in S3
+(moto_server directly, not through the EC2 fault proxy; read through pyarrow's S3 filesystem with an endpoint override). The job's node in
+the first pool dies; the controller requeues it, the only free GPU is in the other pool, and
+the run resumes there from its latest checkpoint in S3 under the same run name."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from meshctl.pools import local
+from meshctl.pools.checkpoints import read_progress
+from tests.conftest import ROOT
+from tests.emulators.aws import MotoServer
+from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
+
+pytestmark = pytest.mark.integration
+
+AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+POOL = """\
+    - name: {name}
+      provider: local
+      checkpoint_storage: {{uri: "s3://checkpoints/runs", endpoint_url: "{endpoint}"}}
+      nodes:
+        - {{name: {name}-gpu, gpus: 1, cpus: 1, memory_gib: 2GiB,
+           accelerator: {{model: A100, memory_gib: 80GiB}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def two_pools(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Mesh, MotoServer]]:
+    import boto3
+
+    base = tmp_path_factory.mktemp("cross")
+    with MotoServer() as moto:
+        s3 = boto3.client("s3", endpoint_url=moto.moto, **_keys())
+        s3.create_bucket(Bucket="checkpoints")
+        pools = "".join(POOL.format(name=n, endpoint=moto.moto) for n in ("east", "west"))
+        (base / "mesh.yaml").write_text(
+            "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: cross}\nspec:\n  pools:\n" + pools
+        )
+        mesh = Mesh(base / "home", base)
+        mesh.run("--mesh", str(base / "mesh.yaml"), "up", "--interval", "0.5", env=AWS)
+        try:
+            yield mesh, moto
+        finally:
+            mesh.run("down", check=False, env=AWS)
+
+
+def _keys() -> dict[str, str]:
+    return {
+        "aws_access_key_id": AWS["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": AWS["AWS_SECRET_ACCESS_KEY"],
+        "region_name": AWS["AWS_DEFAULT_REGION"],
+    }
+
+
+def test_a_run_started_in_one_pool_resumes_in_the_other_from_s3(
+    two_pools: tuple[Mesh, MotoServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+
+    mesh, moto = two_pools
+    for key, value in AWS.items():
+        monkeypatch.setenv(key, value)
+    config = {"steps": 60, "checkpoint_every_steps": 10, "step_delay_s": 0.1}
+    args = ["train", "model:train_loop", "--name", "cross", "--no-follow",
+            "--cpus-per-worker", "0.5", "--gpus-per-worker", "1", "--memory-per-worker", "512MiB",
+            "--working-dir", str(ROOT / "examples" / "train")]  # fmt: skip
+    for key, value in config.items():
+        args += ["--config", f"{key}={json.dumps(value)}"]
+    job_id = mesh.run(*args, env=AWS).stdout.strip().splitlines()[-1]
+    uri = f"s3://checkpoints/runs/{job_id}"
+    deadline = time.monotonic() + WAIT_S
+    while (seen := read_progress(uri, 1, moto.moto)) is None or (seen.get("step") or 0) < 25:
+        assert time.monotonic() < deadline, f"{job_id} never reached step 25: {seen}"
+        time.sleep(0.25)
+    first = mesh.show(job_id)
+    pool, [node] = str(first["pool"]), str(first["nodes"]).split(", ")
+    cluster = local.LocalCluster.load(local.run_file(mesh.home / "run", pool))
+    local.remove_node(cluster, node, mesh.home / "run")  # the pool's only GPU node dies
+    assert mesh.run("jobs", "wait", job_id, "--timeout", str(WAIT_S), env=AWS).returncode == 0
+    shown = mesh.show(job_id)
+    assert shown["attempt"] == 2
+    assert shown["pool"] != pool  # finished in the other pool
+    training: dict = shown["training"]  # type: ignore[assignment]
+    assert training["attempts"][-1]["resumed_from_step"] >= 19  # from S3, not from scratch
+    listed = boto3.client("s3", endpoint_url=moto.moto, **_keys()).list_objects_v2(
+        Bucket="checkpoints", Prefix=f"runs/{job_id}/checkpoint_"
+    )
+    assert listed.get("KeyCount", 0) > 0  # Ray Train's checkpoints are in S3
