@@ -6,10 +6,15 @@
 #      each went and why, wait for them, show their results;
 #   3. burst: with on-prem full, a best-effort job bursts to an AWS pool (EC2 emulated by
 #      moto_server; each instance a local Ray node), a critical job waits for on-prem, the idle
-#      cloud pool is torn down, the spend is shown; then the mesh comes down.
+#      cloud pool is torn down, the spend is shown;
+#   4. fault-tolerant training: a Ray Train job (examples/train) loses its node mid-run; the
+#      controller requeues it, it resumes on the other node from its latest checkpoint and
+#      finishes; `jobs show` gives the steps lost and the times to detect and resume; then the
+#      mesh comes down.
 set -euo pipefail
 MESHCTL=${MESHCTL:-.venv/bin/meshctl}
 MESHCTL=$(cd "$(dirname "$MESHCTL")" && pwd)/$(basename "$MESHCTL")
+repo=$(cd "$(dirname "$0")/.." && pwd)
 dir=$(mktemp -d)
 export MESHCTL_HOME="$dir/home"
 started=$(date +%s)
@@ -100,7 +105,33 @@ for _ in $(seq 1 120); do  # the cloud pool goes once idle for its idle_minutes 
   "$MESHCTL" status -o json | grep -q '"kind": "pool.teardown"' && break
   sleep 0.5
 done
-step status
 step pools list
+
+echo; echo "== 4. Fault-tolerant training: a node dies mid-run"
+trainjob=$("$MESHCTL" train model:train_loop --name mlp --working-dir "$repo/examples/train" \
+  --workers 1 --gpus-per-worker 1 --cpus-per-worker 0.5 --memory-per-worker 512MiB \
+  --config steps=150 --config checkpoint_every_steps=20 --config step_delay_s=0.1 --no-follow)
+echo "train (examples/train/model.py, Ray Train, a checkpoint every 20 steps): $trainjob"
+py="$(dirname "$MESHCTL")/python"
+for _ in $(seq 1 240); do  # until it has passed step 60 (and checkpointed at step 59)
+  "$MESHCTL" jobs show "$trainjob" -o json | "$py" -c '
+import json, sys
+attempts = (json.load(sys.stdin).get("training") or {}).get("attempts") or [{}]
+sys.exit(0 if (attempts[0].get("last_step") or 0) >= 60 else 1)' && break
+  sleep 0.5
+done
+node=$("$MESHCTL" jobs show "$trainjob" -o json | "$py" -c 'import json, sys; print(json.load(sys.stdin)["nodes"])')
+echo "a node failure: every Ray process of $node (the node the run is on) is killed"
+"$py" - "$node" <<'PY'
+import os, sys
+from pathlib import Path
+from meshctl.pools import local
+run = Path(os.environ["MESHCTL_HOME"]) / "run"
+local.remove_node(local.LocalCluster.load(local.run_file(run, "onprem")), sys.argv[1], run)
+PY
+step jobs wait "$trainjob" --timeout 300
+step jobs show "$trainjob"
+printf '\n\033[1m$ meshctl jobs logs %s | grep -E "resumed|RESULT"\033[0m\n' "$trainjob"
+"$MESHCTL" jobs logs "$trainjob" | grep -E "resumed from|RESULT" | sort -u | tail -2
 step down
 echo; echo "demo finished in $(( $(date +%s) - started )) s"

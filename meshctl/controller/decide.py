@@ -321,7 +321,9 @@ def _follow(
     if status == "succeeded":
         step.transitions.append(Transition(record.id, JobState.SUCCEEDED, "exited 0"))
     elif status == "failed" and ray.error_type in INFRA_ERRORS:
-        step.transitions.append(Transition(record.id, JobState.EVICTED, ray.message or "died"))
+        message = ray.message or ""
+        why = "its node died" if "node has died" in message else _first_line(message) or "died"
+        step.transitions.append(Transition(record.id, JobState.EVICTED, why))
         _requeue(view, ray.error_type or "infrastructure failure", step)
     elif status == "failed" and KILLED.search(ray.message or ""):
         why = f"its driver was killed: {_first_line(ray.message)}"  # the OOM killer, a node
