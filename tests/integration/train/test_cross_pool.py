@@ -1,7 +1,8 @@
 """A run started in one pool finishes in another: both pools keep checkpoints in S3
-(moto_server directly, not through the EC2 fault proxy; read through pyarrow's S3 filesystem with an endpoint override). The job's node in
-the first pool dies; the controller requeues it, the only free GPU is in the other pool, and
-the run resumes there from its latest checkpoint in S3 under the same run name."""
+(moto_server, reached directly rather than through the EC2 fault proxy; Ray Train writes
+through pyarrow's S3 filesystem with an endpoint override). The job's node in the first pool
+dies; the controller requeues it, the only free GPU is in the other pool, and the run resumes
+there from its latest checkpoint in S3 under the same run name."""
 
 from __future__ import annotations
 

@@ -1,0 +1,50 @@
+"""The TorchTrainer meshctl builds from a train job (built, not fitted: no cluster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+
+def spec(tmp_path: Path, **over: Any) -> dict[str, Any]:
+    return {
+        "loop": "model:train_loop",
+        "workers": 4,
+        "workers_per_node": 2,
+        "min_workers": None,
+        "nodes": ["n1", "n2"],
+        "per_worker": {"CPU": 0.5, "GPU": 1.0, "memory": 2**30},
+        "max_failures": 5,
+        "keep": 2,
+        "config": {"steps": 3},
+        "run_name": "job-1",
+        "storage": f"file://{tmp_path}",
+        "endpoint_url": None,
+        **over,
+    }
+
+
+def test_workers_are_pinned_to_the_nodes_meshctl_chose_with_a_stable_run(tmp_path: Path) -> None:
+    from meshctl.train.run import trainer
+
+    built = trainer(spec(tmp_path), attempt=2)
+    scaling, run = built.scaling_config, built.run_config
+    assert scaling.num_workers == 4
+    assert [s["meshctl.io/node"] for s in scaling.label_selector] == ["n1", "n1", "n2", "n2"]
+    assert scaling.use_gpu is False  # no CUDA here: GPUs are emulated, the workers use gloo
+    assert "GPU" not in (scaling.resources_per_worker or {})
+    assert (run.name, run.storage_path) == ("job-1", str(tmp_path))
+    assert run.failure_config.max_failures == 5
+    assert run.checkpoint_config.num_to_keep == 2
+    assert built.train_loop_config == {"steps": 3}
+
+
+def test_elastic_workers_range_from_the_minimum_to_all(tmp_path: Path) -> None:
+    from meshctl.train.run import trainer
+
+    built = trainer(spec(tmp_path, min_workers=2), attempt=1)
+    assert built.scaling_config.num_workers == (2, 4)
