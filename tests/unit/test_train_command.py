@@ -67,3 +67,39 @@ def test_a_loop_is_queued_as_a_train_job_with_its_scaling(cli, tmp_path: Path) -
     assert spec["resources"]["gpus"] == 2
     assert spec["train"]["loop"] == "model:train_loop"
     assert spec["train"]["config"] == {"steps": 50, "tag": "x"}
+
+
+@pytest.mark.parametrize(
+    ("state", "exit_code"),
+    [("succeeded", None), ("failed", 1)],
+    ids=["succeeded: exit 0", "failed: exit 1"],
+)
+def test_following_prints_the_events_until_the_job_ends(
+    capsys: pytest.CaptureFixture[str], state: str, exit_code: int | None
+) -> None:
+    import contextlib
+
+    import typer
+
+    from meshctl.cli.train_cmd import _follow
+    from meshctl.state import Event, JobRecord, JobState, MemoryStore
+
+    store = MemoryStore()
+    store.create(JobRecord("t-1", "t", "default", JobState(state), 0, {}, None, 1.0, 2.0))
+    store.append_event(Event(1.0, "job.admitted", "t-1", "placed on n-0"))
+    store.append_event(Event(2.0, f"job.{state}", "t-1", "the end"))
+
+    class Context:
+        @contextlib.contextmanager
+        def store(self):  # type: ignore[no-untyped-def]
+            yield store
+
+    if exit_code is None:
+        _follow(Context(), "t-1", timeout=5)
+    else:
+        with pytest.raises(typer.Exit) as raised:
+            _follow(Context(), "t-1", timeout=5)
+        assert raised.value.exit_code == exit_code
+    out = capsys.readouterr().out
+    assert "job.admitted: placed on n-0" in out
+    assert f"job.{state}: the end" in out
