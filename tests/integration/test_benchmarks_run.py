@@ -63,3 +63,26 @@ def test_missing_traces_exit_2(tmp_path: Path, script: str):
     done = _run(script, "--trace-dir", str(tmp_path / "absent"))
     assert done.returncode == 2
     assert "trace data not found" in done.stderr
+
+
+def test_recovery_benchmark_compares_meshctl_with_plain_ray_train():
+    """A node killed mid-training, with meshctl and with plain Ray Train: two local Ray clusters
+    start and two runs recover, about 80 s on two cores (so more than ``_run`` allows)."""
+    every = 10
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "recovery.py"),
+         "--steps", "60", "--every", str(every), "--kill-at", "25", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=360,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1, done.stdout
+    result = json.loads(lines[0])
+    assert result["checkpoint_interval_steps"] == every
+    for side in ("meshctl", "ray_train"):
+        figures = result[side]
+        assert set(figures) == {"detect_s", "resume_s", "steps_lost", "ettr"}, side
+        assert 0 <= figures["steps_lost"] <= every, (side, figures)
+        assert figures["detect_s"] >= 0, (side, figures)
+        assert figures["resume_s"] > 0, (side, figures)
+        assert 0 < figures["ettr"] < 1, (side, figures)
