@@ -103,6 +103,7 @@ class Controller:
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
         self._progress: dict[str, tuple[float, TrainProgress | None]] = {}  # job -> (read at)
+        self._told: dict[tuple[str, int], int] = {}  # (job, attempt) -> restarts told
         self.heartbeat = heartbeat
         self.cycles = 0
         self._jobs: dict[str, Job] = {}  # parsed job files, by job id
@@ -194,6 +195,8 @@ class Controller:
                 doc = read_progress(str(uri), attempt.number, endpoint)
                 seen = _train_progress(doc) if doc else None
                 self._progress[view.record.id] = (now, seen)
+                if doc:
+                    self._restarts(view.record.id, attempt.number, doc)
             if seen is not None:
                 found[view.record.id] = seen
         return found
@@ -281,6 +284,19 @@ class Controller:
         message = f"{request.reason}: asked to checkpoint within {left:.0f} s ({where})"
         self._event(now, "job.checkpoint-request", request.job_id, message)
         return None
+
+    def _restarts(self, job_id: str, attempt: int, doc: Mapping[str, Any]) -> None:
+        """One event per worker failure Ray Train recovered from (resumed) in the attempt."""
+        resumed = [f for f in doc.get("failures", []) if f.get("resumed_s")]
+        key = (job_id, attempt)
+        if key not in self._told:  # after a restart of the controller: what it said before
+            said = self.store.events(job_id=job_id)
+            self._told[key] = sum(
+                1 for e in said if e.kind == "train.restarted" and e.data.get("attempt") == attempt
+            )
+        for event in _restart_events(job_id, attempt, resumed, self._told[key]):
+            self.store.append_event(replace(event, data={**event.data, "attempt": attempt}))
+            self._told[key] += 1
 
     def _node_health(self, change: NodeChange, now: float) -> None:
         record = self.store.get(NodeRecord, change.node)
@@ -528,6 +544,27 @@ class Controller:
             except Exception:
                 log.exception("cycle failed")
             wake.wait(interval_s)
+
+
+def _restart_events(
+    job_id: str, attempt: int, failures: list[Mapping[str, Any]], told: int
+) -> list[Event]:
+    """Events for the worker failures Ray Train recovered from inside an attempt (one each,
+    once resumed), past the first ``told``."""
+    events = []
+    for n, failure in enumerate(failures[told:], start=told + 1):
+        at_s, back_s = float(failure.get("at_s") or 0), float(failure.get("resumed_s") or 0)
+        message = (
+            f"attempt {attempt}: Ray Train restarted the workers after a failure at step "
+            f"{failure.get('step')} ({_first_line(str(failure.get('error', '')))[:200]}); "
+            f"training again {back_s - at_s:.1f} s later"
+        )
+        events.append(Event(back_s, "train.restarted", job_id, message, {"n": n}))
+    return events
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def _train_progress(doc: Mapping[str, Any]) -> TrainProgress:

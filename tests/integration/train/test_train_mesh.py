@@ -2,6 +2,7 @@
 three emulated 1-GPU nodes and the controller daemon) runs the example PyTorch loop
 (examples/train/model.py) as a train job, and things go wrong mid-run:
 
+- a worker crashes: Ray Train restarts it inside the attempt from the latest checkpoint;
 - its node is killed: the job is evicted, requeued, placed on another node and resumes from its
   latest checkpoint; the final weights are bit-for-bit those of an uninterrupted run;
 - its node's health probe says unhealthy: the node leaves service, the job is asked to
@@ -108,6 +109,25 @@ def restore_node(mesh: Mesh, name: str) -> None:
          "accelerator": {"model": "A100", "memory_gib": 80}}
     )  # fmt: skip
     local.add_node(cluster, name, group, mesh.home / "run")
+
+
+def test_a_worker_crash_is_recovered_inside_the_attempt_by_ray_train(
+    mesh: Mesh, reference: dict[str, Any], tmp_path: Path
+) -> None:
+    out, marker = tmp_path / "weights.json", tmp_path / "crashed-once"
+    job_id = train(mesh, "worker-crash", output=str(out), fail_at_step=25,
+                   fail_marker=str(marker))  # fmt: skip
+    assert mesh.run("jobs", "wait", job_id, "--timeout", str(WAIT_S)).returncode == 0
+    assert marker.exists()
+    shown = mesh.show(job_id)
+    assert shown["attempt"] == 1  # no new attempt: Ray Train restarted the worker in place
+    assert final(out)["sha256"] == reference["sha256"]
+    [attempt] = training(mesh, job_id)["attempts"]
+    assert attempt["restarts"] == 1
+    [recovery] = training(mesh, job_id)["recoveries"]
+    assert recovery["steps_lost"] <= EVERY
+    kinds = [e["kind"] for e in shown["events"]]  # type: ignore[index, union-attr]
+    assert "train.restarted" in kinds
 
 
 def test_a_node_killed_mid_training_resumes_elsewhere_with_identical_weights(

@@ -422,3 +422,27 @@ def test_a_node_lost_is_counted_as_a_failure_of_its_pool() -> None:
     assert node.detail["failures"] == 1
     assert node.detail["first_seen_s"] < clock.now
     assert [e.kind for e in store.events()].count("node.lost") == 1
+
+
+def test_restarts_ray_train_recovered_from_become_events_once(tmp_path: Path) -> None:
+    from meshctl.train.progress import Recorder, record_start
+
+    uri = f"file://{tmp_path}/t"
+    recorder = Recorder(uri, None, 1)
+    record_start(uri, None, 1, None)
+    recorder.reported({"step": 9}, "/ck/9")
+    recorder.failed("worker 0: RayActorError('died')\nmore lines")
+    store, clock = MemoryStore(), Clock()
+    loop = controller(store, FakePool(), clock)
+    doc = {"failures": recorder.document["failures"]}
+    loop._restarts("t", 1, doc)
+    assert [e.kind for e in store.events()] == []  # not resumed yet: nothing to tell
+    recorder.reported({"step": 10}, None)  # the workers are back
+    doc = {"failures": recorder.document["failures"]}
+    loop._restarts("t", 1, doc)
+    loop._restarts("t", 1, doc)
+    again = controller(store, FakePool(), clock)  # a restarted controller says it no more
+    again._restarts("t", 1, doc)
+    [event] = store.events()
+    assert event.kind == "train.restarted"
+    assert "failure at step 9 (worker 0: RayActorError('died'))" in event.message
