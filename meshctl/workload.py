@@ -28,6 +28,7 @@ from typing import Any
 
 REQUEST = ".meshctl/checkpoint-request.json"
 _cache: dict[str, tuple[float, dict[str, Any] | None]] = {}
+_filesystems: dict[str, Any] = {}
 
 
 def request_uri(checkpoint_uri: str) -> str:
@@ -53,28 +54,34 @@ def checkpoint_requested(every_s: float = 2.0) -> dict[str, Any] | None:
 
 
 def _read(uri: str) -> dict[str, Any] | None:
+    """The request at ``uri``; None when there is none, or it cannot be read now (a storage
+    error must never stop the training loop that asks)."""
     try:
-        if uri.startswith("s3://"):
-            text = _read_s3(uri)
+        if "://" in uri and not uri.startswith("file://"):
+            text = _read_remote(uri)
         else:
             with open(uri.removeprefix("file://"), encoding="utf-8") as f:
                 text = f.read()
-    except (OSError, LookupError):
-        return None
-    try:
         found = json.loads(text)
-    except ValueError:
-        return None  # half-written, or not ours
+    except Exception:  # missing, half-written, unreachable, no SDK
+        return None
     return found if isinstance(found, dict) else None
 
 
-def _read_s3(uri: str) -> str:
-    import boto3  # only where checkpoints live in S3
+def _read_remote(uri: str) -> str:
+    """Through pyarrow's filesystems (S3 with ``MESHCTL_CHECKPOINT_ENDPOINT_URL``, GCS), as
+    Ray Train reads checkpoints; the filesystem is made once."""
+    import pyarrow.fs as pafs
 
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
-    client = boto3.client("s3", endpoint_url=os.environ.get("MESHCTL_CHECKPOINT_ENDPOINT_URL"))
-    try:
-        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
-    except client.exceptions.NoSuchKey as err:
-        raise LookupError(uri) from err
-    return str(body.decode("utf-8"))
+    scheme = uri.split("://", 1)[0]
+    if scheme not in _filesystems:
+        endpoint = os.environ.get("MESHCTL_CHECKPOINT_ENDPOINT_URL")
+        if scheme == "s3" and endpoint:
+            kind, _, host = endpoint.partition("://")
+            _filesystems[scheme] = pafs.S3FileSystem(
+                endpoint_override=host.rstrip("/"), scheme=kind or "https", request_timeout=5
+            )
+        else:
+            _filesystems[scheme] = pafs.FileSystem.from_uri(uri)[0]
+    with _filesystems[scheme].open_input_stream(uri.split("://", 1)[1]) as stream:
+        return str(stream.read().decode("utf-8"))

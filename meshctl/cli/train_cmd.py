@@ -83,8 +83,8 @@ def train(
                    checkpoint_interval, criticality, team, name)  # fmt: skip
         work = working_dir.resolve()
     job_id = queue(context, job, work, dry_run=False, explain=False, output=output)
-    if follow and job_id is not None:
-        _follow(context, job_id, timeout)
+    if follow and job_id is not None:  # with -o json|yaml: quietly, the exit code says
+        _follow(context, job_id, timeout, quiet=output is not Output.table)
 
 
 def _config(pairs: list[str]) -> dict[str, Any]:
@@ -178,7 +178,7 @@ def _name_of(loop: str) -> str:
     return (stem.strip("-") or "train")[:40]
 
 
-def _follow(context: Any, job_id: str, timeout: float) -> None:
+def _follow(context: Any, job_id: str, timeout: float, quiet: bool = False) -> None:
     """Print the job's events as they happen until it ends; exit 1 unless it succeeded."""
     from meshctl.cli import render
     from meshctl.controller.decide import FINISHED
@@ -189,7 +189,8 @@ def _follow(context: Any, job_id: str, timeout: float) -> None:
         while True:
             for event in store.events(job_id=job_id, after_seq=after):
                 at = time.strftime("%H:%M:%S", time.localtime(event.at_s))
-                render.plain(f"{at} {event.kind}: {event.message}")
+                if not quiet:
+                    render.plain(f"{at} {event.kind}: {event.message}")
                 after = event.seq
             record = store.get(JobRecord, job_id)
             if record is None or record.state in FINISHED:

@@ -76,7 +76,9 @@ STOP_MARGIN_S = 15.0  # a job on a reclaimed instance is stopped this long befor
 STARTUP_ALLOWANCE_S = 600.0  # before its first report a run may be waiting for its workers
 UNHEALTHY_GRACE_S = 30.0  # a job on a node found unhealthy may checkpoint this long first
 ACTIVE_ATTEMPT = frozenset({"submitting", "pending", "running"})
-KILLED = re.compile(r"exit code (-9|-15|137|143)\b")  # SIGKILL, SIGTERM: not the job's own doing
+KILLED = re.compile(  # SIGKILL, SIGTERM: not the job's own doing (the log tail is the job's)
+    r"^Job entrypoint command failed with exit code (-9|-15|137|143)\b"
+)
 TRAIN_ENTRYPOINT = "python -m meshctl.train.run"  # builds the TorchTrainer from MESHCTL_TRAIN
 
 
@@ -438,14 +440,16 @@ def _hung(world: World, holding: Sequence[JobView], step: Step) -> None:
         attempt, train = view.attempt, view.job.spec.train
         if attempt is None or train is None or train.hang_timeout is None:
             continue
-        if view.record.id in moved:
-            continue
+        if view.record.id in moved or not attempt.detail.get("checkpoint_uri"):
+            continue  # no checkpoint storage: no progress is recorded to judge by
         if view.record.state is not JobState.RUNNING or attempt.started_at_s is None:
             continue
         seen = world.progress.get(view.record.id)
         last, limit = attempt.started_at_s, max(train.hang_timeout, STARTUP_ALLOWANCE_S)
         if seen is not None and seen.attempt == attempt.number and seen.last_report_s:
             last, limit = max(last, seen.last_report_s), train.hang_timeout
+            if seen.restarting_since is not None:  # Ray Train is bringing the workers back
+                last, limit = max(last, seen.restarting_since), limit + STARTUP_ALLOWANCE_S
         if world.now_s - last <= limit:
             continue
         quiet = world.now_s - last
@@ -461,8 +465,9 @@ def pool_mtbf_s(world: World) -> dict[str, float]:
     failures: dict[str, int] = defaultdict(int)
     for record in world.nodes.values():
         first = record.detail.get("first_seen_s")
-        if first is not None:
-            watched[record.pool] += max(0.0, world.now_s - float(first))
+        if first is not None:  # a dead node was watched until it died
+            until = world.now_s if record.resources.get("alive", True) else record.updated_at_s
+            watched[record.pool] += max(0.0, until - float(first))
         failures[record.pool] += int(record.detail.get("failures", 0))
     return {pool: watched[pool] / n for pool, n in failures.items() if n}
 
@@ -522,7 +527,7 @@ def _taken_back(world: World, attempt: AttemptRecord) -> str | None:
 def _schedule(
     world: World, rules: Rules, holding: list[JobView], queued: list[JobView], step: Step
 ) -> None:
-    leaving = {t.job_id for t in step.transitions if t.to is JobState.EVICTED}
+    leaving = {t.job_id for t in step.transitions if t.to in (JobState.EVICTED, JobState.PREEMPTED)}
     running = [
         replace(_running(v, world.now_s), leaving=True)
         if v.record.id in leaving
@@ -866,8 +871,8 @@ def _dispatch(view: JobView, place: Place, rules: Rules, world: World) -> Dispat
     if target is not None:
         detail["checkpoint_uri"], detail["checkpoint_endpoint"] = target
     mtbf = pool_mtbf_s(world).get(place.pool) if view.job.spec.train is not None else None
-    if mtbf:
-        detail["pool_mtbf_s"] = mtbf  # for checkpoint interval auto
+    if mtbf:  # for checkpoint interval auto: the job fails when any of its nodes does
+        detail["pool_mtbf_s"] = mtbf / max(1, len(place.allocations))
     attempt = AttemptRecord(
         id=f"{view.record.id}-{number}",
         job_id=view.record.id,

@@ -193,10 +193,13 @@ class Controller:
             if now - read_at >= PROGRESS_READ_S:
                 endpoint = attempt.detail.get("checkpoint_endpoint")
                 doc = read_progress(str(uri), attempt.number, endpoint)
-                seen = _train_progress(doc) if doc else None
+                try:
+                    if doc:  # a failed read keeps what was known: never a false hang
+                        seen = _train_progress(doc)
+                        self._restarts(view.record.id, attempt.number, doc)
+                except (TypeError, ValueError, AttributeError, KeyError) as err:
+                    log.warning("job %s: unreadable progress: %s", view.record.id, err)
                 self._progress[view.record.id] = (now, seen)
-                if doc:
-                    self._restarts(view.record.id, attempt.number, doc)
             if seen is not None:
                 found[view.record.id] = seen
         return found
@@ -568,13 +571,17 @@ def _first_line(text: str) -> str:
 
 
 def _train_progress(doc: Mapping[str, Any]) -> TrainProgress:
+    """What the controller needs of an attempt's progress; raises on a malformed document."""
     checkpoints = doc.get("checkpoints") or []
+    step, last = doc.get("step"), doc.get("last_report_s")
+    failing = [f for f in doc.get("failures") or [] if f.get("resumed_s") is None]
     return TrainProgress(
         attempt=int(doc.get("attempt", 0)),
         reports=int(doc.get("reports", 0)),
-        step=doc.get("step"),
-        last_report_s=doc.get("last_report_s"),
+        step=int(step) if step is not None else None,
+        last_report_s=float(last) if last is not None else None,
         checkpoint_step=checkpoints[-1].get("step") if checkpoints else None,
+        restarting_since=float(failing[0]["at_s"]) if failing else None,
     )
 
 

@@ -39,6 +39,7 @@ class TrainProgress:
     step: int | None
     last_report_s: float | None
     checkpoint_step: int | None
+    restarting_since: float | None = None  # a worker failure Ray Train has not recovered yet
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,11 @@
-"""The controller's side of a job's checkpoint storage (a local or shared directory, or S3):
+"""The controller's side of a job's checkpoint storage (a local or shared directory, S3, GCS):
 write a checkpoint request (the format and the job's side are in ``meshctl.workload``), and
-read what a train job recorded of its progress (written by ``meshctl.train.progress``)."""
+read what a train job recorded of its progress (written by ``meshctl.train.progress``).
+
+Local paths are read and written directly; object stores through pyarrow's filesystems (the
+ones Ray Train writes checkpoints with), each request bounded by ``TIMEOUT_S`` so a storage
+that does not answer slows the controller's cycle by seconds, not minutes.
+"""
 
 from __future__ import annotations
 
@@ -12,19 +17,22 @@ from typing import Any
 
 from meshctl.workload import request_uri
 
+TIMEOUT_S = 5.0
+
 
 def request_checkpoint(
-    checkpoint_uri: str,
-    request: Mapping[str, Any],
-    endpoint_url: str | None = None,
+    checkpoint_uri: str, request: Mapping[str, Any], endpoint_url: str | None = None
 ) -> str:
     """Write ``request`` for the job whose checkpoints are at ``checkpoint_uri``; returns
-    where. Raises ``OSError`` (a directory) or the SDK's error (S3)."""
+    where. Raises ``OSError`` or the storage's error."""
     where = request_uri(checkpoint_uri)
     body = json.dumps(dict(request), sort_keys=True)
-    if where.startswith("s3://"):
-        bucket, key = _bucket_key(where)
-        _s3(endpoint_url).put_object(Bucket=bucket, Key=key, Body=body.encode("utf-8"))
+    if _remote(where):
+        from meshctl.train import progress
+
+        fs, base = progress.filesystem(checkpoint_uri, endpoint_url, TIMEOUT_S)
+        name = where.rsplit("/", 1)[1]
+        progress.write(fs, base, name, dict(request))
         return where
     path = Path(where.removeprefix("file://"))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -38,20 +46,17 @@ def read_progress(
     checkpoint_uri: str, attempt: int, endpoint_url: str | None = None
 ) -> dict[str, Any] | None:
     """The progress a train job's attempt recorded (``meshctl.train.progress``), or None."""
-    found = _read_json(
-        f"{checkpoint_uri.rstrip('/')}/.meshctl/progress-{attempt}.json", endpoint_url
-    )
-    return found if isinstance(found, dict) else None
+    found = _documents(checkpoint_uri, endpoint_url, [f"progress-{attempt}.json"])
+    doc = found.get(f"progress-{attempt}.json")
+    return doc if isinstance(doc, dict) else None
 
 
 def read_history(checkpoint_uri: str, endpoint_url: str | None = None) -> dict[str, Any]:
     """Every attempt's progress and every worker-group start a train job recorded:
     ``{"progress": {attempt: doc}, "starts": [doc, ...]}`` (starts in time order)."""
-    folder = f"{checkpoint_uri.rstrip('/')}/.meshctl"
     progress: dict[int, dict[str, Any]] = {}
     starts: list[dict[str, Any]] = []
-    for name in _list(folder, endpoint_url):
-        doc = _read_json(f"{folder}/{name}", endpoint_url)
+    for name, doc in _documents(checkpoint_uri, endpoint_url, None).items():
         if not isinstance(doc, dict):
             continue
         if name.startswith("progress-"):
@@ -62,38 +67,39 @@ def read_history(checkpoint_uri: str, endpoint_url: str | None = None) -> dict[s
     return {"progress": progress, "starts": starts}
 
 
-def _read_json(uri: str, endpoint_url: str | None) -> Any:
+def _remote(uri: str) -> bool:
+    return "://" in uri and not uri.startswith("file://")
+
+
+def _documents(
+    checkpoint_uri: str, endpoint_url: str | None, names: list[str] | None
+) -> dict[str, Any]:
+    """The JSON documents under ``<checkpoint uri>/.meshctl/`` (these names, or all), by
+    name; what is missing or unreadable is left out."""
+    if not _remote(checkpoint_uri):
+        folder = Path(checkpoint_uri.removeprefix("file://")) / ".meshctl"
+        try:
+            listed = names or sorted(p.name for p in folder.iterdir() if p.suffix == ".json")
+        except OSError:
+            return {}
+        found = {}
+        for name in listed:
+            try:
+                found[name] = json.loads((folder / name).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+        return found
+    from pyarrow.fs import FileSelector
+
+    from meshctl.train import progress
+
     try:
-        if uri.startswith("s3://"):
-            bucket, key = _bucket_key(uri)
-            body = _s3(endpoint_url).get_object(Bucket=bucket, Key=key)["Body"].read()
-            return json.loads(body)
-        return json.loads(Path(uri.removeprefix("file://")).read_text(encoding="utf-8"))
-    except Exception:  # missing, half-written, unreachable: nothing known
-        return None
-
-
-def _list(folder: str, endpoint_url: str | None) -> list[str]:
-    try:
-        if folder.startswith("s3://"):
-            bucket, prefix = _bucket_key(folder + "/")
-            pages = (
-                _s3(endpoint_url)
-                .get_paginator("list_objects_v2")
-                .paginate(Bucket=bucket, Prefix=prefix)
-            )
-            return [o["Key"][len(prefix) :] for page in pages for o in page.get("Contents", [])]
-        return sorted(p.name for p in Path(folder.removeprefix("file://")).iterdir())
-    except Exception:
-        return []
-
-
-def _bucket_key(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
-    return bucket, key
-
-
-def _s3(endpoint_url: str | None) -> Any:
-    import boto3  # only where checkpoints live in S3
-
-    return boto3.client("s3", endpoint_url=endpoint_url)
+        fs, base = progress.filesystem(checkpoint_uri, endpoint_url, TIMEOUT_S)
+        remote = f"{base.rstrip('/')}/{progress.FOLDER}"
+        if names is None:
+            infos = fs.get_file_info(FileSelector(remote, allow_not_found=True))
+            names = sorted(i.base_name for i in infos if i.base_name.endswith(".json"))
+    except Exception:  # unreachable: nothing known this time
+        return {}
+    read = {name: progress.read(fs, f"{remote}/{name}") for name in names}
+    return {name: doc for name, doc in read.items() if doc is not None}

@@ -159,6 +159,8 @@ class _Cycle:
     def _evict(self) -> None:
         """Jobs on unhealthy nodes go; what they held elsewhere is free for this cycle."""
         for job in self.snap.running:
+            if job.leaving:
+                continue  # already on its way out: what it holds stays held until it stops
             bad = [
                 a.node
                 for a in job.allocations

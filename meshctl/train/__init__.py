@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 from meshctl.workload import checkpoint_requested
 
 DEFAULT_MTBF_S = 24 * 3600.0  # assumed for a pool with no failure observed yet
+DEFAULT_COST_S = 10.0  # assumed when the loop checkpoints without timing it (``saving``)
 MIN_INTERVAL_S, MAX_INTERVAL_S = 1.0, 6 * 3600.0
 
 
@@ -70,18 +71,23 @@ class Checkpointing:
         self.cost_s: float | None = None  # the last checkpoint's measured cost
         self.last_s = clock()
         self.requested_for: int | None = None  # the attempt a request was honoured for
+        self.measured_once = False  # a checkpoint was due once (timed by ``saving`` or not)
 
     @property
     def interval_s(self) -> float:
         if self.fixed_s is not None:
             return self.fixed_s
-        if self.cost_s is None:
+        if self.cost_s is None and not self.measured_once:
             return 0.0  # checkpoint once early, to measure what it costs
-        return young_daly(self.cost_s, self.mtbf_s)
+        return young_daly(self.cost_s or DEFAULT_COST_S, self.mtbf_s)
 
     def due(self, step: int | None = None) -> bool:
-        """Whether to checkpoint now; the same answer on every worker."""
-        return _agree(self._due_here())
+        """Whether to checkpoint now; the same answer on every worker. A yes starts the next
+        interval (``saving`` starts it again once the checkpoint is written)."""
+        yes = _agree(self._due_here())
+        if yes:
+            self.last_s, self.measured_once = self.clock(), True
+        return yes
 
     @contextlib.contextmanager
     def saving(self) -> Iterator[None]:

@@ -18,7 +18,9 @@ Times are wall-clock seconds (``time.time()``), comparable across machines.
 from __future__ import annotations
 
 import json
+import sys
 import time
+import urllib.parse
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -27,24 +29,48 @@ FOLDER = ".meshctl"
 KEEP_CHECKPOINTS = 20
 
 
-def filesystem(uri: str, endpoint_url: str | None = None) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and path for a checkpoint URI (``file://``, a path, ``s3://``
-    with an optional endpoint override)."""
-    if uri.startswith("s3://") and endpoint_url:
-        scheme, _, host = endpoint_url.rpartition("://")
-        s3 = pafs.S3FileSystem(endpoint_override=host, scheme=scheme or "https")
-        return s3, uri.removeprefix("s3://")
+def filesystem(
+    uri: str, endpoint_url: str | None = None, timeout_s: float | None = None
+) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and path for a checkpoint URI: ``file://`` or a path, ``s3://``
+    (with an optional endpoint override), ``gs://``. ``timeout_s`` bounds each S3 request (the
+    controller's reads and writes; never Ray Train's checkpoint uploads)."""
     if "://" not in uri:
         return pafs.LocalFileSystem(), uri
+    if uri.startswith("s3://"):
+        options: dict[str, Any] = {}
+        if endpoint_url:
+            parsed = urllib.parse.urlsplit(endpoint_url)
+            options.update(
+                endpoint_override=parsed.netloc or parsed.path, scheme=parsed.scheme or "https"
+            )
+        if timeout_s is not None:
+            options.update(connect_timeout=timeout_s, request_timeout=timeout_s)
+        return pafs.S3FileSystem(**options), uri.removeprefix("s3://")
     fs, path = pafs.FileSystem.from_uri(uri)
     return fs, path
 
 
 def write(fs: pafs.FileSystem, base: str, name: str, document: dict[str, Any]) -> None:
+    """Write a JSON document under ``base/.meshctl/``; a reader never sees half of it (an
+    object store's put is whole; a local file is written aside and moved into place)."""
     folder = f"{base.rstrip('/')}/{FOLDER}"
     fs.create_dir(folder, recursive=True)
-    with fs.open_output_stream(f"{folder}/{name}") as out:
+    final = f"{folder}/{name}"
+    target = f"{folder}/.{name}.{time.time_ns()}" if isinstance(fs, pafs.LocalFileSystem) else final
+    with fs.open_output_stream(target) as out:
         out.write(json.dumps(document, sort_keys=True).encode("utf-8"))
+    if target != final:
+        fs.move(target, final)
+
+
+def read(fs: pafs.FileSystem, path: str) -> Any:
+    """A JSON document, or None when it is missing or unreadable."""
+    try:
+        with fs.open_input_stream(path) as stream:
+            return json.loads(stream.read())
+    except Exception:  # missing, half-written, unreachable: nothing known
+        return None
 
 
 class Recorder:
@@ -62,6 +88,7 @@ class Recorder:
             "failures": [],
         }
         self._written_s = 0.0
+        self._fs: tuple[pafs.FileSystem, str] | None = None
 
     def reported(self, metrics: dict[str, Any], checkpoint_path: str | None) -> None:
         doc = self.document
@@ -93,13 +120,22 @@ class Recorder:
         self._write()
 
     def _write(self) -> None:
-        fs, base = filesystem(self.uri, self.endpoint_url)
-        write(fs, base, f"progress-{self.attempt}.json", self.document)
+        """Record; a storage error is reported, never allowed to fail the training run."""
         self._written_s = time.monotonic()
+        try:
+            if self._fs is None:
+                self._fs = filesystem(self.uri, self.endpoint_url)
+            fs, base = self._fs
+            write(fs, base, f"progress-{self.attempt}.json", self.document)
+        except Exception as err:
+            print(f"meshctl train: could not record progress: {err}", file=sys.stderr)
 
 
 def record_start(uri: str, endpoint_url: str | None, attempt: int, checkpoint: str | None) -> None:
-    fs, base = filesystem(uri, endpoint_url)
-    now = time.time()
-    document = {"attempt": attempt, "at_s": now, "checkpoint": checkpoint}
-    write(fs, base, f"start-{attempt}-{time.time_ns()}.json", document)
+    """Record a worker-group start; a storage error is reported, never fatal to the run."""
+    document = {"attempt": attempt, "at_s": time.time(), "checkpoint": checkpoint}
+    try:
+        fs, base = filesystem(uri, endpoint_url)
+        write(fs, base, f"start-{attempt}-{time.time_ns()}.json", document)
+    except Exception as err:
+        print(f"meshctl train: could not record the start: {err}", file=sys.stderr)

@@ -99,3 +99,24 @@ def test_a_run_started_in_one_pool_resumes_in_the_other_from_s3(
         Bucket="checkpoints", Prefix=f"runs/{job_id}/checkpoint_"
     )
     assert listed.get("KeyCount", 0) > 0  # Ray Train's checkpoints are in S3
+
+
+def test_a_checkpoint_request_reaches_a_job_whose_checkpoints_are_in_s3(
+    two_pools: tuple[Mesh, MotoServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from meshctl import workload
+    from meshctl.pools.checkpoints import request_checkpoint
+
+    _, moto = two_pools
+    for key, value in AWS.items():
+        monkeypatch.setenv(key, value)
+    uri = "s3://checkpoints/runs/asked"
+    where = request_checkpoint(uri, {"attempt": 3, "reason": "spot notice"}, moto.moto)
+    assert where == f"{uri}/.meshctl/checkpoint-request.json"
+    monkeypatch.setenv("MESHCTL_CHECKPOINT_URI", uri)
+    monkeypatch.setenv("MESHCTL_CHECKPOINT_ENDPOINT_URL", moto.moto)
+    monkeypatch.setenv("MESHCTL_ATTEMPT", "3")
+    workload._filesystems.clear()
+    request = workload.checkpoint_requested(every_s=0)
+    assert request is not None
+    assert request["reason"] == "spot notice"

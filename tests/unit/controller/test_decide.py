@@ -560,7 +560,7 @@ def test_a_node_whose_probe_says_healthy_again_returns_to_service() -> None:
 
 
 def train_job(name: str = "t", state: JobState = JobState.RUNNING, **detail: Any) -> JobView:
-    tried = attempt(name, **detail)
+    tried = attempt(name, **{"checkpoint_uri": f"file:///ckpt/{name}", **detail})
     view = job(
         name,
         state=state,
@@ -643,8 +643,13 @@ def test_pool_mtbf_is_node_hours_watched_over_failures_seen() -> None:
         ("Job entrypoint command failed with exit code -9, last available logs ...", "requeued"),
         ("Job entrypoint command failed with exit code 137", "requeued"),
         ("Job entrypoint command failed with exit code 1, last available logs ...", "failed"),
+        (
+            "Job entrypoint command failed with exit code 1, last available logs:\n"
+            "subprocess exit code 137",
+            "failed",
+        ),
     ],
-    ids=["SIGKILL", "SIGKILL through a shell", "its own error"],
+    ids=["SIGKILL", "SIGKILL through a shell", "its own error", "137 only in its own log"],
 )
 def test_a_driver_killed_by_a_signal_is_requeued_not_failed(message: str, expected: str) -> None:
     view = job("a", state=JobState.RUNNING, attempt=attempt("a"))
@@ -657,3 +662,23 @@ def test_a_train_job_that_never_reports_is_stopped_after_the_start_up_allowance(
     stuck = replace(view, attempt=replace(view.attempt, started_at_s=NOW - 601))  # type: ignore[arg-type]
     step = decide(world(stuck, observed=pool(ray("meshctl-t-1", "RUNNING"))), RULES)
     assert ("t", "evicted") in moves(step)
+
+
+@pytest.mark.parametrize(
+    ("progress", "evicted"),
+    [
+        (None, False),
+        (TrainProgress(1, 10, 10, NOW - 90, 9, restarting_since=NOW - 20), False),
+        (TrainProgress(1, 10, 10, NOW - 90, 9), True),
+    ],
+    ids=["no checkpoint storage: nothing to judge by", "Ray Train is restarting its workers",
+         "quiet, and nothing is restarting"],
+)  # fmt: skip
+def test_the_hang_clock_waits_where_it_cannot_judge(
+    progress: TrainProgress | None, evicted: bool
+) -> None:
+    view = train_job(checkpoint_uri=None) if progress is None else train_job()
+    view = replace(view, attempt=replace(view.attempt, started_at_s=NOW - 700))  # type: ignore[arg-type]
+    seen = {"t": progress} if progress else {}
+    step = decide(world(view, observed=pool(ray("meshctl-t-1", "RUNNING")), progress=seen), RULES)
+    assert (("t", "evicted") in moves(step)) is evicted

@@ -84,3 +84,15 @@ def test_a_request_from_meshctl_is_honoured_once_per_attempt(
     meshctl.workload._cache.clear()
     assert ck.due(2)
     assert not ck.due(3)  # once
+
+
+def test_a_loop_that_never_times_its_checkpoints_gets_an_interval_all_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("MESHCTL_CHECKPOINT_URI", raising=False)
+    clock = Clock()
+    ck = Checkpointing(interval_s="auto", mtbf_s=3600, clock=clock)
+    assert ck.due(0)  # the first, to measure
+    clock.now += 1
+    assert not ck.due(1)  # not every step from now on: the default cost stands in
+    assert ck.interval_s == pytest.approx(young_daly(10.0, 3600))

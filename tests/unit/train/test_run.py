@@ -35,8 +35,14 @@ def test_workers_are_pinned_to_the_nodes_meshctl_chose_with_a_stable_run(tmp_pat
     scaling, run = built.scaling_config, built.run_config
     assert scaling.num_workers == 4
     assert [s["meshctl.io/node"] for s in scaling.label_selector] == ["n1", "n1", "n2", "n2"]
-    assert scaling.use_gpu is False  # no CUDA here: GPUs are emulated, the workers use gloo
-    assert "GPU" not in (scaling.resources_per_worker or {})
+    from meshctl.train.run import cuda_here
+
+    if not cuda_here():  # GPUs emulated on CPU nodes: the workers use gloo
+        assert scaling.use_gpu is False
+        assert "GPU" not in (scaling.resources_per_worker or {})
+    else:
+        assert scaling.use_gpu is True
+        assert scaling.resources_per_worker["GPU"] == 1.0
     assert (run.name, run.storage_path) == ("job-1", str(tmp_path))
     assert run.failure_config.max_failures == 5
     assert run.checkpoint_config.num_to_keep == 2
