@@ -46,8 +46,9 @@ def local_ray() -> Iterator[None]:
             "working_dir": str(EXAMPLE),
             "env_vars": {
                 "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.05",
-                # a failure a year: Young/Daly's interval is the 6 h ceiling, however slow
-                # the machine, so auto checkpoints only at once and at the end
+                # a failure a year: Young/Daly's interval is minutes even for a 1 ms
+                # checkpoint, so auto checkpoints only at once and at the end, however busy
+                # the machine
                 "MESHCTL_POOL_MTBF_S": str(365 * 24 * 3600),
             },
         },
