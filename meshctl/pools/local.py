@@ -102,13 +102,14 @@ def start_head(
     pool: str, run_dir: Path, progress: Progress = lambda _: None, head: NodeGroup | None = None
 ) -> LocalCluster:
     """A cluster's head: no work on it unless ``head`` gives it a shape (and a name). Tried
-    twice: on a loaded machine Ray's own 30 s wait for a new node can run out."""
+    twice, on fresh ports: on a loaded machine Ray's own 30 s wait for a new node can run out,
+    and a port found free can be taken by another program before Ray binds it."""
     try:
         return _start_head(pool, run_dir, progress, head)
     except LocalPoolError as err:
-        if not _timed_out_starting(err):
+        if not _exited_starting(err):
             raise
-        progress(f"the head of pool {pool} timed out while starting; trying again")
+        progress(f"the head of pool {pool} exited while starting; trying again")
         return _start_head(pool, run_dir, progress, head)
 
 
@@ -163,24 +164,21 @@ def _start_head(
 def add_node(cluster: LocalCluster, name: str, group: NodeGroup, run_dir: Path) -> None:
     """One more node of ``group``'s shape, named ``name``; returns once the head sees it."""
     args = [f"--address={cluster.gcs}", *_shape_args(group, name)]
-    for attempt in (1, 2):  # like the head: Ray's own start-up wait can run out under load
+    for attempt in (1, 2):  # like the head: tried again once, on fresh ports
         _launch(cluster, name, args, run_file(run_dir, cluster.pool))
         try:
             _wait_for(_node_up(cluster, name), f"node {name}", cluster)
             return
         except LocalPoolError as err:
-            if attempt == 2 or not _timed_out_starting(err):
+            if attempt == 2 or not _exited_starting(err):
                 raise
             remove_node(cluster, name, run_dir)
 
 
-def _timed_out_starting(err: LocalPoolError) -> bool:
-    """Whether a node died of Ray's fixed start-up wait (its log says so)."""
-    log = str(err).rpartition("; see ")[2]
-    try:
-        return "timed out during startup" in Path(log).read_text(errors="replace")[-4000:]
-    except OSError:
-        return False
+def _exited_starting(err: LocalPoolError) -> bool:
+    """Whether the node's process exited while starting (worth one more try: Ray's fixed
+    start-up wait ran out, a port was taken meanwhile), not merely slow to come up."""
+    return " exited while starting" in str(err)
 
 
 def remove_node(cluster: LocalCluster, name: str, run_dir: Path, grace_s: float = 3.0) -> None:

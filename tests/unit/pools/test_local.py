@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from meshctl.pools.local import LocalPoolError, _timed_out_starting
+from meshctl.pools.local import LocalPoolError, _exited_starting
 
 pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize(
-    ("log", "retried"),
+    ("message", "retried"),
     [
-        ("...\nException: The current node timed out during startup. This could happen", True),
-        ("OSError: [Errno 98] Address already in use", False),
-        (None, False),
+        ("the head of pool p exited while starting; see /x/pool-head.log", True),
+        ("node n-1 exited while starting; see /x/pool-n-1.log", True),
+        ("node n-1 did not come up within 120 s; see /x/pool-n-1.log", False),
     ],
-    ids=["ray's start-up wait ran out: try again", "another failure", "no log"],
+    ids=["the head exited: fresh ports, once more", "a node exited", "slow, not gone: no"],
 )
-def test_only_a_start_up_timeout_is_tried_again(
-    tmp_path: Path, log: str | None, retried: bool
-) -> None:
-    path = tmp_path / "pool-head.log"
-    if log is not None:
-        path.write_text(log)
-    err = LocalPoolError(f"the head of pool p exited while starting; see {path}")
-    assert _timed_out_starting(err) is retried
+def test_a_node_that_exited_while_starting_is_tried_again(message: str, retried: bool) -> None:
+    assert _exited_starting(LocalPoolError(message)) is retried
