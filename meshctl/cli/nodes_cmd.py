@@ -114,6 +114,8 @@ def _set(ctx: typer.Context, ref: str, state: str, detail: dict[str, float], why
             now = time.time()
             event = Event(now, f"node.{state}", None, f"{node.id}: {why}", {"node": node.id})
             kept = {k: v for k, v in node.detail.items() if k in KEPT}
+            if state != "ready" and "reason" in node.detail:  # still unhealthy: the same signal
+                kept["reason"] = node.detail["reason"]
             try:
                 store.update(
                     replace(node, state=state, detail={**kept, **detail}, updated_at_s=now),

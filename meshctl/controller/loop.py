@@ -305,13 +305,16 @@ class Controller:
         record = self.store.get(NodeRecord, change.node)
         if record is None or record.state == change.state:
             return
-        detail = dict(record.detail)
+        detail, state = dict(record.detail), change.state
         if change.state == "unhealthy":
-            detail["failures"] = int(detail.get("failures", 0)) + 1
+            if detail.get("reason") != change.reason:  # a new signal, not one seen again
+                detail["failures"] = int(detail.get("failures", 0)) + 1
             detail["reason"] = change.reason
-        else:
+            detail["was"] = record.state  # what the operator had it at: cordoned, draining
+        else:  # healthy again: back to what it was before
             detail.pop("reason", None)
-        changed = replace(record, state=change.state, detail=detail, updated_at_s=now)
+            state = str(detail.pop("was", "ready"))
+        changed = replace(record, state=state, detail=detail, updated_at_s=now)
         kind = "node.unhealthy" if change.state == "unhealthy" else "node.healthy"
         event = Event(now, kind, None, f"{change.node}: {change.reason}", {"pool": record.pool})
         with contextlib.suppress(ConflictError, NotFoundError):

@@ -446,3 +446,29 @@ def test_restarts_ray_train_recovered_from_become_events_once(tmp_path: Path) ->
     [event] = store.events()
     assert event.kind == "train.restarted"
     assert "failure at step 9 (worker 0: RayActorError('died'))" in event.message
+
+
+def test_a_cordoned_node_that_was_unhealthy_comes_back_cordoned_and_counts_once() -> None:
+    from meshctl.state import NodeRecord
+
+    store, clock, signals = MemoryStore(), Clock(), {}
+    loop = Controller(store, Rules(MESH, {}, None), {"onprem": FakePool()}, clock=clock,
+                      health=lambda: signals)  # fmt: skip
+    loop.cycle()
+    node = store.get(NodeRecord, "onprem/n1")
+    assert node is not None
+    store.update(replace(node, state="cordoned"), expected_version=node.version)  # the operator
+    signals["onprem/n1"] = "GPU XID 79"
+    loop.cycle()
+    node = store.get(NodeRecord, "onprem/n1")
+    assert node is not None
+    store.update(replace(node, state="cordoned"), expected_version=node.version)  # again, as
+    loop.cycle()  # `nodes cordon` would while the signal is still there: the same failure
+    node = store.get(NodeRecord, "onprem/n1")
+    assert node is not None
+    assert (node.state, node.detail["failures"]) == ("unhealthy", 1)
+    signals.clear()
+    loop.cycle()
+    node = store.get(NodeRecord, "onprem/n1")
+    assert node is not None
+    assert node.state == "cordoned"  # what the operator had it at
