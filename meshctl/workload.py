@@ -71,17 +71,11 @@ def _read(uri: str) -> dict[str, Any] | None:
 def _read_remote(uri: str) -> str:
     """Through pyarrow's filesystems (S3 with ``MESHCTL_CHECKPOINT_ENDPOINT_URL``, GCS), as
     Ray Train reads checkpoints; the filesystem is made once."""
-    import pyarrow.fs as pafs
+    from meshctl.train.progress import filesystem  # pyarrow: only where storage is remote
 
     scheme = uri.split("://", 1)[0]
     if scheme not in _filesystems:
         endpoint = os.environ.get("MESHCTL_CHECKPOINT_ENDPOINT_URL")
-        if scheme == "s3" and endpoint:
-            kind, _, host = endpoint.partition("://")
-            _filesystems[scheme] = pafs.S3FileSystem(
-                endpoint_override=host.rstrip("/"), scheme=kind or "https", request_timeout=5
-            )
-        else:
-            _filesystems[scheme] = pafs.FileSystem.from_uri(uri)[0]
+        _filesystems[scheme] = filesystem(uri, endpoint, timeout_s=5.0)[0]
     with _filesystems[scheme].open_input_stream(uri.split("://", 1)[1]) as stream:
         return str(stream.read().decode("utf-8"))

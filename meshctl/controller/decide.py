@@ -324,15 +324,16 @@ def _follow(
         step.transitions.append(Transition(record.id, JobState.SUCCEEDED, "exited 0"))
     elif status == "failed" and ray.error_type in INFRA_ERRORS:
         message = ray.message or ""
-        why = "its node died" if "node has died" in message else _first_line(message) or "died"
+        why = "its node died" if "node has died" in message else _last_line(message)
         step.transitions.append(Transition(record.id, JobState.EVICTED, why))
         _requeue(view, ray.error_type or "infrastructure failure", step)
     elif status == "failed" and KILLED.search(ray.message or ""):
-        why = f"its driver was killed: {_first_line(ray.message)}"  # the OOM killer, a node
+        said = (ray.message or "").splitlines()[0]  # Ray's own line, not the job's log tail
+        why = f"its driver was killed: {said}"  # the OOM killer, a node
         step.transitions.append(Transition(record.id, JobState.EVICTED, why))
         _requeue(view, "its driver was killed", step)
     elif status == "failed":
-        step.transitions.append(Transition(record.id, JobState.FAILED, _first_line(ray.message)))
+        step.transitions.append(Transition(record.id, JobState.FAILED, _last_line(ray.message)))
     else:  # stopped by someone else
         step.transitions.append(
             Transition(record.id, JobState.CANCELLED, "stopped outside meshctl")
@@ -359,7 +360,8 @@ def _ended(attempt: AttemptRecord, ray: ObservedJob | None, now: float) -> Attem
     return AttemptChange(attempt.id, ray.status.lower(), ray.message, ended_at_s=ray.end_s or now)
 
 
-def _first_line(text: str) -> str:
+def _last_line(text: str) -> str:
+    """What a failure says last (Ray's message ends with the job's own last words)."""
     return text.strip().splitlines()[-1][:300] if text.strip() else "failed"
 
 
@@ -401,10 +403,8 @@ def _reclaimed(world: World, rules: Rules, holding: Sequence[JobView], step: Ste
             continue
         deadline, node = min(noticed)
         why = f"spot instance {node} is being taken back"
-        step.transitions.append(Transition(view.record.id, JobState.PREEMPTED, why))
         stop_at = max(world.now_s, deadline - STOP_MARGIN_S)
-        step.attempts.append(AttemptChange(attempt.id, None, stop_at_s=stop_at))
-        step.checkpoints.append(_checkpoint_request(view, rules, attempt, why, stop_at))
+        _leave(view, rules, attempt, JobState.PREEMPTED, why, stop_at, step)
 
 
 def _unhealthy(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
@@ -426,10 +426,23 @@ def _unhealthy(world: World, rules: Rules, holding: Sequence[JobView], step: Ste
         if not sick:
             continue
         why = f"node {sick[0]} is unhealthy: {world.health[f'{attempt.pool}/{sick[0]}']}"
-        step.transitions.append(Transition(view.record.id, JobState.EVICTED, why))
         stop_at = world.now_s + UNHEALTHY_GRACE_S
-        step.attempts.append(AttemptChange(attempt.id, None, stop_at_s=stop_at))
-        step.checkpoints.append(_checkpoint_request(view, rules, attempt, why, stop_at))
+        _leave(view, rules, attempt, JobState.EVICTED, why, stop_at, step)
+
+
+def _leave(
+    view: JobView,
+    rules: Rules,
+    attempt: AttemptRecord,
+    state: JobState,
+    why: str,
+    stop_at: float,
+    step: Step,
+) -> None:
+    """The job leaves (preempted or evicted), asked to checkpoint now, stopped at ``stop_at``."""
+    step.transitions.append(Transition(view.record.id, state, why))
+    step.attempts.append(AttemptChange(attempt.id, None, stop_at_s=stop_at))
+    step.checkpoints.append(_checkpoint_request(view, rules, attempt, why, stop_at))
 
 
 def _hung(world: World, holding: Sequence[JobView], step: Step) -> None:

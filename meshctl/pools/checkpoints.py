@@ -26,7 +26,6 @@ def request_checkpoint(
     """Write ``request`` for the job whose checkpoints are at ``checkpoint_uri``; returns
     where. Raises ``OSError`` or the storage's error."""
     where = request_uri(checkpoint_uri)
-    body = json.dumps(dict(request), sort_keys=True)
     if _remote(where):
         from meshctl.train import progress
 
@@ -37,7 +36,7 @@ def request_checkpoint(
     path = Path(where.removeprefix("file://"))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(body, encoding="utf-8")
+    tmp.write_text(json.dumps(dict(request), sort_keys=True), encoding="utf-8")
     tmp.replace(path)  # the job never reads half of it
     return where
 
