@@ -69,13 +69,15 @@ class _Cycle:
         for state in self.states.values():
             by_pool[state.node.pool].append(state)
         self.indexes = {pool: FreeIndex.of(states) for pool, states in by_pool.items()}
-        self.running_on: dict[str, list[Running]] = defaultdict(list)
+        self._running_on: dict[str, list[Running]] | None = None  # built when first needed
         # per team: GPUs, CPUs, memory GiB, GPU memory GiB
         self.usage: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
-        for job in snap.running:
-            for alloc in job.allocations:
-                self.running_on[alloc.node].append(job)
-            self._use(job.team, job.request)
+        for job in snap.running:  # _use, inlined: this loop runs for every running job
+            req, used = job.request, self.usage[job.team]
+            used[0] += req.total_gpus
+            used[1] += req.cpus * req.nodes
+            used[2] += req.memory_gib * req.nodes
+            used[3] += req.gpu_memory_gib * req.total_gpus
         for team, (gpus, gpu_memory) in snap.team_usage.items():
             self.usage[team][0] += gpus
             self.usage[team][3] += gpu_memory
@@ -100,6 +102,17 @@ class _Cycle:
         self.rank = {name: i for i, name in enumerate(policies.pool_preference)}
 
     # --- set-up -----------------------------------------------------------------------------
+
+    @property
+    def running_on(self) -> dict[str, list[Running]]:
+        """Node -> the running jobs on it; built on first use (preemption, backfill, eviction),
+        so a cycle that needs neither does not walk every running job's allocations."""
+        if self._running_on is None:
+            self._running_on = defaultdict(list)
+            for job in self.snap.running:
+                for alloc in job.allocations:
+                    self._running_on[alloc.node].append(job)
+        return self._running_on
 
     def _scorers(self) -> tuple[Weighted, ...]:
         w = self.policies.weights
@@ -158,6 +171,8 @@ class _Cycle:
 
     def _evict(self) -> None:
         """Jobs on unhealthy nodes go; what they held elsewhere is free for this cycle."""
+        if all(state.node.health != "unhealthy" for state in self.states.values()):
+            return
         for job in self.snap.running:
             if job.leaving:
                 continue  # already on its way out: what it holds stays held until it stops

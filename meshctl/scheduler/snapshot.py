@@ -35,9 +35,11 @@ class Node:
     datasets: frozenset[str] = frozenset()  # data sets cached on the node
     usd_per_gpu_hour: float = 0.0
     gpus: int = field(init=False, compare=False)  # len(gpu_free), read for every candidate
+    whole_free: int = field(init=False, compare=False)  # GPUs with nothing on them
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpus", len(self.gpu_free))
+        object.__setattr__(self, "whole_free", sum(1 for f in self.gpu_free if f >= 1 - 1e-9))
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ class NodeState:
     def __init__(self, node: Node) -> None:
         self.node = node
         self.gpu_free = list(node.gpu_free)
-        self.whole_free = sum(1 for f in self.gpu_free if f >= 1 - EPS)
+        self.whole_free = node.whole_free
         self.cpus_free = node.cpus_free
         self.memory_free = node.memory_gib_free
         self.nic_free = node.nic_gbps_free

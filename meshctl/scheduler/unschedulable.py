@@ -39,11 +39,24 @@ def _enough(req: Request, nodes: Sequence[Node]) -> bool:
     return max(domains.values(), default=0) >= req.nodes
 
 
+def _some_fit(req: Request, nodes: Sequence[Node]) -> bool:
+    """Whether ``req.nodes`` of ``nodes`` could each hold one node of ``req``."""
+    found = 0
+    for node in nodes:
+        if node_never(req, node) is None:
+            found += 1
+            if found >= req.nodes:
+                return True
+    return False
+
+
 def never_fits(req: Request, eligible: frozenset[str], snap: Snapshot) -> str | None:
     """The reason no eligible pool could ever run ``req``; None if one could."""
     if not eligible:
         return "every pool is denied by policy"
     nodes = [n for n in snap.nodes if n.pool in eligible]
+    if not req.topology_required and _some_fit(req, nodes):
+        return None  # the common case, answered without looking at every node
     reasons = Counter(r for n in nodes if (r := node_never(req, n)) is not None)
     if _enough(req, [n for n in nodes if node_never(req, n) is None]):
         return None
