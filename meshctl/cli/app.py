@@ -24,6 +24,7 @@ from meshctl.cli import (
     pools_cmd,
     providers_cmd,
     schema_cmd,
+    sim_cmd,
     submit_cmd,
     train_cmd,
     validate_cmd,
@@ -55,6 +56,7 @@ app.add_typer(controller_cmd.app, name="controller")
 app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(pools_cmd.app, name="pools")
 app.add_typer(providers_cmd.app, name="providers")
+app.add_typer(sim_cmd.app, name="sim")
 
 
 def _default_home() -> Path:

@@ -126,6 +126,22 @@ def progress(message: str) -> Iterator[Callable[[str], None]]:
         yield lambda step: status.update(f"{message}: {step}")
 
 
+@contextmanager
+def progress_bar(message: str, total: float) -> Iterator[Callable[[float], None]]:
+    """A progress bar on stderr for a long computation; the callback reports how far it is
+    (same unit as ``total``). Not a terminal: nothing (logs get the result, not a bar)."""
+    console = _stderr_console()
+    if not console.is_terminal:
+        yield lambda done: None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(message, total=total)
+        yield lambda done: bar.update(task, completed=min(done, total))
+
+
 def show(renderable: Any) -> None:
     """A rich renderable (a table, a group of them) on stdout."""
     _stdout_console().print(renderable)

@@ -28,7 +28,7 @@ from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import Accelerator, AwsPool, GcpPool, Mesh, NodeGroup, Pool
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import bind
-from meshctl.policy.facts import MeshSnapshot, PoolFacts, TeamUsage, VictimFacts
+from meshctl.policy.facts import MeshSnapshot, VictimFacts
 from meshctl.pools.observed import (
     INFRA_ERRORS,
     NODE_LABEL,
@@ -700,37 +700,17 @@ def _idle_pools(world: World, rules: Rules, holding: Sequence[JobView], step: St
 def _mesh_facts(
     mesh: Mesh, snapshot: Snapshot, spend: Mapping[str, float], teams: Mapping[str, float]
 ) -> MeshSnapshot:
-    from meshctl.policy.facts import mesh_snapshot
+    from meshctl.policy.facts import mesh_snapshot, observed
 
-    configured = {p.name: p for p in mesh_snapshot(mesh, {}).pools}
     free: dict[str, float] = defaultdict(float)
     total: dict[str, int] = defaultdict(int)
     for node in snapshot.nodes:
         if node.health == "ready":
             free[node.pool] += sum(node.gpu_free)
         total[node.pool] += node.gpus
-    queued = len(snapshot.pending)
     waits = {p.name: p.expected_wait_s for p in snapshot.pools}
-    pools = []
-    for name, facts in configured.items():
-        observed = name in total
-        pools.append(
-            PoolFacts(
-                name=facts.name,
-                provider=facts.provider,
-                region=facts.region,
-                labels=facts.labels,
-                accelerators=facts.accelerators,
-                gpus=total[name] if observed else facts.gpus,
-                usd_per_gpu_hour=facts.usd_per_gpu_hour,
-                free_gpus=free[name] if observed else facts.free_gpus,
-                queued_jobs=queued if observed else 0,
-                expected_wait_s=waits.get(name, 0.0),
-                spend_usd_month=spend.get(name, 0.0),
-            )
-        )
-    return MeshSnapshot(
-        tuple(pools), {team: TeamUsage(spend_usd_month=usd) for team, usd in teams.items()}
+    return observed(
+        mesh_snapshot(mesh, {}), free, total, len(snapshot.pending), waits, spend, teams
     )
 
 

@@ -102,7 +102,22 @@ class PoolBase(Model):
     checkpoint_storage: CheckpointStorage | None = None
 
 
-class LocalPool(PoolBase):
+class Network(Model):
+    """The fabric between a pool's nodes, for the simulator's slowdown of multi-node jobs.
+
+    fat-tree: nodes under one leaf switch (label ``rack``) talk at full rate; leaf uplinks are
+    oversubscribed ``oversubscription:1``. dragonfly+: groups (label ``switch``) are
+    non-blocking inside and joined by global links tapered ``oversubscription:1``."""
+
+    topology: Literal["fat-tree", "dragonfly+"] = "fat-tree"
+    oversubscription: Annotated[float, Field(ge=1, le=64)] = 1.0
+
+
+class OnPremPoolBase(PoolBase):
+    network: Network | None = Field(None, description="the fabric, for the simulator")
+
+
+class LocalPool(OnPremPoolBase):
     """The embedded default: a Ray cluster on this machine, GPUs declared with --num-gpus."""
 
     provider: Literal["local"]
@@ -114,7 +129,7 @@ class RayAuth(Model):
     token_file: str | None = None
 
 
-class RayPool(PoolBase):
+class RayPool(OnPremPoolBase):
     """An existing Ray cluster, reached over HTTP at its dashboard address."""
 
     provider: Literal["ray"]

@@ -98,6 +98,40 @@ def mesh_snapshot(
     return MeshSnapshot(tuple(pools), teams)
 
 
+def observed(
+    configured: MeshSnapshot,
+    free_gpus: Mapping[str, float],
+    gpus: Mapping[str, int],
+    queued_jobs: int,
+    expected_wait_s: Mapping[str, float],
+    spend_usd: Mapping[str, float],
+    team_spend_usd: Mapping[str, float],
+) -> MeshSnapshot:
+    """The configured pools as observed now. A pool in ``gpus`` (one with live nodes) takes its
+    GPUs, free GPUs and the queue from the observation; one not observed keeps what its file
+    says. The controller and the simulator both bind policies to this."""
+    pools = []
+    for facts in configured.pools:
+        seen = facts.name in gpus
+        pools.append(
+            PoolFacts(
+                name=facts.name,
+                provider=facts.provider,
+                region=facts.region,
+                labels=facts.labels,
+                accelerators=facts.accelerators,
+                gpus=gpus[facts.name] if seen else facts.gpus,
+                usd_per_gpu_hour=facts.usd_per_gpu_hour,
+                free_gpus=free_gpus.get(facts.name, 0.0) if seen else facts.free_gpus,
+                queued_jobs=queued_jobs if seen else 0,
+                expected_wait_s=expected_wait_s.get(facts.name, 0.0),
+                spend_usd_month=spend_usd.get(facts.name, 0.0),
+            )
+        )
+    teams = {team: TeamUsage(spend_usd_month=usd) for team, usd in team_spend_usd.items()}
+    return MeshSnapshot(tuple(pools), teams)
+
+
 # --- the CEL maps (see variables.SCHEMA) -------------------------------------------------------
 
 

@@ -38,8 +38,8 @@ from meshctl.scheduler.scorers import (
     SpreadScorer,
     WaitScorer,
 )
-from meshctl.scheduler.snapshot import Offer, Pending, Running, Snapshot
-from meshctl.scheduler.state import FreeIndex, NodeState
+from meshctl.scheduler.snapshot import Node, Offer, Pending, Running, Snapshot
+from meshctl.scheduler.state import FreeIndex, NodeState, States
 from meshctl.scheduler.unschedulable import never_fits
 
 STATIC_FILTERS: tuple[Filter, ...] = (HealthFilter(), EligibilityFilter(), AcceleratorFilter())
@@ -64,11 +64,19 @@ class _Cycle:
     def __init__(self, snap: Snapshot, policies: PolicyView, config: SchedulerConfig) -> None:
         self.snap, self.policies, self.config = snap, policies, config
         self.plan = Plan(snap.now_s)
-        self.states = {n.name: NodeState(n) for n in snap.nodes}
-        by_pool: dict[str, list[NodeState]] = defaultdict(list)
-        for state in self.states.values():
-            by_pool[state.node.pool].append(state)
-        self.indexes = {pool: FreeIndex.of(states) for pool, states in by_pool.items()}
+        self.states = States(snap.nodes)
+        by_pool: dict[str, list[Node]] = defaultdict(list)
+        gpus, cpus, memory = 0, 0.0, 0.0
+        self.most_gpus, self.max_usd = 0, 0.0
+        self.any_unhealthy = False
+        for node in snap.nodes:  # one pass over the nodes for everything the set-up needs
+            by_pool[node.pool].append(node)
+            gpus, cpus, memory = gpus + node.gpus, cpus + node.cpus, memory + node.memory_gib
+            self.most_gpus = max(self.most_gpus, node.gpus)
+            self.max_usd = max(self.max_usd, node.usd_per_gpu_hour)
+            self.any_unhealthy = self.any_unhealthy or node.health == "unhealthy"
+        self.totals = Totals(gpus, cpus, memory)
+        self.indexes = {pool: FreeIndex.of(nodes, self.states) for pool, nodes in by_pool.items()}
         self._running_on: dict[str, list[Running]] | None = None  # built when first needed
         # per team: GPUs, CPUs, memory GiB, GPU memory GiB
         self.usage: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
@@ -81,11 +89,6 @@ class _Cycle:
         for team, (gpus, gpu_memory) in snap.team_usage.items():
             self.usage[team][0] += gpus
             self.usage[team][3] += gpu_memory
-        self.totals = Totals(
-            sum(n.gpus for n in snap.nodes),
-            sum(n.cpus for n in snap.nodes),
-            sum(n.memory_gib for n in snap.nodes),
-        )
         self.pools = {p.name: p for p in snap.pools}
         self.offers = list(snap.offers)
         self.headroom = burst.Headroom.of(snap.pools)
@@ -136,8 +139,7 @@ class _Cycle:
         total = sum(shapes.values()) or 1
         return CycleContext(
             now_s=self.snap.now_s,
-            max_usd_per_gpu_hour=max((n.usd_per_gpu_hour for n in self.snap.nodes), default=0)
-            or 1.0,
+            max_usd_per_gpu_hour=self.max_usd or 1.0,
             pool_wait_s={p.name: p.expected_wait_s for p in self.snap.pools},
             workload=tuple(
                 (shape, n / total)
@@ -145,7 +147,7 @@ class _Cycle:
                     shapes.items(), key=lambda kv: (kv[0][0], kv[0][1], sorted(kv[0][2]))
                 )
             ),
-            most_gpus_per_node=max((n.gpus for n in self.snap.nodes), default=0) or 1,
+            most_gpus_per_node=self.most_gpus or 1,
         )
 
     def _use(self, team: str, req: Request, sign: float = 1.0) -> None:
@@ -171,15 +173,16 @@ class _Cycle:
 
     def _evict(self) -> None:
         """Jobs on unhealthy nodes go; what they held elsewhere is free for this cycle."""
-        if all(state.node.health != "unhealthy" for state in self.states.values()):
+        if not self.any_unhealthy:
             return
+        nodes = self.states.nodes
         for job in self.snap.running:
             if job.leaving:
                 continue  # already on its way out: what it holds stays held until it stops
             bad = [
                 a.node
                 for a in job.allocations
-                if self.states.get(a.node) and self.states[a.node].node.health == "unhealthy"
+                if a.node in nodes and nodes[a.node].health == "unhealthy"
             ]
             if not bad:
                 continue
@@ -188,8 +191,8 @@ class _Cycle:
             self._use(job.team, job.request, sign=-1.0)
             for alloc in job.allocations:
                 self.running_on[alloc.node].remove(job)
-                state = self.states.get(alloc.node)
-                if state is not None:
+                if alloc.node in nodes:
+                    state = self.states[alloc.node]
                     before = state.whole_free
                     state.release(alloc)
                     self.indexes[state.node.pool].moved(state, before)
@@ -315,7 +318,7 @@ class _Cycle:
     def _static_candidates(self, ctx: CycleContext, job: Pending) -> list[NodeState]:
         return [
             s
-            for s in self.states.values()
+            for s in self.states.every()
             if all(f(job.request, s, ctx) is None for f in STATIC_FILTERS)
         ]
 
@@ -427,7 +430,7 @@ class _Cycle:
             key = (job.request, usable)
             if key not in cache:
                 cache[key] = rejections(
-                    job.request, self.states.values(), self._with_pools(usable), FILTERS
+                    job.request, self.states.every(), self._with_pools(usable), FILTERS
                 )
             reasons, dimensions, total = cache[key]
             decision.filtered, decision.nodes_considered = reasons, total

@@ -53,10 +53,13 @@ def rejection(
 def score(
     req: Request, node: NodeState, ctx: CycleContext, scorers: Sequence[Weighted]
 ) -> Candidate:
-    parts = tuple((w.scorer.name, w.scorer(req, node, ctx)) for w in scorers)
-    total_weight = sum(w.weight for w in scorers) or 1.0
-    total = sum(w.weight * s for w, (_, s) in zip(scorers, parts, strict=True)) / total_weight
-    return Candidate((node.name,), total, parts)
+    parts, total, total_weight = [], 0.0, 0.0
+    for w in scorers:  # one pass: this runs for every candidate of every job
+        value = w.scorer(req, node, ctx)
+        parts.append((w.scorer.name, value))
+        total += w.weight * value
+        total_weight += w.weight
+    return Candidate((node.name,), total / (total_weight or 1.0), tuple(parts))
 
 
 def feasible(
@@ -113,6 +116,24 @@ def _shape(node: NodeState) -> tuple[object, ...]:
     )
 
 
+def _scored(
+    req: Request, nodes: Sequence[NodeState], ctx: CycleContext, scorers: Sequence[Weighted]
+) -> dict[str, Candidate]:
+    """Each node's score, computed once per node shape: a gang looks at every feasible node,
+    and on a large pool most of them are twins (empty nodes of one type)."""
+    by_shape: dict[tuple[object, ...], Candidate] = {}
+    scored = {}
+    for node in nodes:
+        key = _shape(node)
+        found = by_shape.get(key)
+        if found is None:
+            found = by_shape[key] = score(req, node, ctx, scorers)
+        elif found.nodes != (node.name,):
+            found = Candidate((node.name,), found.total, found.scores)
+        scored[node.name] = found
+    return scored
+
+
 def choose(
     req: Request,
     indexes: Mapping[str, FreeIndex],
@@ -132,7 +153,7 @@ def choose(
     nodes, looked = feasible(req, indexes, ctx, filters, None if gang else limit, spread, extra)
     if len(nodes) < req.nodes:
         return None
-    scored = {node.name: score(req, node, ctx, scorers) for node in nodes}
+    scored = _scored(req, nodes, ctx, scorers)
     if gang:
         picked = choose_gang(req, nodes, scored, topology_weight)
         if picked is None:

@@ -8,7 +8,7 @@ changes them as it places jobs, so later decisions in the same cycle see earlier
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from meshctl.scheduler.request import Request
@@ -92,25 +92,44 @@ class NodeState:
         return twin
 
 
+class States(dict[str, NodeState]):
+    """Each node's working copy, made the first time the cycle looks at the node: a cycle that
+    places a few jobs on a pool of thousands of nodes touches a few dozen of them, and the
+    cost of a cycle follows what it does, not the size of the mesh."""
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        super().__init__()
+        self.nodes = {node.name: node for node in nodes}
+
+    def __missing__(self, name: str) -> NodeState:
+        state = self[name] = NodeState(self.nodes[name])
+        return state
+
+    def every(self) -> list[NodeState]:
+        """All of them, in snapshot order."""
+        return [self[name] for name in self.nodes]
+
+
 @dataclass
 class FreeIndex:
     """A pool's nodes bucketed by whole free GPUs; kept current as the cycle allocates."""
 
-    buckets: list[dict[str, NodeState]]
+    buckets: list[dict[str, None]]  # names, in snapshot order within a bucket
+    states: States
 
     @classmethod
-    def of(cls, states: list[NodeState]) -> FreeIndex:
-        most = max((s.node.gpus for s in states), default=0)
-        index = cls([{} for _ in range(most + 1)])
-        for state in states:
-            index.buckets[state.whole_free][state.name] = state
+    def of(cls, nodes: Sequence[Node], states: States) -> FreeIndex:
+        most = max((n.gpus for n in nodes), default=0)
+        index = cls([{} for _ in range(most + 1)], states)
+        for node in nodes:
+            index.buckets[node.whole_free][node.name] = None
         return index
 
     def moved(self, state: NodeState, before: int) -> None:
         """Re-bucket ``state`` after its whole free GPUs changed from ``before``."""
         if before != state.whole_free:
             del self.buckets[before][state.name]
-            self.buckets[state.whole_free][state.name] = state
+            self.buckets[state.whole_free][state.name] = None
 
     def candidates(self, req: Request, spread: bool) -> Iterator[NodeState]:
         """Nodes that may have room for ``req``'s GPUs: best fit first (worst fit to spread).
@@ -122,8 +141,10 @@ class FreeIndex:
         order = (
             range(len(self.buckets) - 1, low - 1, -1) if spread else range(low, len(self.buckets))
         )
+        states = self.states
         for count in order:
-            yield from list(self.buckets[count].values())
+            for name in list(self.buckets[count]):
+                yield states[name]
 
     def count_below(self, gpus: int) -> int:
         return sum(len(b) for b in self.buckets[: max(0, min(gpus, len(self.buckets)))])

@@ -1,0 +1,314 @@
+"""``meshctl sim run`` and ``meshctl sim compare``: the production core over a trace, offline.
+
+Both read a mesh file, policy files and a trace, run the simulator (``meshctl.simrun``) with
+a progress bar on stderr, and print a table (or the JSON report with ``-o json``). ``--out``
+writes ``report.json`` and PNG charts; ``compare`` writes one folder per policy set and a
+``compare.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from meshctl.cli.context import app_context
+from meshctl.cli.errors import InvalidRequestError
+from meshctl.cli.options import OutputOption
+from meshctl.cli.render import Column, Output
+
+if TYPE_CHECKING:
+    from meshctl.cli.context import AppContext
+    from meshctl.simrun import Outcome, RunSpec
+
+app = typer.Typer(
+    help="Simulate the mesh: the production scheduler and policies over real traces.",
+    no_args_is_help=True,
+)
+
+MeshFile = Annotated[
+    Path | None, typer.Option("--mesh", help="The mesh file (default: the app's mesh).")
+]
+Trace = Annotated[
+    str,
+    typer.Option(
+        help="philly, itp, itp:clusterNN, openb, openb:NAME, synthetic, or a trace CSV file."
+    ),
+]
+Days = Annotated[float, typer.Option(help="Days of the trace to replay.", min=0.001)]
+StartDay = Annotated[float, typer.Option(help="Day of the trace the window starts at.", min=0)]
+Replicate = Annotated[
+    int, typer.Option(help="Each job k times, for a k-times larger mesh.", min=1, max=1000)
+]
+ArrivalScale = Annotated[
+    float, typer.Option(help="Arrivals this many times as dense.", min=0.001, max=1000)
+]
+Failures = Annotated[str, typer.Option(help="Node failures: none, stepfun or llama3.")]
+Seed = Annotated[int, typer.Option(help="Seeds every random draw: same seed, same report.")]
+Cycle = Annotated[
+    float,
+    typer.Option("--cycle", help="Seconds between scheduling cycles (0: at every event).", min=0),
+]
+CheckpointInterval = Annotated[
+    str, typer.Option(help="Checkpoint every DURATION of computing, or auto (Young/Daly).")
+]
+CheckpointCost = Annotated[float, typer.Option(help="Seconds one checkpoint takes.", min=0)]
+Restart = Annotated[float, typer.Option(help="Seconds a restarted attempt needs to resume.", min=0)]
+Comm = Annotated[
+    float,
+    typer.Option(help="Share of a multi-node job's step spent communicating.", min=0, max=1),
+]
+JobsPerHour = Annotated[float, typer.Option(help="synthetic: mean arrivals per hour.", min=0.001)]
+Out = Annotated[Path | None, typer.Option("--out", help="Write report.json and charts here.")]
+Charts = Annotated[bool, typer.Option("--charts/--no-charts", help="PNG charts with --out.")]
+
+
+def _spec(
+    mesh: Path,
+    policies: list[Path],
+    trace: str,
+    days: float,
+    start_day: float,
+    replicate: int,
+    arrival_scale: float,
+    failures: str,
+    seed: int,
+    cycle: float,
+    checkpoint_interval: str,
+    checkpoint_cost: float,
+    restart: float,
+    comm_fraction: float,
+    jobs_per_hour: float,
+) -> RunSpec:
+    from meshctl.simrun import FAILURE_PRESETS, RunSpec
+    from meshctl.units import parse_duration_s
+
+    if failures not in FAILURE_PRESETS:
+        raise InvalidRequestError(
+            f"--failures: expected one of {', '.join(FAILURE_PRESETS)}, got {failures!r}"
+        )
+    interval: float | None = None
+    if checkpoint_interval != "auto":
+        try:
+            interval = parse_duration_s(checkpoint_interval)
+        except ValueError as err:
+            raise InvalidRequestError(f"--checkpoint-interval: {err}") from None
+        if interval <= 0:
+            raise InvalidRequestError("--checkpoint-interval: expected a duration > 0 or auto")
+    return RunSpec(
+        mesh=mesh,
+        trace=trace,
+        policies=tuple(policies),
+        days=days,
+        start_day=start_day,
+        replicate=replicate,
+        arrival_scale=arrival_scale,
+        failures=failures,
+        seed=seed,
+        cycle_s=cycle,
+        checkpoint_interval_s=interval,
+        checkpoint_cost_s=checkpoint_cost,
+        restart_s=restart,
+        comm_fraction=comm_fraction,
+        synthetic_jobs_per_hour=jobs_per_hour,
+    )
+
+
+def _simulate(context: AppContext, spec: RunSpec, policy_paths: list[Path], label: str) -> Outcome:
+    from meshctl.cli.policy_cmd import read_policies
+    from meshctl.cli.render import progress_bar
+    from meshctl.policyfiles import read_mesh
+    from meshctl.simrun import run
+
+    mesh = read_mesh(spec.mesh)
+    policies = read_policies(context, policy_paths)[1] if policy_paths else None
+    with progress_bar(f"simulating {label}", (spec.days or 30.0) * 86_400.0) as tick:
+        return run(spec, mesh, context.catalog_map(), policies, label, tick)
+
+
+def _label(paths: list[Path]) -> str:
+    return "+".join(p.stem if p.is_file() else p.name for p in paths) or "no policies"
+
+
+@app.command("run")
+def run_cmd(
+    ctx: typer.Context,
+    mesh: MeshFile = None,
+    policy: Annotated[
+        list[Path] | None,
+        typer.Option("--policy", "-p", help="Policy files or folders (default: none)."),
+    ] = None,
+    trace: Trace = "philly",
+    days: Days = 30.0,
+    start_day: StartDay = 0.0,
+    replicate: Replicate = 1,
+    arrival_scale: ArrivalScale = 1.0,
+    failures: Failures = "none",
+    seed: Seed = 0,
+    cycle: Cycle = 60.0,
+    checkpoint_interval: CheckpointInterval = "auto",
+    checkpoint_cost: CheckpointCost = 60.0,
+    restart: Restart = 300.0,
+    comm_fraction: Comm = 0.3,
+    jobs_per_hour: JobsPerHour = 60.0,
+    out: Out = None,
+    charts: Charts = True,
+    output: OutputOption = Output.table,
+) -> None:
+    """Replay a trace on the mesh under the policies; print what it measured."""
+    from meshctl.simrun import write
+
+    context = app_context(ctx)
+    paths = list(policy or [])
+    spec = _spec(
+        mesh or context.mesh_file(), paths, trace, days, start_day, replicate, arrival_scale,
+        failures, seed, cycle, checkpoint_interval, checkpoint_cost, restart, comm_fraction,
+        jobs_per_hour,
+    )  # fmt: skip
+    outcome = _simulate(context, spec, paths, _label(paths))
+    if out is not None:
+        write(outcome, out, charts)
+    _emit([outcome], output, out)
+
+
+@app.command("compare")
+def compare_cmd(
+    ctx: typer.Context,
+    policy: Annotated[
+        list[str],
+        typer.Option(
+            "--policy",
+            "-p",
+            help="One policy set per flag: [NAME=]files or folders joined by commas, or none.",
+        ),
+    ],
+    mesh: MeshFile = None,
+    trace: Trace = "philly",
+    days: Days = 30.0,
+    start_day: StartDay = 0.0,
+    replicate: Replicate = 1,
+    arrival_scale: ArrivalScale = 1.0,
+    failures: Failures = "none",
+    seed: Seed = 0,
+    cycle: Cycle = 60.0,
+    checkpoint_interval: CheckpointInterval = "auto",
+    checkpoint_cost: CheckpointCost = 60.0,
+    restart: Restart = 300.0,
+    comm_fraction: Comm = 0.3,
+    jobs_per_hour: JobsPerHour = 60.0,
+    out: Out = None,
+    charts: Charts = True,
+    output: OutputOption = Output.table,
+) -> None:
+    """Run several policy sets on the same mesh, trace and seed; print them side by side."""
+    from meshctl.simrun import write
+
+    context = app_context(ctx)
+    named = [p.partition("=") if "=" in p else ("", "", p) for p in policy]
+    sets = [[] if p == "none" else [Path(x) for x in p.split(",") if x] for _, _, p in named]
+    if len(sets) < 2:
+        raise InvalidRequestError("--policy: give at least two policy sets to compare")
+    for paths in sets:
+        for path in paths:
+            if not path.exists():
+                raise InvalidRequestError(f"--policy: {path} does not exist")
+    labels = [name or auto for (name, _, _), auto in zip(named, _labels(sets), strict=True)]
+    if len(set(labels)) < len(labels):
+        raise InvalidRequestError(f"--policy: two policy sets are named alike: {labels}")
+    outcomes = []
+    for paths, label in zip(sets, labels, strict=True):
+        spec = _spec(
+            mesh or context.mesh_file(), paths, trace, days, start_day, replicate,
+            arrival_scale, failures, seed, cycle, checkpoint_interval, checkpoint_cost,
+            restart, comm_fraction, jobs_per_hour,
+        )  # fmt: skip
+        outcomes.append(_simulate(context, spec, paths, label))
+    if out is not None:
+        for outcome in outcomes:
+            write(outcome, out / outcome.name, charts)
+        both = {o.name: o.report for o in outcomes}
+        (out / "compare.json").write_text(json.dumps(both, indent=2, sort_keys=True) + "\n")
+    _emit(outcomes, output, out)
+
+
+def _labels(sets: list[list[Path]]) -> list[str]:
+    labels = [_label(paths) for paths in sets]
+    if len(set(labels)) < len(labels):  # the same stem twice: number them
+        labels = [f"{i + 1}-{label}" for i, label in enumerate(labels)]
+    return labels
+
+
+# --- output ---------------------------------------------------------------------------------
+
+
+def _h(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def rows_of(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """(metric, value) pairs in the order the table shows them."""
+    u, jobs, g = report["utilisation"], report["jobs"], report["gpu_hours"]
+    rows = [
+        ("jobs finished / arrived", f"{jobs['finished']:,} / {jobs['arrived']:,}"),
+        ("jobs rejected, unfinished", f"{jobs['rejected']:,}, {jobs['unfinished']:,}"),
+        ("jobs that ran on cloud", f"{jobs['ran_on_cloud']:,}"),
+        ("on-prem utilisation", f"{u['onprem']:.1%} ({u['onprem_available']:.1%} of up)"),
+        ("cloud GPU-hours", f"{u['cloud_gpu_hours']:,.0f}"),
+    ]
+    for name in ("critical", "standard", "best-effort", "all"):
+        c = report["classes"][name]
+        q, j = c["queueing_delay"], c["jct"]
+        if not q["n"]:
+            continue
+        rows.append(
+            (
+                f"wait {name} (mean/p50/p99)",
+                f"{_h(q['mean_s'])} / {_h(q['p50_s'])} / {_h(q['p99_s'])}",
+            )
+        )
+        rows.append(
+            (
+                f"JCT {name} (mean/p50/p99)",
+                f"{_h(j['mean_s'])} / {_h(j['p50_s'])} / {_h(j['p99_s'])}",
+            )
+        )
+    f = report["failures"]
+    rows += [
+        ("cloud spend", f"${report['cloud_spend_usd']['total']:,.0f}"),
+        ("preemptions", f"{report['preemptions']:,}"),
+        ("node failures / spot reclaims", f"{f['node_failures']:,} / {f['spot_reclaims']:,}"),
+        ("jobs interrupted", f"{f['jobs_interrupted']:,}"),
+        ("GPU-hours lost to failures", f"{g['lost_to_failures']:,.0f}"),
+        ("goodput (useful / held)", f"{report['goodput']:.1%}"),
+        ("ETTR (mean per job)", f"{report['ettr']:.1%}"),
+    ]
+    return rows
+
+
+def _emit(outcomes: list[Outcome], output: Output, out: Path | None) -> None:
+    from meshctl.cli import render
+
+    if output is not Output.table:
+        data = outcomes[0].report if len(outcomes) == 1 else {o.name: o.report for o in outcomes}
+        render.emit_data(data, output)
+        return
+    table = [r for r, _ in rows_of(outcomes[0].report)]
+    values = [dict(rows_of(o.report)) for o in outcomes]
+    rows = [{"metric": m, **{f"c{i}": v[m] for i, v in enumerate(values)}} for m in table]
+    columns = [Column("metric", "metric")] + [
+        Column(f"c{i}", o.name, "right") for i, o in enumerate(outcomes)
+    ]
+    meta = outcomes[0].report["meta"]
+    caption = (
+        f"trace {meta['trace']}, {meta['days']:g} days x{meta['replicate']}, "
+        f"failures {meta['failures']}, seed {meta['seed']}"
+    )
+    render.emit(rows, columns, output, title="simulation", caption=caption)
+    if out is not None:
+        render.say(f"wrote {out}")

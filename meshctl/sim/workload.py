@@ -1,0 +1,183 @@
+"""The simulator's workload: trace jobs, the transforms that fit a trace to a mesh, and classes.
+
+A trace records (arrival, duration at its original size, GPUs) and nothing else: no status,
+user, placement, kind or priority (see ../shared/traces/README.md). Everything a policy needs
+that the trace lacks is assigned here by ``classify``, with documented, seeded rules, and the
+report says so. Pure: no I/O, no clock; randomness comes from a seeded ``random.Random``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+DAY_S = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One job as a trace gives it; times in seconds from the trace's start."""
+
+    name: str
+    arrival_s: float
+    duration_s: float  # at its original size, on an uncontended network
+    gpus: float  # in all, over every node
+
+
+@dataclass(frozen=True, slots=True)
+class SimJob:
+    """A trace job with the class the policies route by, and its shape per node."""
+
+    id: str
+    arrival_s: float
+    duration_s: float
+    gpus: float  # per node (a fraction of one GPU only on a single node)
+    nodes: int
+    kind: str  # train, inference, batch, interactive
+    criticality: str  # critical, standard, best-effort
+    team: str
+
+    @property
+    def total_gpus(self) -> float:
+        return self.gpus * self.nodes
+
+    @property
+    def work_gpu_s(self) -> float:
+        return self.duration_s * self.total_gpus
+
+
+# --- fitting a trace to a mesh ------------------------------------------------------------------
+
+
+def window(jobs: Iterable[TraceJob], start_s: float, days: float | None) -> list[TraceJob]:
+    """Jobs arriving in [start, start + days), shifted so the window starts at 0."""
+    end = math.inf if days is None else start_s + days * DAY_S
+    return [
+        replace(job, arrival_s=job.arrival_s - start_s)
+        for job in jobs
+        if start_s <= job.arrival_s < end
+    ]
+
+
+def scale_arrivals(jobs: Iterable[TraceJob], factor: float) -> list[TraceJob]:
+    """Arrivals ``factor`` times as dense (2.0: the same jobs in half the time)."""
+    if factor <= 0:
+        raise ValueError(f"arrival scale must be > 0, got {factor:g}")
+    return [replace(job, arrival_s=job.arrival_s / factor) for job in jobs]
+
+
+def replicate(jobs: Sequence[TraceJob], k: int) -> list[TraceJob]:
+    """Each job k times (names ``name~i``) for a k-times larger mesh, as the Sia artifact
+    scales its traces: same arrivals and sizes, so load per GPU stays the trace's."""
+    if k < 1:
+        raise ValueError(f"replication must be >= 1, got {k}")
+    if k == 1:
+        return list(jobs)
+    return [replace(job, name=f"{job.name}~{i}") for job in jobs for i in range(k)]
+
+
+# --- classes: what the trace lacks --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClassRules:
+    """How a trace job gets its kind, criticality and team (documented in docs/SIMULATOR.md).
+
+    - kind: ``train`` if it uses more than one node or runs longer than ``train_after_s``;
+      otherwise ``inference`` with probability ``inference_share``, else ``batch``.
+    - criticality: ``critical`` with probability ``critical_share``, ``best-effort`` with
+      ``best_effort_share``, else ``standard``; gangs of ``critical_nodes`` nodes or more are
+      always critical (large pre-training runs are the strategic work).
+    - team: one of ``teams``, uniformly.
+    Every draw uses the run's seed, so the same seed gives the same classes.
+    """
+
+    gpus_per_node: int = 8
+    train_after_s: float = 3600.0
+    inference_share: float = 0.2
+    critical_share: float = 0.2
+    best_effort_share: float = 0.3
+    critical_nodes: int = 8
+    teams: tuple[str, ...] = ("team-a", "team-b", "team-c", "team-d")
+
+
+def shape(gpus: float, per_node: int) -> tuple[float, int]:
+    """(GPUs per node, nodes): up to a node's worth on one node, more as whole nodes."""
+    if gpus <= per_node:
+        return gpus, 1
+    return float(per_node), math.ceil(gpus / per_node)
+
+
+def classify(jobs: Sequence[TraceJob], seed: int, rules: ClassRules = ClassRules()) -> list[SimJob]:
+    rng = random.Random(f"{seed}:classes")
+    out = []
+    for job in sorted(jobs, key=lambda j: (j.arrival_s, j.name)):
+        per_node, nodes = shape(job.gpus, rules.gpus_per_node)
+        long = nodes > 1 or job.duration_s > rules.train_after_s
+        draw_kind, draw_class, team = rng.random(), rng.random(), rng.choice(rules.teams)
+        kind = "train" if long else ("inference" if draw_kind < rules.inference_share else "batch")
+        if nodes >= rules.critical_nodes or draw_class < rules.critical_share:
+            criticality = "critical"
+        elif draw_class < rules.critical_share + rules.best_effort_share:
+            criticality = "best-effort"
+        else:
+            criticality = "standard"
+        out.append(
+            SimJob(
+                job.name,
+                job.arrival_s,
+                job.duration_s,
+                per_node,
+                nodes,
+                kind,
+                criticality,
+                team,
+            )
+        )
+    return out
+
+
+# --- a synthetic workload -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Synthetic:
+    """Poisson arrivals; log-normal durations; sizes from a discrete distribution.
+
+    Defaults are shaped like the Philly trace: median duration about 1,100 s with a long tail,
+    and most jobs on one GPU."""
+
+    jobs_per_hour: float = 60.0
+    median_duration_s: float = 1200.0
+    duration_sigma: float = 1.8
+    max_duration_s: float = 14 * DAY_S
+    sizes: tuple[tuple[float, float], ...] = (
+        (1, 0.80),
+        (2, 0.05),
+        (4, 0.06),
+        (8, 0.06),
+        (16, 0.015),
+        (32, 0.01),
+        (64, 0.005),
+    )
+
+
+def synthetic(spec: Synthetic, days: float, seed: int) -> list[TraceJob]:
+    rng = random.Random(f"{seed}:synthetic")
+    sizes, weights = zip(*spec.sizes, strict=True)
+    rate_s = spec.jobs_per_hour / 3600.0
+    jobs: list[TraceJob] = []
+    t, i = 0.0, 0
+    while True:
+        t += rng.expovariate(rate_s)
+        if t >= days * DAY_S:
+            return jobs
+        duration = min(
+            spec.max_duration_s,
+            rng.lognormvariate(math.log(spec.median_duration_s), spec.duration_sigma),
+        )
+        gpus = rng.choices(sizes, weights)[0]
+        jobs.append(TraceJob(f"syn-{i:06d}", t, max(1.0, round(duration)), float(gpus)))
+        i += 1

@@ -1,0 +1,193 @@
+"""The simulator's shell: files and traces in, the pure engine run, report and charts out.
+
+    spec = RunSpec(mesh=Path("mesh.yaml"), policies=[Path("policies")], trace="philly")
+    outcome = run(spec, catalogs, progress)      # reads files, simulates (meshctl.sim)
+    write(outcome, Path("out"))                  # report.json, charts/*.png
+
+Cloud pools behave as ``PROVIDERS`` says (provisioning delay, spot notice and mean spot
+life); their shapes and prices come from the provider catalogs, less the pool's discount.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from meshctl.model.catalog import Catalog
+from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, RayPool
+from meshctl.policy.compiled import PolicySet
+from meshctl.policy.facts import mesh_snapshot
+from meshctl.problems import InvalidFileError, Problem
+from meshctl.scheduler import SchedulerConfig
+from meshctl.scheduler.build import snapshot_from_mesh
+from meshctl.sim import workload as wl
+from meshctl.sim.engine import CloudPool, Result, SimConfig, SimMesh, simulate
+from meshctl.sim.failures import LLAMA3, Checkpoints, FailureModel
+from meshctl.sim.network import Network
+from meshctl.sim.report import build_report
+
+FAILURE_PRESETS = ("none", "stepfun", "llama3")
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderBehaviour:
+    provision_s: float  # launch request -> node joined the pool
+    notice_s: float  # spot/preemptible warning
+    spot_lifetime_s: float  # mean life of a spot node before the provider takes it back
+
+
+# Provisioning: a GPU instance booting a deep-learning image and joining Ray takes minutes on
+# both clouds; 3 minutes is taken for both. Notices are the providers' own (EC2 spot: 2
+# minutes; Compute Engine spot: 30 s). Mean spot life: 24 h, an assumption (providers publish
+# only interruption-frequency bands, e.g. AWS's "<5%" to ">20%" per month).
+PROVIDERS: Mapping[str, ProviderBehaviour] = {
+    "aws": ProviderBehaviour(180.0, 120.0, 24 * 3600.0),
+    "gcp": ProviderBehaviour(180.0, 30.0, 24 * 3600.0),
+}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    mesh: Path
+    trace: str  # a trace name or CSV path (meshctl.traces), or "synthetic"
+    policies: Sequence[Path] = ()
+    days: float | None = 30.0
+    start_day: float = 0.0
+    replicate: int = 1
+    arrival_scale: float = 1.0
+    failures: str = "none"
+    seed: int = 0
+    cycle_s: float = 60.0
+    checkpoint_interval_s: float | None = None  # None: Young/Daly
+    checkpoint_cost_s: float = 60.0
+    restart_s: float = 300.0
+    comm_fraction: float = 0.3
+    synthetic_jobs_per_hour: float = 60.0
+    candidates: int = 8  # feasible nodes scored per pool for a single-node job (controller: 32)
+
+
+@dataclass
+class Outcome:
+    spec: RunSpec
+    name: str  # the policy set's name in reports: the policy paths, or "no policies"
+    result: Result
+    report: dict[str, Any]
+    cloud_pools: tuple[str, ...] = field(default_factory=tuple)
+
+
+def sim_mesh(mesh: Mesh, catalogs: Mapping[str, Catalog], comm_fraction: float) -> SimMesh:
+    base = snapshot_from_mesh(mesh, catalogs, None, (), 0.0)
+    networks, clouds = {}, {}
+    for pool in mesh.spec.pools:
+        if isinstance(pool, LocalPool | RayPool) and pool.network is not None:
+            networks[pool.name] = Network(
+                pool.network.topology, pool.network.oversubscription, comm_fraction
+            )
+        if isinstance(pool, AwsPool | GcpPool):
+            how = PROVIDERS[pool.provider]
+            clouds[pool.name] = CloudPool(
+                pool.name,
+                provision_s=how.provision_s,
+                spot_lifetime_s=how.spot_lifetime_s,
+                notice_s=how.notice_s,
+                idle_s=pool.idle_minutes * 60.0,
+                labels=dict(pool.labels),
+            )
+    return SimMesh(
+        base.nodes, base.pools, base.offers, clouds, networks, mesh_snapshot(mesh, catalogs)
+    )
+
+
+def failure_model(preset: str) -> FailureModel | None:
+    if preset == "none":
+        return None
+    if preset == "llama3":
+        return LLAMA3
+    if preset == "stepfun":
+        from meshctl.traces import stepfun_failures
+
+        return stepfun_failures()
+    raise InvalidFileError(
+        [
+            Problem(
+                "--failures",
+                None,
+                "",
+                f"expected one of {', '.join(FAILURE_PRESETS)}, got {preset!r}",
+            )
+        ]
+    )
+
+
+def jobs_of(spec: RunSpec, gpus_per_node: int) -> list[wl.SimJob]:
+    if spec.trace == "synthetic":
+        raw = wl.synthetic(
+            wl.Synthetic(jobs_per_hour=spec.synthetic_jobs_per_hour), spec.days or 30.0, spec.seed
+        )
+    else:
+        from meshctl.traces import load
+
+        raw = wl.window(load(spec.trace), spec.start_day * wl.DAY_S, spec.days)
+    raw = wl.replicate(wl.scale_arrivals(raw, spec.arrival_scale), spec.replicate)
+    return wl.classify(raw, spec.seed, wl.ClassRules(gpus_per_node=gpus_per_node))
+
+
+def run(
+    spec: RunSpec,
+    mesh: Mesh,
+    catalogs: Mapping[str, Catalog],
+    policies: PolicySet | None,
+    name: str,
+    progress: Callable[[float], None] | None = None,
+) -> Outcome:
+    simmesh = sim_mesh(mesh, catalogs, spec.comm_fraction)
+    most = max((n.gpus for n in simmesh.nodes), default=8) or 8
+    jobs = jobs_of(spec, most)
+    config = SimConfig(
+        seed=spec.seed,
+        cycle_s=spec.cycle_s,
+        failures=failure_model(spec.failures),
+        checkpoints=Checkpoints(spec.checkpoint_interval_s, spec.checkpoint_cost_s, spec.restart_s),
+        scheduler=SchedulerConfig(max_candidates=spec.candidates),
+    )
+    result = simulate(simmesh, jobs, config, policies, progress)
+    clouds = tuple(p.name for p in simmesh.pools if p.cloud)
+    meta = {
+        "mesh": mesh.metadata.name,
+        "policies": name,
+        "trace": spec.trace,
+        "days": spec.days,
+        "start_day": spec.start_day,
+        "replicate": spec.replicate,
+        "arrival_scale": spec.arrival_scale,
+        "failures": spec.failures,
+        "seed": spec.seed,
+        "cycle_s": spec.cycle_s,
+        "checkpoint": {
+            "interval_s": spec.checkpoint_interval_s or "young-daly",
+            "cost_s": spec.checkpoint_cost_s,
+            "restart_s": spec.restart_s,
+        },
+        "comm_fraction": spec.comm_fraction,
+        "candidates": spec.candidates,
+        "cloud_pools": list(clouds),
+        "assigned": "kind, criticality, team: seeded rules (meshctl.sim.workload)",
+    }
+    return Outcome(spec, name, result, build_report(result, meta), clouds)
+
+
+def write(outcome: Outcome, out: Path, charts: bool = True) -> list[Path]:
+    """``report.json`` (sorted keys, fixed rounding: byte-identical for the same seed) and,
+    with ``charts``, the PNG charts. Returns the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    report = out / "report.json"
+    report.write_text(json.dumps(outcome.report, indent=2, sort_keys=True) + "\n")
+    written = [report]
+    if charts:
+        from meshctl.simrun.charts import draw
+
+        written += draw(outcome.result, out, outcome.name)
+    return written
