@@ -86,14 +86,15 @@ class _Cycle:
             used[1] += req.cpus * req.nodes
             used[2] += req.memory_gib * req.nodes
             used[3] += req.gpu_memory_gib * req.total_gpus
-        for team, (gpus, gpu_memory) in snap.team_usage.items():
-            self.usage[team][0] += gpus
+        for team, (team_gpus, gpu_memory) in snap.team_usage.items():
+            self.usage[team][0] += team_gpus
             self.usage[team][3] += gpu_memory
         self.pools = {p.name: p for p in snap.pools}
         self.offers = list(snap.offers)
         self.headroom = burst.Headroom.of(snap.pools)
         self.preempted: set[str] = {job.job_id for job in snap.running if job.leaving}
         self.never: dict[tuple[Request, frozenset[str]], str | None] = {}
+        self.static: dict[tuple[object, ...], list[NodeState]] = {}
         self.reservation: str | None = None
         self.reservation_tried = False
         self.nominated: dict[str, set[str]] = defaultdict(set)  # node -> jobs it is freed for
@@ -316,11 +317,18 @@ class _Cycle:
         )
 
     def _static_candidates(self, ctx: CycleContext, job: Pending) -> list[NodeState]:
-        return [
-            s
-            for s in self.states.every()
-            if all(f(job.request, s, ctx) is None for f in STATIC_FILTERS)
-        ]
+        """Nodes the job could use were they free (health, pools, GPU model and memory).
+        None of that changes within a cycle, so it is worked out once per kind of request."""
+        req = job.request
+        key = (req.gpus, req.accelerators, req.vendor, req.gpu_memory_gib, ctx.usable_pools)
+        found = self.static.get(key)
+        if found is None:
+            found = self.static[key] = [
+                s
+                for s in self.states.every()
+                if all(f(req, s, ctx) is None for f in STATIC_FILTERS)
+            ]
+        return found
 
     def _preempt(self, job: Pending, verdict: Verdict | None, ctx: CycleContext) -> Decision | None:
         if verdict is None or not verdict.preemption.allowed:
@@ -340,7 +348,7 @@ class _Cycle:
             if not self.nominated.get(n.name, set()) - {job.job_id}
         ]
         sets = preempt.plan_preemption(
-            job.request, free_to_take, self.running_on, self.snap.now_s, allowed
+            job.request, free_to_take, self.running_on, self.snap.now_s, allowed, job.priority
         )
         if sets is None:
             return None

@@ -42,7 +42,11 @@ def _on_node(
     now_s: float,
     allowed: MayPreempt,
     taken: set[str],
+    priority: int,
 ) -> VictimSet | None:
+    victims = [v for v in victims if v.priority < priority and v.job_id not in taken]
+    if not victims:
+        return None  # nothing here it could take: no copy, no policy question
     twin = node.copy()
     chosen: list[Running] = []
     graces: list[float] = []
@@ -50,8 +54,6 @@ def _on_node(
     for victim in sorted(victims, key=lambda v: (v.priority, lost_work_s(v, now_s), v.job_id)):
         if fit.check(req, twin) is None:
             break
-        if victim.job_id in taken:
-            continue
         ok, grace, rule = allowed(victim)
         if not ok:
             continue
@@ -77,8 +79,10 @@ def plan_preemption(
     running_on: Mapping[str, list[Running]],
     now_s: float,
     allowed: MayPreempt,
+    priority: int,
 ) -> list[VictimSet] | None:
-    """Victim sets on ``req.nodes`` distinct nodes, cheapest first; None if it cannot be done."""
+    """Victim sets on ``req.nodes`` distinct nodes, cheapest first; None if it cannot be done.
+    Only jobs of lower ``priority`` than the preemptor's are ever victims."""
     taken: set[str] = set()
     picked: list[VictimSet] = []
     for _ in range(req.nodes):
@@ -86,7 +90,11 @@ def plan_preemption(
             found
             for node in nodes
             if node.name not in {p.node for p in picked}
-            if (found := _on_node(node, req, running_on.get(node.name, []), now_s, allowed, taken))
+            if (
+                found := _on_node(
+                    node, req, running_on.get(node.name, []), now_s, allowed, taken, priority
+                )
+            )
         ]
         if not options:
             return None

@@ -95,6 +95,7 @@ class SimConfig:
     cpus_per_gpu: float = 4.0
     memory_gib_per_gpu: float = 32.0
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    window_s: float | None = None  # on-prem utilisation is measured over [0, window]
     until_s: float | None = None  # stop here even if jobs remain (default: a year after the last)
 
 
@@ -427,30 +428,31 @@ class Engine:
             if progress is not None and totals.events % every == 0:
                 progress(self.now)
         self._advance(self.now)
-        for instance in self.instances.values():
+        for instance in self.instances.values():  # billed until they would have gone
             if not instance.gone:
-                self._bill(instance, self.now)
+                node, end = instance.node, self.now
+                if node is not None and not node.jobs:
+                    end = max(end, node.idle_since + self.mesh.clouds[instance.pool].idle_s)
+                self._bill(instance, end)
         self._sample(None, None, again=False)
         return Result(self.now, list(self.results.values()), self.samples, totals, self.onprem_gpus)
 
     def _advance(self, t: float) -> None:
-        """Integrate capacity over (now, t], then move the clock."""
+        """Integrate capacity over (now, t], then move the clock. On-prem utilisation counts
+        only the window (the trace's span): the drain after it would dilute it."""
         dt_s = t - self.now
         if dt_s > 0:
-            cloud_busy = 0.0
-            onprem_busy = 0.0
-            for pool, busy in self.busy.items():
-                if pool in self.cloud_pools:
-                    cloud_busy += busy
-                else:
-                    onprem_busy += busy
-            self.totals.onprem_busy_gpu_s += onprem_busy * dt_s
-            self.totals.onprem_gpu_s += self.onprem_gpus * dt_s
-            up = sum(g for pool, g in self.up_gpus.items() if pool not in self.cloud_pools)
-            self.totals.onprem_down_gpu_s += (self.onprem_gpus - up) * dt_s
             self.totals.cloud_gpu_s += (
                 sum(g for pool, g in self.up_gpus.items() if pool in self.cloud_pools) * dt_s
             )
+            window = self.config.window_s
+            span = dt_s if window is None else max(0.0, min(t, window) - min(self.now, window))
+            if span > 0:
+                busy = sum(b for pool, b in self.busy.items() if pool not in self.cloud_pools)
+                up = sum(g for pool, g in self.up_gpus.items() if pool not in self.cloud_pools)
+                self.totals.onprem_busy_gpu_s += busy * span
+                self.totals.onprem_gpu_s += self.onprem_gpus * span
+                self.totals.onprem_down_gpu_s += (self.onprem_gpus - up) * span
         self.now = t
 
     def _want_cycle(self) -> None:
@@ -517,20 +519,25 @@ class Engine:
         self.results[job_id].preempted += 1
 
     def _fail(self, name: str, repair_s: float) -> None:
+        """A node fails: its jobs lose what they did since their last checkpoint and wait
+        again. The node stays in the snapshot, cordoned (it will come back, so a job that
+        only it could hold still waits rather than being rejected) until its repair."""
         node = self.nodes.get(name)
-        if node is None:
+        if node is None or node.health == "cordoned" or node.cloud is not None:
             return
         self.totals.node_failures += 1
         for job_id in sorted(node.jobs):
             self._interrupt(self.running[job_id], graceful=False)
             self.results[job_id].failed += 1
-        self._remove_node(node)
+        node.health, node.snap = "cordoned", None
+        self.dirty_nodes.add(node)
+        self.up_gpus[node.base.pool] -= node.base.gpus
         self.push(self.now + repair_s, REPAIR, node, None)
 
     def _repair(self, node: _Node, _: Any) -> None:
         node.health, node.snap = "ready", None
-        self._add_node(node)
-        self._reindex()
+        self.dirty_nodes.add(node)
+        self.up_gpus[node.base.pool] += node.base.gpus
         self._next_failure(node.base.name)
         if self.pending:
             self._want_cycle()

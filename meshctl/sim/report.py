@@ -2,7 +2,8 @@
 
 Definitions (docs/SIMULATOR.md says the same):
 - utilisation: GPU-seconds held by jobs on on-prem nodes over installed on-prem GPU-seconds,
-  from time 0 to the end of the run; ``available`` leaves out the time nodes were down.
+  over the trace's window (the whole run when no window is set: the drain after the last
+  arrival would dilute it); ``available`` leaves out the time nodes were down.
 - queueing delay: first start minus arrival; job completion time (JCT): end minus arrival.
   Both by criticality class and for all jobs that finished: mean, p50, p99 (linear
   interpolation between closest ranks).

@@ -152,6 +152,7 @@ def run(
         failures=failure_model(spec.failures),
         checkpoints=Checkpoints(spec.checkpoint_interval_s, spec.checkpoint_cost_s, spec.restart_s),
         scheduler=SchedulerConfig(max_candidates=spec.candidates),
+        window_s=None if spec.days is None else spec.days * wl.DAY_S,
     )
     result = simulate(simmesh, jobs, config, policies, progress)
     clouds = tuple(p.name for p in simmesh.pools if p.cloud)

@@ -1,0 +1,184 @@
+"""How fast the simulator replays a month of a 10,000-GPU mesh, and its event loop against SimPy.
+
+    python benchmarks/sim_speed.py [--days 30] [--start-day 26.6] [--replicate 4]
+                                   [--failures stepfun] [--policies none|burst|onprem-only]
+                                   [--runs 1] [--json]
+
+The run: the Microsoft Philly trace (../shared/traces/philly/philly.csv) from ``--start-day``
+(day 26.6 is 2017-10-01, the start of its busiest month) for ``--days``, each job replicated
+``--replicate`` times, on the example mesh (examples/sim/mesh.yaml: 1,250 nodes x 8 H100 in
+125 racks, a fat-tree oversubscribed 2:1, a GCP and an AWS burst pool), node failures from the
+``--failures`` preset, seed 0, a scheduling cycle at most every 60 s, Young/Daly checkpoints.
+``--policies``: none (every pool usable, nothing bursts), or one of the example policy sets
+(examples/sim/policies). The same code path as ``meshctl sim run``.
+
+Printed (and with ``--json``): ``events_per_s`` (events the engine handled / wall seconds of
+the simulation, trace loading excluded), ``wall_s``, ``peak_rss_mib`` (the process's peak
+resident memory), and ``simpy_ratio``: the events of the run, replayed through a SimPy event
+loop and through the engine's own loop (a ``heapq`` of tuples and a dispatch table), each
+with the same trivial handler; SimPy's wall time over ours. The replay schedules every event
+at the time the run fired it, so both loops do exactly the same pushes, pops and dispatches;
+it measures the event machinery, not the scheduler (which both would call alike). Several
+``--runs``: medians. Exits 2 when the trace folder is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import heapq
+import json
+import resource
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from traces import PHILLY, require
+
+from meshctl.catalog import load_catalog
+from meshctl.policy.compiled import compile_policies
+from meshctl.policyfiles import read_mesh, read_policy_files
+from meshctl.scheduler import SchedulerConfig
+from meshctl.sim import engine as sim
+from meshctl.simrun import RunSpec, failure_model, jobs_of, sim_mesh
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "sim"
+
+
+class Recording(sim.Engine):
+    """The engine, noting the time each event fired and its kind."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fired: list[tuple[float, int]] = []
+
+    def push(self, t: float, kind: int, a: Any = None, b: Any = None) -> None:
+        self.fired.append((t, kind))
+        super().push(t, kind, a, b)
+
+
+def simulate(args: argparse.Namespace, record: bool) -> tuple[float, sim.Engine]:
+    mesh = read_mesh(EXAMPLE / "mesh.yaml")
+    catalogs = {p: load_catalog(p).catalog for p in ("aws", "gcp")}
+    policies = None
+    if args.policies != "none":
+        files = read_policy_files(
+            [EXAMPLE / "policies" / "common", EXAMPLE / "policies" / f"{args.policies}.yaml"]
+        )
+        policies = compile_policies(files.policies)
+    spec = RunSpec(
+        mesh=EXAMPLE / "mesh.yaml",
+        trace="philly",
+        days=args.days,
+        start_day=args.start_day,
+        replicate=args.replicate,
+        failures=args.failures,
+    )
+    simmesh = sim_mesh(mesh, catalogs, spec.comm_fraction)
+    jobs = jobs_of(spec, 8)
+    config = sim.SimConfig(
+        seed=spec.seed,
+        cycle_s=spec.cycle_s,
+        failures=failure_model(spec.failures),
+        scheduler=SchedulerConfig(max_candidates=spec.candidates),
+        window_s=spec.days * 86_400.0,
+    )
+    engine = (Recording if record else sim.Engine)(simmesh, jobs, config, policies)
+    gc.collect()
+    start = time.perf_counter()
+    engine.run()
+    return time.perf_counter() - start, engine
+
+
+def replay_ours(fired: list[tuple[float, int]]) -> float:
+    """The engine's loop: tuples on a heap, a dispatch table."""
+    handled = [0] * 16
+
+    def handler(kind: int) -> None:
+        handled[kind] += 1
+
+    table = dict.fromkeys(range(16), handler)
+    start = time.perf_counter()
+    heap: list[tuple[float, int, int, Any, Any]] = []
+    for seq, (t, kind) in enumerate(fired):
+        heapq.heappush(heap, (t, kind, seq, None, None))
+    while heap:
+        _, kind, _, _, _ = heapq.heappop(heap)
+        table[kind](kind)
+    return time.perf_counter() - start
+
+
+def replay_simpy(fired: list[tuple[float, int]]) -> float:
+    """The same events as SimPy timeouts with a callback each (SimPy's cheapest way)."""
+    import simpy
+
+    handled = [0] * 16
+    start = time.perf_counter()
+    env = simpy.Environment()
+    for t, kind in fired:
+        event = env.timeout(t, kind)
+        event.callbacks.append(lambda e: handled.__setitem__(e.value, handled[e.value] + 1))
+    env.run()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--days", type=float, default=30.0)
+    parser.add_argument("--start-day", type=float, default=26.6)
+    parser.add_argument("--replicate", type=int, default=4)
+    parser.add_argument("--failures", default="stepfun")
+    parser.add_argument("--policies", default="none", choices=("none", "burst", "onprem-only"))
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    require(PHILLY, "philly.csv")
+
+    walls, engine = [], None
+    for i in range(args.runs):
+        wall, engine = simulate(args, record=i == 0)
+        walls.append(wall)
+        if i == 0:
+            fired = engine.fired  # type: ignore[attr-defined]
+    assert engine is not None
+    ours = statistics.median(replay_ours(fired) for _ in range(3))
+    theirs = statistics.median(replay_simpy(fired) for _ in range(3))
+    wall = statistics.median(walls)
+    events = engine.totals.events
+    out = {
+        "days": args.days,
+        "replicate": args.replicate,
+        "failures": args.failures,
+        "policies": args.policies,
+        "jobs": len(engine.jobs),
+        "events": events,
+        "cycles": engine.totals.cycles,
+        "node_failures": engine.totals.node_failures,
+        "events_per_s": round(events / wall),
+        "wall_s": round(wall, 2),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "replay_events": len(fired),
+        "replay_ours_s": round(ours, 3),
+        "replay_simpy_s": round(theirs, 3),
+        "simpy_ratio": round(theirs / ours, 2),
+    }
+    if args.json:
+        print(json.dumps(out))
+        return
+    print(
+        f"{out['days']:g} days of Philly x{out['replicate']} ({out['jobs']:,} jobs) "
+        f"on 10,000 GPUs, "
+        f"failures {out['failures']}, policies {out['policies']}: {events:,} events, "
+        f"{out['cycles']:,} cycles, {out['node_failures']} node failures in {wall:.1f} s "
+        f"({out['events_per_s']:,} events/s), peak RSS {out['peak_rss_mib']} MiB"
+    )
+    print(
+        f"event loop replay of {len(fired):,} events: ours {ours:.3f} s, SimPy {theirs:.3f} s "
+        f"(SimPy / ours = {out['simpy_ratio']})"
+    )
+
+
+if __name__ == "__main__":
+    main()

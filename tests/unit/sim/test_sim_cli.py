@@ -1,0 +1,122 @@
+"""``meshctl sim run`` and ``meshctl sim compare`` through the CLI: a small mesh and a
+synthetic trace end to end (report, charts), and bad flags as one line with exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from meshctl.cli.app import app
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[3]
+POLICIES = ROOT / "examples" / "sim" / "policies"
+
+MESH = """\
+apiVersion: meshctl/v1
+kind: Mesh
+metadata: {name: small}
+spec:
+  pools:
+    - name: onprem
+      provider: ray
+      address: http://head:8265
+      labels: {tier: strategic}
+      network: {topology: fat-tree, oversubscription: 2}
+      nodes:
+        - {name: a, count: 4, gpus: 8, cpus: 96, memory_gib: 1TiB,
+           accelerator: {model: H100, memory_gib: 80GiB}, labels: {rack: r1, switch: s1}}
+        - {name: b, count: 4, gpus: 8, cpus: 96, memory_gib: 1TiB,
+           accelerator: {model: H100, memory_gib: 80GiB}, labels: {rack: r2, switch: s1}}
+    - name: gcp-burst
+      provider: gcp
+      project: meshctl-sim
+      region: us-central1
+      labels: {tier: burst}
+      node_types:
+        - {name: a3-highgpu-1g, max_nodes: 20, spot: true}
+        - {name: a3-highgpu-8g, max_nodes: 4}
+      max_nodes: 20
+"""
+
+SMALL = ["--trace", "synthetic", "--days", "0.5", "--jobs-per-hour", "40", "--seed", "3"]
+
+
+@pytest.fixture
+def mesh_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mesh.yaml"
+    path.write_text(MESH)
+    return path
+
+
+def test_run_prints_a_table_and_writes_the_report_and_charts(cli, mesh_file, tmp_path) -> None:
+    out = tmp_path / "out"
+    args = ["sim", "run", "--mesh", str(mesh_file), *SMALL, "--failures", "llama3"]
+    result = cli.invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "on-prem utilisation" in result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["jobs"]["arrived"] == report["jobs"]["finished"] > 0
+    assert report["meta"]["failures"] == "llama3"
+    charts = sorted(p.name for p in (out / "charts").iterdir())
+    assert charts == ["jct_cdf.png", "queue.png", "spend.png", "utilisation.png"]
+    assert all((out / "charts" / c).read_bytes()[:4] == b"\x89PNG" for c in charts)
+    again = tmp_path / "again"
+    assert cli.invoke(app, [*args, "--out", str(again), "--no-charts"]).exit_code == 0
+    assert (again / "report.json").read_bytes() == (out / "report.json").read_bytes()
+
+
+def test_compare_runs_each_policy_set_on_the_same_trace(cli, mesh_file, tmp_path) -> None:
+    out = tmp_path / "cmp"
+    result = cli.invoke(
+        app,
+        [
+            "sim", "compare", "--mesh", str(mesh_file), *SMALL, "--arrival-scale", "3",
+            "--policy", f"onprem-only={POLICIES / 'common'},{POLICIES / 'onprem-only.yaml'}",
+            "--policy", f"burst={POLICIES / 'common'},{POLICIES / 'burst.yaml'}",
+            "--out", str(out), "--no-charts", "-o", "json",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    both = json.loads(result.output)
+    assert set(both) == {"onprem-only", "burst"}
+    assert both["onprem-only"]["cloud_spend_usd"]["total"] == 0
+    assert both["onprem-only"]["jobs"]["arrived"] == both["burst"]["jobs"]["arrived"]
+    assert json.loads((out / "compare.json").read_text()) == both
+    assert (out / "burst" / "report.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ["--failures", "often"], "--failures: expected one of none, stepfun", id="preset"
+        ),
+        pytest.param(["--checkpoint-interval", "soon"], "--checkpoint-interval:", id="interval"),
+        pytest.param(["--trace", "nope.csv"], "nope.csv: expected a trace name", id="trace"),
+        pytest.param(["--replicate", "0"], "--replicate", id="replicate"),
+        pytest.param(["--days", "-1"], "--days", id="days"),
+    ],
+)
+def test_bad_flags_are_one_line_and_exit_2(cli, mesh_file, args, message) -> None:
+    result = cli.invoke(app, ["sim", "run", "--mesh", str(mesh_file), *SMALL, *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_bad_mesh_file_names_the_line(cli, tmp_path) -> None:
+    bad = tmp_path / "mesh.yaml"
+    bad.write_text(MESH.replace("oversubscription: 2", "oversubscription: 0.5"))
+    result = cli.invoke(app, ["sim", "run", "--mesh", str(bad), *SMALL])
+    assert result.exit_code == 2
+    assert "mesh.yaml:10: spec.pools[0].network.oversubscription" in result.output
+
+
+def test_compare_needs_two_policy_sets(cli, mesh_file) -> None:
+    result = cli.invoke(app, ["sim", "compare", "--mesh", str(mesh_file), "-p", "none", *SMALL])
+    assert result.exit_code == 2
+    assert "at least two policy sets" in result.output

@@ -1,0 +1,188 @@
+"""The simulator's models, case by case: the checkpoint timeline, Young/Daly, the fabric's
+slowdown, failure presets, and the workload transforms and class rules."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from meshctl.sim import workload as wl
+from meshctl.sim.failures import (
+    LLAMA3,
+    Checkpoints,
+    FailureModel,
+    Segment,
+    from_fault_trace,
+    young_daly,
+)
+from meshctl.sim.network import Network, crossing, slowdown
+from meshctl.sim.report import percentile
+
+pytestmark = pytest.mark.unit
+
+SEG = Segment(restart_s=10.0, compute_s=250.0, interval_s=100.0, cost_s=5.0)
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "saved", "computed"),
+    [
+        pytest.param(5.0, (0.0, 0), (0.0, 0), id="still-restarting"),
+        pytest.param(60.0, (0.0, 0), (50.0, 0), id="first-round-computing"),
+        pytest.param(112.0, (0.0, 0), (100.0, 0), id="writing-the-first-checkpoint"),
+        pytest.param(115.0, (100.0, 1), (100.0, 1), id="first-checkpoint-done"),
+        pytest.param(220.0, (200.0, 2), (200.0, 2), id="second-checkpoint-done"),
+        pytest.param(260.0, (200.0, 2), (240.0, 2), id="last-round-no-checkpoint-after-it"),
+        pytest.param(270.0, (200.0, 2), (250.0, 2), id="all-computed"),
+    ],
+)
+def test_a_segment_knows_what_is_saved_and_what_is_computed(elapsed, saved, computed) -> None:
+    assert SEG.saved_at(elapsed) == saved
+    assert SEG.computed_at(elapsed) == computed
+
+
+def test_a_segment_writes_no_checkpoint_after_its_last_round() -> None:
+    assert SEG.checkpoints == 2  # rounds at 100, 200; the last 50 s end the job
+    assert SEG.wall_s == 10 + 250 + 2 * 5
+    assert Segment(0, 200, 100, 5).checkpoints == 1
+    assert Segment(0, 200, math.inf, 5).checkpoints == 0
+
+
+@pytest.mark.parametrize(
+    ("cost", "mtbf", "expected"),
+    [
+        pytest.param(60.0, 86_400.0, math.sqrt(2 * 60 * 86_400), id="one-day-mtbf"),
+        pytest.param(0.0, 86_400.0, 1.0, id="free-checkpoints-clamped-to-1s"),
+        pytest.param(600.0, 1e9, 6 * 3600.0, id="rare-failures-clamped-to-6h"),
+    ],
+)
+def test_young_daly(cost, mtbf, expected) -> None:
+    assert young_daly(cost, mtbf) == pytest.approx(expected)
+
+
+def test_the_interval_follows_the_jobs_mtbf_which_shrinks_with_its_nodes() -> None:
+    c = Checkpoints(interval_s=None, cost_s=50.0)
+    assert c.interval_for(1, 40_000.0) == pytest.approx(young_daly(50.0, 40_000.0))
+    assert c.interval_for(4, 40_000.0) == pytest.approx(young_daly(50.0, 10_000.0))
+    assert c.interval_for(4, None) == math.inf
+    assert Checkpoints(interval_s=600.0).interval_for(4, 1.0) == 600.0
+
+
+@pytest.mark.parametrize(
+    ("domains", "expected"),
+    [
+        pytest.param(["a"], 0.0, id="one-node"),
+        pytest.param(["a", "a", "a"], 0.0, id="one-domain"),
+        pytest.param(["a", "b"], 0.5, id="two-domains-evenly"),
+        pytest.param(["a", "a", "a", "b"], 1 - (0.75**2 + 0.25**2), id="three-and-one"),
+    ],
+)
+def test_crossing(domains, expected) -> None:
+    assert crossing(domains) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("network", "labels", "expected"),
+    [
+        pytest.param(None, [{"rack": "a"}, {"rack": "b"}], 1.0, id="no-fabric-model"),
+        pytest.param(Network("fat-tree", 2.0, 0.5), [{"rack": "a"}], 1.0, id="single-node"),
+        pytest.param(
+            Network("fat-tree", 2.0, 0.5),
+            [{"rack": "a", "switch": "s"}, {"rack": "b", "switch": "s"}],
+            1 + 0.5 * 0.5 * 1.0,
+            id="fat-tree-across-leaves",
+        ),
+        pytest.param(
+            Network("dragonfly+", 2.0, 0.5),
+            [{"rack": "a", "switch": "s"}, {"rack": "b", "switch": "s"}],
+            1.0,
+            id="dragonfly-inside-one-group",
+        ),
+        pytest.param(
+            Network("dragonfly+", 4.0, 0.5),
+            [{"rack": "a", "switch": "s"}, {"rack": "b", "switch": "t"}],
+            1 + 0.5 * 0.5 * 3.0,
+            id="dragonfly-across-groups",
+        ),
+        pytest.param(
+            Network("fat-tree", 1.0, 0.5), [{"rack": "a"}, {"rack": "b"}], 1.0, id="non-blocking"
+        ),
+    ],
+)
+def test_slowdown(network, labels, expected) -> None:
+    assert slowdown(network, labels) == pytest.approx(expected)
+
+
+def test_failure_presets() -> None:
+    assert LLAMA3.node_mtbf_s / 86_400 == pytest.approx(54 * 16_384 / 8 / 419 / 1)
+    trace = from_fault_trace("t", nodes=10, days=100, repairs_s=(3.0, 1.0, 2.0))
+    assert trace.node_mtbf_s == pytest.approx(10 * 100 * 86_400 / 3)
+    assert trace.repair_samples_s == (1.0, 2.0, 3.0)
+    assert trace.repair_s(random.Random(1)) in (1.0, 2.0, 3.0)
+    with pytest.raises(ValueError, match="no faults"):
+        from_fault_trace("t", 10, 100, ())
+    fitted = FailureModel("f", 1.0, repair_median_s=100.0, repair_mean_s=400.0)
+    draws = sorted(fitted.repair_s(random.Random(i)) for i in range(2001))
+    assert draws[1000] == pytest.approx(100.0, rel=0.15)  # the median holds
+
+
+JOBS = [wl.TraceJob(f"t{i}", 3600.0 * i, 100.0 + i, float(1 + i % 3)) for i in range(48)]
+
+
+def test_window_scale_and_replicate() -> None:
+    day = wl.window(JOBS, 86_400.0, 1)
+    assert [j.arrival_s for j in day] == [3600.0 * i for i in range(24)]
+    assert [j.name for j in day][:2] == ["t24", "t25"]
+    assert [j.arrival_s for j in wl.scale_arrivals(day, 2.0)][:3] == [0, 1800, 3600]
+    copies = wl.replicate(day[:2], 3)
+    assert [j.name for j in copies] == ["t24~0", "t24~1", "t24~2", "t25~0", "t25~1", "t25~2"]
+    with pytest.raises(ValueError, match=">= 1"):
+        wl.replicate(day, 0)
+    with pytest.raises(ValueError, match="> 0"):
+        wl.scale_arrivals(day, 0)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "expected"),
+    [
+        pytest.param(0.5, (0.5, 1), id="a-share-of-one-gpu"),
+        pytest.param(8, (8, 1), id="a-full-node"),
+        pytest.param(12, (8.0, 2), id="rounded-up-to-whole-nodes"),
+        pytest.param(64, (8.0, 8), id="a-gang"),
+    ],
+)
+def test_shape(gpus, expected) -> None:
+    assert wl.shape(gpus, 8) == expected
+
+
+def test_classes_are_seeded_and_follow_the_rules() -> None:
+    jobs = [*JOBS, wl.TraceJob("big", 0.0, 50.0, 64.0)]
+    a, b = wl.classify(jobs, 3), wl.classify(jobs, 3)
+    assert a == b
+    assert a != wl.classify(jobs, 4)
+    big = next(j for j in a if j.id == "big")
+    assert (big.kind, big.criticality, big.nodes) == ("train", "critical", 8)
+    assert {j.kind for j in a if j.duration_s <= 3600 and j.nodes == 1} <= {"inference", "batch"}
+
+
+def test_synthetic_is_seeded_and_shaped() -> None:
+    spec = wl.Synthetic(jobs_per_hour=100)
+    jobs = wl.synthetic(spec, 2, seed=1)
+    assert jobs == wl.synthetic(spec, 2, seed=1)
+    assert 4000 < len(jobs) < 5600  # 4,800 expected
+    assert all(0 <= j.arrival_s < 2 * 86_400 for j in jobs)
+    assert sum(1 for j in jobs if j.gpus == 1) / len(jobs) == pytest.approx(0.8, abs=0.03)
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        pytest.param([], 50, 0.0, id="empty"),
+        pytest.param([5.0], 99, 5.0, id="one"),
+        pytest.param([1.0, 2.0, 3.0, 4.0], 50, 2.5, id="between-ranks"),
+        pytest.param([float(i) for i in range(101)], 99, 99.0, id="p99"),
+    ],
+)
+def test_percentile(values, q, expected) -> None:
+    assert percentile(values, q) == pytest.approx(expected)
