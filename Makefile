@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-dev
 # torch comes as torch==2.13.0 (a CPU build on this kind of machine) through the train extra.
 EXTRAS ?= dev,ray,aws,gcp,train,sim
 
-.PHONY: install demo test lint unit integration bench clean
+.PHONY: install demo sim test lint unit integration bench clean
 
 install: $(STAMP)
 
@@ -21,6 +21,15 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	MESHCTL=$(MESHCTL) bash scripts/demo.sh
+
+# The simulator's example: two policy sets on a 10,000-GPU mesh over the Philly trace
+# (examples/sim/README.md); report.json and charts per policy set in sim-out/.
+sim: $(STAMP)
+	$(MESHCTL) sim compare --mesh examples/sim/mesh.yaml \
+	    --policy onprem-only=examples/sim/policies/common,examples/sim/policies/onprem-only.yaml \
+	    --policy burst=examples/sim/policies/common,examples/sim/policies/burst.yaml \
+	    --trace philly --start-day 26.6 --days 3 --replicate 24 --failures stepfun --seed 0 \
+	    --out sim-out
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -43,6 +52,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/schedule.py --trace-dir ../shared/traces/philly
 	$(PY) benchmarks/openb_packing.py --trace-dir ../shared/traces/alibaba-openb
 	$(PY) benchmarks/dispatch.py
+	$(PY) benchmarks/sim_speed.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache dist
+	rm -rf $(VENV) sim-out .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache dist

@@ -60,6 +60,13 @@ Comm = Annotated[
     float,
     typer.Option(help="Share of a multi-node job's step spent communicating.", min=0, max=1),
 ]
+Candidates = Annotated[
+    int,
+    typer.Option(help="Feasible nodes scored per pool for a one-node job (controller: 32).", min=1),
+]
+QueueDepth = Annotated[
+    int, typer.Option(help="Pending jobs decided per cycle, in queue order (0: all).", min=0)
+]
 JobsPerHour = Annotated[float, typer.Option(help="synthetic: mean arrivals per hour.", min=0.001)]
 Out = Annotated[Path | None, typer.Option("--out", help="Write report.json and charts here.")]
 Charts = Annotated[bool, typer.Option("--charts/--no-charts", help="PNG charts with --out.")]
@@ -81,6 +88,8 @@ def _spec(
     restart: float,
     comm_fraction: float,
     jobs_per_hour: float,
+    candidates: int,
+    queue_depth: int,
 ) -> RunSpec:
     from meshctl.simrun import FAILURE_PRESETS, RunSpec
     from meshctl.units import parse_duration_s
@@ -113,6 +122,8 @@ def _spec(
         restart_s=restart,
         comm_fraction=comm_fraction,
         synthetic_jobs_per_hour=jobs_per_hour,
+        candidates=candidates,
+        queue_depth=queue_depth or None,
     )
 
 
@@ -153,6 +164,8 @@ def run_cmd(
     restart: Restart = 300.0,
     comm_fraction: Comm = 0.3,
     jobs_per_hour: JobsPerHour = 60.0,
+    candidates: Candidates = 8,
+    queue_depth: QueueDepth = 500,
     out: Out = None,
     charts: Charts = True,
     output: OutputOption = Output.table,
@@ -165,7 +178,7 @@ def run_cmd(
     spec = _spec(
         mesh or context.mesh_file(), paths, trace, days, start_day, replicate, arrival_scale,
         failures, seed, cycle, checkpoint_interval, checkpoint_cost, restart, comm_fraction,
-        jobs_per_hour,
+        jobs_per_hour, candidates, queue_depth,
     )  # fmt: skip
     outcome = _simulate(context, spec, paths, _label(paths))
     if out is not None:
@@ -198,6 +211,8 @@ def compare_cmd(
     restart: Restart = 300.0,
     comm_fraction: Comm = 0.3,
     jobs_per_hour: JobsPerHour = 60.0,
+    candidates: Candidates = 8,
+    queue_depth: QueueDepth = 500,
     out: Out = None,
     charts: Charts = True,
     output: OutputOption = Output.table,
@@ -222,7 +237,7 @@ def compare_cmd(
         spec = _spec(
             mesh or context.mesh_file(), paths, trace, days, start_day, replicate,
             arrival_scale, failures, seed, cycle, checkpoint_interval, checkpoint_cost,
-            restart, comm_fraction, jobs_per_hour,
+            restart, comm_fraction, jobs_per_hour, candidates, queue_depth,
         )  # fmt: skip
         outcomes.append(_simulate(context, spec, paths, label))
     if out is not None:

@@ -19,7 +19,7 @@ from meshctl.policy.compiled import BurstRuleC, PolicySet, PoolRuleC, Preemption
 from meshctl.policy.facts import MeshSnapshot, PoolFacts, VictimFacts, job_map, mesh_map
 from meshctl.policy.facts import pool_map as build_pool_map
 from meshctl.policy.facts import victim_map as build_victim_map
-from meshctl.policy.refs import Compiled
+from meshctl.policy.refs import Compiled, fields_read
 from meshctl.policy.tenancy import budget_standings, quota_standing
 from meshctl.policy.verdict import (
     BurstTarget,
@@ -34,6 +34,7 @@ from meshctl.policy.verdict import (
 
 POOL_ONLY = frozenset({"pool", "mesh", "now"})
 MESH_ONLY = frozenset({"mesh", "now"})
+VICTIM_DYNAMIC = frozenset({"runtime_s", "since_checkpoint_s", "*"})  # "*": victim used whole
 Result = tuple[Outcome, str]
 
 
@@ -80,6 +81,14 @@ class BoundPolicies:
                     self._pool_only[(id(expr), name)] = run(expr, context)
         self._budgets = budget_standings(policies.budgets, mesh)  # mesh-only: once per bind
         self._job_fields = policies.job_fields
+        self._job_in_context: Job | None = None  # whose map "job" holds now
+        # preemptor -> the preemption rules whose `when` matches it (they read job and mesh)
+        self._preempting: dict[int, tuple[Job, list[PreemptionRuleC]]] = {}
+        self._victims_static = {
+            id(r): not ((fields_read(r.victims.source, ("victim",)) or {"*"}) & VICTIM_DYNAMIC)
+            for r in policies.preemption_rules
+        }
+        self._victims_memo: dict[tuple[int, int, int, int, str], tuple[Job, Result]] = {}
         rules: tuple[PoolRuleC | BurstRuleC | PreemptionRuleC, ...] = (
             *policies.pool_rules,
             *policies.burst_rules,
@@ -117,7 +126,7 @@ class BoundPolicies:
 
     def evaluate(self, job: Job) -> Verdict:
         klass, priority, problem = self.priority_of(job)
-        self._context.add_variable("job", job_map(job, klass or "", self._job_fields))
+        self._set_job(job, klass)
         trace = _Trace()
         eligible = self._eligibility(trace)
         burst = self._burst(job, trace, eligible)
@@ -150,6 +159,11 @@ class BoundPolicies:
             pool_preference=p.pool_preference,
             trace_rows=tuple(trace.entries),
         )
+
+    def _set_job(self, job: Job, klass: str | None) -> None:
+        if self._job_in_context is not job:
+            self._context.add_variable("job", job_map(job, klass or "", self._job_fields))
+            self._job_in_context = job
 
     def _conjunction(self, parts: Any) -> Result:
         """All of ``parts`` true: matched; the first false or failing one decides otherwise."""
@@ -259,16 +273,34 @@ class BoundPolicies:
             return VictimVerdict(
                 False, None, 0.0, f"victim priority {victim.priority} >= preemptor's {priority}"
             )
-        self._context.add_variable("job", job_map(job, klass or "", self._job_fields))
-        victim_class, _, _ = self.priority_of(victim.job)
-        self._context.add_variable("victim", build_victim_map(victim, victim_class or ""))
+        self._set_job(job, klass)
+        found = self._preempting.get(id(job))
+        if found is None or found[0] is not job:  # a preemptor meets many victims: once each
+            rules = [
+                r for r in self.policies.preemption_rules if self._when("preemption", r, _Trace())
+            ]
+            found = self._preempting[id(job)] = (job, rules)
         trace = _Trace()
         allowing: list[PreemptionRuleC] = []
         too_fresh: list[PreemptionRuleC] = []
-        for rule in self.policies.preemption_rules:
-            if not self._when("preemption", rule, trace) or not trace.add(
-                "preemption", rule, "victims", rule.victims, run(rule.victims, self._context)
-            ):
+        in_context = False
+        for rule in found[1]:
+            # A `victims` expression that reads neither runtime field gives the same answer
+            # for every victim of one job file, priority and pool: asked once per cycle.
+            key = (id(rule), id(job), id(victim.job), victim.priority, victim.pool)
+            memo = self._victims_memo.get(key) if self._victims_static[id(rule)] else None
+            if memo is not None and memo[0] is victim.job:
+                result = memo[1]
+            else:
+                if not in_context:
+                    victim_class, _, _ = self.priority_of(victim.job)
+                    victim_map = build_victim_map(victim, victim_class or "")
+                    self._context.add_variable("victim", victim_map)
+                    in_context = True
+                result = run(rule.victims, self._context)
+                if self._victims_static[id(rule)]:
+                    self._victims_memo[key] = (victim.job, result)
+            if not trace.add("preemption", rule, "victims", rule.victims, result):
                 continue
             (allowing if victim.runtime_s >= rule.min_runtime_s else too_fresh).append(rule)
         if allowing:

@@ -52,6 +52,13 @@ class SchedulerConfig:
     aging: Aging = field(default_factory=Aging)
     backfill: bool = True
     fragmentation: bool = True
+    # At most this many pending jobs, in queue order, are decided per cycle; None: all. Like
+    # Slurm's default_queue_depth, it bounds a cycle's cost when thousands of jobs wait.
+    queue_depth: int | None = None
+    # Explain waiting jobs (filters per reason, the exhausted resource, nodes held for others):
+    # one scan of the nodes per request shape. The simulator, which reads no explanation,
+    # turns it off.
+    explain: bool = True
 
 
 def schedule(
@@ -95,12 +102,17 @@ class _Cycle:
         self.preempted: set[str] = {job.job_id for job in snap.running if job.leaving}
         self.never: dict[tuple[Request, frozenset[str]], str | None] = {}
         self.static: dict[tuple[object, ...], list[NodeState]] = {}
+        self.unplaceable: set[tuple[Request, frozenset[str]]] = set()
+        self.no_victims: set[tuple[Request, int, int]] = set()
+        self.verdicts_seen: list[Verdict] = []  # kept alive: no_victims keys hold their id()
         self.reservation: str | None = None
         self.reservation_tried = False
         self.nominated: dict[str, set[str]] = defaultdict(set)  # node -> jobs it is freed for
+        self.nominees: set[str] = set()  # jobs some node is being freed for
         for pending in snap.pending:
             for name in pending.nominated:
                 self.nominated[name].add(pending.job_id)
+                self.nominees.add(pending.job_id)
         self.scorers = self._scorers()
         self.base = self._context()
         self.rank = {name: i for i, name in enumerate(policies.pool_preference)}
@@ -167,9 +179,15 @@ class _Cycle:
     def run(self) -> Plan:
         self._evict()
         share = lambda team: dominant_share(self.usage[team][:3], self.totals)  # noqa: E731
-        for job in ordered(self.snap.pending, self.snap.now_s, self.config.aging, share):
+        depth = self.config.queue_depth
+        for i, job in enumerate(
+            ordered(self.snap.pending, self.snap.now_s, self.config.aging, share)
+        ):
+            if depth is not None and i >= depth:
+                break  # the rest wait for a later cycle, undecided (Slurm's default_queue_depth)
             self.plan.decisions[job.job_id] = self._decide(job)
-        self._explain_pending()
+        if self.config.explain:
+            self._explain_pending()
         return self.plan
 
     def _evict(self) -> None:
@@ -228,7 +246,16 @@ class _Cycle:
         if over is not None:
             return Decision(job.job_id, "pending", over)
         ctx = self._with_pools(usable)
-        choice = self._choose(job, ctx)
+        # Within a cycle nodes only fill up, so a request that found no place finds none later
+        # in the cycle either, for any job the same holds apply to: no runtime limit (which
+        # reserved nodes may admit) and no nodes being freed for it.
+        shareable = job.max_runtime_s is None and job.job_id not in self.nominees
+        if shareable and (job.request, usable) in self.unplaceable:
+            choice = None
+        else:
+            choice = self._choose(job, ctx)
+            if choice is None and shareable:
+                self.unplaceable.add((job.request, usable))
         if choice is not None:
             return self._place(job, choice)
         return (
@@ -342,6 +369,14 @@ class _Cycle:
                 return False, 0.0, None
             return True, decided.grace_s, decided.rule
 
+        # Victims and free nodes only get fewer within a cycle: if no victim set was found for
+        # this request, priority and verdict (one verdict object per job file: the policy view
+        # answers alike for jobs that share it), none will be found later in the cycle.
+        key = (job.request, job.priority, id(verdict))
+        if job.job_id not in self.nominees:
+            if key in self.no_victims:
+                return None
+            self.verdicts_seen.append(verdict)
         free_to_take = [  # a node already being freed for another job is theirs
             n
             for n in self._static_candidates(ctx, job)
@@ -351,8 +386,11 @@ class _Cycle:
             job.request, free_to_take, self.running_on, self.snap.now_s, allowed, job.priority
         )
         if sets is None:
+            if job.job_id not in self.nominees:
+                self.no_victims.add(key)
             return None
         self._use(job.team, job.request)  # the freed GPUs are its from now on
+        self.nominees.add(job.job_id)
         names = []
         for found in sets:
             self.nominated[found.node].add(job.job_id)
@@ -408,7 +446,8 @@ class _Cycle:
     def _wait(self, job: Pending, verdict: Verdict | None, ctx: CycleContext) -> Decision:
         decision = Decision(job.job_id, "pending", notes=[_burst_note(verdict)])
         nominees = set().union(*self.nominated.values()) if self.nominated else set()
-        if (self.reservation or nominees) and self._choose(job, ctx, held=False):
+        holds = self.reservation or nominees
+        if self.config.explain and holds and self._choose(job, ctx, held=False):
             owners = sorted(({self.reservation} if self.reservation else set()) | nominees)
             decision.reason = f"nodes it fits are held for {', '.join(owners)}"
         if self.config.backfill and not self.reservation_tried:
@@ -431,8 +470,8 @@ class _Cycle:
         """Why each waiting job waits, from the final state; one scan per request shape."""
         cache: dict[tuple[Request, frozenset[str]], tuple[Counter[str], Counter[str], int]] = {}
         for job in self.snap.pending:
-            decision = self.plan.decisions[job.job_id]
-            if decision.status != "pending":
+            decision = self.plan.decisions.get(job.job_id)
+            if decision is None or decision.status != "pending":
                 continue
             usable, _ = self._pools(self.policies.verdict(job.job_id))
             key = (job.request, usable)

@@ -73,6 +73,20 @@ def _on_node(
     return VictimSet(node.name, tuple(chosen), tuple(graces), tuple(rules), cost)
 
 
+def _bound(
+    victims: Sequence[Running], priority: int, taken: set[str], now_s: float
+) -> tuple[int, float, int] | None:
+    """A lower bound of the cost of any victim set on a node: its victims' lowest priority,
+    least work lost, one job; None when the node has no possible victim. Cheap: no policy."""
+    lowest, least = None, None
+    for v in victims:
+        if v.priority < priority and v.job_id not in taken:
+            lost = lost_work_s(v, now_s)
+            lowest = v.priority if lowest is None else min(lowest, v.priority)
+            least = lost if least is None else min(least, lost)
+    return None if lowest is None or least is None else (lowest, least, 1)
+
+
 def plan_preemption(
     req: Request,
     nodes: Sequence[NodeState],
@@ -82,23 +96,35 @@ def plan_preemption(
     priority: int,
 ) -> list[VictimSet] | None:
     """Victim sets on ``req.nodes`` distinct nodes, cheapest first; None if it cannot be done.
-    Only jobs of lower ``priority`` than the preemptor's are ever victims."""
+    Only jobs of lower ``priority`` than the preemptor's are ever victims.
+
+    Branch and bound: nodes are tried in order of a cheap lower bound of their cost, and the
+    search stops once the next bound is above the best set found, so the policy (``allowed``)
+    is asked about the victims of a few nodes, not of the whole pool. The answer is the
+    cheapest set, as if every node had been tried."""
     taken: set[str] = set()
     picked: list[VictimSet] = []
     for _ in range(req.nodes):
-        options = [
-            found
-            for node in nodes
-            if node.name not in {p.node for p in picked}
-            if (
-                found := _on_node(
-                    node, req, running_on.get(node.name, []), now_s, allowed, taken, priority
-                )
-            )
-        ]
-        if not options:
+        used = {p.node for p in picked}
+        bounded = []
+        for node in nodes:
+            if node.name in used:
+                continue
+            bound = _bound(running_on.get(node.name, []), priority, taken, now_s)
+            if bound is not None:
+                bounded.append((bound, node.name, node))
+        bounded.sort(key=lambda b: (b[0], b[1]))
+        best: VictimSet | None = None
+        for bound, name, node in bounded:
+            if best is not None and (bound, name) > (best.cost, best.node):
+                break
+            found = _on_node(node, req, running_on.get(name, []), now_s, allowed, taken, priority)
+            if found is not None and (
+                best is None or (found.cost, found.node) < (best.cost, best.node)
+            ):
+                best = found
+        if best is None:
             return None
-        best = min(options, key=lambda o: (o.cost, o.node))
         picked.append(best)
         taken |= {v.job_id for v in best.victims}
     return picked

@@ -67,6 +67,7 @@ class RunSpec:
     comm_fraction: float = 0.3
     synthetic_jobs_per_hour: float = 60.0
     candidates: int = 8  # feasible nodes scored per pool for a single-node job (controller: 32)
+    queue_depth: int | None = 500  # pending jobs decided per cycle (controller: all)
 
 
 @dataclass
@@ -151,7 +152,9 @@ def run(
         cycle_s=spec.cycle_s,
         failures=failure_model(spec.failures),
         checkpoints=Checkpoints(spec.checkpoint_interval_s, spec.checkpoint_cost_s, spec.restart_s),
-        scheduler=SchedulerConfig(max_candidates=spec.candidates),
+        scheduler=SchedulerConfig(
+            max_candidates=spec.candidates, queue_depth=spec.queue_depth, explain=False
+        ),
         window_s=None if spec.days is None else spec.days * wl.DAY_S,
     )
     result = simulate(simmesh, jobs, config, policies, progress)
@@ -174,6 +177,7 @@ def run(
         },
         "comm_fraction": spec.comm_fraction,
         "candidates": spec.candidates,
+        "queue_depth": spec.queue_depth,
         "cloud_pools": list(clouds),
         "assigned": "kind, criticality, team: seeded rules (meshctl.sim.workload)",
     }
