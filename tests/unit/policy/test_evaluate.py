@@ -259,3 +259,28 @@ def test_a_victims_class_defaults_by_its_kind():
         job(kind="inference"), VictimFacts(job(kind="train"), 1, "onprem", 3600.0, 0.0)
     )
     assert (decided.allowed, decided.rule) == (True, "slow")
+
+
+RUNTIME_RULE = """\
+priority_classes: [{name: prod, value: 100}, {name: low, value: 1}]
+default_priority_class: {inference: prod, batch: low}
+preemption:
+  - {name: stale, victims: 'victim.kind == "batch" && victim.since_checkpoint_s > 100.0'}
+  - {name: any-batch, when: 'job.team == "serve"', victims: 'victim.kind == "batch"'}
+"""
+
+
+def test_victims_of_one_job_file_are_asked_again_when_the_rule_reads_their_runtime():
+    # One job file, many victims: `stale` reads since_checkpoint_s, so it is evaluated for
+    # each victim, never answered from the first; `any-batch` reads only the job file.
+    bound = bind(compiled(RUNTIME_RULE), MESH, NOW)
+    batch, preemptor = job(kind="batch"), job(kind="inference")
+    fresh = VictimFacts(batch, 1, "onprem", 600.0, 50.0)
+    stale = VictimFacts(batch, 1, "onprem", 600.0, 500.0)
+    assert not bound.may_preempt(preemptor, fresh).allowed
+    assert bound.may_preempt(preemptor, stale).allowed
+    assert not bound.may_preempt(preemptor, fresh).allowed
+    server = job(kind="inference", team="serve")
+    assert bound.may_preempt(server, fresh).rule == "any-batch"
+    assert bound.may_preempt(server, stale).allowed
+    assert not bound.may_preempt(preemptor, fresh).allowed  # the job map follows the preemptor
