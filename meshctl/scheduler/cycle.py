@@ -333,6 +333,9 @@ class _Cycle:
             owners = self.nominated.get(state.name)
             if owners is not None:
                 owners.discard(job.job_id)
+                if not owners:  # no longer held for anyone: what failed before may fit now
+                    self.unplaceable.clear()
+                    self.no_victims.clear()
         req = job.request
         self._use(job.team, req)
         pool = choice.nodes[0].node.pool

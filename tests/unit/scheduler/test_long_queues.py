@@ -101,3 +101,61 @@ def test_branch_and_bound_finds_the_same_victims_as_trying_every_node(
     want = req(gpus, nodes_wanted)
     got = preempt.plan_preemption(want, states, running_on, 1000.0, allowed, priority)
     assert got == exhaustive(want, states, running_on, 1000.0, allowed, priority)
+
+
+class _Forgetful(set):  # type: ignore[type-arg]
+    """A memo that never remembers: the cycle then tries every job in full."""
+
+    def add(self, item: object) -> None:
+        pass
+
+
+jobs_st = st.lists(
+    st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(0, 3), st.booleans()),
+    min_size=1,
+    max_size=14,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(jobs_st, st.lists(st.integers(0, 8), min_size=3, max_size=3))
+def test_the_memo_of_requests_that_found_no_place_changes_no_decision(drawn, busy) -> None:
+    import meshctl.scheduler.cycle as cycle
+
+    nodes = [node(f"n{i}", gpus=8) for i in range(3)]
+    run = [running(f"r{i}", f"n{i}", list(range(b))) for i, b in enumerate(busy) if b]
+    jobs = []
+    for i, (gpus, at, nominee) in enumerate(drawn):
+        p = pending(f"j{i:02d}", gpus, at=float(at))
+        if nominee and i % 3 == 0:
+            p = type(p)(
+                p.job_id, p.team, p.priority, p.request, p.submitted_at_s, None, False, ("n0",)
+            )
+        jobs.append(p)
+    snap = snapshot(nodes, jobs, run)
+    remembered = schedule(snap, Permissive())
+    original = cycle._Cycle.__init__
+
+    def forgetful(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        original(self, *args, **kwargs)
+        self.unplaceable = _Forgetful()
+
+    cycle._Cycle.__init__ = forgetful  # type: ignore[method-assign]
+    try:
+        full = schedule(snap, Permissive())
+    finally:
+        cycle._Cycle.__init__ = original  # type: ignore[method-assign]
+    assert remembered.actions == full.actions
+
+
+def test_a_node_no_longer_held_after_its_nominee_is_placed_takes_the_next_job() -> None:
+    # n0 is being freed for x; a (first in the queue) may not use it and finds no place; x is
+    # placed on half of n0, which is held for nobody after that; b, asking what a asked, fits.
+    nodes = [node(f"n{i}", gpus=8) for i in range(3)]
+    run = [running("r1", "n1", list(range(8))), running("r2", "n2", list(range(8)))]
+    x = pending("x", 4, at=1.0)
+    x = type(x)("x", x.team, x.priority, x.request, 1.0, None, False, ("n0",))
+    jobs = [pending("a", 4, at=0.0), x, pending("b", 4, at=2.0)]
+    no_backfill = SchedulerConfig(backfill=False)  # a's reservation would hold n0 too
+    plan = schedule(snapshot(nodes, jobs, run), Permissive(), no_backfill)
+    assert [p.job_id for p in plan.placed()] == ["x", "b"]
