@@ -14,8 +14,9 @@ The run: the Microsoft Philly trace (../shared/traces/philly/philly.csv) from ``
 
 Printed (and with ``--json``): ``events_per_s`` (events the engine handled / wall seconds of
 the simulation, trace loading excluded), ``wall_s``, ``peak_rss_mib`` (the process's peak
-resident memory), and ``simpy_ratio``: the events of the run, replayed through a SimPy event
-loop and through the engine's own loop (a ``heapq`` of tuples and a dispatch table), each
+resident memory), and ``simpy_ratio``: every event the run scheduled (those still in the
+heap when the last job ended included), replayed through a SimPy event loop and through the
+engine's own loop (a ``heapq`` of tuples and a dispatch table), each
 with the same trivial handler; SimPy's wall time over ours. The replay schedules every event
 at the time the run fired it, so both loops do exactly the same pushes, pops and dispatches;
 it measures the event machinery, not the scheduler (which both would call alike). Several

@@ -50,8 +50,14 @@ class _Rows:
     def __iter__(self) -> Iterator[tuple[int, dict[str, str]]]:
         with self.path.open(newline="") as handle:
             reader = csv.DictReader(handle)
-            for row in reader:
-                yield reader.line_num, row
+            try:
+                for row in reader:
+                    yield reader.line_num, row
+            except (UnicodeDecodeError, csv.Error) as err:
+                where = reader.line_num + 1
+                raise InvalidFileError(
+                    [Problem(str(self.path), where, "", f"not a readable CSV file ({err})")]
+                ) from None
 
     def number(self, line: int, row: dict[str, str], column: str) -> float:
         raw = row.get(column)
@@ -104,7 +110,7 @@ def itp(path: Path) -> list[TraceJob]:
             gpus = rows.number(line, row, "num_gpu")
             duration = rows.number(line, row, "duration")
             if gpus > 0 and duration > 0:
-                name = f"{file.stem}-{row.get('job_id') or line}"
+                name = f"{file.stem}:{line}"  # job ids repeat in some files; lines do not
                 jobs.append(
                     TraceJob(name, rows.number(line, row, "submission_time"), duration, gpus)
                 )
@@ -117,8 +123,7 @@ def openb(path: Path) -> list[TraceJob]:
     Duration: deletion time minus scheduled time; pods never scheduled or never deleted are
     left out."""
     rows, jobs = _Rows(path), []
-    with path.open(newline="") as handle:
-        header = next(csv.reader(handle), [])
+    header = _header(path)
     missing = [c for c in ("creation_time", "deletion_time", "scheduled_time") if c not in header]
     if missing:
         raise InvalidFileError(
@@ -134,7 +139,7 @@ def openb(path: Path) -> list[TraceJob]:
         started = rows.number(line, row, "scheduled_time")
         ended = rows.number(line, row, "deletion_time")
         if gpus > 0 and ended > started:
-            jobs.append(TraceJob(row.get("name") or f"pod-{line}", created, ended - started, gpus))
+            jobs.append(TraceJob(f"{path.stem}:{line}", created, ended - started, gpus))
     first = min((j.arrival_s for j in jobs), default=0.0)
     return [TraceJob(j.name, j.arrival_s - first, j.duration_s, j.gpus) for j in jobs]
 
@@ -164,8 +169,7 @@ def load(name: str) -> list[TraceJob]:
         raise InvalidFileError(
             [Problem(name, None, "", f"expected a trace name ({', '.join(NAMES)}) or a CSV file")]
         )
-    with path.open(newline="") as handle:
-        header = set(next(csv.reader(handle), []))
+    header = set(_header(path))
     for needs, reader in _BY_HEADER.items():
         if needs <= header:
             return reader(path)
@@ -180,6 +184,16 @@ def load(name: str) -> list[TraceJob]:
             )
         ]
     )
+
+
+def _header(path: Path) -> list[str]:
+    try:
+        with path.open(newline="") as handle:
+            return next(csv.reader(handle), [])
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise InvalidFileError(
+            [Problem(str(path), 1, "header", f"not a readable CSV file ({err})")]
+        ) from None
 
 
 def _need(path: Path, name: str) -> Path:
@@ -202,14 +216,16 @@ def stepfun_failures() -> FailureModel:
     """The StepFun fault trace as a failure preset: per-node MTBF and the repair times."""
     path = _need(traces_dir() / "stepfun-faults" / "fault_trace.json", "stepfun")
     events = json.loads(path.read_text())
-    open_at: dict[str, float] = {}
-    repairs, last = [], 0.0
-    for event in sorted(events, key=lambda e: (e["event_time"], e["event_type"] != "fault_end")):
+    open_at: dict[str, list[float]] = {}
+    repairs, starts, last = [], 0, 0.0
+    # starts before ends at one instant; a node's faults end in the order they began
+    for event in sorted(events, key=lambda e: (e["event_time"], e["event_type"] != "fault_start")):
         node, t = event["node_id"], float(event["event_time"])
         last = max(last, t)
         if event["event_type"] == "fault_start":
-            open_at[node] = t
-        elif node in open_at:
-            repairs.append((t - open_at.pop(node)) * 86_400.0)
+            starts += 1
+            open_at.setdefault(node, []).append(t)
+        elif open_at.get(node):
+            repairs.append((t - open_at[node].pop(0)) * 86_400.0)
     # 400 servers watched over the trace's span (its SOURCE.md): 231 of them had a fault.
-    return from_fault_trace("stepfun", 400, max(last, 1.0), tuple(repairs))
+    return from_fault_trace("stepfun", 400, max(last, 1.0), tuple(repairs), faults=starts)

@@ -139,6 +139,17 @@ def _simulate(context: AppContext, spec: RunSpec, policy_paths: list[Path], labe
         return run(spec, mesh, context.catalog_map(), policies, label, tick)
 
 
+def _charts_possible(out: Path | None, charts: bool) -> None:
+    """Before a long run: charts asked for need matplotlib (the `sim` extra)."""
+    import importlib.util
+
+    if out is not None and charts and importlib.util.find_spec("matplotlib") is None:
+        raise InvalidRequestError(
+            "--charts: matplotlib is not installed (pip install 'meshctl[sim]'); "
+            "or pass --no-charts"
+        )
+
+
 def _label(paths: list[Path]) -> str:
     return "+".join(p.stem if p.is_file() else p.name for p in paths) or "no policies"
 
@@ -174,6 +185,7 @@ def run_cmd(
     from meshctl.simrun import write
 
     context = app_context(ctx)
+    _charts_possible(out, charts)
     paths = list(policy or [])
     spec = _spec(
         mesh or context.mesh_file(), paths, trace, days, start_day, replicate, arrival_scale,
@@ -221,6 +233,7 @@ def compare_cmd(
     from meshctl.simrun import write
 
     context = app_context(ctx)
+    _charts_possible(out, charts)
     named = [p.partition("=") if "=" in p else ("", "", p) for p in policy]
     sets = [[] if p == "none" else [Path(x) for x in p.split(",") if x] for _, _, p in named]
     if len(sets) < 2:

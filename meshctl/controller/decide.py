@@ -583,7 +583,11 @@ def _schedule(
     for instance in world.instances:
         of_type[(instance.pool, instance.instance_type)] += 1
     offers = [  # each type's cap less what already runs of it
-        replace(o, max_nodes=max(0, o.max_nodes - of_type[(o.pool, o.node_type)]))
+        replace(
+            o,
+            max_nodes=max(0, o.max_nodes - of_type[(o.pool, o.node_type)]),
+            max_nodes_configured=o.max_nodes,
+        )
         for p in rules.mesh.spec.pools
         for o in offers_of(p, rules.catalogs)
         if (o.pool, o.node_type) not in world.unavailable

@@ -88,7 +88,7 @@ class BoundPolicies:
             id(r): not ((fields_read(r.victims.source, ("victim",)) or {"*"}) & VICTIM_DYNAMIC)
             for r in policies.preemption_rules
         }
-        self._victims_memo: dict[tuple[int, int, int, int, str], tuple[Job, Result]] = {}
+        self._victims_memo: dict[tuple[int, int, int, int, str], tuple[Job, Job, Result]] = {}
         rules: tuple[PoolRuleC | BurstRuleC | PreemptionRuleC, ...] = (
             *policies.pool_rules,
             *policies.burst_rules,
@@ -289,8 +289,8 @@ class BoundPolicies:
             # for every victim of one job file, priority and pool: asked once per cycle.
             key = (id(rule), id(job), id(victim.job), victim.priority, victim.pool)
             memo = self._victims_memo.get(key) if self._victims_static[id(rule)] else None
-            if memo is not None and memo[0] is victim.job:
-                result = memo[1]
+            if memo is not None and memo[0] is job and memo[1] is victim.job:
+                result = memo[2]
             else:
                 if not in_context:
                     victim_class, _, _ = self.priority_of(victim.job)
@@ -299,7 +299,7 @@ class BoundPolicies:
                     in_context = True
                 result = run(rule.victims, self._context)
                 if self._victims_static[id(rule)]:
-                    self._victims_memo[key] = (victim.job, result)
+                    self._victims_memo[key] = (job, victim.job, result)
             if not trace.add("preemption", rule, "victims", rule.victims, result):
                 continue
             (allowing if victim.runtime_s >= rule.min_runtime_s else too_fresh).append(rule)

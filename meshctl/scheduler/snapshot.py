@@ -101,6 +101,9 @@ class Offer:
     spot_usd_per_hour: float | None
     spot_allowed: bool
     max_nodes: int  # of this type, given the pool's caps and what already runs
+    # of this type at most, however many run now (None: max_nodes): whether a job could ever
+    # fit is judged by this, so one waiting for capacity others hold is not rejected
+    max_nodes_configured: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

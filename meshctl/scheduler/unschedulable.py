@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from meshctl.scheduler.burst import fits as offer_fits
 from meshctl.scheduler.filters import accelerator
 from meshctl.scheduler.request import Request, shortfall
-from meshctl.scheduler.snapshot import Node, Snapshot
+from meshctl.scheduler.snapshot import Node, Offer, Snapshot
 
 EPS = 1e-9
 
@@ -50,6 +50,10 @@ def _some_fit(req: Request, nodes: Sequence[Node]) -> bool:
     return False
 
 
+def _cap(offer: Offer) -> int:
+    return offer.max_nodes if offer.max_nodes_configured is None else offer.max_nodes_configured
+
+
 def never_fits(req: Request, eligible: frozenset[str], snap: Snapshot) -> str | None:
     """The reason no eligible pool could ever run ``req``; None if one could."""
     if not eligible:
@@ -61,7 +65,7 @@ def never_fits(req: Request, eligible: frozenset[str], snap: Snapshot) -> str | 
     if _enough(req, [n for n in nodes if node_never(req, n) is None]):
         return None
     offers = [o for o in snap.offers if o.pool in eligible]
-    if any(offer_fits(req, o) is None and o.max_nodes >= req.nodes for o in offers):
+    if any(offer_fits(req, o) is None and _cap(o) >= req.nodes for o in offers):
         return None
     if not nodes and not offers:
         return f"no nodes or node types in the pools it may use ({', '.join(sorted(eligible))})"

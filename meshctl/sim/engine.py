@@ -55,8 +55,9 @@ from meshctl.sim.failures import Checkpoints, FailureModel, Segment
 from meshctl.sim.network import Network, slowdown
 from meshctl.sim.workload import SimJob
 
-# Event kinds, in the order they run at one instant.
-FINISH, STOP, FAIL, RECLAIM, REPAIR, UP, NOTICE, IDLE, ARRIVE, SAMPLE, CYCLE = range(11)
+# Event kinds, in the order they run at one instant: an idle check after the cycle, so that a
+# node the cycle could use at that instant is not torn down first.
+FINISH, STOP, FAIL, RECLAIM, REPAIR, UP, NOTICE, ARRIVE, SAMPLE, CYCLE, IDLE = range(11)
 EPS = 1e-9
 
 
@@ -280,8 +281,10 @@ class Engine:
     ) -> None:
         self.mesh, self.config, self.policies = mesh, config, policies
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
-        if len({j.id for j in self.jobs}) != len(self.jobs):
-            raise ValueError("job ids must be unique")
+        ids = [j.id for j in self.jobs]
+        if len(set(ids)) != len(ids):
+            twice = sorted({i for i in ids if ids.count(i) > 1})[:3] if len(ids) < 5000 else []
+            raise ValueError(f"job ids must be unique{': ' + ', '.join(twice) if twice else ''}")
         self.now = 0.0
         self.heap: list[tuple[float, int, int, Any, Any]] = []
         self.seq = 0
@@ -295,6 +298,10 @@ class Engine:
         self.requests: dict[str, Request] = {}
         self.nominated: dict[str, tuple[str, ...]] = {}
         self.instances: dict[str, _Instance] = {}
+        self.live_instances: dict[str, _Instance] = {}
+        # spend billed so far per (year, month), by pool and by team: what budgets read
+        self.month_pool: dict[tuple[int, int, str], float] = defaultdict(float)
+        self.month_team: dict[tuple[int, int, str], float] = defaultdict(float)
         self.launching: dict[str, int] = defaultdict(int)  # job -> its instances not yet up
         self.live: dict[str, int] = defaultdict(int)  # cloud pool -> instances not gone
         self.live_type: dict[tuple[str, str], int] = defaultdict(int)
@@ -314,6 +321,7 @@ class Engine:
         self.rng_fail = random.Random(f"{config.seed}:failures")
         self.rng_spot = random.Random(f"{config.seed}:spot")
         self.fail_rngs: dict[str, random.Random] = {}
+        self.fail_chain: dict[str, int] = {}  # node -> its current failure-model event
         self.bound_base: BoundPolicies | None = None
         self._classes: dict[tuple[Any, ...], tuple[Job, Request, int]] = {}
         self.mtbf_s = config.failures.node_mtbf_s if config.failures else None
@@ -427,15 +435,17 @@ class Engine:
             totals.events += 1
             if progress is not None and totals.events % every == 0:
                 progress(self.now)
-        self._advance(self.now)
-        for instance in self.instances.values():  # billed until they would have gone
-            if not instance.gone:
-                node, end = instance.node, self.now
-                if node is not None and not node.jobs:
-                    end = max(end, node.idle_since + self.mesh.clouds[instance.pool].idle_s)
-                self._bill(instance, end)
+        end_s = self.now
         self._sample(None, None, again=False)
-        return Result(self.now, list(self.results.values()), self.samples, totals, self.onprem_gpus)
+        for instance in list(self.live_instances.values()):  # billed until they would go
+            node, until_s = instance.node, end_s
+            if node is not None and not node.jobs:
+                until_s = max(until_s, node.idle_since + self._idle_after(node))
+            self._bill(instance, until_s)
+        window = self.config.window_s
+        if window is not None and window > end_s:
+            self._onprem(window - end_s)  # the window's idle end counts for utilisation
+        return Result(end_s, list(self.results.values()), self.samples, totals, self.onprem_gpus)
 
     def _advance(self, t: float) -> None:
         """Integrate capacity over (now, t], then move the clock. On-prem utilisation counts
@@ -447,13 +457,16 @@ class Engine:
             )
             window = self.config.window_s
             span = dt_s if window is None else max(0.0, min(t, window) - min(self.now, window))
-            if span > 0:
-                busy = sum(b for pool, b in self.busy.items() if pool not in self.cloud_pools)
-                up = sum(g for pool, g in self.up_gpus.items() if pool not in self.cloud_pools)
-                self.totals.onprem_busy_gpu_s += busy * span
-                self.totals.onprem_gpu_s += self.onprem_gpus * span
-                self.totals.onprem_down_gpu_s += (self.onprem_gpus - up) * span
+            self._onprem(span)
         self.now = t
+
+    def _onprem(self, span: float) -> None:
+        if span > 0:
+            busy = sum(b for pool, b in self.busy.items() if pool not in self.cloud_pools)
+            up = sum(g for pool, g in self.up_gpus.items() if pool not in self.cloud_pools)
+            self.totals.onprem_busy_gpu_s += busy * span
+            self.totals.onprem_gpu_s += self.onprem_gpus * span
+            self.totals.onprem_down_gpu_s += (self.onprem_gpus - up) * span
 
     def _want_cycle(self) -> None:
         t = (
@@ -491,7 +504,7 @@ class Engine:
         snapshot = self._snapshot()
         self._apply(schedule(snapshot, self._view(), self.config.scheduler))
         if self.pending:  # waiting work is looked at again even if nothing happens
-            t_next = self.now + self.config.recheck_s
+            t_next = self.now + max(self.config.recheck_s, self.config.cycle_s)
             if self.next_cycle is None or self.next_cycle > t_next:
                 self.next_cycle = t_next
                 self.push(t_next, CYCLE, t_next)
@@ -511,17 +524,25 @@ class Engine:
         if self.pending:
             self._want_cycle()
 
-    def _stop_event(self, job_id: str, token: int) -> None:
+    def _stop_event(self, job_id: str, why: tuple[int, str]) -> None:
+        """The end of a preemption's grace, or of a spot notice (just before the reclaim)."""
+        token, reason = why
         attempt = self.running.get(job_id)
         if attempt is None or attempt.token != token:
             return
         self._interrupt(attempt, graceful=True)
-        self.results[job_id].preempted += 1
+        if reason == "preempted":
+            self.results[job_id].preempted += 1
+        else:
+            self.results[job_id].failed += 1
 
-    def _fail(self, name: str, repair_s: float) -> None:
+    def _fail(self, name: str, what: tuple[float, int | None]) -> None:
         """A node fails: its jobs lose what they did since their last checkpoint and wait
         again. The node stays in the snapshot, cordoned (it will come back, so a job that
         only it could hold still waits rather than being rejected) until its repair."""
+        repair_s, chain = what
+        if chain is not None and chain != self.fail_chain.get(name):
+            return  # the model's next failure, superseded by an injected one and its repair
         node = self.nodes.get(name)
         if node is None or node.health == "cordoned" or node.cloud is not None:
             return
@@ -551,7 +572,7 @@ class Engine:
 
     def _failures_start(self) -> None:
         for t, name, repair in self.config.injected_failures:
-            self.push(t, FAIL, name, repair)
+            self.push(t, FAIL, name, (repair, None))
         if self.config.failures is None:
             return
         for node in self.mesh.nodes:
@@ -565,7 +586,8 @@ class Engine:
         if rng is None:
             rng = self.fail_rngs[name] = random.Random(f"{self.config.seed}:fail:{name}")
         gap = rng.expovariate(1.0 / model.node_mtbf_s)
-        self.push(self.now + gap, FAIL, name, model.repair_s(rng))
+        chain = self.fail_chain[name] = self.fail_chain.get(name, 0) + 1
+        self.push(self.now + gap, FAIL, name, (model.repair_s(rng), chain))
 
     # --- jobs starting and stopping ------------------------------------------------------------
 
@@ -665,7 +687,7 @@ class Engine:
             self.dirty_nodes.add(node)
             if node.cloud is not None and not node.jobs:
                 node.idle_since = self.now
-                self.push(self.now + self.mesh.clouds[node.base.pool].idle_s, IDLE, node, self.now)
+                self.push(self.now + self._idle_after(node), IDLE, node, self.now)
         self.busy[attempt.pool] -= self.results[attempt.job_id].job.total_gpus
 
     # --- cloud nodes ---------------------------------------------------------------------------
@@ -687,6 +709,7 @@ class Engine:
                 action.job_id,
             )
             self.instances[instance.id] = instance
+            self.live_instances[instance.id] = instance
             self.live[action.pool] += 1
             self.live_type[(action.pool, action.node_type)] += 1
             self.launching[action.job_id] += 1
@@ -718,7 +741,7 @@ class Engine:
         node.idle_since = self.now
         self._add_node(node)
         self._reindex()
-        self.push(self.now + cloud.idle_s, IDLE, node, self.now)
+        self.push(self.now + self._idle_after(node), IDLE, node, self.now)
         self.launching[instance.for_job] -= 1
         pending = self.pending.get(instance.for_job)
         if pending is not None and self.launching[instance.for_job] <= 0:
@@ -729,6 +752,11 @@ class Engine:
             self.push(self.now + life, RECLAIM, instance, None)
         if self.pending:
             self._want_cycle()
+
+    def _idle_after(self, node: _Node) -> float:
+        """An idle node goes after its pool's idle time, but never before a scheduling cycle
+        has seen it idle (the controller, too, judges idleness at its cycles)."""
+        return max(self.mesh.clouds[node.base.pool].idle_s, self.config.cycle_s)
 
     def _notice(self, instance: _Instance, _: Any) -> None:
         node = instance.node
@@ -742,7 +770,7 @@ class Engine:
             if not attempt.leaving:
                 attempt.leaving = True
                 attempt.running = replace(attempt.running, leaving=True)
-                self.push(stop_at, STOP, job_id, attempt.token)
+                self.push(stop_at, STOP, job_id, (attempt.token, "reclaimed"))
 
     def _reclaim(self, instance: _Instance, _: Any) -> None:
         if instance.gone:
@@ -763,6 +791,7 @@ class Engine:
 
     def _terminate(self, instance: _Instance) -> None:
         instance.gone = True
+        self.live_instances.pop(instance.id, None)
         self.live[instance.pool] -= 1
         self.live_type[(instance.pool, instance.offer.node_type)] -= 1
         self._bill(instance, self.now)
@@ -773,6 +802,34 @@ class Engine:
     def _bill(self, instance: _Instance, end_s: float) -> None:
         hours = max(0.0, end_s - instance.launched_s) / 3600.0
         self.totals.spend_usd[instance.pool] += hours * instance.usd_per_hour
+        start = max(instance.launched_s, self._month_start_s(end_s))
+        usd = max(0.0, end_s - start) / 3600.0 * instance.usd_per_hour
+        month = self._month(end_s)
+        self.month_pool[(*month, instance.pool)] += usd
+        self.month_team[(*month, self.results[instance.for_job].job.team)] += usd
+
+    def _month(self, t_s: float) -> tuple[int, int]:
+        moment = dt.datetime.fromtimestamp(self.config.start_epoch_s + t_s, dt.UTC)
+        return moment.year, moment.month
+
+    def _month_start_s(self, t_s: float) -> float:
+        year, month = self._month(t_s)
+        first = dt.datetime(year, month, 1, tzinfo=dt.UTC).timestamp()
+        return first - self.config.start_epoch_s
+
+    def _spend_this_month(self) -> tuple[dict[str, float], dict[str, float]]:
+        """(by pool, by team): billed this calendar month, plus what live instances have
+        cost since it began. The controller's ledger gives budgets the same."""
+        year, month = self._month(self.now)
+        pools = {p: usd for (y, m, p), usd in self.month_pool.items() if (y, m) == (year, month)}
+        teams = {t: usd for (y, m, t), usd in self.month_team.items() if (y, m) == (year, month)}
+        start_s = self._month_start_s(self.now)
+        for instance in self.live_instances.values():
+            usd = (self.now - max(instance.launched_s, start_s)) / 3600.0 * instance.usd_per_hour
+            pools[instance.pool] = pools.get(instance.pool, 0.0) + usd
+            team = self.results[instance.for_job].job.team
+            teams[team] = teams.get(team, 0.0) + usd
+        return pools, teams
 
     # --- a scheduling cycle --------------------------------------------------------------------
 
@@ -794,7 +851,11 @@ class Engine:
             for p in self.mesh.pools
         )
         offers = tuple(
-            replace(o, max_nodes=max(0, o.max_nodes - of_type[(o.pool, o.node_type)]))
+            replace(
+                o,
+                max_nodes=max(0, o.max_nodes - of_type[(o.pool, o.node_type)]),
+                max_nodes_configured=o.max_nodes,
+            )
             for o in self.mesh.offers
         )
         pending = tuple(
@@ -813,14 +874,15 @@ class Engine:
             free[pool] = gpus - self.busy.get(pool, 0.0)
         wait = self.wait_s
         waits = {pool: wait for pool, gpus in self.up_gpus.items() if gpus}
+        spend, team_spend = self._spend_this_month()
         facts = observed(
             configured,
             free,
             {pool: gpus for pool, gpus in self.up_gpus.items() if gpus},
             len(self.pending),
             waits,
-            self.totals.spend_usd,
-            {},
+            spend,
+            team_spend,
         )
         bound = bind(self.policies, facts, self._date())
         return FromPolicyEngine(bound, _Models(self), _Victims(self))
@@ -854,7 +916,7 @@ class Engine:
         self.nominated[action.for_job_id] = tuple(
             dict.fromkeys(self.nominated.get(action.for_job_id, ()) + nodes)
         )
-        self.push(self.now + action.grace_s, STOP, attempt.job_id, attempt.token)
+        self.push(self.now + action.grace_s, STOP, attempt.job_id, (attempt.token, "preempted"))
 
     # --- samples -------------------------------------------------------------------------------
 
@@ -864,8 +926,7 @@ class Engine:
         cloud = sum(g for p, g in self.up_gpus.items() if p in self.cloud_pools)
         spend = sum(self.totals.spend_usd.values()) + sum(
             max(0.0, self.now - i.launched_s) / 3600.0 * i.usd_per_hour
-            for i in self.instances.values()
-            if not i.gone
+            for i in self.live_instances.values()
         )
         self.samples.append(
             Sample(

@@ -55,13 +55,14 @@ LLAMA3 = FailureModel("llama3", node_mtbf_s=54 * DAY_S * 16_384 / 8 / 419)
 
 
 def from_fault_trace(
-    name: str, nodes: int, days: float, repairs_s: tuple[float, ...]
+    name: str, nodes: int, days: float, repairs_s: tuple[float, ...], faults: int | None = None
 ) -> FailureModel:
-    """A preset from a fault trace: ``len(repairs_s)`` faults on ``nodes`` nodes watched for
-    ``days``, each fault's repair time given."""
-    if not repairs_s:
+    """A preset from a fault trace: ``faults`` faults (default: one per repair) on ``nodes``
+    nodes watched for ``days``; repair times drawn from ``repairs_s``."""
+    count = len(repairs_s) if faults is None else faults
+    if not repairs_s or count <= 0:
         raise ValueError(f"{name}: the fault trace has no faults")
-    return FailureModel(name, nodes * days * DAY_S / len(repairs_s), tuple(sorted(repairs_s)))
+    return FailureModel(name, nodes * days * DAY_S / count, tuple(sorted(repairs_s)))
 
 
 @dataclass(frozen=True, slots=True)

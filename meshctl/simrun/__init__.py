@@ -155,7 +155,7 @@ def run(
         scheduler=SchedulerConfig(
             max_candidates=spec.candidates, queue_depth=spec.queue_depth, explain=False
         ),
-        window_s=None if spec.days is None else spec.days * wl.DAY_S,
+        window_s=None if spec.days is None else spec.days * wl.DAY_S / spec.arrival_scale,
     )
     result = simulate(simmesh, jobs, config, policies, progress)
     clouds = tuple(p.name for p in simmesh.pools if p.cloud)

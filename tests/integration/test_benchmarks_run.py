@@ -86,3 +86,14 @@ def test_recovery_benchmark_compares_meshctl_with_plain_ray_train():
         assert figures["detect_s"] >= 0, (side, figures)
         assert figures["resume_s"] > 0, (side, figures)
         assert 0 < figures["ettr"] < 1, (side, figures)
+
+
+@needs_traces
+def test_sim_speed_reports_events_and_the_simpy_ratio():
+    result = _json("sim_speed.py", "--days", "0.5", "--replicate", "1")
+    assert result["jobs"] > 0
+    assert result["events"] >= 2 * result["jobs"]  # an arrival and an end each, at least
+    assert result["events_per_s"] > 0
+    assert result["wall_s"] > 0
+    assert result["peak_rss_mib"] > 0
+    assert result["simpy_ratio"] > 0

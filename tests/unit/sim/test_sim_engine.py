@@ -118,3 +118,12 @@ def test_a_multi_node_job_across_racks_is_slowed_by_the_oversubscribed_fabric() 
     assert result.slowdown_gpu_s == pytest.approx(100)  # 50 s x 2 GPUs
     one_rack = mesh(node("n1", rack="r1"), node("n2", rack="r1"), network=fabric)
     assert simulate(one_rack, [job("g", 0, 100, nodes=2)], config()).jobs[0].end_s == 100
+
+
+def test_an_injected_failure_replaces_the_models_next_one_for_that_node() -> None:
+    from meshctl.sim.failures import FailureModel
+
+    rare = FailureModel("rare", node_mtbf_s=1e12, repair_median_s=10, repair_mean_s=10)
+    cfg = config(failures=rare, injected_failures=((10.0, "n1", 100.0),))
+    result = simulate(mesh(node("n1"), node("n2")), [job("a", 0, 50_000)], cfg)
+    assert result.totals.node_failures == 1

@@ -82,3 +82,32 @@ def test_a_preempted_job_checkpoints_in_its_grace_and_resumes_where_it_stopped()
     assert by_id["v"].lost_gpu_s == pytest.approx(0)
     assert by_id["v"].preempted == 1
     assert result.totals.preemptions == 1
+
+
+def test_a_gang_waiting_for_its_own_launch_is_not_rejected_when_others_take_the_cap() -> None:
+    # g (4 nodes) launches 4 one-GPU nodes at the 300 s recheck; s arrives at 350 s, while
+    # they boot and the pool's cap (4) is all in flight: g must wait for them, not be
+    # rejected as "can never fit".
+    jobs = [job("a", 0, 5000), job("g", 0, 1000, nodes=4), job("s", 350, 100)]
+    result = simulate(mesh(node("n1"), cloud=True), jobs, config(), BURST)
+    by_id = {r.job.id: r for r in result.jobs}
+    assert by_id["g"].rejected is None
+    assert by_id["g"].end_s is not None
+    assert by_id["g"].pools == {"cloud"}
+
+
+def test_an_idle_time_of_zero_still_lets_the_launched_node_take_its_job() -> None:
+    jobs = [job("a", 0, 1000), job("b", 0, 1000)]
+    cloud = mesh(node("n1"), cloud=True)
+    zero = type(cloud)(
+        cloud.nodes,
+        cloud.pools,
+        cloud.offers,
+        {"cloud": type(cloud.clouds["cloud"])("cloud", provision_s=100.0, idle_s=0.0)},
+        cloud.networks,
+        cloud.configured,
+    )
+    result = simulate(zero, jobs, config(), BURST)
+    by_id = {r.job.id: r for r in result.jobs}
+    assert (by_id["b"].first_start_s, by_id["b"].end_s) == (400, 1400)
+    assert result.totals.launches == 1

@@ -85,12 +85,20 @@ def test_a_bad_trace_file_is_one_line_naming_where(tmp_path, text, expected) -> 
 
 
 def test_a_csv_trace_is_read_by_its_header(tmp_path) -> None:
-    loaded = traces.load(
-        write(
-            tmp_path, "job_id,submission_time,duration,num_gpu\na,100,10,2\nb,160,0,1\nc,130,5,0\n"
-        )
-    )
-    assert [(j.name, j.arrival_s, j.gpus) for j in loaded] == [("trace-a", 0.0, 2.0)]
+    text = "job_id,submission_time,duration,num_gpu\na,100,10,2\nb,160,0,1\nc,130,5,0\na,150,9,1\n"
+    loaded = traces.load(write(tmp_path, text))
+    # no GPU or no duration: dropped; a job id seen twice is two jobs (named by line)
+    assert [(j.name, j.arrival_s, j.gpus) for j in loaded] == [
+        ("trace:2", 0.0, 2.0),
+        ("trace:5", 50.0, 1.0),
+    ]
+
+
+def test_a_file_that_is_not_text_is_one_line(tmp_path) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_bytes(b"job_id,submission_time,duration,num_gpu\n\xff\xfe,1,2,3\n")
+    with pytest.raises(InvalidFileError, match="not a readable CSV file"):
+        traces.load(str(path))
 
 
 def test_an_unknown_name_says_what_is_expected() -> None:
