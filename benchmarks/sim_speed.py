@@ -49,7 +49,7 @@ EXAMPLE = ROOT / "examples" / "sim"
 
 
 class Recording(sim.Engine):
-    """The engine, noting the time each event fired and its kind."""
+    """The engine, noting each event it schedules: (time, kind)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -22,7 +22,7 @@ import datetime as dt
 import heapq
 import math
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -281,10 +281,9 @@ class Engine:
     ) -> None:
         self.mesh, self.config, self.policies = mesh, config, policies
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
-        ids = [j.id for j in self.jobs]
-        if len(set(ids)) != len(ids):
-            twice = sorted({i for i in ids if ids.count(i) > 1})[:3] if len(ids) < 5000 else []
-            raise ValueError(f"job ids must be unique{': ' + ', '.join(twice) if twice else ''}")
+        twice = sorted(i for i, n in Counter(j.id for j in self.jobs).items() if n > 1)
+        if twice:
+            raise ValueError(f"job ids must be unique: {', '.join(twice[:3])}")
         self.now = 0.0
         self.heap: list[tuple[float, int, int, Any, Any]] = []
         self.seq = 0
@@ -310,15 +309,12 @@ class Engine:
         self.next_cycle: float | None = None
         self.last_cycle = -math.inf
         self.done = 0
-        self.arrived = 0
         self.totals = Totals()
         self.samples: list[Sample] = []
         self.busy: dict[str, float] = defaultdict(float)  # pool -> GPUs held
         self.up_gpus: dict[str, int] = defaultdict(int)  # pool -> GPUs on live nodes
         self.cloud_pools = {p.name for p in mesh.pools if p.cloud}
         self.onprem_gpus = sum(n.gpus for n in mesh.nodes)
-        self.last_t = 0.0
-        self.rng_fail = random.Random(f"{config.seed}:failures")
         self.rng_spot = random.Random(f"{config.seed}:spot")
         self.fail_rngs: dict[str, random.Random] = {}
         self.fail_chain: dict[str, int] = {}  # node -> its current failure-model event
@@ -489,7 +485,6 @@ class Engine:
         self.models[job.id] = model
         self.requests[job.id] = request
         self.results[job.id] = JobResult(job, priority)
-        self.arrived += 1
         self.pending[job.id] = Pending(job.id, job.team, priority, request, job.arrival_s)
         self._want_cycle()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,6 @@ class Outcome:
     name: str  # the policy set's name in reports: the policy paths, or "no policies"
     result: Result
     report: dict[str, Any]
-    cloud_pools: tuple[str, ...] = field(default_factory=tuple)
 
 
 def sim_mesh(mesh: Mesh, catalogs: Mapping[str, Catalog], comm_fraction: float) -> SimMesh:
@@ -181,7 +180,7 @@ def run(
         "cloud_pools": list(clouds),
         "assigned": "kind, criticality, team: seeded rules (meshctl.sim.workload)",
     }
-    return Outcome(spec, name, result, build_report(result, meta), clouds)
+    return Outcome(spec, name, result, build_report(result, meta))
 
 
 def write(outcome: Outcome, out: Path, charts: bool = True) -> list[Path]:
