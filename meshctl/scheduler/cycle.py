@@ -360,6 +360,13 @@ class _Cycle:
             ]
         return found
 
+    def _not_held_for_others(self, nodes: list[NodeState], job: Pending) -> list[NodeState]:
+        """Less the nodes being freed by preemption for another job: they are theirs, neither
+        to preempt on again nor to reserve for backfill."""
+        if not self.nominated:
+            return nodes
+        return [n for n in nodes if not self.nominated.get(n.name, set()) - {job.job_id}]
+
     def _preempt(self, job: Pending, verdict: Verdict | None, ctx: CycleContext) -> Decision | None:
         if verdict is None or not verdict.preemption.allowed:
             return None
@@ -380,11 +387,7 @@ class _Cycle:
             if key in self.no_victims:
                 return None
             self.verdicts_seen.append(verdict)
-        free_to_take = [  # a node already being freed for another job is theirs
-            n
-            for n in self._static_candidates(ctx, job)
-            if not self.nominated.get(n.name, set()) - {job.job_id}
-        ]
+        free_to_take = self._not_held_for_others(self._static_candidates(ctx, job), job)
         sets = preempt.plan_preemption(
             job.request, free_to_take, self.running_on, self.snap.now_s, allowed, job.priority
         )
@@ -455,9 +458,8 @@ class _Cycle:
             decision.reason = f"nodes it fits are held for {', '.join(owners)}"
         if self.config.backfill and not self.reservation_tried:
             self.reservation_tried = True  # EASY backfill: one reservation, the first waiter
-            held = reserve.reserve(
-                job.request, self._static_candidates(ctx, job), self.running_on, self.snap.now_s
-            )
+            candidates = self._not_held_for_others(self._static_candidates(ctx, job), job)
+            held = reserve.reserve(job.request, candidates, self.running_on, self.snap.now_s)
             if held is not None:
                 nodes, start = held
                 for node in nodes:

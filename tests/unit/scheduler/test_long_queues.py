@@ -156,6 +156,7 @@ def test_a_node_no_longer_held_after_its_nominee_is_placed_takes_the_next_job() 
     x = pending("x", 4, at=1.0)
     x = type(x)("x", x.team, x.priority, x.request, 1.0, None, False, ("n0",))
     jobs = [pending("a", 4, at=0.0), x, pending("b", 4, at=2.0)]
-    no_backfill = SchedulerConfig(backfill=False)  # a's reservation would hold n0 too
-    plan = schedule(snapshot(nodes, jobs, run), Permissive(), no_backfill)
-    assert [p.job_id for p in plan.placed()] == ["x", "b"]
+    for backfill in (False, True):  # a's backfill reservation must not take x's node either
+        config = SchedulerConfig(backfill=backfill)
+        plan = schedule(snapshot(nodes, jobs, run), Permissive(), config)
+        assert [p.job_id for p in plan.placed()] == ["x", "b"]
