@@ -40,9 +40,8 @@ from traces import PHILLY, require
 from meshctl.catalog import load_catalog
 from meshctl.policy.compiled import compile_policies
 from meshctl.policyfiles import read_mesh, read_policy_files
-from meshctl.scheduler import SchedulerConfig
 from meshctl.sim import engine as sim
-from meshctl.simrun import RunSpec, failure_model, jobs_of, sim_mesh
+from meshctl.simrun import RunSpec, config_of, jobs_of, sim_mesh
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "sim"
@@ -79,13 +78,7 @@ def simulate(args: argparse.Namespace, record: bool) -> tuple[float, sim.Engine]
     )
     simmesh = sim_mesh(mesh, catalogs, spec.comm_fraction)
     jobs = jobs_of(spec, 8)
-    config = sim.SimConfig(
-        seed=spec.seed,
-        cycle_s=spec.cycle_s,
-        failures=failure_model(spec.failures),
-        scheduler=SchedulerConfig(max_candidates=spec.candidates),
-        window_s=spec.days * 86_400.0,
-    )
+    config = config_of(spec)
     engine = (Recording if record else sim.Engine)(simmesh, jobs, config, policies)
     gc.collect()
     start = time.perf_counter()

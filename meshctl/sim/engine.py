@@ -288,7 +288,6 @@ class Engine:
         self.heap: list[tuple[float, int, int, Any, Any]] = []
         self.seq = 0
         self.nodes: dict[str, _Node] = {}
-        self.order: list[_Node] = []
         self.dirty_nodes: set[_Node] = set()
         self.pending: dict[str, Pending] = {}
         self.running: dict[str, _Attempt] = {}
@@ -332,10 +331,10 @@ class Engine:
         self.up_gpus[node.base.pool] += node.base.gpus
 
     def _reindex(self) -> None:
-        self.order = list(self.nodes.values())
-        for i, node in enumerate(self.order):
+        order = list(self.nodes.values())
+        for i, node in enumerate(order):
             node.index = i
-        self.node_views = [n.view() for n in self.order]
+        self.node_views = [n.view() for n in order]
         self.dirty_nodes.clear()
 
     def _class_of(self, job: SimJob) -> tuple[Job, Request, int]:

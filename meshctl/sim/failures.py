@@ -15,7 +15,8 @@ MTBF; a failed node is out for a repair time drawn from the preset's distributio
 A job's checkpoints: every ``interval`` seconds of computing it writes one, which takes
 ``cost`` seconds of wall time during which it makes no progress; a failure loses what it
 computed since the last finished checkpoint. ``young_daly`` gives the interval that
-minimises expected loss plus overhead (the same function meshctl.train uses in production).
+minimises expected loss plus overhead; meshctl.train imports it from here, so production and
+the simulator use one function.
 """
 
 from __future__ import annotations

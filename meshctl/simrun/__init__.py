@@ -135,6 +135,20 @@ def jobs_of(spec: RunSpec, gpus_per_node: int) -> list[wl.SimJob]:
     return wl.classify(raw, spec.seed, wl.ClassRules(gpus_per_node=gpus_per_node))
 
 
+def config_of(spec: RunSpec) -> SimConfig:
+    """The engine's settings for a run: what ``meshctl sim`` and the benchmark both use."""
+    return SimConfig(
+        seed=spec.seed,
+        cycle_s=spec.cycle_s,
+        failures=failure_model(spec.failures),
+        checkpoints=Checkpoints(spec.checkpoint_interval_s, spec.checkpoint_cost_s, spec.restart_s),
+        scheduler=SchedulerConfig(
+            max_candidates=spec.candidates, queue_depth=spec.queue_depth, explain=False
+        ),
+        window_s=None if spec.days is None else spec.days * wl.DAY_S / spec.arrival_scale,
+    )
+
+
 def run(
     spec: RunSpec,
     mesh: Mesh,
@@ -146,17 +160,7 @@ def run(
     simmesh = sim_mesh(mesh, catalogs, spec.comm_fraction)
     most = max((n.gpus for n in simmesh.nodes), default=8) or 8
     jobs = jobs_of(spec, most)
-    config = SimConfig(
-        seed=spec.seed,
-        cycle_s=spec.cycle_s,
-        failures=failure_model(spec.failures),
-        checkpoints=Checkpoints(spec.checkpoint_interval_s, spec.checkpoint_cost_s, spec.restart_s),
-        scheduler=SchedulerConfig(
-            max_candidates=spec.candidates, queue_depth=spec.queue_depth, explain=False
-        ),
-        window_s=None if spec.days is None else spec.days * wl.DAY_S / spec.arrival_scale,
-    )
-    result = simulate(simmesh, jobs, config, policies, progress)
+    result = simulate(simmesh, jobs, config_of(spec), policies, progress)
     clouds = tuple(p.name for p in simmesh.pools if p.cloud)
     meta = {
         "mesh": mesh.metadata.name,

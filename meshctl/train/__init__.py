@@ -33,23 +33,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Iterator
 
+from meshctl.sim.failures import MAX_INTERVAL_S, MIN_INTERVAL_S, young_daly
 from meshctl.workload import checkpoint_requested
+
+__all__ = ["MAX_INTERVAL_S", "MIN_INTERVAL_S", "Checkpointing", "young_daly"]
 
 DEFAULT_MTBF_S = 24 * 3600.0  # assumed for a pool with no failure observed yet
 DEFAULT_COST_S = 10.0  # assumed when the loop checkpoints without timing it (``saving``)
-MIN_INTERVAL_S, MAX_INTERVAL_S = 1.0, 6 * 3600.0
-
-
-def young_daly(checkpoint_cost_s: float, mtbf_s: float) -> float:
-    """The checkpoint interval that minimises expected lost work plus checkpoint overhead,
-    to first order (Young 1974, Daly 2006): sqrt(2 * C * MTBF), clamped to [1 s, 6 h]."""
-    interval = math.sqrt(2.0 * max(checkpoint_cost_s, 0.0) * max(mtbf_s, 0.0))
-    return min(max(interval, MIN_INTERVAL_S), MAX_INTERVAL_S)
 
 
 class Checkpointing:
