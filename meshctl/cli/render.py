@@ -67,6 +67,18 @@ def emit_data(data: Any, output: Output) -> None:
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
+def timestamp(at_s: float | None) -> str | None:
+    """A moment for ``-o json|yaml``: ISO-8601 in UTC with a ``Z`` (``2026-12-01T14:04:50Z``),
+    to the second; None stays None. Every command writes times this way, under keys that end
+    in ``_at`` (durations are numbers of seconds under keys that end in ``_s``)."""
+    import datetime as dt
+
+    if at_s is None:
+        return None
+    moment = dt.datetime.fromtimestamp(at_s, dt.UTC).replace(microsecond=0)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
 def esc(text: object) -> str:
     """User text (expressions, names) inside rich markup: ``[p]`` must stay ``[p]``."""
     from rich.markup import escape
