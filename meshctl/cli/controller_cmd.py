@@ -64,8 +64,7 @@ def run(
                 f"cycle: {report.jobs} jobs, {report.dispatched} dispatched, "
                 f"{report.transitions} transitions, {report.duration_s * 1000:.0f} ms"
             )
-            for error in report.errors:
-                render.problems([error])
+            render.warnings(report.errors)  # the cycle ran; what failed in it is retried
             return
         stop, wake = threading.Event(), threading.Event()
 

@@ -1,17 +1,27 @@
-"""Exit codes and the one place that turns known errors into them (no tracebacks)."""
+"""Exit codes and the one place that turns known errors into them (no tracebacks).
+
+Exit codes (the README's table says the same): 0 ok; 1 a failure of the world (a pool, a
+cloud, a process, the store) or a result that is a failure (a job that did not succeed);
+2 invalid input or request, nothing changed; 124 a wait that ran out of time, as timeout(1)
+says it. With ``-o json|yaml`` every failing command writes one JSON error document on stderr
+(``render.failure``; its shape is ``shapes.ErrorDocument``), usage errors of typer and click
+included; warnings are JSON lines of their own.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 import typer
 import typer.core
 
-from meshctl.problems import InvalidFileError
+from meshctl.problems import InvalidFileError, Problem
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 EXIT_INVALID: Final = 2
+EXIT_TIMEOUT: Final = 124  # what timeout(1) exits with when the command ran out of time
 
 
 class InvalidRequestError(Exception):
@@ -19,31 +29,82 @@ class InvalidRequestError(Exception):
 
 
 class CommandError(Exception):
-    """The command could not do its work (a process, a cluster, the store): exit 1."""
+    """The command could not do its work (a process, a cluster, the store): exit 1, or the
+    code given (``EXIT_TIMEOUT`` for a wait that ran out of time)."""
+
+    def __init__(self, message: str, *, exit_code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class MeshGroup(typer.core.TyperGroup):
-    """The root command group: invalid files and requests become one-line errors and exit 2."""
+    """The root command group: known errors become one-line errors (or one JSON document
+    under ``-o json|yaml``) and their exit codes."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from meshctl.cli import render
+
+        # Read before parsing, so that a flag that fails to parse is reported as asked too.
+        render.remember_output(requested_output(args))
+        return list(super().parse_args(ctx, args))
 
     def invoke(self, ctx: Any) -> Any:
         from meshctl.cli import render
 
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
         except InvalidRequestError as err:
-            render.problems([str(err)])
-            raise typer.Exit(EXIT_INVALID) from None
+            _fail(EXIT_INVALID, [str(err)])
         except InvalidFileError as err:
-            render.problems(str(p) for p in err.problems)
-            raise typer.Exit(EXIT_INVALID) from None
+            _fail(EXIT_INVALID, err.problems)
         except CommandError as err:
-            render.problems([str(err)])
-            raise typer.Exit(EXIT_FAILURE) from None
+            _fail(err.exit_code, [str(err)])
+        except typer.Exit as err:
+            render.flush(err.exit_code)
+            raise
+        except typer.TyperException as err:  # a usage error: typer prints it, unless -o json
+            if not render.structured_errors():
+                raise
+            _fail(err.exit_code, [_usage_line(err)])
         except Exception as err:
             if not _known_failure(err):
                 raise
-            render.problems([f"{err}".splitlines()[0] if str(err) else type(err).__name__])
-            raise typer.Exit(EXIT_FAILURE) from None
+            _fail(EXIT_FAILURE, [f"{err}".splitlines()[0] if str(err) else type(err).__name__])
+        render.flush(EXIT_OK)
+        return result
+
+
+def _fail(exit_code: int, problems: Sequence[str | Problem]) -> None:
+    from meshctl.cli import render
+
+    render.failure(exit_code, problems)
+    raise typer.Exit(exit_code) from None
+
+
+def _usage_line(err: Any) -> str:
+    """click's message with the command it was about (``jobs wait: Missing argument ...``)."""
+    ctx = getattr(err, "ctx", None)
+    where = ""
+    if ctx is not None:
+        where = ctx.command_path[len(ctx.find_root().command_path) :].strip()
+    return f"{where}: {err.format_message()}" if where else str(err.format_message())
+
+
+def requested_output(args: Sequence[str]) -> str | None:
+    """The ``--output``/``-o`` value among ``args`` (the last one wins), read before the
+    command's own parsing; words after ``--`` belong to the user's command, not to meshctl."""
+    found: str | None = None
+    words = list(args)
+    if "--" in words:
+        words = words[: words.index("--")]
+    for i, word in enumerate(words):
+        if word in ("-o", "--output") and i + 1 < len(words):
+            found = words[i + 1]
+        elif word.startswith("--output="):
+            found = word.removeprefix("--output=")
+        elif word.startswith("-o") and len(word) > 2 and not word.startswith("--"):
+            found = word[2:]
+    return found.lower() if found else None
 
 
 def _known_failure(err: Exception) -> bool:

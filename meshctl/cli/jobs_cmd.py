@@ -1,7 +1,10 @@
 """``meshctl jobs list|show|logs|cancel|wait``: the jobs the controller keeps.
 
-A job is named by its id, or by a prefix of it that only one job has. ``wait`` exits 0 when the
-job succeeded and 1 when it failed or was cancelled, so scripts can chain on it.
+A job is named by its id, by its name (when one job has it), or by a prefix of its id that only
+one job has; an exact id or name wins over a prefix. ``wait`` exits 0 when every job succeeded,
+1 when one failed or was cancelled, 124 when the time ran out (as timeout(1)), so scripts can
+chain on it. ``cancel`` takes several jobs: an unknown one is exit 2 and nothing is cancelled;
+one that already finished is said so, and is not an error.
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from meshctl.cli.context import app_context
-from meshctl.cli.errors import EXIT_FAILURE, InvalidRequestError
-from meshctl.cli.options import OutputOption
+from meshctl.cli.errors import EXIT_TIMEOUT, CommandError, InvalidRequestError
+from meshctl.cli.options import OutputOption, duration_flag
 from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
@@ -21,21 +24,31 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Submitted jobs: list, inspect, follow, cancel, wait.", no_args_is_help=True)
 
-JobArgument = Annotated[str, typer.Argument(help="The job id (or a unique prefix of it).")]
+JobArgument = Annotated[
+    str, typer.Argument(help="The job id, its name, or a unique prefix of its id.")
+]
 
 
 def find(store: Store, ref: str) -> JobRecord:
-    """The job with this id, or the only one whose id starts with it."""
+    """The job with this id; else the one with this name; else the only one whose id starts
+    with it. An exact id or name always wins over a prefix of another job's id."""
     from meshctl.state import JobRecord
 
     exact = store.get(JobRecord, ref)
     if exact is not None:
         return exact
-    matches = [j for j in store.list(JobRecord) if j.id.startswith(ref)]
+    jobs = store.list(JobRecord)
+    named = [j for j in jobs if j.name == ref]
+    if len(named) > 1:
+        ids = ", ".join(j.id for j in sorted(named, key=lambda j: -j.submitted_at_s)[:5])
+        raise InvalidRequestError(f"job: {len(named)} jobs are named {ref!r} ({ids}); give an id")
+    if named:
+        return named[0]
+    matches = [j for j in jobs if j.id.startswith(ref)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise InvalidRequestError(f"job: no job with id {ref!r} (meshctl jobs list)")
+        raise InvalidRequestError(f"job: no job with id or name {ref!r} (meshctl jobs list)")
     ids = ", ".join(j.id for j in matches[:5])
     raise InvalidRequestError(f"job: {ref!r} names {len(matches)} jobs ({ids}); give more of it")
 
@@ -46,22 +59,31 @@ def attempts_of(store: Store, job_id: str) -> list[AttemptRecord]:
     return sorted(store.list(AttemptRecord, job_id=job_id), key=lambda a: a.number)
 
 
-def _nodes(attempt: AttemptRecord | None) -> str:
+def _node_list(attempt: AttemptRecord | None) -> list[str]:
     if attempt is None:
-        return ""
-    return ", ".join(str(a["node"]) for a in attempt.detail.get("allocations", []))
+        return []
+    return [str(a["node"]) for a in attempt.detail.get("allocations", [])]
+
+
+def _nodes(attempt: AttemptRecord | None) -> str:
+    return ", ".join(_node_list(attempt))
 
 
 def _row(job: JobRecord, attempt: AttemptRecord | None, now: float) -> dict[str, Any]:
+    """A job as data (``shapes.JobRow``); ``now`` is for people's tables (``age_s``)."""
+    from meshctl.cli.render import timestamp
+
     return {
         "id": job.id,
         "name": job.name,
         "team": job.team,
         "state": job.state.value,
         "priority": job.priority,
-        "pool": job.pool or "",
-        "nodes": _nodes(attempt),
+        "pool": job.pool or None,
+        "nodes": _node_list(attempt),
         "attempt": attempt.number if attempt else 0,
+        "submitted_at": timestamp(job.submitted_at_s),
+        "updated_at": timestamp(job.updated_at_s),
         "age_s": round(now - job.submitted_at_s, 1),
     }
 
@@ -235,73 +257,103 @@ def logs(
 
 
 @app.command("cancel")
-def cancel(ctx: typer.Context, job: JobArgument) -> None:
-    """Cancel a job: queued, it never runs; running, the controller stops it."""
+def cancel(
+    ctx: typer.Context,
+    jobs: Annotated[list[str], typer.Argument(help="Job ids, names or unique id prefixes.")],
+    output: OutputOption = Output.table,
+) -> None:
+    """Cancel jobs: queued, they never run; running, the controller stops them. A job that
+    already finished is left as it is (not an error); an unknown job cancels nothing (exit 2)."""
+    from meshctl.cli import render
+    from meshctl.controller import daemon
+
+    context = app_context(ctx)
+    with context.store() as store:
+        ids = list(dict.fromkeys(find(store, ref).id for ref in jobs))  # all known, or none
+        rows = [_cancel_one(store, job_id) for job_id in ids]
+    if any(r["cancelled"] for r in rows):
+        daemon.nudge(context.home)  # stop their Ray jobs now, not next interval
+    if output is not Output.table:
+        render.emit_data(rows, output)
+        return
+    for row in rows:
+        if row["cancelled"]:
+            render.plain(f"{row['id']} cancelled (was {row['previous_state']})")
+        else:
+            render.plain(f"{row['id']} already {row['state']}; nothing to cancel")
+
+
+def _cancel_one(store: Store, job_id: str) -> dict[str, Any]:
+    """Cancel one job (``shapes.CancelRow``); the controller may update it meanwhile: read
+    again and retry."""
     from dataclasses import replace
 
-    from meshctl.cli import render
     from meshctl.controller.decide import FINISHED
-    from meshctl.state import ConflictError, Event, JobState
+    from meshctl.state import ConflictError, Event, JobRecord, JobState
 
-    with app_context(ctx).store() as store:
-        for _ in range(10):  # the controller may update it meanwhile: read again and retry
-            record = find(store, job)
-            if record.state in FINISHED:
-                render.problems([f"job {record.id} already {record.state.value}"])
-                raise typer.Exit(EXIT_FAILURE)
-            now = time.time()
-            event = Event(
-                now,
-                "job.cancelled",
-                record.id,
-                "cancelled by user",
-                {"from": record.state.value, "to": "cancelled"},
+    for _ in range(10):
+        record = store.get(JobRecord, job_id)
+        if record is None:
+            raise CommandError(f"job {job_id}: gone from the store while cancelling")
+        was = record.state.value
+        if record.state in FINISHED:
+            return {"id": job_id, "state": was, "previous_state": was, "cancelled": False}
+        now = time.time()
+        event = Event(
+            now, "job.cancelled", job_id, "cancelled by user", {"from": was, "to": "cancelled"}
+        )
+        try:
+            store.update(
+                replace(record, state=JobState.CANCELLED, updated_at_s=now),
+                expected_version=record.version,
+                events=[event],
             )
-            try:
-                store.update(
-                    replace(record, state=JobState.CANCELLED, updated_at_s=now),
-                    expected_version=record.version,
-                    events=[event],
-                )
-            except ConflictError:
-                continue
-            from meshctl.controller import daemon
-
-            daemon.nudge(app_context(ctx).home)  # stop its Ray job now, not next interval
-            render.plain(f"{record.id} cancelled (was {record.state.value})")
-            return
-    raise InvalidRequestError(f"job {job}: kept changing; try again")
+        except ConflictError:
+            continue
+        return {"id": job_id, "state": "cancelled", "previous_state": was, "cancelled": True}
+    raise CommandError(f"job {job_id}: kept changing while cancelling; try again")
 
 
 @app.command("wait")
 def wait(
     ctx: typer.Context,
-    jobs: Annotated[list[str], typer.Argument(help="Job ids (or unique prefixes).")],
-    timeout: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 3600.0,
+    jobs: Annotated[list[str], typer.Argument(help="Job ids, names or unique id prefixes.")],
+    timeout: Annotated[
+        str, typer.Option(help="Give up after this long (seconds, or 90s, 10m, 2h).")
+    ] = "1h",
+    output: OutputOption = Output.table,
 ) -> None:
-    """Wait until the jobs finish: exit 0 if all succeeded, 1 if any failed or was cancelled."""
+    """Wait until the jobs finish: exit 0 if all succeeded, 1 if any failed or was cancelled,
+    124 if the timeout came first (as timeout(1))."""
     from meshctl.cli import render
     from meshctl.controller.decide import FINISHED
     from meshctl.state import JobRecord, JobState
 
-    deadline = time.monotonic() + timeout
+    timeout_s = duration_flag("--timeout", timeout)
+    deadline = time.monotonic() + timeout_s
     with app_context(ctx).store() as store:
-        ids = [find(store, ref).id for ref in jobs]
+        ids = list(dict.fromkeys(find(store, ref).id for ref in jobs))
         with render.progress(f"waiting for {', '.join(ids)}") as step:
             while True:
                 records = [store.get(JobRecord, i) for i in ids]
                 states = {r.id: r.state for r in records if r is not None}
-                if all(s in FINISHED for s in states.values()):
+                done = all(s in FINISHED for s in states.values())
+                if done or time.monotonic() > deadline:
                     break
-                if time.monotonic() > deadline:
-                    render.problems([f"timed out after {timeout:g} s: {_states(states)}"])
-                    raise typer.Exit(EXIT_FAILURE)
                 step(_states(states))
                 time.sleep(0.5)
-    for job_id, state in states.items():
-        render.plain(f"{job_id} {state.value}")
-    if any(s is not JobState.SUCCEEDED for s in states.values()):
-        raise typer.Exit(EXIT_FAILURE)
+    if output is not Output.table:
+        render.emit_data([{"id": k, "state": v.value} for k, v in states.items()], output)
+    else:
+        for job_id, state in states.items():
+            render.plain(f"{job_id} {state.value}")
+    if not done:
+        raise CommandError(
+            f"timed out after {timeout_s:g} s: {_states(states)}", exit_code=EXIT_TIMEOUT
+        )
+    failed = {k: v for k, v in states.items() if v is not JobState.SUCCEEDED}
+    if failed:
+        raise CommandError(f"{len(failed)} of {len(states)} did not succeed: {_states(failed)}")
 
 
 def _states(states: dict[str, Any]) -> str:

@@ -116,7 +116,7 @@ def down(ctx: typer.Context) -> None:
     stopped = daemon.stop(context.home)
     if stopped:
         render.say(f"controller: stopped ({len(stopped)} processes)")
-    _terminate_instances(context)
+    unterminated = _terminate_instances(context)
     left: list[int] = []
     for path in sorted(run.glob("pool-*.json")):
         cluster = local.LocalCluster.load(path)
@@ -129,13 +129,15 @@ def down(ctx: typer.Context) -> None:
     (run / UP_FILE).unlink(missing_ok=True)
     if left:
         raise CommandError(f"processes still alive after stopping: {left}")
+    if unterminated:  # the clusters are stopped; what the clouds refused is a failure
+        raise CommandError("; ".join([*unterminated, "run meshctl gc once the cause is fixed"]))
     if not stopped and not left and not list(run.glob("*")):
         render.say("nothing was up")
 
 
-def _terminate_instances(context: AppContext) -> None:
+def _terminate_instances(context: AppContext) -> list[str]:
     """Cloud instances the controller launched and has not terminated: never leave money
-    running behind a stopped mesh."""
+    running behind a stopped mesh. Returns what could not be terminated."""
     from dataclasses import replace
 
     from meshctl.cli import render
@@ -143,7 +145,7 @@ def _terminate_instances(context: AppContext) -> None:
     from meshctl.state import INSTANCE_LIVE, STATE_DB, InstanceRecord, open_store
 
     if not (context.home / STATE_DB).is_file():
-        return
+        return []
     mesh = context.mesh()
     with open_store(context.home) as store:
         live = [i for i in store.list(InstanceRecord) if i.state in INSTANCE_LIVE]
@@ -165,8 +167,7 @@ def _terminate_instances(context: AppContext) -> None:
                 changed = replace(record, state="terminated", updated_at_s=time.time())
                 store.update(changed, expected_version=record.version)
             render.say(f"pool {pool.name}: terminated {len(mine)} instances")
-    if problems:
-        render.problems([*problems, "run meshctl gc once the cause is fixed"])
+    return problems
 
 
 def status(

@@ -18,7 +18,7 @@ import typer
 
 from meshctl.cli.context import app_context
 from meshctl.cli.errors import InvalidRequestError
-from meshctl.cli.options import OutputOption
+from meshctl.cli.options import OutputOption, duration_flag
 from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
@@ -144,12 +144,7 @@ def drain(
     ] = "10m",
 ) -> None:
     """No new work; jobs still running after the deadline are evicted and requeued."""
-    from meshctl.units import parse_duration_s
-
-    try:
-        seconds = parse_duration_s(deadline)
-    except ValueError as err:
-        raise InvalidRequestError(f"--deadline: {err}") from None
+    seconds = duration_flag("--deadline", deadline)
     _set(
         ctx,
         node,

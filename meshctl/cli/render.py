@@ -7,12 +7,16 @@ are, without colour or wrapping. Problems and errors go to stderr, one line each
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from meshctl.problems import Problem
 
 
 class Output(StrEnum):
@@ -106,10 +110,92 @@ def plain(line: str) -> None:
     sys.stdout.write(line + "\n")
 
 
-def problems(lines: Iterable[str]) -> None:
-    """One problem per line on stderr, plain text so editors and CI can parse file:line."""
+_FLAG = re.compile(r"^(--[a-z0-9][a-z0-9-]*(?:/--[a-z0-9][a-z0-9-]*)*): (.+)$", re.DOTALL)
+
+
+@dataclass(slots=True)
+class _Run:
+    """One command line being run: the ``-o`` it asked for, and the problems kept for its
+    error document under ``-o json|yaml``."""
+
+    output: str | None
+    pending: list[str | Problem] = field(default_factory=list)
+
+
+# Set by the root group for each command line it runs (a context variable, not a global: each
+# thread and each invocation in tests sees its own).
+_RUN: ContextVar[_Run] = ContextVar("meshctl_run", default=_Run(None))  # noqa: B039
+
+
+def remember_output(output: str | None) -> None:
+    """What ``-o`` the command line asked for, read by the root group before parsing."""
+    _RUN.set(_Run(output))
+
+
+def structured_errors() -> bool:
+    """Whether errors and warnings go to stderr as JSON (the command line said -o json|yaml)."""
+    return _RUN.get().output in (Output.json.value, Output.yaml.value)
+
+
+def problems(lines: Iterable[str | Problem]) -> None:
+    """One problem per line on stderr, plain text so editors and CI can parse file:line.
+    Under ``-o json|yaml`` they are kept for the command's one error document (``flush``)."""
+    if structured_errors():
+        _RUN.get().pending.extend(lines)
+        return
     for line in lines:
         sys.stderr.write(f"error: {line}\n")
+
+
+def warnings(lines: Iterable[str]) -> None:
+    """Something the user should know that did not stop the command (exit 0): ``warning:``
+    lines on stderr, or one JSON line each, ``{"warning": {"message": ...}}``."""
+    for line in lines:
+        if structured_errors():
+            sys.stderr.write(json.dumps({"warning": {"message": line}}) + "\n")
+        else:
+            sys.stderr.write(f"warning: {line}\n")
+
+
+def failure(exit_code: int, found: Iterable[str | Problem]) -> None:
+    """A failing command's problems (and any kept before): ``error:`` lines, or under
+    ``-o json|yaml`` one JSON document on one line of stderr (``shapes.ErrorDocument``)."""
+    run = _RUN.get()
+    every, run.pending = [*run.pending, *found], []
+    if not structured_errors():
+        for line in every:
+            sys.stderr.write(f"error: {line}\n")
+        return
+    located = [_located(p) for p in every]
+    message = str(every[0]) if every else f"failed with exit code {exit_code}"
+    document = {"error": {"exit_code": exit_code, "message": message, "problems": located}}
+    sys.stderr.write(json.dumps(document) + "\n")
+
+
+def flush(exit_code: int) -> None:
+    """At the end of a command: problems kept under ``-o json|yaml`` become its error
+    document (a failing exit always gets one), or warnings if it exits 0."""
+    run = _RUN.get()
+    if exit_code:
+        if structured_errors():
+            failure(exit_code, [])
+    elif run.pending:
+        kept, run.pending = run.pending, []
+        warnings(str(p) for p in kept)
+
+
+def _located(problem: str | Problem) -> dict[str, Any]:
+    if isinstance(problem, Problem):
+        return {
+            "file": problem.path,
+            "line": problem.line,
+            "field": problem.field or None,
+            "message": problem.message,
+        }
+    flag = _FLAG.match(problem)
+    if flag is not None:
+        return {"file": None, "line": None, "field": flag.group(1), "message": flag.group(2)}
+    return {"file": None, "line": None, "field": None, "message": problem}
 
 
 def _stderr_console() -> Any:
@@ -122,6 +208,9 @@ def _stderr_console() -> Any:
 def progress(message: str) -> Iterator[Callable[[str], None]]:
     """A spinner on stderr while something slow runs; the callback updates its message."""
     console = _stderr_console()
+    if not console.is_terminal and structured_errors():  # stderr holds JSON lines only
+        yield lambda step: None
+        return
     if not console.is_terminal:  # logs and pipes get plain lines, not animation
         sys.stderr.write(message + "\n")
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from meshctl.cli.context import app_context
 from meshctl.cli.errors import CommandError, InvalidRequestError
-from meshctl.cli.options import OutputOption
+from meshctl.cli.options import OutputOption, flag_error
 from meshctl.cli.render import Output
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def queue(
     else:
         render.plain(record.id)
     if not daemon.nudge(context.home):
-        render.problems([f"{record.id} is queued, but no controller is running: meshctl up"])
+        render.warnings([f"{record.id} is queued, but no controller is running: meshctl up"])
     return str(record.id)
 
 
@@ -185,11 +185,7 @@ def _from_command(
     try:
         return Job.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        flag = _FLAGS.get(
-            ".".join(str(p) for p in first["loc"]), ".".join(str(p) for p in first["loc"])
-        )
-        raise InvalidRequestError(f"{flag}: {first['msg']}, got {first.get('input')!r}") from None
+        raise flag_error(err, _FLAGS) from None
 
 
 _FLAGS = {
@@ -207,11 +203,24 @@ _FLAGS = {
 }
 
 
+# A word that names a script or a module (train.py, pkg.mod), not a program given inline
+# (python -c "import ray; ..."), whose text makes no name.
+_SCRIPT = re.compile(r"[\w./-]+\.\w+")
+NAME_LIMIT = 40  # leaves room in a job id (name + "-" + 6 hex) and Ray's submission id
+
+
 def _name_of(command: list[str]) -> str:
+    """A job name from its command: the script or module it runs, else the program."""
     words = [w for w in command if not w.startswith("-")]
-    script = next((w for w in words[1:] if "." in w), words[0] if words else "job")
-    stem = re.sub(r"[^a-z0-9-]+", "-", Path(script).stem.lower()).strip("-")
-    return (stem or "job")[:40]
+    script = next((w for w in words[1:] if _SCRIPT.fullmatch(w)), words[0] if words else "")
+    return name_from(PurePath(script).stem if script else "")
+
+
+def name_from(text: str, default: str = "job") -> str:
+    """``text`` as a valid name (lower-case letters, digits and inner '-', at most
+    NAME_LIMIT characters): what a cut leaves at the end is trimmed; nothing left: default."""
+    stem = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return stem[:NAME_LIMIT].rstrip("-") or default
 
 
 def _show_plan(job: Job, admission: Any, output: Output) -> None:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from meshctl.cli.context import app_context
-from meshctl.cli.errors import EXIT_FAILURE, InvalidRequestError
-from meshctl.cli.options import OutputOption
+from meshctl.cli.errors import EXIT_TIMEOUT, CommandError, InvalidRequestError
+from meshctl.cli.options import OutputOption, duration_flag, flag_error
 from meshctl.cli.render import Output
 
 if TYPE_CHECKING:
@@ -56,15 +56,16 @@ def train(
         Path, typer.Option("--working-dir", help="Directory uploaded with the job.")
     ] = Path("."),
     follow: Annotated[bool, typer.Option(help="Follow the job until it ends.")] = True,
-    timeout: Annotated[float, typer.Option(help="Stop following after this many seconds.")] = (
-        24 * 3600.0
-    ),
+    timeout: Annotated[
+        str, typer.Option(help="Stop following after this long (seconds, or 90s, 10m, 2h).")
+    ] = "1d",
     output: OutputOption = Output.table,
 ) -> None:
     """Submit a Ray Train job (a job file, or a loop and its scaling); follow it."""
     from meshctl.cli.submit_cmd import _from_file, queue
 
     context = app_context(ctx)
+    timeout_s = duration_flag("--timeout", timeout)
     if target.endswith((".yaml", ".yml")):
         if not Path(target).is_file():
             raise InvalidRequestError(f"{target}: no such job file")
@@ -84,7 +85,7 @@ def train(
         work = working_dir.resolve()
     job_id = queue(context, job, work, dry_run=False, explain=False, output=output)
     if follow and job_id is not None:  # with -o json|yaml: quietly, the exit code says
-        _follow(context, job_id, timeout, quiet=output is not Output.table)
+        _follow(context, job_id, timeout_s, quiet=output is not Output.table)
 
 
 def _config(pairs: list[str]) -> dict[str, Any]:
@@ -149,13 +150,7 @@ def _job(
     try:
         return Job.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        flag = _FLAGS.get(where, where)
-        message = str(first["msg"]).removeprefix("Value error, ")
-        if ", got " not in message:
-            message += f", got {first.get('input')!r}"
-        raise InvalidRequestError(f"{flag}: {message}") from None
+        raise flag_error(err, _FLAGS) from None
 
 
 _FLAGS = {
@@ -172,10 +167,9 @@ _FLAGS = {
 
 
 def _name_of(loop: str) -> str:
-    import re
+    from meshctl.cli.submit_cmd import name_from
 
-    stem = re.sub(r"[^a-z0-9-]+", "-", loop.partition(":")[0].rsplit(".", 1)[-1].lower())
-    return (stem.strip("-") or "train")[:40]
+    return name_from(loop.partition(":")[0].rsplit(".", 1)[-1], default="train")
 
 
 def _follow(context: Any, job_id: str, timeout: float, quiet: bool = False) -> None:
@@ -196,8 +190,12 @@ def _follow(context: Any, job_id: str, timeout: float, quiet: bool = False) -> N
             if record is None or record.state in FINISHED:
                 break
             if time.monotonic() > deadline:
-                render.problems([f"{job_id} still {record.state.value} after {timeout:g} s"])
-                raise typer.Exit(EXIT_FAILURE)
+                raise CommandError(
+                    f"{job_id} still {record.state.value} after {timeout:g} s "
+                    f"(meshctl jobs wait {job_id})",
+                    exit_code=EXIT_TIMEOUT,
+                )
             time.sleep(0.5)
     if record is None or record.state is not JobState.SUCCEEDED:
-        raise typer.Exit(EXIT_FAILURE)
+        state = "gone" if record is None else record.state.value
+        raise CommandError(f"{job_id} {state} (meshctl jobs show {job_id})")

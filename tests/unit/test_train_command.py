@@ -79,8 +79,7 @@ def test_following_prints_the_events_until_the_job_ends(
 ) -> None:
     import contextlib
 
-    import typer
-
+    from meshctl.cli.errors import CommandError
     from meshctl.cli.train_cmd import _follow
     from meshctl.state import Event, JobRecord, JobState, MemoryStore
 
@@ -97,7 +96,7 @@ def test_following_prints_the_events_until_the_job_ends(
     if exit_code is None:
         _follow(Context(), "t-1", timeout=5)
     else:
-        with pytest.raises(typer.Exit) as raised:
+        with pytest.raises(CommandError, match="t-1 failed") as raised:
             _follow(Context(), "t-1", timeout=5)
         assert raised.value.exit_code == exit_code
     out = capsys.readouterr().out

@@ -95,10 +95,28 @@ def test_a_job_runs_to_success_and_its_logs_come_back(mesh: Mesh) -> None:
     ]  # type: ignore[index]
 
 
+# A Ray program given inline, as people paste one: several statements, far longer than a job
+# name may be; the job is named after the interpreter (its text makes no name).
+LONG_PROGRAM = (
+    "import ray; ray.init(); "
+    "square = ray.remote(num_cpus=0.05)(lambda x: x * x); "
+    "total = sum(ray.get([square.remote(i) for i in range(4)])); "
+    "print('RESULT: sum of squares', total); "
+    "assert total == 14, total"
+)
+
+
+def test_a_long_inline_ray_program_runs_to_success(mesh: Mesh) -> None:
+    job_id = mesh.submit("--gpus", "1", "--", "python", "-c", LONG_PROGRAM)
+    assert job_id.startswith("python-")
+    assert mesh.run("jobs", "wait", job_id).returncode == 0
+    assert "RESULT: sum of squares 14" in mesh.run("jobs", "logs", job_id).stdout
+
+
 def test_a_gang_bigger_than_any_node_runs_across_two(mesh: Mesh) -> None:
     job_id = mesh.submit(str(JOBS / "gang-llm.yaml"))
     assert mesh.run("jobs", "wait", job_id).returncode == 0
-    assert set(str(mesh.show(job_id)["nodes"]).split(", ")) == {"gpu-rack1", "gpu-rack2"}
+    assert set(mesh.show(job_id)["nodes"]) == {"gpu-rack1", "gpu-rack2"}  # type: ignore[call-overload]
     logs = mesh.run("jobs", "logs", job_id).stdout
     assert "RESULT: gang of 2 ranks on" in logs
 
@@ -127,7 +145,7 @@ def test_a_cordoned_node_gets_no_new_work(mesh: Mesh) -> None:
     try:
         job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "pass")
         assert mesh.run("jobs", "wait", job_id).returncode == 0
-        assert mesh.show(job_id)["nodes"] == "gpu-rack2"
+        assert mesh.show(job_id)["nodes"] == ["gpu-rack2"]
     finally:
         mesh.run("nodes", "uncordon", "gpu-rack1")
 

@@ -9,6 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from meshctl.cli.app import app
+from meshctl.cli.errors import InvalidRequestError
+from meshctl.cli.jobs_cmd import find
+from meshctl.state import JobRecord, JobState, MemoryStore
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.unit
@@ -47,7 +50,9 @@ BAD = [
     ("nothing to run", ["submit"], "expected JOB.yaml, or -- and a command"),
     ("missing working dir", ["submit", "--working-dir", "/no/such/dir", "--", "x"], "working_dir"),
     ("a mistyped job file", ["submit", "jobs/trian.yaml"], "jobs/trian.yaml: no such job file"),
-    ("unknown job", ["jobs", "show", "nope"], "job: no job with id 'nope'"),
+    ("unknown job", ["jobs", "show", "nope"], "job: no job with id or name 'nope'"),
+    ("unknown job to cancel", ["jobs", "cancel", "nope"], "job: no job with id or name 'nope'"),
+    ("bad wait timeout", ["jobs", "wait", "x", "--timeout", "soon"], "--timeout: expected"),
     ("unknown state", ["jobs", "list", "--state", "sleeping"], "--state: expected one of"),
     ("unknown node", ["nodes", "cordon", "gpu-rack9"], "node: expected one of"),
     ("bad drain deadline", ["nodes", "drain", "gpu-rack1", "--deadline", "soon"], "--deadline:"),
@@ -86,10 +91,11 @@ def test_a_queued_job_can_be_shown_explained_cancelled_and_waited_for(cli: CliRu
     assert [e["kind"] for e in shown["events"]] == ["job.pending"]
     assert "no scheduling decision recorded yet" in run(cli, "explain", job_id)[1]
     assert run(cli, "jobs", "cancel", job_id) == (0, f"{job_id} cancelled (was pending)\n", "")
-    code, _, err = run(cli, "jobs", "cancel", job_id)
-    assert (code, err.strip()) == (1, f"error: job {job_id} already cancelled")
-    code, out, _ = run(cli, "jobs", "wait", job_id)
+    again = (0, f"{job_id} already cancelled; nothing to cancel\n", "")
+    assert run(cli, "jobs", "cancel", job_id) == again  # finished: said, not an error
+    code, out, err = run(cli, "jobs", "wait", job_id)
     assert (code, out.strip()) == (1, f"{job_id} cancelled")
+    assert err.endswith(f"\nerror: 1 of 1 did not succeed: {job_id} cancelled\n")
 
 
 def test_a_command_job_carries_its_flags(cli: CliRunner) -> None:
@@ -147,3 +153,77 @@ def test_a_home_that_cannot_be_created_is_a_one_line_failure(
     assert code == 1
     assert err.startswith("error: cannot create meshctl home")
     assert len(err.strip().splitlines()) == 1
+
+
+def submitted(cli: CliRunner, *names: str) -> list[str]:
+    ids = []
+    for name in names:
+        code, out, err = run(cli, "submit", "--name", name, "--", "python", "x.py")
+        assert code == 0, err
+        ids.append(out.strip())
+    return ids
+
+
+def test_cancel_takes_several_jobs_and_an_unknown_one_cancels_none(cli: CliRunner) -> None:
+    first, second = submitted(cli, "one", "two")
+    code, _, err = run(cli, "jobs", "cancel", first, "nope", second)
+    assert (code, err.strip()) == (
+        2,
+        "error: job: no job with id or name 'nope' (meshctl jobs list)",
+    )
+    states = {r["id"]: r["state"] for r in json.loads(run(cli, "jobs", "list", "-o", "json")[1])}
+    assert states == {first: "pending", second: "pending"}  # exit 2: nothing changed
+    run(cli, "jobs", "cancel", first)
+    code, out, err = run(cli, "jobs", "cancel", first, second, "-o", "json")
+    assert (code, err) == (0, "")
+    assert json.loads(out) == [
+        {"id": first, "state": "cancelled", "previous_state": "cancelled", "cancelled": False},
+        {"id": second, "state": "cancelled", "previous_state": "pending", "cancelled": True},
+    ]
+
+
+def test_wait_exits_124_when_the_time_runs_out(cli: CliRunner) -> None:
+    [job_id] = submitted(cli, "sleepy")
+    code, out, err = run(cli, "jobs", "wait", job_id, "--timeout", "0s", "-o", "json")
+    assert code == 124
+    assert json.loads(out) == [{"id": job_id, "state": "pending"}]
+    document = json.loads(err.strip().splitlines()[-1])
+    assert document["error"]["exit_code"] == 124
+    assert document["error"]["message"] == f"timed out after 0 s: {job_id} pending"
+
+
+def store_with(*jobs: tuple[str, str]) -> MemoryStore:
+    store = MemoryStore()
+    for job_id, name in jobs:
+        record = JobRecord(job_id, name, "t", JobState.PENDING, 0, {}, None, 1.0, 1.0)
+        store.create(record)
+    return store
+
+
+# ids abc, abcdef and zzz-1 (named abcd): every way of naming a job, and which one wins
+FOUND = [
+    pytest.param("abc", "abc", id="an exact id wins over a prefix of another id"),
+    pytest.param("abcd", "zzz-1", id="an exact name wins over a prefix of another id"),
+    pytest.param("abcde", "abcdef", id="a unique prefix of an id"),
+    pytest.param("zzz", "zzz-1", id="a prefix of one id only"),
+]
+
+
+@pytest.mark.parametrize(("ref", "expected"), FOUND)
+def test_an_exact_id_or_name_wins_over_a_prefix(ref: str, expected: str) -> None:
+    store = store_with(("abc", "first"), ("abcdef", "second"), ("zzz-1", "abcd"))
+    assert find(store, ref).id == expected
+
+
+def test_a_prefix_of_several_ids_is_refused() -> None:
+    store = store_with(("abc", "first"), ("abcdef", "second"))
+    with pytest.raises(InvalidRequestError, match=r"'ab' names 2 jobs \(abc, abcdef\)"):
+        find(store, "ab")
+
+
+def test_a_name_two_jobs_share_asks_for_an_id(cli: CliRunner) -> None:
+    first, second = submitted(cli, "twin", "twin")
+    code, _, err = run(cli, "jobs", "show", "twin")
+    assert code == 2
+    assert err.startswith("error: job: 2 jobs are named 'twin' (")
+    assert (first in err, second in err) == (True, True)
