@@ -1,10 +1,12 @@
 """Taking a job in: check it could ever run, keep a copy of its files, queue it.
 
-A job that no pool of the mesh could ever hold (too many GPUs for any node or gang, a team
-quota it can never fit in, no pool its policies allow) is rejected here with the reason, not
-queued forever. The working directory is copied under ``$MESHCTL_HOME/packages/<job id>`` at
-submit time, as ``ray job submit`` uploads it at once: what was submitted is what runs, also
-when the job is requeued hours later after its files changed.
+A job that no pool of the mesh could ever hold (too many GPUs for any node or gang) is
+rejected here with the reason, not queued forever; so is one the policies refuse whatever the
+mesh holds (an undefined priority class, a team quota it can never fit in, no pool allowed),
+as inadmissible under the current policies. The working directory is copied under
+``$MESHCTL_HOME/packages/<job id>`` at submit time, as ``ray job submit`` uploads it at
+once: what was submitted is what runs, also when the job is requeued hours later after its
+files changed.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from meshctl.controller.decide import observed_nodes
 from meshctl.model.catalog import Catalog
 from meshctl.model.job import Job
 from meshctl.model.mesh import Mesh
+from meshctl.model.policy import TeamQuota
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import bind
 from meshctl.policy.facts import mesh_snapshot
-from meshctl.policy.tenancy import hourly_headroom, hours_left_in_month
+from meshctl.policy.tenancy import hourly_headroom, hours_left_in_month, quota_ceiling
+from meshctl.policy.verdict import Verdict
 from meshctl.pools.observed import PoolObservation
 from meshctl.scheduler import (
     FromPolicyEngine,
@@ -53,6 +57,9 @@ class Admission:
     decision: Decision  # the scheduler's view of the job on the mesh as configured
 
 
+INADMISSIBLE = "inadmissible under the current policies"
+
+
 def check(
     job: Job,
     mesh: Mesh,
@@ -63,8 +70,11 @@ def check(
 ) -> Admission:
     """One scheduling cycle on the configured (idle) mesh: unschedulable means never.
 
-    ``observed``: the inventory of ``ray`` pools whose mesh entry lists no nodes (an existing
-    cluster is what it is; its nodes are read from it)."""
+    What the policies refuse (an undefined priority class, more GPUs than the team's quota
+    could ever give, no pool allowed) is said to be inadmissible under the current policies,
+    not impossible on this mesh: a policy change admits it. ``observed``: the inventory of
+    ``ray`` pools whose mesh entry lists no nodes (an existing cluster is what it is; its
+    nodes are read from it)."""
     name = job.metadata.name
     view: PolicyView
     if policies is None:
@@ -74,12 +84,15 @@ def check(
         bound = bind(policies, mesh_snapshot(mesh, catalogs), now)
         verdict = bound.evaluate(job)
         priority, klass = verdict.priority, verdict.priority_class
+        view = FromPolicyEngine(bound, {name: job}, {})
+        refused = inadmissible(job, verdict, view.quotas)
+        if refused is not None:
+            raise Rejected(f"job {name} is {INADMISSIBLE}: {refused}")
         hours = hours_left_in_month(now)
         headroom = {
             p.name: hourly_headroom(verdict.budgets, p.name, p.provider, hours)
             for p in mesh.spec.pools
         }
-        view = FromPolicyEngine(bound, {name: job}, {})
     pending = Pending(name, job.spec.team, priority, Request.of(job), now.timestamp(), None)
     snapshot = snapshot_from_mesh(mesh, catalogs, None, [pending], now.timestamp(), headroom)
     for pool_name, observation in (observed or {}).items():
@@ -89,8 +102,30 @@ def check(
             snapshot = replace(snapshot, nodes=snapshot.nodes + tuple(extra))
     decision = schedule(snapshot, view).decisions[name]
     if decision.status == "unschedulable":
-        raise Rejected(f"job {name} can never run on this mesh: {decision.summary()}")
+        raise Rejected(f"job {name} can never run on this mesh: {decision.reason}")
     return Admission(priority, klass, decision)
+
+
+def inadmissible(job: Job, verdict: Verdict, quotas: Mapping[str, TeamQuota]) -> str | None:
+    """What the policies refuse the job whatever the mesh holds; None if nothing."""
+    if verdict.priority_problem:
+        return verdict.priority_problem
+    if not verdict.eligible_pools:
+        reasons = {p.reason for p in verdict.pools}
+        why = (
+            reasons.pop()
+            if len(reasons) == 1
+            else "; ".join(f"{p.pool}: {p.reason}" for p in verdict.pools)
+        )
+        return f"every pool is denied to it: {why}"
+    team, needs = job.spec.team, job.spec.resources.total_gpus
+    ceiling = quota_ceiling(team, quotas)
+    if needs > ceiling + 1e-9:
+        quota = quotas[team]
+        borrowing = f" ({ceiling:g} with what it may borrow)" if ceiling > quota.gpus else ""
+        gpus = f"{quota.gpus:g} GPU{'' if quota.gpus == 1 else 's'}"
+        return f"team {team}'s quota is {gpus}{borrowing}, the job needs {needs:g}"
+    return None
 
 
 def new_job_id(name: str) -> str:

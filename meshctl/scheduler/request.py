@@ -22,6 +22,8 @@ class Request:
     topology: str | None = None  # "rack" or "switch"
     topology_required: bool = False
     datasets: frozenset[str] = frozenset()
+    # The models as the job wrote them, for messages (``accelerators`` is lower-case).
+    accelerator_names: tuple[str, ...] = field(default=(), compare=False)
     # Derived once: the scheduler reads them for every candidate node.
     fractional: bool = field(init=False, compare=False)
     whole_gpus: int = field(init=False, compare=False)
@@ -49,6 +51,7 @@ class Request:
             topology=res.topology.domain if res.topology else None,
             topology_required=bool(res.topology and res.topology.mode == "required"),
             datasets=frozenset(d.name for d in job.spec.data),
+            accelerator_names=tuple(acc.any_of) if acc else (),
         )
 
 

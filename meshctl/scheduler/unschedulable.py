@@ -3,13 +3,21 @@
 "Ever" ignores what is busy now and node health (a cordoned node may come back); it asks
 whether some eligible node, empty, has the GPUs (model, memory, count), CPUs, memory and NIC
 for one of the job's nodes, whether enough of them exist for a gang (in one rack or switch
-when the topology is required), or whether an eligible cloud pool has a node type that fits.
+when the topology is required), or whether an eligible cloud pool has a node type that fits
+and may launch enough of it.
+
+The reason names the dimension and by how much, as a person would check it by hand: the
+dimensions are tried in the order below, each among the nodes and node types that passed the
+ones before, and the first that none passes is the one reported ("needs 9 GPUs per node; the
+largest node has 8"). When every dimension is met by some, it is their number: "needs 3 nodes
+with 4 GPUs each; the pool onprem has 2 such nodes".
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from meshctl.scheduler.burst import fits as offer_fits
 from meshctl.scheduler.filters import accelerator
@@ -17,6 +25,59 @@ from meshctl.scheduler.request import Request, shortfall
 from meshctl.scheduler.snapshot import Node, Offer, Snapshot
 
 EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """An empty node, or one of a cloud node type: all that "ever" looks at."""
+
+    pool: str
+    name: str
+    cloud: bool
+    gpus: int
+    accelerator: str
+    vendor: str | None
+    gpu_memory_gib: float
+    cpus: float
+    memory_gib: float
+    nic_gbps: float
+    domain: str  # the node's topology domain (rack or switch) when the job requires one
+    cap: int  # how many of it there may ever be: 1 for a node, the type's cap for a cloud
+
+
+def _of_node(node: Node, topology: str | None) -> Shape:
+    domain = node.labels.get(topology or "rack", node.name)
+    return Shape(
+        node.pool,
+        node.name,
+        False,
+        node.gpus,
+        node.accelerator or "",
+        node.vendor,
+        node.gpu_memory_gib,
+        node.cpus,
+        node.memory_gib,
+        node.nic_gbps,
+        domain,
+        1,
+    )
+
+
+def _of_offer(offer: Offer) -> Shape:
+    return Shape(
+        offer.pool,
+        offer.node_type,
+        True,
+        offer.gpus,
+        offer.accelerator,
+        offer.vendor,
+        offer.gpu_memory_gib,
+        offer.cpus,
+        offer.memory_gib,
+        offer.nic_gbps,
+        "",
+        _cap(offer),
+    )
 
 
 def node_never(req: Request, node: Node) -> str | None:
@@ -30,28 +91,27 @@ def node_never(req: Request, node: Node) -> str | None:
     return None if short is None else f"have fewer than {short[0]:g} {short[1]}"
 
 
-def _enough(req: Request, nodes: Sequence[Node]) -> bool:
-    if not req.topology_required:
-        return len(nodes) >= req.nodes
-    domains: dict[str, int] = defaultdict(int)
-    for node in nodes:
-        domains[node.labels.get(req.topology or "rack", node.name)] += 1
-    return max(domains.values(), default=0) >= req.nodes
-
-
-def _some_fit(req: Request, nodes: Sequence[Node]) -> bool:
-    """Whether ``req.nodes`` of ``nodes`` could each hold one node of ``req``."""
-    found = 0
-    for node in nodes:
-        if node_never(req, node) is None:
-            found += 1
-            if found >= req.nodes:
-                return True
-    return False
-
-
 def _cap(offer: Offer) -> int:
     return offer.max_nodes if offer.max_nodes_configured is None else offer.max_nodes_configured
+
+
+def _enough_nodes(req: Request, nodes: Sequence[Shape]) -> bool:
+    if not req.topology_required:
+        return len(nodes) >= req.nodes
+    return max(Counter(n.domain for n in nodes).values(), default=0) >= req.nodes
+
+
+def _quick_fit(req: Request, nodes: Sequence[Node], offers: Sequence[Offer]) -> bool:
+    """The common case, answered without looking at every node: enough nodes fit (no
+    topology to respect), or a node type fits and may be launched often enough."""
+    if not req.topology_required:
+        found = 0
+        for node in nodes:
+            if node_never(req, node) is None:
+                found += 1
+                if found >= req.nodes:
+                    return True
+    return any(offer_fits(req, o) is None and _cap(o) >= req.nodes for o in offers)
 
 
 def never_fits(req: Request, eligible: frozenset[str], snap: Snapshot) -> str | None:
@@ -59,22 +119,139 @@ def never_fits(req: Request, eligible: frozenset[str], snap: Snapshot) -> str | 
     if not eligible:
         return "every pool is denied by policy"
     nodes = [n for n in snap.nodes if n.pool in eligible]
-    if not req.topology_required and _some_fit(req, nodes):
-        return None  # the common case, answered without looking at every node
-    reasons = Counter(r for n in nodes if (r := node_never(req, n)) is not None)
-    if _enough(req, [n for n in nodes if node_never(req, n) is None]):
-        return None
     offers = [o for o in snap.offers if o.pool in eligible]
-    if any(offer_fits(req, o) is None and _cap(o) >= req.nodes for o in offers):
+    if _quick_fit(req, nodes, offers):
         return None
     if not nodes and not offers:
         return f"no nodes or node types in the pools it may use ({', '.join(sorted(eligible))})"
-    if reasons:
-        why, count = reasons.most_common(1)[0]
-        largest = max((n.gpus for n in nodes), default=0)
-        return (
-            f"no node can ever hold it: {count} of {len(nodes)} eligible nodes {why}"
-            f" (the largest has {largest} GPUs)"
+    shapes = [_of_node(n, req.topology) for n in nodes] + [_of_offer(o) for o in offers]
+    for passes, say in _dimensions(req):
+        kept = [s for s in shapes if passes(s)]
+        if not kept:
+            return say(shapes)
+        shapes = kept
+    return _too_few(req, shapes)
+
+
+# A dimension: whether a shape passes it, and what to say when none of those left does.
+Dimension = tuple[Callable[[Shape], bool], Callable[[Sequence[Shape]], str]]
+# Per node, beyond the GPUs: (the request's field and the shape's, what it is, its unit)
+_AMOUNTS = (
+    ("cpus", "CPUs per node", ""),
+    ("memory_gib", "GiB memory per node", " GiB"),
+    ("nic_gbps", "Gbps NIC bandwidth per node", " Gbps"),
+)
+
+
+def _dimensions(req: Request) -> list[Dimension]:
+    """The dimensions ``req`` asks for, in the order a person would check them."""
+    found = _gpu_dimensions(req) if req.gpus > 0 else []
+    if req.whole_gpus:
+        found.append(_at_least("gpus", req.whole_gpus, "GPUs per node", ""))
+    for field, what, unit in _AMOUNTS:
+        need = float(getattr(req, field))
+        if need > 0:
+            found.append(_at_least(field, need, what, unit))
+    return found
+
+
+def _at_least(field: str, need: float, what: str, unit: str) -> Dimension:
+    def passes(shape: Shape) -> bool:
+        return need <= float(getattr(shape, field)) + EPS
+
+    def say(shapes: Sequence[Shape]) -> str:
+        has = max(float(getattr(s, field)) for s in shapes)
+        return f"needs {need:g} {what}; the largest {_kind(shapes)} has {has:g}{unit}"
+
+    return passes, say
+
+
+def _gpu_dimensions(req: Request) -> list[Dimension]:
+    """Any GPU at all, then its vendor, its model and its memory."""
+    vendor, models = req.vendor, req.accelerators
+    wanted = " or ".join(sorted(req.accelerator_names or models))
+    found: list[Dimension] = [
+        (
+            lambda s: s.gpus > 0,
+            lambda ss: f"needs GPUs; no {_kind(ss)} in the pools it may use has any",
         )
-    where = f"in one {req.topology}" if req.topology_required else "in the eligible pools"
-    return f"needs {req.nodes} nodes {where}; not enough nodes can hold it"
+    ]
+    if vendor:
+        found.append(
+            (
+                lambda s: s.vendor in (None, vendor),
+                lambda ss: (
+                    f"needs {vendor} GPUs; the pools it may use have "
+                    + _listed(s.vendor or "" for s in ss)
+                ),
+            )
+        )
+    if models:
+        found.append(
+            (
+                lambda s: s.accelerator.lower() in models,
+                lambda ss: (
+                    f"needs a GPU of model {wanted}; the pools it may use have "
+                    + _listed(s.accelerator for s in ss)
+                ),
+            )
+        )
+    if req.gpu_memory_gib > 0:
+        found.append(
+            (
+                lambda s: req.gpu_memory_gib <= _gpu_memory(req, s) + EPS,
+                lambda ss: _gpu_memory_reason(req, ss),
+            )
+        )
+    return found
+
+
+def _gpu_memory(req: Request, shape: Shape) -> float:
+    """What one of the job's GPUs would have: a fraction of a GPU gets that share of it."""
+    return shape.gpu_memory_gib * (req.gpus if req.fractional else 1.0)
+
+
+def _gpu_memory_reason(req: Request, shapes: Sequence[Shape]) -> str:
+    has = max(_gpu_memory(req, s) for s in shapes)
+    if req.fractional:
+        return (
+            f"needs {req.gpu_memory_gib:g} GiB of GPU memory in {req.gpus:g} of a GPU; "
+            f"{req.gpus:g} of the largest GPU has {has:g} GiB"
+        )
+    return f"needs {req.gpu_memory_gib:g} GiB memory per GPU; the largest GPU has {has:g} GiB"
+
+
+def _kind(shapes: Sequence[Shape]) -> str:
+    clouds = {s.cloud for s in shapes}
+    return "node or node type" if len(clouds) == 2 else "node type" if True in clouds else "node"
+
+
+def _listed(names: Iterable[str]) -> str:
+    return ", ".join(sorted({n for n in names if n})) or "none"
+
+
+def _too_few(req: Request, shapes: Sequence[Shape]) -> str | None:
+    """Every dimension is met by some: then there are too few of them (in one domain), or a
+    node type may not be launched often enough."""
+    nodes = [s for s in shapes if not s.cloud]
+    types = [s for s in shapes if s.cloud]
+    if _enough_nodes(req, nodes) or any(t.cap >= req.nodes for t in types):
+        return None  # not reached: _quick_fit said otherwise for the same checks
+    head = f"needs {req.nodes} nodes with {_per_node(req)} each"
+    parts = []
+    if req.topology_required:
+        head += f" in one {req.topology or 'rack'}"
+        best = max(Counter(n.domain for n in nodes).values(), default=0)
+        parts.append(f"the most in one {req.topology or 'rack'} is {best}")
+    elif nodes or not types:
+        pools = sorted({n.pool for n in nodes})
+        where = f"the pool {pools[0]} has" if len(pools) == 1 else "the pools it may use have"
+        parts.append(f"{where} {len(nodes)} such node{'' if len(nodes) == 1 else 's'}")
+    parts += [f"{t.pool} may launch at most {t.cap} {t.name}" for t in types]
+    return "; ".join([head, *parts])
+
+
+def _per_node(req: Request) -> str:
+    if req.whole_gpus:
+        return f"{req.whole_gpus} GPU{'' if req.whole_gpus == 1 else 's'}"
+    return f"{req.cpus:g} CPUs and {req.memory_gib:g} GiB memory"

@@ -33,12 +33,26 @@ BAD = [
     (
         "never fits",
         ["submit", "--gpus", "64", "--", "python", "x.py"],
-        "can never run on this mesh",
+        "error: job x can never run on this mesh: needs 64 GPUs per node; the largest node or "
+        "node type has 4",
     ),
     (
         "gang too big",
         ["submit", "--gpus", "4", "--nodes", "3", "--", "python", "x.py"],
-        "can never run",
+        "error: job x can never run on this mesh: needs 3 nodes with 4 GPUs each; the pool "
+        "onprem has 2 such nodes; aws-burst may launch at most 2 g6e.12xlarge",
+    ),
+    (
+        "over the team's quota, whatever it borrows",
+        ["submit", "--team", "search", "--gpus", "2", "--", "python", "x.py"],
+        "error: job x is inadmissible under the current policies: team search's quota is 1 GPU, "
+        "the job needs 2",
+    ),
+    (
+        "an undefined priority class",
+        ["submit", "--priority", "nope", "--", "python", "x.py"],
+        "error: job x is inadmissible under the current policies: priority class 'nope' is not "
+        "defined (defined: batch, production, research, scavenger)",
     ),
     ("unknown kind", ["submit", "--kind", "nap", "--", "python", "x.py"], "--kind:"),
     (

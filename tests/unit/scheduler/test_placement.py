@@ -130,20 +130,17 @@ def test_a_gang_gets_all_its_nodes_or_none():
     [
         pytest.param(
             pending("big", 16),
-            "no node can ever hold it: 2 of 2 eligible nodes have"
-            " fewer than 16 GPUs (the largest has 8 GPUs)",
+            "needs 16 GPUs per node; the largest node has 8",
             id="too-many-gpus",
         ),
         pytest.param(
             pending("tpu", 1, models=["TPUv5"]),
-            "no node can ever hold it: 2 of 2"
-            " eligible nodes have a GPU model the job does not accept (the largest has"
-            " 8 GPUs)",
+            "needs a GPU of model tpuv5; the pools it may use have H100",
             id="no-such-model",
         ),
         pytest.param(
             pending("rack", 8, nodes=3, topology="rack", required=True),
-            "needs 3 nodes in one rack; not enough nodes can hold it",
+            "needs 3 nodes with 8 GPUs each in one rack; the most in one rack is 1",
             id="topology-impossible",
         ),
     ],

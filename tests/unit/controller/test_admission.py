@@ -1,0 +1,76 @@
+"""What submit refuses and how it says so: impossible on this mesh, or inadmissible under the
+current policies (a policy change would admit it). Real policies, the shipped embedded mesh."""
+
+from __future__ import annotations
+
+import pytest
+
+from meshctl.catalog import load_catalogs
+from meshctl.controller.submit import Rejected, check
+from meshctl.files import load_one
+from meshctl.model import Mesh
+from tests.conftest import EXAMPLES
+from tests.unit.scheduler.policy_helpers import NOW, job, policies
+
+pytestmark = pytest.mark.unit
+
+MESH = load_one(EXAMPLES / "mesh.yaml", Mesh)
+CATALOGS = {found.provider: found.catalog for found in load_catalogs()}
+RULES = policies(
+    """
+    priority_classes: [{name: batch, value: 100}, {name: production, value: 1000}]
+    quotas:
+      - {team: vision, cohort: research, gpus: 4, borrowing_limit_gpus: 2}
+      - {team: llm, cohort: research, gpus: 4}
+      - {team: search, gpus: 1}
+    pools:
+      - {name: secret-only, when: 'job.team == "secret"', allow: 'pool.name == "nowhere"'}
+    """
+)
+
+REFUSED = [
+    pytest.param(
+        job("j", resources={"gpus": 1}, priority_class="nope"),
+        "job j is inadmissible under the current policies: priority class 'nope' is not "
+        "defined (defined: batch, production)",
+        id="an undefined priority class",
+    ),
+    pytest.param(
+        job("j", team="search", resources={"gpus": 2}),
+        "job j is inadmissible under the current policies: team search's quota is 1 GPU, "
+        "the job needs 2",
+        id="over a quota with nothing to borrow",
+    ),
+    pytest.param(
+        job("j", team="vision", resources={"gpus": 4, "nodes": 2}),
+        "job j is inadmissible under the current policies: team vision's quota is 4 GPUs "
+        "(6 with what it may borrow), the job needs 8",
+        id="over a quota and all it may borrow",
+    ),
+    pytest.param(
+        job("j", team="secret", resources={"gpus": 1}),
+        "job j is inadmissible under the current policies: every pool is denied to it: "
+        "not selected by the allow rules that apply (secret-only)",
+        id="no pool allowed",
+    ),
+    pytest.param(
+        job("j", resources={"gpus": 8}),
+        "job j can never run on this mesh: needs 8 GPUs per node; the largest node or node "
+        "type has 4",
+        id="impossible on this mesh, whatever the policies",
+    ),
+]
+
+
+@pytest.mark.parametrize(("refused", "message"), REFUSED)
+def test_what_submit_refuses_says_why(refused, message: str) -> None:
+    with pytest.raises(Rejected) as raised:
+        check(refused, MESH, CATALOGS, RULES, NOW)
+    assert str(raised.value) == message
+
+
+def test_within_its_quota_by_borrowing_it_is_admitted() -> None:
+    admitted = check(
+        job("j", team="vision", resources={"gpus": 3, "nodes": 2}), MESH, CATALOGS, RULES, NOW
+    )
+    assert admitted.decision.status != "unschedulable"
