@@ -70,6 +70,8 @@ MAX_GPUS_PER_NODE: Final = 64
 MAX_NODES: Final = 100_000
 MAX_DURATION_S: Final = 366 * 86400.0
 MAX_USD_PER_HOUR: Final = 1_000_000.0
+MAX_USD: Final = 1e12  # a month's spend or budget, for a whole mesh
+MAX_MEMORY_GIB_TOTAL: Final = 1e12  # GPU memory of a whole team or mesh, not one node
 
 
 def _split(value: object, what: str) -> tuple[float, str]:
@@ -123,6 +125,22 @@ def parse_bandwidth_gbps(value: object) -> float:
 def parse_duration_s(value: object) -> float:
     """``"90s"``, ``"10m"``, ``"2h"``, ``"1d"``, ``"250ms"`` or a number of seconds."""
     return _scaled(value, _SECONDS_PER, "a duration such as 30s, 10m or 2h")
+
+
+def parse_duration_min(value: object) -> float:
+    """A duration in minutes: ``"5m"``, ``"90s"``, ``"2h"`` or a number of minutes (the one
+    field whose name says minutes, ``idle_minutes``, takes the forms every duration takes)."""
+    number, unit = _split(value, "a duration such as 30s, 10m or 2h")
+    if unit == "":
+        return _checked(number, "a duration in minutes")
+    return parse_duration_s(value) / 60.0
+
+
+def parse_percent(value: object) -> float:
+    """A percentage: ``15`` or ``"15%"``."""
+    if isinstance(value, str):
+        value = value.strip().removesuffix("%")
+    return _scaled(value, {"": 1.0}, "a percentage such as 15 or 15%")
 
 
 def parse_cpus(value: object) -> float:

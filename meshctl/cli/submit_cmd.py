@@ -96,9 +96,11 @@ def queue(
     import time
 
     from meshctl.cli import render
+    from meshctl.cli.train_cmd import check_loop
     from meshctl.controller import daemon
     from meshctl.controller.submit import Rejected, check, enqueue
 
+    check_loop(job, work)  # a train job's loop imports, before anything is queued
     now = dt.datetime.now(dt.UTC)
     rules = context.rules()
     observed = _unlisted_inventory(context, rules.mesh)

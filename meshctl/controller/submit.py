@@ -136,17 +136,33 @@ def package(source: Path, destination: Path) -> Path:
     """Copy a working directory (without VCS, caches, virtualenvs) for the job to run from."""
     if not source.is_dir():
         raise Rejected(f"working_dir: expected a directory, got {source}")
+    source, destination = source.resolve(), destination.resolve()
+    # meshctl's own home inside the working directory (--home ./state): never copied into
+    # itself, package after package
+    home = (
+        source / destination.relative_to(source).parts[0]
+        if destination.is_relative_to(source)
+        else None
+    )
     size = sum(
         f.stat().st_size
         for f in source.rglob("*")
-        if f.is_file() and not any(part in IGNORED for part in f.relative_to(source).parts)
+        if f.is_file()
+        and not any(part in IGNORED for part in f.relative_to(source).parts)
+        and not (home is not None and f.is_relative_to(home))
     )
     if size > MAX_PACKAGE_BYTES:
         raise Rejected(
             f"working_dir {source}: {size / 1024**2:.0f} MiB, over the "
             f"{MAX_PACKAGE_BYTES // 1024**2} MiB a job may carry; keep data in storage"
         )
-    shutil.copytree(source, destination, ignore=shutil.ignore_patterns(*IGNORED))
+    patterns = shutil.ignore_patterns(*IGNORED)
+
+    def ignored(folder: str, names: list[str]) -> set[str]:
+        skip = set(patterns(folder, names))
+        return skip | {n for n in names if home is not None and Path(folder, n) == home}
+
+    shutil.copytree(source, destination, ignore=ignored)
     # Ray names an uploaded working directory by its content hash; jobs sharing one package
     # were seen (Ray 2.60) to start before the node had finished unpacking it for another
     # job ("can't open file"). A file naming the job makes every job's package its own.

@@ -113,9 +113,29 @@ DurationS = Annotated[
     _checked(units.parse_duration_s, units.MAX_DURATION_S, "a duration in seconds"),
     _schema(units.MAX_DURATION_S, "10m", "a duration in seconds"),
 ]
+DurationMinutes = Annotated[
+    float,
+    _checked(units.parse_duration_min, units.MAX_DURATION_S / 60, "a duration in minutes"),
+    _schema(units.MAX_DURATION_S / 60, "10m", "a duration in minutes (a number), or with a unit"),
+]
 UsdPerHour = Annotated[
     float,
     _checked(units.parse_usd, units.MAX_USD_PER_HOUR, "US dollars per hour"),
     _schema(units.MAX_USD_PER_HOUR, "12.5", "US dollars per hour"),
+]
+Usd = Annotated[
+    float,
+    _checked(units.parse_usd, units.MAX_USD, "US dollars"),
+    _schema(units.MAX_USD, "$20000", "US dollars"),
+]
+Percent = Annotated[
+    float,
+    _checked(units.parse_percent, 100.0, "a percentage"),
+    _schema(100.0, "15%", "a percentage"),
+]
+MemoryGiBTotal = Annotated[
+    float,
+    _checked(units.parse_memory_gib, units.MAX_MEMORY_GIB_TOTAL, "memory in GiB"),
+    _schema(units.MAX_MEMORY_GIB_TOTAL, "640GiB", "memory in GiB, summed over many GPUs"),
 ]
 Count = Annotated[int, Field(ge=1, le=units.MAX_NODES)]

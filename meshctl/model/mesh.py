@@ -16,6 +16,7 @@ from meshctl.model.base import (
     Count,
     Cpus,
     DocumentModel,
+    DurationMinutes,
     DurationS,
     GpuMemoryGiB,
     Gpus,
@@ -24,6 +25,7 @@ from meshctl.model.base import (
     Model,
     Name,
     NicGbps,
+    Percent,
     UsdPerHour,
 )
 
@@ -72,7 +74,7 @@ class CostModel(Model):
     usd_per_gpu_hour: UsdPerHour | None = Field(
         None, description="amortised cost of one on-prem GPU hour (owned hardware)"
     )
-    discount_pct: Annotated[float, Field(ge=0, lt=100)] = Field(
+    discount_pct: Annotated[Percent, Field(lt=100)] = Field(
         0, description="negotiated discount off the catalog's list prices (cloud pools)"
     )
 
@@ -149,7 +151,7 @@ class CloudPoolBase(PoolBase):
     zones: list[str] = Field(default_factory=list)
     node_types: Annotated[list[CloudNodeType], Field(min_length=1)]
     max_nodes: Count = Field(16, description="all node types together")
-    idle_minutes: Annotated[float, Field(ge=0, le=7 * 24 * 60)] = 10
+    idle_minutes: Annotated[DurationMinutes, Field(le=7 * 24 * 60)] = 10
     provision_timeout_s: DurationS = 900.0
     endpoint_url: str | None = Field(None, description="API endpoint override (emulators)")
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from meshctl.model.base import DocumentModel, DurationS, Model, Name
+from meshctl.model.base import DocumentModel, DurationS, MemoryGiBTotal, Model, Name, Usd
 
 NonNegative = Annotated[float, Field(ge=0, le=1e12)]
 
@@ -20,13 +20,13 @@ class PoolState(Model):
     free_gpus: NonNegative | None = Field(None, description="default: every GPU of the pool")
     queued_jobs: Annotated[int, Field(ge=0, le=10_000_000)] = 0
     expected_wait_s: DurationS = 0.0
-    spend_usd_month: NonNegative = 0.0
+    spend_usd_month: Usd = 0.0
 
 
 class TeamState(Model):
     gpus_in_use: NonNegative = 0.0
-    gpu_memory_gib_in_use: NonNegative = 0.0
-    spend_usd_month: NonNegative = 0.0
+    gpu_memory_gib_in_use: MemoryGiBTotal = 0.0
+    spend_usd_month: Usd = 0.0
 
 
 class Moment(Model):

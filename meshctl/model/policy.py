@@ -13,8 +13,11 @@ from pydantic import Field, model_validator
 from meshctl.model.base import (
     DocumentModel,
     DurationS,
+    MemoryGiBTotal,
     Model,
     Name,
+    Percent,
+    Usd,
     UsdPerHour,
 )
 from meshctl.model.job import JobKind
@@ -73,7 +76,7 @@ class TeamQuota(Model):
     team: Name
     cohort: Name | None = None
     gpus: Annotated[float, Field(ge=0, le=1_000_000)] = Field(description="nominal quota")
-    gpu_memory_gib: Annotated[float, Field(ge=0)] | None = None
+    gpu_memory_gib: MemoryGiBTotal | None = None
     borrowing_limit_gpus: Annotated[float, Field(ge=0)] | None = Field(
         None, description="most it may borrow from its cohort (default: unlimited)"
     )
@@ -105,8 +108,8 @@ class BudgetScope(Model):
 class Budget(Model):
     name: Name
     scope: BudgetScope
-    usd_per_month: Annotated[float, Field(gt=0, le=1e9)]
-    soft_pct: Annotated[float, Field(gt=0, le=100)] = Field(
+    usd_per_month: Annotated[Usd, Field(gt=0, le=1e9)]
+    soft_pct: Annotated[Percent, Field(gt=0)] = Field(
         80, description="warn when spend passes this share of the budget"
     )
 

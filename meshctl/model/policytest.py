@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from meshctl.model.base import DocumentModel, DurationS, Model, Name
+from meshctl.model.base import DocumentModel, DurationS, Model, Name, UsdPerHour
 from meshctl.model.job import JobSpec
 from meshctl.model.meshstate import Moment
 
@@ -37,7 +37,7 @@ class Expect(Model):
     burst: bool | None = None
     burst_pools: list[Name] | None = None
     spot: bool | None = Field(None, description="spot allowed on every burst target")
-    max_usd_per_hour: float | None = None
+    max_usd_per_hour: UsdPerHour | None = None
     priority: int | None = None
     priority_class: Name | None = None
     preempt: bool | None = Field(None, description="the job may preempt the case's victim")

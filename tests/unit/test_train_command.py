@@ -52,7 +52,9 @@ def test_a_loop_is_queued_as_a_train_job_with_its_scaling(cli, tmp_path: Path) -
     from meshctl.state import JobRecord, open_store
 
     home = tmp_path / "home"
+    (tmp_path / "model.py").write_text("def train_loop(config):\n    pass\n")
     args = ["--home", str(home), "train", "model:train_loop", "--workers", "4",
+            "--working-dir", str(tmp_path),
             "--workers-per-node", "2", "--gpus-per-worker", "1", "--config", "steps=50",
             "--config", "tag=x", "--no-follow", "-o", "json"]  # fmt: skip
     result = cli.invoke(app, args)
@@ -102,3 +104,63 @@ def test_following_prints_the_events_until_the_job_ends(
     out = capsys.readouterr().out
     assert "job.admitted: placed on n-0" in out
     assert f"job.{state}: the end" in out
+
+
+LOOPS = [
+    pytest.param("absent:loop", "", "cannot import absent: ModuleNotFoundError: No module named "
+                 "'absent'", id="no such module in the working directory"),
+    pytest.param("model:loop", "import no_such_package\n", "cannot import model: "
+                 "ModuleNotFoundError: No module named 'no_such_package'",
+                 id="the module's own import fails"),
+    pytest.param("model:loop", "def other():\n    pass\n", "module model has no loop",
+                 id="no such function"),
+    pytest.param("model:loop", "loop = 3\n", "model.loop is not callable", id="not callable"),
+    pytest.param("model:loop", "raise SystemExit('no GPU here')\n",
+                 "cannot import model: SystemExit: no GPU here", id="the module exits"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("loop", "source", "why"), LOOPS)
+def test_a_loop_that_does_not_import_is_refused_before_queueing(
+    cli, tmp_path: Path, loop: str, source: str, why: str
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    if source:
+        (work / "model.py").write_text(source)
+    home = tmp_path / "home"
+    result = cli.invoke(
+        app, ["--home", str(home), "train", loop, "--working-dir", str(work), "--no-follow"]
+    )
+    assert (result.exit_code, result.stderr) == (2, f"error: train.loop: {loop} in {work}: {why}\n")
+    assert not (home / "state.db").exists()  # nothing queued
+
+
+def test_a_train_job_file_s_loop_is_checked_in_its_working_directory(cli, tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "apiVersion: meshctl/v1\nkind: Job\nmetadata: {name: j}\n"
+        "spec: {kind: train, working_dir: code, train: {loop: 'model:fit'}}\n"
+    )
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "model.py").write_text("def fit():\n    pass\n")
+    home = str(tmp_path / "home")
+    assert cli.invoke(app, ["--home", home, "submit", str(job), "--dry-run"]).exit_code == 0
+    (tmp_path / "code" / "model.py").write_text("def other():\n    pass\n")
+    refused = cli.invoke(app, ["--home", home, "submit", str(job)])
+    assert refused.exit_code == 2
+    assert refused.stderr.endswith("module model has no fit\n")
+
+
+def test_a_loop_that_imports_too_slowly_is_queued_with_a_warning(tmp_path: Path, capsys) -> None:
+    from meshctl.cli.train_cmd import check_loop
+    from meshctl.model import Job
+
+    (tmp_path / "slow.py").write_text("import time\ntime.sleep(30)\n")
+    job = Job.model_validate(
+        {"metadata": {"name": "j"}, "spec": {"kind": "train", "train": {"loop": "slow:f"}}}
+    )
+    check_loop(job, tmp_path, timeout_s=0.5)
+    assert capsys.readouterr().err == (
+        "warning: train.loop: slow:f did not import within 0.5 s; not checked\n"
+    )

@@ -32,6 +32,11 @@ pytestmark = pytest.mark.unit
         pytest.param(units.parse_gpus, "25%", 0.25, id="percent-gpu"),
         pytest.param(units.parse_gpus, 8, 8.0, id="whole-gpus"),
         pytest.param(units.parse_usd, "$12.5", 12.5, id="dollars"),
+        pytest.param(units.parse_duration_min, "5m", 5.0, id="minutes-in-minutes"),
+        pytest.param(units.parse_duration_min, "90s", 1.5, id="seconds-in-minutes"),
+        pytest.param(units.parse_duration_min, 10, 10.0, id="bare-minutes"),
+        pytest.param(units.parse_percent, "15%", 15.0, id="percent-sign"),
+        pytest.param(units.parse_percent, 15, 15.0, id="bare-percent"),
     ],
 )
 def test_parses_human_forms(parse, text, expected):

@@ -74,3 +74,13 @@ def test_within_its_quota_by_borrowing_it_is_admitted() -> None:
         job("j", team="vision", resources={"gpus": 3, "nodes": 2}), MESH, CATALOGS, RULES, NOW
     )
     assert admitted.decision.status != "unschedulable"
+
+
+def test_a_working_directory_holding_meshctl_s_home_is_copied_without_it(tmp_path) -> None:
+    from meshctl.controller.submit import package
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / "home" / "packages" / "older").mkdir(parents=True)
+    (tmp_path / "home" / "state.db").write_text("x")
+    copy = package(tmp_path, tmp_path / "home" / "packages" / "j-1")
+    assert sorted(p.name for p in copy.iterdir()) == [".meshctl-job", "train.py"]
