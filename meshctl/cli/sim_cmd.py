@@ -16,7 +16,7 @@ import typer
 
 from meshctl.cli.context import app_context
 from meshctl.cli.errors import InvalidRequestError
-from meshctl.cli.options import OutputOption
+from meshctl.cli.options import OutputOption, duration_flag
 from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
@@ -48,14 +48,20 @@ ArrivalScale = Annotated[
 Failures = Annotated[str, typer.Option(help="Node failures: none, stepfun or llama3.")]
 Seed = Annotated[int, typer.Option(help="Seeds every random draw: same seed, same report.")]
 Cycle = Annotated[
-    float,
-    typer.Option("--cycle", help="Seconds between scheduling cycles (0: at every event).", min=0),
+    str,
+    typer.Option(
+        "--cycle", help="Time between scheduling cycles: seconds, or 30s, 1m (0: at every event)."
+    ),
 ]
 CheckpointInterval = Annotated[
     str, typer.Option(help="Checkpoint every DURATION of computing, or auto (Young/Daly).")
 ]
-CheckpointCost = Annotated[float, typer.Option(help="Seconds one checkpoint takes.", min=0)]
-Restart = Annotated[float, typer.Option(help="Seconds a restarted attempt needs to resume.", min=0)]
+CheckpointCost = Annotated[
+    str, typer.Option(help="What one checkpoint takes: seconds, or 30s, 1m.")
+]
+Restart = Annotated[
+    str, typer.Option(help="What a restarted attempt needs to resume: seconds, or 30s, 5m.")
+]
 Comm = Annotated[
     float,
     typer.Option(help="Share of a multi-node job's step spent communicating.", min=0, max=1),
@@ -82,17 +88,16 @@ def _spec(
     arrival_scale: float,
     failures: str,
     seed: int,
-    cycle: float,
+    cycle: str,
     checkpoint_interval: str,
-    checkpoint_cost: float,
-    restart: float,
+    checkpoint_cost: str,
+    restart: str,
     comm_fraction: float,
     jobs_per_hour: float,
     candidates: int,
     queue_depth: int,
 ) -> RunSpec:
     from meshctl.simrun import FAILURE_PRESETS, RunSpec
-    from meshctl.units import parse_duration_s
 
     if failures not in FAILURE_PRESETS:
         raise InvalidRequestError(
@@ -100,10 +105,7 @@ def _spec(
         )
     interval: float | None = None
     if checkpoint_interval != "auto":
-        try:
-            interval = parse_duration_s(checkpoint_interval)
-        except ValueError as err:
-            raise InvalidRequestError(f"--checkpoint-interval: {err}") from None
+        interval = duration_flag("--checkpoint-interval", checkpoint_interval)
         if interval <= 0:
             raise InvalidRequestError("--checkpoint-interval: expected a duration > 0 or auto")
     return RunSpec(
@@ -116,10 +118,10 @@ def _spec(
         arrival_scale=arrival_scale,
         failures=failures,
         seed=seed,
-        cycle_s=cycle,
+        cycle_s=duration_flag("--cycle", cycle),
         checkpoint_interval_s=interval,
-        checkpoint_cost_s=checkpoint_cost,
-        restart_s=restart,
+        checkpoint_cost_s=duration_flag("--checkpoint-cost", checkpoint_cost),
+        restart_s=duration_flag("--restart", restart),
         comm_fraction=comm_fraction,
         synthetic_jobs_per_hour=jobs_per_hour,
         candidates=candidates,
@@ -169,10 +171,10 @@ def run_cmd(
     arrival_scale: ArrivalScale = 1.0,
     failures: Failures = "none",
     seed: Seed = 0,
-    cycle: Cycle = 60.0,
+    cycle: Cycle = "60",
     checkpoint_interval: CheckpointInterval = "auto",
-    checkpoint_cost: CheckpointCost = 60.0,
-    restart: Restart = 300.0,
+    checkpoint_cost: CheckpointCost = "60",
+    restart: Restart = "300",
     comm_fraction: Comm = 0.3,
     jobs_per_hour: JobsPerHour = 60.0,
     candidates: Candidates = 8,
@@ -217,10 +219,10 @@ def compare_cmd(
     arrival_scale: ArrivalScale = 1.0,
     failures: Failures = "none",
     seed: Seed = 0,
-    cycle: Cycle = 60.0,
+    cycle: Cycle = "60",
     checkpoint_interval: CheckpointInterval = "auto",
-    checkpoint_cost: CheckpointCost = 60.0,
-    restart: Restart = 300.0,
+    checkpoint_cost: CheckpointCost = "60",
+    restart: Restart = "300",
     comm_fraction: Comm = 0.3,
     jobs_per_hour: JobsPerHour = 60.0,
     candidates: Candidates = 8,

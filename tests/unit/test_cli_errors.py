@@ -77,6 +77,16 @@ FLAG_ERRORS = [
         id="jobs wait --timeout negative",
     ),
     pytest.param(
+        ["sim", "run", "--trace", "synthetic", "--cycle", "soon"],
+        "--cycle: expected a duration such as 30s, 10m or 2h, got 'soon'",
+        id="sim run --cycle",
+    ),
+    pytest.param(
+        ["sim", "run", "--trace", "synthetic", "--restart=-1"],
+        "--restart: expected a duration such as 30s, 10m or 2h, got a negative quantity -1",
+        id="sim run --restart",
+    ),
+    pytest.param(
         ["nodes", "drain", "n", "--deadline", "10 parsecs"],
         "--deadline: expected a duration such as 30s, 10m or 2h, got unknown unit 'parsecs' "
         "in '10 parsecs'",
