@@ -120,7 +120,7 @@ attempts = (json.load(sys.stdin).get("training") or {}).get("attempts") or [{}]
 sys.exit(0 if (attempts[0].get("last_step") or 0) >= 60 else 1)' && break
   sleep 0.5
 done
-node=$("$MESHCTL" jobs show "$trainjob" -o json | "$py" -c 'import json, sys; print(json.load(sys.stdin)["nodes"])')
+node=$("$MESHCTL" jobs show "$trainjob" -o json | "$py" -c 'import json, sys; print(json.load(sys.stdin)["nodes"][0])')
 echo "a node failure: every Ray process of $node (the node the run is on) is killed"
 "$py" - "$node" <<'PY'
 import os, sys

@@ -9,6 +9,8 @@ come from the price lists, kept as they are in the file), nor NIC bandwidth for 
 
 The merge is pure (``merge``); the file is written to a temporary name, loaded back and
 checked, then moved over the old one: a refresh that fails leaves the old catalog intact.
+Uncertainty markers are kept: a region's ``uncertain`` price (the list prices come from the
+file, not the API), and a type's ``uncertain`` shape figures except those the API gave.
 """
 
 from __future__ import annotations
@@ -81,6 +83,12 @@ def _apply(known: InstanceType, shape: Shape, changes: list[str]) -> InstanceTyp
         acc_update["memory_gib"] = round(shape.gpu_memory_gib)
     if acc_update:
         update["accelerator"] = acc.model_copy(update=acc_update)
+    # A figure the API gave is no longer uncertain; the others' markers (and every price's:
+    # the APIs publish no list prices) are kept.
+    reported = {"vcpus", "memory_gib"} | ({"nic_gbps"} if shape.nic_gbps is not None else set())
+    still = [f for f in known.uncertain if f not in reported]
+    if still != known.uncertain:
+        update["uncertain"] = still
     for key, value in update.items():
         changes.append(f"{known.name}: {key} {getattr(known, key)} -> {value}")
     return known.model_copy(update=update) if update else known

@@ -8,7 +8,8 @@ with the job pending.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -66,12 +67,20 @@ def explain(
     }
     snap = snapshot_from_mesh(m.mesh, catalogs, m.state, [pend], at_s, headroom)
     plan = schedule(snap, FromPolicyEngine(bound, {name: m.job}, {}))
-    _render(plan.decisions[name], plan, output)
+
+    def uncertain(pool_name: str, node_type: str) -> bool:  # a burst at an uncertain price
+        pool = m.mesh.pool(pool_name)
+        catalog = catalogs.get(pool.provider) if pool else None
+        region = str(getattr(pool, "region", ""))
+        return catalog is not None and catalog.price_uncertain(node_type, region)
+
+    _render(plan.decisions[name], plan, output, uncertain)
 
 
 def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
     from meshctl.cli import render
     from meshctl.cli.jobs_cmd import attempts_of, find
+    from meshctl.cli.views import decision_data, event_data
 
     with app_context(ctx).store() as store:
         record = find(store, ref)
@@ -80,18 +89,20 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
         events = store.events(job_id=record.id)
     decision = dict(decisions[-1].explanation) if decisions else {}
     where = ""
-    if attempts:
-        last = attempts[-1]
-        nodes = ", ".join(str(a["node"]) for a in last.detail.get("allocations", []))
-        where = f"attempt {last.number} on pool {last.pool} ({nodes}), {last.state}"
-    data = {
-        "job": record.id,
-        "state": record.state.value,
-        "where": where,
-        "last_event": events[-1].message if events else "",
-        "decision": decision,
-    }
-    if output is not Output.table:
+    last = attempts[-1] if attempts else None
+    nodes = [str(a["node"]) for a in last.detail.get("allocations", [])] if last else []
+    if last is not None:
+        where = f"attempt {last.number} on pool {last.pool} ({', '.join(nodes)}), {last.state}"
+    if output is not Output.table:  # shapes.ExplainStored
+        data = {
+            "id": record.id,
+            "state": record.state.value,
+            "pool": last.pool if last else None,
+            "nodes": nodes,
+            "attempt": last.number if last else 0,
+            "last_event": event_data(events[-1]) if events else None,
+            "decision": decision_data(decision) if decision else None,
+        }
         render.emit_data(data, output)
         return
     render.say(f"[bold]{render.esc(record.id)}[/]: {record.state.value}")
@@ -113,18 +124,20 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
         render.say(f"    {count} nodes: {render.esc(why)}")
 
 
-def _render(decision: Decision, plan: Plan, output: Output) -> None:
+def _render(
+    decision: Decision, plan: Plan, output: Output, uncertain: Callable[[str, str], bool]
+) -> None:
     from dataclasses import asdict
 
     from meshctl.cli import render
+    from meshctl.cli.views import decision_data
 
     actions = [{"action": type(a).__name__.lower(), **asdict(a)} for a in plan.actions]
-    if output is not Output.table:
-        data: dict[str, Any] = asdict(decision) | {
-            "summary": decision.summary(),
-            "actions": actions,
-        }
-        data["filtered"] = dict(decision.filtered)
+    for action in actions:
+        if action["action"] == "provision":
+            action["price_uncertain"] = uncertain(action["pool"], action["node_type"])
+    if output is not Output.table:  # shapes.ExplainPlan
+        data = {"job": decision.job_id, "decision": decision_data(decision), "actions": actions}
         render.emit_data(data, output)
         return
     render.say(f"[bold]{render.esc(decision.job_id)}[/]: {render.esc(decision.summary())}")
@@ -160,3 +173,5 @@ def _render(decision: Decision, plan: Plan, output: Output) -> None:
     for action in actions:
         if action["action"] != "place":
             render.say(render.esc(f"Plan: {action}"))
+        if action.get("price_uncertain"):
+            render.say("  ~ the catalog marks this node type's price in the region uncertain")

@@ -54,12 +54,12 @@ def gc(
                 and i.labels.get("pool") == pool.name
                 and now - (i.launched_at_s or 0.0) > min_age_s  # a launch not yet recorded
             ]
-            action = "would terminate" if dry_run else "terminated"
+            action = "would_terminate" if dry_run else "terminated"
             if leaked and not dry_run:
                 errors = cloud.terminate([i.id for i in leaked], f"gc-{int(time.time())}")
                 if errors:
                     problems += [f"pool {pool.name}: {e.kind}: {e.message}" for e in errors]
-                    action = "terminate failed"
+                    action = "terminate_failed"
                 else:
                     ids = ", ".join(i.id for i in leaked)
                     store.append_event(
@@ -69,7 +69,7 @@ def gc(
                 {
                     "pool": pool.name,
                     "instance": i.id,
-                    "type": i.node_type,
+                    "node_type": i.node_type,
                     "zone": i.zone,
                     "state": i.state,
                     "request": i.request_id,
@@ -82,7 +82,7 @@ def gc(
         [
             Column("pool", "Pool"),
             Column("instance", "Instance"),
-            Column("type", "Type"),
+            Column("node_type", "Type"),
             Column("zone", "Zone"),
             Column("state", "State"),
             Column("request", "Request"),

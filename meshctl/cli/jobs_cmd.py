@@ -130,26 +130,28 @@ def list_jobs(
 @app.command("show")
 def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.table) -> None:
     """One job: its record, attempts, events and the scheduler's latest decision."""
-    from dataclasses import asdict
-
     from meshctl.cli import render
+    from meshctl.cli.views import event_data
 
     with app_context(ctx).store() as store:
         record = find(store, job)
         attempts = attempts_of(store, record.id)
         events = store.events(job_id=record.id)
         decisions = store.decisions(job_id=record.id)
+    body = record.spec.get("spec", {})
     data = {
         **_row(record, attempts[-1] if attempts else None, time.time()),
-        "resources": record.spec.get("spec", {}).get("resources", {}),
-        "entrypoint": record.spec.get("spec", {}).get("entrypoint"),
-        "attempts": [
-            {k: v for k, v in asdict(a).items() if k not in ("version", "job_id")} for a in attempts
-        ],
-        "events": [{"at_s": e.at_s, "kind": e.kind, "message": e.message} for e in events],
+        "kind": body.get("kind"),
+        "priority_class": body.get("priority_class"),
+        "entrypoint": body.get("entrypoint"),
+        "resources": body.get("resources", {}),
+        "train": _train_data(body),
+        "attempts": [_attempt_data(a) for a in attempts],
+        "events": [event_data(e) for e in events],
         "decision": decisions[-1].explanation.get("summary") if decisions else None,
     }
-    training = _training(record, attempts, data["events"])
+    said = [{"at_s": e.at_s, "kind": e.kind, "message": e.message} for e in events]
+    training = _training(record, attempts, said)
     if training is not None:
         data["training"] = training
     if output is not Output.table:
@@ -159,7 +161,7 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
         f"[bold]{render.esc(record.id)}[/] ({render.esc(record.name)}): {record.state.value}"
     )
     for key in ("team", "priority", "pool", "nodes", "entrypoint", "resources", "decision"):
-        render.say(f"  {key}: {render.esc(data[key])}")
+        render.say(f"  {key}: {render.cell(data[key])}")
     for a in attempts:
         render.say(
             f"  attempt {a.number}: {a.state} on {a.pool} ({render.esc(_nodes(a))}) "
@@ -180,6 +182,44 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
     for e in events:
         at = time.strftime("%H:%M:%S", time.localtime(e.at_s))
         render.say(f"  {at} {e.kind}: {render.esc(e.message)}")
+
+
+def _train_data(body: dict[str, Any]) -> dict[str, Any] | None:
+    """A train job's loop and scaling (``shapes.TrainData``)."""
+    train = body.get("train")
+    if not train:
+        return None
+    per_node = int(train.get("workers_per_node", 1))
+    return {
+        "loop": train["loop"],
+        "workers": per_node * int(body.get("resources", {}).get("nodes") or 1),
+        "workers_per_node": per_node,
+        "min_workers": train.get("min_workers"),
+        "max_failures": train.get("max_failures", 3),
+        "hang_timeout_s": train.get("hang_timeout"),
+        "config": dict(train.get("config") or {}),
+    }
+
+
+def _attempt_data(attempt: AttemptRecord) -> dict[str, Any]:
+    """One attempt (``shapes.AttemptData``)."""
+    from meshctl.cli.render import timestamp
+
+    detail = attempt.detail
+    return {
+        "number": attempt.number,
+        "pool": attempt.pool,
+        "submission_id": attempt.submission_id,
+        "state": attempt.state,
+        "nodes": _node_list(attempt),
+        "started_at": timestamp(attempt.started_at_s),
+        "ended_at": timestamp(attempt.ended_at_s),
+        "reason": attempt.reason or None,
+        "allocations": list(detail.get("allocations", [])),
+        "checkpoint_uri": detail.get("checkpoint_uri"),
+        "stop_at": timestamp(detail.get("stop_at_s")),
+        "preempted_for": detail.get("for_job"),
+    }
 
 
 def _training(record: Any, attempts: list[Any], events: list[dict[str, Any]]) -> Any:

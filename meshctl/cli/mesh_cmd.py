@@ -196,7 +196,9 @@ def status(
 
 
 def collect(context: AppContext, store: Store) -> dict[str, Any]:
-    """Everything status shows, as plain data."""
+    """Everything status shows, as plain data (``shapes.Status``)."""
+    from meshctl.cli.render import timestamp
+    from meshctl.cli.views import event_data
     from meshctl.controller import daemon
     from meshctl.controller.decide import ACTIVE_ATTEMPT, FINISHED, QUEUED
     from meshctl.controller.runtime import clients
@@ -232,12 +234,15 @@ def collect(context: AppContext, store: Store) -> dict[str, Any]:
     queue: dict[str, dict[str, Any]] = {}
     for job in jobs:
         if job.state in QUEUED:
-            klass = job.spec.get("spec", {}).get("priority_class") or "-"
+            klass = job.spec.get("spec", {}).get("priority_class")
             entry = queue.setdefault(
-                klass, {"class": klass, "priority": job.priority, "queued": 0, "oldest_s": 0.0}
-            )
+                klass or "",
+                {"priority_class": klass, "priority": job.priority, "queued": 0,
+                 "oldest_wait_s": 0.0},
+            )  # fmt: skip
             entry["queued"] += 1
-            entry["oldest_s"] = max(entry["oldest_s"], now - job.submitted_at_s)
+            wait_s = round(now - job.submitted_at_s, 1)
+            entry["oldest_wait_s"] = max(entry["oldest_wait_s"], wait_s)
     states: dict[str, int] = {}
     for job in jobs:
         states[job.state.value] = states.get(job.state.value, 0) + 1
@@ -247,22 +252,15 @@ def collect(context: AppContext, store: Store) -> dict[str, Any]:
         "mesh": mesh.metadata.name,
         "controller": {
             "pid": pid,
-            "last_cycle_s_ago": round(now - float(beat["at_s"]), 1) if beat.get("at_s") else None,  # type: ignore[arg-type]
-            "cycle_ms": beat.get("cycle_ms"),
+            "last_cycle_at": timestamp(float(beat["at_s"])) if beat.get("at_s") else None,  # type: ignore[arg-type]
+            "last_cycle_age_s": round(now - float(beat["at_s"]), 1) if beat.get("at_s") else None,  # type: ignore[arg-type]
+            "cycle_s": float(beat["cycle_ms"]) / 1000 if beat.get("cycle_ms") is not None else None,  # type: ignore[arg-type]
             "errors": beat.get("errors", []),
         },
         "pools": pools,
         "jobs": states,
         "queue": sorted(queue.values(), key=lambda q: -int(q["priority"])),
-        "events": [
-            {
-                "at": time.strftime("%H:%M:%S", time.localtime(e.at_s)),
-                "job": e.job_id or "",
-                "kind": e.kind,
-                "message": e.message,
-            }
-            for e in store.events()[-10:]
-        ],
+        "events": [{**event_data(e), "job_id": e.job_id} for e in store.events()[-10:]],
     }
 
 
@@ -280,6 +278,8 @@ def _pool_state(pool: Any, record: Any, driven: bool) -> str:
 
 def render_status(data: dict[str, Any]) -> Any:
     """The status screen as one rich renderable."""
+    import datetime as dt
+
     from rich.console import Group
     from rich.table import Table
 
@@ -289,7 +289,7 @@ def render_status(data: dict[str, Any]) -> Any:
     else:
         head = (
             f"mesh [bold]{data['mesh']}[/]: controller pid {ctl['pid']}, last cycle "
-            f"{ctl['last_cycle_s_ago']} s ago ({ctl['cycle_ms']} ms)"
+            f"{ctl['last_cycle_age_s']} s ago ({(ctl['cycle_s'] or 0) * 1000:.0f} ms)"
         )
     jobs = ", ".join(f"{n} {s}" for s, n in sorted(data["jobs"].items())) or "no jobs"
     pools = Table(title="Pools", title_justify="left")
@@ -314,10 +314,14 @@ def render_status(data: dict[str, Any]) -> Any:
     for header in ("Class", "Priority", "Queued", "Oldest wait"):
         queue.add_column(header)
     for q in data["queue"]:
-        queue.add_row(q["class"], str(q["priority"]), str(q["queued"]), f"{q['oldest_s']:.0f} s")
+        queue.add_row(
+            q["priority_class"] or "-", str(q["priority"]), str(q["queued"]),
+            f"{q['oldest_wait_s']:.0f} s",
+        )  # fmt: skip
     events = Table(title="Recent events", title_justify="left")
     for header in ("At", "Job", "Event", "Message"):
         events.add_column(header)
     for e in data["events"]:
-        events.add_row(e["at"], e["job"], e["kind"], e["message"])
+        at = dt.datetime.fromisoformat(e["occurred_at"]).astimezone().strftime("%H:%M:%S")
+        events.add_row(at, e["job_id"] or "", e["kind"], e["message"])
     return Group(head, f"jobs: {jobs}", pools, queue, events)

@@ -12,7 +12,7 @@ pool has it.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -63,26 +63,9 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
             key = f"{attempt.pool}/{alloc['node']}"
             used[key] = used.get(key, 0.0) + gpus_held(alloc)
             jobs.setdefault(key, []).append(attempt.job_id)
-    rows = [
-        {
-            "node": n.id,
-            "state": n.state
-            + (
-                f" until {time.strftime('%H:%M:%S', time.localtime(n.detail['deadline_s']))}"
-                if n.detail.get("deadline_s")
-                else ""
-            )
-            + (f" ({n.detail['reason']})" if n.detail.get("reason") else ""),
-            "alive": "yes" if n.resources.get("alive") else "no",
-            "gpus": f"{used.get(n.id, 0):g} / {n.resources.get('gpus', 0)}",
-            "accelerator": n.resources.get("accelerator") or "",
-            "jobs": ", ".join(jobs.get(n.id, [])),
-            "labels": ", ".join(f"{k}={v}" for k, v in sorted(n.labels.items())),
-        }
-        for n in nodes
-    ]
+    rows = [_node_row(n, used.get(n.id, 0.0), jobs.get(n.id, [])) for n in nodes]
     render.emit(
-        rows,
+        rows if output is not Output.table else [_node_cells(r) for r in rows],
         [
             Column("node", "Node"),
             Column("state", "State"),
@@ -94,6 +77,44 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
         ],
         output,
     )
+
+
+def _node_row(node: NodeRecord, gpus_used: float, jobs: list[str]) -> dict[str, Any]:
+    """A node as data (``shapes.NodeRow``)."""
+    from meshctl.cli.render import timestamp
+
+    gpus = node.resources.get("gpus")
+    return {
+        "node": node.id,
+        "pool": node.pool,
+        "state": node.state,
+        "reason": node.detail.get("reason") or None,
+        "deadline_at": timestamp(node.detail.get("deadline_s")),
+        "alive": bool(node.resources.get("alive")),
+        "gpus": None if gpus is None else int(gpus),
+        "gpus_used": round(gpus_used, 4),
+        "accelerator": node.resources.get("accelerator") or None,
+        "jobs": jobs,
+        "labels": dict(sorted(node.labels.items())),
+    }
+
+
+def _node_cells(row: dict[str, Any]) -> dict[str, Any]:
+    """The same node in words for the table."""
+    deadline = row["deadline_at"]
+    until = f" until {_local_time(deadline)}" if deadline else ""
+    return row | {
+        "state": row["state"] + until + (f" ({row['reason']})" if row["reason"] else ""),
+        "alive": "yes" if row["alive"] else "no",
+        "gpus": f"{row['gpus_used']:g} / {row['gpus'] if row['gpus'] is not None else '-'}",
+        "labels": ", ".join(f"{k}={v}" for k, v in row["labels"].items()),
+    }
+
+
+def _local_time(at: str) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(at).astimezone().strftime("%H:%M:%S")
 
 
 def _until(deadline_s: float | None) -> str:

@@ -116,18 +116,24 @@ def run_policy_tests(
                 render.say(f"     {render.esc(failure)}")
         render.plain(f"{len(results) - len(failed)} passed, {len(failed)} failed")
     else:
-        render.emit_data(
-            [
-                {"test": r.test, "name": r.name, "passed": r.passed, "failures": list(r.failures)}
-                for r in results
-            ],
-            output,
-        )
+        render.emit_data([_test_row(r) for r in results], output)
     if not results:
         render.problems(["no policy test cases found (expected tests/*.yaml beside the policies)"])
         raise typer.Exit(1)
     if failed:
         raise typer.Exit(1)
+
+
+def _test_row(result: Any) -> dict[str, Any]:
+    """A case's result as data (``shapes.PolicyTestResult``); ``test`` is file:line."""
+    path, _, line = result.test.rpartition(":")
+    return {
+        "file": path if line.isdigit() else result.test,
+        "line": int(line) if line.isdigit() else None,
+        "name": result.name,
+        "passed": result.passed,
+        "failures": list(result.failures),
+    }
 
 
 @app.command("explain")
@@ -177,7 +183,10 @@ def _render_verdict(v: Verdict, output: Output) -> None:
 
     if output is not Output.table:
         data = {f.name: getattr(v, f.name) for f in fields(v) if f.name != "trace_rows"}
-        data |= {"weights": v.weights.model_dump(), "trace": [asdict(t) for t in v.trace]}
+        trace = [asdict(t) | {"detail": t.detail or None} for t in v.trace]
+        data |= {"weights": v.weights.model_dump(), "trace": trace}
+        blocked = [{"pool": pool, "reason": why} for pool, why in v.burst.blocked]
+        data["burst"] = asdict(v.burst) | {"blocked": blocked}
         render.emit_data(json.loads(json.dumps(data, default=_plain)), output)
         return
     klass = v.priority_class or "(none)"

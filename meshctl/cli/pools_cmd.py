@@ -1,10 +1,14 @@
-"""``meshctl pools list|show``: the pools of the mesh, their capacity and price per GPU-hour."""
+"""``meshctl pools list|show``: the pools of the mesh, their capacity and price per GPU-hour.
+
+A price the provider catalog marks uncertain is shown with a ``~`` (and ``price_uncertain:
+true`` in JSON), with a caption saying what the mark means."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,23 +16,43 @@ from meshctl.cli.context import app_context
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Column, Output
 
+if TYPE_CHECKING:
+    from meshctl.model import Catalog
+
 app = typer.Typer(
     help="The mesh's pools: capacity and price as configured, and what runs there now.",
     no_args_is_help=True,
 )
 
 
+UNCERTAIN = "~"  # beside a price the catalog marks uncertain
+UNCERTAIN_CAPTION = "~ marks a price the catalog says may be wrong (see its notes)"
+
+
 def _capacities(ctx: typer.Context) -> list[dict[str, Any]]:
+    """Each pool as data (``shapes.PoolRow``): configured capacity, prices, and what the
+    controller last recorded (null where nothing was)."""
     from meshctl.model.capacity import pool_capacity
 
     context = app_context(ctx)
     mesh = context.mesh()
     catalogs = context.catalog_map()
     live = _live(context.home)
-    return [
-        asdict(pool_capacity(pool, catalogs)) | live.get(pool.name, {"state": "-"})
-        for pool in mesh.spec.pools
-    ]
+    rows = []
+    for pool in mesh.spec.pools:
+        cap = asdict(pool_capacity(pool, catalogs))
+        cap["pool"] = cap.pop("name")
+        cap["accelerators"] = list(cap["accelerators"])
+        seen = live.get(pool.name, {})
+        rows.append(
+            cap
+            | {
+                "state": seen.get("state"),
+                "gpus_in_use": seen.get("gpus_in_use"),
+                "spend_usd_month": seen.get("spend_usd_month"),
+            }
+        )
+    return rows
 
 
 def _live(home: Path) -> dict[str, dict[str, Any]]:
@@ -44,7 +68,7 @@ def _live(home: Path) -> dict[str, dict[str, Any]]:
             p.name: {
                 "state": p.state,
                 "gpus_in_use": 0.0,
-                "spend_usd": p.observed.get("spend_usd"),
+                "spend_usd_month": p.observed.get("spend_usd"),
             }
             for p in store.list(PoolRecord)
         }
@@ -55,6 +79,18 @@ def _live(home: Path) -> dict[str, dict[str, Any]]:
     return live
 
 
+def _marked(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    """For a table: the prices of rows marked uncertain, with the mark."""
+    from meshctl.cli.render import cell
+
+    return [
+        r | {k: f"{UNCERTAIN}{cell(r[k])}" for k in keys if r[k] is not None}
+        if r["price_uncertain"]
+        else r
+        for r in rows
+    ]
+
+
 @app.command("list")
 def list_pools(ctx: typer.Context, output: OutputOption = Output.table) -> None:
     """Each pool: provider, where, nodes, GPUs, accelerators, USD per GPU-hour."""
@@ -62,25 +98,28 @@ def list_pools(ctx: typer.Context, output: OutputOption = Output.table) -> None:
 
     rows = _capacities(ctx)
     columns = [
-        Column("name", "Pool"),
+        Column("pool", "Pool"),
         Column("provider", "Provider"),
         Column("location", "Where"),
         Column("nodes", "Nodes (max)", "right"),
         Column("gpus", "GPUs (max)", "right"),
         Column("state", "State"),
         Column("gpus_in_use", "GPUs in use", "right"),
-        Column("spend_usd", "Spent this month $", "right"),
+        Column("spend_usd_month", "Spent this month $", "right"),
         Column("accelerators", "Accelerators"),
         Column("usd_per_gpu_hour", "$/GPU-h", "right"),
         Column("spot_usd_per_gpu_hour", "Spot $/GPU-h", "right"),
     ]
+    caption = (
+        "configured capacity; state and GPUs in use as the controller last saw them; "
+        "cloud prices are list prices from the catalogs"
+    )
+    if any(r["price_uncertain"] for r in rows):
+        caption += "; " + UNCERTAIN_CAPTION
+    if output is Output.table:
+        rows = _marked(rows, ("usd_per_gpu_hour", "spot_usd_per_gpu_hour"))
     render.emit(
-        rows,
-        columns,
-        output,
-        title=f"Pools of {app_context(ctx).mesh_file()}",
-        caption="configured capacity; state and GPUs in use as the controller last saw them; "
-        "cloud prices are list prices from the catalogs",
+        rows, columns, output, title=f"Pools of {app_context(ctx).mesh_file()}", caption=caption
     )
 
 
@@ -90,13 +129,64 @@ def show_pool(
     name: Annotated[str, typer.Argument(help="The pool's name.")],
     output: OutputOption = Output.yaml,
 ) -> None:
-    """One pool's full configuration, with defaults filled in."""
+    """One pool's full configuration, with defaults filled in, and its node types' prices."""
     from meshctl.cli import render
     from meshctl.cli.errors import InvalidRequestError
 
-    mesh = app_context(ctx).mesh()
+    context = app_context(ctx)
+    mesh = context.mesh()
     pool = mesh.pool(name)
     if pool is None:
         names = ", ".join(p.name for p in mesh.spec.pools)
         raise InvalidRequestError(f"pool: expected one of {names}, got {name!r}")
-    render.emit_data(pool.model_dump(mode="json"), output)
+    data = pool.model_dump(mode="json") | {"prices": _prices(pool, context.catalog_map())}
+    if output is Output.table:  # one pool's settings read best as YAML; prices as a table
+        render.emit_data({k: v for k, v in data.items() if k != "prices"}, Output.yaml)
+        if data["prices"]:
+            _price_table(data["prices"])
+        return
+    render.emit_data(data, output)
+
+
+def _prices(pool: Any, catalogs: Mapping[str, Catalog]) -> list[dict[str, Any]]:
+    """A cloud pool's node types priced in its region (``shapes.PriceData``); on-prem: none."""
+    from meshctl.model.mesh import AwsPool, GcpPool
+
+    if not isinstance(pool, AwsPool | GcpPool):
+        return []
+    catalog = catalogs.get(pool.provider)
+    discount = 1 - pool.cost.discount_pct / 100
+    rows = []
+    for node_type in pool.node_types:
+        found = catalog.instance_type(node_type.name) if catalog else None
+        price = found.prices.get(pool.region) if found else None
+        spot = price.spot_usd_per_hour if price and node_type.spot else None
+        rows.append(
+            {
+                "node_type": node_type.name,
+                "on_demand_usd_per_hour": (
+                    round(price.on_demand_usd_per_hour * discount, 6) if price else None
+                ),
+                "spot_usd_per_hour": spot,
+                "price_uncertain": bool(price and price.uncertain),
+            }
+        )
+    return rows
+
+
+def _price_table(prices: list[dict[str, Any]]) -> None:
+    from meshctl.cli import render
+
+    marked = _marked(prices, ("on_demand_usd_per_hour", "spot_usd_per_hour"))
+    uncertain = any(p["price_uncertain"] for p in prices)
+    render.emit(
+        marked,
+        [
+            Column("node_type", "Node type"),
+            Column("on_demand_usd_per_hour", "On-demand $/h", "right"),
+            Column("spot_usd_per_hour", "Spot $/h", "right"),
+        ],
+        Output.table,
+        title="Prices in the pool's region",
+        caption=UNCERTAIN_CAPTION if uncertain else "",
+    )

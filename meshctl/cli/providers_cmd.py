@@ -1,4 +1,7 @@
-"""``meshctl providers list|prices``: the instance types and list prices meshctl plans with."""
+"""``meshctl providers list|prices``: the instance types and list prices meshctl plans with.
+
+What a catalog marks uncertain (a region's prices, a shape figure such as NIC bandwidth) is
+shown with a ``~`` and a caption, and as ``price_uncertain`` / ``uncertain_fields`` in JSON."""
 
 from __future__ import annotations
 
@@ -40,8 +43,11 @@ def _catalogs(ctx: typer.Context, providers: list[str] | None) -> list[Found]:
     return load_catalogs(wanted, directory=app_context(ctx).catalog_dir())
 
 
-def _caption(found: list[Found]) -> str:
-    return "; ".join(f"{f.provider}: list prices as of {f.catalog.spec.as_of}" for f in found)
+def _caption(found: list[Found], marked: bool, what: str = "a price") -> str:
+    from meshctl.cli.pools_cmd import UNCERTAIN_CAPTION
+
+    dates = "; ".join(f"{f.provider}: list prices as of {f.catalog.spec.as_of}" for f in found)
+    return dates + ("; " + UNCERTAIN_CAPTION.replace("a price", what) if marked else "")
 
 
 def _matches(model: str, gpu: str | None) -> bool:
@@ -62,7 +68,7 @@ def list_types(
     rows = [
         {
             "provider": f.provider,
-            "type": t.name,
+            "node_type": t.name,
             "gpus": t.accelerator.count,
             "accelerator": t.accelerator.model,
             "gpu_memory_gib": t.accelerator.memory_gib,
@@ -70,6 +76,8 @@ def list_types(
             "memory_gib": t.memory_gib,
             "nic_gbps": t.nic_gbps,
             "regions": sorted(t.prices),
+            "price_uncertain": any(p.uncertain for p in t.prices.values()),
+            "uncertain_fields": list(t.uncertain),
         }
         for f in found
         for t in f.catalog.spec.instance_types
@@ -77,7 +85,7 @@ def list_types(
     ]
     columns = [
         Column("provider", "Provider"),
-        Column("type", "Type"),
+        Column("node_type", "Type"),
         Column("gpus", "GPUs", "right"),
         Column("accelerator", "Accelerator"),
         Column("gpu_memory_gib", "GiB/GPU", "right"),
@@ -86,7 +94,25 @@ def list_types(
         Column("nic_gbps", "NIC Gbps", "right"),
         Column("regions", "Regions priced"),
     ]
-    render.emit(rows, columns, output, title="GPU instance types", caption=_caption(found))
+    marked = any(r["price_uncertain"] or r["uncertain_fields"] for r in rows)
+    caption = _caption(found, marked, "a price or figure")
+    shown = [_marked_type(r, found) for r in rows] if output is Output.table else rows
+    render.emit(shown, columns, output, title="GPU instance types", caption=caption)
+
+
+def _marked_type(row: dict[str, Any], found: list[Found]) -> dict[str, Any]:
+    """A table row with ``~`` on the uncertain figures and the regions with uncertain prices."""
+    from meshctl.cli.pools_cmd import UNCERTAIN
+    from meshctl.cli.render import cell
+
+    catalog = next(f.catalog for f in found if f.provider == row["provider"])
+    kind = catalog.instance_type(row["node_type"])
+    marked = {k: f"{UNCERTAIN}{cell(row[k])}" for k in row["uncertain_fields"] if k in row}
+    regions = [
+        f"{UNCERTAIN}{r}" if kind is not None and kind.prices[r].uncertain else r
+        for r in row["regions"]
+    ]
+    return row | marked | {"regions": regions}
 
 
 def _price_rows(found: list[Found], region: str | None, gpu: str | None) -> list[dict[str, Any]]:
@@ -100,7 +126,7 @@ def _price_rows(found: list[Found], region: str | None, gpu: str | None) -> list
                     {
                         "provider": f.provider,
                         "region": where,
-                        "type": t.name,
+                        "node_type": t.name,
                         "gpus": t.accelerator.count,
                         "accelerator": t.accelerator.model,
                         "on_demand_usd_per_hour": price.on_demand_usd_per_hour,
@@ -108,9 +134,12 @@ def _price_rows(found: list[Found], region: str | None, gpu: str | None) -> list
                         "on_demand_usd_per_gpu_hour": round(
                             price.on_demand_usd_per_hour / t.accelerator.count, 4
                         ),
+                        "price_uncertain": price.uncertain,
                     }
                 )
-    return sorted(rows, key=lambda r: (r["on_demand_usd_per_gpu_hour"], r["type"], r["region"]))
+    return sorted(
+        rows, key=lambda r: (r["on_demand_usd_per_gpu_hour"], r["node_type"], r["region"])
+    )
 
 
 @app.command("prices")
@@ -137,14 +166,20 @@ def prices(
     columns = [
         Column("provider", "Provider"),
         Column("region", "Region"),
-        Column("type", "Type"),
+        Column("node_type", "Type"),
         Column("gpus", "GPUs", "right"),
         Column("accelerator", "Accelerator"),
         Column("on_demand_usd_per_hour", "On-demand $/h", "right"),
         Column("spot_usd_per_hour", "Spot $/h", "right"),
         Column("on_demand_usd_per_gpu_hour", "$/GPU-h", "right"),
     ]
-    render.emit(rows, columns, output, title="List prices (USD)", caption=_caption(found))
+    caption = _caption(found, any(r["price_uncertain"] for r in rows))
+    if output is Output.table:
+        from meshctl.cli.pools_cmd import _marked
+
+        prices = ("on_demand_usd_per_hour", "spot_usd_per_hour", "on_demand_usd_per_gpu_hour")
+        rows = _marked(rows, prices)
+    render.emit(rows, columns, output, title="List prices (USD)", caption=caption)
 
 
 @app.command("refresh")

@@ -57,7 +57,7 @@ def emit(
     for col in columns:
         table.add_column(col.header, justify=col.justify)  # type: ignore[arg-type]
     for row in rows:
-        table.add_row(*(_cell(row.get(col.key)) for col in columns))
+        table.add_row(*(cell(row.get(col.key)) for col in columns))
     _stdout_console().print(table)
 
 
@@ -90,7 +90,8 @@ def esc(text: object) -> str:
     return escape(str(text))
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """A value as a table shows it: ``-`` for none, prices to 4 decimals, lists joined."""
     if value is None:
         return "-"
     if isinstance(value, float):  # up to 4 decimals, the precision of published prices

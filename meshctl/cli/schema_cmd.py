@@ -22,6 +22,8 @@ def schema(
     from meshctl.cli import render
     from meshctl.model import API_VERSION, KINDS
 
+    if output is Output.table:  # a JSON Schema is a document, not rows
+        raise InvalidRequestError("--output: a schema is printed as json or yaml, got table")
     model = next((m for name, m in KINDS.items() if name.lower() == kind.lower()), None)
     if model is None:
         raise InvalidRequestError(f"kind: expected one of {', '.join(sorted(KINDS))}, got {kind!r}")

@@ -108,24 +108,36 @@ def queue(
         admission = check(job, rules.mesh, rules.catalogs, rules.policies, now, observed)
     except Rejected as err:
         raise InvalidRequestError(str(err)) from None
-    if dry_run or explain:
-        _show_plan(job, admission, output)
-    if dry_run:
-        return None
-    with context.store() as store:
-        try:
-            record = enqueue(store, job, admission, work, context.home, time.time())
-        except Rejected as err:
-            raise InvalidRequestError(str(err)) from None
+    if output is Output.table and (dry_run or explain):
+        _show_plan(job, admission)
+    record = None
+    if not dry_run:
+        with context.store() as store:
+            try:
+                record = enqueue(store, job, admission, work, context.home, time.time())
+            except Rejected as err:
+                raise InvalidRequestError(str(err)) from None
     if output is not Output.table:
-        render.emit_data(
-            {"id": record.id, "name": record.name, "state": record.state.value}, output
-        )
-    else:
+        render.emit_data(_submitted(job, admission, record, dry_run or explain), output)
+    elif record is not None:
         render.plain(record.id)
-    if not daemon.nudge(context.home):
+    if record is not None and not daemon.nudge(context.home):
         render.warnings([f"{record.id} is queued, but no controller is running: meshctl up"])
-    return str(record.id)
+    return None if record is None else str(record.id)
+
+
+def _submitted(job: Job, admission: Any, record: Any, planned: bool) -> dict[str, Any]:
+    """What submit says as data (``shapes.Submitted``): one document, dry run or not."""
+    from meshctl.cli.views import decision_data
+
+    return {
+        "id": record.id if record else None,
+        "name": job.metadata.name,
+        "state": record.state.value if record else None,
+        "priority": admission.priority,
+        "priority_class": admission.priority_class,
+        "decision": decision_data(admission.decision) if planned else None,
+    }
 
 
 def _unlisted_inventory(context: Any, mesh: Any) -> dict[str, Any]:
@@ -225,16 +237,10 @@ def name_from(text: str, default: str = "job") -> str:
     return stem[:NAME_LIMIT].rstrip("-") or default
 
 
-def _show_plan(job: Job, admission: Any, output: Output) -> None:
+def _show_plan(job: Job, admission: Any) -> None:
     from meshctl.cli import render
 
     decision = admission.decision
-    if output is not Output.table:
-        render.emit_data(
-            {"job": job.metadata.name, "priority": admission.priority, "plan": decision.summary()},
-            output,
-        )
-        return
     render.say(
         f"[bold]{render.esc(job.metadata.name)}[/] (priority {admission.priority}"
         f"{', class ' + admission.priority_class if admission.priority_class else ''}): "

@@ -84,12 +84,17 @@ def validate(
     if problems:
         raise InvalidFileError(problems)
     rows = [
-        {"file": f"{d.path}:{d.line}", "kind": d.document.kind, "name": d.document.metadata.name}
+        {"file": d.path, "line": d.line, "kind": d.document.kind, "name": d.document.metadata.name}
         for d in loaded
     ]
     render.emit(
         rows,
-        [Column("file", "File"), Column("kind", "Kind"), Column("name", "Name")],
+        [
+            Column("file", "File"),
+            Column("line", "Line", "right"),
+            Column("kind", "Kind"),
+            Column("name", "Name"),
+        ],
         output,
         title=f"{len(rows)} valid document(s)",
     )

@@ -23,6 +23,7 @@ class PoolCapacity:
     accelerators: tuple[str, ...]
     usd_per_gpu_hour: float | None  # on-prem: amortised; cloud: cheapest on-demand node type
     spot_usd_per_gpu_hour: float | None
+    price_uncertain: bool = False  # a price above is one the catalog marks uncertain
 
 
 def _location(pool: Pool) -> str:
@@ -60,14 +61,16 @@ def _cloud_capacity(pool: AwsPool | GcpPool, catalog: Catalog | None) -> PoolCap
         if found is not None:
             types.append((found, node_type.max_nodes, node_type.spot))
     discount = 1 - pool.cost.discount_pct / 100
-    on_demand, spot = [], []
+    on_demand: list[tuple[float, bool]] = []  # (USD per GPU-hour, uncertain)
+    spot: list[tuple[float, bool]] = []
     for t, _, spot_ok in types:
         price = t.prices.get(pool.region)
         if price is None:
             continue
-        on_demand.append(price.on_demand_usd_per_hour * discount / t.gpus)
+        on_demand.append((price.on_demand_usd_per_hour * discount / t.gpus, price.uncertain))
         if spot_ok and price.spot_usd_per_hour is not None:
-            spot.append(price.spot_usd_per_hour / t.gpus)
+            spot.append((price.spot_usd_per_hour / t.gpus, price.uncertain))
+    cheapest, cheapest_spot = min(on_demand, default=None), min(spot, default=None)
     gpus, room = 0, pool.max_nodes
     for t, cap, _ in sorted(types, key=lambda entry: -entry[0].gpus):  # greedy is optimal:
         take = min(cap, room)  # every node costs one of the same max_nodes, whatever its size
@@ -79,6 +82,7 @@ def _cloud_capacity(pool: AwsPool | GcpPool, catalog: Catalog | None) -> PoolCap
         nodes=pool.max_nodes,
         gpus=gpus,
         accelerators=tuple(sorted({t.accelerator.model for t, _, _ in types})),
-        usd_per_gpu_hour=min(on_demand, default=None),
-        spot_usd_per_gpu_hour=min(spot, default=None),
+        usd_per_gpu_hour=cheapest[0] if cheapest else None,
+        spot_usd_per_gpu_hour=cheapest_spot[0] if cheapest_spot else None,
+        price_uncertain=any(c[1] for c in (cheapest, cheapest_spot) if c is not None),
     )

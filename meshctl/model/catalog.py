@@ -29,6 +29,15 @@ class AcceleratorCount(Accelerator):
 class RegionPrice(Model):
     on_demand_usd_per_hour: UsdPerHour
     spot_usd_per_hour: UsdPerHour | None = None
+    uncertain: bool = Field(
+        False,
+        description="the prices may be wrong (the notes say why): shown marked, and as "
+        "price_uncertain in JSON",
+    )
+
+
+# Figures of an instance type's shape that a catalog may mark uncertain
+ShapeField = Literal["vcpus", "memory_gib", "nic_gbps", "interconnect"]
 
 
 class InstanceType(Model):
@@ -39,6 +48,9 @@ class InstanceType(Model):
     memory_gib: MemoryGiB
     nic_gbps: NicGbps
     interconnect: str = ""
+    uncertain: list[ShapeField] = Field(
+        default_factory=list, description="shape figures that may be wrong (the notes say why)"
+    )
     notes: str = ""
     prices: dict[str, RegionPrice] = Field(
         default_factory=dict, description="list prices by region"
@@ -72,3 +84,9 @@ class Catalog(DocumentModel):
 
     def instance_type(self, name: str) -> InstanceType | None:
         return next((t for t in self.spec.instance_types if t.name == name), None)
+
+    def price_uncertain(self, node_type: str, region: str) -> bool:
+        """Whether this type's list price in this region is marked uncertain."""
+        found = self.instance_type(node_type)
+        price = found.prices.get(region) if found else None
+        return price is not None and price.uncertain

@@ -106,6 +106,12 @@ def test_schema_is_a_json_schema_requiring_the_header(cli, kind):
     assert schema["additionalProperties"] is False
 
 
+def test_schema_as_a_table_is_refused(cli):
+    result = cli.invoke(app, ["schema", "Job", "-o", "table"])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == "error: --output: a schema is printed as json or yaml, got table\n"
+
+
 def test_schema_yaml_output(cli):
     result = cli.invoke(app, ["schema", "Job", "-o", "yaml"])
     assert yaml.safe_load(result.stdout)["title"] == "Job"
@@ -116,7 +122,7 @@ def test_providers_list_filters_by_gpu(cli):
     rows = json.loads(result.stdout)
     assert rows
     assert {r["accelerator"] for r in rows} == {"H100"}
-    assert {"p5.48xlarge", "a3-highgpu-8g"} <= {r["type"] for r in rows}
+    assert {"p5.48xlarge", "a3-highgpu-8g"} <= {r["node_type"] for r in rows}
 
 
 def test_providers_prices_are_sorted_by_gpu_hour(cli):
@@ -140,7 +146,7 @@ def test_pools_list_uses_the_mesh_and_catalogs_beside_it(cli, tmp_path: Path):
     assert cli.invoke(app, ["init", str(tmp_path)]).exit_code == 0
     result = cli.invoke(app, ["--mesh", str(tmp_path / "mesh.yaml"), "pools", "list", "-o", "json"])
     assert result.exit_code == 0, result.output
-    assert [(r["name"], r["provider"]) for r in json.loads(result.stdout)] == [
+    assert [(r["pool"], r["provider"]) for r in json.loads(result.stdout)] == [
         ("onprem", "local"),
         ("aws-burst", "aws"),
         ("gcp-burst", "gcp"),

@@ -9,9 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
+from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
 from meshctl.cli.app import app
+from meshctl.cli.shapes.mesh import LeakedInstance
 from meshctl.clouds.aws import AwsCloud
 from meshctl.clouds.base import LaunchRequest
 from meshctl.state import InstanceRecord, open_store
@@ -57,8 +59,9 @@ def test_gc_finds_and_terminates_a_leaked_instance(
     )
     assert dry.exit_code == 0, dry.output
     assert [(r["instance"], r["action"]) for r in json.loads(dry.stdout)] == [
-        (leaked, "would terminate")
+        (leaked, "would_terminate")
     ]
+    TypeAdapter(list[LeakedInstance]).validate_python(json.loads(dry.stdout))  # the contract
     done = runner.invoke(app, ["--mesh", str(mesh), "gc", "--min-age", "0", "-o", "json"])
     assert [(r["instance"], r["action"]) for r in json.loads(done.stdout)] == [
         (leaked, "terminated")

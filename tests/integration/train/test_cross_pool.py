@@ -86,7 +86,7 @@ def test_a_run_started_in_one_pool_resumes_in_the_other_from_s3(
         assert time.monotonic() < deadline, f"{job_id} never reached step 25: {seen}"
         time.sleep(0.25)
     first = mesh.show(job_id)
-    pool, [node] = str(first["pool"]), str(first["nodes"]).split(", ")
+    pool, [node] = str(first["pool"]), first["nodes"]
     cluster = local.LocalCluster.load(local.run_file(mesh.home / "run", pool))
     local.remove_node(cluster, node, mesh.home / "run")  # the pool's only GPU node dies
     assert mesh.run("jobs", "wait", job_id, "--timeout", str(WAIT_S), env=AWS).returncode == 0

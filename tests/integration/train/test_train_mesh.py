@@ -136,13 +136,13 @@ def test_a_node_killed_mid_training_resumes_elsewhere_with_identical_weights(
     out = tmp_path / "weights.json"
     job_id = train(mesh, "node-kill", output=str(out))
     wait_for_step(mesh, job_id, 25)
-    [victim] = str(mesh.show(job_id)["nodes"]).split(", ")
+    [victim] = mesh.show(job_id)["nodes"]
     local.remove_node(mesh.cluster(), victim, mesh.home / "run")  # the node dies
     try:
         assert mesh.run("jobs", "wait", job_id, "--timeout", str(WAIT_S)).returncode == 0
         shown = mesh.show(job_id)
         assert shown["attempt"] == 2
-        assert victim not in str(shown["nodes"])
+        assert victim not in shown["nodes"]
         assert final(out)["sha256"] == reference["sha256"]  # bit for bit
         [recovery] = training(mesh, job_id)["recoveries"]
         assert recovery["resumed_from_step"] is not None
@@ -159,7 +159,7 @@ def test_an_unhealthy_node_is_left_and_the_job_resumes_from_its_checkpoint(
     checkpoint, it does at once; it is evicted and resumes on a healthy node from there."""
     job_id = train(mesh, "unhealthy", steps=2000)
     wait_for_step(mesh, job_id, 25)
-    [sick] = str(mesh.show(job_id)["nodes"]).split(", ")
+    [sick] = mesh.show(job_id)["nodes"]
     mesh.run("nodes", "health", sick, "--unhealthy", "GPU XID 79")
     uri = f"file://{mesh.cwd / 'checkpoints' / job_id}"
     try:
@@ -168,7 +168,7 @@ def test_an_unhealthy_node_is_left_and_the_job_resumes_from_its_checkpoint(
             assert time.monotonic() < deadline, "the job did not resume"
             time.sleep(0.5)
         shown = mesh.show(job_id)
-        assert sick not in str(shown["nodes"])
+        assert sick not in shown["nodes"]
         kinds = [e["kind"] for e in shown["events"]]  # type: ignore[index, union-attr]
         assert "job.checkpoint-request" in kinds
         assert "job.evicted" in kinds

@@ -23,10 +23,11 @@ def explain(cli, job: str, *extra: str) -> dict:
 
 
 def test_an_idle_mesh_places_the_job(cli):
-    decision = explain(cli, "train-resnet.yaml")
+    shown = explain(cli, "train-resnet.yaml")
+    decision = shown["decision"]
     assert decision["status"] == "placed"
     assert decision["summary"] in ("placed on gpu-rack1", "placed on gpu-rack2")
-    assert decision["actions"][0]["action"] == "place"
+    assert shown["actions"][0]["action"] == "place"
 
 
 def test_a_saturated_on_prem_pool_makes_best_effort_work_burst(cli, tmp_path: Path):
@@ -35,9 +36,9 @@ def test_a_saturated_on_prem_pool_makes_best_effort_work_burst(cli, tmp_path: Pa
         "apiVersion: meshctl/v1\nkind: MeshState\nmetadata: {name: busy}\n"
         "spec:\n  pools: {onprem: {free_gpus: 0, expected_wait_s: 30m}}\n"
     )
-    decision = explain(cli, "batch-embed.yaml", "--mesh", str(state))
-    assert decision["status"] == "provisioning"
-    (launch,) = decision["actions"]
+    shown = explain(cli, "batch-embed.yaml", "--mesh", str(state))
+    assert shown["decision"]["status"] == "provisioning"
+    (launch,) = shown["actions"]
     # a quarter GPU (4 GiB of a 24 GiB L4 fits): the only GCP type, g2-standard-8, spot 0.34
     # USD/h, beats AWS g6.xlarge spot-less 0.8048
     assert (launch["pool"], launch["node_type"], launch["spot"]) == (
@@ -45,6 +46,7 @@ def test_a_saturated_on_prem_pool_makes_best_effort_work_burst(cli, tmp_path: Pa
         "g2-standard-8",
         True,
     )
+    assert launch["price_uncertain"] is False  # g2 prices follow the catalog's exact rule
 
 
 def test_critical_work_waits_with_the_reason(cli, tmp_path: Path):
@@ -53,7 +55,7 @@ def test_critical_work_waits_with_the_reason(cli, tmp_path: Path):
         "apiVersion: meshctl/v1\nkind: MeshState\nmetadata: {name: busy}\n"
         "spec:\n  pools: {onprem: {free_gpus: 0, expected_wait_s: 2h}}\n"
     )
-    decision = explain(cli, "serve-pii.yaml", "--mesh", str(state))
+    decision = explain(cli, "serve-pii.yaml", "--mesh", str(state))["decision"]
     assert decision["status"] == "pending"
     assert decision["summary"] == (
         "pending; 2 nodes; 2 lack 1 free GPU; burst not allowed: no burst rule applies to this"

@@ -1,0 +1,87 @@
+"""What every shape is made of: strict TypedDicts, UTC times, errors, decisions and events."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, ConfigDict, with_config
+from typing_extensions import TypedDict
+
+
+def _utc_time(text: str) -> str:
+    if not text.endswith("Z") or dt.datetime.fromisoformat(text).utcoffset() != dt.timedelta(0):
+        raise ValueError(f"expected an ISO-8601 UTC time ending in Z, got {text!r}")
+    return text
+
+
+Timestamp = Annotated[str, AfterValidator(_utc_time)]
+STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+# --- errors and warnings (stderr, under -o json|yaml) ---------------------------------------
+
+
+@with_config(STRICT)
+class ProblemData(TypedDict):
+    file: Annotated[str | None, "the file the problem is in; null for a flag or a request"]
+    line: Annotated[int | None, "its line, where known"]
+    field: Annotated[str | None, "the field (spec.resources.gpus) or flag (--gpus)"]
+    message: Annotated[str, "what was expected and what was found"]
+
+
+@with_config(STRICT)
+class ErrorBody(TypedDict):
+    exit_code: Annotated[int, "the command's exit code: 1, 2 or 124"]
+    message: Annotated[str, "the first problem, as the error line would say it"]
+    problems: Annotated[list[ProblemData], "every problem"]
+
+
+@with_config(STRICT)
+class ErrorDocument(TypedDict):
+    error: ErrorBody
+
+
+@with_config(STRICT)
+class WarningBody(TypedDict):
+    message: str
+
+
+@with_config(STRICT)
+class WarningDocument(TypedDict):
+    warning: WarningBody
+
+
+# --- shared pieces ------------------------------------------------------------------------
+
+
+@with_config(STRICT)
+class EventData(TypedDict):
+    occurred_at: Timestamp
+    kind: Annotated[str, "job.pending, node.cordoned, ..."]
+    message: str
+
+
+@with_config(STRICT)
+class FilteredData(TypedDict):
+    reason: Annotated[str, "why the nodes were turned away"]
+    nodes: Annotated[int, "how many"]
+
+
+@with_config(STRICT)
+class CandidateData(TypedDict):
+    nodes: list[str]
+    total: Annotated[float, "the weighted score, in [0, 1]"]
+    scores: Annotated[dict[str, float], "each scorer's score before weighting, in [0, 1]"]
+
+
+@with_config(STRICT)
+class DecisionData(TypedDict):
+    status: Literal["placed", "pending", "preempting", "provisioning", "unschedulable"]
+    reason: Annotated[str | None, "why, when it is not placed"]
+    summary: Annotated[str, "the one line people see"]
+    nodes_considered: int
+    filtered: Annotated[list[FilteredData], "nodes turned away, by reason, most first"]
+    exhausted: Annotated[str | None, "the dimension most nodes ran out of"]
+    candidates: Annotated[list[CandidateData], "the best placements, best first"]
+    notes: Annotated[list[str], "burst, quota and preemption remarks"]

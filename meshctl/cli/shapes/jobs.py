@@ -1,0 +1,211 @@
+"""Jobs: list, show, wait, cancel, submit and explain."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired
+
+from pydantic import with_config
+from typing_extensions import TypedDict
+
+from meshctl.cli.shapes.base import STRICT, DecisionData, EventData, Timestamp
+
+# --- jobs ---------------------------------------------------------------------------------
+
+
+@with_config(STRICT)
+class JobRow(TypedDict):
+    id: str
+    name: str
+    team: str
+    state: Annotated[str, "pending, admitted, dispatched, running, succeeded, failed, ..."]
+    priority: int
+    pool: Annotated[str | None, "where it runs or ran"]
+    nodes: Annotated[list[str], "the nodes of its latest attempt"]
+    attempt: Annotated[int, "its latest attempt's number; 0: none yet"]
+    submitted_at: Timestamp
+    updated_at: Timestamp
+    age_s: Annotated[float, "seconds since it was submitted"]
+
+
+@with_config(STRICT)
+class AcceleratorAsked(TypedDict):
+    vendor: NotRequired[str]
+    any_of: list[str]
+
+
+@with_config(STRICT)
+class TopologyAsked(TypedDict):
+    domain: str
+    mode: str
+
+
+@with_config(STRICT)
+class ResourcesAsked(TypedDict):
+    gpus: Annotated[float, "per node"]
+    gpu_memory_gib: NotRequired[float]
+    accelerator: NotRequired[AcceleratorAsked]
+    cpus: float
+    memory_gib: float
+    nic_gbps: float
+    nodes: int
+    topology: NotRequired[TopologyAsked]
+
+
+@with_config(STRICT)
+class TrainData(TypedDict):
+    loop: Annotated[str, "module:function"]
+    workers: int
+    workers_per_node: int
+    min_workers: int | None
+    max_failures: int
+    hang_timeout_s: float | None
+    config: dict[str, Any]
+
+
+@with_config(STRICT)
+class AllocationData(TypedDict):
+    node: str
+    gpu_indices: list[int]
+    gpu_share: Annotated[float, "per GPU held: 1.0, or the share of a shared GPU"]
+    cpus: float
+    memory_gib: float
+    nic_gbps: float
+
+
+@with_config(STRICT)
+class AttemptData(TypedDict):
+    number: int
+    pool: str
+    submission_id: Annotated[str, "the Ray job's submission id"]
+    state: str
+    nodes: list[str]
+    started_at: Timestamp | None
+    ended_at: Timestamp | None
+    reason: Annotated[str | None, "why it ended, as Ray or meshctl said"]
+    allocations: list[AllocationData]
+    checkpoint_uri: str | None
+    stop_at: Annotated[Timestamp | None, "when a preempted or evicted attempt is stopped"]
+    preempted_for: Annotated[str | None, "the job it was preempted for"]
+
+
+@with_config(STRICT)
+class AttemptTrainingData(TypedDict):
+    attempt: int
+    resumed_from_step: Annotated[int | None, "null: from scratch"]
+    restarts: Annotated[int, "worker-group restarts inside the attempt"]
+    last_step: int | None
+    checkpoints: int
+
+
+@with_config(STRICT)
+class RecoveryData(TypedDict):
+    attempt: int
+    cause: str
+    last_step: int | None
+    resumed_from_step: int | None
+    steps_lost: int | None
+    detect_s: float | None
+    resume_s: float | None
+
+
+@with_config(STRICT)
+class TrainingData(TypedDict):
+    attempts: list[AttemptTrainingData]
+    recoveries: list[RecoveryData]
+
+
+@with_config(STRICT)
+class JobShow(JobRow):
+    kind: str
+    priority_class: str | None
+    entrypoint: str | None
+    resources: ResourcesAsked
+    train: TrainData | None
+    attempts: list[AttemptData]
+    events: list[EventData]
+    decision: Annotated[str | None, "the scheduler's latest word on it"]
+    training: NotRequired[Annotated[TrainingData, "a train job's recoveries, when recorded"]]
+
+
+@with_config(STRICT)
+class WaitRow(TypedDict):
+    id: str
+    state: str
+
+
+@with_config(STRICT)
+class CancelRow(TypedDict):
+    id: str
+    state: Annotated[str, "after the command"]
+    previous_state: str
+    cancelled: Annotated[bool, "false: it had already finished"]
+
+
+@with_config(STRICT)
+class Submitted(TypedDict):
+    id: Annotated[str | None, "the job's id; null for a dry run"]
+    name: str
+    state: Annotated[str | None, "pending; null for a dry run"]
+    priority: int
+    priority_class: str | None
+    decision: Annotated[DecisionData | None, "the plan on the idle mesh (--dry-run, --explain)"]
+
+
+@with_config(STRICT)
+class ExplainStored(TypedDict):
+    id: str
+    state: str
+    pool: str | None
+    nodes: list[str]
+    attempt: int
+    last_event: EventData | None
+    decision: Annotated[DecisionData | None, "null: the controller has not decided yet"]
+
+
+@with_config(STRICT)
+class PlaceAction(TypedDict):
+    action: Literal["place"]
+    job_id: str
+    pool: str
+    allocations: list[AllocationData]
+    score: float
+
+
+@with_config(STRICT)
+class PreemptAction(TypedDict):
+    action: Literal["preempt"]
+    victim_job_id: str
+    for_job_id: str
+    grace_s: float
+    rule: str | None
+
+
+@with_config(STRICT)
+class ProvisionAction(TypedDict):
+    action: Literal["provision"]
+    job_id: str
+    pool: str
+    node_type: str
+    count: int
+    spot: bool
+    usd_per_hour: float
+    price_uncertain: Annotated[bool, "the catalog marks this price uncertain"]
+
+
+@with_config(STRICT)
+class EvictAction(TypedDict):
+    action: Literal["evict"]
+    job_id: str
+    reason: str
+
+
+Action = Annotated[
+    PlaceAction | PreemptAction | ProvisionAction | EvictAction, "one of, by its `action`"
+]
+
+
+@with_config(STRICT)
+class ExplainPlan(TypedDict):
+    job: Annotated[str, "the job file's name"]
+    decision: DecisionData
+    actions: Annotated[list[Action], "what the cycle would do"]

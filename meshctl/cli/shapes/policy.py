@@ -1,0 +1,128 @@
+"""Policies: validate, test and explain (the policy engine's verdict for one job)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import with_config
+from typing_extensions import TypedDict
+
+from meshctl.cli.shapes.base import STRICT
+
+
+@with_config(STRICT)
+class PolicyFile(TypedDict):
+    file: str
+    policy: Annotated[str, "its metadata.name"]
+    rules: Annotated[int, "pool, burst and preemption rules"]
+    classes: Annotated[int, "priority classes"]
+    quotas: int
+    budgets: int
+
+
+@with_config(STRICT)
+class PolicyTestResult(TypedDict):
+    file: str
+    line: Annotated[int | None, "where the case starts"]
+    name: str
+    passed: bool
+    failures: Annotated[list[str], "what differed from the case's expectations"]
+
+
+@with_config(STRICT)
+class PoolVerdictData(TypedDict):
+    pool: str
+    eligible: Annotated[bool, "policy lets the job use it at all"]
+    usable: Annotated[bool, "eligible, and on-prem or a burst target now"]
+    rule: Annotated[str | None, "the rule that decided"]
+    reason: str
+
+
+@with_config(STRICT)
+class BurstTargetData(TypedDict):
+    pool: str
+    spot: bool
+    max_usd_per_hour: float | None
+    rules: list[str]
+
+
+@with_config(STRICT)
+class BlockedData(TypedDict):
+    pool: str
+    reason: Annotated[str, "the budget or rule that removed it"]
+
+
+@with_config(STRICT)
+class BurstData(TypedDict):
+    allowed: bool
+    rules: list[str]
+    targets: list[BurstTargetData]
+    blocked: list[BlockedData]
+
+
+@with_config(STRICT)
+class PreemptionData(TypedDict):
+    allowed: bool
+    rules: list[str]
+    grace_s: float
+    min_runtime_s: float
+
+
+@with_config(STRICT)
+class QuotaData(TypedDict):
+    team: str
+    state: Literal["no-quota", "within", "borrowing", "over"]
+    nominal_gpus: float | None
+    used_gpus: float
+    requested_gpus: float
+    borrowable_gpus: float
+    cohort: str | None
+    reason: str
+
+
+@with_config(STRICT)
+class BudgetData(TypedDict):
+    name: str
+    scope: Annotated[str, "pool:NAME, provider:NAME or team:NAME"]
+    spent_usd: float
+    limit_usd: float
+    state: Literal["ok", "warn", "exceeded"]
+
+
+@with_config(STRICT)
+class WeightsData(TypedDict):
+    cost: float
+    wait: float
+    locality: float
+    topology: float
+    fragmentation: float
+
+
+@with_config(STRICT)
+class TraceData(TypedDict):
+    section: Annotated[str, "pools, burst, preemption, priority, ..."]
+    rule: str
+    origin: Annotated[str, "file:line of the rule"]
+    part: Annotated[str, "when, allow, deny, to, victims, ..."]
+    expression: str
+    outcome: Literal["matched", "not matched", "error", "skipped"]
+    pool: str | None
+    detail: Annotated[str | None, "the sub-expression that decided, or the error"]
+
+
+@with_config(STRICT)
+class VerdictData(TypedDict):
+    job: Annotated[str, "the job file's name"]
+    policy_hash: str
+    priority_class: str | None
+    priority: int
+    priority_problem: Annotated[str | None, "e.g. an undefined priority class"]
+    pools: list[PoolVerdictData]
+    burst: BurstData
+    preemption: PreemptionData
+    quota: QuotaData
+    budgets: list[BudgetData]
+    weights: WeightsData
+    packing: Literal["binpack", "spread"]
+    pool_preference: list[str]
+    trace: Annotated[list[TraceData], "every rule evaluated, in order, matched or not"]

@@ -1,0 +1,57 @@
+"""Core objects as the data ``-o json|yaml`` prints, where several commands print the same
+thing (a scheduling decision, an event): built once here, shaped as ``shapes`` says."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from meshctl.cli.render import timestamp
+
+if TYPE_CHECKING:
+    from meshctl.scheduler import Decision
+    from meshctl.state import Event
+
+
+def decision_data(decision: Decision | Mapping[str, Any]) -> dict[str, Any]:
+    """A scheduling decision (``shapes.DecisionData``): live from the scheduler, or as the
+    controller recorded it (``filtered`` was a map from reason to count there)."""
+    found = decision if isinstance(decision, Mapping) else _explanation(decision)
+    filtered = found.get("filtered") or {}
+    return {
+        "status": found.get("status"),
+        "reason": found.get("reason") or None,
+        "summary": found.get("summary", ""),
+        "nodes_considered": int(found.get("nodes_considered", 0)),
+        "filtered": [
+            {"reason": why, "nodes": int(n)}
+            for why, n in sorted(filtered.items(), key=lambda item: -int(item[1]))
+        ],
+        "exhausted": found.get("exhausted"),
+        "candidates": [
+            {"nodes": list(c["nodes"]), "total": float(c["total"]), "scores": dict(c["scores"])}
+            for c in found.get("candidates", [])
+        ],
+        "notes": list(found.get("notes", [])),
+    }
+
+
+def _explanation(decision: Decision) -> dict[str, Any]:
+    return {
+        "status": decision.status,
+        "reason": decision.reason,
+        "summary": decision.summary(),
+        "nodes_considered": decision.nodes_considered,
+        "filtered": dict(decision.filtered),
+        "exhausted": decision.exhausted,
+        "candidates": [
+            {"nodes": c.nodes, "total": c.total, "scores": dict(c.scores)}
+            for c in decision.candidates
+        ],
+        "notes": decision.notes,
+    }
+
+
+def event_data(event: Event) -> dict[str, Any]:
+    """An event (``shapes.EventData``)."""
+    return {"occurred_at": timestamp(event.at_s), "kind": event.kind, "message": event.message}
