@@ -62,8 +62,8 @@ class MeshGroup(typer.core.TyperGroup):
         except typer.Exit as err:
             render.flush(err.exit_code)
             raise
-        except typer.TyperException as err:  # a usage error: typer prints it, unless -o json
-            if not render.structured_errors():
+        except typer.TyperException as err:  # a usage error of the command line
+            if type(err).__name__ == "NoArgsIsHelpError":  # typer shows the help itself
                 raise
             _fail(err.exit_code, [_usage_line(err)])
         except Exception as err:
@@ -82,12 +82,20 @@ def _fail(exit_code: int, problems: Sequence[str | Problem]) -> None:
 
 
 def _usage_line(err: Any) -> str:
-    """click's message with the command it was about (``jobs wait: Missing argument ...``)."""
+    """click's message as one line: ``--gpus: 'x9' is not a valid float (meshctl submit
+    --help)``; the flag first, as meshctl's own flag errors say it."""
     ctx = getattr(err, "ctx", None)
-    where = ""
-    if ctx is not None:
-        where = ctx.command_path[len(ctx.find_root().command_path) :].strip()
-    return f"{where}: {err.format_message()}" if where else str(err.format_message())
+    where = ctx.command_path[len(ctx.find_root().command_path) :].strip() if ctx else ""
+    hint = f" (meshctl {where} --help)" if where else " (meshctl --help)"
+    param = getattr(err, "param", None)
+    flags = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+    message = " ".join(str(getattr(err, "message", "") or err.format_message()).split())
+    message = message.removeprefix("Value error, ")  # typer's own flag types speak pydantic
+    if message.startswith("Input should be "):
+        message = "expected " + message.removeprefix("Input should be ")
+    if flags and isinstance(getattr(err, "message", None), str):
+        return f"{flags[0]}: {message.rstrip('.')}{hint}"
+    return f"{message.rstrip('.')}{hint}"
 
 
 def requested_output(args: Sequence[str]) -> str | None:

@@ -95,6 +95,43 @@ FLAG_ERRORS = [
 ]
 
 
+USAGE_ERRORS = [
+    pytest.param(
+        ["submit", "--gpus", "x9", *RUN],
+        "--gpus: expected a valid number, unable to parse string as a number "
+        "(meshctl submit --help)",
+        id="a float flag given text",
+    ),
+    pytest.param(
+        ["submit", "--nodes", "0", *RUN],
+        "--nodes: expected greater than or equal to 1 (meshctl submit --help)",
+        id="a flag under its minimum",
+    ),
+    pytest.param(
+        ["jobs", "list", "-o", "xml"],
+        "--output: 'xml' is not one of 'table', 'json', 'yaml' (meshctl jobs list --help)",
+        id="an output that is not one",
+    ),
+    pytest.param(
+        ["jobs", "wait"], "Missing argument 'jobs' (meshctl jobs wait --help)", id="no argument"
+    ),
+    pytest.param(
+        ["jobs", "list", "--bogus"],
+        "No such option: --bogus (meshctl jobs list --help)",
+        id="an unknown option",
+    ),
+    pytest.param(
+        ["nope"], "No such command 'nope'. Did you mean 'nodes'? (meshctl --help)", id="command"
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "line"), USAGE_ERRORS)
+def test_a_usage_error_is_one_line_too(cli: CliRunner, args: list[str], line: str) -> None:
+    result = cli.invoke(app, args)
+    assert (result.exit_code, result.stderr) == (2, f"error: {line}\n")
+
+
 @pytest.mark.parametrize(("args", "line"), FLAG_ERRORS)
 def test_a_flag_error_is_one_clean_line(cli: CliRunner, args: list[str], line: str) -> None:
     result = cli.invoke(app, args)
@@ -175,7 +212,7 @@ JSON_FAILURES = [
     pytest.param(
         ["submit", "--gpus", "x9", "--output=yaml", *RUN],
         2,
-        {"file": None, "line": None, "field": None},
+        {"file": None, "line": None, "field": "--gpus"},
         id="a usage error of typer's (a float flag given text)",
     ),
     pytest.param(
