@@ -15,6 +15,7 @@ from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
     from meshctl.catalog import Found
+    from meshctl.model.catalog import InstanceType
 
 app = typer.Typer(
     help="Provider catalogs: GPU instance types and their prices.", no_args_is_help=True
@@ -66,19 +67,7 @@ def list_types(
 
     found = _catalogs(ctx, provider)
     rows = [
-        {
-            "provider": f.provider,
-            "node_type": t.name,
-            "gpus": t.accelerator.count,
-            "accelerator": t.accelerator.model,
-            "gpu_memory_gib": t.accelerator.memory_gib,
-            "vcpus": t.vcpus,
-            "memory_gib": t.memory_gib,
-            "nic_gbps": t.nic_gbps,
-            "regions": sorted(t.prices),
-            "price_uncertain": any(p.uncertain for p in t.prices.values()),
-            "uncertain_fields": list(t.uncertain),
-        }
+        _type_row(f.provider, t)
         for f in found
         for t in f.catalog.spec.instance_types
         if _matches(t.accelerator.model, gpu)
@@ -98,6 +87,23 @@ def list_types(
     caption = _caption(found, marked, "a price or figure")
     shown = [_marked_type(r, found) for r in rows] if output is Output.table else rows
     render.emit(shown, columns, output, title="GPU instance types", caption=caption)
+
+
+def _type_row(provider: str, t: InstanceType) -> dict[str, Any]:
+    """An instance type as data (``shapes.ProviderType``)."""
+    return {
+        "provider": provider,
+        "node_type": t.name,
+        "gpus": t.accelerator.count,
+        "accelerator": t.accelerator.model,
+        "gpu_memory_gib": t.accelerator.memory_gib,
+        "vcpus": t.vcpus,
+        "memory_gib": t.memory_gib,
+        "nic_gbps": t.nic_gbps,
+        "regions": sorted(t.prices),
+        "price_uncertain": any(p.uncertain for p in t.prices.values()),
+        "uncertain_fields": list(t.uncertain),
+    }
 
 
 def _marked_type(row: dict[str, Any], found: list[Found]) -> dict[str, Any]:

@@ -76,23 +76,7 @@ def check(
     ``ray`` pools whose mesh entry lists no nodes (an existing cluster is what it is; its
     nodes are read from it)."""
     name = job.metadata.name
-    view: PolicyView
-    if policies is None:
-        priority, klass, view = 0, None, Permissive()
-        headroom: dict[str, float | None] = {}
-    else:
-        bound = bind(policies, mesh_snapshot(mesh, catalogs), now)
-        verdict = bound.evaluate(job)
-        priority, klass = verdict.priority, verdict.priority_class
-        view = FromPolicyEngine(bound, {name: job}, {})
-        refused = inadmissible(job, verdict, view.quotas)
-        if refused is not None:
-            raise Rejected(f"job {name} is {INADMISSIBLE}: {refused}")
-        hours = hours_left_in_month(now)
-        headroom = {
-            p.name: hourly_headroom(verdict.budgets, p.name, p.provider, hours)
-            for p in mesh.spec.pools
-        }
+    priority, klass, view, headroom = _policy_view(job, mesh, catalogs, policies, now)
     pending = Pending(name, job.spec.team, priority, Request.of(job), now.timestamp(), None)
     snapshot = snapshot_from_mesh(mesh, catalogs, None, [pending], now.timestamp(), headroom)
     for pool_name, observation in (observed or {}).items():
@@ -104,6 +88,30 @@ def check(
     if decision.status == "unschedulable":
         raise Rejected(f"job {name} can never run on this mesh: {decision.reason}")
     return Admission(priority, klass, decision)
+
+
+def _policy_view(
+    job: Job,
+    mesh: Mesh,
+    catalogs: Mapping[str, Catalog],
+    policies: PolicySet | None,
+    now: dt.datetime,
+) -> tuple[int, str | None, PolicyView, dict[str, float | None]]:
+    """The job's priority and class, what the scheduler asks of the policies, and each pool's
+    budget headroom per hour; Rejected if the policies refuse the job outright."""
+    if policies is None:
+        return 0, None, Permissive(), {}
+    bound = bind(policies, mesh_snapshot(mesh, catalogs), now)
+    verdict = bound.evaluate(job)
+    view = FromPolicyEngine(bound, {job.metadata.name: job}, {})
+    refused = inadmissible(job, verdict, view.quotas)
+    if refused is not None:
+        raise Rejected(f"job {job.metadata.name} is {INADMISSIBLE}: {refused}")
+    hours = hours_left_in_month(now)
+    headroom = {
+        p.name: hourly_headroom(verdict.budgets, p.name, p.provider, hours) for p in mesh.spec.pools
+    }
+    return verdict.priority, verdict.priority_class, view, headroom
 
 
 def inadmissible(job: Job, verdict: Verdict, quotas: Mapping[str, TeamQuota]) -> str | None:
