@@ -31,6 +31,7 @@ from meshctl.cli.shapes.jobs import (
 from meshctl.cli.shapes.mesh import (
     LeakedInstance,
     NodeRow,
+    PoolCheckRow,
     PoolRow,
     PoolShowExtra,
     ProviderPrice,
@@ -59,6 +60,11 @@ OUTPUTS: tuple[Output, ...] = (
         PoolShowExtra,
         "Every key of the pool as mesh.yaml has it (`meshctl schema Mesh`: `spec.pools[]`, "
         "by provider), defaults filled in, and:",
+    ),
+    Output(
+        "meshctl pools check",
+        list[PoolCheckRow],
+        "Exit 1 (with its error document) when a pool is unavailable; the rows still print.",
     ),
     Output("meshctl nodes list", list[NodeRow]),
     Output("meshctl jobs list", list[JobRow]),

@@ -71,6 +71,14 @@ class PoolRow(TypedDict):
 
 
 @with_config(STRICT)
+class PoolCheckRow(TypedDict):
+    pool: str
+    provider: Literal["local", "ray", "aws", "gcp"]
+    available: Annotated[bool, "the pool can be used now"]
+    reason: Annotated[str | None, "why not: not up, no credentials, ..."]
+
+
+@with_config(STRICT)
 class PriceData(TypedDict):
     node_type: str
     on_demand_usd_per_hour: Annotated[float | None, "after the pool's discount"]
