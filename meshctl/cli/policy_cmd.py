@@ -139,13 +139,22 @@ def explain(
     now: NowOption = None,
     output: OutputOption = Output.table,
 ) -> None:
-    """Every rule for one job, matched or not, and why: pools, burst, priority, quota, budget."""
+    """Every rule for one job, matched or not, and why: pools, burst, priority, quota, budget.
+
+    Exits 1 when a rule could not be evaluated for the job (one error line each on stderr);
+    the verdict shown is the one the engine acts on, failing closed."""
     from meshctl.policy import bind, mesh_snapshot
 
     context = app_context(ctx)
     m = read_moment(context, job_file, mesh_file, policies, now)
     facts = mesh_snapshot(m.mesh, context.catalog_map(), m.state)
-    _render_verdict(bind(m.policies, facts, m.now).evaluate(m.job), output)
+    verdict = bind(m.policies, facts, m.now).evaluate(m.job)
+    _render_verdict(verdict, output)
+    if verdict.errors:  # the verdict failed closed; say so where scripts and CI look
+        from meshctl.cli import render
+
+        render.problems(str(e) for e in verdict.errors)
+        raise typer.Exit(1)
 
 
 _POOL_COLUMNS = [
@@ -178,12 +187,23 @@ def _render_verdict(v: Verdict, output: Output) -> None:
     if output is not Output.table:
         data = {f.name: getattr(v, f.name) for f in fields(v) if f.name != "trace_rows"}
         data |= {"weights": v.weights.model_dump(), "trace": [asdict(t) for t in v.trace]}
+        data["burst"] = asdict(v.burst) | {
+            "blocked": [{"pool": pool, "reason": why} for pool, why in v.burst.blocked]
+        }
+        data["errors"] = [_error_data(e) for e in v.errors]
         render.emit_data(json.loads(json.dumps(data, default=_plain)), output)
         return
     klass = v.priority_class or "(none)"
     render.say(f"[bold]{v.job}[/]: priority {v.priority} (class {klass}); policies {v.policy_hash}")
     if v.priority_problem:
         render.say(f"[red]{render.esc(v.priority_problem)}[/]")
+    if v.errors:
+        render.say(
+            f"[bold red]{len(v.errors)} rule part(s) could not be evaluated for this job; the"
+            " engine failed closed (nothing they guard was widened):[/]"
+        )
+        for e in v.errors:
+            render.say(f"[red]  {render.esc(e)}[/]")
     pools = [
         {
             "pool": p.pool,
@@ -238,6 +258,19 @@ def _standing_lines(v: Verdict) -> list[str]:
         for bs in v.budgets
     ]
     return lines
+
+
+def _error_data(e: Any) -> dict[str, Any]:
+    return {
+        "section": e.section,
+        "rule": e.rule,
+        "part": e.part,
+        "file": e.path,
+        "line": e.line,
+        "pools": list(e.pools),
+        "message": e.message,
+        "effect": e.effect,
+    }
 
 
 def _plain(value: Any) -> Any:

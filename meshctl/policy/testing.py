@@ -91,7 +91,10 @@ def run_case(
     job = as_job(case.job)
     verdict = bound.evaluate(job)
     failures = check(verdict, case.expect)
-    failures += [f"runtime error in {t.rule}.{t.part}: {t.detail}" for t in verdict.errors]
+    failures += [
+        f"runtime error in {e.rule}.{e.part}: {e.message}; failing closed: {e.effect}"
+        for e in verdict.errors
+    ]
     if case.victim is not None and (case.expect.preempt is not None or case.expect.grace_s):
         victim_job = as_job(case.victim)
         _, victim_priority, _ = bound.priority_of(victim_job)
