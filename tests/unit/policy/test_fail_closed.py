@@ -237,7 +237,9 @@ def test_a_failing_preemption_rule_gives_no_right(rule, rights, allowed, part):
 
 def test_a_failure_absorbed_by_a_false_operand_is_no_failure():
     # CEL's &&: `false && error` is false; the engine splits the operands but agrees
-    spec = "pools: [{name: r, when: 'job.kind == \"train\" && job.labels.x == \"y\"', deny: 'true'}]"
+    spec = (
+        "pools: [{name: r, when: 'job.kind == \"train\" && job.labels.x == \"y\"', deny: 'true'}]"
+    )
     result = verdict(compiled(spec), labelled())
     assert result.eligible_pools == ("onprem", "aws", "gcp")
     assert result.errors == ()
@@ -246,7 +248,7 @@ def test_a_failure_absorbed_by_a_false_operand_is_no_failure():
 def test_a_failing_mesh_operand_is_a_failure_unless_a_job_operand_is_false():
     # the mesh operand runs once at bind and fails (no pool "nowhere"); the job's decides
     spec = (
-        "pools: [{name: r, when: 'mesh.pools[\"nowhere\"].free_gpus > 0.0 &&"
+        'pools: [{name: r, when: \'mesh.pools["nowhere"].free_gpus > 0.0 &&'
         " job.kind == \"train\"', deny: 'true'}]"
     )
     policies = compiled(spec)
