@@ -106,10 +106,20 @@ class AppContext:
         return docs[0].document
 
     def policy_set(self, folder: Path | None = None) -> PolicySet:
+        """The policies in ``folder`` (default: ``policy_dir``), compiled and checked against
+        the mesh: a pool or provider it does not have is an error (InvalidFileError), not a
+        rule that silently never matches. ``up``, ``submit`` and the controller come here."""
         from meshctl.policy.compiled import compile_policies
+        from meshctl.policy.names import MeshNames, policy_problems
         from meshctl.policyfiles import read_policy_files
+        from meshctl.problems import InvalidFileError
 
-        return compile_policies(read_policy_files([folder or self.policy_dir()]).policies)
+        sources = read_policy_files([folder or self.policy_dir()]).policies
+        policies = compile_policies(sources)
+        problems = policy_problems(sources, MeshNames.of(self.mesh()))
+        if problems:
+            raise InvalidFileError(problems)
+        return policies
 
     def rules(self, policies: Path | None = None) -> Rules:
         from meshctl.controller.decide import Rules

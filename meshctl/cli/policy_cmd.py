@@ -40,14 +40,71 @@ def read_policies(context: AppContext, paths: list[Path] | None) -> tuple[Policy
     return files, compile_policies(files.policies)
 
 
+def _policies_mesh(context: AppContext, paths: list[Path] | None) -> Mesh:
+    """The mesh the policies are written for: ``--mesh``, else ``mesh.yaml`` beside their
+    folder (as ``meshctl init`` lays them out), else the mesh in use."""
+    from meshctl.policyfiles import read_mesh
+
+    if context.mesh_path is not None:
+        return context.mesh()
+    for path in paths or [context.policy_dir()]:
+        beside = (path if path.is_dir() else path.parent).parent / "mesh.yaml"
+        if beside.is_file():
+            return read_mesh(beside)
+    return context.mesh()
+
+
+def _test_mesh(context: AppContext, files: PolicyFiles, path: str, test: Any) -> Mesh:
+    """A test's mesh: the one it names, else ``mesh.yaml`` beside ``policies/``, else the
+    mesh in use."""
+    from meshctl.policyfiles import read_mesh
+
+    folder = files.test_dirs[path]
+    if test.spec.mesh is not None:
+        return read_mesh(folder / test.spec.mesh)
+    if (folder.parent.parent / "mesh.yaml").is_file():
+        return read_mesh(folder.parent.parent / "mesh.yaml")
+    return context.mesh()
+
+
+def _check_names(
+    context: AppContext, paths: list[Path] | None, files: PolicyFiles
+) -> dict[str, Mesh]:
+    """Pools, providers and accelerator models the policies and their tests name, against
+    their meshes and the catalogs: every problem at once (InvalidFileError, exit 2). Returns
+    each test file's mesh."""
+    from meshctl.catalog.check import job_models, resources_accelerators
+    from meshctl.policy.names import MeshNames, policy_problems, policy_test_problems
+    from meshctl.problems import InvalidFileError
+
+    problems = policy_problems(files.policies, MeshNames.of(_policies_mesh(context, paths)))
+    meshes = {path: _test_mesh(context, files, path, test) for path, test, _ in files.tests}
+    catalogs = context.catalog_map()
+    for path, test, line_of in files.tests:
+        problems += policy_test_problems(path, test, line_of, MeshNames.of(meshes[path]))
+        known = job_models(catalogs, meshes[path])
+        for i, case in enumerate(test.spec.cases):
+            for role, spec in (("job", case.job), ("victim", case.victim)):
+                if spec is not None:
+                    at = ("spec", "cases", i, role)
+                    problems += resources_accelerators(path, spec.resources, line_of, at, known)
+    if problems:
+        raise InvalidFileError(problems)
+    return meshes
+
+
 @app.command("validate")
 def validate(
     ctx: typer.Context, paths: PathsArgument = None, output: OutputOption = Output.table
 ) -> None:
-    """Check policy files: schema, CEL, field references, conflicts between files."""
+    """Check policy files and their tests: schema, CEL syntax, field references and types,
+    conflicts between files, and the pools, providers and accelerator models they name
+    against the mesh (beside the policies folder, else the one in use) and the catalogs."""
     from meshctl.cli import render
 
-    files, policies = read_policies(app_context(ctx), paths)
+    context = app_context(ctx)
+    files, policies = read_policies(context, paths)
+    _check_names(context, paths, files)
     rows = [
         {
             "file": s.path,
@@ -58,6 +115,7 @@ def validate(
             "classes": len(s.policy.spec.priority_classes),
             "quotas": len(s.policy.spec.quotas),
             "budgets": len(s.policy.spec.budgets),
+            "policy_hash": policies.content_hash,
         }
         for s in files.policies
     ]
@@ -88,23 +146,18 @@ def _snapshot_for(context: AppContext, mesh: Mesh | None, state: MeshState | Non
 def run_policy_tests(
     ctx: typer.Context, paths: PathsArgument = None, output: OutputOption = Output.table
 ) -> None:
-    """Run the table-driven cases in policies/tests/*.yaml; exit 1 on any failure."""
+    """Run the table-driven cases in policies/tests/*.yaml; exit 1 on any failure (2 when a
+    file is invalid or names a pool, provider or accelerator the mesh and catalogs lack)."""
     from meshctl.cli import render
     from meshctl.policy.testing import run_tests
-    from meshctl.policyfiles import read_mesh
 
     context = app_context(ctx)
     files, policies = read_policies(context, paths)
+    meshes = _check_names(context, paths, files)
 
     def snapshot_of(test: Any) -> Any:
-        mesh = context.mesh()
         path = next(p for p, t, _ in files.tests if t is test)
-        folder = files.test_dirs[path]
-        if test.spec.mesh is not None:
-            mesh = read_mesh(folder / test.spec.mesh)
-        elif (folder.parent.parent / "mesh.yaml").is_file():
-            mesh = read_mesh(folder.parent.parent / "mesh.yaml")
-        return lambda state: _snapshot_for(context, mesh, state)
+        return lambda state: _snapshot_for(context, meshes[path], state)
 
     results = run_tests(policies, files.tests, snapshot_of)
     failed = [r for r in results if not r.passed]
@@ -116,18 +169,24 @@ def run_policy_tests(
                 render.say(f"     {render.esc(failure)}")
         render.plain(f"{len(results) - len(failed)} passed, {len(failed)} failed")
     else:
-        render.emit_data(
-            [
-                {"test": r.test, "name": r.name, "passed": r.passed, "failures": list(r.failures)}
-                for r in results
-            ],
-            output,
-        )
+        render.emit_data([_case_data(r) for r in results], output)
     if not results:
         render.problems(["no policy test cases found (expected tests/*.yaml beside the policies)"])
         raise typer.Exit(1)
     if failed:
         raise typer.Exit(1)
+
+
+def _case_data(r: Any) -> dict[str, Any]:
+    path, _, line = r.test.rpartition(":")
+    return {
+        "test": r.test,
+        "file": path,
+        "line": int(line),
+        "name": r.name,
+        "passed": r.passed,
+        "failures": list(r.failures),
+    }
 
 
 @app.command("explain")

@@ -69,7 +69,7 @@ def _lookup_of(tree: Node, key: str) -> Node | None:
         if _looks_up(node, key):
             assert isinstance(node, Select | Index)
             found.append((node.start, node.operand))
-        stack.extend(_children(node))
+        stack.extend(children(node))
     return min(found, key=lambda f: f[0])[1] if found else None
 
 
@@ -79,7 +79,7 @@ def _looks_up(node: Node, key: str) -> bool:
     return isinstance(node, Index) and isinstance(node.index, Literal) and node.index.value == key
 
 
-def _children(node: Node) -> list[Node]:
+def children(node: Node) -> list[Node]:
     out: list[Node] = []
     for item_field in fields(node):
         value = getattr(node, item_field.name)

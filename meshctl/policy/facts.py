@@ -75,7 +75,8 @@ def mesh_snapshot(
     for pool in mesh.spec.pools:
         cap = pool_capacity(pool, catalogs)
         now = moment.get(pool.name)
-        free = cap.gpus if now is None or now.free_gpus is None else now.free_gpus
+        gpus = cap.gpus if now is None or now.gpus is None else now.gpus
+        free = gpus if now is None or now.free_gpus is None else now.free_gpus
         pools.append(
             PoolFacts(
                 name=pool.name,
@@ -83,7 +84,7 @@ def mesh_snapshot(
                 region=getattr(pool, "region", ""),
                 labels=dict(pool.labels),
                 accelerators=cap.accelerators,
-                gpus=cap.gpus,
+                gpus=gpus,
                 usd_per_gpu_hour=cap.usd_per_gpu_hour,
                 free_gpus=float(free),
                 queued_jobs=now.queued_jobs if now else 0,
