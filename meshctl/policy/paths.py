@@ -21,6 +21,7 @@ KEYWORDS: Final = frozenset(
      "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
      "void", "while"}
 )  # fmt: skip
+NAMESPACES: Final = frozenset({"optional"})
 TYPE_NAMES: Final = frozenset(
     {"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type",
      "dyn"}
@@ -65,8 +66,20 @@ class PathChecker:
                 continue
             if self.is_op(i - 1, "."):
                 self.bind(i, scopes)
-            elif not self.is_op(i + 1, "("):  # a call of a global function is no reference
+            elif self.is_op(i + 1, "(") or self.namespace(i):
+                continue  # a call of a global function (or optional.of) is no reference
+            else:
                 self.root(i, scopes)
+
+    def namespace(self, i: int) -> bool:
+        """``optional.of(...)``: a function's namespace, not a variable (unless one is bound
+        or allowed under that name)."""
+        return (
+            self.tokens[i].text in NAMESPACES
+            and self.tokens[i].text not in self.allowed
+            and self.is_op(i + 1, ".")
+            and self.is_op(i + 3, "(")
+        )
 
     def bind(self, i: int, scopes: list[tuple[str, int, Any]]) -> None:
         """``.exists(t, ...)`` binds ``t`` until its closing parenthesis."""

@@ -26,7 +26,7 @@ import cel
 from meshctl.policy.expr import ParseError, check, env_of, parse
 from meshctl.policy.expr.lex import Token, tokenize
 from meshctl.policy.expr.nodes import Node
-from meshctl.policy.paths import _CLOSE, _OPEN, TYPE_NAMES, PathChecker, _add
+from meshctl.policy.paths import _CLOSE, _OPEN, NAMESPACES, TYPE_NAMES, PathChecker, _add
 from meshctl.policy.variables import SCHEMA
 
 __all__ = [
@@ -167,15 +167,16 @@ def _analyse(
     checker = PathChecker(source, frozenset(allowed), schema)
     checker.scan()
     problems = checker.problems
+    known = checker.bound | frozenset(allowed) | TYPE_NAMES | (NAMESPACES - checker.free)
     for name in variables:
-        if name not in checker.bound and name not in allowed and name not in TYPE_NAMES:
+        if name not in known:
             _add(problems, checker.unavailable(name))
     used = checker.free | (frozenset(variables) - checker.bound)
     roots = frozenset(name for name in variables if name in schema and name in used)
     found: list[Found] = [(p, None) for p in problems]
     tree = _tree(source)
     if not found and tree is not None:
-        _, type_problems = check(tree, env_of(sorted(allowed), schema))
+        type_problems = check(tree, env_of(sorted(allowed), schema)).problems
         found = [
             (f"type error at {_where(source, p.pos)}: {p.message}", p.pos) for p in type_problems
         ]

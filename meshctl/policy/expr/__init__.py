@@ -6,15 +6,15 @@ what the installed ``cel`` really does at run time (which differs from the CEL s
 in places: it compares int with double, negates a bool, adds a map's keys to a list):
 
     tree = parse(source)                     # nodes.py; ParseError with a column otherwise
-    problems = check(tree, source, env)      # check.py over types.py and functions.py
+    checked = check(tree, env)               # check.py over types.py and functions.py
 
 Pure: standard library only (and ``cel`` in the tests that verify the function table).
 """
 
 from __future__ import annotations
 
-from meshctl.policy.expr.check import TypeProblem, check, env_of
+from meshctl.policy.expr.check import Checked, TypeProblem, check, env_of
 from meshctl.policy.expr.nodes import Node
 from meshctl.policy.expr.parse import ParseError, parse
 
-__all__ = ["Node", "ParseError", "TypeProblem", "check", "env_of", "parse"]
+__all__ = ["Checked", "Node", "ParseError", "TypeProblem", "check", "env_of", "parse"]

@@ -66,6 +66,13 @@ class TypeProblem:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class Checked:
+    type: Type  # what the expression gives
+    problems: list[TypeProblem]
+    dynamic: bool  # some operation was let through only because a value was dyn
+
+
 def env_of(names: Sequence[str], schema: Mapping[str, Any]) -> dict[str, Type]:
     """The types of the variables ``names`` as ``schema`` (variables.SCHEMA) describes them."""
     return {name: _schema_type(name, id(schema), schema) for name in names if name in schema}
@@ -81,14 +88,16 @@ def _schema_type(name: str, schema_id: int, schema: Mapping[str, Any]) -> Type:
     return _SCHEMA_TYPES[key]
 
 
-def check(tree: Node, env: Env, want_bool: bool = True) -> tuple[Type, list[TypeProblem]]:
+def check(tree: Node, env: Env, want_bool: bool = True) -> Checked:
     """The type ``tree`` gives and every problem found; with ``want_bool``, a result that is
-    not a boolean is one."""
+    not a boolean is one. An expression without problems that is not ``dynamic`` cannot fail
+    with a type error at run time (tests/unit/policy/test_expr_check.py holds it to that)."""
     checker = _Checker(env)
     result = checker.type_of(tree)
     if want_bool and not checker.problems and result.kind not in ("bool", "dyn"):
         checker.problem(tree.start, f"the expression gives {article(result)}; expected a boolean")
-    return result, checker.problems
+    dynamic = checker.dynamic or result.kind == "dyn"
+    return Checked(result, checker.problems, dynamic)
 
 
 def _inner(node: Node) -> Node | None:
@@ -104,6 +113,12 @@ class _Checker:
     def __init__(self, env: Env) -> None:
         self.scopes: list[Env] = [env]
         self.problems: list[TypeProblem] = []
+        self.dynamic = False
+
+    def lean(self, *types: Type) -> None:
+        """Note when a check passes only because some value is dyn."""
+        if any(t.kind == "dyn" for t in types):
+            self.dynamic = True
 
     def problem(self, pos: int, message: str) -> Type:
         self.problems.append(TypeProblem(pos, message))
@@ -180,6 +195,7 @@ class _Checker:
     # --- members ---------------------------------------------------------------------------
 
     def member(self, node: Node, target: Type) -> Type:
+        self.lean(target)
         if isinstance(node, Select):
             return self.select(node, target)
         if isinstance(node, Index):
@@ -211,6 +227,7 @@ class _Checker:
             self.has(arg)
             return BOOL
         target = self.type_of(arg.operand)
+        self.lean(target)
         if target.kind in ("map", "dyn", "optional") or (
             target.kind == "object" and arg.field in target.fields
         ):
@@ -222,6 +239,7 @@ class _Checker:
         )
 
     def index(self, node: Index, target: Type, key: Type) -> Type:
+        self.lean(key)
         if target.kind == "object":
             if isinstance(node.index, Literal) and node.index.kind == "string":
                 found = target.fields.get(str(node.index.value))
@@ -232,7 +250,7 @@ class _Checker:
                 return found
             target = map_of(Type("string"), DYN)
         if target.kind == "dyn":
-            if key.kind in MAP_KEYS or key.kind == "dyn":
+            if key.kind in MAP_KEYS or key.kind in ("dyn", "optional"):
                 return DYN
             return self.problem(node.index.start, _bad_key(key))
         found = fn.resolve(fn.OPERATORS["[]"], [target, key])
@@ -246,7 +264,7 @@ class _Checker:
 
     def comprehension(self, node: Comprehension, target: Type) -> Type:
         if target.kind not in ("list", "map", "object", "dyn"):
-            self.problem(node.start, f"'{node.macro}' ranges over a list or a map, got {target}")
+            self.problem(node.name_pos, f"'{node.macro}' ranges over a list or a map, got {target}")
             target = DYN
         var = target.element if target.kind != "dyn" else DYN
         self.scopes.append({node.var: var})
@@ -256,6 +274,7 @@ class _Checker:
             self.scopes.pop()
         predicates = node.args if node.macro != "map" else node.args[:-1]
         for arg, t in zip(predicates, types, strict=False):
+            self.lean(t)
             if t.kind not in ("bool", "dyn"):
                 self.problem(
                     arg.start, f"the condition of '{node.macro}' gives {t}; expected a boolean"
@@ -267,6 +286,7 @@ class _Checker:
         return BOOL
 
     def method(self, node: Call, target: Type, args: list[Type]) -> Type:
+        self.lean(*args)
         overloads = fn.METHODS.get(node.function)
         if overloads is None:
             return self.problem(node.name_pos, _unknown_method(node.function, target))
@@ -282,6 +302,7 @@ class _Checker:
         return self.problem(node.name_pos, _bad_arguments(node.function, mine, args, 1))
 
     def call(self, node: Call, name: str, args: list[Type]) -> Type:
+        self.lean(*(a for a in args if name not in ("dyn", "type")))
         overloads = fn.GLOBALS.get(name)
         if overloads is None:
             return self.problem(node.name_pos, _unknown_function(name))
@@ -294,6 +315,7 @@ class _Checker:
 
     def unary(self, node: Unary) -> Type:
         operand = self.type_of(node.operand)
+        self.lean(operand)
         found = fn.resolve(fn.OPERATORS[f"{node.op}_"], [operand])
         if found is not None:
             return found
@@ -305,6 +327,8 @@ class _Checker:
         left = self.type_of(node.operands[0])
         for op, pos, operand in zip(node.ops, node.op_pos, node.operands[1:], strict=True):
             right = self.type_of(operand)
+            if op not in ("==", "!="):
+                self.lean(left, right)
             found = fn.resolve(fn.OPERATORS[op], [left, right])
             if found is None:
                 found = self.problem(pos, _bad_operands(op, (left, right), (left_node, operand)))
@@ -314,12 +338,14 @@ class _Checker:
     def logical(self, node: Logical) -> Type:
         for operand in node.operands:
             t = self.type_of(operand)
+            self.lean(t)
             if t.kind not in ("bool", "dyn"):
                 self.problem(operand.start, f"'{node.op}' needs booleans on both sides, got {t}")
         return BOOL
 
     def conditional(self, node: Conditional) -> Type:
         cond = self.type_of(node.cond)
+        self.lean(cond)
         if cond.kind not in ("bool", "dyn"):
             self.problem(
                 node.cond.start, f"the condition before '?' gives {cond}; expected a boolean"
@@ -330,6 +356,7 @@ class _Checker:
         keys, values = [], []
         for key, value in node.entries:
             t = self.type_of(key)
+            self.lean(t)
             if t.kind not in MAP_KEYS and t.kind != "dyn":
                 self.problem(key.start, _bad_key(t))
             keys.append(t)

@@ -9,8 +9,8 @@ timestamp accessors take no time zone, and the extension libraries (``lowerAscii
 ``split``, ``math.*`` ...) are not there: meshctl never registers ``cel.stdlib``.
 
 A parameter is a type kind, ``num`` (int, uint or double), ``key`` (what a map may be keyed
-by: int, uint, bool, string), ``map`` (a map or an object: objects are maps at run time) or
-``any``. ``dyn`` fits every parameter.
+by: int, uint, bool, string, or an optional holding one), ``map`` (a map or an object:
+objects are maps at run time) or ``any``. ``dyn`` fits every parameter.
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def accepts(param: str, t: Type) -> bool:
         return True
     if param == "num":
         return t.kind in NUMBERS
-    if param == "key":
-        return t.kind in MAP_KEYS
+    if param == "key":  # an optional with a value stands for its value
+        return t.kind in MAP_KEYS or t.kind == "optional"
     if param == "map":
         return t.kind in ("map", "object")
     return t.kind == param
@@ -247,6 +247,7 @@ OPERATORS: Final[Mapping[str, tuple[Overload, ...]]] = {
         _o("list int", _element(0), "[1, 2][1]"),
         _o("list uint", _element(0), "[1, 2][1u]"),
         _o("map key", _value(0), '{"a": 1}["a"]'),
+        _o("optional any", _is(optional_of(DYN)), "optional.none()[1]"),
     ),
     "!_": (_o("bool", _is(BOOL), "!false"),),
     "-_": (

@@ -1,8 +1,8 @@
 """The AST of a CEL expression: frozen nodes that know where in the source they are.
 
 ``start`` and ``end`` are offsets into the source (``source[n.start:n.end]`` is the node's
-text, a valid expression on its own for every node but a bound macro variable), so problems can
-name a column and ``explain`` can show and re-run an operand. Chains of one precedence level
+text, with its parentheses: a valid expression on its own), so problems can name a column and
+``explain`` can show and re-run an operand. Chains of one precedence level
 are one node (``Chain``, ``Logical``), and a run of ``!`` or ``-`` one ``Unary`` or none:
 the tree's depth follows the brackets, not the length of the expression, so walking it never
 recurses deeper than the parser allows brackets to nest.
@@ -124,3 +124,4 @@ class Comprehension(Node):
     var: str
     var_pos: int
     args: tuple[Node, ...]
+    name_pos: int

@@ -23,6 +23,7 @@ syntax) and backquoted names are not supported; expressions may nest 96 deep (br
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Final, NoReturn, TypeVar
 
 from meshctl.policy.expr import literals
@@ -249,7 +250,9 @@ class _Parser:
         var = args[0]
         if not isinstance(var, Ident):
             self.fail("argument must be a simple name", var.start)
-        return Comprehension(target.start, end, name.text, target, var.name, var.start, args[1:])
+        return Comprehension(
+            target.start, end, name.text, target, var.name, var.start, args[1:], name.pos
+        )
 
     def arguments(self) -> tuple[tuple[Node, ...], int]:
         """``(a, b)``, from its ``(``: the arguments and the end of the ``)``."""
@@ -271,8 +274,8 @@ class _Parser:
         if token.kind == "op" and token.text == "(":
             self.take()
             node = self.expr()
-            self.expect(")")
-            return node
+            close = self.expect(")")
+            return replace(node, start=token.pos, end=self.end_of(close))  # its text: `(a)`
         if token.kind == "op" and token.text == "[":
             return self.list_()
         if token.kind == "op" and token.text == "{":
