@@ -18,9 +18,8 @@ from meshctl.cli.options import (
 from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
-    from meshctl.model import Mesh, MeshState
+    from meshctl.model import Mesh
     from meshctl.policy.compiled import PolicySet
-    from meshctl.policy.facts import MeshSnapshot
     from meshctl.policy.verdict import Verdict
     from meshctl.policyfiles import PolicyFiles
 
@@ -136,12 +135,6 @@ def validate(
     )
 
 
-def _snapshot_for(context: AppContext, mesh: Mesh | None, state: MeshState | None) -> MeshSnapshot:
-    from meshctl.policy.facts import mesh_snapshot
-
-    return mesh_snapshot(mesh or context.mesh(), context.catalog_map(), state)
-
-
 @app.command("test")
 def run_policy_tests(
     ctx: typer.Context, paths: PathsArgument = None, output: OutputOption = Output.table
@@ -155,9 +148,13 @@ def run_policy_tests(
     files, policies = read_policies(context, paths)
     meshes = _check_names(context, paths, files)
 
+    from meshctl.policy.facts import mesh_snapshot
+
+    catalogs = context.catalog_map()  # read once, not per case
+
     def snapshot_of(test: Any) -> Any:
         path = next(p for p, t, _ in files.tests if t is test)
-        return lambda state: _snapshot_for(context, meshes[path], state)
+        return lambda state: mesh_snapshot(meshes[path], catalogs, state)
 
     results = run_tests(policies, files.tests, snapshot_of)
     failed = [r for r in results if not r.passed]
