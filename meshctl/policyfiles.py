@@ -103,6 +103,21 @@ def read_mesh_or_state(path: Path) -> tuple[Mesh | None, MeshState | None]:
     return read_mesh(path.parent / doc.spec.mesh), doc
 
 
+def written_for(folder: Path) -> Path | None:
+    """The mesh the shipped example policies are written for (the embedded default mesh),
+    when ``folder`` is where they ship; None for any other folder. The examples are the
+    fallback for a mesh that has no policies of its own, so they are checked against the mesh
+    they name, not against whichever mesh falls back on them."""
+    from meshctl.resources import data_dir
+
+    shipped = Path(str(data_dir("policies")))
+    try:
+        same = folder.resolve() == shipped.resolve()
+    except OSError:
+        return None
+    return Path(str(data_dir("examples"))) / "mesh.yaml" if same else None
+
+
 def read_mesh(path: Path) -> Mesh:
     (loaded, *rest) = load_path(path)
     if rest or not isinstance(loaded.document, Mesh):

@@ -111,12 +111,15 @@ class AppContext:
         rule that silently never matches. ``up``, ``submit`` and the controller come here."""
         from meshctl.policy.compiled import compile_policies
         from meshctl.policy.names import MeshNames, policy_problems
-        from meshctl.policyfiles import read_policy_files
+        from meshctl.policyfiles import read_mesh, read_policy_files, written_for
         from meshctl.problems import InvalidFileError
 
-        sources = read_policy_files([folder or self.policy_dir()]).policies
+        folder = folder or self.policy_dir()
+        sources = read_policy_files([folder]).policies
         policies = compile_policies(sources)
-        problems = policy_problems(sources, MeshNames.of(self.mesh()))
+        example_mesh = written_for(folder)  # the shipped examples: checked against theirs
+        mesh = read_mesh(example_mesh) if example_mesh else self.mesh()
+        problems = policy_problems(sources, MeshNames.of(mesh))
         if problems:
             raise InvalidFileError(problems)
         return policies

@@ -41,28 +41,34 @@ def read_policies(context: AppContext, paths: list[Path] | None) -> tuple[Policy
 
 def _policies_mesh(context: AppContext, paths: list[Path] | None) -> Mesh:
     """The mesh the policies are written for: ``--mesh``, else ``mesh.yaml`` beside their
-    folder (as ``meshctl init`` lays them out), else the mesh in use."""
-    from meshctl.policyfiles import read_mesh
+    folder (as ``meshctl init`` lays them out), else for the shipped examples the embedded
+    default mesh, else the mesh in use."""
+    from meshctl.policyfiles import read_mesh, written_for
 
     if context.mesh_path is not None:
         return context.mesh()
     for path in paths or [context.policy_dir()]:
-        beside = (path if path.is_dir() else path.parent).parent / "mesh.yaml"
+        folder = path if path.is_dir() else path.parent
+        beside = folder.parent / "mesh.yaml"
         if beside.is_file():
             return read_mesh(beside)
+        if example_mesh := written_for(folder):
+            return read_mesh(example_mesh)
     return context.mesh()
 
 
 def _test_mesh(context: AppContext, files: PolicyFiles, path: str, test: Any) -> Mesh:
-    """A test's mesh: the one it names, else ``mesh.yaml`` beside ``policies/``, else the
-    mesh in use."""
-    from meshctl.policyfiles import read_mesh
+    """A test's mesh: the one it names, else ``mesh.yaml`` beside ``policies/``, else for the
+    shipped examples' tests the embedded default mesh, else the mesh in use."""
+    from meshctl.policyfiles import read_mesh, written_for
 
     folder = files.test_dirs[path]
     if test.spec.mesh is not None:
         return read_mesh(folder / test.spec.mesh)
     if (folder.parent.parent / "mesh.yaml").is_file():
         return read_mesh(folder.parent.parent / "mesh.yaml")
+    if example_mesh := written_for(folder.parent):
+        return read_mesh(example_mesh)
     return context.mesh()
 
 

@@ -232,3 +232,20 @@ def test_the_policy_set_commands_use_is_checked_against_the_mesh(project: Path) 
     _misname(project)
     with pytest.raises(InvalidFileError, match="'gcp-brust'; did you mean 'gcp-burst'"):
         context.policy_set(project / "policies")
+
+
+def test_the_shipped_examples_are_checked_against_the_mesh_they_are_written_for(tmp_path):
+    # a mesh with no policies of its own falls back on the shipped examples, which name the
+    # embedded default mesh's pools; they are checked against that mesh, not refused for this
+    from meshctl.resources import data_dir
+
+    (tmp_path / "mesh.yaml").write_text(
+        "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: lab}\nspec:\n  pools:\n"
+        "    - {name: lab, provider: local, nodes: [{name: n, cpus: 1, memory_gib: 1GiB}]}\n"
+    )
+    context = AppContext(tmp_path / "home", tmp_path / "mesh.yaml", None)
+    shipped = Path(str(data_dir("policies")))
+    assert context.policy_set(shipped).pool_preference == ("onprem", "gcp-burst", "aws-burst")
+    copied = Path(shutil.copytree(shipped, tmp_path / "policies"))
+    with pytest.raises(InvalidFileError, match="expected a pool of the mesh \\(lab\\)"):
+        context.policy_set(copied)
