@@ -240,20 +240,25 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def _render_verdict(v: Verdict, output: Output) -> None:
+def _verdict_data(v: Verdict) -> Any:
+    """The verdict as plain data for json / yaml."""
     import json
     from dataclasses import asdict, fields
 
+    data = {f.name: getattr(v, f.name) for f in fields(v) if f.name != "trace_rows"}
+    data |= {"weights": v.weights.model_dump(), "trace": [asdict(t) for t in v.trace]}
+    data["burst"] = asdict(v.burst) | {
+        "blocked": [{"pool": pool, "reason": why} for pool, why in v.burst.blocked]
+    }
+    data["errors"] = [_error_data(e) for e in v.errors]
+    return json.loads(json.dumps(data, default=_plain))
+
+
+def _render_verdict(v: Verdict, output: Output) -> None:
     from meshctl.cli import render
 
     if output is not Output.table:
-        data = {f.name: getattr(v, f.name) for f in fields(v) if f.name != "trace_rows"}
-        data |= {"weights": v.weights.model_dump(), "trace": [asdict(t) for t in v.trace]}
-        data["burst"] = asdict(v.burst) | {
-            "blocked": [{"pool": pool, "reason": why} for pool, why in v.burst.blocked]
-        }
-        data["errors"] = [_error_data(e) for e in v.errors]
-        render.emit_data(json.loads(json.dumps(data, default=_plain)), output)
+        render.emit_data(_verdict_data(v), output)
         return
     klass = v.priority_class or "(none)"
     render.say(f"[bold]{v.job}[/]: priority {v.priority} (class {klass}); policies {v.policy_hash}")

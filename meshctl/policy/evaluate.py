@@ -34,9 +34,11 @@ from meshctl.policy.verdict import (
     Outcome,
     PoolVerdict,
     PreemptionRights,
+    RuleError,
     TraceRow,
     Verdict,
     VictimVerdict,
+    errors_of,
 )
 
 POOL_ONLY = frozenset({"pool", "mesh", "now"})
@@ -98,6 +100,7 @@ class BoundPolicies:
         self._budgets = budget_standings(policies.budgets, mesh)  # mesh-only: once per bind
         self._job_fields = policies.job_fields
         self._job_in_context: Job | None = None  # whose map "job" holds now
+        self._victim_in_context: VictimFacts | None = None  # whose map "victim" holds now
         # preemptor -> the preemption rules whose `when` matches it (they read job and mesh)
         self._preempting: dict[int, tuple[Job, list[PreemptionRuleC]]] = {}
         self._victims_static = {
@@ -317,7 +320,8 @@ class BoundPolicies:
         """Whether ``job`` may take ``victim``'s GPUs: the victim has lower priority, and some
         rule whose ``when`` matches picks it with ``victims`` and its minimum runtime is met.
         Every rule is looked at; among those that allow it, the longest grace wins (the
-        victim-friendly choice, independent of rule order)."""
+        victim-friendly choice, independent of rule order). A ``victims`` expression that
+        fails takes no victim; the failure is in the verdict's ``errors``."""
         klass, priority, _ = self.priority_of(job)
         if victim.priority >= priority:
             return VictimVerdict(
@@ -333,36 +337,43 @@ class BoundPolicies:
             ]
             found = self._preempting[id(job)] = (job, rules)
         trace = _Trace()
-        allowing: list[PreemptionRuleC] = []
-        too_fresh: list[PreemptionRuleC] = []
-        in_context = False
-        for rule in found[1]:
-            # A `victims` expression that reads neither runtime field gives the same answer
-            # for every victim of one job file, priority and pool: asked once per cycle.
-            key = (id(rule), id(job), id(victim.job), victim.priority, victim.pool)
-            memo = self._victims_memo.get(key) if self._victims_static[id(rule)] else None
-            if memo is not None and memo[0] is job and memo[1] is victim.job:
-                result = memo[2]
-            else:
-                if not in_context:
-                    victim_class, _, _ = self.priority_of(victim.job)
-                    victim_map = build_victim_map(victim, victim_class or "")
-                    self._context.add_variable("victim", victim_map)
-                    in_context = True
-                result = run(rule.victims, self._context)
-                if self._victims_static[id(rule)]:
-                    self._victims_memo[key] = (job, victim.job, result)
-            if trace.add("preemption", rule, "victims", rule.victims, result) != "matched":
-                continue  # a victims expression that fails takes no victim
-            (allowing if victim.runtime_s >= rule.min_runtime_s else too_fresh).append(rule)
-        if allowing:
-            best = max(allowing, key=lambda r: (r.grace_s, r.name))
-            return VictimVerdict(True, best.name, best.grace_s, f"allowed by {best.name}")
-        if too_fresh:
-            rule = min(too_fresh, key=lambda r: (r.min_runtime_s, r.name))
-            ran = f"victim ran {victim.runtime_s:g} s < {rule.min_runtime_s:g} s"
-            return VictimVerdict(False, rule.name, rule.grace_s, ran)
-        return VictimVerdict(False, None, 0.0, "no preemption rule lets this job take the victim")
+        picked = [r for r in found[1] if self._picks_victim(r, job, victim, trace) == "matched"]
+        failed = any(row[4][0] == "error" for row in trace.entries)
+        return _victim_verdict(victim, picked, errors_of(tuple(trace.entries)) if failed else ())
+
+    def _picks_victim(
+        self, rule: PreemptionRuleC, job: Job, victim: VictimFacts, trace: _Trace
+    ) -> Outcome:
+        # A `victims` expression that reads neither runtime field gives the same answer for
+        # every victim of one job file, priority and pool: asked once per cycle.
+        key = (id(rule), id(job), id(victim.job), victim.priority, victim.pool)
+        memo = self._victims_memo.get(key) if self._victims_static[id(rule)] else None
+        if memo is not None and memo[0] is job and memo[1] is victim.job:
+            result = memo[2]
+        else:
+            if self._victim_in_context is not victim:
+                victim_class, _, _ = self.priority_of(victim.job)
+                self._context.add_variable("victim", build_victim_map(victim, victim_class or ""))
+                self._victim_in_context = victim
+            result = run(rule.victims, self._context)
+            if self._victims_static[id(rule)]:
+                self._victims_memo[key] = (job, victim.job, result)
+        return trace.add("preemption", rule, "victims", rule.victims, result)
+
+
+def _victim_verdict(
+    victim: VictimFacts, picked: list[PreemptionRuleC], errors: tuple[RuleError, ...]
+) -> VictimVerdict:
+    allowing = [r for r in picked if victim.runtime_s >= r.min_runtime_s]
+    if allowing:
+        best = max(allowing, key=lambda r: (r.grace_s, r.name))
+        return VictimVerdict(True, best.name, best.grace_s, f"allowed by {best.name}", errors)
+    if picked:
+        rule = min(picked, key=lambda r: (r.min_runtime_s, r.name))
+        ran = f"victim ran {victim.runtime_s:g} s < {rule.min_runtime_s:g} s"
+        return VictimVerdict(False, rule.name, rule.grace_s, ran, errors)
+    reason = "no preemption rule lets this job take the victim"
+    return VictimVerdict(False, None, 0.0, reason, errors)
 
 
 def _closed(what: str, rule: PoolRuleC, detail: str) -> str:

@@ -102,29 +102,23 @@ def why_not(
 ) -> str:
     """The operand that decided, in source order: for "not matched" the first false one (and
     inside it, the first false operand of an ``&&``, or every operand of an ``||``); for
-    "error" the first that failed."""
-    results = [(part, _run(part.source, variables)) for part in parts]
-    if outcome == "not matched":
-        for part, (value, _) in results:
-            if value is False:
-                return (
-                    _false(part.tree, part.source, variables)
-                    if part.tree
-                    else f"false: {part.source}"
-                )
-        return detail or "false"
-    for part, (_, error) in results:
-        if error is not None and len(parts) > 1:
-            return f"{detail or error} in `{part.source}`"
-    return detail
+    "error" the first that failed, and why."""
+    for part in parts:
+        value, error = _run(part, variables)
+        if outcome == "not matched" and value is False:
+            return (
+                _false(part.tree, part.source, variables) if part.tree else f"false: {part.source}"
+            )
+        if outcome == "error" and error is not None:
+            return f"{error} in `{part.source}`" if len(parts) > 1 else error
+    return detail or ("false" if outcome == "not matched" else "")
 
 
 def _false(node: Node, source: str, variables: Mapping[str, Any]) -> str:
     text = source[node.start : node.end]
     if isinstance(node, Logical) and node.op == "&&":
         for operand in node.operands:
-            value, _ = _run(source[operand.start : operand.end], variables)
-            if value is False:
+            if _value(source[operand.start : operand.end], variables) is False:
                 return _false(operand, source, variables)
     if isinstance(node, Logical) and node.op == "||":
         shown = "; ".join(f"`{source[o.start : o.end]}`" for o in node.operands)
@@ -132,12 +126,23 @@ def _false(node: Node, source: str, variables: Mapping[str, Any]) -> str:
     return f"false: {text}"
 
 
-def _run(source: str, variables: Mapping[str, Any]) -> tuple[object, str | None]:
-    """(value, None) or (None, why it failed)."""
+def _run(part: Compiled, variables: Mapping[str, Any]) -> tuple[object, str | None]:
+    """(its value, None), or (None, why it failed) in the words evaluation uses."""
     try:
-        return _program(source).execute(dict(variables)), None
+        value = part.program.execute(dict(variables))
     except Exception as err:
-        return None, str(err).splitlines()[0] if str(err) else type(err).__name__
+        return None, failure(part, err)
+    if isinstance(value, bool):
+        return value, None
+    return None, f"expected a boolean, got {type(value).__name__} {value!r}"
+
+
+def _value(source: str, variables: Mapping[str, Any]) -> object:
+    """A sub-expression's value; None if it fails."""
+    try:
+        return _program(source).execute(dict(variables))
+    except Exception:
+        return None
 
 
 @lru_cache(maxsize=1024)

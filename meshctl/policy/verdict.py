@@ -85,9 +85,11 @@ class RuleError:
 
 def errors_of(rows: tuple[TraceRow, ...]) -> tuple[RuleError, ...]:
     grouped: dict[tuple[str, str, str], RuleError] = {}
-    for section, rule, part, _, (outcome, detail), pool, _ in rows:
+    for row in rows:
+        section, rule, part, _, (outcome, _), pool, _ = row
         if outcome != "error":
             continue
+        detail = trace_of(row).detail  # the operand that failed, in source order
         key = (section, rule.name, part)
         found = grouped.get(key)
         if found is None:
@@ -144,6 +146,7 @@ class VictimVerdict:
     rule: str | None
     grace_s: float
     reason: str
+    errors: tuple[RuleError, ...] = ()  # victims expressions that could not be evaluated
 
 
 @dataclass(frozen=True, slots=True)

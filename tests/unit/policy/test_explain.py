@@ -106,3 +106,18 @@ def test_deciding_does_not_run_the_job_operands_a_false_mesh_operand_makes_moot(
     result = bound.evaluate(job())
     assert ran == []  # no job operand, no selector: the rule was decided at bind
     assert detail(result, "b") == 'false: mesh.pools["onprem"].expected_wait_s > 600.0'
+
+
+def test_of_two_failing_operands_the_first_in_source_order_is_named_with_its_own_failure():
+    # bind ran the mesh operand first (it fails too); the job's operand comes first in the file
+    policies = compiled(
+        'pools: [{name: r, when: \'job.labels.x == "y" && mesh.pools["nowhere"].cloud\','
+        " deny: pool.cloud}]"
+    )
+    result = verdict(policies, job())
+    expected = (
+        "no key 'x' in job.labels; test for it with has(job.labels.x) or \"x\" in job.labels"
+        ' in `job.labels.x == "y"`'
+    )
+    assert detail(result, "r") == expected
+    assert [e.message for e in result.errors] == [expected]
