@@ -21,7 +21,8 @@ _SUFFIXES = (".yaml", ".yml")
 @dataclass
 class PolicyFiles:
     policies: list[Source] = field(default_factory=list)
-    tests: list[tuple[str, PolicyTest, Callable[[int], int]]] = field(default_factory=list)
+    # (path, test, line_of): line_of(*loc) is the line of that key in the test's file
+    tests: list[tuple[str, PolicyTest, Callable[..., int]]] = field(default_factory=list)
     test_dirs: dict[str, Path] = field(default_factory=dict)  # test path -> its file's folder
 
 
@@ -37,9 +38,9 @@ def _add(
 ) -> None:
     doc = loaded.document
     if isinstance(doc, Policy) and want in (None, Policy):
-        found.policies.append(Source(loaded.path, doc, loaded.lines))
+        found.policies.append(Source(loaded.path, doc, loaded.lines, _text(loaded.path)))
     elif isinstance(doc, PolicyTest) and want in (None, PolicyTest):
-        found.tests.append((loaded.path, doc, _case_lines(loaded)))
+        found.tests.append((loaded.path, doc, loaded.line_of))
         found.test_dirs[loaded.path] = Path(loaded.path).parent
     else:
         expected = want.__name__ if want else "Policy or PolicyTest"
@@ -48,8 +49,13 @@ def _add(
         )
 
 
-def _case_lines(loaded: Loaded) -> Callable[[int], int]:
-    return lambda i: loaded.line_of("spec", "cases", i)
+def _text(path: str) -> str:
+    """A policy file's text, to point inside expressions written over several lines (it was
+    just read whole; reading it again cannot fail but for a race, and then lines are coarser)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def read_policy_files(paths: Sequence[Path]) -> PolicyFiles:
@@ -95,6 +101,21 @@ def read_mesh_or_state(path: Path) -> tuple[Mesh | None, MeshState | None]:
     if doc.spec.mesh is None:
         return None, doc
     return read_mesh(path.parent / doc.spec.mesh), doc
+
+
+def written_for(folder: Path) -> Path | None:
+    """The mesh the shipped example policies are written for (the embedded default mesh),
+    when ``folder`` is where they ship; None for any other folder. The examples are the
+    fallback for a mesh that has no policies of its own, so they are checked against the mesh
+    they name, not against whichever mesh falls back on them."""
+    from meshctl.resources import data_dir
+
+    shipped = Path(str(data_dir("policies")))
+    try:
+        same = folder.resolve() == shipped.resolve()
+    except OSError:
+        return None
+    return Path(str(data_dir("examples"))) / "mesh.yaml" if same else None
 
 
 def read_mesh(path: Path) -> Mesh:

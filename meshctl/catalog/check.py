@@ -1,15 +1,24 @@
 """Cross-file checks: every cloud node type a mesh names must be in its provider's catalog,
-priced in the pool's region."""
+priced in the pool's region; every accelerator model a mesh's on-prem nodes or a job name must
+be one the catalogs know (for a job, or one of the mesh's own nodes), so ``H100-SXM`` is an
+error with "did you mean 'H100'?" instead of a job that waits forever for a GPU nobody has.
+
+Models compare without regard to case, as the scheduler matches them.
+"""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 
-from meshctl.files import Loaded
-from meshctl.model import Catalog, Mesh
-from meshctl.model.mesh import CloudPoolBase
-from meshctl.problems import Problem
+from meshctl.files import Loaded, load_path
+from meshctl.model import Catalog, Job, Mesh
+from meshctl.model.job import Resources
+from meshctl.model.mesh import CloudPoolBase, LocalPool, RayPool
+from meshctl.problems import InvalidFileError, Problem
+
+Loc = tuple[str | int, ...]
 
 
 def mesh_node_types(loaded: Loaded, catalogs: Mapping[str, Catalog]) -> list[Problem]:
@@ -42,3 +51,100 @@ def _node_type_problem(name: str, region: str, catalog: Catalog) -> str | None:
         priced = ", ".join(sorted(found.prices)) or "no region"
         return f"{name} has no price for {region} in the {provider} catalog (priced in: {priced})"
     return None
+
+
+# --- accelerator models ------------------------------------------------------------------------
+
+
+def catalog_models(catalogs: Mapping[str, Catalog]) -> dict[str, str]:
+    """Every accelerator model the catalogs sell, by its lower-case name."""
+    return {
+        t.accelerator.model.lower(): t.accelerator.model
+        for catalog in catalogs.values()
+        for t in catalog.spec.instance_types
+    }
+
+
+def mesh_models(mesh: Mesh) -> dict[str, str]:
+    """The accelerator models of a mesh's on-prem nodes, by lower-case name."""
+    return {
+        group.accelerator.model.lower(): group.accelerator.model
+        for pool in mesh.spec.pools
+        if isinstance(pool, LocalPool | RayPool)
+        for group in pool.nodes
+        if group.accelerator is not None
+    }
+
+
+def _model_problem(model: str, known: Mapping[str, str], what: str) -> str | None:
+    if model.lower() in known:
+        return None
+    names = sorted(set(known.values()))
+    close = difflib.get_close_matches(model.lower(), list(known), n=1, cutoff=0.5)
+    hint = f"; did you mean {known[close[0]]!r}?" if close else f" ({', '.join(names)})"
+    return f"expected an accelerator model {what}, got {model!r}{hint}"
+
+
+def mesh_accelerators(loaded: Loaded, catalogs: Mapping[str, Catalog]) -> list[Problem]:
+    """On-prem node groups whose accelerator model no catalog knows."""
+    mesh = loaded.document
+    if not isinstance(mesh, Mesh):
+        return []
+    known = catalog_models(catalogs)
+    problems = []
+    for i, pool in enumerate(mesh.spec.pools):
+        if not isinstance(pool, LocalPool | RayPool):
+            continue
+        for j, group in enumerate(pool.nodes):
+            if group.accelerator is None:
+                continue
+            message = _model_problem(group.accelerator.model, known, "the catalogs know")
+            if message:
+                loc = ("spec", "pools", i, "nodes", j, "accelerator", "model")
+                problems.append(Problem(loaded.path, loaded.line_of(*loc), _dotted(loc), message))
+    return problems
+
+
+def resources_accelerators(
+    path: str,
+    resources: Resources,
+    line_of: Callable[..., int],
+    at: Loc,
+    known: Mapping[str, str],
+) -> list[Problem]:
+    """The models of a job's ``accelerator.any_of`` (under ``at``) that ``known`` lacks."""
+    problems = []
+    selector = resources.accelerator
+    for k, model in enumerate(selector.any_of if selector else ()):
+        message = _model_problem(model, known, "the catalogs or the mesh's nodes have")
+        if message:
+            loc = (*at, "resources", "accelerator", "any_of", k)
+            problems.append(Problem(path, line_of(*loc), _dotted(loc), message))
+    return problems
+
+
+def job_models(catalogs: Mapping[str, Catalog], mesh: Mesh | None) -> dict[str, str]:
+    """What a job may ask for: the catalogs' models and the mesh's own nodes'."""
+    return catalog_models(catalogs) | (mesh_models(mesh) if mesh is not None else {})
+
+
+def job_accelerators(
+    loaded: Loaded, catalogs: Mapping[str, Catalog], mesh: Mesh | None
+) -> list[Problem]:
+    """A job file's accelerator models that neither the catalogs nor the mesh know."""
+    job = loaded.document
+    if not isinstance(job, Job):
+        return []
+    known = job_models(catalogs, mesh)
+    return resources_accelerators(loaded.path, job.spec.resources, loaded.line_of, ("spec",), known)
+
+
+def check_job_file(path: Path, catalogs: Mapping[str, Catalog], mesh: Mesh | None) -> None:
+    """``job_accelerators`` for a job file: InvalidFileError with every problem."""
+    problems = [p for loaded in load_path(path) for p in job_accelerators(loaded, catalogs, mesh)]
+    if problems:
+        raise InvalidFileError(problems)
+
+
+def _dotted(loc: Sequence[str | int] | Iterable[str | int]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")

@@ -106,10 +106,23 @@ class AppContext:
         return docs[0].document
 
     def policy_set(self, folder: Path | None = None) -> PolicySet:
+        """The policies in ``folder`` (default: ``policy_dir``), compiled and checked against
+        the mesh: a pool or provider it does not have is an error (InvalidFileError), not a
+        rule that silently never matches. ``up``, ``submit`` and the controller come here."""
         from meshctl.policy.compiled import compile_policies
-        from meshctl.policyfiles import read_policy_files
+        from meshctl.policy.names import MeshNames, policy_problems
+        from meshctl.policyfiles import read_mesh, read_policy_files, written_for
+        from meshctl.problems import InvalidFileError
 
-        return compile_policies(read_policy_files([folder or self.policy_dir()]).policies)
+        folder = folder or self.policy_dir()
+        sources = read_policy_files([folder]).policies
+        policies = compile_policies(sources)
+        example_mesh = written_for(folder)  # the shipped examples: checked against theirs
+        mesh = read_mesh(example_mesh) if example_mesh else self.mesh()
+        problems = policy_problems(sources, MeshNames.of(mesh))
+        if problems:
+            raise InvalidFileError(problems)
+        return policies
 
     def rules(self, policies: Path | None = None) -> Rules:
         from meshctl.controller.decide import Rules

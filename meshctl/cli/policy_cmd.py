@@ -18,9 +18,8 @@ from meshctl.cli.options import (
 from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
-    from meshctl.model import Mesh, MeshState
+    from meshctl.model import Mesh
     from meshctl.policy.compiled import PolicySet
-    from meshctl.policy.facts import MeshSnapshot
     from meshctl.policy.verdict import Verdict
     from meshctl.policyfiles import PolicyFiles
 
@@ -40,14 +39,77 @@ def read_policies(context: AppContext, paths: list[Path] | None) -> tuple[Policy
     return files, compile_policies(files.policies)
 
 
+def _policies_mesh(context: AppContext, paths: list[Path] | None) -> Mesh:
+    """The mesh the policies are written for: ``--mesh``, else ``mesh.yaml`` beside their
+    folder (as ``meshctl init`` lays them out), else for the shipped examples the embedded
+    default mesh, else the mesh in use."""
+    from meshctl.policyfiles import read_mesh, written_for
+
+    if context.mesh_path is not None:
+        return context.mesh()
+    for path in paths or [context.policy_dir()]:
+        folder = path if path.is_dir() else path.parent
+        beside = folder.parent / "mesh.yaml"
+        if beside.is_file():
+            return read_mesh(beside)
+        if example_mesh := written_for(folder):
+            return read_mesh(example_mesh)
+    return context.mesh()
+
+
+def _test_mesh(context: AppContext, files: PolicyFiles, path: str, test: Any) -> Mesh:
+    """A test's mesh: the one it names, else ``mesh.yaml`` beside ``policies/``, else for the
+    shipped examples' tests the embedded default mesh, else the mesh in use."""
+    from meshctl.policyfiles import read_mesh, written_for
+
+    folder = files.test_dirs[path]
+    if test.spec.mesh is not None:
+        return read_mesh(folder / test.spec.mesh)
+    if (folder.parent.parent / "mesh.yaml").is_file():
+        return read_mesh(folder.parent.parent / "mesh.yaml")
+    if example_mesh := written_for(folder.parent):
+        return read_mesh(example_mesh)
+    return context.mesh()
+
+
+def _check_names(
+    context: AppContext, paths: list[Path] | None, files: PolicyFiles
+) -> dict[str, Mesh]:
+    """Pools, providers and accelerator models the policies and their tests name, against
+    their meshes and the catalogs: every problem at once (InvalidFileError, exit 2). Returns
+    each test file's mesh."""
+    from meshctl.catalog.check import job_models, resources_accelerators
+    from meshctl.policy.names import MeshNames, policy_problems, policy_test_problems
+    from meshctl.problems import InvalidFileError
+
+    problems = policy_problems(files.policies, MeshNames.of(_policies_mesh(context, paths)))
+    meshes = {path: _test_mesh(context, files, path, test) for path, test, _ in files.tests}
+    catalogs = context.catalog_map()
+    for path, test, line_of in files.tests:
+        problems += policy_test_problems(path, test, line_of, MeshNames.of(meshes[path]))
+        known = job_models(catalogs, meshes[path])
+        for i, case in enumerate(test.spec.cases):
+            for role, spec in (("job", case.job), ("victim", case.victim)):
+                if spec is not None:
+                    at = ("spec", "cases", i, role)
+                    problems += resources_accelerators(path, spec.resources, line_of, at, known)
+    if problems:
+        raise InvalidFileError(problems)
+    return meshes
+
+
 @app.command("validate")
 def validate(
     ctx: typer.Context, paths: PathsArgument = None, output: OutputOption = Output.table
 ) -> None:
-    """Check policy files: schema, CEL, field references, conflicts between files."""
+    """Check policy files and their tests: schema, CEL syntax, field references and types,
+    conflicts between files, and the pools, providers and accelerator models they name
+    against the mesh (beside the policies folder, else the one in use) and the catalogs."""
     from meshctl.cli import render
 
-    files, policies = read_policies(app_context(ctx), paths)
+    context = app_context(ctx)
+    files, policies = read_policies(context, paths)
+    _check_names(context, paths, files)
     rows = [
         {
             "file": s.path,
@@ -58,6 +120,7 @@ def validate(
             "classes": len(s.policy.spec.priority_classes),
             "quotas": len(s.policy.spec.quotas),
             "budgets": len(s.policy.spec.budgets),
+            "policy_hash": policies.content_hash,
         }
         for s in files.policies
     ]
@@ -78,33 +141,26 @@ def validate(
     )
 
 
-def _snapshot_for(context: AppContext, mesh: Mesh | None, state: MeshState | None) -> MeshSnapshot:
-    from meshctl.policy.facts import mesh_snapshot
-
-    return mesh_snapshot(mesh or context.mesh(), context.catalog_map(), state)
-
-
 @app.command("test")
 def run_policy_tests(
     ctx: typer.Context, paths: PathsArgument = None, output: OutputOption = Output.table
 ) -> None:
-    """Run the table-driven cases in policies/tests/*.yaml; exit 1 on any failure."""
+    """Run the table-driven cases in policies/tests/*.yaml; exit 1 on any failure (2 when a
+    file is invalid or names a pool, provider or accelerator the mesh and catalogs lack)."""
     from meshctl.cli import render
     from meshctl.policy.testing import run_tests
-    from meshctl.policyfiles import read_mesh
 
     context = app_context(ctx)
     files, policies = read_policies(context, paths)
+    meshes = _check_names(context, paths, files)
+
+    from meshctl.policy.facts import mesh_snapshot
+
+    catalogs = context.catalog_map()  # read once, not per case
 
     def snapshot_of(test: Any) -> Any:
-        mesh = context.mesh()
         path = next(p for p, t, _ in files.tests if t is test)
-        folder = files.test_dirs[path]
-        if test.spec.mesh is not None:
-            mesh = read_mesh(folder / test.spec.mesh)
-        elif (folder.parent.parent / "mesh.yaml").is_file():
-            mesh = read_mesh(folder.parent.parent / "mesh.yaml")
-        return lambda state: _snapshot_for(context, mesh, state)
+        return lambda state: mesh_snapshot(meshes[path], catalogs, state)
 
     results = run_tests(policies, files.tests, snapshot_of)
     failed = [r for r in results if not r.passed]
@@ -145,13 +201,22 @@ def explain(
     now: NowOption = None,
     output: OutputOption = Output.table,
 ) -> None:
-    """Every rule for one job, matched or not, and why: pools, burst, priority, quota, budget."""
+    """Every rule for one job, matched or not, and why: pools, burst, priority, quota, budget.
+
+    Exits 1 when a rule could not be evaluated for the job (one error line each on stderr);
+    the verdict shown is the one the engine acts on, failing closed."""
     from meshctl.policy import bind, mesh_snapshot
 
     context = app_context(ctx)
     m = read_moment(context, job_file, mesh_file, policies, now)
     facts = mesh_snapshot(m.mesh, context.catalog_map(), m.state)
-    _render_verdict(bind(m.policies, facts, m.now).evaluate(m.job), output)
+    verdict = bind(m.policies, facts, m.now).evaluate(m.job)
+    _render_verdict(verdict, output)
+    if verdict.errors:  # the verdict failed closed; say so where scripts and CI look
+        from meshctl.cli import render
+
+        render.problems(str(e) for e in verdict.errors)
+        raise typer.Exit(1)
 
 
 _POOL_COLUMNS = [
@@ -175,24 +240,38 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def _render_verdict(v: Verdict, output: Output) -> None:
+def _verdict_data(v: Verdict) -> Any:
+    """The verdict as plain data for json / yaml."""
     import json
     from dataclasses import asdict, fields
 
+    data = {f.name: getattr(v, f.name) for f in fields(v) if f.name != "trace_rows"}
+    trace = [asdict(t) | {"detail": t.detail or None} for t in v.trace]
+    data |= {"weights": v.weights.model_dump(), "trace": trace}
+    data["burst"] = asdict(v.burst) | {
+        "blocked": [{"pool": pool, "reason": why} for pool, why in v.burst.blocked]
+    }
+    data["errors"] = [_error_data(e) for e in v.errors]
+    return json.loads(json.dumps(data, default=_plain))
+
+
+def _render_verdict(v: Verdict, output: Output) -> None:
     from meshctl.cli import render
 
     if output is not Output.table:
-        data = {f.name: getattr(v, f.name) for f in fields(v) if f.name != "trace_rows"}
-        trace = [asdict(t) | {"detail": t.detail or None} for t in v.trace]
-        data |= {"weights": v.weights.model_dump(), "trace": trace}
-        blocked = [{"pool": pool, "reason": why} for pool, why in v.burst.blocked]
-        data["burst"] = asdict(v.burst) | {"blocked": blocked}
-        render.emit_data(json.loads(json.dumps(data, default=_plain)), output)
+        render.emit_data(_verdict_data(v), output)
         return
     klass = v.priority_class or "(none)"
     render.say(f"[bold]{v.job}[/]: priority {v.priority} (class {klass}); policies {v.policy_hash}")
     if v.priority_problem:
         render.say(f"[red]{render.esc(v.priority_problem)}[/]")
+    if v.errors:
+        render.say(
+            f"[bold red]{len(v.errors)} rule part(s) could not be evaluated for this job; the"
+            " engine failed closed (nothing they guard was widened):[/]"
+        )
+        for e in v.errors:
+            render.say(f"[red]  {render.esc(e)}[/]")
     pools = [
         {
             "pool": p.pool,
@@ -247,6 +326,19 @@ def _standing_lines(v: Verdict) -> list[str]:
         for bs in v.budgets
     ]
     return lines
+
+
+def _error_data(e: Any) -> dict[str, Any]:
+    return {
+        "section": e.section,
+        "rule": e.rule,
+        "part": e.part,
+        "file": e.path,
+        "line": e.line,
+        "pools": list(e.pools),
+        "message": e.message,
+        "effect": e.effect,
+    }
 
 
 def _plain(value: Any) -> Any:

@@ -76,6 +76,9 @@ def submit(
                 f"{', '.join(given)}: describe a job given as a command; edit {args[0]} instead"
             )
         job, job_dir = _from_file(Path(args[0]))
+        from meshctl.catalog.check import check_job_file  # an unknown GPU model: file:line
+
+        check_job_file(Path(args[0]), context.catalog_map(), context.mesh())
         work: Path | None = (job_dir / job.spec.working_dir).resolve()
     elif args:
         job = _from_command(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -39,8 +39,10 @@ def _expand(paths: list[Path]) -> list[Path]:
 
 def _cross_file_problems(ctx: typer.Context, loaded: list[Loaded]) -> list[Problem]:
     """Checks across the files given together: policies compiled as one set (CEL, references,
-    conflicts), meshes against the catalogs (those given with them first)."""
-    from meshctl.catalog.check import mesh_node_types
+    types, conflicts); meshes against the catalogs (those given with them first); and with a
+    mesh among the files, the pools that policies, policy tests and mesh moments name, and the
+    accelerator models of jobs and test cases."""
+    from meshctl.catalog.check import mesh_accelerators, mesh_node_types
     from meshctl.model import Catalog, Policy
     from meshctl.policy import Source, compile_policies
     from meshctl.problems import InvalidFileError
@@ -49,15 +51,79 @@ def _cross_file_problems(ctx: typer.Context, loaded: list[Loaded]) -> list[Probl
     catalogs = app_context(ctx).catalog_map() | {
         d.document.spec.provider: d.document for d in loaded if isinstance(d.document, Catalog)
     }
+    sources = [
+        Source(d.path, d.document, d.lines, _text(d.path))
+        for d in loaded
+        if isinstance(d.document, Policy)
+    ]
     try:
-        compile_policies(
-            [Source(d.path, d.document, d.lines) for d in loaded if isinstance(d.document, Policy)]
-        )
+        compile_policies(sources)
     except InvalidFileError as err:
         problems.extend(err.problems)
     for doc in loaded:
         problems.extend(mesh_node_types(doc, catalogs))
+        problems.extend(mesh_accelerators(doc, catalogs))
+    return problems + _named_problems(ctx, loaded, sources, catalogs)
+
+
+def _named_problems(
+    ctx: typer.Context, loaded: list[Loaded], sources: list[Any], catalogs: dict[str, Any]
+) -> list[Problem]:
+    """Pools named against the meshes given (none given: not checked), accelerator models of
+    jobs and policy-test cases against the catalogs and a mesh's nodes."""
+    from meshctl.catalog.check import job_accelerators, job_models, resources_accelerators
+    from meshctl.model import Mesh, MeshState, PolicyTest
+    from meshctl.policy.names import (
+        MeshNames,
+        moment_problems,
+        policy_problems,
+        policy_test_problems,
+    )
+
+    meshes = [d.document for d in loaded if isinstance(d.document, Mesh)]
+    mesh = meshes[0] if len(meshes) == 1 else _mesh_in_use(ctx) if not meshes else None
+    problems = [p for d in loaded for p in job_accelerators(d, catalogs, mesh)]
+    known = job_models(catalogs, mesh)
+    for d in loaded:
+        if isinstance(d.document, PolicyTest):
+            for i, case in enumerate(d.document.spec.cases):
+                for role, spec in (("job", case.job), ("victim", case.victim)):
+                    if spec is not None:
+                        at = ("spec", "cases", i, role)
+                        problems += resources_accelerators(
+                            d.path, spec.resources, d.line_of, at, known
+                        )
+    if not meshes:
+        return problems
+    names = MeshNames(
+        frozenset(p.name for m in meshes for p in m.spec.pools),
+        frozenset(p.provider for m in meshes for p in m.spec.pools),
+    )
+    problems += policy_problems(sources, names)
+    for d in loaded:
+        if isinstance(d.document, MeshState):
+            problems += moment_problems(d.path, d.document.spec, d.line_of, ("spec",), names)
+        elif isinstance(d.document, PolicyTest):
+            problems += policy_test_problems(d.path, d.document, d.line_of, names)
     return problems
+
+
+def _mesh_in_use(ctx: typer.Context) -> Any:
+    """The mesh jobs are checked against when none is given; None if it cannot be read (that
+    is its own problem, reported where it is used)."""
+    from meshctl.problems import InvalidFileError
+
+    try:
+        return app_context(ctx).mesh()
+    except InvalidFileError:
+        return None
+
+
+def _text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def validate(

@@ -17,6 +17,9 @@ NonNegative = Annotated[float, Field(ge=0, le=1e12)]
 
 
 class PoolState(Model):
+    gpus: Annotated[int, Field(ge=0, le=10_000_000)] | None = Field(
+        None, description="GPUs the pool has now, e.g. with nodes down (default: its configured)"
+    )
     free_gpus: NonNegative | None = Field(None, description="default: every GPU of the pool")
     queued_jobs: Annotated[int, Field(ge=0, le=10_000_000)] = 0
     expected_wait_s: DurationS = 0.0

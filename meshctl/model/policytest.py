@@ -1,7 +1,10 @@
 """Policy tests: table-driven cases, like ``opa test``, run by ``meshctl policy test``.
 
-Each case gives a job (job-spec fields; the entrypoint may be left out), optionally a mesh
-moment and a running victim, and what the policies must decide.
+Each case gives a job (job-spec fields, with its name and labels; the entrypoint may be left
+out), optionally a mesh moment and a running victim, and what the policies must decide. Every
+field a rule can read (``meshctl.policy.variables``) can be set here: the job's and victim's
+from the case, the pools' and teams' moment from ``state``, the pools' configuration (provider,
+labels, region) from the mesh file the test names.
 """
 
 from __future__ import annotations
@@ -11,23 +14,54 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from meshctl.model.base import DocumentModel, DurationS, Model, Name, UsdPerHour
+from meshctl.model.base import DocumentModel, DurationS, Labels, Model, Name, UsdPerHour
 from meshctl.model.job import JobSpec
 from meshctl.model.meshstate import Moment
 
 DEFAULT_NOW = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.UTC)
 
 
+class CaseMetadata(Model):
+    """A job file's ``metadata``, for cases copied from one."""
+
+    name: Name | None = None
+    labels: Labels = Field(default_factory=dict)
+
+
 class CaseJob(JobSpec):
     name: Name = "job"
+    labels: Labels = Field(default_factory=dict, description="the job's metadata.labels")
+    metadata: CaseMetadata | None = Field(
+        None, description="as in a job file: the name and labels (or give them at the top)"
+    )
     entrypoint: Annotated[str, Field(min_length=1)] = "python main.py"
     kind: Literal["train", "inference", "batch", "interactive"] = "batch"
+
+    @model_validator(mode="after")
+    def _said_once(self) -> CaseJob:
+        meta = self.metadata
+        if meta is not None and meta.name is not None and "name" in self.model_fields_set:
+            raise ValueError("give the job's name once: `name` or `metadata.name`")
+        if meta is not None and meta.labels and self.labels:
+            raise ValueError("give the job's labels once: `labels` or `metadata.labels`")
+        return self
+
+    @property
+    def job_name(self) -> str:
+        return self.metadata.name if self.metadata and self.metadata.name else self.name
+
+    @property
+    def job_labels(self) -> dict[str, str]:
+        return dict(self.metadata.labels if self.metadata and self.metadata.labels else self.labels)
 
 
 class CaseVictim(CaseJob):
     pool: Name
     runtime_s: DurationS = 3600.0
     since_checkpoint_s: DurationS = 0.0
+    priority: Annotated[int, Field(ge=-1_000_000_000, le=1_000_000_000)] | None = Field(
+        None, description="the victim's priority (default: its priority class's value)"
+    )
 
 
 class Expect(Model):

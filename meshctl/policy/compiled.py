@@ -32,11 +32,13 @@ VICTIM_VARS = WHEN_VARS | {"victim"}
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """One policy file as read: where it came from, the line of each of its keys."""
+    """One policy file as read: where it came from, the line of each of its keys, and its text
+    (to point at the line of a problem inside an expression that spans several)."""
 
     path: str
     policy: Policy
     lines: Mapping[Loc, int] = field(default_factory=dict)
+    text: str = ""
 
     def origin(self, *loc: str | int) -> Origin:
         for end in range(len(loc), -1, -1):
@@ -78,6 +80,7 @@ class PoolRuleC:
     effect: Literal["allow", "deny"]
     selector: Compiled
     reason: str
+    lines: Mapping[str, int] = field(default_factory=dict)  # part (when, deny ...) -> its line
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,7 @@ class BurstRuleC:
     to: Compiled
     spot: bool
     max_usd_per_hour: float | None
+    lines: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,7 @@ class PreemptionRuleC:
     victims: Compiled
     grace_s: float
     min_runtime_s: float
+    lines: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +170,38 @@ class _Builder:
             return compile_checked(text, allowed)
         except ExpressionError as err:
             origin = src.origin(*loc)
+            line = file_line(src, origin.line, text, err.pos)
             self.problems.append(
-                Problem(origin.path, origin.line, _dotted(loc), f"{err} in `{_short(text)}`")
+                Problem(origin.path, line, _dotted(loc), f"{err} in `{_short(text)}`")
             )
             return None
+
+
+def file_line(src: Source, key_line: int, expression: str, pos: int | None) -> int:
+    """The file line of offset ``pos`` in an expression whose key is on ``key_line``: for one
+    written over several lines (a block scalar, ``>-`` or ``|``, or a plain one continued), the
+    line that holds it, found by matching the expression's words to the file's lines."""
+    lines = src.text.splitlines()
+    if pos is None or not 0 < key_line <= len(lines):
+        return key_line
+    indent = len(lines[key_line - 1]) - len(lines[key_line - 1].lstrip())
+    last = min(len(lines), key_line + expression.count(" ") + expression.count("\n") + 1)
+    cursor = 0
+    for number in range(key_line, last + 1):
+        raw = lines[number - 1]
+        if number > key_line and raw.strip() and len(raw) - len(raw.lstrip()) <= indent:
+            break  # the next key: the expression ended
+        piece = raw.split(":", 1)[1] if number == key_line and ":" in raw else raw
+        piece = piece.strip().strip("'\"")
+        if not piece or piece in (">-", ">", "|", "|-", ">+", "|+"):
+            continue
+        found = expression.find(piece, cursor)
+        if found < 0:
+            continue
+        if found <= pos < found + len(piece) + 1:
+            return number
+        cursor = found + len(piece)
+    return key_line
 
 
 def _dotted(loc: Loc) -> str:
@@ -216,6 +249,10 @@ def _rule(
     return (origin, when, selector) if when and selector and named else None
 
 
+def _lines(src: Source, section: str, i: int, *parts: str) -> dict[str, int]:
+    return {part: src.origin("spec", section, i, part).line for part in ("when", *parts)}
+
+
 def _add_rules(b: _Builder, src: Source) -> None:
     spec = src.policy.spec
     for i, pool_rule in enumerate(spec.pools):
@@ -223,16 +260,21 @@ def _add_rules(b: _Builder, src: Source) -> None:
         text = pool_rule.allow if pool_rule.allow is not None else pool_rule.deny
         assert text is not None  # the model requires exactly one
         if parts := _rule(b, src, "pools", i, pool_rule, effect, text, POOL_VARS):
+            lines = _lines(src, "pools", i, effect)
             b.pool_rules.append(
-                PoolRuleC(pool_rule.name, *parts[:2], effect, parts[2], pool_rule.reason)
+                PoolRuleC(pool_rule.name, *parts[:2], effect, parts[2], pool_rule.reason, lines)
             )
     for i, burst in enumerate(spec.burst):
         if parts := _rule(b, src, "burst", i, burst, "to", burst.to, POOL_VARS):
-            b.burst_rules.append(BurstRuleC(burst.name, *parts, burst.spot, burst.max_usd_per_hour))
+            lines = _lines(src, "burst", i, "to")
+            b.burst_rules.append(
+                BurstRuleC(burst.name, *parts, burst.spot, burst.max_usd_per_hour, lines)
+            )
     for i, pre in enumerate(spec.preemption):
         if parts := _rule(b, src, "preemption", i, pre, "victims", pre.victims, VICTIM_VARS):
+            lines = _lines(src, "preemption", i, "victims")
             b.preemption_rules.append(
-                PreemptionRuleC(pre.name, *parts, pre.grace_s, pre.min_runtime_s)
+                PreemptionRuleC(pre.name, *parts, pre.grace_s, pre.min_runtime_s, lines)
             )
 
 
@@ -273,10 +315,13 @@ def _check_class_references(b: _Builder, sources: Sequence[Source]) -> None:
 
 
 def content_hash(sources: Sequence[Source]) -> str:
+    """A hash of what the policies say, not where they are written: each document's content
+    as JSON (so comments, layout and key order do not count), in sorted order (so neither
+    the files' names nor their order do). Any change to a rule changes it."""
+    documents = sorted(src.policy.model_dump_json() for src in sources)
     digest = hashlib.sha256()
-    for src in sources:
-        digest.update(src.path.encode())
-        digest.update(src.policy.model_dump_json().encode())
+    for document in documents:
+        digest.update(hashlib.sha256(document.encode()).digest())
     return digest.hexdigest()[:16]
 
 

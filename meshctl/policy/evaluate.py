@@ -2,8 +2,14 @@
 
 ``bind`` takes the snapshot and the time once; the selectors that read only ``pool`` (and
 ``mesh`` or ``now``) are evaluated there, once per pool, not once per job. ``evaluate`` then
-builds the job's CEL map once and runs each rule's ``when`` once. An expression that fails at
-run time (a missing key, a type error) makes its rule not match and is kept in the trace.
+builds the job's CEL map once and runs each rule's ``when`` once.
+
+An expression that fails at run time (a missing key, a value whose type only shows then) fails
+closed: it never widens what a job may use. A deny whose ``when`` fails applies, one whose
+selector fails for a pool denies that pool; an allow whose ``when`` fails applies (it
+restricts), one whose selector fails does not pick the pool; a burst or preemption rule that
+fails gives nothing. The failure stays in the trace (outcome "error") and in
+``Verdict.errors``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import cel
 
 from meshctl.model.job import Job
 from meshctl.policy.compiled import BurstRuleC, PolicySet, PoolRuleC, PreemptionRuleC
+from meshctl.policy.explain import Scope, failure
 from meshctl.policy.facts import MeshSnapshot, PoolFacts, VictimFacts, job_map, mesh_map
 from meshctl.policy.facts import pool_map as build_pool_map
 from meshctl.policy.facts import victim_map as build_victim_map
@@ -27,9 +34,11 @@ from meshctl.policy.verdict import (
     Outcome,
     PoolVerdict,
     PreemptionRights,
+    RuleError,
     TraceRow,
     Verdict,
     VictimVerdict,
+    errors_of,
 )
 
 POOL_ONLY = frozenset({"pool", "mesh", "now"})
@@ -38,29 +47,36 @@ VICTIM_DYNAMIC = frozenset({"runtime_s", "since_checkpoint_s", "*"})  # "*": vic
 Result = tuple[Outcome, str]
 
 
+MATCHED: Result = ("matched", "")
+NOT_MATCHED: Result = ("not matched", "")  # why: worked out when the trace is read
+
+
 def run(expr: Compiled, context: cel.Context) -> tuple[Outcome, str]:
     """Evaluate a condition: matched / not matched, or error with the reason."""
     try:
         value = expr.program.execute(context)
     except Exception as err:
-        return "error", f"{type(err).__name__}: {err}".splitlines()[0]
-    if not isinstance(value, bool):
-        return "error", f"expected a boolean, got {type(value).__name__} {value!r}"
-    return ("matched" if value else "not matched"), ""
+        return "error", failure(expr, err)
+    if value is True:
+        return MATCHED
+    if value is False:
+        return NOT_MATCHED
+    return "error", f"expected a boolean, got {type(value).__name__} {value!r}"
 
 
 class _Trace:
     """Every evaluation, kept raw; ``Verdict.trace`` turns it into ``RuleTrace``s on demand
     (most verdicts are never explained, and building records per rule and pool is costly)."""
 
-    def __init__(self) -> None:
+    def __init__(self, scope: Scope | None = None) -> None:
         self.entries: list[TraceRow] = []
+        self.scope = scope
 
     def add(
         self, section: str, rule: Any, part: str, expr: Any, result: Result, pool: str | None = None
-    ) -> bool:
-        self.entries.append((section, rule, part, expr, result, pool))
-        return result[0] == "matched"
+    ) -> Outcome:
+        self.entries.append((section, rule, part, expr, result, pool, self.scope))
+        return result[0]
 
 
 class BoundPolicies:
@@ -68,12 +84,14 @@ class BoundPolicies:
 
     def __init__(self, policies: PolicySet, mesh: MeshSnapshot, now: dt.datetime) -> None:
         self.policies, self.mesh = policies, mesh
-        self._context = cel.Context({"mesh": mesh_map(mesh), "now": now})
+        self._mesh_map, self._now = mesh_map(mesh), now
+        self._context = cel.Context({"mesh": self._mesh_map, "now": now})
         self._pool_maps = {p.name: build_pool_map(p) for p in mesh.pools}
         self._pool_contexts = {
-            name: cel.Context({"mesh": mesh_map(mesh), "now": now, "pool": pmap})
+            name: cel.Context({"mesh": self._mesh_map, "now": now, "pool": pmap})
             for name, pmap in self._pool_maps.items()
         }
+        self._scope = Scope({"mesh": self._mesh_map, "now": now}, self._pool_maps)
         self._pool_only: dict[tuple[int, str], Result] = {}
         for expr in self._selectors():
             if expr.roots <= POOL_ONLY:
@@ -82,6 +100,7 @@ class BoundPolicies:
         self._budgets = budget_standings(policies.budgets, mesh)  # mesh-only: once per bind
         self._job_fields = policies.job_fields
         self._job_in_context: Job | None = None  # whose map "job" holds now
+        self._victim_in_context: VictimFacts | None = None  # whose map "victim" holds now
         # preemptor -> the preemption rules whose `when` matches it (they read job and mesh)
         self._preempting: dict[int, tuple[Job, list[PreemptionRuleC]]] = {}
         self._victims_static = {
@@ -127,7 +146,7 @@ class BoundPolicies:
     def evaluate(self, job: Job) -> Verdict:
         klass, priority, problem = self.priority_of(job)
         self._set_job(job, klass)
-        trace = _Trace()
+        trace = _Trace(self._scope)
         eligible = self._eligibility(trace)
         burst = self._burst(job, trace, eligible)
         pools = tuple(
@@ -162,62 +181,95 @@ class BoundPolicies:
 
     def _set_job(self, job: Job, klass: str | None) -> None:
         if self._job_in_context is not job:
-            self._context.add_variable("job", job_map(job, klass or "", self._job_fields))
+            the_map = job_map(job, klass or "", self._job_fields)
+            self._context.add_variable("job", the_map)
+            self._scope = Scope(
+                {"mesh": self._mesh_map, "now": self._now, "job": the_map}, self._pool_maps
+            )
             self._job_in_context = job
 
     def _conjunction(self, parts: Any) -> Result:
-        """All of ``parts`` true: matched; the first false or failing one decides otherwise."""
+        """CEL's ``&&`` over ``parts``: false if any is false (the first false one ends it),
+        else an error if any failed, else true."""
+        failed: Result | None = None
         for part in parts:
-            outcome, detail = run(part, self._context)
-            if outcome != "matched":
-                return outcome, detail or f"false: {part.source}"
-        return "matched", ""
+            result = run(part, self._context)
+            if result[0] == "not matched":
+                return result
+            if result[0] == "error" and failed is None:
+                failed = result
+        return failed or MATCHED
 
-    def _when(self, section: str, rule: Any, trace: _Trace) -> bool:
-        """The rule's condition: its mesh-only operands were evaluated at bind, once."""
+    def _when(self, section: str, rule: Any, trace: _Trace) -> Outcome:
+        return self._condition(section, rule, trace)[0]
+
+    def _condition(self, section: str, rule: Any, trace: _Trace) -> Result:
+        """The rule's condition: its mesh-only operands were evaluated at bind, once. A false
+        operand decides whichever half it is in; otherwise a failure does."""
         result = self._mesh_part[id(rule.when)]
-        if result[0] == "matched":
-            result = self._conjunction(p for p in rule.when.parts if not p.roots <= MESH_ONLY)
-        return trace.add(section, rule, "when", rule.when, result)
+        if result[0] != "not matched":
+            rest = self._conjunction(p for p in rule.when.parts if not p.roots <= MESH_ONLY)
+            if rest[0] == "not matched" or result[0] == "matched":
+                result = rest
+        trace.add(section, rule, "when", rule.when, result)
+        return result
 
     def _eligibility(self, trace: _Trace) -> dict[str, tuple[bool, str | None, str]]:
-        """Per pool: (eligible, deciding rule, reason). A deny wins; allows restrict."""
-        active = [r for r in self.policies.pool_rules if self._when("pools", r, trace)]
+        """Per pool: (eligible, deciding rule, reason). A deny wins; allows restrict. A rule
+        whose ``when`` failed applies (failing closed)."""
+        whens = [(r, self._condition("pools", r, trace)) for r in self.policies.pool_rules]
+        active = [r for r, (outcome, _) in whens if outcome != "not matched"]
+        failed = {id(r): detail for r, (outcome, detail) in whens if outcome == "error"}
         allows = [r for r in active if r.effect == "allow"]
         out: dict[str, tuple[bool, str | None, str]] = {}
         for pool in self.mesh.pools:
-            out[pool.name] = self._pool_eligibility(pool, active, allows, trace)
+            out[pool.name] = self._pool_eligibility(pool, (active, allows), failed, trace)
         return out
 
-    def _picks(self, rule: PoolRuleC, pool: PoolFacts, trace: _Trace) -> bool:
-        """Whether the rule's allow or deny selector picks ``pool`` (recorded in the trace)."""
+    def _picks(self, rule: PoolRuleC, pool: PoolFacts, trace: _Trace) -> Result:
+        """What the rule's allow or deny selector says of ``pool`` (recorded in the trace)."""
         result = self._select(rule.selector, pool.name)
-        return trace.add("pools", rule, rule.effect, rule.selector, result, pool.name)
+        trace.add("pools", rule, rule.effect, rule.selector, result, pool.name)
+        return result
 
     def _pool_eligibility(
-        self, pool: PoolFacts, active: list[PoolRuleC], allows: list[PoolRuleC], trace: _Trace
+        self,
+        pool: PoolFacts,
+        rules: tuple[list[PoolRuleC], list[PoolRuleC]],
+        failed: Mapping[int, str],
+        trace: _Trace,
     ) -> tuple[bool, str | None, str]:
+        active, allows = rules
         for rule in (r for r in active if r.effect == "deny"):
-            if self._picks(rule, pool, trace):
+            outcome, detail = self._picks(rule, pool, trace)
+            if outcome == "error" or (outcome == "matched" and id(rule) in failed):
+                return False, rule.name, _closed("denied", rule, detail or failed[id(rule)])
+            if outcome == "matched":
                 return False, rule.name, rule.reason or f"denied by {rule.name}"
         if not allows:
             return True, None, "no rule restricts this pool"
+        broken: list[tuple[PoolRuleC, str]] = []
         for rule in allows:
-            if self._picks(rule, pool, trace):
+            outcome, detail = self._picks(rule, pool, trace)
+            if outcome == "matched":
                 return True, rule.name, rule.reason or f"allowed by {rule.name}"
+            if outcome == "error":
+                broken.append((rule, detail))
+        if broken:
+            return False, broken[0][0].name, _closed("not selected", *broken[0])
         names = ", ".join(r.name for r in allows)
         return False, None, f"not selected by the allow rules that apply ({names})"
 
     def _burst(
         self, job: Job, trace: _Trace, eligible: Mapping[str, tuple[bool, str | None, str]]
     ) -> BurstVerdict:
-        active = [r for r in self.policies.burst_rules if self._when("burst", r, trace)]
+        burst_rules = self.policies.burst_rules
+        active = [r for r in burst_rules if self._when("burst", r, trace) == "matched"]
         chosen: dict[str, list[BurstRuleC]] = {}
         for rule in active:
             for pool in self.mesh.pools:
-                if trace.add(
-                    "burst", rule, "to", rule.to, self._select(rule.to, pool.name), pool.name
-                ):
+                result = self._select(rule.to, pool.name)
+                if trace.add("burst", rule, "to", rule.to, result, pool.name) == "matched":
                     chosen.setdefault(pool.name, []).append(rule)
         blocked = self._burst_blockers(job, chosen, eligible)
         targets = tuple(
@@ -253,7 +305,8 @@ class BoundPolicies:
         return tuple(blocked)
 
     def _rights(self, trace: _Trace) -> PreemptionRights:
-        active = [r for r in self.policies.preemption_rules if self._when("preemption", r, trace)]
+        rules = self.policies.preemption_rules
+        active = [r for r in rules if self._when("preemption", r, trace) == "matched"]
         return PreemptionRights(
             bool(active),
             tuple(r.name for r in active),
@@ -267,7 +320,8 @@ class BoundPolicies:
         """Whether ``job`` may take ``victim``'s GPUs: the victim has lower priority, and some
         rule whose ``when`` matches picks it with ``victims`` and its minimum runtime is met.
         Every rule is looked at; among those that allow it, the longest grace wins (the
-        victim-friendly choice, independent of rule order)."""
+        victim-friendly choice, independent of rule order). A ``victims`` expression that
+        fails takes no victim; the failure is in the verdict's ``errors``."""
         klass, priority, _ = self.priority_of(job)
         if victim.priority >= priority:
             return VictimVerdict(
@@ -277,40 +331,55 @@ class BoundPolicies:
         found = self._preempting.get(id(job))
         if found is None or found[0] is not job:  # a preemptor meets many victims: once each
             rules = [
-                r for r in self.policies.preemption_rules if self._when("preemption", r, _Trace())
+                r
+                for r in self.policies.preemption_rules
+                if self._when("preemption", r, _Trace()) == "matched"
             ]
             found = self._preempting[id(job)] = (job, rules)
         trace = _Trace()
-        allowing: list[PreemptionRuleC] = []
-        too_fresh: list[PreemptionRuleC] = []
-        in_context = False
-        for rule in found[1]:
-            # A `victims` expression that reads neither runtime field gives the same answer
-            # for every victim of one job file, priority and pool: asked once per cycle.
-            key = (id(rule), id(job), id(victim.job), victim.priority, victim.pool)
-            memo = self._victims_memo.get(key) if self._victims_static[id(rule)] else None
-            if memo is not None and memo[0] is job and memo[1] is victim.job:
-                result = memo[2]
-            else:
-                if not in_context:
-                    victim_class, _, _ = self.priority_of(victim.job)
-                    victim_map = build_victim_map(victim, victim_class or "")
-                    self._context.add_variable("victim", victim_map)
-                    in_context = True
-                result = run(rule.victims, self._context)
-                if self._victims_static[id(rule)]:
-                    self._victims_memo[key] = (job, victim.job, result)
-            if not trace.add("preemption", rule, "victims", rule.victims, result):
-                continue
-            (allowing if victim.runtime_s >= rule.min_runtime_s else too_fresh).append(rule)
-        if allowing:
-            best = max(allowing, key=lambda r: (r.grace_s, r.name))
-            return VictimVerdict(True, best.name, best.grace_s, f"allowed by {best.name}")
-        if too_fresh:
-            rule = min(too_fresh, key=lambda r: (r.min_runtime_s, r.name))
-            ran = f"victim ran {victim.runtime_s:g} s < {rule.min_runtime_s:g} s"
-            return VictimVerdict(False, rule.name, rule.grace_s, ran)
-        return VictimVerdict(False, None, 0.0, "no preemption rule lets this job take the victim")
+        picked = [r for r in found[1] if self._picks_victim(r, job, victim, trace) == "matched"]
+        failed = any(row[4][0] == "error" for row in trace.entries)
+        return _victim_verdict(victim, picked, errors_of(tuple(trace.entries)) if failed else ())
+
+    def _picks_victim(
+        self, rule: PreemptionRuleC, job: Job, victim: VictimFacts, trace: _Trace
+    ) -> Outcome:
+        # A `victims` expression that reads neither runtime field gives the same answer for
+        # every victim of one job file, priority and pool: asked once per cycle.
+        key = (id(rule), id(job), id(victim.job), victim.priority, victim.pool)
+        memo = self._victims_memo.get(key) if self._victims_static[id(rule)] else None
+        if memo is not None and memo[0] is job and memo[1] is victim.job:
+            result = memo[2]
+        else:
+            if self._victim_in_context is not victim:
+                victim_class, _, _ = self.priority_of(victim.job)
+                self._context.add_variable("victim", build_victim_map(victim, victim_class or ""))
+                self._victim_in_context = victim
+            result = run(rule.victims, self._context)
+            if self._victims_static[id(rule)]:
+                self._victims_memo[key] = (job, victim.job, result)
+        return trace.add("preemption", rule, "victims", rule.victims, result)
+
+
+def _victim_verdict(
+    victim: VictimFacts, picked: list[PreemptionRuleC], errors: tuple[RuleError, ...]
+) -> VictimVerdict:
+    allowing = [r for r in picked if victim.runtime_s >= r.min_runtime_s]
+    if allowing:
+        best = max(allowing, key=lambda r: (r.grace_s, r.name))
+        return VictimVerdict(True, best.name, best.grace_s, f"allowed by {best.name}", errors)
+    if picked:
+        rule = min(picked, key=lambda r: (r.min_runtime_s, r.name))
+        ran = f"victim ran {victim.runtime_s:g} s < {rule.min_runtime_s:g} s"
+        return VictimVerdict(False, rule.name, rule.grace_s, ran, errors)
+    reason = "no preemption rule lets this job take the victim"
+    return VictimVerdict(False, None, 0.0, reason, errors)
+
+
+def _closed(what: str, rule: PoolRuleC, detail: str) -> str:
+    """``denied: rule r could not be evaluated (no key 'x' in job.labels); failing closed``"""
+    reason = detail.split("; ")[0]
+    return f"{what}: rule {rule.name} could not be evaluated ({reason}); failing closed"
 
 
 def _target(pool: str, rules: list[BurstRuleC], job_limit: float | None) -> BurstTarget:

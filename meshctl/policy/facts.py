@@ -75,7 +75,8 @@ def mesh_snapshot(
     for pool in mesh.spec.pools:
         cap = pool_capacity(pool, catalogs)
         now = moment.get(pool.name)
-        free = cap.gpus if now is None or now.free_gpus is None else now.free_gpus
+        gpus = cap.gpus if now is None or now.gpus is None else now.gpus
+        free = gpus if now is None or now.free_gpus is None else now.free_gpus
         pools.append(
             PoolFacts(
                 name=pool.name,
@@ -83,7 +84,7 @@ def mesh_snapshot(
                 region=getattr(pool, "region", ""),
                 labels=dict(pool.labels),
                 accelerators=cap.accelerators,
-                gpus=cap.gpus,
+                gpus=gpus,
                 usd_per_gpu_hour=cap.usd_per_gpu_hour,
                 free_gpus=float(free),
                 queued_jobs=now.queued_jobs if now else 0,
@@ -150,7 +151,7 @@ def _job_map(job: Job, priority_class: str) -> dict[str, Any]:
             "location": d.location,
             "residency": d.residency or "",
             "tags": list(d.tags),
-            "size_gib": d.size_gib or 0.0,
+            "size_gib": float(d.size_gib or 0.0),
         }
         for d in spec.data
     ]
@@ -161,15 +162,15 @@ def _job_map(job: Job, priority_class: str) -> dict[str, Any]:
         "criticality": spec.criticality,
         "priority_class": priority_class,
         "labels": dict(job.metadata.labels),
-        "resources": {
-            "gpus": res.gpus,
-            "total_gpus": res.total_gpus,
-            "gpu_memory_gib": res.gpu_memory_gib or 0.0,
+        "resources": {  # float(): a field left at its default (gpus: 0) is an int
+            "gpus": float(res.gpus),
+            "total_gpus": float(res.total_gpus),
+            "gpu_memory_gib": float(res.gpu_memory_gib or 0.0),
             "accelerators": list(res.accelerator.any_of) if res.accelerator else [],
-            "cpus": res.cpus,
-            "memory_gib": res.memory_gib,
-            "nic_gbps": res.nic_gbps,
-            "nodes": res.nodes,
+            "cpus": float(res.cpus),
+            "memory_gib": float(res.memory_gib),
+            "nic_gbps": float(res.nic_gbps),
+            "nodes": int(res.nodes),
             "topology": res.topology.domain if res.topology else "",
         },
         "data": {
@@ -178,19 +179,25 @@ def _job_map(job: Job, priority_class: str) -> dict[str, Any]:
             "sets": sets,
         },
         "limits": {
-            "max_usd_per_hour": spec.limits.max_usd_per_hour or 0.0,
-            "max_runtime_s": spec.limits.max_runtime_s or 0.0,
+            "max_usd_per_hour": float(spec.limits.max_usd_per_hour or 0.0),
+            "max_runtime_s": float(spec.limits.max_runtime_s or 0.0),
         },
     }
+
+
+# Numbers are handed to CEL as the kind the schema says (float() for a double, int() for an
+# int): CEL does not mix them in arithmetic, so a 0 where 0.0 belongs would make a checked
+# expression fail at run time. Job maps come from the typed models; the rest may come from
+# callers' plain numbers (the controller's observations, a simulator's counters).
 
 
 def victim_map(victim: VictimFacts, priority_class: str) -> dict[str, Any]:
     return {
         **_job_map(victim.job, priority_class),
-        "priority": victim.priority,
+        "priority": int(victim.priority),
         "pool": victim.pool,
-        "runtime_s": victim.runtime_s,
-        "since_checkpoint_s": victim.since_checkpoint_s,
+        "runtime_s": float(victim.runtime_s),
+        "since_checkpoint_s": float(victim.since_checkpoint_s),
     }
 
 
@@ -202,8 +209,8 @@ def pool_map(pool: PoolFacts) -> dict[str, Any]:
         "region": pool.region,
         "labels": dict(pool.labels),
         "accelerators": list(pool.accelerators),
-        "gpus": pool.gpus,
-        "usd_per_gpu_hour": pool.usd_per_gpu_hour or 0.0,
+        "gpus": int(pool.gpus),
+        "usd_per_gpu_hour": float(pool.usd_per_gpu_hour or 0.0),
     }
 
 
@@ -214,19 +221,19 @@ def mesh_map(mesh: MeshSnapshot) -> dict[str, Any]:
                 "provider": p.provider,
                 "cloud": p.cloud,
                 "labels": dict(p.labels),
-                "gpus": p.gpus,
-                "free_gpus": p.free_gpus,
-                "queued_jobs": p.queued_jobs,
-                "expected_wait_s": p.expected_wait_s,
-                "spend_usd_month": p.spend_usd_month,
+                "gpus": int(p.gpus),
+                "free_gpus": float(p.free_gpus),
+                "queued_jobs": int(p.queued_jobs),
+                "expected_wait_s": float(p.expected_wait_s),
+                "spend_usd_month": float(p.spend_usd_month),
             }
             for p in mesh.pools
         },
         "teams": {
             name: {
-                "gpus_in_use": t.gpus_in_use,
-                "gpu_memory_gib_in_use": t.gpu_memory_gib_in_use,
-                "spend_usd_month": t.spend_usd_month,
+                "gpus_in_use": float(t.gpus_in_use),
+                "gpu_memory_gib_in_use": float(t.gpu_memory_gib_in_use),
+                "spend_usd_month": float(t.spend_usd_month),
             }
             for name, t in mesh.teams.items()
         },

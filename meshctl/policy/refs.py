@@ -2,12 +2,12 @@
 
 ``compile_checked`` bounds an expression's size and bracket nesting (before the parser sees
 it, so a huge or deeply nested input can neither hang nor crash it), compiles it with ``cel``,
-and checks every variable and field path it references against ``variables.SCHEMA``: a typo
-such as ``job.gpu`` is an error at load time, with a suggestion, not a silent ``false`` at
-scheduling time. Every problem is one line that says what was expected.
-
-``cel`` has no AST API, so references are found by a small lexer of our own (strings, comments
-and numbers are skipped) over an expression the parser has already accepted.
+checks every variable and field path it references against ``variables.SCHEMA`` (paths.py: a
+typo such as ``job.gpu`` is an error at load time, with a suggestion, not a silent ``false``
+at scheduling time), then parses it into an AST of our own and type-checks it (expr/: ``cel``
+has neither): an operator, function or method the runtime has no overload for, or a condition
+that is not a boolean, is an error with its column. Every problem is one line that says what
+was expected.
 
 Evaluation never hangs: CEL has no loops or recursion; its only iteration is the bounded macros
 (``all``, ``exists``, ``exists_one``, ``map``, ``filter``) over finite lists and maps, so the
@@ -16,49 +16,35 @@ time one evaluation takes is bounded by the expression's size times the size of 
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import cel
 
+from meshctl.policy.expr import ParseError, check, env_of, parse
+from meshctl.policy.expr.lex import Token, tokenize
+from meshctl.policy.expr.nodes import Node
+from meshctl.policy.paths import _CLOSE, _OPEN, NAMESPACES, TYPE_NAMES, PathChecker, _add
 from meshctl.policy.variables import SCHEMA
+
+__all__ = [
+    "MAX_EXPRESSION_CHARS",
+    "MAX_NESTING",
+    "Compiled",
+    "ExpressionError",
+    "Token",
+    "check_source",
+    "compile_checked",
+    "conjuncts",
+    "fields_read",
+    "tokenize",
+]
 
 MAX_EXPRESSION_CHARS: Final = 4096
 MAX_NESTING: Final = 32  # (), [], {} depth
 
-MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
-KEYWORDS: Final = frozenset(
-    {"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
-     "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
-     "void", "while"}
-)  # fmt: skip
-TYPE_NAMES: Final = frozenset(
-    {"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type",
-     "dyn"}
-)  # fmt: skip
-
-_OPEN: Final = frozenset("([{")
-_CLOSE: Final = frozenset(")]}")
-_TOKEN_RE: Final = re.compile(
-    r"""
-      (?P<space>\s+)
-    | (?P<comment>//[^\n]*)
-    | (?P<str>
-          (?:[rR][bB]?|[bB][rR])
-          (?:\"\"\"(?:(?!\"\"\").)*(?:\"\"\"|\Z) | '''(?:(?!''').)*(?:'''|\Z)
-            | "[^"\r\n]*"? | '[^'\r\n]*'? )
-        | [bB]?
-          (?:\"\"\"(?:\\.|(?!\"\"\")[^\\])*(?:\"\"\"|\Z) | '''(?:\\.|(?!''')[^\\])*(?:'''|\Z)
-            | "(?:\\.|[^\\"\r\n])*"? | '(?:\\.|[^\\'\r\n])*'? ) )
-    | (?P<num>0[xX][0-9a-fA-F]+[uU]? | (?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[uU]?)
-    | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-    | (?P<op>==|!=|<=|>=|&&|\|\||.)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
 _ERROR_RE: Final = re.compile(r"ERROR: <input>:(\d+):(\d+): (?:Syntax error: )?([^\n]*)")
 _ITEM_RE: Final = re.compile(r"'[^']*'|<EOF>|[A-Z_]+")
 _VALUE_ITEMS: Final = frozenset(
@@ -78,51 +64,52 @@ _ITEM_NAMES: Final = {
     "STRING": "a string",
     "BYTES": "bytes",
 }
-_KEY_RE: Final = re.compile(r"""(["'])([A-Za-z_][A-Za-z0-9_]*)\1""")
 
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
-    """A checked, compiled expression."""
+    """A checked, compiled expression, and its tree (for explaining and for name checks)."""
 
     source: str
     program: cel.Program
     roots: frozenset[str]  # the schema variables the expression uses (job, pool, mesh, ...)
+    tree: Node | None = None  # None only if our parser disagrees with cel's (it should not)
 
 
 class ExpressionError(ValueError):
-    """An expression that cannot be used; the message is one line that says what was expected."""
+    """An expression that cannot be used; the message is one line that says what was expected.
+    ``pos`` is the offset in the expression the problem is at, where known."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, pos: int | None = None) -> None:
         super().__init__(_one_line(message))
+        self.pos = pos
 
 
-class Token(NamedTuple):
-    kind: str  # "str", "num", "ident" or "op"
-    text: str
-    pos: int
+Found = tuple[str, int | None]  # a problem's message and its offset in the expression
 
 
 def compile_checked(
     source: str, allowed: Collection[str], schema: Mapping[str, Any] = SCHEMA
 ) -> Compiled:
-    """Compile a CEL expression after checking its size, nesting and every reference.
+    """Compile a CEL expression after checking its size, nesting, every reference and its
+    types; it must give a boolean.
 
     ``allowed`` names the variables this kind of expression may use (``victim`` only in
     preemption rules); ``schema`` describes their fields. Raises ``ExpressionError`` with a
     one-line message for the first problem found.
     """
-    program, problems, roots = _analyse(source, allowed, schema)
+    program, problems, roots, tree = _analyse(source, allowed, schema)
     if problems or program is None:
-        raise ExpressionError(problems[0] if problems else "invalid expression")
-    return Compiled(source=source, program=program, roots=roots)
+        message, pos = problems[0] if problems else ("invalid expression", None)
+        raise ExpressionError(message, pos)
+    return Compiled(source=source, program=program, roots=roots, tree=tree)
 
 
 def check_source(
     source: str, allowed: Collection[str], schema: Mapping[str, Any] = SCHEMA
 ) -> list[str]:
     """Every problem ``compile_checked`` would find, as one-line messages; empty when fine."""
-    return [_one_line(problem) for problem in _analyse(source, allowed, schema)[1]]
+    return [_one_line(problem) for problem, _ in _analyse(source, allowed, schema)[1]]
 
 
 def conjuncts(source: str) -> list[str]:
@@ -166,40 +153,43 @@ def fields_read(source: str, roots: Collection[str]) -> frozenset[str] | None:
     return frozenset(fields)
 
 
-def tokenize(source: str) -> Iterator[Token]:
-    """The tokens of ``source`` without spaces and comments; total over any text."""
-    pos = 0
-    while pos < len(source):
-        match = _TOKEN_RE.match(source, pos)
-        if match is None or match.lastgroup is None:  # unreachable: `.` matches any char
-            yield Token("op", source[pos], pos)
-            pos += 1
-            continue
-        if match.lastgroup not in ("space", "comment"):
-            yield Token(match.lastgroup, match.group(), pos)
-        pos = match.end()
-
-
 def _analyse(
     source: str, allowed: Collection[str], schema: Mapping[str, Any]
-) -> tuple[cel.Program | None, list[str], frozenset[str]]:
+) -> tuple[cel.Program | None, list[Found], frozenset[str], Node | None]:
     problem = _size_problem(source)
     if problem is not None:
-        return None, [problem], frozenset()
+        return None, [(problem, None)], frozenset(), None
     try:
         program = cel.compile(source)
     except ValueError as error:
-        return None, [_syntax_message(source, error)], frozenset()
+        return None, [(_syntax_message(source, error), None)], frozenset(), None
     variables = program.variables()
-    checker = _Checker(source, frozenset(allowed), schema)
+    checker = PathChecker(source, frozenset(allowed), schema)
     checker.scan()
     problems = checker.problems
+    known = checker.bound | frozenset(allowed) | TYPE_NAMES | (NAMESPACES - checker.free)
     for name in variables:
-        if name not in checker.bound and name not in allowed and name not in TYPE_NAMES:
+        if name not in known:
             _add(problems, checker.unavailable(name))
     used = checker.free | (frozenset(variables) - checker.bound)
     roots = frozenset(name for name in variables if name in schema and name in used)
-    return program, problems, roots
+    found: list[Found] = [(p, None) for p in problems]
+    tree = _tree(source)
+    if not found and tree is not None:
+        type_problems = check(tree, env_of(sorted(allowed), schema)).problems
+        found = [
+            (f"type error at {_where(source, p.pos)}: {p.message}", p.pos) for p in type_problems
+        ]
+    return program, found, roots, tree
+
+
+def _tree(source: str) -> Node | None:
+    """Our parse of what ``cel`` accepted. The two are held to agree (the differential test);
+    were they ever not to, the type check is skipped rather than reject what ``cel`` runs."""
+    try:
+        return parse(source)
+    except (ParseError, RecursionError):
+        return None
 
 
 def _size_problem(source: str) -> str | None:
@@ -270,212 +260,3 @@ def _one_line(text: str) -> str:
     return "".join(
         c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
     )
-
-
-def _add(problems: list[str], problem: str | None) -> None:
-    if problem is not None and problem not in problems:
-        problems.append(problem)
-
-
-class _Checker:
-    """Finds the variables and field paths in an expression that the parser has accepted."""
-
-    def __init__(self, source: str, allowed: frozenset[str], schema: Mapping[str, Any]) -> None:
-        self.source = source
-        self.allowed = allowed
-        self.schema = schema
-        self.tokens = list(tokenize(source))
-        self.pairs = _match_brackets(self.tokens)
-        self.problems: list[str] = []
-        self.free: set[str] = set()  # variables used outside any comprehension binding them
-        self.bound: set[str] = set()  # names bound by comprehension macros
-        self.binders: set[int] = set()  # the tokens that bind them
-        self.elements: dict[int, Any] = {}  # macro "(" token -> schema of its bound variable
-
-    def kind(self, i: int) -> str:
-        return self.tokens[i].kind if 0 <= i < len(self.tokens) else ""
-
-    def is_op(self, i: int, text: str) -> bool:
-        return self.kind(i) == "op" and self.tokens[i].text == text
-
-    def scan(self) -> None:
-        scopes: list[tuple[str, int, Any]] = []  # (name, index of closing ")", schema)
-        for i, token in enumerate(self.tokens):
-            while scopes and scopes[-1][1] < i:
-                scopes.pop()
-            if token.kind != "ident" or token.text in KEYWORDS or i in self.binders:
-                continue
-            if self.is_op(i - 1, "."):
-                self.bind(i, scopes)
-            elif not self.is_op(i + 1, "("):  # a call of a global function is no reference
-                self.root(i, scopes)
-
-    def bind(self, i: int, scopes: list[tuple[str, int, Any]]) -> None:
-        """``.exists(t, ...)`` binds ``t`` until its closing parenthesis."""
-        if self.tokens[i].text not in MACROS or not self.is_op(i + 1, "("):
-            return
-        if self.kind(i + 2) != "ident" or not self.is_op(i + 3, ","):
-            return
-        name = self.tokens[i + 2].text
-        self.binders.add(i + 2)
-        self.bound.add(name)
-        end = self.pairs.get(i + 1, len(self.tokens))
-        scopes.append((name, end, self.elements.get(i + 1)))
-
-    def root(self, i: int, scopes: Sequence[tuple[str, int, Any]]) -> None:
-        name = self.tokens[i].text
-        for bound, _, node in reversed(scopes):
-            if bound == name:
-                self.walk(i, node, name)
-                return
-        if name in self.allowed:
-            self.free.add(name)
-            self.walk(i, self.schema.get(name), name)
-        elif name not in TYPE_NAMES:
-            _add(self.problems, self.unavailable(name))
-
-    def unavailable(self, name: str) -> str:
-        allowed = sorted(self.allowed)
-        expected = "expected one of: " + ", ".join(allowed) if allowed else "expected none"
-        if name in self.schema:
-            return f"variable '{name}' is not available here; {expected}"
-        close = difflib.get_close_matches(name, allowed, n=1)
-        if close:
-            return f"unknown variable '{name}'; did you mean '{close[0]}'?"
-        return f"unknown variable '{name}'; {expected}"
-
-    def walk(self, i: int, node: Any, path: str) -> None:
-        """Follow ``.field`` and ``[index]`` from the variable at token ``i``."""
-        j = i + 1
-        while True:
-            if self.is_op(j, "["):
-                close = self.pairs.get(j, len(self.tokens))
-                node, problem = _index(node, path, self.literal_key(j, close))
-                path += self.index_text(j, close)
-                j = close + 1
-            elif self.is_op(j, ".") and self.kind(j + 1) == "ident":
-                name = self.tokens[j + 1].text
-                if self.is_op(j + 2, "("):  # a method call, not a field
-                    if name in MACROS:
-                        self.elements[j + 2] = _element(node)
-                    return
-                node, problem = _field(node, path, name)
-                path += "." + name
-                j += 2
-            else:
-                return
-            if problem is not None:
-                _add(self.problems, problem)
-                return
-
-    def literal_key(self, open_: int, close: int) -> str | None:
-        if close != open_ + 2 or self.kind(open_ + 1) != "str":
-            return None
-        match = _KEY_RE.fullmatch(self.tokens[open_ + 1].text)
-        return match.group(2) if match else None
-
-    def index_text(self, open_: int, close: int) -> str:
-        if close >= len(self.tokens):
-            return "[...]"
-        text = self.source[self.tokens[open_].pos : self.tokens[close].pos + 1]
-        return text if len(text) <= 24 and "\n" not in text else "[...]"
-
-
-def _match_brackets(tokens: Sequence[Token]) -> dict[int, int]:
-    stack: list[int] = []
-    pairs: dict[int, int] = {}
-    for i, token in enumerate(tokens):
-        if token.kind != "op":
-            continue
-        if token.text in _OPEN:
-            stack.append(i)
-        elif token.text in _CLOSE and stack:
-            pairs[stack.pop()] = i
-    return pairs
-
-
-def _article(type_name: str) -> str:
-    return ("an " if type_name[:1] in "aeiou" else "a ") + type_name
-
-
-def _leaf_element(type_name: str) -> str | None:
-    """``list<string>`` -> ``string``; ``map<K, V>`` -> ``V``; other leaves have none."""
-    if type_name.startswith("list<") and type_name.endswith(">"):
-        return type_name[5:-1].strip()
-    if type_name.startswith("map<") and type_name.endswith(">"):
-        return type_name[4:-1].partition(",")[2].strip() or None
-    return None
-
-
-def _field(node: Any, path: str, name: str) -> tuple[Any, str | None]:
-    """The schema of ``path.name``, or a problem."""
-    if node is None:
-        return None, None
-    if isinstance(node, str):
-        return None, f"{path} is {_article(node)}, it has no field '{name}'"
-    if "*" in node:  # a map with any keys also allows `.key`
-        return node["*"], None
-    if "[]" in node:
-        return None, f"{path} is a list, it has no field '{name}'; expected an index first"
-    if name in node:
-        return node[name], None
-    return None, f"{path} has no field '{name}'; {_suggest(node, name)}"
-
-
-def _suggest(node: Mapping[str, Any], name: str) -> str:
-    """A close field name, else a close nested one (``resources.gpus`` for ``gpu``), else all."""
-    fields = sorted(node)
-    close = difflib.get_close_matches(name, fields, n=1)
-    if close:
-        return f"did you mean '{close[0]}'?"
-    nested = _nested_fields(node)
-    close = difflib.get_close_matches(name, list(nested), n=1)
-    if close:
-        return f"did you mean '{nested[close[0]]}'?"
-    return "expected one of: " + ", ".join(fields)
-
-
-def _nested_fields(node: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """Field name -> its shallowest path below ``node``, through plain objects only."""
-    found: dict[str, str] = {}
-    children = [(k, v) for k, v in sorted(node.items()) if _is_object(v)]
-    for key, child in children:
-        for name in sorted(child):
-            found.setdefault(name, f"{prefix}{key}.{name}")
-    for key, child in children:
-        for name, path in _nested_fields(child, f"{prefix}{key}.").items():
-            found.setdefault(name, path)
-    return found
-
-
-def _is_object(node: Any) -> bool:
-    return isinstance(node, Mapping) and "*" not in node and "[]" not in node
-
-
-def _index(node: Any, path: str, key: str | None) -> tuple[Any, str | None]:
-    """The schema of ``path[...]``, or a problem; a literal string key of an object is a field."""
-    if node is None:
-        return None, None
-    if isinstance(node, str):
-        element = _leaf_element(node)
-        if element is None:
-            return None, f"{path} is {_article(node)}, it cannot be indexed"
-        return element, None
-    if "*" in node:
-        return node["*"], None
-    if "[]" in node:
-        return node["[]"], None
-    return _field(node, path, key) if key is not None else (None, None)
-
-
-def _element(node: Any) -> Any:
-    """The schema of the variable a macro binds over ``node``: list elements or map keys."""
-    if node is None:
-        return None
-    if isinstance(node, str):
-        if node.startswith("map<"):
-            return node[4:].partition(",")[0].strip() or None
-        return _leaf_element(node)
-    if "[]" in node:
-        return node["[]"]
-    return "string"  # maps and objects iterate over their keys

@@ -32,9 +32,13 @@ class CaseResult:
         return not self.failures
 
 
+_CASE_ONLY = {"name", "labels", "metadata", "pool", "runtime_s", "since_checkpoint_s", "priority"}
+
+
 def as_job(spec: CaseJob) -> Job:
-    fields = spec.model_dump(exclude={"name", "pool", "runtime_s", "since_checkpoint_s"})
-    return Job.model_validate({"metadata": {"name": spec.name}, "spec": fields})
+    fields = spec.model_dump(exclude=_CASE_ONLY)
+    metadata = {"name": spec.job_name, "labels": spec.job_labels}
+    return Job.model_validate({"metadata": metadata, "spec": fields})
 
 
 def _moment(test: PolicyTest, case: Case) -> MeshState:
@@ -91,10 +95,15 @@ def run_case(
     job = as_job(case.job)
     verdict = bound.evaluate(job)
     failures = check(verdict, case.expect)
-    failures += [f"runtime error in {t.rule}.{t.part}: {t.detail}" for t in verdict.errors]
+    failures += [
+        f"runtime error in {e.rule}.{e.part}: {e.message}; failing closed: {e.effect}"
+        for e in verdict.errors
+    ]
     if case.victim is not None and (case.expect.preempt is not None or case.expect.grace_s):
         victim_job = as_job(case.victim)
-        _, victim_priority, _ = bound.priority_of(victim_job)
+        victim_priority = case.victim.priority
+        if victim_priority is None:
+            _, victim_priority, _ = bound.priority_of(victim_job)
         facts = VictimFacts(
             victim_job,
             victim_priority,
@@ -113,15 +122,15 @@ def run_case(
 
 def run_tests(
     policies: PolicySet,
-    tests: Sequence[tuple[str, PolicyTest, Callable[[int], int]]],
+    tests: Sequence[tuple[str, PolicyTest, Callable[..., int]]],
     snapshot_of: Callable[[PolicyTest], SnapshotOf],
 ) -> list[CaseResult]:
-    """All cases of all tests; ``line_of(i)`` gives the line of case ``i`` in its file."""
+    """All cases of all tests; ``line_of(*loc)`` gives the line of a key in the test's file."""
     results = []
     for path, test, line_of in tests:
         make = snapshot_of(test)
         for i, case in enumerate(test.spec.cases):
-            where = f"{path}:{line_of(i)}"
+            where = f"{path}:{line_of('spec', 'cases', i)}"
             results.append(
                 CaseResult(where, case.name, tuple(run_case(policies, test, case, make)))
             )

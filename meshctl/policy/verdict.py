@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Final, Literal
 
 from meshctl.model.policy import Weights
+from meshctl.policy.explain import Scope, why_not
 from meshctl.policy.tenancy import BudgetStanding, QuotaStanding
 
 Outcome = Literal["matched", "not matched", "error", "skipped"]
@@ -25,13 +26,82 @@ class RuleTrace:
     detail: str = ""
 
 
-# (section, rule, part, expression, (outcome, detail), pool): as evaluation records it
-TraceRow = tuple[str, Any, str, Any, tuple[Outcome, str], str | None]
+# (section, rule, part, expression, (outcome, detail), pool, scope): as evaluation records
+# it; the scope (the variables the job's evaluation saw) lets `explain` say later which operand
+# decided, without the evaluation paying for it
+TraceRow = tuple[str, Any, str, Any, tuple[Outcome, str], str | None, Scope | None]
 
 
 def trace_of(row: TraceRow) -> RuleTrace:
-    section, rule, part, expr, (outcome, detail), pool = row
+    section, rule, part, expr, (outcome, detail), pool, scope = row
+    if outcome in ("not matched", "error") and scope is not None:
+        parts = getattr(expr, "parts", (expr,))
+        detail = why_not(parts, outcome, detail, scope.variables(pool))
+    elif outcome == "not matched" and not detail:
+        detail = f"false: {expr.source}"
     return RuleTrace(section, rule.name, str(rule.origin), part, expr.source, outcome, pool, detail)
+
+
+# What failing closed does, by section and part: an error never widens what a job may use.
+_CLOSED: Final = {
+    ("pools", "deny", "when"): "the deny applies to the pools it picks",
+    ("pools", "allow", "when"): "the allow applies: only the pools it picks are eligible",
+    ("pools", "deny", "deny"): "the pool is denied",
+    ("pools", "allow", "allow"): "the rule does not pick the pool",
+    ("burst", "", "when"): "no burst by this rule",
+    ("burst", "", "to"): "the pool is no burst target of this rule",
+    ("preemption", "", "when"): "no preemption right from this rule",
+    ("preemption", "", "victims"): "the victim is not taken",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RuleError:
+    """A rule part that could not be evaluated for a job (a missing key, a type only known at
+    run time): the engine failed closed, and this says where and why.
+
+    One per rule and part; ``pools`` are those a selector failed for (none for ``when``)."""
+
+    section: str  # pools, burst or preemption
+    rule: str
+    path: str
+    line: int
+    part: str  # when, allow, deny, to or victims
+    pools: tuple[str, ...]
+    message: str
+    effect: str  # what failing closed did
+
+    @property
+    def origin(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    def __str__(self) -> str:
+        pools = f" for {', '.join(self.pools)}" if self.pools else ""
+        return (
+            f"{self.origin}: {self.section} rule {self.rule}: {self.part}{pools} could not be"
+            f" evaluated: {self.message}; failing closed: {self.effect}"
+        )
+
+
+def errors_of(rows: tuple[TraceRow, ...]) -> tuple[RuleError, ...]:
+    grouped: dict[tuple[str, str, str], RuleError] = {}
+    for row in rows:
+        section, rule, part, _, (outcome, _), pool, _ = row
+        if outcome != "error":
+            continue
+        detail = trace_of(row).detail  # the operand that failed, in source order
+        key = (section, rule.name, part)
+        found = grouped.get(key)
+        if found is None:
+            line = rule.lines.get(part, rule.origin.line)
+            effect = _CLOSED[(section, getattr(rule, "effect", ""), part)]
+            pools = (pool,) if pool else ()
+            grouped[key] = RuleError(
+                section, rule.name, rule.origin.path, line, part, pools, detail, effect
+            )
+        elif pool and pool not in found.pools:
+            grouped[key] = replace(found, pools=(*found.pools, pool))
+    return tuple(grouped.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +146,7 @@ class VictimVerdict:
     rule: str | None
     grace_s: float
     reason: str
+    errors: tuple[RuleError, ...] = ()  # victims expressions that could not be evaluated
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,5 +180,7 @@ class Verdict:
         return tuple(p.pool for p in self.pools if p.usable)
 
     @property
-    def errors(self) -> tuple[RuleTrace, ...]:
-        return tuple(trace_of(row) for row in self.trace_rows if row[4][0] == "error")
+    def errors(self) -> tuple[RuleError, ...]:
+        """The rule parts that could not be evaluated for this job, one per rule and part
+        (the controller raises an event for each)."""
+        return errors_of(self.trace_rows)

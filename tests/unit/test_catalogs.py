@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 
 import pytest
+from conftest import EXAMPLES, ROOT
 
 from meshctl.catalog import load_catalog, load_catalogs
-from meshctl.catalog.check import mesh_node_types
+from meshctl.catalog.check import job_accelerators, mesh_accelerators, mesh_node_types
+from meshctl.cli.app import app
 from meshctl.files import load_text
+from meshctl.model import Mesh
 from meshctl.problems import InvalidFileError
 
 pytestmark = pytest.mark.unit
@@ -100,3 +104,125 @@ def test_mesh_node_types_must_be_in_the_catalog(name, region, expected):
     catalogs = {f.provider: f.catalog for f in load_catalogs()}
     problems = [str(p) for p in mesh_node_types(loaded, catalogs)]
     assert problems == ([expected] if expected else [])
+
+
+# --- accelerator models ------------------------------------------------------------------------
+
+ONPREM = """\
+apiVersion: meshctl/v1
+kind: Mesh
+metadata: {{name: m}}
+spec:
+  pools:
+    - name: lab
+      provider: local
+      nodes:
+        - name: n
+          gpus: 4
+          accelerator: {{model: {model}, memory_gib: 80GiB}}
+          cpus: 8
+          memory_gib: 64GiB
+"""
+JOB = """\
+apiVersion: meshctl/v1
+kind: Job
+metadata: {{name: j}}
+spec:
+  kind: train
+  entrypoint: python x.py
+  resources:
+    gpus: 1
+    accelerator: {{any_of: [{models}]}}
+"""
+
+
+def _catalogs():
+    return {f.provider: f.catalog for f in load_catalogs()}
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        pytest.param("H100", [], id="a-catalog-model"),
+        pytest.param("h100", [], id="any-case"),
+        pytest.param(
+            "H100-SXM",
+            ["f.yaml:11: spec.pools[0].nodes[0].accelerator.model: expected an accelerator model"
+             " the catalogs know, got 'H100-SXM'; did you mean 'H100'?"],
+            id="unknown-suggests",
+        ),
+    ],
+)  # fmt: skip
+def test_on_prem_accelerators_must_be_models_the_catalogs_know(model, expected):
+    (loaded,) = load_text(ONPREM.format(model=model), "f.yaml")
+    assert [str(p) for p in mesh_accelerators(loaded, _catalogs())] == expected
+
+
+@pytest.mark.parametrize(
+    ("models", "expected"),
+    [
+        pytest.param("A100, L4", [], id="catalog-models"),
+        pytest.param("MI300X", [], id="the-meshs-own-nodes"),
+        pytest.param(
+            "A100, H100-SXM",
+            ["j.yaml:9: spec.resources.accelerator.any_of[1]: expected an accelerator model the"
+             " catalogs or the mesh's nodes have, got 'H100-SXM'; did you mean 'H100'?"],
+            id="unknown-suggests",
+        ),
+    ],
+)  # fmt: skip
+def test_a_jobs_accelerators_must_be_models_someone_has(models, expected):
+    (mesh,) = load_text(ONPREM.format(model="MI300X"), "m.yaml")
+    (job,) = load_text(JOB.format(models=models), "j.yaml")
+    assert isinstance(mesh.document, Mesh)
+    problems = job_accelerators(job, _catalogs(), mesh.document)
+    assert [str(p) for p in problems] == expected
+
+
+@pytest.fixture
+def sxm_project(tmp_path):
+    """A folder from `meshctl init` whose example training job asks for an H100-SXM."""
+    shutil.copy(EXAMPLES / "mesh.yaml", tmp_path / "mesh.yaml")
+    shutil.copytree(ROOT / "policies", tmp_path / "policies")
+    job = tmp_path / "train.yaml"
+    job.write_text(
+        (EXAMPLES / "jobs" / "train-resnet.yaml").read_text().replace("H100]", "H100-SXM]")
+    )
+    return tmp_path
+
+
+SXM = "expected an accelerator model the catalogs or the mesh's nodes have, got 'H100-SXM';"
+
+
+def test_validate_rejects_an_unknown_accelerator(cli, sxm_project):
+    result = cli.invoke(app, ["validate", str(sxm_project)])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: {sxm_project / 'train.yaml'}:17: spec.resources.accelerator.any_of[1]: {SXM}"
+        " did you mean 'H100'?\n"
+    )
+
+
+def test_submit_rejects_an_unknown_accelerator_before_anything_is_queued(cli, sxm_project):
+    mesh = ["--mesh", str(sxm_project / "mesh.yaml")]
+    result = cli.invoke(app, [*mesh, "submit", str(sxm_project / "train.yaml"), "--dry-run"])
+    assert result.exit_code == 2
+    assert f"train.yaml:17: spec.resources.accelerator.any_of[1]: {SXM}" in result.stderr
+    assert not (sxm_project / "home").exists()
+
+
+def test_policy_test_rejects_an_unknown_accelerator_in_a_case(cli, sxm_project):
+    routing = sxm_project / "policies" / "tests" / "routing.yaml"
+    routing.write_text(
+        routing.read_text().replace(
+            "job: {kind: train, criticality: standard, resources: {gpus: 4}}",
+            "job: {kind: train, criticality: standard, resources: {gpus: 4,"
+            " accelerator: {any_of: [H100-SXM]}}}",
+            1,
+        )
+    )
+    result = cli.invoke(app, ["policy", "test", str(sxm_project / "policies")])
+    assert result.exit_code == 2
+    assert f"routing.yaml:10: spec.cases[0].job.resources.accelerator.any_of[0]: {SXM}" in (
+        result.stderr
+    )

@@ -18,6 +18,7 @@ class PolicyFile(TypedDict):
     classes: Annotated[int, "priority classes"]
     quotas: int
     budgets: int
+    policy_hash: Annotated[str, "the hash of the whole set these files make (content only)"]
 
 
 @with_config(STRICT)
@@ -111,6 +112,18 @@ class TraceData(TypedDict):
 
 
 @with_config(STRICT)
+class RuleErrorData(TypedDict):
+    section: Annotated[str, "pools, burst or preemption"]
+    rule: str
+    part: Annotated[str, "when, allow, deny, to or victims"]
+    file: str
+    line: Annotated[int, "the line of the failing part"]
+    pools: Annotated[list[str], "the pools a selector failed for; empty for when"]
+    message: str
+    effect: Annotated[str, "what failing closed did"]
+
+
+@with_config(STRICT)
 class VerdictData(TypedDict):
     job: Annotated[str, "the job file's name"]
     policy_hash: str
@@ -126,3 +139,6 @@ class VerdictData(TypedDict):
     packing: Literal["binpack", "spread"]
     pool_preference: list[str]
     trace: Annotated[list[TraceData], "every rule evaluated, in order, matched or not"]
+    errors: Annotated[
+        list[RuleErrorData], "rule parts that could not be evaluated (the engine failed closed)"
+    ]

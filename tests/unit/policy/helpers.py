@@ -21,10 +21,10 @@ def policy_text(name: str, spec: str) -> str:
 def sources(*specs: str) -> list[Source]:
     out = []
     for i, spec in enumerate(specs):
-        path = f"p{i}.yaml"
-        (loaded,) = load_text(policy_text(f"p{i}", spec), path)
+        path, text = f"p{i}.yaml", policy_text(f"p{i}", spec)
+        (loaded,) = load_text(text, path)
         assert isinstance(loaded.document, Policy)
-        out.append(Source(path, loaded.document, loaded.lines))
+        out.append(Source(path, loaded.document, loaded.lines, text))
     return out
 
 

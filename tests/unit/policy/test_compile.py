@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from helpers import compiled, sources
+from helpers import compiled, policy_text, sources
 
+from meshctl.files import load_text
 from meshctl.model.policy import MAX_RULES_PER_FILE
 from meshctl.policy import compile_policies
+from meshctl.policy.compiled import Source
 from meshctl.problems import InvalidFileError
 
 pytestmark = pytest.mark.unit
@@ -164,11 +166,68 @@ def test_thousands_of_rules_across_files_compile():
     assert len(policies.pool_rules) == 2000
 
 
-def test_the_content_hash_changes_with_the_policy():
-    a = compiled("pools: [{name: a, deny: pool.cloud}]")
-    b = compiled("pools: [{name: a, deny: '!pool.cloud'}]")
-    assert a.content_hash != b.content_hash
-    assert a.content_hash == compiled("pools: [{name: a, deny: pool.cloud}]").content_hash
+RULES = """\
+# routing
+pools:
+  - name: a          # cloud pools are out
+    deny: pool.cloud
+"""
+CLASSES_DOC = "priority_classes: [{name: high, value: 10}]"
+
+
+def _hash(*files: tuple[str, str]) -> str:
+    """The hash of policy files given as (path, spec)."""
+    out = []
+    for path, spec in files:
+        (loaded,) = load_text(policy_text(path.split("/")[-1].split(".")[0], spec), path)
+        out.append(Source(path, loaded.document, loaded.lines))
+    return compile_policies(out).content_hash
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param(
+            [("/elsewhere/p0.yaml", RULES), ("/elsewhere/p1.yaml", CLASSES_DOC)],
+            id="another-folder",
+        ),
+        pytest.param([("p1.yaml", CLASSES_DOC), ("p0.yaml", RULES)], id="another-order"),
+        pytest.param(
+            [("p0.yaml", RULES.replace("# routing\n", "").replace("  # cloud pools are out", "")),
+             ("p1.yaml", CLASSES_DOC)],
+            id="other-comments",
+        ),
+        pytest.param(
+            [("p0.yaml", "pools: [{deny: pool.cloud, name: a}]"), ("p1.yaml", CLASSES_DOC)],
+            id="another-layout",
+        ),
+    ],
+)  # fmt: skip
+def test_the_policy_hash_is_over_content_alone(other):
+    base = _hash(("p0.yaml", RULES), ("p1.yaml", CLASSES_DOC))
+    assert _hash(*other) == base
+
+
+def test_other_file_names_give_the_same_hash():
+    # the metadata name is content: keep it, rename the files
+    (a,) = load_text(policy_text("routing", RULES), "x.yaml")
+    (b,) = load_text(policy_text("routing", RULES), "policies/renamed.yaml")
+    hashes = {compile_policies([Source(d.path, d.document, d.lines)]).content_hash for d in (a, b)}
+    assert len(hashes) == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(("deny: pool.cloud", "deny: '!pool.cloud'"), id="an-expression"),
+        pytest.param(("name: a", "name: b"), id="a-rule-name"),
+        pytest.param(("deny: pool.cloud", "deny: pool.cloud\n    reason: why"), id="a-reason"),
+        pytest.param(("    deny: pool.cloud", "    allow: pool.cloud"), id="allow-for-deny"),
+    ],
+)
+def test_any_change_to_a_rule_changes_the_hash(change):
+    base = _hash(("p0.yaml", RULES))
+    assert _hash(("p0.yaml", RULES.replace(*change))) != base
 
 
 def test_a_time_without_a_zone_is_utc(tmp_path, monkeypatch):

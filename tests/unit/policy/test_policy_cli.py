@@ -110,3 +110,56 @@ def test_explain_table(cli):
     assert result.exit_code == 0, result.output
     assert "personal data (pii) stays on-prem" in result.stdout
     assert "Every rule evaluated" in result.stdout
+
+
+SENSITIVE = """\
+apiVersion: meshctl/v1
+kind: Policy
+metadata: {name: sensitive}
+spec:
+  pools:
+    - name: sensitive-onprem
+      when: job.labels.sensitivity != "public"
+      deny: pool.cloud
+"""
+
+
+def test_explain_fails_closed_and_exits_1_with_one_error_line_per_failing_rule(cli, policies):
+    (policies / "sensitive.yaml").write_text(SENSITIVE)
+    args = ["policy", "explain", str(EXAMPLES / "jobs" / "batch-embed.yaml")]
+    args += ["--policies", str(policies)]
+    table = cli.invoke(app, [*MESH, *args])
+    assert table.exit_code == 1
+    assert table.stderr == (
+        f"error: {policies / 'sensitive.yaml'}:7: pools rule sensitive-onprem: when could not"
+        " be evaluated: no key 'sensitivity' in job.labels; test for it with"
+        ' has(job.labels.sensitivity) or "sensitivity" in job.labels; failing closed: the deny'
+        " applies to the pools it picks\n"
+    )
+    assert "could not be evaluated for this job; the engine failed closed" in table.stdout
+    data = json.loads(cli.invoke(app, [*MESH, *args, "-o", "json"]).stdout)
+    assert [(p["pool"], p["eligible"]) for p in data["pools"]] == [
+        ("onprem", True),
+        ("aws-burst", False),
+        ("gcp-burst", False),
+    ]
+    assert data["errors"] == [
+        {
+            "section": "pools",
+            "rule": "sensitive-onprem",
+            "part": "when",
+            "file": str(policies / "sensitive.yaml"),
+            "line": 7,
+            "pools": [],
+            "message": "no key 'sensitivity' in job.labels; test for it with"
+            ' has(job.labels.sensitivity) or "sensitivity" in job.labels',
+            "effect": "the deny applies to the pools it picks",
+        }
+    ]
+
+
+def test_policy_test_json_says_where_each_case_is(cli, policies):
+    result = cli.invoke(app, [*MESH, "policy", "test", str(policies), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    first = json.loads(result.stdout)[0]
+    assert (Path(first["file"]).name, first["line"], first["passed"]) == ("priority.yaml", 8, True)
