@@ -35,16 +35,16 @@ def up(
 ) -> None:
     """Start the local pools' Ray clusters and the controller (what is up already stays up)."""
     from meshctl.cli import render
-    from meshctl.controller.runtime import client_for, run_dir
+    from meshctl.controller.runtime import client_for, make_run_dir
     from meshctl.model.mesh import LocalPool, RayPool
     from meshctl.pools import local
+    from meshctl.state.private import write_private
 
     context = app_context(ctx)
     mesh = context.mesh()
     policy_dir = (policies or context.policy_dir()).resolve()
     context.policy_set(policy_dir)  # invalid policies stop here, before anything starts
-    run = run_dir(context.home)
-    run.mkdir(parents=True, exist_ok=True)
+    run = make_run_dir(context.home)
     started = time.monotonic()
     for pool in mesh.spec.pools:
         if isinstance(pool, LocalPool):
@@ -74,7 +74,7 @@ def up(
         "policies": str(policy_dir),
         "providers": str(catalogs.resolve()) if catalogs else "",
     }
-    (run / UP_FILE).write_text(json.dumps(record, indent=2))
+    write_private(run / UP_FILE, json.dumps(record, indent=2))
     _start_controller(context, record, interval)
     render.say(
         f"mesh {mesh.metadata.name} is up in {time.monotonic() - started:.1f} s; "

@@ -237,7 +237,11 @@ def decide(world: World, rules: Rules) -> Step:
     _unhealthy(world, rules, holding, step)
     _hung(world, holding, step)
     _dead_nodes(world, holding, step)
-    _schedule(world, rules, holding, queued, step)
+    if world.hold is None:
+        _schedule(world, rules, holding, queued, step)
+    else:  # nothing new starts, nothing is preempted for it: the running jobs may end
+        held = {"status": "held", "reason": world.hold}
+        step.decisions += [DecisionNote(v.record.id, "held", world.hold, held) for v in queued]
     _idle_pools(world, rules, holding, step)
     return step
 

@@ -35,6 +35,7 @@ from meshctl.scheduler import (
 )
 from meshctl.scheduler.build import snapshot_from_mesh
 from meshctl.scheduler.plan import Decision
+from meshctl.state.private import private_dir, private_tree
 from meshctl.state.records import Event, JobRecord, JobState
 from meshctl.state.store import Store
 
@@ -111,11 +112,13 @@ def package(source: Path, destination: Path) -> Path:
             f"working_dir {source}: {size / 1024**2:.0f} MiB, over the "
             f"{MAX_PACKAGE_BYTES // 1024**2} MiB a job may carry; keep data in storage"
         )
+    private_dir(destination.parent)  # packages/: 0700, like the whole state folder
     shutil.copytree(source, destination, ignore=shutil.ignore_patterns(*IGNORED))
     # Ray names an uploaded working directory by its content hash; jobs sharing one package
     # were seen (Ray 2.60) to start before the node had finished unpacking it for another
     # job ("can't open file"). A file naming the job makes every job's package its own.
     (destination / ".meshctl-job").write_text(destination.name + "\n")
+    private_tree(destination)  # the copy keeps the source's modes: make it the owner's alone
     return destination
 
 

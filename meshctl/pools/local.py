@@ -33,6 +33,7 @@ from pathlib import Path
 from meshctl.model.mesh import LocalPool, NodeGroup
 from meshctl.pools.observed import NODE_LABEL, ROLE_LABEL
 from meshctl.pools.ray import PoolError, RayPoolClient
+from meshctl.state.private import open_private, private_dir, write_private
 
 GIB = 1024**3
 OBJECT_STORE_BYTES = 100 * 1024**2  # Ray's minimum is 75 MiB; keep nodes small
@@ -68,9 +69,7 @@ class LocalCluster:
         return Path(self.token_file).read_text().strip()
 
     def save(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        tmp.replace(path)
+        write_private(path, json.dumps(asdict(self), indent=2))
 
     @classmethod
     def load(cls, path: Path) -> LocalCluster:
@@ -116,10 +115,9 @@ def start_head(
 def _start_head(
     pool: str, run_dir: Path, progress: Progress, head: NodeGroup | None
 ) -> LocalCluster:
-    run_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(run_dir)
     token_file = run_dir / f"pool-{pool}.token"
-    token_file.write_text(secrets.token_hex(32))
-    token_file.chmod(0o600)
+    write_private(token_file, secrets.token_hex(32))
     gcs_port, dashboard_port = _free_port(), _free_port()
     cluster = LocalCluster(
         pool=pool,
@@ -129,7 +127,7 @@ def _start_head(
         temp_dir=tempfile.mkdtemp(prefix="meshctl-ray-"),  # short: Ray's socket paths
         log_dir=str(run_dir / "logs"),
     )
-    Path(cluster.log_dir).mkdir(exist_ok=True)
+    private_dir(Path(cluster.log_dir))
     path = run_file(run_dir, pool)
     cluster.save(path)
     name = head.name if head else "head"
@@ -147,7 +145,6 @@ def _start_head(
             f"--dashboard-port={dashboard_port}",
             "--dashboard-host=127.0.0.1",
             f"--ray-client-server-port={_free_port()}",
-            f"--temp-dir={cluster.temp_dir}",
             *shape,
         ]
         _launch(cluster, name, args, path)
@@ -263,10 +260,10 @@ def _launch(cluster: LocalCluster, node: str, args: list[str], path: Path) -> No
         "--disable-usage-stats",
         "--block",
     ]
-    log = open(Path(cluster.log_dir) / f"{cluster.pool}-{node}.log", "ab")  # noqa: SIM115
+    log = open_private(Path(cluster.log_dir) / f"{cluster.pool}-{node}.log")
     with log:
         proc = subprocess.Popen(
-            [ray, "start", *args, *common],
+            [ray, "start", *args, f"--temp-dir={_node_temp_dir(cluster)}", *common],
             env=_environment(cluster),
             cwd=cluster.temp_dir,  # never a folder holding a `ray` package
             stdin=subprocess.DEVNULL,
@@ -276,6 +273,24 @@ def _launch(cluster: LocalCluster, node: str, args: list[str], path: Path) -> No
         )
     cluster.processes.append(Process(node, proc.pid, start_ticks(proc.pid) or 0))
     cluster.save(path)
+
+
+def _node_temp_dir(cluster: LocalCluster) -> str:
+    """A Ray temp folder of the node's own under the cluster's (``n0`` for the head, ``n1``...).
+
+    Every node of the embedded cluster runs on this one machine. Given one temp folder, all
+    nodes shared one session log folder, and each node's log monitor tailed every worker's
+    output file in it and sent it to the job's driver: a line printed by a Ray task or actor
+    reached the driver's log once per node. With a folder each, a node's monitor sees only its
+    own workers' files, as on a real cluster of machines. The names stay short: Ray's socket
+    paths under them must fit in 107 bytes."""
+    root = Path(cluster.temp_dir)
+    number = 0
+    while (root / f"n{number}").exists():
+        number += 1
+    folder = root / f"n{number}"
+    folder.mkdir()
+    return str(folder)
 
 
 def _environment(cluster: LocalCluster) -> dict[str, str]:
