@@ -1,7 +1,8 @@
 """``meshctl nodes list|cordon|drain|uncordon|health``: the nodes the controller has seen.
 
 Cordon: no new work, running jobs stay. Drain: no new work, and jobs still running when the
-deadline passes are evicted (and requeued). Uncordon: back in service (an unhealthy node's
+deadline passes are evicted (and requeued); the node is then ``drained`` (still no new work)
+until it is uncordoned. Uncordon: back in service (an unhealthy node's
 signal is cleared too: the operator says it is fine). Health: set or clear the node's health
 signal, as its probe would (``meshctl.pools.health``); the controller takes an unhealthy node
 out of service, asks its jobs to checkpoint, evicts and requeues them, and puts the node back
@@ -69,7 +70,7 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
             "state": n.state
             + (
                 f" until {time.strftime('%H:%M:%S', time.localtime(n.detail['deadline_s']))}"
-                if n.detail.get("deadline_s")
+                if n.detail.get("deadline_s") and n.state == "draining"
                 else ""
             )
             + (f" ({n.detail['reason']})" if n.detail.get("reason") else ""),

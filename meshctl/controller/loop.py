@@ -325,11 +325,11 @@ class Controller:
                 detail["failures"] = int(detail.get("failures", 0)) + 1
             detail["reason"] = change.reason
             detail["was"] = record.state  # what the operator had it at: cordoned, draining
-        else:  # healthy again: back to what it was before
+        elif change.state == "ready":  # healthy again: back to what it was before
             detail.pop("reason", None)
             state = str(detail.pop("was", "ready"))
         changed = replace(record, state=state, detail=detail, updated_at_s=now)
-        kind = "node.unhealthy" if change.state == "unhealthy" else "node.healthy"
+        kind = "node.healthy" if change.state == "ready" else f"node.{change.state}"
         event = Event(now, kind, None, f"{change.node}: {change.reason}", {"pool": record.pool})
         with contextlib.suppress(ConflictError, NotFoundError):
             self.store.update(changed, expected_version=record.version, events=[event])

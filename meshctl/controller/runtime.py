@@ -38,9 +38,7 @@ def client_for(pool: Pool, home: Path) -> RayPoolClient | None:
         if not path.is_file():
             return None
         cluster = local.LocalCluster.load(path)
-        return RayPoolClient(
-            pool.name, cluster.dashboard, cluster.token, log_root=cluster.temp_dir
-        )
+        return RayPoolClient(pool.name, cluster.dashboard, cluster.token, log_root=cluster.temp_dir)
     if isinstance(pool, RayPool):
         return RayPoolClient(pool.name, pool.address, _token(pool))
     return None

@@ -96,9 +96,11 @@ def assert_bounded_copy_of(copy: bytes, log: bytes) -> None:
     head, tail = copy[: found.start()], copy[found.end() :]
     dropped = int(found.group(1).replace(b",", b""))
     assert len(head) <= HEAD_BYTES
-    assert log.startswith(head) and log.endswith(tail)
+    assert log.startswith(head)
+    assert log.endswith(tail)
     assert len(head) + dropped + len(tail) == len(log)
-    assert tail.startswith(b"0") and head.endswith(b"\n")  # cut at line starts
+    assert tail.startswith(b"0")
+    assert head.endswith(b"\n")
     assert found.group(0) == marker(dropped)
 
 
@@ -203,7 +205,8 @@ def test_any_growth_gives_a_bounded_copy_of_the_log(writes: list[int], line: int
             [found] = list(MARKED.finditer(copy))
             dropped = int(found.group(1).replace(b",", b""))
             head, tail = copy[: found.start()], copy[found.end() :]
-            assert log.data.startswith(head) and log.data.endswith(tail)
+            assert log.data.startswith(head)
+            assert log.data.endswith(tail)
             assert len(head) + dropped + len(tail) == len(log.data)
 
 
