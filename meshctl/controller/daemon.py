@@ -85,6 +85,7 @@ def hold_file(home: Path) -> Path:
 def hold(home: Path, reason: str, at_s: float) -> None:
     """Nothing new starts until ``lift_hold`` (``meshctl down --drain``): the controller reads
     this every cycle, keeps following the jobs that run, and places nothing."""
+    make_run_dir(home)
     write_private(hold_file(home), json.dumps({"reason": reason, "at_s": at_s}))
 
 
