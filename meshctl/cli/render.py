@@ -112,6 +112,18 @@ def problems(lines: Iterable[str]) -> None:
         sys.stderr.write(f"error: {line}\n")
 
 
+def raw(text: str) -> None:
+    """Text exactly as it is, no newline added (a log as it grows)."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def note(line: str) -> None:
+    """A line for people on stderr, apart from the output (what a command waits for)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def _stderr_console() -> Any:
     from rich.console import Console
 
