@@ -145,6 +145,7 @@ def _start_head(
             f"--dashboard-port={dashboard_port}",
             "--dashboard-host=127.0.0.1",
             f"--ray-client-server-port={_free_port()}",
+            f"--temp-dir={cluster.temp_dir}",
             *shape,
         ]
         _launch(cluster, name, args, path)
@@ -159,8 +160,14 @@ def _start_head(
 
 
 def add_node(cluster: LocalCluster, name: str, group: NodeGroup, run_dir: Path) -> None:
-    """One more node of ``group``'s shape, named ``name``; returns once the head sees it."""
-    args = [f"--address={cluster.gcs}", *_shape_args(group, name)]
+    """One more node of ``group``'s shape, named ``name``; returns once the head sees it.
+
+    Its log monitor stays off: every node of the cluster runs on this one machine and shares
+    the head's session log folder, and each node's monitor tails every worker's output file
+    in it and sends it to the job's driver, so a line printed by a Ray task or actor reached
+    the driver's log once per node. Ray's advice is one log monitor per machine: the head's.
+    """
+    args = [f"--address={cluster.gcs}", *_shape_args(group, name), "--include-log-monitor=False"]
     for attempt in (1, 2):  # like the head: tried again once, on fresh ports
         _launch(cluster, name, args, run_file(run_dir, cluster.pool))
         try:
@@ -263,7 +270,7 @@ def _launch(cluster: LocalCluster, node: str, args: list[str], path: Path) -> No
     log = open_private(Path(cluster.log_dir) / f"{cluster.pool}-{node}.log")
     with log:
         proc = subprocess.Popen(
-            [ray, "start", *args, f"--temp-dir={_node_temp_dir(cluster)}", *common],
+            [ray, "start", *args, *common],
             env=_environment(cluster),
             cwd=cluster.temp_dir,  # never a folder holding a `ray` package
             stdin=subprocess.DEVNULL,
@@ -273,24 +280,6 @@ def _launch(cluster: LocalCluster, node: str, args: list[str], path: Path) -> No
         )
     cluster.processes.append(Process(node, proc.pid, start_ticks(proc.pid) or 0))
     cluster.save(path)
-
-
-def _node_temp_dir(cluster: LocalCluster) -> str:
-    """A Ray temp folder of the node's own under the cluster's (``n0`` for the head, ``n1``...).
-
-    Every node of the embedded cluster runs on this one machine. Given one temp folder, all
-    nodes shared one session log folder, and each node's log monitor tailed every worker's
-    output file in it and sent it to the job's driver: a line printed by a Ray task or actor
-    reached the driver's log once per node. With a folder each, a node's monitor sees only its
-    own workers' files, as on a real cluster of machines. The names stay short: Ray's socket
-    paths under them must fit in 107 bytes."""
-    root = Path(cluster.temp_dir)
-    number = 0
-    while (root / f"n{number}").exists():
-        number += 1
-    folder = root / f"n{number}"
-    folder.mkdir()
-    return str(folder)
 
 
 def _environment(cluster: LocalCluster) -> dict[str, str]:

@@ -204,14 +204,10 @@ class _NotFound(Exception):
 
 
 def _driver_log(root: str, submission_id: str) -> Path | None:
-    """Where a node of the cluster keeps the driver log: each node has a temp folder of its
-    own under the root (``n0``, ``n1``...), or the root is the one folder (older clusters)."""
-    name = DRIVER_LOG.format(submission_id)
-    for pattern in (f"*/session_latest/logs/{name}", f"session_latest/logs/{name}"):
-        found = next(iter(Path(root).glob(pattern)), None)
-        if found is not None:
-            return found
-    return None
+    """Where the cluster keeps the driver log: the nodes of a cluster on this machine share
+    the head's temp folder (``local.py``)."""
+    path = Path(root) / "session_latest" / "logs" / DRIVER_LOG.format(submission_id)
+    return path if path.is_file() else None
 
 
 def _read_file(path: Path | None, offset: int, limit: int) -> LogChunk | None:
