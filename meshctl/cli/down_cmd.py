@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from meshctl.state import AttemptRecord, JobRecord
 
 DRAIN_POLL_S = 1.0
+DRAIN_DEFAULT = "10m"
 
 
 def down(
@@ -49,8 +50,9 @@ def down(
         ),
     ] = False,
     deadline: Annotated[
-        str, typer.Option(help="How long --drain waits, e.g. 10m (then fails, or --force).")
-    ] = "10m",
+        str | None,
+        typer.Option(help="How long --drain waits (default 10m); then it fails, or --force."),
+    ] = None,
 ) -> None:
     """Stop the controller and the local pools' Ray clusters: exactly the processes up started.
 
@@ -58,27 +60,23 @@ def down(
     them: each is requeued, so the next up runs it again)."""
     from meshctl.cli import render
     from meshctl.controller import daemon
-    from meshctl.units import parse_duration_s
 
-    try:
-        wait_s = parse_duration_s(deadline)
-    except ValueError as err:
-        raise InvalidRequestError(f"--deadline: {err}") from None
+    wait_s = _deadline(deadline, drain)
     context = app_context(ctx)
-    pools = _stopping_pools(context)
-    running = _running(context, pools)
+    pools, alive = _stopping_pools(context)
+    running = [(j, a) for j, a in _running(context, pools) if a.pool in alive]
     if running and not (force or drain):
+        where = ", ".join(sorted({a.pool for _, a in running}))
         render.problems(
             [
-                f"{_jobs(running)} running on {', '.join(sorted({a.pool for _, a in running}))}"
-                "; nothing was stopped. "
-                "meshctl down --drain waits for them to end; --force stops them "
-                "(they run again at the next meshctl up)"
+                f"{_jobs(running)} running on {where}; nothing was stopped. meshctl down "
+                "--drain waits for them to end; --force stops them (they run again at the next "
+                "meshctl up)"
             ]
         )
         raise typer.Exit(EXIT_FAILURE)
     if running and drain:
-        _drain(context, pools, wait_s, deadline, force)
+        _drain(context, alive, wait_s, deadline or DRAIN_DEFAULT, force)
     try:
         stopped = daemon.stop(context.home)
         if stopped:
@@ -88,6 +86,19 @@ def down(
         daemon.lift_hold(context.home)
     if not stopped and not pools:
         render.say("nothing was up")
+
+
+def _deadline(deadline: str | None, drain: bool) -> float:
+    from meshctl.units import parse_duration_s
+
+    if deadline is not None and not drain:
+        raise InvalidRequestError(
+            f"--deadline: goes with --drain (how long it waits), got {deadline!r} alone"
+        )
+    try:
+        return parse_duration_s(deadline or DRAIN_DEFAULT)
+    except ValueError as err:
+        raise InvalidRequestError(f"--deadline: {err}") from None
 
 
 def _stop_pools(context: AppContext, pools: set[str], force: bool) -> None:
@@ -153,19 +164,21 @@ def _terminate_instances(context: AppContext) -> None:
         render.problems([*problems, "run meshctl gc once the cause is fixed"])
 
 
-def _stopping_pools(context: AppContext) -> set[str]:
-    """The pools ``down`` takes away: those with a cluster ``up`` or the controller started
-    (a run file), and cloud pools with live instances."""
+def _stopping_pools(context: AppContext) -> tuple[set[str], set[str]]:
+    """The pools ``down`` takes away (those with a cluster ``up`` or the controller started,
+    by their run files, and cloud pools with live instances), and those of them still alive:
+    a cluster whose processes are gone (a crash) runs no job, whatever the store says."""
     from meshctl.controller.runtime import run_dir
+    from meshctl.pools import local
     from meshctl.state import INSTANCE_LIVE, STATE_DB, InstanceRecord, open_store
 
-    run = run_dir(context.home)
-    pools = {p.name.removeprefix("pool-").removesuffix(".json") for p in run.glob("pool-*.json")}
+    clusters = [local.LocalCluster.load(p) for p in run_dir(context.home).glob("pool-*.json")]
+    alive = {c.pool for c in clusters if local.running(c)}
     if (context.home / STATE_DB).is_file():
         with open_store(context.home) as store:
             live = store.list(InstanceRecord)
-        pools |= {i.pool for i in live if i.state in INSTANCE_LIVE}
-    return pools
+        alive |= {i.pool for i in live if i.state in INSTANCE_LIVE}
+    return {c.pool for c in clusters} | alive, alive
 
 
 def _running(context: AppContext, pools: set[str]) -> list[tuple[JobRecord, AttemptRecord]]:
