@@ -236,7 +236,7 @@ def logs(
 ) -> None:
     """The job's output (its driver log): from its pool while the pool has it, else from the
     copy meshctl keeps (after the job ends, after down; at most its first 512 KiB and last
-    1.2 MiB)."""
+    1.25 MiB)."""
     from meshctl.cli import joblogs
 
     context = app_context(ctx)

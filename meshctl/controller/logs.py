@@ -13,10 +13,11 @@ An attempt that ended is read to its end once, then closed.
 
 The cap: a copy keeps at most ``CAP_BYTES`` (2 MiB) per attempt: the first ``HEAD_BYTES``
 (512 KiB: how the job started, its configuration, its first errors) and the most recent bytes
-(about 1.2 MiB, some 12,000 lines of 100 bytes: where and how it ended, with its stack
-trace), with one marker line between them saying how many bytes were dropped. 2 MiB is about a
-second of scrolling in a terminal and bounds the worst case at 2 GiB per 1,000 attempts;
-a job that writes more belongs in its own storage. The tail is cut at line starts.
+(about 1.25 MiB, some 13,000 lines of 100 bytes: where and how it ended, with its stack
+trace), with one marker line between them saying how many bytes were dropped. That keeps what
+a log is read for (how the job started, how it ended) while bounding the disk at 2 GiB per
+1,000 attempts in the worst case, and a copy stays small enough to page through or grep at
+once; a job that writes more than that belongs in its own storage. Cuts fall at line starts.
 
 The copy is self-describing, so a controller killed at any moment continues where the file
 ends: the file is the log's first bytes, or the head, the marker (which holds the count of
