@@ -169,7 +169,7 @@ def main() -> None:
     finally:
         down_start = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "meshctl", "down"],
+            [sys.executable, "-m", "meshctl", "down", "--force"],  # the blocker still runs
             capture_output=True,
             env={**os.environ, "MESHCTL_HOME": str(home)},
             cwd=work,

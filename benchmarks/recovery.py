@@ -332,7 +332,7 @@ def mesh_up(work: Path) -> Iterator[Mesh]:
         mesh.run("--mesh", str(work / "mesh.yaml"), "up", "--interval", "0.5")
         yield mesh
     finally:
-        mesh.run("down", check=False)
+        mesh.run("down", "--force", check=False)
 
 
 def meshctl_once(

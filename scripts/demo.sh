@@ -20,7 +20,7 @@ export MESHCTL_HOME="$dir/home"
 started=$(date +%s)
 moto_pid=""
 cleanup() {
-  "$MESHCTL" down >/dev/null 2>&1 || true  # stops only what this demo's `up` started
+  "$MESHCTL" down --force >/dev/null 2>&1 || true  # stops only what this demo's `up` started
   [ -n "$moto_pid" ] && kill "$moto_pid" 2>/dev/null
   rm -rf "$dir"
 }

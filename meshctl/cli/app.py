@@ -14,6 +14,7 @@ import typer
 
 from meshctl.cli import (
     controller_cmd,
+    down_cmd,
     explain_cmd,
     gc_cmd,
     init_cmd,
@@ -42,7 +43,7 @@ app = typer.Typer(
 )
 app.command("init")(init_cmd.init)
 app.command("up")(mesh_cmd.up)
-app.command("down")(mesh_cmd.down)
+app.command("down")(down_cmd.down)
 app.command("status")(mesh_cmd.status)
 app.command("submit")(submit_cmd.submit)
 app.command("train")(train_cmd.train)

@@ -31,15 +31,16 @@ def run(
     from meshctl.cli import render
     from meshctl.controller import daemon, runtime
     from meshctl.controller.burst import Burst
+    from meshctl.controller.logs import LogCopier
     from meshctl.controller.loop import Controller, PoolClient
-    from meshctl.controller.runtime import clients, run_dir
+    from meshctl.controller.runtime import clients, make_run_dir, run_dir
     from meshctl.pools.emulated import EmulatedInstances
     from meshctl.pools.health import unhealthy
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     context = app_context(ctx)
     rules = context.rules(policies)
-    run_dir(context.home).mkdir(parents=True, exist_ok=True)
+    make_run_dir(context.home)
     with context.store() as store:
         driven: dict[str, PoolClient] = {**clients(rules.mesh, context.home)}
         controller = Controller(
@@ -57,6 +58,8 @@ def run(
                 background=not once,
             ),
             health=lambda: unhealthy(context.home),
+            logs=LogCopier(context.home),
+            hold=lambda: daemon.held(context.home),
         )
         if once:
             report = controller.cycle()

@@ -129,26 +129,19 @@ def list_jobs(
 
 @app.command("show")
 def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.table) -> None:
-    """One job: its record, attempts, events and the scheduler's latest decision."""
-    from meshctl.cli import render
-    from meshctl.cli.views import event_data
+    """One job: what it asks for, its attempts (and why the last one failed), events, and the
+    scheduler's latest decision."""
+    from meshctl.cli import jobview, render
 
     with app_context(ctx).store() as store:
         record = find(store, job)
         attempts = attempts_of(store, record.id)
         events = store.events(job_id=record.id)
         decisions = store.decisions(job_id=record.id)
-    body = record.spec.get("spec", {})
+    decision = decisions[-1].explanation.get("summary") if decisions else None
     data = {
         **_row(record, attempts[-1] if attempts else None, time.time()),
-        "kind": body.get("kind"),
-        "priority_class": body.get("priority_class"),
-        "entrypoint": body.get("entrypoint"),
-        "resources": body.get("resources", {}),
-        "train": _train_data(body),
-        "attempts": [_attempt_data(a) for a in attempts],
-        "events": [event_data(e) for e in events],
-        "decision": decisions[-1].explanation.get("summary") if decisions else None,
+        **jobview.data(record.spec, attempts, events, decision),
     }
     said = [{"at_s": e.at_s, "kind": e.kind, "message": e.message} for e in events]
     training = _training(record, attempts, said)
@@ -157,16 +150,58 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
     if output is not Output.table:
         render.emit_data(data, output)
         return
+    _show_job(record, data, attempts)
+    _show_training(training)
+    for e in events:
+        at = time.strftime("%H:%M:%S", time.localtime(e.at_s))
+        render.say(f"  {at} {e.kind}: {render.esc(e.message)}")
+
+
+def _show_job(record: JobRecord, data: dict[str, Any], attempts: list[AttemptRecord]) -> None:
+    from meshctl.cli import jobview, render
+
+    body = record.spec.get("spec", {})
+    nodes = int(body.get("resources", {}).get("nodes") or 1)
     render.say(
         f"[bold]{render.esc(record.id)}[/] ({render.esc(record.name)}): {record.state.value}"
     )
-    for key in ("team", "priority", "pool", "nodes", "entrypoint", "resources", "decision"):
-        render.say(f"  {key}: {render.cell(data[key])}")
+    lines = {
+        "kind": body.get("kind"),
+        "team": record.team,
+        "priority": f"{record.priority}"
+        + (f" ({body['priority_class']})" if body.get("priority_class") else ""),
+        "pool": record.pool,
+        "nodes": ", ".join(jobview.nodes_of(attempts[-1] if attempts else None)),
+        "entrypoint": body.get("entrypoint"),
+        "train": jobview.train_text(body["train"], nodes) if body.get("train") else None,
+        "resources": jobview.resources_text(body.get("resources", {})),
+        "decision": data["decision"],
+    }
+    for key, value in lines.items():
+        if value:
+            render.say(f"  {key}: {render.esc(value)}")
     for a in attempts:
-        render.say(
-            f"  attempt {a.number}: {a.state} on {a.pool} ({render.esc(_nodes(a))}) "
-            f"as {a.submission_id}" + (f": {render.esc(a.reason)}" if a.reason else "")
-        )
+        where = f" ({render.esc(', '.join(jobview.nodes_of(a)))})" if jobview.nodes_of(a) else ""
+        render.say(f"  attempt {a.number}: {a.state} on {a.pool}{where} as {a.submission_id}")
+        if a.reason and a.state != "succeeded":
+            _show_reason(record.id, a, a is attempts[-1])
+
+
+def _show_reason(job_id: str, attempt: AttemptRecord, latest: bool) -> None:
+    """Ray's message, its first lines only: the rest is in the job's log."""
+    from meshctl.cli import jobview, render
+
+    first, more = jobview.error_excerpt(attempt.reason)
+    for line in first:
+        render.say(f"    {render.esc(line)}")
+    if more:
+        which = "" if latest else f" --attempt {attempt.number}"
+        render.say(f"    ... {more} more lines: meshctl jobs logs {job_id}{which}")
+
+
+def _show_training(training: dict[str, Any] | None) -> None:
+    from meshctl.cli import render
+
     for t in (training or {}).get("attempts", []):
         start = "scratch" if t["resumed_from_step"] is None else f"step {t['resumed_from_step']}"
         render.say(
@@ -179,47 +214,6 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
             f"steps lost {_or_dash(r['steps_lost'])}, detected in {_secs(r['detect_s'])}, "
             f"resumed in {_secs(r['resume_s'])}"
         )
-    for e in events:
-        at = time.strftime("%H:%M:%S", time.localtime(e.at_s))
-        render.say(f"  {at} {e.kind}: {render.esc(e.message)}")
-
-
-def _train_data(body: dict[str, Any]) -> dict[str, Any] | None:
-    """A train job's loop and scaling (``shapes.TrainData``)."""
-    train = body.get("train")
-    if not train:
-        return None
-    per_node = int(train.get("workers_per_node", 1))
-    return {
-        "loop": train["loop"],
-        "workers": per_node * int(body.get("resources", {}).get("nodes") or 1),
-        "workers_per_node": per_node,
-        "min_workers": train.get("min_workers"),
-        "max_failures": train.get("max_failures", 3),
-        "hang_timeout_s": train.get("hang_timeout"),
-        "config": dict(train.get("config") or {}),
-    }
-
-
-def _attempt_data(attempt: AttemptRecord) -> dict[str, Any]:
-    """One attempt (``shapes.AttemptData``)."""
-    from meshctl.cli.render import timestamp
-
-    detail = attempt.detail
-    return {
-        "number": attempt.number,
-        "pool": attempt.pool,
-        "submission_id": attempt.submission_id,
-        "state": attempt.state,
-        "nodes": _node_list(attempt),
-        "started_at": timestamp(attempt.started_at_s),
-        "ended_at": timestamp(attempt.ended_at_s),
-        "reason": attempt.reason or None,
-        "allocations": list(detail.get("allocations", [])),
-        "checkpoint_uri": detail.get("checkpoint_uri"),
-        "stop_at": timestamp(detail.get("stop_at_s")),
-        "preempted_for": detail.get("for_job"),
-    }
 
 
 def _training(record: Any, attempts: list[Any], events: list[dict[str, Any]]) -> Any:
@@ -255,45 +249,25 @@ def logs(
     ctx: typer.Context,
     job: JobArgument,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Keep printing until it ends.")
+        bool,
+        typer.Option(
+            "--follow", "-f", help="Wait for it to start if queued; keep printing until it ends."
+        ),
     ] = False,
     attempt: Annotated[int | None, typer.Option(help="Attempt number (default: latest).")] = None,
 ) -> None:
-    """The job's output (its Ray job's driver log), from its pool."""
-    import sys
-
-    from meshctl.controller.decide import FINISHED
-    from meshctl.controller.runtime import client_for
-    from meshctl.state import JobRecord
+    """The job's output (its driver log): from its pool while the pool has it, else from the
+    copy meshctl keeps (after the job ends, after down; at most its first 512 KiB and last
+    1.25 MiB)."""
+    from meshctl.cli import joblogs
 
     context = app_context(ctx)
-    mesh = context.mesh()
     with context.store() as store:
         record = find(store, job)
-        shown, showing = 0, ""
-        while True:
-            tries = attempts_of(store, record.id)
-            chosen = [a for a in tries if attempt is None or a.number == attempt]
-            if chosen and chosen[-1].id != showing:  # a new attempt: its log from the start
-                shown, showing = 0, chosen[-1].id
-            if chosen:
-                pool = mesh.pool(chosen[-1].pool)
-                client = client_for(pool, context.home) if pool else None
-                if client is None:
-                    raise InvalidRequestError(f"job {record.id}: pool {chosen[-1].pool} is not up")
-                text = client.logs(chosen[-1].submission_id)
-                sys.stdout.write(text[shown:])
-                sys.stdout.flush()
-                shown = len(text)
-            elif attempt is not None:
-                raise InvalidRequestError(f"--attempt: job {record.id} has no attempt {attempt}")
-            current = store.get(JobRecord, record.id)
-            if not follow or current is None or current.state in FINISHED:
-                if follow and chosen and client is not None:  # its last lines
-                    text = client.logs(chosen[-1].submission_id)
-                    sys.stdout.write(text[shown:])
-                return
-            time.sleep(1.0)
+        if follow:
+            joblogs.Follower(context, store, record.id, attempt).run()
+        else:
+            joblogs.show(context, store, record, attempt)
 
 
 @app.command("cancel")

@@ -2,8 +2,8 @@
 
 ``up`` starts each ``local`` pool's Ray cluster (the embedded default: a head and emulated GPU
 nodes) and the controller daemon; ``ray`` pools are existing clusters, only checked. ``down``
-stops exactly what ``up`` started, from the run files under ``$MESHCTL_HOME/run``, also after
-a crash. ``status`` is the one-screen view: pools, GPUs in use, the queue by class, events.
+(``down_cmd.py``) stops exactly what ``up`` started. ``status`` is the one-screen view: pools,
+GPUs in use, the queue by class, events.
 """
 
 from __future__ import annotations
@@ -35,16 +35,16 @@ def up(
 ) -> None:
     """Start the local pools' Ray clusters and the controller (what is up already stays up)."""
     from meshctl.cli import render
-    from meshctl.controller.runtime import client_for, run_dir
+    from meshctl.controller.runtime import client_for, make_run_dir
     from meshctl.model.mesh import LocalPool, RayPool
     from meshctl.pools import local
+    from meshctl.state.private import write_private
 
     context = app_context(ctx)
     mesh = context.mesh()
     policy_dir = (policies or context.policy_dir()).resolve()
     context.policy_set(policy_dir)  # invalid policies stop here, before anything starts
-    run = run_dir(context.home)
-    run.mkdir(parents=True, exist_ok=True)
+    run = make_run_dir(context.home)
     started = time.monotonic()
     for pool in mesh.spec.pools:
         if isinstance(pool, LocalPool):
@@ -74,7 +74,7 @@ def up(
         "policies": str(policy_dir),
         "providers": str(catalogs.resolve()) if catalogs else "",
     }
-    (run / UP_FILE).write_text(json.dumps(record, indent=2))
+    write_private(run / UP_FILE, json.dumps(record, indent=2))
     _start_controller(context, record, interval)
     render.say(
         f"mesh {mesh.metadata.name} is up in {time.monotonic() - started:.1f} s; "
@@ -102,72 +102,6 @@ def _start_controller(context: AppContext, record: dict[str, str], interval: flo
                 raise CommandError(f"controller did not start; see {daemon.log_file(context.home)}")
             time.sleep(0.2)
     render.say(f"controller: running (pid {pid}, log {daemon.log_file(context.home)})")
-
-
-def down(ctx: typer.Context) -> None:
-    """Stop the controller and the local pools' Ray clusters: exactly the processes up started."""
-    from meshctl.cli import render
-    from meshctl.controller import daemon
-    from meshctl.controller.runtime import run_dir
-    from meshctl.pools import local
-
-    context = app_context(ctx)
-    run = run_dir(context.home)
-    stopped = daemon.stop(context.home)
-    if stopped:
-        render.say(f"controller: stopped ({len(stopped)} processes)")
-    unterminated = _terminate_instances(context)
-    left: list[int] = []
-    for path in sorted(run.glob("pool-*.json")):
-        cluster = local.LocalCluster.load(path)
-        with render.progress(f"pool {cluster.pool}: stopping"):
-            pids = local.stop(cluster)
-        left += local.leftover(cluster)
-        render.say(f"pool {cluster.pool}: stopped ({len(pids)} processes)")
-        path.unlink(missing_ok=True)
-        Path(cluster.token_file).unlink(missing_ok=True)
-    (run / UP_FILE).unlink(missing_ok=True)
-    if left:
-        raise CommandError(f"processes still alive after stopping: {left}")
-    if unterminated:  # the clusters are stopped; what the clouds refused is a failure
-        raise CommandError("; ".join([*unterminated, "run meshctl gc once the cause is fixed"]))
-    if not stopped and not left and not list(run.glob("*")):
-        render.say("nothing was up")
-
-
-def _terminate_instances(context: AppContext) -> list[str]:
-    """Cloud instances the controller launched and has not terminated: never leave money
-    running behind a stopped mesh. Returns what could not be terminated."""
-    from dataclasses import replace
-
-    from meshctl.cli import render
-    from meshctl.controller.runtime import cloud_for
-    from meshctl.state import INSTANCE_LIVE, STATE_DB, InstanceRecord, open_store
-
-    if not (context.home / STATE_DB).is_file():
-        return []
-    mesh = context.mesh()
-    with open_store(context.home) as store:
-        live = [i for i in store.list(InstanceRecord) if i.state in INSTANCE_LIVE]
-        problems = []
-        for pool in mesh.spec.pools:
-            mine = [i for i in live if i.pool == pool.name]
-            try:
-                cloud = cloud_for(pool) if mine else None
-            except Exception as err:  # no SDK or credentials: say so, stop the rest anyway
-                problems.append(f"pool {pool.name}: cannot terminate {len(mine)} instances: {err}")
-                continue
-            if cloud is None:
-                continue
-            errors = cloud.terminate([i.id for i in mine], f"down-{int(time.time())}")
-            if errors:  # gc finds what is left
-                problems.append(f"pool {pool.name}: terminate failed: {errors[0].message}")
-                continue
-            for record in mine:
-                changed = replace(record, state="terminated", updated_at_s=time.time())
-                store.update(changed, expected_version=record.version)
-            render.say(f"pool {pool.name}: terminated {len(mine)} instances")
-    return problems
 
 
 def status(

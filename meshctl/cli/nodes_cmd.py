@@ -1,7 +1,8 @@
 """``meshctl nodes list|cordon|drain|uncordon|health``: the nodes the controller has seen.
 
 Cordon: no new work, running jobs stay. Drain: no new work, and jobs still running when the
-deadline passes are evicted (and requeued). Uncordon: back in service (an unhealthy node's
+deadline passes are evicted (and requeued); the node is then ``drained`` (still no new work)
+until it is uncordoned. Uncordon: back in service (an unhealthy node's
 signal is cleared too: the operator says it is fine). Health: set or clear the node's health
 signal, as its probe would (``meshctl.pools.health``); the controller takes an unhealthy node
 out of service, asks its jobs to checkpoint, evicts and requeues them, and puts the node back
@@ -102,7 +103,7 @@ def _node_row(node: NodeRecord, gpus_used: float, jobs: list[str]) -> dict[str, 
 def _node_cells(row: dict[str, Any]) -> dict[str, Any]:
     """The same node in words for the table."""
     deadline = row["deadline_at"]
-    until = f" until {_local_time(deadline)}" if deadline else ""
+    until = f" until {_local_time(deadline)}" if deadline and row["state"] == "draining" else ""
     return row | {
         "state": row["state"] + until + (f" ({row['reason']})" if row["reason"] else ""),
         "alive": "yes" if row["alive"] else "no",

@@ -199,6 +199,18 @@ def _located(problem: str | Problem) -> dict[str, Any]:
     return {"file": None, "line": None, "field": None, "message": problem}
 
 
+def raw(text: str) -> None:
+    """Text exactly as it is, no newline added (a log as it grows)."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def note(line: str) -> None:
+    """A line for people on stderr, apart from the output (what a command waits for)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def _stderr_console() -> Any:
     from rich.console import Console
 

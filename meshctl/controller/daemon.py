@@ -15,8 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from meshctl.controller.runtime import run_dir
+from meshctl.controller.runtime import make_run_dir, run_dir
 from meshctl.pools.local import start_ticks, terminate, zombie
+from meshctl.state.private import open_private, private_dir, write_private
 
 
 def pid_file(home: Path) -> Path:
@@ -45,10 +46,11 @@ def running(home: Path) -> int | None:
 
 def start(home: Path, args: list[str], env: dict[str, str] | None = None) -> int:
     """Start ``meshctl <args>`` (a ``controller run``) in the background; return its pid."""
+    make_run_dir(home)
     log = log_file(home)
-    log.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(log.parent)
     heartbeat_file(home).unlink(missing_ok=True)
-    with open(log, "ab") as out:
+    with open_private(log) as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "meshctl", *args],
             stdin=subprocess.DEVNULL,
@@ -57,7 +59,9 @@ def start(home: Path, args: list[str], env: dict[str, str] | None = None) -> int
             start_new_session=True,
             env={**os.environ, **(env or {})},
         )
-    pid_file(home).write_text(json.dumps({"pid": proc.pid, "start_ticks": start_ticks(proc.pid)}))
+    write_private(
+        pid_file(home), json.dumps({"pid": proc.pid, "start_ticks": start_ticks(proc.pid)})
+    )
     return proc.pid
 
 
@@ -72,6 +76,29 @@ def nudge(home: Path) -> bool:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGUSR1)
     return True
+
+
+def hold_file(home: Path) -> Path:
+    return run_dir(home) / "hold.json"
+
+
+def hold(home: Path, reason: str, at_s: float) -> None:
+    """Nothing new starts until ``lift_hold`` (``meshctl down --drain``): the controller reads
+    this every cycle, keeps following the jobs that run, and places nothing."""
+    make_run_dir(home)
+    write_private(hold_file(home), json.dumps({"reason": reason, "at_s": at_s}))
+
+
+def lift_hold(home: Path) -> None:
+    hold_file(home).unlink(missing_ok=True)
+
+
+def held(home: Path) -> str | None:
+    """Why nothing new may start now, or None."""
+    try:
+        return str(json.loads(hold_file(home).read_text())["reason"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def heartbeat(home: Path) -> dict[str, object] | None:

@@ -58,7 +58,7 @@ from meshctl.scheduler import (
 )
 from meshctl.scheduler.build import offers_of
 from meshctl.scheduler.plan import Decision
-from meshctl.state.records import AttemptRecord, JobState
+from meshctl.state.records import AttemptRecord, JobState, NodeRecord
 
 QUEUED = frozenset({JobState.PENDING, JobState.REQUEUED})
 HOLDING = frozenset(
@@ -149,7 +149,8 @@ class CheckpointRequest:
 
 @dataclass(frozen=True, slots=True)
 class NodeChange:
-    """A node's health changed: ``unhealthy`` (out of service) or ``ready`` (healthy again)."""
+    """A node's state changed: ``unhealthy`` (out of service), ``ready`` (healthy again), or
+    ``drained`` (its drain deadline passed)."""
 
     node: str  # "pool/node"
     state: str
@@ -237,7 +238,11 @@ def decide(world: World, rules: Rules) -> Step:
     _unhealthy(world, rules, holding, step)
     _hung(world, holding, step)
     _dead_nodes(world, holding, step)
-    _schedule(world, rules, holding, queued, step)
+    if world.hold is None:
+        _schedule(world, rules, holding, queued, step)
+    else:  # nothing new starts, nothing is preempted for it: the running jobs may end
+        held = {"status": "held", "reason": world.hold}
+        step.decisions += [DecisionNote(v.record.id, "held", world.hold, held) for v in queued]
     _idle_pools(world, rules, holding, step)
     return step
 
@@ -366,25 +371,34 @@ def _last_line(text: str) -> str:
 
 
 def _drain_deadlines(world: World, holding: Sequence[JobView], step: Step) -> None:
-    """Jobs still on a draining node when its deadline passes are evicted."""
-    expired = {
-        key
-        for key, node in world.nodes.items()
-        if node.state == "draining"
-        and node.detail.get("deadline_s") is not None
-        and world.now_s >= float(node.detail["deadline_s"])
-    }
+    """A draining node whose deadline has passed is drained: the jobs still on it are evicted
+    (then requeued) and the node becomes ``drained``, which takes no new work either, until
+    it is uncordoned. A job found on a drained node later (placed as the drain began) is
+    evicted too."""
+    expired = {key for key, node in world.nodes.items() if _drain_over(node, world.now_s)}
     if not expired:
         return
+    evicted: dict[str, int] = dict.fromkeys(expired, 0)
     for view in holding:
         if view.record.state in (JobState.PREEMPTED, JobState.EVICTED) or view.attempt is None:
             continue
         nodes = {f"{view.attempt.pool}/{n}" for n in _placement_nodes(view.attempt)}
         if nodes & expired:
             node = sorted(nodes & expired)[0]
+            evicted[node] += 1
             step.transitions.append(
                 Transition(view.record.id, JobState.EVICTED, f"node {node} drained")
             )
+    for key in sorted(k for k in expired if world.nodes[k].state == "draining"):
+        jobs = f"{evicted[key]} job{'s' if evicted[key] != 1 else ''}"
+        step.nodes.append(NodeChange(key, "drained", f"drain deadline passed; {jobs} evicted"))
+
+
+def _drain_over(node: NodeRecord, now_s: float) -> bool:
+    if node.state == "drained":
+        return True
+    deadline = node.detail.get("deadline_s")
+    return node.state == "draining" and deadline is not None and now_s >= float(deadline)
 
 
 def _reclaimed(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
@@ -744,7 +758,7 @@ def _nodes(
                 continue
             record = world.nodes.get(f"{name}/{seen.name}")
             health = record.state if record else "ready"
-            if health not in ("ready", "cordoned", "draining", "unhealthy"):
+            if health not in ("ready", "cordoned", "draining", "drained", "unhealthy"):
                 health = "ready"
             if (name, seen.name) in world.reclaiming:
                 health = "cordoned"  # its instance is being taken back: nothing new goes there

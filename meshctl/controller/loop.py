@@ -35,10 +35,13 @@ from meshctl.controller.decide import (
     Transition,
     decide,
 )
+from meshctl.controller.logs import LogCopier
 from meshctl.controller.world import JobView, TrainProgress, World
 from meshctl.model.job import Job
 from meshctl.pools.checkpoints import read_progress, request_checkpoint
 from meshctl.pools.observed import ObservedNode, PoolObservation, Submission
+from meshctl.pools.ray import LogChunk
+from meshctl.state.private import write_private
 from meshctl.state.records import (
     AttemptRecord,
     Decision,
@@ -64,6 +67,8 @@ class PoolClient(Protocol):
     def submit(self, submission: Submission) -> str: ...
 
     def stop(self, submission_id: str) -> bool: ...
+
+    def read_log(self, submission_id: str, offset: int, limit: int) -> LogChunk | None: ...
 
 
 def failpoint(name: str) -> None:
@@ -94,14 +99,19 @@ class Controller:
         resolve: Callable[[], Mapping[str, PoolClient]] | None = None,
         burst: Burst | None = None,
         health: Callable[[], Mapping[str, str]] | None = None,
+        logs: LogCopier | None = None,
+        hold: Callable[[], str | None] | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
         comes back on new ports with a new token); without it, ``clients`` are fixed.
-        ``health``: the nodes' health signals (``meshctl.pools.health``), by "pool/node"."""
+        ``health``: the nodes' health signals (``meshctl.pools.health``), by "pool/node".
+        ``logs``: copies the jobs' driver logs into the state folder (``logs.py``).
+        ``hold``: why nothing new may start now (``meshctl down --drain``), or None."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
         self.resolve = resolve
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
+        self.logs, self.hold = logs, hold
         self._progress: dict[str, tuple[float, TrainProgress | None]] = {}  # job -> (read at)
         self._told: dict[tuple[str, int], int] = {}  # (job, attempt) -> restarts told
         self.heartbeat = heartbeat
@@ -122,8 +132,12 @@ class Controller:
         if self.burst is not None:
             self.burst.watch(now)
         world = self.world(now)
+        if self.hold is not None:
+            world = replace(world, hold=self.hold())
         step = decide(world, self.rules)
         errors = self.apply(step, now)
+        if self.logs is not None:
+            self.logs.follow(world, self.clients)
         self._record_pools(world, now)
         self.cycles += 1
         report = CycleReport(
@@ -311,11 +325,11 @@ class Controller:
                 detail["failures"] = int(detail.get("failures", 0)) + 1
             detail["reason"] = change.reason
             detail["was"] = record.state  # what the operator had it at: cordoned, draining
-        else:  # healthy again: back to what it was before
+        elif change.state == "ready":  # healthy again: back to what it was before
             detail.pop("reason", None)
             state = str(detail.pop("was", "ready"))
         changed = replace(record, state=state, detail=detail, updated_at_s=now)
-        kind = "node.unhealthy" if change.state == "unhealthy" else "node.healthy"
+        kind = "node.healthy" if change.state == "ready" else f"node.{change.state}"
         event = Event(now, kind, None, f"{change.node}: {change.reason}", {"pool": record.pool})
         with contextlib.suppress(ConflictError, NotFoundError):
             self.store.update(changed, expected_version=record.version, events=[event])
@@ -519,9 +533,7 @@ class Controller:
             "jobs": report.jobs,
             "errors": report.errors[-5:],
         }
-        tmp = self.heartbeat.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(self.heartbeat)
+        write_private(self.heartbeat, json.dumps(data))
 
     # --- running ------------------------------------------------------------------------------
 

@@ -18,10 +18,18 @@ from meshctl.clouds.base import Cloud
 from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, Pool, RayPool
 from meshctl.pools import local
 from meshctl.pools.ray import RayPoolClient
+from meshctl.state.private import private_dir, private_home
 
 
 def run_dir(home: Path) -> Path:
     return home / "run"
+
+
+def make_run_dir(home: Path) -> Path:
+    """The run folder (pid, heartbeat, tokens, up.json, process logs), created private: 0700,
+    like its home (``meshctl.state.private``); an older, looser one is tightened."""
+    private_home(home)
+    return private_dir(run_dir(home))
 
 
 def client_for(pool: Pool, home: Path) -> RayPoolClient | None:
@@ -30,7 +38,7 @@ def client_for(pool: Pool, home: Path) -> RayPoolClient | None:
         if not path.is_file():
             return None
         cluster = local.LocalCluster.load(path)
-        return RayPoolClient(pool.name, cluster.dashboard, cluster.token)
+        return RayPoolClient(pool.name, cluster.dashboard, cluster.token, log_root=cluster.temp_dir)
     if isinstance(pool, RayPool):
         return RayPoolClient(pool.name, pool.address, _token(pool))
     return None

@@ -39,6 +39,7 @@ from meshctl.scheduler import (
 )
 from meshctl.scheduler.build import snapshot_from_mesh
 from meshctl.scheduler.plan import Decision
+from meshctl.state.private import private_dir, private_tree
 from meshctl.state.records import Event, JobRecord, JobState
 from meshctl.state.store import Store
 
@@ -164,6 +165,7 @@ def package(source: Path, destination: Path) -> Path:
             f"working_dir {source}: {size / 1024**2:.0f} MiB, over the "
             f"{MAX_PACKAGE_BYTES // 1024**2} MiB a job may carry; keep data in storage"
         )
+    private_dir(destination.parent)  # packages/: 0700, like the whole state folder
     patterns = shutil.ignore_patterns(*IGNORED)
 
     def ignored(folder: str, names: list[str]) -> set[str]:
@@ -175,6 +177,7 @@ def package(source: Path, destination: Path) -> Path:
     # were seen (Ray 2.60) to start before the node had finished unpacking it for another
     # job ("can't open file"). A file naming the job makes every job's package its own.
     (destination / ".meshctl-job").write_text(destination.name + "\n")
+    private_tree(destination)  # the copy keeps the source's modes: make it the owner's alone
     return destination
 
 

@@ -59,3 +59,4 @@ class World:
     # whose spot instance was given notice -> when the provider takes it back
     progress: Mapping[str, TrainProgress] = field(default_factory=dict)  # train jobs, by job id
     health: Mapping[str, str] = field(default_factory=dict)  # "pool/node" -> why unhealthy
+    hold: str | None = None  # why nothing new starts now (meshctl down --drain), or None

@@ -14,9 +14,10 @@ probe on a real GPU node to write.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
+
+from meshctl.state.private import private_dir, write_private
 
 FOLDER = "health"
 XID = re.compile(r"\bXid\b\s*(?:\([^)]*\))?:\s*(\d+)", re.IGNORECASE)  # "Xid (PCI:..): 79"
@@ -51,10 +52,8 @@ def set_signal(home: Path, pool: str, node: str, reason: str | None) -> None:
     if reason is None:
         path.unlink(missing_ok=True)
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(reason + "\n", encoding="utf-8")
-    tmp.replace(path)
+    private_dir(path.parent)
+    write_private(path, reason + "\n")
 
 
 def nvidia_smi_reason(kernel_log: str, ecc_uncorrected: int = 0) -> str | None:

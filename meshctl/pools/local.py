@@ -33,6 +33,7 @@ from pathlib import Path
 from meshctl.model.mesh import LocalPool, NodeGroup
 from meshctl.pools.observed import NODE_LABEL, ROLE_LABEL
 from meshctl.pools.ray import PoolError, RayPoolClient
+from meshctl.state.private import open_private, private_dir, write_private
 
 GIB = 1024**3
 OBJECT_STORE_BYTES = 100 * 1024**2  # Ray's minimum is 75 MiB; keep nodes small
@@ -68,9 +69,7 @@ class LocalCluster:
         return Path(self.token_file).read_text().strip()
 
     def save(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        tmp.replace(path)
+        write_private(path, json.dumps(asdict(self), indent=2))
 
     @classmethod
     def load(cls, path: Path) -> LocalCluster:
@@ -116,10 +115,9 @@ def start_head(
 def _start_head(
     pool: str, run_dir: Path, progress: Progress, head: NodeGroup | None
 ) -> LocalCluster:
-    run_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(run_dir)
     token_file = run_dir / f"pool-{pool}.token"
-    token_file.write_text(secrets.token_hex(32))
-    token_file.chmod(0o600)
+    write_private(token_file, secrets.token_hex(32))
     gcs_port, dashboard_port = _free_port(), _free_port()
     cluster = LocalCluster(
         pool=pool,
@@ -129,7 +127,7 @@ def _start_head(
         temp_dir=tempfile.mkdtemp(prefix="meshctl-ray-"),  # short: Ray's socket paths
         log_dir=str(run_dir / "logs"),
     )
-    Path(cluster.log_dir).mkdir(exist_ok=True)
+    private_dir(Path(cluster.log_dir))
     path = run_file(run_dir, pool)
     cluster.save(path)
     name = head.name if head else "head"
@@ -162,8 +160,14 @@ def _start_head(
 
 
 def add_node(cluster: LocalCluster, name: str, group: NodeGroup, run_dir: Path) -> None:
-    """One more node of ``group``'s shape, named ``name``; returns once the head sees it."""
-    args = [f"--address={cluster.gcs}", *_shape_args(group, name)]
+    """One more node of ``group``'s shape, named ``name``; returns once the head sees it.
+
+    Its log monitor stays off: every node of the cluster runs on this one machine and shares
+    the head's session log folder, and each node's monitor tails every worker's output file
+    in it and sends it to the job's driver, so a line printed by a Ray task or actor reached
+    the driver's log once per node. Ray's advice is one log monitor per machine: the head's.
+    """
+    args = [f"--address={cluster.gcs}", *_shape_args(group, name), "--include-log-monitor=False"]
     for attempt in (1, 2):  # like the head: tried again once, on fresh ports
         _launch(cluster, name, args, run_file(run_dir, cluster.pool))
         try:
@@ -263,7 +267,7 @@ def _launch(cluster: LocalCluster, node: str, args: list[str], path: Path) -> No
         "--disable-usage-stats",
         "--block",
     ]
-    log = open(Path(cluster.log_dir) / f"{cluster.pool}-{node}.log", "ab")  # noqa: SIM115
+    log = open_private(Path(cluster.log_dir) / f"{cluster.pool}-{node}.log")
     with log:
         proc = subprocess.Popen(
             [ray, "start", *args, *common],

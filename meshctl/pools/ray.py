@@ -13,11 +13,13 @@ between submitting and recording adopts the job it already submitted.
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from meshctl.pools.observed import (
@@ -30,10 +32,19 @@ from meshctl.pools.observed import (
 )
 
 GIB = 1024**3
+DRIVER_LOG = "job-driver-{}.log"  # Ray's name for a submission's driver log, per node
 
 
 class PoolError(Exception):
     """The pool's cluster could not be reached or refused a request."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogChunk:
+    """Bytes of a driver log from some offset, and how long the whole log is now."""
+
+    data: bytes
+    size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +53,9 @@ class RayPoolClient:
     address: str  # the dashboard's HTTP address, e.g. http://127.0.0.1:8265
     token: str | None
     timeout_s: float = 10.0
+    # A cluster on this machine (the embedded pool, emulated instances): its Ray temp folder,
+    # where the driver logs can be read from any offset. Ray's HTTP API has no such read.
+    log_root: str | None = None
 
     # --- observing ------------------------------------------------------------------------
 
@@ -77,12 +91,26 @@ class RayPoolClient:
             return None
         return _job(raw)
 
-    def logs(self, submission_id: str) -> str:
+    def logs(self, submission_id: str) -> str | None:
+        """The whole driver log; None when the cluster does not know the submission."""
         try:
             raw = self._request("GET", f"/api/jobs/{_quote(submission_id)}/logs")
         except _NotFound:
-            return ""
+            return None
         return str(raw.get("logs", ""))
+
+    def read_log(self, submission_id: str, offset: int, limit: int) -> LogChunk | None:
+        """At most ``limit`` bytes of the driver log from byte ``offset``; None while there is
+        no log (not started, or unknown). A cluster on this machine is read from its files
+        (only the bytes asked for); a remote one through the Jobs API, which sends the whole
+        log: the price of a cluster known only by its address."""
+        if self.log_root is not None:
+            return _read_file(_driver_log(self.log_root, submission_id), offset, limit)
+        text = self.logs(submission_id)
+        if text is None:
+            return None
+        data = text.encode("utf-8")
+        return LogChunk(data[offset : offset + limit], len(data))
 
     # --- acting -----------------------------------------------------------------------------
 
@@ -173,6 +201,25 @@ class RayPoolClient:
 
 class _NotFound(Exception):
     pass
+
+
+def _driver_log(root: str, submission_id: str) -> Path | None:
+    """Where the cluster keeps the driver log: the nodes of a cluster on this machine share
+    the head's temp folder (``local.py``)."""
+    path = Path(root) / "session_latest" / "logs" / DRIVER_LOG.format(submission_id)
+    return path if path.is_file() else None
+
+
+def _read_file(path: Path | None, offset: int, limit: int) -> LogChunk | None:
+    if path is None:
+        return None
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(offset)
+            return LogChunk(f.read(max(0, min(limit, size - offset))), size)
+    except FileNotFoundError:  # its cluster is being stopped
+        return None
 
 
 def _quote(value: str) -> str:

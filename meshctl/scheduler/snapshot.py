@@ -13,7 +13,7 @@ from typing import Literal
 
 from meshctl.scheduler.request import Request
 
-NodeHealth = Literal["ready", "cordoned", "draining", "unhealthy"]
+NodeHealth = Literal["ready", "cordoned", "draining", "drained", "unhealthy"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from meshctl.state.memory import MemoryStore
 from meshctl.state.migrations import MIGRATIONS
+from meshctl.state.private import private_home
 from meshctl.state.records import (
     INSTANCE_LIVE,
     AttemptRecord,
@@ -60,9 +61,10 @@ def default_home() -> Path:
 
 
 def open_store(home: Path) -> SqliteStore:
-    """Create ``home`` if needed and open (migrating if needed) ``home/state.db``."""
+    """Create ``home`` if needed (private: 0700) and open (migrating if needed)
+    ``home/state.db`` (0600)."""
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        private_home(home)
     except OSError as exc:
         raise StoreError(f"cannot create meshctl home {home}: {exc}") from exc
     return SqliteStore(home / STATE_DB)

@@ -31,6 +31,7 @@ from meshctl.state.kinds import (
     spec_for,
 )
 from meshctl.state.migrations import MIGRATIONS, check_not_newer, migrate, schema_version
+from meshctl.state.private import open_private, private_file
 from meshctl.state.records import Event, Record
 from meshctl.state.store import ConflictError, L, NotFoundError, R, StoreBase, StoreError
 
@@ -65,6 +66,18 @@ def _build(kind: type[Any]) -> _Sql:
 
 
 _SQL = {kind: _build(kind) for kind in KINDS}
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def _private(path: Path) -> None:
+    """The database file made 0600 before SQLite opens it: SQLite gives its -wal and -shm files
+    the database file's mode, so they are private too; older ones are tightened."""
+    if str(path) == ":memory:":
+        return
+    if not path.exists():
+        open_private(path, "ab").close()
+    for name in ("", *_SIDE_FILES):
+        private_file(path.with_name(path.name + name))
 
 
 def _sql(kind: type[Any]) -> _Sql:
@@ -85,10 +98,11 @@ class SqliteStore(StoreBase):
         self.path = Path(path)
         self._lock = threading.RLock()
         try:
+            _private(self.path)
             conn = sqlite3.connect(
                 self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open state store {self.path}: {exc}") from exc
         try:
             self._setup(conn, busy_timeout_s, migrations)

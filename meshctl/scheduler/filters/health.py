@@ -1,4 +1,4 @@
-"""Nodes that are cordoned, draining or unhealthy take no new work."""
+"""Nodes that are cordoned, draining, drained or unhealthy take no new work."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from meshctl.scheduler.request import Request
 from meshctl.scheduler.state import NodeState
 
 NAME = "health"
-_REJECTIONS = {health: Rejection(NAME, health) for health in ("cordoned", "draining", "unhealthy")}
+_REJECTIONS = {
+    health: Rejection(NAME, health) for health in ("cordoned", "draining", "drained", "unhealthy")
+}
 
 
 class HealthFilter:

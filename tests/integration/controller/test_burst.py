@@ -82,7 +82,7 @@ def burst(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Mesh, Moto
         try:
             yield mesh, moto
         finally:
-            mesh.run("down", check=False, env=env)
+            mesh.run("down", "--force", check=False, env=env)
 
 
 def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(

@@ -2,13 +2,17 @@
 4-GPU nodes) and the controller daemon; jobs go through the real CLI, Ray Jobs API and store.
 
 One mesh is shared by the whole module (starting one takes about 10 s); the last test brings
-it down and checks that no process it started is left.
+it down (refused while a job runs, then with --force), checks that no process it started is
+left, and reads the jobs' logs from meshctl's copies. Every meshctl process here runs under
+a loose umask (002), so the state folder's modes are meshctl's doing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import subprocess
 import sys
 import time
@@ -27,6 +31,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
 JOBS = ROOT / "examples" / "jobs"
 WAIT_S = 180
+LOOSE_UMASK = 0o002  # group-writable, world-readable: what the state folder must not follow
 
 
 class Mesh:
@@ -43,6 +48,7 @@ class Mesh:
             cwd=self.cwd,
             env={**os.environ, "MESHCTL_HOME": str(self.home), **(env or {})},
             timeout=WAIT_S + 60,
+            umask=LOOSE_UMASK,
         )
         if check and done.returncode != 0:
             raise AssertionError(
@@ -79,7 +85,7 @@ def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
     try:
         yield m
     finally:
-        m.run("down", check=False)
+        m.run("down", "--force", check=False)  # whatever a failed test left running
 
 
 def test_a_job_runs_to_success_and_its_logs_come_back(mesh: Mesh) -> None:
@@ -196,16 +202,78 @@ def test_a_mesh_naming_an_existing_ray_cluster_drives_it(mesh: Mesh, tmp_path: P
     assert local.running(cluster)  # the cluster it only used is still up
 
 
-def test_down_leaves_no_process_it_started(mesh: Mesh) -> None:
-    job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "import time; time.sleep(600)")
+def test_lines_printed_by_ray_tasks_reach_the_log_once(mesh: Mesh, tmp_path: Path) -> None:
+    """Every node of the embedded cluster runs on this machine and shares one log folder;
+    with a log monitor on each, a task's line reached the driver once per node."""
+    (tmp_path / "tasks.py").write_text(
+        "import ray\n"
+        "ray.init()\n"
+        "@ray.remote(num_cpus=0.1)\n"
+        "def say(i):\n"
+        "    print(f'task line {i}', flush=True)\n"
+        "ray.get([say.remote(i) for i in range(3)])\n"
+        "print('driver done')\n"
+    )
+    job_id = mesh.submit("--gpus", "1", "--working-dir", str(tmp_path), "--", "python", "tasks.py")
+    assert mesh.run("jobs", "wait", job_id).returncode == 0
+    said = mesh.run("jobs", "logs", job_id).stdout
+    lines = re.findall(r"task line \d", said)  # each behind Ray's "(say pid=...)" prefix
+    assert sorted(lines) == ["task line 0", "task line 1", "task line 2"], said
+
+
+def test_the_state_folder_is_private(mesh: Mesh) -> None:
+    """What up, submit and the controller wrote (store and WAL, run files, tokens, process
+    logs, log copies, packages): folders 0700, files 0600, under a umask of 002."""
+    loose = []
+    for folder, dirs, files in os.walk(mesh.home):
+        for name in (".", *dirs, *files):
+            path = Path(folder) / name
+            try:
+                mode = stat.S_IMODE(path.lstat().st_mode)
+            except FileNotFoundError:  # a heartbeat's temporary file, renamed meanwhile
+                continue
+            if mode != (0o700 if path.is_dir() else 0o600):
+                loose.append(f"{path.relative_to(mesh.home)}: {mode:o}")
+    assert loose == []
+    names = {p.name for p in mesh.home.rglob("*")}
+    assert {"state.db-wal", "pool-onprem.token", "controller.heartbeat", "tasks.py"} <= names
+    assert any(p.suffix == ".log" for p in (mesh.home / "logs").rglob("*"))
+
+
+def test_down_refuses_while_a_job_runs_force_requeues_it_and_logs_outlive_it(
+    mesh: Mesh,
+) -> None:
+    quick = mesh.submit("--gpus", "1", "--", "python", "-c", "print('short and done')")
+    assert mesh.run("jobs", "wait", quick).returncode == 0
+    script = "import time; print('sleeping now', flush=True); time.sleep(600)"
+    job_id = mesh.submit("--gpus", "1", "--", "python", "-c", script)
     mesh.wait_for(job_id, "running")  # its driver runs in a session Ray made for it
+    copy = mesh.home / "logs" / job_id / "1.log"
+    deadline = time.monotonic() + WAIT_S
+    while not copy.is_file() or b"sleeping now" not in copy.read_bytes():
+        assert time.monotonic() < deadline, "the controller never copied the running job's log"
+        time.sleep(0.5)
     cluster = mesh.cluster()
     controller = daemon.running(mesh.home)
     assert controller is not None
+
+    refused = mesh.run("down", check=False)
+    assert refused.returncode == 1
+    assert f"1 job ({job_id}) running on onprem; nothing was stopped" in refused.stderr
+    assert local.running(cluster)
+    assert daemon.running(mesh.home) == controller
+
     before = local.leftover(cluster)  # the nodes' processes and their children, drivers too
-    done = mesh.run("down")
-    assert "stopped" in done.stdout
+    done = mesh.run("down", "--force")
+    assert f"requeued (they run again at the next meshctl up): {job_id}" in done.stdout
     assert local.leftover(cluster) == []
     assert [pid for pid in before if not local.zombie(pid)] == []
     assert local.session_members(controller) == []
     assert not (mesh.home / "run" / "pool-onprem.json").exists()
+
+    shown = mesh.show(job_id)
+    assert shown["state"] == "requeued"
+    assert shown["attempts"][0]["reason"] == "stopped by meshctl down --force"  # type: ignore[index]
+    # the pools are gone: the logs come from meshctl's copies
+    assert "short and done" in mesh.run("jobs", "logs", quick).stdout
+    assert "sleeping now" in mesh.run("jobs", "logs", job_id).stdout

@@ -54,7 +54,7 @@ def two_pools(
         try:
             yield mesh, moto
         finally:
-            mesh.run("down", check=False, env=AWS)
+            mesh.run("down", "--force", check=False, env=AWS)
 
 
 def _keys() -> dict[str, str]:

@@ -57,7 +57,7 @@ def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
     try:
         yield m
     finally:
-        m.run("down", check=False)
+        m.run("down", "--force", check=False)
 
 
 def train(mesh: Mesh, name: str, hang_timeout: str | None = None, **config: Any) -> str:

@@ -457,15 +457,94 @@ def test_a_node_its_pool_no_longer_lists_counts_as_dead() -> None:
     assert moves(step) == [("a", "evicted")]
 
 
-def test_a_drain_past_its_deadline_evicts_what_still_runs_there() -> None:
-    view = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n1",)))
-    drain = NodeRecord("onprem/n1", "onprem", "draining", {}, {}, NOW, {"deadline_s": NOW - 1})
-    live = pool(ray("meshctl-a-1", "RUNNING"))
-    assert moves(decide(world(view, observed=live, nodes={"onprem/n1": drain}), RULES)) == [
-        ("a", "evicted")
-    ]
-    before = replace(drain, detail={"deadline_s": NOW + 60})
-    assert moves(decide(world(view, observed=live, nodes={"onprem/n1": before}), RULES)) == []
+def drain(state: str = "draining", deadline_s: float | None = NOW - 1) -> NodeRecord:
+    detail = {} if deadline_s is None else {"deadline_s": deadline_s}
+    return NodeRecord("onprem/n1", "onprem", state, {}, {}, NOW, detail)
+
+
+ON_N1 = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n1",)))
+ON_N2 = job("b", state=JobState.RUNNING, attempt=attempt("b", nodes=("n2",)))
+LEAVING = job("c", state=JobState.EVICTED, attempt=attempt("c", nodes=("n1",)))
+GANG = job("g", gpus=1, nodes=2, state=JobState.RUNNING, attempt=attempt("g", nodes=("n1", "n2")))
+DRAINS = [
+    # (node record, jobs, evicted, node changes)
+    pytest.param(drain(deadline_s=NOW + 60), [ON_N1], [], [], id="before the deadline: it runs"),
+    pytest.param(
+        drain(deadline_s=NOW),
+        [ON_N1, ON_N2],
+        [("a", "evicted")],
+        [("onprem/n1", "drained", "drain deadline passed; 1 job evicted")],
+        id="at the deadline: its job evicted, the node drained, others untouched",
+    ),
+    pytest.param(
+        drain(),
+        [],
+        [],
+        [("onprem/n1", "drained", "drain deadline passed; 0 jobs evicted")],
+        id="empty at the deadline: drained",
+    ),
+    pytest.param(
+        drain(),
+        [GANG],
+        [("g", "evicted")],
+        [("onprem/n1", "drained", "drain deadline passed; 1 job evicted")],
+        id="a gang with one node on it",
+    ),
+    pytest.param(
+        drain("drained"),
+        [ON_N1],
+        [("a", "evicted")],
+        [],
+        id="a job on a node already drained (placed as the drain began) is evicted too",
+    ),
+    pytest.param(drain(deadline_s=None), [ON_N1], [], [], id="draining without a deadline: waits"),
+    pytest.param(
+        drain(),
+        [LEAVING],
+        [],
+        [("onprem/n1", "drained", "drain deadline passed; 0 jobs evicted")],
+        id="a job already leaving is not evicted twice",
+    ),
+    pytest.param(
+        drain("cordoned"), [ON_N1], [], [], id="cordoned since (a deadline kept): no eviction"
+    ),
+]
+
+
+@pytest.mark.parametrize(("record", "views", "evicted", "changes"), DRAINS)
+def test_a_drain_deadline_evicts_what_still_runs_and_the_node_becomes_drained(
+    record: NodeRecord,
+    views: list[JobView],
+    evicted: list[tuple[str, str]],
+    changes: list[tuple[str, str, str]],
+) -> None:
+    live = pool(*(ray(f"meshctl-{v.record.id}-1", "RUNNING") for v in views))
+    step = decide(world(*views, observed=live, nodes={"onprem/n1": record}), RULES)
+    assert [m for m in moves(step) if m[1] == "evicted"] == evicted
+    assert [(c.node, c.state, c.reason) for c in step.nodes] == changes
+
+
+def test_a_drained_node_takes_no_new_work() -> None:
+    step = decide(world(job("a", gpus=4), nodes={"onprem/n1": drain("drained")}), RULES)
+    [dispatch] = step.dispatches
+    assert dispatch.attempt.detail["allocations"][0]["node"] == "n2"
+    both = {"onprem/n1": drain("drained"), "onprem/n2": replace(drain("drained"), id="onprem/n2")}
+    held = decide(world(job("a"), nodes=both), RULES)
+    assert held.dispatches == []
+    [note] = held.decisions
+    assert "2 drained" in note.summary
+
+
+def test_a_hold_places_and_preempts_nothing_and_says_why() -> None:
+    busy = job("low", gpus=4, state=JobState.RUNNING, attempt=attempt("low", gpus=4))
+    urgent = replace(job("hi", gpus=4), record=replace(job("hi").record, priority=10_000))
+    live = pool(ray("meshctl-low-1", "RUNNING"))
+    held = decide(world(busy, urgent, job("q"), observed=live, hold="draining"), RULES)
+    assert (held.dispatches, held.launches, moves(held)) == ([], [], [])
+    assert {(n.job_id, n.outcome, n.summary) for n in held.decisions} == {
+        ("hi", "held", "draining"),
+        ("q", "held", "draining"),
+    }
 
 
 # --- invariants ----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from meshctl.controller.submit import Admission, enqueue
 from meshctl.model import Job
 from meshctl.pools.emulated import node_name
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation, Submission
+from meshctl.pools.ray import LogChunk
 from meshctl.scheduler.plan import Decision
 from meshctl.state import AttemptRecord, InstanceRecord, JobRecord, JobState, MemoryStore
 
@@ -35,6 +36,7 @@ class FakePool:
     jobs: dict[str, ObservedJob] = field(default_factory=dict)
     submitted: list[str] = field(default_factory=list)
     crash_after_submit: bool = False
+    logs: dict[str, bytes] = field(default_factory=dict)  # driver logs, by submission id
 
     def observe(self) -> PoolObservation:
         nodes = tuple(
@@ -55,6 +57,10 @@ class FakePool:
     def stop(self, submission_id: str) -> bool:
         self.jobs[submission_id] = ObservedJob(submission_id, "STOPPED")
         return True
+
+    def read_log(self, submission_id: str, offset: int, limit: int) -> LogChunk | None:
+        data = self.logs.get(submission_id)
+        return None if data is None else LogChunk(data[offset : offset + limit], len(data))
 
     def finish(self, status: str = "SUCCEEDED") -> None:
         for sid in self.jobs:
@@ -472,3 +478,71 @@ def test_a_cordoned_node_that_was_unhealthy_comes_back_cordoned_and_counts_once(
     node = store.get(NodeRecord, "onprem/n1")
     assert node is not None
     assert node.state == "cordoned"  # what the operator had it at
+
+
+def test_a_drain_deadline_drains_the_node_and_requeues_its_job() -> None:
+    from meshctl.state import NodeRecord
+
+    store, pool, clock = MemoryStore(), FakePool(), Clock()
+    loop = controller(store, pool, clock)
+    record = queue(store, gpus=4)
+    loop.cycle()  # placed, on n1 (the first of two empty nodes)
+    loop.cycle()
+    [tried] = store.list(AttemptRecord)
+    node_id = f"onprem/{tried.detail['allocations'][0]['node']}"
+    pool.jobs[tried.submission_id] = ObservedJob(tried.submission_id, "RUNNING")
+    node = store.get(NodeRecord, node_id)
+    assert node is not None
+    detail = {**node.detail, "deadline_s": clock.now + 3}
+    store.update(replace(node, state="draining", detail=detail), expected_version=node.version)
+    loop.cycle()
+    assert store.get(NodeRecord, node_id).state == "draining"  # type: ignore[union-attr]
+    for _ in range(6):
+        loop.cycle()
+    node = store.get(NodeRecord, node_id)
+    assert node is not None
+    assert node.state == "drained"
+    assert pool.jobs[tried.submission_id].status == "STOPPED"
+    job = store.get(JobRecord, record.id)
+    assert job is not None
+    assert job.state is JobState.DISPATCHED
+    first, again = sorted(store.list(AttemptRecord), key=lambda a: a.number)
+    assert (first.state, again.number) == ("stopped", 2)
+    assert f"onprem/{again.detail['allocations'][0]['node']}" != node_id  # not where it drained
+    drained = [e for e in store.events() if e.kind == "node.drained"]
+    assert [e.message for e in drained] == [f"{node_id}: drain deadline passed; 1 job evicted"]
+
+
+def test_a_hold_keeps_queued_jobs_queued_until_it_is_lifted() -> None:
+    store, pool, clock = MemoryStore(), FakePool(), Clock()
+    why: list[str] = ["the mesh is draining"]
+    loop = Controller(store, Rules(MESH, {}, None), {"onprem": pool}, clock=clock,
+                      hold=lambda: why[0] if why else None)  # fmt: skip
+    record = queue(store)
+    loop.cycle()
+    loop.cycle()
+    assert (store.list(AttemptRecord), pool.submitted) == ([], [])
+    assert store.decisions(job_id=record.id)[-1].outcome == "held"
+    why.clear()
+    loop.cycle()
+    assert pool.submitted == [f"meshctl-{record.id}-1"]
+
+
+def test_the_loop_copies_the_driver_log_of_a_running_job(tmp_path: Path) -> None:
+    from meshctl.controller.logs import LogCopier, read_copy
+
+    store, pool, clock = MemoryStore(), FakePool(), Clock()
+    loop = Controller(store, Rules(MESH, {}, None), {"onprem": pool}, clock=clock,
+                      logs=LogCopier(tmp_path))  # fmt: skip
+    record = queue(store)
+    loop.cycle()
+    sid = f"meshctl-{record.id}-1"
+    pool.jobs[sid] = ObservedJob(sid, "RUNNING")
+    pool.logs[sid] = b"hello\n"
+    loop.cycle()
+    assert read_copy(tmp_path, record.id, 1) == b"hello\n"
+    pool.logs[sid] += b"bye\n"
+    pool.finish()
+    loop.cycle()  # it ended: its log is read to the end
+    loop.cycle()
+    assert read_copy(tmp_path, record.id, 1) == b"hello\nbye\n"

@@ -1,0 +1,149 @@
+"""What ``meshctl jobs show`` says about a job, as words for people and as data for scripts.
+
+Pure functions over the stored records: no store, no printing (``render`` prints). A job's
+resources read as people write them ("1 GPU, 0.25 CPU, 512 MiB memory"), a train job says
+its loop and workers, and a failed attempt shows the first lines of Ray's message with where
+to read the rest; ``data`` is the ``-o json|yaml`` document (times ISO-8601 under ``_at`` keys,
+numbers as numbers, nothing unknown filled in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from meshctl.cli.render import timestamp
+
+if TYPE_CHECKING:
+    from meshctl.state import AttemptRecord, Event
+
+ERROR_LINES = 3  # of Ray's message on a failed attempt; the rest is in the job's log
+
+
+def resources_text(resources: Mapping[str, Any]) -> str:
+    """``{gpus: 1, cpus: 0.25, memory_gib: 0.5}`` -> ``1 GPU, 0.25 CPU, 512 MiB memory``."""
+    parts = []
+    gpus = float(resources.get("gpus") or 0)
+    if gpus:
+        gpu = _count(gpus, "GPU") + _accelerator(resources)
+        memory = resources.get("gpu_memory_gib")
+        parts.append(gpu + (f" with {_gib(float(memory))} or more each" if memory else ""))
+    parts.append(_count(float(resources.get("cpus", 1.0)), "CPU"))
+    parts.append(f"{_gib(float(resources.get('memory_gib', 4.0)))} memory")
+    if float(resources.get("nic_gbps") or 0):
+        parts.append(f"{float(resources['nic_gbps']):g} Gbps NIC")
+    text = ", ".join(parts)
+    nodes = int(resources.get("nodes") or 1)
+    if nodes > 1:
+        text = f"{text} on each of {nodes} nodes"
+        topology = resources.get("topology")
+        if topology:
+            text += f" ({topology['mode']}: one {topology['domain']})"
+    return text
+
+
+def _count(value: float, unit: str) -> str:
+    return f"{value:g} {unit}" + ("" if value <= 1 else "s")
+
+
+def _accelerator(resources: Mapping[str, Any]) -> str:
+    chosen = resources.get("accelerator") or {}
+    models = " or ".join(chosen.get("any_of") or [])
+    vendor = chosen.get("vendor")
+    named = " ".join(x for x in (vendor, models) if x)
+    return f" ({named})" if named else ""
+
+
+def _gib(value: float) -> str:
+    return f"{value * 1024:g} MiB" if value < 1 else f"{value:g} GiB"
+
+
+def train_text(train: Mapping[str, Any], nodes: int) -> str:
+    """``loop model:train_loop, 4 workers (2 on each of 2 nodes), ...``"""
+    per_node = int(train.get("workers_per_node", 1))
+    workers = per_node * nodes
+    spread = f" ({per_node} on each of {nodes} nodes)" if nodes > 1 else ""
+    text = f"loop {train['loop']}, {_count(workers, 'worker')}{spread}"
+    if train.get("min_workers"):
+        text += f", elastic down to {train['min_workers']}"
+    failures = train.get("max_failures", 3)
+    text += ", " + (
+        "no failure recovered inside an attempt"
+        if failures == 0
+        else "any number of failures recovered inside an attempt"
+        if failures < 0
+        else f"up to {failures} failures recovered inside an attempt"
+    )
+    if train.get("hang_timeout"):
+        text += f", restarted after {float(train['hang_timeout']):g} s without progress"
+    return text
+
+
+def error_excerpt(message: str, lines: int = ERROR_LINES) -> tuple[list[str], int]:
+    """The first ``lines`` non-empty lines of Ray's message, and how many more there are."""
+    said = [line.rstrip() for line in message.strip().splitlines() if line.strip()]
+    return said[:lines], max(0, len(said) - lines)
+
+
+def nodes_of(attempt: AttemptRecord | None) -> list[str]:
+    if attempt is None:
+        return []
+    return [str(a["node"]) for a in attempt.detail.get("allocations", [])]
+
+
+def attempt_data(attempt: AttemptRecord) -> dict[str, Any]:
+    detail = attempt.detail
+    return {
+        "number": attempt.number,
+        "pool": attempt.pool,
+        "submission_id": attempt.submission_id,
+        "state": attempt.state,
+        "nodes": nodes_of(attempt),
+        "started_at": timestamp(attempt.started_at_s),
+        "ended_at": timestamp(attempt.ended_at_s),
+        "reason": attempt.reason or None,
+        "allocations": list(detail.get("allocations", [])),
+        "checkpoint_uri": detail.get("checkpoint_uri"),
+        "stop_at": timestamp(detail.get("stop_at_s")),
+        "preempted_for": detail.get("for_job"),
+    }
+
+
+def event_data(event: Event) -> dict[str, Any]:
+    return {"occurred_at": timestamp(event.at_s), "kind": event.kind, "message": event.message}
+
+
+def data(
+    spec: Mapping[str, Any],
+    attempts: Sequence[AttemptRecord],
+    events: Sequence[Event],
+    decision: str | None,
+) -> dict[str, Any]:
+    """What ``jobs show -o json`` adds to the job's row (see ``jobs_cmd._row``)."""
+    body = spec.get("spec", {})
+    resources = dict(body.get("resources", {}))
+    train = body.get("train")
+    nodes = int(resources.get("nodes") or 1)
+    return {
+        "kind": body.get("kind"),
+        "priority_class": body.get("priority_class"),
+        "entrypoint": body.get("entrypoint"),
+        "resources": resources,
+        "train": None if train is None else _train_data(train, nodes),
+        "attempts": [attempt_data(a) for a in attempts],
+        "events": [event_data(e) for e in events],
+        "decision": decision,
+    }
+
+
+def _train_data(train: Mapping[str, Any], nodes: int) -> dict[str, Any]:
+    per_node = int(train.get("workers_per_node", 1))
+    return {
+        "loop": train["loop"],
+        "workers": per_node * nodes,
+        "workers_per_node": per_node,
+        "min_workers": train.get("min_workers"),
+        "max_failures": train.get("max_failures", 3),
+        "hang_timeout_s": train.get("hang_timeout"),
+        "config": dict(train.get("config") or {}),
+    }

@@ -1,0 +1,96 @@
+"""What ``meshctl down`` does to the jobs of the pools it stops, in the store.
+
+``down`` stops the embedded clusters and terminates the cloud instances; whatever ran there
+stops with them. Without ``--force`` or ``--drain`` it refuses while jobs hold resources there
+(``running_on``). When jobs are stopped (``--force``, or a drain that ran out of time with
+``--force``), each attempt that was active there ends ``stopped`` with the reason, and each job
+that was on its way is ``requeued`` with the same reason: the next ``meshctl up`` runs it again
+(a new attempt, which resumes from its checkpoints if it keeps any). ``down`` never fails a
+job for its ``max_restarts`` (the operator stopped it, not the job), though the attempt it
+stopped is numbered like any other. A job cancelled meanwhile stays cancelled; a finished
+job stays finished.
+
+Jobs on ``ray`` pools (clusters meshctl did not start) are not stopped by ``down``: they keep
+running, and the next ``up`` follows them again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection
+from dataclasses import replace
+
+from meshctl.controller.decide import ACTIVE_ATTEMPT, FINISHED, HOLDING
+from meshctl.state.records import AttemptRecord, Event, JobRecord, JobState
+from meshctl.state.store import ConflictError, NotFoundError, Store
+
+FORCED = "stopped by meshctl down --force"
+
+
+def latest_attempts(store: Store) -> dict[str, AttemptRecord]:
+    latest: dict[str, AttemptRecord] = {}
+    for tried in store.list(AttemptRecord):
+        best = latest.get(tried.job_id)
+        if best is None or tried.number > best.number:
+            latest[tried.job_id] = tried
+    return latest
+
+
+def active_on(store: Store, pools: Collection[str]) -> list[AttemptRecord]:
+    """The attempts still active (submitting, pending, running) on these pools."""
+    return [
+        a for a in latest_attempts(store).values() if a.pool in pools and a.state in ACTIVE_ATTEMPT
+    ]
+
+
+def running_on(store: Store, pools: Collection[str]) -> list[tuple[JobRecord, AttemptRecord]]:
+    """The jobs that hold resources on these pools (admitted to running, or leaving), with
+    their active attempt, oldest first."""
+    attempts = {a.job_id: a for a in active_on(store, pools)}
+    jobs = [j for j in store.list(JobRecord) if j.id in attempts and j.state in HOLDING]
+    return [(j, attempts[j.id]) for j in sorted(jobs, key=lambda j: j.submitted_at_s)]
+
+
+def stopped(store: Store, pools: Collection[str], reason: str, now_s: float) -> list[str]:
+    """Record that everything active on these pools was stopped: attempts end ``stopped``,
+    jobs on their way are ``requeued``. Returns the ids of the jobs requeued."""
+    requeued = []
+    for attempt in active_on(store, pools):
+        _end(store, attempt, reason, now_s)
+        if _requeue(store, attempt.job_id, attempt.pool, reason, now_s):
+            requeued.append(attempt.job_id)
+    return requeued
+
+
+def _end(store: Store, attempt: AttemptRecord, reason: str, now_s: float) -> None:
+    for _ in range(5):  # a CLI writing meanwhile: read again and retry
+        current = store.get(AttemptRecord, attempt.id)
+        if current is None or current.state not in ACTIVE_ATTEMPT:
+            return
+        ended = replace(current, state="stopped", reason=reason, ended_at_s=now_s)
+        with contextlib.suppress(ConflictError):
+            store.update(ended, expected_version=current.version)
+            return
+
+
+def _requeue(store: Store, job_id: str, pool: str, reason: str, now_s: float) -> bool:
+    for _ in range(5):
+        record = store.get(JobRecord, job_id)
+        if record is None or record.state in FINISHED or record.state not in HOLDING:
+            return False  # cancelled or finished meanwhile: that stays
+        event = Event(
+            now_s,
+            "job.requeued",
+            job_id,
+            f"{reason}; it runs again at the next meshctl up",
+            {"from": record.state.value, "to": JobState.REQUEUED.value, "pool": pool},
+        )
+        changed = replace(record, state=JobState.REQUEUED, updated_at_s=now_s)
+        try:
+            store.update(changed, expected_version=record.version, events=[event])
+            return True
+        except ConflictError:
+            continue
+        except NotFoundError:
+            return False
+    return False
