@@ -4,12 +4,13 @@ Among the burst targets' node types that fit one of the job's nodes, the cheapes
 for all its nodes wins: the spot price where the target allows spot and the pool offers it,
 else on-demand; within the target's (and the job's) USD/hour limit, the pool's remaining
 budget per hour, the node type's cap and the pool's cap over all its node types, all charged
-for every launch already planned in the cycle.
+for every launch already planned in the cycle. A target pool that is unavailable (no
+credentials, refused ones) is skipped, and says why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from meshctl.policy.verdict import BurstTarget
@@ -97,11 +98,16 @@ def choose_launch(
     offers: Sequence[Offer],
     room: Headroom,
     rank: Callable[[str], int],
+    unavailable: Mapping[str, str] | None = None,
 ) -> tuple[Launch | None, list[str]]:
-    """The cheapest launch that serves ``req``, and why each other option was not taken."""
+    """The cheapest launch that serves ``req``, and why each other option was not taken;
+    ``unavailable``: pools not to launch in, and why ("gcp-spill: no credentials")."""
     options: list[Launch] = []
     why_not: list[str] = []
     for target in targets:
+        if unavailable and target.pool in unavailable:
+            why_not.append(f"{target.pool}: {unavailable[target.pool]}")
+            continue
         for offer in (o for o in offers if o.pool == target.pool):
             each, spot = price(offer, target)
             total = each * req.nodes
