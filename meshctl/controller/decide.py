@@ -576,6 +576,7 @@ def _schedule(
             p.provider in ("aws", "gcp"),
             wait if p.name in world.pools else 0.0,
             max_new_nodes=p.max_nodes - live[p.name] if isinstance(p, AwsPool | GcpPool) else None,
+            unavailable=world.pool_unavailable.get(p.name),
         )
         for p in rules.mesh.spec.pools
     ]

@@ -37,6 +37,7 @@ from meshctl.controller.decide import (
 )
 from meshctl.controller.world import JobView, TrainProgress, World
 from meshctl.model.job import Job
+from meshctl.model.mesh import LocalPool, RayPool
 from meshctl.pools.checkpoints import read_progress, request_checkpoint
 from meshctl.pools.observed import ObservedNode, PoolObservation, Submission
 from meshctl.state.records import (
@@ -157,8 +158,17 @@ class Controller:
         nodes = {n.id: n for n in self.store.list(NodeRecord)}
         progress = self._train_progress(views)
         health = dict(self.health()) if self.health is not None else {}
+        down = self._unavailable(observations)
         if self.burst is None:
-            return World(now, observations, tuple(views), nodes, progress=progress, health=health)
+            return World(
+                now,
+                observations,
+                tuple(views),
+                nodes,
+                progress=progress,
+                health=health,
+                pool_unavailable=down,
+            )
         busy: dict[str, float] = {}
         for tried in latest.values():
             ended = tried.ended_at_s or (now if tried.state in ACTIVE_ATTEMPT else 0.0)
@@ -177,7 +187,22 @@ class Controller:
             self.burst.reclaiming(),
             progress,
             health,
+            down,
         )
+
+    def _unavailable(self, observations: Mapping[str, PoolObservation]) -> dict[str, str]:
+        """Pools that cannot be used now, and why: a local pool that is not up, a Ray pool
+        that does not answer, a cloud pool whose credentials do not work."""
+        down: dict[str, str] = {}
+        for pool in self.rules.mesh.spec.pools:
+            seen = observations.get(pool.name)
+            if isinstance(pool, LocalPool) and seen is None:
+                down[pool.name] = "not up"
+            elif isinstance(pool, LocalPool | RayPool) and seen and not seen.reachable:
+                down[pool.name] = seen.error or "does not answer"
+        if self.burst is not None:
+            down.update(self.burst.down())
+        return down
 
     def _train_progress(self, views: list[JobView]) -> dict[str, TrainProgress]:
         """What running train jobs last reported, read from their checkpoint storage (at
@@ -433,35 +458,31 @@ class Controller:
     # --- observed pools and nodes -------------------------------------------------------------
 
     def _record_pools(self, world: World, now: float) -> None:
+        """A record per pool: what was observed, spend this month, and whether it can be used
+        now (``available``, and the ``reason`` it cannot)."""
         ledger = self.burst.ledger(now) if self.burst is not None else {}
         spend = {pool: sum(teams.values()) for pool, teams in ledger.items()}
-        for name, usd in spend.items():  # cloud pools: spend whether or not they are up now
-            if name not in world.pools:
-                pool = self.rules.mesh.pool(name)
-                provider = pool.provider if pool else "cloud"
-                idle = {"nodes": 0, "gpus": 0, "spend_usd": round(usd, 6),
-                        "spend_usd_by_team": _rounded(ledger[name])}  # fmt: skip
-                self._upsert_pool(PoolRecord(name, provider, "idle", idle, now))
-        for name, seen in world.pools.items():
-            pool = self.rules.mesh.pool(name)
-            observed: dict[str, Any] = {
-                "reachable": seen.reachable,
-                "error": seen.error,
-                "nodes": len([n for n in seen.nodes if not n.head]),
-                "gpus": sum(n.gpus for n in seen.nodes if n.alive),
-            }
-            if name in spend:
+        names = [p.name for p in self.rules.mesh.spec.pools]
+        for name in names + [n for n in world.pools if n not in names]:
+            pool, seen = self.rules.mesh.pool(name), world.pools.get(name)
+            provider = pool.provider if pool else "ray"
+            why = world.pool_unavailable.get(name)
+            observed: dict[str, Any] = {"nodes": 0, "gpus": 0}
+            state = "not up" if provider == "local" else "idle"  # a cloud pool: none launched
+            if seen is not None:
+                observed = {
+                    "reachable": seen.reachable,
+                    "error": seen.error,
+                    "nodes": len([n for n in seen.nodes if not n.head]),
+                    "gpus": sum(n.gpus for n in seen.nodes if n.alive),
+                }
+                state = "up" if seen.reachable else "down"
+            if name in spend:  # cloud pools: spend whether or not they are up now
                 observed["spend_usd"] = round(spend[name], 6)
                 observed["spend_usd_by_team"] = _rounded(ledger[name])
-            record = PoolRecord(
-                name,
-                pool.provider if pool else "ray",
-                "up" if seen.reachable else "down",
-                observed,
-                now,
-            )
-            self._upsert_pool(record)
-            for node in seen.nodes:
+            observed |= {"available": why is None, "reason": why}
+            self._upsert_pool(PoolRecord(name, provider, state, observed, now))
+            for node in seen.nodes if seen is not None else ():
                 if not node.head:
                     self._record_node(name, node, now)
 

@@ -256,7 +256,9 @@ class _Cycle:
         if never is not None:  # judged by what is known: an unavailable pool may hold it
             if down is None:
                 return Decision(job.job_id, "unschedulable", never)
-            return Decision(job.job_id, "pending", down, notes=[f"elsewhere: {never}"])
+            others = eligible - self.down_names  # the verdict is about these
+            notes = [f"elsewhere: {never}"] if others else []
+            return Decision(job.job_id, "pending", down, notes=notes)
         ceiling = quota_ceiling(job.team, self.policies.quotas)
         if job.request.total_gpus > ceiling + 1e-9:
             return Decision(
