@@ -73,7 +73,8 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
     from meshctl.cli import render
     from meshctl.cli.jobs_cmd import attempts_of, find
 
-    with app_context(ctx).store() as store:
+    context = app_context(ctx)
+    with context.store() as store:
         record = find(store, ref)
         attempts = attempts_of(store, record.id)
         decisions = store.decisions(job_id=record.id)
@@ -90,6 +91,7 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
         "where": where,
         "last_event": events[-1].message if events else "",
         "decision": decision,
+        "policy_hash": decisions[-1].policy_hash or None if decisions else None,
     }
     if output is not Output.table:
         render.emit_data(data, output)
@@ -102,7 +104,12 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
     if not decision:
         render.say("  no scheduling decision recorded yet (is the controller running?)")
         return
-    render.say(f"  scheduler: {render.esc(decision.get('summary', ''))}")
+    running = context.enforced()
+    now = running.get("policy_hash") if running else None
+    by = f" (policies {data['policy_hash']})" if data["policy_hash"] else ""
+    render.say(f"  scheduler{by}: {render.esc(decision.get('summary', ''))}")
+    if now is not None and data["policy_hash"] and now != data["policy_hash"]:
+        render.say(f"  [dim]the controller enforces policies {now} now; it decides again[/]")
     for candidate in decision.get("candidates", []):
         scores = ", ".join(f"{k} {v:.3f}" for k, v in candidate["scores"].items())
         render.say(

@@ -126,6 +126,7 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
         ],
         "events": [{"at_s": e.at_s, "kind": e.kind, "message": e.message} for e in events],
         "decision": decisions[-1].explanation.get("summary") if decisions else None,
+        "policy_hash": decisions[-1].policy_hash or None if decisions else None,
     }
     training = _training(record, attempts, data["events"])
     if training is not None:
@@ -136,7 +137,8 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
     render.say(
         f"[bold]{render.esc(record.id)}[/] ({render.esc(record.name)}): {record.state.value}"
     )
-    for key in ("team", "priority", "pool", "nodes", "entrypoint", "resources", "decision"):
+    keys = ("team", "priority", "pool", "nodes", "entrypoint", "resources", "decision")
+    for key in (*keys, "policy_hash"):
         render.say(f"  {key}: {render.esc(data[key])}")
     for a in attempts:
         render.say(

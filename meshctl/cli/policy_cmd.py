@@ -95,6 +95,7 @@ def run_policy_tests(
 
     context = app_context(ctx)
     files, policies = read_policies(context, paths)
+    context.warn_if_not_enforced(policies, bool(paths))
 
     def snapshot_of(test: Any) -> Any:
         mesh = context.mesh()

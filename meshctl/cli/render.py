@@ -112,6 +112,12 @@ def problems(lines: Iterable[str]) -> None:
         sys.stderr.write(f"error: {line}\n")
 
 
+def warnings(lines: Iterable[str]) -> None:
+    """One warning per line on stderr: something to know, not a failure (exit codes stay)."""
+    for line in lines:
+        sys.stderr.write(f"warning: {line}\n")
+
+
 def _stderr_console() -> Any:
     from rich.console import Console
 

@@ -64,24 +64,9 @@ class GcpCloud:
     def __init__(
         self, project: str, endpoint_url: str | None = None, credentials_file: str | None = None
     ) -> None:
-        from google.auth.exceptions import GoogleAuthError
-        from google.cloud import compute_v1
+        credentials = _credentials(credentials_file, endpoint_url)  # before the big import
+        from google.cloud import compute_v1  # ~2 s to import: only once credentials exist
 
-        credentials: Any = None
-        if credentials_file:
-            from google.oauth2 import service_account
-
-            load: Any = service_account.Credentials.from_service_account_file
-            try:
-                credentials = load(credentials_file)
-            except (OSError, ValueError) as err:  # missing, unreadable, not a key file
-                why = err.strerror if isinstance(err, OSError) else str(err).splitlines()[0]
-                raise Unavailable(f"no credentials: {credentials_file}: {why}") from None
-        elif endpoint_url:
-            from google.auth.credentials import AnonymousCredentials
-
-            anonymous: Any = AnonymousCredentials  # not annotated by the library
-            credentials = anonymous()
         options = {"api_endpoint": endpoint_url} if endpoint_url else None
         kwargs: dict[str, Any] = {
             "credentials": credentials,
@@ -90,11 +75,8 @@ class GcpCloud:
         }
         self.project = project
         self.compute = compute_v1
-        try:
-            self.instances: Any = compute_v1.InstancesClient(**kwargs)
-            self.operations: Any = compute_v1.ZoneOperationsClient(**kwargs)
-        except GoogleAuthError as err:  # no application default credentials
-            raise Unavailable(f"no credentials: {str(err).splitlines()[0]}") from None
+        self.instances: Any = compute_v1.InstancesClient(**kwargs)
+        self.operations: Any = compute_v1.ZoneOperationsClient(**kwargs)
 
     def check(self) -> CloudError | None:
         listing = self.compute.AggregatedListInstancesRequest(project=self.project, max_results=1)
@@ -216,6 +198,34 @@ class GcpCloud:
                 or "rateLimitExceeded" in " ".join(_codes(err))
             ),
         )
+
+
+def _credentials(credentials_file: str | None, endpoint_url: str | None) -> Any:
+    """A service account's key file; anonymous for an emulator; else application default
+    credentials. ``Unavailable`` when there are none to be had."""
+    from google.auth.exceptions import GoogleAuthError
+
+    if credentials_file:
+        from google.oauth2 import service_account
+
+        load: Any = service_account.Credentials.from_service_account_file
+        try:
+            return load(credentials_file)
+        except (OSError, ValueError) as err:  # missing, unreadable, not a key file
+            why = err.strerror if isinstance(err, OSError) else str(err).splitlines()[0]
+            raise Unavailable(f"no credentials: {credentials_file}: {why}") from None
+    if endpoint_url:
+        from google.auth.credentials import AnonymousCredentials
+
+        anonymous: Any = AnonymousCredentials  # not annotated by the library
+        return anonymous()
+    import google.auth
+
+    try:
+        found, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    except GoogleAuthError:
+        raise Unavailable("no credentials (no application default credentials found)") from None
+    return found
 
 
 def _error(err: Exception, zone: str | None) -> CloudError:

@@ -178,6 +178,19 @@ class Teardown:
 
 
 @dataclass(frozen=True, slots=True)
+class RuleError:
+    """A policy rule that failed at run time for a job (it fails closed: the verdict is the
+    narrower one); the loop raises a ``policy.error`` event once per job and failure."""
+
+    job_id: str
+    rule: str
+    origin: str  # file:line
+    part: str  # when, to, victims ...
+    pool: str | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class DecisionNote:
     job_id: str
     outcome: str
@@ -197,6 +210,7 @@ class Step:
     launches: list[Launch] = field(default_factory=list)
     teardowns: list[Teardown] = field(default_factory=list)
     decisions: list[DecisionNote] = field(default_factory=list)
+    rule_errors: list[RuleError] = field(default_factory=list)
     plan: Plan | None = None
 
 
@@ -639,6 +653,28 @@ def _schedule(
                 )
             )
     step.decisions += [_note(decision) for decision in plan.decisions.values()]
+    step.rule_errors += _rule_errors(policies, queued)
+
+
+def _rule_errors(policies: Any, queued: Sequence[JobView]) -> list[RuleError]:
+    """The rules that failed for each queued job (its verdict was computed this cycle)."""
+    found = []
+    for view in queued:
+        verdict = policies.verdict(view.record.id)
+        for error in verdict.errors if verdict is not None else ():
+            # the message: ``message`` on the engine's typed errors, ``detail`` on a trace row
+            said = getattr(error, "message", None) or getattr(error, "detail", "")
+            found.append(
+                RuleError(
+                    view.record.id,
+                    error.rule,
+                    str(error.origin),
+                    error.part,
+                    error.pool,
+                    str(said),
+                )
+            )
+    return found
 
 
 def _policy_view(

@@ -18,7 +18,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,11 +30,13 @@ from meshctl.controller.decide import (
     CheckpointRequest,
     Dispatch,
     NodeChange,
+    RuleError,
     Rules,
     Step,
     Transition,
     decide,
 )
+from meshctl.controller.reload import Reloader
 from meshctl.controller.world import JobView, TrainProgress, World
 from meshctl.model.job import Job
 from meshctl.model.mesh import LocalPool, RayPool
@@ -82,6 +84,7 @@ class CycleReport:
     dispatched: int
     transitions: int
     errors: list[str]
+    unavailable: Mapping[str, str] = field(default_factory=dict)  # pool -> why, this cycle
 
 
 class Controller:
@@ -95,29 +98,35 @@ class Controller:
         resolve: Callable[[], Mapping[str, PoolClient]] | None = None,
         burst: Burst | None = None,
         health: Callable[[], Mapping[str, str]] | None = None,
+        reloader: Reloader | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
         comes back on new ports with a new token); without it, ``clients`` are fixed.
-        ``health``: the nodes' health signals (``meshctl.pools.health``), by "pool/node"."""
+        ``health``: the nodes' health signals (``meshctl.pools.health``), by "pool/node".
+        ``reloader``: takes a new rule set asked for or noticed (``reload.py``); the rules
+        are replaced at the start of a cycle, never within one."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
         self.resolve = resolve
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
+        self.reloader = reloader
         self._progress: dict[str, tuple[float, TrainProgress | None]] = {}  # job -> (read at)
         self._told: dict[tuple[str, int], int] = {}  # (job, attempt) -> restarts told
         self.heartbeat = heartbeat
         self.cycles = 0
         self._jobs: dict[str, Job] = {}  # parsed job files, by job id
         self._same: dict[str, Job] = {}  # by content: identical jobs share one object
-        self._decided: dict[str, tuple[str, str]] = {}  # job -> last recorded decision
+        self._decided: dict[str, tuple[str, str, str]] = {}  # job -> last decision recorded
         self._nodes_seen: dict[str, tuple[object, ...]] = {}
         self._stopped: dict[str, float] = {}  # submission id -> when a stop was last sent
+        self._rule_errors: dict[str, set[tuple[str, ...]]] = {}  # job -> failures told
 
     # --- one cycle ----------------------------------------------------------------------------
 
     def cycle(self) -> CycleReport:
         started = time.perf_counter()
         now = self.clock()
+        self._reload(now)
         if self.resolve is not None:
             self.clients = self.resolve()
         if self.burst is not None:
@@ -134,9 +143,32 @@ class Controller:
             len(step.dispatches),
             len(step.transitions),
             errors,
+            world.pool_unavailable,
         )
         self._beat(report)
         return report
+
+    def _reload(self, now: float) -> None:
+        """A rule set asked for or noticed: taken for this cycle on, or refused (the old one
+        runs on); either way an event, and the heartbeat says so."""
+        found = self.reloader.poll(now, self.rules) if self.reloader is not None else None
+        if found is None:
+            return
+        rules, outcome = found
+        data = {"old_hash": outcome.old_hash, "new_hash": outcome.new_hash}
+        if outcome.request:
+            data["request"] = outcome.request
+        if outcome.outcome == "reloaded":
+            self.rules = rules
+            if self.burst is not None:
+                self.burst.use(rules.mesh, rules.catalogs)
+            message = "; ".join([outcome.message, *outcome.notes])
+            self.store.append_event(Event(now, "policy.reloaded", None, message, data))
+            log.info("%s", message)
+        elif outcome.outcome == "refused":
+            message = f"kept policies {outcome.old_hash}: {outcome.message}"
+            self.store.append_event(Event(now, "policy.reload_refused", None, message, data))
+            log.warning("reload refused: %s", outcome.message)
 
     def world(self, now: float) -> World:
         observations = {name: client.observe() for name, client in self.clients.items()}
@@ -198,6 +230,8 @@ class Controller:
             seen = observations.get(pool.name)
             if isinstance(pool, LocalPool) and seen is None:
                 down[pool.name] = "not up"
+            elif isinstance(pool, RayPool) and seen is None:
+                down[pool.name] = "cannot be reached: its token file cannot be read"
             elif isinstance(pool, LocalPool | RayPool) and seen and not seen.reachable:
                 down[pool.name] = seen.error or "does not answer"
         if self.burst is not None:
@@ -288,6 +322,8 @@ class Controller:
             for down in step.teardowns:
                 self.burst.teardown(down, now)
         self._decisions(step, now)
+        for failed in step.rule_errors:
+            self._rule_error(failed, now)
         for error in errors:
             log.warning("%s", error)
         return errors
@@ -438,7 +474,7 @@ class Controller:
     def _decisions(self, step: Step, now: float) -> None:
         policy_hash = self.rules.policies.content_hash if self.rules.policies else ""
         for note in step.decisions:
-            key = (note.outcome, note.summary)
+            key = (note.outcome, note.summary, policy_hash)  # after a reload: recorded again
             if self._decided.get(note.job_id) == key:
                 continue
             self._decided[note.job_id] = key
@@ -451,6 +487,30 @@ class Controller:
                     {"summary": note.summary, **note.explanation},
                 )
             )
+
+    def _rule_error(self, failed: RuleError, now: float) -> None:
+        """A ``policy.error`` event, once per job and distinct failure (also across a restart
+        of the controller: what it told before is in the store)."""
+        fields = ("rule", "origin", "part", "pool", "message")
+        key = (failed.rule, failed.origin, failed.part, failed.pool or "", failed.message)
+        told = self._rule_errors.get(failed.job_id)
+        if told is None:
+            told = self._rule_errors[failed.job_id] = {
+                tuple(str(e.data.get(k) or "") for k in fields)
+                for e in self.store.events(job_id=failed.job_id)
+                if e.kind == "policy.error"
+            }
+        if key in told:
+            return
+        told.add(key)
+        where = f", pool {failed.pool}" if failed.pool else ""
+        message = (
+            f"rule {failed.rule} ({failed.origin}, {failed.part}{where}) could not be "
+            f"evaluated: {failed.message}"
+        )
+        data = {"rule": failed.rule, "origin": failed.origin, "part": failed.part,
+                "pool": failed.pool, "message": failed.message}  # fmt: skip
+        self.store.append_event(Event(now, "policy.error", failed.job_id, message, data))
 
     def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
         self.store.append_event(Event(now, kind, job_id, message))
@@ -539,7 +599,11 @@ class Controller:
             "cycle_ms": round(report.duration_s * 1000, 1),
             "jobs": report.jobs,
             "errors": report.errors[-5:],
+            "policy_hash": self.rules.policies.content_hash if self.rules.policies else None,
+            "unavailable": dict(report.unavailable),
         }
+        if self.reloader is not None:
+            data |= self.reloader.status()
         tmp = self.heartbeat.with_suffix(".tmp")
         tmp.write_text(json.dumps(data))
         tmp.replace(self.heartbeat)
