@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from meshctl.controller.burst import Burst
 from meshctl.controller.decide import (
@@ -30,18 +30,19 @@ from meshctl.controller.decide import (
     CheckpointRequest,
     Dispatch,
     NodeChange,
-    RuleError,
     Rules,
     Step,
     Transition,
     decide,
 )
+from meshctl.controller.progress import ProgressReader
+from meshctl.controller.records import Recorder
 from meshctl.controller.reload import Reloader
-from meshctl.controller.world import JobView, TrainProgress, World
+from meshctl.controller.world import JobView, World
 from meshctl.model.job import Job
 from meshctl.model.mesh import LocalPool, RayPool
-from meshctl.pools.checkpoints import read_progress, request_checkpoint
-from meshctl.pools.observed import ObservedNode, PoolObservation, Submission
+from meshctl.pools.checkpoints import request_checkpoint
+from meshctl.pools.observed import PoolObservation, Submission
 from meshctl.state.records import (
     AttemptRecord,
     Decision,
@@ -49,14 +50,12 @@ from meshctl.state.records import (
     JobRecord,
     JobState,
     NodeRecord,
-    PoolRecord,
 )
-from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
+from meshctl.state.store import ConflictError, NotFoundError, Store
 
 log = logging.getLogger("meshctl.controller")
 STOP_RESEND_S = 10.0  # a stop not yet seen to take effect is asked again after this
 MAX_SUBMIT_ERRORS = 5  # a submission refused this often fails its job instead of holding GPUs
-PROGRESS_READ_S = 2.0  # how often a running train job's progress is read from its storage
 
 
 class PoolClient(Protocol):
@@ -110,16 +109,14 @@ class Controller:
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
         self.reloader = reloader
-        self._progress: dict[str, tuple[float, TrainProgress | None]] = {}  # job -> (read at)
-        self._told: dict[tuple[str, int], int] = {}  # (job, attempt) -> restarts told
+        self.progress = ProgressReader(store)  # what running train jobs report
         self.heartbeat = heartbeat
         self.cycles = 0
         self._jobs: dict[str, Job] = {}  # parsed job files, by job id
         self._same: dict[str, Job] = {}  # by content: identical jobs share one object
         self._decided: dict[str, tuple[str, str, str]] = {}  # job -> last decision recorded
-        self._nodes_seen: dict[str, tuple[object, ...]] = {}
+        self.recorder = Recorder(store)  # pool and node records
         self._stopped: dict[str, float] = {}  # submission id -> when a stop was last sent
-        self._rule_errors: dict[str, set[tuple[str, ...]]] = {}  # job -> failures told
 
     # --- one cycle ----------------------------------------------------------------------------
 
@@ -134,7 +131,7 @@ class Controller:
         world = self.world(now)
         step = decide(world, self.rules)
         errors = self.apply(step, now)
-        self._record_pools(world, now)
+        self.recorder.record(world, self.rules.mesh, self.burst, now)
         self.cycles += 1
         report = CycleReport(
             now,
@@ -188,7 +185,7 @@ class Controller:
             if job is not None:
                 views.append(JobView(record, job, attempt))
         nodes = {n.id: n for n in self.store.list(NodeRecord)}
-        progress = self._train_progress(views)
+        progress = self.progress.read(views)
         health = dict(self.health()) if self.health is not None else {}
         down = self._unavailable(observations)
         if self.burst is None:
@@ -237,31 +234,6 @@ class Controller:
         if self.burst is not None:
             down.update(self.burst.down())
         return down
-
-    def _train_progress(self, views: list[JobView]) -> dict[str, TrainProgress]:
-        """What running train jobs last reported, read from their checkpoint storage (at
-        most every PROGRESS_READ_S per job)."""
-        found: dict[str, TrainProgress] = {}
-        now = time.monotonic()
-        for view in views:
-            attempt = view.attempt
-            uri = attempt.detail.get("checkpoint_uri") if attempt else None
-            if attempt is None or view.job.spec.train is None or not uri:
-                continue
-            read_at, seen = self._progress.get(view.record.id, (-PROGRESS_READ_S, None))
-            if now - read_at >= PROGRESS_READ_S:
-                endpoint = attempt.detail.get("checkpoint_endpoint")
-                doc = read_progress(str(uri), attempt.number, endpoint)
-                try:
-                    if doc:  # a failed read keeps what was known: never a false hang
-                        seen = _train_progress(doc)
-                        self._restarts(view.record.id, attempt.number, doc)
-                except (TypeError, ValueError, AttributeError, KeyError) as err:
-                    log.warning("job %s: unreadable progress: %s", view.record.id, err)
-                self._progress[view.record.id] = (now, seen)
-            if seen is not None:
-                found[view.record.id] = seen
-        return found
 
     def _job(self, record: JobRecord) -> Job | None:
         job = self._jobs.get(record.id)
@@ -323,7 +295,7 @@ class Controller:
                 self.burst.teardown(down, now)
         self._decisions(step, now)
         for failed in step.rule_errors:
-            self._rule_error(failed, now)
+            self.recorder.rule_error(failed, now)
         for error in errors:
             log.warning("%s", error)
         return errors
@@ -348,19 +320,6 @@ class Controller:
         message = f"{request.reason}: asked to checkpoint within {left:.0f} s ({where})"
         self._event(now, "job.checkpoint-request", request.job_id, message)
         return None
-
-    def _restarts(self, job_id: str, attempt: int, doc: Mapping[str, Any]) -> None:
-        """One event per worker failure Ray Train recovered from (resumed) in the attempt."""
-        resumed = [f for f in doc.get("failures", []) if f.get("resumed_s")]
-        key = (job_id, attempt)
-        if key not in self._told:  # after a restart of the controller: what it said before
-            said = self.store.events(job_id=job_id)
-            self._told[key] = sum(
-                1 for e in said if e.kind == "train.restarted" and e.data.get("attempt") == attempt
-            )
-        for event in _restart_events(job_id, attempt, resumed, self._told[key]):
-            self.store.append_event(replace(event, data={**event.data, "attempt": attempt}))
-            self._told[key] += 1
 
     def _node_health(self, change: NodeChange, now: float) -> None:
         record = self.store.get(NodeRecord, change.node)
@@ -488,106 +447,8 @@ class Controller:
                 )
             )
 
-    def _rule_error(self, failed: RuleError, now: float) -> None:
-        """A ``policy.error`` event, once per job and distinct failure (also across a restart
-        of the controller: what it told before is in the store)."""
-        fields = ("rule", "origin", "part", "pool", "message")
-        key = (failed.rule, failed.origin, failed.part, failed.pool or "", failed.message)
-        told = self._rule_errors.get(failed.job_id)
-        if told is None:
-            told = self._rule_errors[failed.job_id] = {
-                tuple(str(e.data.get(k) or "") for k in fields)
-                for e in self.store.events(job_id=failed.job_id)
-                if e.kind == "policy.error"
-            }
-        if key in told:
-            return
-        told.add(key)
-        where = f", pool {failed.pool}" if failed.pool else ""
-        message = (
-            f"rule {failed.rule} ({failed.origin}, {failed.part}{where}) could not be "
-            f"evaluated: {failed.message}"
-        )
-        data = {"rule": failed.rule, "origin": failed.origin, "part": failed.part,
-                "pool": failed.pool, "message": failed.message}  # fmt: skip
-        self.store.append_event(Event(now, "policy.error", failed.job_id, message, data))
-
     def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
         self.store.append_event(Event(now, kind, job_id, message))
-
-    # --- observed pools and nodes -------------------------------------------------------------
-
-    def _record_pools(self, world: World, now: float) -> None:
-        """A record per pool: what was observed, spend this month, and whether it can be used
-        now (``available``, and the ``reason`` it cannot)."""
-        ledger = self.burst.ledger(now) if self.burst is not None else {}
-        spend = {pool: sum(teams.values()) for pool, teams in ledger.items()}
-        names = [p.name for p in self.rules.mesh.spec.pools]
-        for name in names + [n for n in world.pools if n not in names]:
-            pool, seen = self.rules.mesh.pool(name), world.pools.get(name)
-            provider = pool.provider if pool else "ray"
-            why = world.pool_unavailable.get(name)
-            observed: dict[str, Any] = {"nodes": 0, "gpus": 0}
-            state = "not up" if provider == "local" else "idle"  # a cloud pool: none launched
-            if seen is not None:
-                observed = {
-                    "reachable": seen.reachable,
-                    "error": seen.error,
-                    "nodes": len([n for n in seen.nodes if not n.head]),
-                    "gpus": sum(n.gpus for n in seen.nodes if n.alive),
-                }
-                state = "up" if seen.reachable else "down"
-            if name in spend:  # cloud pools: spend whether or not they are up now
-                observed["spend_usd"] = round(spend[name], 6)
-                observed["spend_usd_by_team"] = _rounded(ledger[name])
-            observed |= {"available": why is None, "reason": why}
-            self._upsert_pool(PoolRecord(name, provider, state, observed, now))
-            for node in seen.nodes if seen is not None else ():
-                if not node.head:
-                    self._record_node(name, node, now)
-
-    def _upsert_pool(self, record: PoolRecord) -> None:
-        try:
-            current = self.store.get(PoolRecord, record.name)
-            if current is None:
-                self.store.create(record)
-            elif (current.state, current.observed) != (record.state, record.observed):
-                self.store.update(record, expected_version=current.version)
-        except StoreError:
-            pass
-
-    def _record_node(self, pool: str, node: ObservedNode, now: float) -> None:
-        key = f"{pool}/{node.name}"
-        resources = {
-            "gpus": node.gpus,
-            "cpus": node.cpus,
-            "memory_gib": round(node.memory_gib, 3),
-            "accelerator": node.accelerator,
-            "alive": node.alive,
-            "ray_node_id": node.ray_node_id,
-        }
-        labels = {k: v for k, v in node.labels.items() if not k.startswith("ray.io/")}
-        seen = (tuple(sorted(resources.items())), tuple(sorted(labels.items())))
-        if self._nodes_seen.get(key) == seen:
-            return
-        try:
-            current = self.store.get(NodeRecord, key)
-            if current is None:
-                first = {"first_seen_s": now}
-                self.store.create(NodeRecord(key, pool, "ready", labels, resources, now, first))
-            else:
-                detail, events = dict(current.detail), []
-                detail.setdefault("first_seen_s", now)
-                if current.resources.get("alive") and not node.alive:  # a node lost
-                    detail["failures"] = int(detail.get("failures", 0)) + 1
-                    events.append(Event(now, "node.lost", None, f"{key}: dead", {"pool": pool}))
-                changed = replace(
-                    current, labels=labels, resources=resources, detail=detail, updated_at_s=now
-                )
-                self.store.update(changed, expected_version=current.version, events=events)
-            self._nodes_seen[key] = seen
-        except StoreError:
-            pass
 
     def _beat(self, report: CycleReport) -> None:
         if self.heartbeat is None:
@@ -635,43 +496,3 @@ class Controller:
             except Exception:
                 log.exception("cycle failed")
             wake.wait(interval_s)
-
-
-def _restart_events(
-    job_id: str, attempt: int, failures: list[Mapping[str, Any]], told: int
-) -> list[Event]:
-    """Events for the worker failures Ray Train recovered from inside an attempt (one each,
-    once resumed), past the first ``told``."""
-    events = []
-    for n, failure in enumerate(failures[told:], start=told + 1):
-        at_s, back_s = float(failure.get("at_s") or 0), float(failure.get("resumed_s") or 0)
-        message = (
-            f"attempt {attempt}: Ray Train restarted the workers after a failure at step "
-            f"{failure.get('step')} ({_first_line(str(failure.get('error', '')))[:200]}); "
-            f"training again {back_s - at_s:.1f} s later"
-        )
-        events.append(Event(back_s, "train.restarted", job_id, message, {"n": n}))
-    return events
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
-
-
-def _train_progress(doc: Mapping[str, Any]) -> TrainProgress:
-    """What the controller needs of an attempt's progress; raises on a malformed document."""
-    checkpoints = doc.get("checkpoints") or []
-    step, last = doc.get("step"), doc.get("last_report_s")
-    failing = [f for f in doc.get("failures") or [] if f.get("resumed_s") is None]
-    return TrainProgress(
-        attempt=int(doc.get("attempt", 0)),
-        reports=int(doc.get("reports", 0)),
-        step=int(step) if step is not None else None,
-        last_report_s=float(last) if last is not None else None,
-        checkpoint_step=checkpoints[-1].get("step") if checkpoints else None,
-        restarting_since=float(failing[0]["at_s"]) if failing else None,
-    )
-
-
-def _rounded(values: Mapping[str, float]) -> dict[str, float]:
-    return {k: round(v, 6) for k, v in values.items()}

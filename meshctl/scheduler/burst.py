@@ -11,9 +11,9 @@ credentials, refused ones) is skipped, and says why.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from meshctl.policy.verdict import BurstTarget
+from meshctl.policy.verdict import BurstTarget, Verdict
 from meshctl.scheduler.request import Request, shortfall
 from meshctl.scheduler.snapshot import Offer, PoolInfo
 
@@ -120,3 +120,20 @@ def choose_launch(
         return None, why_not
     best = min(options, key=lambda o: (o.usd_per_hour, rank(o.offer.pool), o.offer.node_type))
     return best, why_not
+
+
+def less(offer: Offer, count: int) -> Offer:
+    """The offer with ``count`` fewer nodes left to launch (this cycle planned them)."""
+    return replace(offer, max_nodes=offer.max_nodes - count)
+
+
+def note(verdict: Verdict | None) -> str:
+    """What policy says of bursting for a job that waits."""
+    if verdict is None:
+        return "burst not allowed: no policy"
+    b = verdict.burst
+    if b.allowed:
+        return "burst allowed"
+    if b.blocked:
+        return "burst blocked: " + "; ".join(f"{pool}: {why}" for pool, why in b.blocked)
+    return "burst not allowed: no burst rule applies to this job now"

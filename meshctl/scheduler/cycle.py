@@ -19,18 +19,19 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from meshctl.policy.facts import TeamUsage
 from meshctl.policy.tenancy import borrowable_gpus, quota_ceiling
 from meshctl.policy.verdict import Verdict
 from meshctl.scheduler import burst, preempt, reserve
+from meshctl.scheduler.config import DEFAULT_CONFIG, SchedulerConfig
 from meshctl.scheduler.filters import FILTERS, AcceleratorFilter, EligibilityFilter, HealthFilter
 from meshctl.scheduler.framework import CycleContext, Filter, Rejection
 from meshctl.scheduler.placement import Choice, Weighted, choose, rejections
 from meshctl.scheduler.plan import Decision, Evict, Place, Plan, Preempt, Provision
 from meshctl.scheduler.policies import PolicyView
-from meshctl.scheduler.queue import Aging, Totals, dominant_share, ordered
+from meshctl.scheduler.queue import Totals, dominant_share, ordered
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.scorers import (
     BinPackScorer,
@@ -40,7 +41,7 @@ from meshctl.scheduler.scorers import (
     SpreadScorer,
     WaitScorer,
 )
-from meshctl.scheduler.snapshot import Node, Offer, Pending, Running, Snapshot
+from meshctl.scheduler.snapshot import Node, Pending, Running, Snapshot
 from meshctl.scheduler.state import FreeIndex, NodeState, States
 from meshctl.scheduler.unschedulable import never_fits
 
@@ -48,24 +49,8 @@ STATIC_FILTERS: tuple[Filter, ...] = (HealthFilter(), EligibilityFilter(), Accel
 _ExplainKey = tuple[Request, frozenset[str], frozenset[str]]  # request, usable, eligible pools
 
 
-@dataclass(frozen=True, slots=True)
-class SchedulerConfig:
-    max_candidates: int = 32  # feasible nodes scored per pool for a single-node job
-    top_candidates: int = 3  # kept in each decision's explanation
-    aging: Aging = field(default_factory=Aging)
-    backfill: bool = True
-    fragmentation: bool = True
-    # At most this many pending jobs, in queue order, are decided per cycle; None: all. Like
-    # Slurm's default_queue_depth, it bounds a cycle's cost when thousands of jobs wait.
-    queue_depth: int | None = None
-    # Explain waiting jobs (filters per reason, the exhausted resource, nodes held for others):
-    # one scan of the nodes per request shape. The simulator, which reads no explanation,
-    # turns it off.
-    explain: bool = True
-
-
 def schedule(
-    snapshot: Snapshot, policies: PolicyView, config: SchedulerConfig = SchedulerConfig()
+    snapshot: Snapshot, policies: PolicyView, config: SchedulerConfig = DEFAULT_CONFIG
 ) -> Plan:
     return _Cycle(snapshot, policies, config).run()
 
@@ -460,7 +445,7 @@ class _Cycle:
                 notes=[f"burst: {'; '.join(why_not[:3]) or 'no offers'}"],
             )
         offer = launch.offer
-        self.offers = [o if o is not offer else _less(o, launch.count) for o in self.offers]
+        self.offers = [o if o is not offer else burst.less(o, launch.count) for o in self.offers]
         self.headroom.charge(launch)
         self._use(job.team, job.request)  # the capacity being launched is its
         self.plan.actions.append(
@@ -484,7 +469,7 @@ class _Cycle:
     def _wait(
         self, job: Pending, verdict: Verdict | None, ctx: CycleContext, down: str | None = None
     ) -> Decision:
-        decision = Decision(job.job_id, "pending", down or "", notes=[_burst_note(verdict)])
+        decision = Decision(job.job_id, "pending", down or "", notes=[burst.note(verdict)])
         nominees = set().union(*self.nominated.values()) if self.nominated else set()
         holds = self.reservation or nominees
         if self.config.explain and holds and self._choose(job, ctx, held=False):
@@ -520,18 +505,3 @@ class _Cycle:
             reasons, dimensions, total = cache[key]
             decision.filtered, decision.nodes_considered = reasons, total
             decision.exhausted = dimensions.most_common(1)[0][0] if dimensions else None
-
-
-def _less(offer: Offer, count: int) -> Offer:
-    return replace(offer, max_nodes=offer.max_nodes - count)
-
-
-def _burst_note(verdict: Verdict | None) -> str:
-    if verdict is None:
-        return "burst not allowed: no policy"
-    b = verdict.burst
-    if b.allowed:
-        return "burst allowed"
-    if b.blocked:
-        return "burst blocked: " + "; ".join(f"{pool}: {why}" for pool, why in b.blocked)
-    return "burst not allowed: no burst rule applies to this job now"
