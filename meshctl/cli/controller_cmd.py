@@ -14,7 +14,9 @@ from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Output
 
 if TYPE_CHECKING:
+    from meshctl.controller.loop import Controller
     from meshctl.controller.reload import RuleFiles
+    from meshctl.state import Store
 
 app = typer.Typer(help="The controller: the reconcile loop that runs jobs.", no_args_is_help=True)
 
@@ -36,44 +38,11 @@ def run(
     import threading
 
     from meshctl.cli import render
-    from meshctl.cli.context import rules_from
-    from meshctl.controller import daemon
-    from meshctl.controller.access import CloudAccess
-    from meshctl.controller.burst import Burst
-    from meshctl.controller.loop import Controller, PoolClient
-    from meshctl.controller.reload import Reloader
-    from meshctl.controller.runtime import clients, cloud_for, credentials_seen, run_dir
-    from meshctl.pools.emulated import EmulatedInstances
-    from meshctl.pools.health import unhealthy
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     context = app_context(ctx)
-    home = context.home
-    files = context.rule_files(policies)
-    rules = rules_from(home, files)
-    run_dir(home).mkdir(parents=True, exist_ok=True)
-    reloader = Reloader(files, home, lambda f: rules_from(home, f), lambda f: _record_up(home, f))
     with context.store() as store:
-        driven: dict[str, PoolClient] = {**clients(rules.mesh, home)}
-        access = CloudAccess(rules.mesh, {}, cloud_for, credentials_seen, background=not once)
-        controller = Controller(
-            store,
-            rules,
-            driven,
-            heartbeat=daemon.heartbeat_file(home),
-            resolve=lambda: {**clients(controller.rules.mesh, home)},
-            burst=Burst(
-                store,
-                rules.mesh,
-                rules.catalogs,
-                access.clouds,
-                EmulatedInstances(run_dir(home), dict(rules.catalogs)),
-                background=not once,
-                access=access,
-            ),
-            health=lambda: unhealthy(home),
-            reloader=reloader,
-        )
+        controller = _controller(context.home, context.rule_files(policies), store, once)
         if once:
             report = controller.cycle()
             render.plain(
@@ -99,6 +68,46 @@ def run(
         finally:
             if controller.burst is not None:
                 controller.burst.close()
+
+
+def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Controller:
+    """The controller over the files given, with its cloud side, health signals and reloader
+    (``once``: launches and credential checks in the cycle, not on worker threads)."""
+    from meshctl.cli.context import rules_from
+    from meshctl.controller import daemon
+    from meshctl.controller.access import CloudAccess
+    from meshctl.controller.burst import Burst
+    from meshctl.controller.loop import Controller
+    from meshctl.controller.reload import Reloader
+    from meshctl.controller.runtime import clients, cloud_for, credentials_seen, run_dir
+    from meshctl.pools.emulated import EmulatedInstances
+    from meshctl.pools.health import unhealthy
+
+    rules = rules_from(home, files)
+    run_dir(home).mkdir(parents=True, exist_ok=True)
+    access = CloudAccess(rules.mesh, {}, cloud_for, credentials_seen, background=not once)
+    burst = Burst(
+        store,
+        rules.mesh,
+        rules.catalogs,
+        access.clouds,
+        EmulatedInstances(run_dir(home), dict(rules.catalogs)),
+        background=not once,
+        access=access,
+    )
+    controller: Controller = Controller(
+        store,
+        rules,
+        {**clients(rules.mesh, home)},
+        heartbeat=daemon.heartbeat_file(home),
+        resolve=lambda: {**clients(controller.rules.mesh, home)},  # a reload may add pools
+        burst=burst,
+        health=lambda: unhealthy(home),
+        reloader=Reloader(
+            files, home, lambda f: rules_from(home, f), lambda f: _record_up(home, f)
+        ),
+    )
+    return controller
 
 
 RELOAD_TIMEOUT_S = 60.0
@@ -137,11 +146,17 @@ def reload(
     if answer["outcome"] == "refused":  # changed again after it was checked here
         render.problems([str(answer["message"])])
         raise typer.Exit(2)
+    _show(answer, files.policies, output)
+
+
+def _show(answer: dict[str, Any], policies: str, output: Output) -> None:
+    from meshctl.cli import render
+
     data = {
         "outcome": answer["outcome"],
         "old_policy_hash": answer["old_hash"],
         "policy_hash": answer["new_hash"],
-        "policies": files.policies,
+        "policies": policies,
         "notes": list(answer.get("notes") or []),
     }
     if output is not Output.table:

@@ -37,9 +37,7 @@ def up(
     check every pool and show those that cannot be used, with why. Exit 1 when a local pool
     could not start (the others and the controller still come up)."""
     from meshctl.cli import render
-    from meshctl.cli.pools_cmd import pool_health
     from meshctl.controller.runtime import run_dir
-    from meshctl.model.mesh import RayPool
 
     context = app_context(ctx)
     mesh = context.mesh()
@@ -49,13 +47,7 @@ def up(
     run.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     failed = _start_pools(mesh, run)
-    for row in pool_health(mesh, context.home):
-        pool = mesh.pool(row["pool"])
-        if isinstance(pool, RayPool):  # an existing cluster: checked, not started
-            answers = "answers" if row["available"] else "does not answer"
-            render.say(f"pool {pool.name}: existing Ray cluster at {pool.address}, {answers}")
-        if not row["available"] and row["pool"] not in failed:
-            render.warnings([f"pool {row['pool']}: unavailable: {row['reason']}"])
+    _show_health(mesh, context.home, failed)
     catalogs = context.catalog_dir()
     record = {
         "mesh": str(context.mesh_file().resolve()),
@@ -99,6 +91,22 @@ def _start_pools(mesh: Any, run: Path) -> dict[str, str]:
         nodes = sum(g.count for g in pool.nodes)
         render.say(f"pool {pool.name}: up, {nodes} nodes ({cluster.dashboard})")
     return failed
+
+
+def _show_health(mesh: Any, home: Path, failed: dict[str, str]) -> None:
+    """Every pool checked: an existing Ray cluster, whether it answers; a warning for each
+    pool that cannot be used (a cloud pool without credentials ...), with why."""
+    from meshctl.cli import render
+    from meshctl.cli.pools_cmd import pool_health
+    from meshctl.model.mesh import RayPool
+
+    for row in pool_health(mesh, home):
+        pool = mesh.pool(row["pool"])
+        if isinstance(pool, RayPool):  # checked, not started
+            answers = "answers" if row["available"] else "does not answer"
+            render.say(f"pool {pool.name}: existing Ray cluster at {pool.address}, {answers}")
+        if not row["available"] and row["pool"] not in failed:
+            render.warnings([f"pool {row['pool']}: unavailable: {row['reason']}"])
 
 
 def _enforced_dir(context: AppContext, asked: str) -> str:
