@@ -5,9 +5,10 @@ and can be told to fail: ``stock_out(zone)`` makes launches there fail for lack 
 ``over_quota(zone)`` for lack of quota, ``throttle(n)`` makes the next ``n`` calls throttled
 (retried by ``with_backoff`` like the SDKs' retries), ``refuse(reason)`` refuses the
 credentials (``check`` and ``launch`` answer an ``auth`` error, listing raises) until
-``accept()``, ``notice(id)`` gives a spot instance
-notice (``interrupting``) and ``interrupt(id)`` takes it back (``preempted``). Instance ids
-and times are deterministic: ``f-<n>``, and the clock passed in.
+``accept()``; ``refuse(reason, launches=True)`` only launches (allowed to read, not to
+run); ``notice(id)`` gives a spot instance notice (``interrupting``) and ``interrupt(id)``
+takes it back (``preempted``). Instance ids and times are deterministic: ``f-<n>``, and the
+clock passed in.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class FakeCloud:
         self._over_quota: set[str] = set()
         self._throttles = 0
         self._refused: str | None = None
+        self._launches_refused: str | None = None
         self.calls = 0
 
     # --- faults -------------------------------------------------------------------------------
@@ -61,11 +63,16 @@ class FakeCloud:
     def throttle(self, calls: int) -> None:
         self._throttles = calls
 
-    def refuse(self, reason: str = "AuthFailure: the credentials were refused") -> None:
-        self._refused = reason
+    def refuse(
+        self, reason: str = "AuthFailure: the credentials were refused", launches: bool = False
+    ) -> None:
+        if launches:
+            self._launches_refused = reason
+        else:
+            self._refused = reason
 
     def accept(self) -> None:
-        self._refused = None
+        self._refused = self._launches_refused = None
 
     def notice(self, instance_id: str) -> None:
         with self._lock:
@@ -95,8 +102,9 @@ class FakeCloud:
         return CloudError("auth", self._refused) if self._refused else None
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
-        if self._refused:
-            return LaunchResult((), (CloudError("auth", self._refused),))
+        refused = self._refused or self._launches_refused
+        if refused:
+            return LaunchResult((), (CloudError("auth", refused),))
         with self._lock:
             mine = [i for i in self._instances.values() if i.request_id == request.request_id]
             if mine:

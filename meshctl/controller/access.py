@@ -4,7 +4,9 @@ A cloud pool is unavailable when its provider cannot be built (a missing profile
 no SDK: ``clouds.base.Unavailable``), when ``Cloud.check`` is refused, or when a launch came
 back with an auth error (at once: the next cycle plans elsewhere instead of waiting out a
 backoff). An unavailable pool is checked again after ``RECHECK_S``, or at once when its
-credentials may have changed (``credentials(pool)``: the pool's entry in mesh.yaml, the files
+credentials may have changed (a check that passes within ``RECHECK_S`` of a refused launch,
+with the same credentials, does not make the pool available again: credentials may be good
+for reading and not for launching) (``credentials(pool)``: the pool's entry in mesh.yaml, the files
 and variables its SDK reads them from); an available one every ``CHECK_S``. A pool never
 checked yet counts as available: its first launch tells.
 
@@ -58,6 +60,7 @@ class CloudAccess:
     _down: dict[str, str] = field(default_factory=dict)  # pool -> why
     _due: dict[str, float] = field(default_factory=dict)  # pool -> when to check it next
     _seen: dict[str, Hashable] = field(default_factory=dict)  # pool -> credentials checked
+    _refused: dict[str, tuple[float, Hashable]] = field(default_factory=dict)  # launch refused
     _running: dict[str, Future[_Probe]] = field(default_factory=dict)
     _worker: ThreadPoolExecutor | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -69,10 +72,13 @@ class CloudAccess:
 
     def refused(self, pool: str, reason: str, now: float) -> Change | None:
         """A launch came back with an auth error: the pool is unavailable from now on."""
+        found = self.mesh.pool(pool)
         with self._lock:
             before = self._down.get(pool)
             self._down[pool] = reason
             self._due[pool] = now + RECHECK_S
+            if found is not None:
+                self._refused[pool] = (now, self.credentials(found))
         return None if before == reason else Change(pool, reason)
 
     def refresh(self, now: float) -> list[Change]:
@@ -101,6 +107,11 @@ class CloudAccess:
         with self._lock:
             for gone in [p for p in self._down if p not in names]:
                 del self._down[gone]
+
+    def settle(self, timeout_s: float) -> None:
+        """Wait for the checks in flight to finish (their results are applied next refresh)."""
+        for future in list(self._running.values()):
+            future.exception(timeout_s)
 
     def close(self) -> None:
         if self._worker is not None:
@@ -144,8 +155,12 @@ class CloudAccess:
         self._seen[probe.pool] = probe.credentials
         with self._lock:
             before = self._down.get(probe.pool)
+            at, credentials = self._refused.get(probe.pool, (float("-inf"), None))
+            if probe.reason is None and credentials == probe.credentials and now < at + RECHECK_S:
+                return []  # the launch was refused with these credentials: not undone by a read
             if probe.reason is None:
                 self._down.pop(probe.pool, None)
+                self._refused.pop(probe.pool, None)
                 self._due[probe.pool] = now + CHECK_S
             else:
                 self._down[probe.pool] = probe.reason

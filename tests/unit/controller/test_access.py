@@ -176,3 +176,43 @@ def test_decide_places_nothing_in_an_unavailable_pool(
     assert [d.job_id for d in step.dispatches] == (["a"] if why is None else [])
     [note] = step.decisions
     assert (note.outcome, note.explanation["reason"]) == (status, reason)
+
+
+def test_a_check_that_passes_does_not_undo_a_refused_launch_until_the_recheck() -> None:
+    """Credentials good for reading and not for launching (UnauthorizedOperation on
+    RunInstances alone), and the first check still in flight when the launch is refused: the
+    check that then passes does not make the pool available again before its recheck (else
+    every cycle would try, and fail, one more launch there)."""
+    import threading
+
+    class Slow(FakeCloud):
+        def __init__(self) -> None:
+            super().__init__()
+            self.go = threading.Event()
+
+        def check(self) -> Any:
+            self.go.wait(10)
+            return super().check()
+
+    east, west = Slow(), FakeCloud()
+    east.refuse("UnauthorizedOperation: not allowed to run instances", launches=True)
+    mesh, _, _, _ = clouds_mesh()
+    clouds: dict[str, Any] = {"east": east, "west": west}
+    access = CloudAccess(mesh, clouds, background=True)
+    store, clock, loop, _ = loop_over(clouds, access)
+    queue(store, "spill")
+    try:
+        loop.cycle()  # east's check is in flight; planned for east; the launch is refused
+        east.go.set()
+        access.settle(10)  # the check passed on its worker thread
+        for _ in range(3):
+            loop.cycle()
+    finally:
+        east.go.set()
+        access.close()
+    refused = [e.message for e in store.events() if e.kind == "pool.unavailable"]
+    assert refused == ["east: UnauthorizedOperation: not allowed to run instances"]
+    assert loop.world(clock.now).pool_unavailable == {
+        "east": "UnauthorizedOperation: not allowed to run instances"
+    }
+    assert len(west.list_instances("m")) == 1
