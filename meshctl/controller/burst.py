@@ -74,6 +74,8 @@ class Burst:
     def use(self, mesh: Mesh, catalogs: Mapping[str, Catalog]) -> None:
         """New rules (a reload): the mesh and catalogs launches and spend are judged by."""
         self.mesh, self.catalogs = mesh, catalogs
+        if self.nodes is not None:  # the shapes instances join their cluster with
+            self.nodes.catalogs = dict(catalogs)
         self.pool_access.use(mesh)
 
     def live(self) -> list[InstanceRecord]:

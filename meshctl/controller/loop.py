@@ -109,6 +109,8 @@ class Controller:
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
         self.reloader = reloader
+        if reloader is not None:
+            reloader.veto = self._pools_in_use_removed
         self.progress = ProgressReader(store)  # what running train jobs report
         self.heartbeat = heartbeat
         self.cycles = 0
@@ -166,6 +168,23 @@ class Controller:
             message = f"kept policies {outcome.old_hash}: {outcome.message}"
             self.store.append_event(Event(now, "policy.reload_refused", None, message, data))
             log.warning("reload refused: %s", outcome.message)
+
+    def _pools_in_use_removed(self, old: Rules, new: Rules) -> str | None:
+        """A mesh that drops a pool still running jobs (or cloud instances) is refused: its
+        jobs would look lost and run twice. Drain the pool, then remove it."""
+        gone = {p.name for p in old.mesh.spec.pools} - {p.name for p in new.mesh.spec.pools}
+        if not gone:
+            return None
+        busy = {a.pool for a in self.store.list(AttemptRecord) if a.state in ACTIVE_ATTEMPT}
+        busy |= {i.pool for i in self.burst.live()} if self.burst is not None else set()
+        held = ", ".join(sorted(gone & busy))
+        if not held:
+            return None
+        mesh = self.reloader.files.mesh if self.reloader is not None else "mesh"
+        return (
+            f"{mesh}: spec.pools: expected {held} while jobs or instances run there (drain "
+            f"first), got a mesh without"
+        )
 
     def world(self, now: float) -> World:
         observations = {name: client.observe() for name, client in self.clients.items()}

@@ -68,6 +68,8 @@ class Reloader:
     home: Path
     load: Callable[[RuleFiles], Rules]  # raises InvalidFileError on an invalid set
     taken: Callable[[RuleFiles], None] = lambda files: None  # record what now runs (up.json)
+    # Why a valid set must not be taken now (the controller's own objections), or None
+    veto: Callable[[Rules, Rules], str | None] = lambda old, new: None
     commit: str | None = None  # the policy folder's git commit, for what runs now
     error: str | None = None  # the first problem of the last change refused, until one is taken
     last: Outcome | None = None
@@ -116,6 +118,11 @@ class Reloader:
             first = _first_problem(err)
             self.error, self._refused = first, seen
             self.last = Outcome("refused", old, None, first, request=ask)
+            return rules, self.last
+        objection = self.veto(rules, new)
+        if objection is not None:
+            self.error, self._refused = objection, seen
+            self.last = Outcome("refused", old, None, objection, request=ask)
             return rules, self.last
         changed = _changes(rules, new)
         moved = files != self.files

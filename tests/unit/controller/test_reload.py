@@ -17,7 +17,7 @@ from meshctl.cli.context import rules_from
 from meshctl.controller.decide import Rules
 from meshctl.controller.loop import Controller
 from meshctl.controller.reload import WATCH_S, Reloader, RuleFiles, ask, git_commit
-from meshctl.state import MemoryStore
+from meshctl.state import AttemptRecord, JobRecord, JobState, MemoryStore
 from tests.conftest import EXAMPLES, ROOT
 
 from .test_loop import Clock, FakePool, queue
@@ -201,6 +201,23 @@ def test_a_mesh_change_is_taken_and_a_new_local_pool_is_left_to_up(setup: Setup)
     assert setup.loop.rules.mesh.pool("lab2") is not None
     [(message, _)] = setup.events("policy.reloaded")
     assert message.endswith("(mesh changed); pool lab2 is new: meshctl up starts it")
+
+
+def test_a_mesh_that_drops_a_pool_still_running_jobs_is_refused(setup: Setup) -> None:
+    record = queue(setup.store, "runs")
+    setup.cycle()  # placed on onprem: its attempt is active
+    assert [a.state for a in setup.store.list(AttemptRecord)] == ["pending"]
+    edit(Path(setup.files.mesh), "name: onprem", "name: lab")
+    setup.cycle()
+    assert setup.loop.rules.mesh.pool("onprem") is not None
+    [(message, _)] = setup.events("policy.reload_refused")
+    assert message.endswith(
+        f"{setup.files.mesh}: spec.pools: expected onprem while jobs or instances run there"
+        " (drain first), got a mesh without"
+    )
+    job = setup.store.get(JobRecord, record.id)
+    assert job is not None
+    assert job.state is JobState.DISPATCHED  # not lost, not requeued
 
 
 def test_a_reload_gives_the_burst_side_the_new_mesh(tmp_path: Path) -> None:
