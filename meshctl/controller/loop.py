@@ -35,12 +35,12 @@ from meshctl.controller.decide import (
     Transition,
     decide,
 )
+from meshctl.controller.nodes import pools_down
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
-from meshctl.controller.reload import Reloader
+from meshctl.controller.reload import Reloader, in_use_removed
 from meshctl.controller.world import JobView, World
 from meshctl.model.job import Job
-from meshctl.model.mesh import LocalPool, RayPool
 from meshctl.pools.checkpoints import request_checkpoint
 from meshctl.pools.observed import PoolObservation, Submission
 from meshctl.state.records import (
@@ -110,7 +110,7 @@ class Controller:
         self.health = health
         self.reloader = reloader
         if reloader is not None:
-            reloader.veto = self._pools_in_use_removed
+            reloader.veto = lambda old, new: in_use_removed(old, new, self._busy_pools())
         self.progress = ProgressReader(store)  # what running train jobs report
         self.heartbeat = heartbeat
         self.cycles = 0
@@ -169,22 +169,10 @@ class Controller:
             self.store.append_event(Event(now, "policy.reload_refused", None, message, data))
             log.warning("reload refused: %s", outcome.message)
 
-    def _pools_in_use_removed(self, old: Rules, new: Rules) -> str | None:
-        """A mesh that drops a pool still running jobs (or cloud instances) is refused: its
-        jobs would look lost and run twice. Drain the pool, then remove it."""
-        gone = {p.name for p in old.mesh.spec.pools} - {p.name for p in new.mesh.spec.pools}
-        if not gone:
-            return None
+    def _busy_pools(self) -> set[str]:
+        """Pools where jobs run or cloud instances live (a reload may not drop them)."""
         busy = {a.pool for a in self.store.list(AttemptRecord) if a.state in ACTIVE_ATTEMPT}
-        busy |= {i.pool for i in self.burst.live()} if self.burst is not None else set()
-        held = ", ".join(sorted(gone & busy))
-        if not held:
-            return None
-        mesh = self.reloader.files.mesh if self.reloader is not None else "mesh"
-        return (
-            f"{mesh}: spec.pools: expected {held} while jobs or instances run there (drain "
-            f"first), got a mesh without"
-        )
+        return busy | ({i.pool for i in self.burst.live()} if self.burst is not None else set())
 
     def world(self, now: float) -> World:
         observations = {name: client.observe() for name, client in self.clients.items()}
@@ -206,7 +194,8 @@ class Controller:
         nodes = {n.id: n for n in self.store.list(NodeRecord)}
         progress = self.progress.read(views)
         health = dict(self.health()) if self.health is not None else {}
-        down = self._unavailable(observations)
+        down = pools_down(self.rules.mesh, observations)
+        down |= self.burst.down() if self.burst is not None else {}
         if self.burst is None:
             return World(
                 now,
@@ -237,22 +226,6 @@ class Controller:
             health,
             down,
         )
-
-    def _unavailable(self, observations: Mapping[str, PoolObservation]) -> dict[str, str]:
-        """Pools that cannot be used now, and why: a local pool that is not up, a Ray pool
-        that does not answer, a cloud pool whose credentials do not work."""
-        down: dict[str, str] = {}
-        for pool in self.rules.mesh.spec.pools:
-            seen = observations.get(pool.name)
-            if isinstance(pool, LocalPool) and seen is None:
-                down[pool.name] = "not up"
-            elif isinstance(pool, RayPool) and seen is None:
-                down[pool.name] = "cannot be reached: its token file cannot be read"
-            elif isinstance(pool, LocalPool | RayPool) and seen and not seen.reachable:
-                down[pool.name] = seen.error or "does not answer"
-        if self.burst is not None:
-            down.update(self.burst.down())
-        return down
 
     def _job(self, record: JobRecord) -> Job | None:
         job = self._jobs.get(record.id)

@@ -9,11 +9,26 @@ from collections.abc import Mapping, Sequence
 
 from meshctl.controller.world import JobView, World
 from meshctl.model.catalog import Catalog
-from meshctl.model.mesh import Accelerator, Mesh, NodeGroup, Pool
+from meshctl.model.mesh import Accelerator, LocalPool, Mesh, NodeGroup, Pool, RayPool
 from meshctl.policy.facts import MeshSnapshot
 from meshctl.pools.observed import NODE_TYPE_LABEL, ObservedNode, PoolObservation
 from meshctl.scheduler import Allocation, Node, Request, Running, Snapshot
 from meshctl.state.records import JobState
+
+
+def pools_down(mesh: Mesh, observations: Mapping[str, PoolObservation]) -> dict[str, str]:
+    """Local and Ray pools that cannot be used now, and why: a local pool that is not up, a
+    Ray pool that does not answer (cloud pools: their credentials, ``access.py``)."""
+    down: dict[str, str] = {}
+    for pool in mesh.spec.pools:
+        seen = observations.get(pool.name)
+        if isinstance(pool, LocalPool) and seen is None:
+            down[pool.name] = "not up"
+        elif isinstance(pool, RayPool) and seen is None:
+            down[pool.name] = "cannot be reached: its token file cannot be read"
+        elif isinstance(pool, LocalPool | RayPool) and seen and not seen.reachable:
+            down[pool.name] = seen.error or "does not answer"
+    return down
 
 
 def mesh_facts(

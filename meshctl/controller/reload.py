@@ -68,7 +68,8 @@ class Reloader:
     home: Path
     load: Callable[[RuleFiles], Rules]  # raises InvalidFileError on an invalid set
     taken: Callable[[RuleFiles], None] = lambda files: None  # record what now runs (up.json)
-    # Why a valid set must not be taken now (the controller's own objections), or None
+    # Why a valid set must not be taken now (the controller's own objections about the mesh,
+    # "field: expected ..., got ..."), or None
     veto: Callable[[Rules, Rules], str | None] = lambda old, new: None
     commit: str | None = None  # the policy folder's git commit, for what runs now
     error: str | None = None  # the first problem of the last change refused, until one is taken
@@ -120,7 +121,8 @@ class Reloader:
             self.last = Outcome("refused", old, None, first, request=ask)
             return rules, self.last
         objection = self.veto(rules, new)
-        if objection is not None:
+        if objection is not None:  # about the mesh file: say it as a problem in it
+            objection = f"{files.mesh}: {objection}"
             self.error, self._refused = objection, seen
             self.last = Outcome("refused", old, None, objection, request=ask)
             return rules, self.last
@@ -137,6 +139,17 @@ class Reloader:
         message = f"policies {old} -> {_hash(new)} ({what} changed)"
         self.last = Outcome("reloaded", old, _hash(new), message, _new_local(rules, new), ask)
         return new, self.last
+
+
+def in_use_removed(old: Rules, new: Rules, busy: set[str]) -> str | None:
+    """A mesh that drops a pool still running jobs (or cloud instances) is refused: its jobs
+    would look lost and run twice. Drain the pool, then remove it."""
+    gone = {p.name for p in old.mesh.spec.pools} - {p.name for p in new.mesh.spec.pools}
+    held = ", ".join(sorted(gone & busy))
+    if not held:
+        return None
+    why = "while jobs or instances run there (drain first)"
+    return f"spec.pools: expected {held} {why}, got a mesh without"
 
 
 def stamp(files: RuleFiles) -> Stamp:
