@@ -156,9 +156,11 @@ class AppContext:
         where = running.get("policies")
         ours = f"(hash {policies.content_hash})"
         if named:
+            folders = {str(Path(p).resolve().parent) for p in policies.paths} or {"DIR"}
+            folder = folders.pop() if len(folders) == 1 else "DIR"
             line = (
                 f"planning with the policies named {ours}, not those the controller enforces "
-                f"(hash {theirs}, {where}); to enforce them: meshctl reload --policies DIR"
+                f"(hash {theirs}, {where}); to enforce them: meshctl reload --policies {folder}"
             )
         else:
             refused = running.get("policy_error")

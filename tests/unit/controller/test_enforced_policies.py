@@ -85,7 +85,7 @@ def test_naming_other_policies_says_so_and_how_to_enforce_them(
     assert line.startswith("warning: planning with the policies named (hash ")
     assert line.endswith(
         f"not those the controller enforces (hash {shipped_hash(cli)}, {ROOT / 'policies'}); "
-        "to enforce them: meshctl reload --policies DIR"
+        f"to enforce them: meshctl reload --policies {other}"
     )
 
 
@@ -184,3 +184,27 @@ def test_pools_check_says_why_each_pool_cannot_be_used_and_exits_1(
     assert rows["dc"]["available"] is False
     assert rows["dc"]["reason"].startswith(f"dashboard at http://127.0.0.1:{port} does not answer")
     assert result.stderr.splitlines()[-1] == "error: 2 of 2 pools unavailable: lab, dc"
+
+
+def test_up_with_a_controller_running_other_policies_keeps_them_and_says_how_to_switch(
+    cli: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    mesh = tmp_path / "mesh.yaml"
+    mesh.write_text(
+        "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: m}\nspec:\n  pools:\n"
+        f"    - {{name: dc, provider: ray, address: 'http://127.0.0.1:{closed_port()}'}}\n"
+    )
+    asked = tmp_path / "other"
+    shutil.copytree(ROOT / "policies", asked)
+    pretend_controller(home, policy_hash="0123456789abcdef", policies="/srv/policies")
+    result = cli.invoke(app, ["--mesh", str(mesh), "up", "--policies", str(asked)])
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warned[0].startswith("warning: pool dc: unavailable: dashboard at http://127.0.0.1:")
+    assert warned[1] == (
+        "warning: the controller already runs with the policies in /srv/policies (hash "
+        f"0123456789abcdef), not {asked}; to switch: meshctl reload --policies {asked}"
+    )
+    assert "controller: already running" in result.stdout
+    recorded = json.loads((home / "run" / "up.json").read_text())
+    assert recorded["policies"] == "/srv/policies"  # what runs, not what was asked
