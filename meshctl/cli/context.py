@@ -12,6 +12,7 @@ import typer
 if TYPE_CHECKING:
     from meshctl.catalog import Found
     from meshctl.controller.decide import Rules
+    from meshctl.controller.reload import RuleFiles
     from meshctl.model import Catalog, Job, Mesh, MeshState
     from meshctl.policy import PolicySet
     from meshctl.state import SqliteStore
@@ -125,9 +126,63 @@ class AppContext:
         return policies
 
     def rules(self, policies: Path | None = None) -> Rules:
+        """The rules a command plans with (submit, train): the named policies, else those the
+        controller enforces; a warning on stderr when they differ from what it runs."""
         from meshctl.controller.decide import Rules
 
-        return Rules(self.mesh(), self.catalog_map(), self.policy_set(policies))
+        rules = Rules(self.mesh(), self.catalog_map(), self.policy_set(policies))
+        if rules.policies is not None:
+            self.warn_if_not_enforced(rules.policies, policies is not None)
+        return rules
+
+    def rule_files(self, policies: Path | None = None) -> RuleFiles:
+        """The files a controller started or reloaded now would run with (absolute)."""
+        from meshctl.controller.reload import RuleFiles
+
+        catalogs = self.catalog_dir()
+        return RuleFiles(
+            str(self.mesh_file().resolve()),
+            str((policies or self.policy_dir()).resolve()),
+            str(catalogs.resolve()) if catalogs else None,
+        )
+
+    def enforced(self) -> dict[str, object] | None:
+        """What the running controller enforces, from its heartbeat (``policy_hash``,
+        ``policies``, ``policy_commit``, ``policy_error``); None when none runs."""
+        from meshctl.controller import daemon
+
+        pid = daemon.running(self.home)
+        beat = daemon.heartbeat(self.home) if pid is not None else None
+        if beat is None or beat.get("pid") != pid or beat.get("policy_hash") is None:
+            return None
+        return beat
+
+    def warn_if_not_enforced(self, policies: PolicySet, named: bool) -> None:
+        """Say so (a warning, never an error) when a command plans with other policies than
+        the running controller enforces: named ones, or files edited and not reloaded."""
+        from meshctl.cli import render
+
+        running = self.enforced()
+        theirs = running.get("policy_hash") if running else None
+        if running is None or theirs == policies.content_hash:
+            return
+        where = running.get("policies")
+        ours = f"(hash {policies.content_hash})"
+        if named:
+            folders = {str(Path(p).resolve().parent) for p in policies.paths} or {"DIR"}
+            folder = folders.pop() if len(folders) == 1 else "DIR"
+            line = (
+                f"planning with the policies named {ours}, not those the controller enforces "
+                f"(hash {theirs}, {where}); to enforce them: meshctl reload --policies {folder}"
+            )
+        else:
+            refused = running.get("policy_error")
+            line = (
+                f"the policies in {where} {ours} are not those the controller enforces "
+                f"(hash {theirs}): edited, not reloaded; run meshctl reload"
+                + (f" (the controller refused them: {refused})" if refused else "")
+            )
+        render.warnings([line])
 
     def store(self) -> SqliteStore:
         from meshctl.state import open_store
@@ -166,9 +221,22 @@ def read_moment(
 
     job = load_one(job_file, Job)
     policy_set = compile_policies(read_policy_files(policies or [context.policy_dir()]).policies)
+    context.warn_if_not_enforced(policy_set, bool(policies))
     mesh, state = read_mesh_or_state(mesh_file) if mesh_file else (None, None)
     moment = utc(now or dt.datetime.now(dt.UTC))
     return Moment(job, mesh or context.mesh(), state, policy_set, moment)
+
+
+def rules_from(home: Path, files: RuleFiles) -> Rules:
+    """The rules in ``files``, loaded and checked as ``validate`` and ``policy validate`` check
+    them (``InvalidFileError`` otherwise): what ``controller run`` starts with, what it takes on
+    a reload, and what ``meshctl reload`` checks before asking it."""
+    from meshctl.controller.decide import Rules
+
+    providers = Path(files.providers) if files.providers else None
+    context = AppContext(home, Path(files.mesh), providers)
+    mesh = context.mesh()
+    return Rules(mesh, context.catalog_map(), context.policy_set(Path(files.policies)))
 
 
 def app_context(ctx: typer.Context) -> AppContext:

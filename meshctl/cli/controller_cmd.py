@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from meshctl.cli.context import app_context
+from meshctl.cli.options import OutputOption
+from meshctl.cli.render import Output
+
+if TYPE_CHECKING:
+    from meshctl.controller.loop import Controller
+    from meshctl.controller.reload import RuleFiles
+    from meshctl.state import Store
 
 app = typer.Typer(help="The controller: the reconcile loop that runs jobs.", no_args_is_help=True)
 
@@ -23,44 +30,19 @@ def run(
         Path | None, typer.Option("--policies", "-p", help="The policy folder to enforce.")
     ] = None,
 ) -> None:
-    """Observe the pools, schedule, dispatch, record; every ``--interval`` seconds."""
+    """Observe the pools, schedule, dispatch, record; every ``--interval`` seconds. Changes to
+    the mesh, policies or catalogs are taken (or refused) as they are noticed, and on
+    ``meshctl reload``."""
     import logging
     import signal
     import threading
 
     from meshctl.cli import render
-    from meshctl.controller import daemon, runtime
-    from meshctl.controller.burst import Burst
-    from meshctl.controller.logs import LogCopier
-    from meshctl.controller.loop import Controller, PoolClient
-    from meshctl.controller.runtime import clients, make_run_dir, run_dir
-    from meshctl.pools.emulated import EmulatedInstances
-    from meshctl.pools.health import unhealthy
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     context = app_context(ctx)
-    rules = context.rules(policies)
-    make_run_dir(context.home)
     with context.store() as store:
-        driven: dict[str, PoolClient] = {**clients(rules.mesh, context.home)}
-        controller = Controller(
-            store,
-            rules,
-            driven,
-            heartbeat=daemon.heartbeat_file(context.home),
-            resolve=lambda: {**clients(rules.mesh, context.home)},
-            burst=Burst(
-                store,
-                rules.mesh,
-                rules.catalogs,
-                runtime.clouds(rules.mesh),
-                EmulatedInstances(run_dir(context.home), dict(rules.catalogs)),
-                background=not once,
-            ),
-            health=lambda: unhealthy(context.home),
-            logs=LogCopier(context.home),
-            hold=lambda: daemon.held(context.home),
-        )
+        controller = _controller(context.home, context.rule_files(policies), store, once)
         if once:
             report = controller.cycle()
             render.plain(
@@ -86,3 +68,152 @@ def run(
         finally:
             if controller.burst is not None:
                 controller.burst.close()
+
+
+def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Controller:
+    """The controller over the files given, with its cloud side, health signals and reloader
+    (``once``: launches and credential checks in the cycle, not on worker threads)."""
+    from meshctl.cli.context import rules_from
+    from meshctl.controller import daemon
+    from meshctl.controller.access import CloudAccess
+    from meshctl.controller.burst import Burst
+    from meshctl.controller.logs import LogCopier
+    from meshctl.controller.loop import Controller
+    from meshctl.controller.reload import Reloader
+    from meshctl.controller.runtime import (
+        clients,
+        cloud_for,
+        credentials_seen,
+        make_run_dir,
+        run_dir,
+    )
+    from meshctl.pools.emulated import EmulatedInstances
+    from meshctl.pools.health import unhealthy
+
+    rules = rules_from(home, files)
+    make_run_dir(home)
+    access = CloudAccess(rules.mesh, {}, cloud_for, credentials_seen, background=not once)
+    burst = Burst(
+        store,
+        rules.mesh,
+        rules.catalogs,
+        access.clouds,
+        EmulatedInstances(run_dir(home), dict(rules.catalogs)),
+        background=not once,
+        access=access,
+    )
+    controller: Controller = Controller(
+        store,
+        rules,
+        {**clients(rules.mesh, home)},
+        heartbeat=daemon.heartbeat_file(home),
+        resolve=lambda: {**clients(controller.rules.mesh, home)},  # a reload may add pools
+        burst=burst,
+        health=lambda: unhealthy(home),
+        reloader=Reloader(
+            files, home, lambda f: rules_from(home, f), lambda f: _record_up(home, f)
+        ),
+        logs=LogCopier(home),
+        hold=lambda: daemon.held(home),
+    )
+    return controller
+
+
+RELOAD_TIMEOUT_S = 60.0
+
+
+def reload(
+    ctx: typer.Context,
+    policies: Annotated[
+        Path | None,
+        typer.Option("--policies", "-p", help="Switch to this policy folder (default: the same)."),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for the controller to confirm.", min=1)
+    ] = RELOAD_TIMEOUT_S,
+    output: OutputOption = Output.table,
+) -> None:
+    """Re-read the mesh, policies and catalogs the controller runs with, check them all, and
+    have the controller take them at its next cycle (an invalid change is refused, exit 2)."""
+    import uuid
+
+    from meshctl.cli import render
+    from meshctl.cli.context import rules_from
+    from meshctl.cli.errors import CommandError
+    from meshctl.controller import daemon
+    from meshctl.controller.reload import ask
+
+    context = app_context(ctx)
+    if daemon.running(context.home) is None:
+        raise CommandError("no controller is running (meshctl up starts one)")
+    files = context.rule_files(policies)
+    rules_from(context.home, files)  # every problem of every file: exit 2, nothing asked
+    ask_id = uuid.uuid4().hex
+    ask(context.home, ask_id, files)
+    daemon.nudge(context.home)
+    answer = _answer(context.home, ask_id, timeout)
+    if answer["outcome"] == "refused":  # changed again after it was checked here
+        render.problems([str(answer["message"])])
+        raise typer.Exit(2)
+    _show(answer, files.policies, output)
+
+
+def _show(answer: dict[str, Any], policies: str, output: Output) -> None:
+    from meshctl.cli import render
+
+    data = {
+        "outcome": answer["outcome"],
+        "old_policy_hash": answer["old_hash"],
+        "policy_hash": answer["new_hash"],
+        "policies": policies,
+        "notes": list(answer.get("notes") or []),
+    }
+    if output is not Output.table:
+        render.emit_data(data, output)
+        return
+    if answer["outcome"] == "unchanged":
+        render.plain(f"policies {answer['old_hash']}: no change")
+    else:
+        render.plain(str(answer["message"]))
+    render.warnings(data["notes"])
+
+
+def _answer(home: Path, ask_id: str, timeout_s: float) -> dict[str, Any]:
+    """The controller's answer to request ``ask_id``, from its heartbeat."""
+    import time
+
+    from meshctl.cli import render
+    from meshctl.cli.errors import CommandError
+    from meshctl.controller import daemon
+
+    deadline = time.monotonic() + timeout_s
+    with render.progress("controller: reloading"):
+        while True:
+            beat = daemon.heartbeat(home) or {}
+            answer = beat.get("reload")
+            if isinstance(answer, dict) and answer.get("request") == ask_id:
+                return answer
+            if daemon.running(home) is None:
+                raise CommandError("the controller stopped before it took the reload")
+            if time.monotonic() > deadline:
+                raise CommandError(
+                    f"the controller did not confirm within {timeout_s:g} s; it takes the "
+                    "request at its next cycle (meshctl status shows the hash it runs)"
+                )
+            time.sleep(0.2)
+
+
+def _record_up(home: Path, files: RuleFiles) -> None:
+    """A reload switched files: ``up.json`` says what runs now (when ``up`` started it)."""
+    import json
+    from dataclasses import asdict
+
+    from meshctl.cli.context import UP_FILE
+    from meshctl.state.private import write_private
+
+    path = home / "run" / UP_FILE
+    if not path.is_file():
+        return  # a controller run in the foreground, not by up: nothing recorded to update
+    record = {**json.loads(path.read_text()), **asdict(files)}
+    record["providers"] = record["providers"] or ""
+    write_private(path, json.dumps(record, indent=2))

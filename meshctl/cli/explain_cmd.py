@@ -82,12 +82,14 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
     from meshctl.cli.jobs_cmd import attempts_of, find
     from meshctl.cli.views import decision_data, event_data
 
-    with app_context(ctx).store() as store:
+    context = app_context(ctx)
+    with context.store() as store:
         record = find(store, ref)
         attempts = attempts_of(store, record.id)
         decisions = store.decisions(job_id=record.id)
         events = store.events(job_id=record.id)
     decision = dict(decisions[-1].explanation) if decisions else {}
+    policy_hash = (decisions[-1].policy_hash or None) if decisions else None
     where = ""
     last = attempts[-1] if attempts else None
     nodes = [str(a["node"]) for a in last.detail.get("allocations", [])] if last else []
@@ -102,6 +104,7 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
             "attempt": last.number if last else 0,
             "last_event": event_data(events[-1]) if events else None,
             "decision": decision_data(decision) if decision else None,
+            "policy_hash": policy_hash,
         }
         render.emit_data(data, output)
         return
@@ -113,7 +116,12 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
     if not decision:
         render.say("  no scheduling decision recorded yet (is the controller running?)")
         return
-    render.say(f"  scheduler: {render.esc(decision.get('summary', ''))}")
+    running = context.enforced()
+    now = running.get("policy_hash") if running else None
+    by = f" (policies {policy_hash})" if policy_hash else ""
+    render.say(f"  scheduler{by}: {render.esc(decision.get('summary', ''))}")
+    if now is not None and policy_hash and now != policy_hash:
+        render.say(f"  [dim]the controller enforces policies {now} now; it decides again[/]")
     for candidate in decision.get("candidates", []):
         scores = ", ".join(f"{k} {v:.3f}" for k, v in candidate["scores"].items())
         render.say(

@@ -2,20 +2,26 @@
 
 An instance is owned when the store has a record of it (the controller launched it and has
 not yet seen it terminated). Anything else carrying this mesh's tag is a leak: money spent on
-nothing. ``--dry-run`` lists them; otherwise they are terminated and the run is an event.
+nothing. ``--dry-run`` lists them; otherwise they are terminated and the run is an event. A
+pool that could not be reached is one ``error:`` line each, and the exit code is 1.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from meshctl.cli.context import app_context
-from meshctl.cli.errors import CommandError
+from meshctl.cli.errors import EXIT_FAILURE
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Column, Output
+
+if TYPE_CHECKING:
+    from meshctl.clouds.base import Cloud, Instance
+    from meshctl.model.mesh import Pool
+    from meshctl.state import Store
 
 
 def gc(
@@ -26,70 +32,104 @@ def gc(
     ] = 900.0,
     output: OutputOption = Output.table,
 ) -> None:
-    """Find (and terminate) instances tagged with this mesh that nothing in the store owns."""
+    """Find (and terminate) instances tagged with this mesh that nothing in the store owns.
+    Every cloud pool is gone through; one that could not be reached (no credentials, refused
+    ones, no answer) is reported, and the command then exits 1: its leaks are unknown."""
     from meshctl.cli import render
-    from meshctl.controller.runtime import cloud_for
-    from meshctl.state import INSTANCE_LIVE, Event, InstanceRecord
 
     context = app_context(ctx)
     mesh = context.mesh()
-    rows, problems = [], []
+    rows: list[dict[str, str]] = []
+    problems: list[str] = []
     with context.store() as store:
         for pool in mesh.spec.pools:
-            try:
-                cloud = cloud_for(pool)
-                # listed before the store is read: an instance launched meanwhile is owned
-                found = cloud.list_instances(mesh.metadata.name) if cloud else []
-            except Exception as err:  # an SDK's own error: report it per pool, go on
-                problems.append(f"pool {pool.name}: cannot list instances: {err}")
+            found = _listed(pool, mesh.metadata.name)
+            if isinstance(found, str):
+                problems.append(f"pool {pool.name}: could not be reached: {found}")
                 continue
-            if cloud is None:
-                continue
-            owned = {i.id for i in store.list(InstanceRecord) if i.state in INSTANCE_LIVE}
-            now = time.time()
-            leaked = [
-                i
-                for i in found
-                if i.id not in owned
-                and i.labels.get("pool") == pool.name
-                and now - (i.launched_at_s or 0.0) > min_age_s  # a launch not yet recorded
-            ]
+            if found is None:
+                continue  # not a cloud pool
+            cloud, instances = found
+            leaked = _leaked(store, pool.name, instances, min_age_s)
             action = "would_terminate" if dry_run else "terminated"
             if leaked and not dry_run:
-                errors = cloud.terminate([i.id for i in leaked], f"gc-{int(time.time())}")
-                if errors:
-                    problems += [f"pool {pool.name}: {e.kind}: {e.message}" for e in errors]
+                error = _terminate(store, cloud, pool.name, leaked)
+                if error:
+                    problems.append(error)
                     action = "terminate_failed"
-                else:
-                    ids = ", ".join(i.id for i in leaked)
-                    store.append_event(
-                        Event(time.time(), "gc.terminated", None, f"{pool.name}: {ids}")
-                    )
-            rows += [
-                {
-                    "pool": pool.name,
-                    "instance": i.id,
-                    "node_type": i.node_type,
-                    "zone": i.zone,
-                    "state": i.state,
-                    "request": i.request_id,
-                    "action": action,
-                }
-                for i in leaked
-            ]
-    render.emit(
-        rows,
-        [
-            Column("pool", "Pool"),
-            Column("instance", "Instance"),
-            Column("node_type", "Type"),
-            Column("zone", "Zone"),
-            Column("state", "State"),
-            Column("request", "Request"),
-            Column("action", "Action"),
-        ],
-        output,
-        title="Instances tagged with this mesh that nothing owns",
-    )
+            rows += [_row(pool.name, i, action) for i in leaked]
+    render.emit(rows, COLUMNS, output, title="Instances tagged with this mesh that nothing owns")
     if problems:
-        raise CommandError("; ".join(problems))
+        render.problems(problems)
+        raise typer.Exit(EXIT_FAILURE)
+
+
+COLUMNS = [
+    Column("pool", "Pool"),
+    Column("instance", "Instance"),
+    Column("node_type", "Type"),
+    Column("zone", "Zone"),
+    Column("state", "State"),
+    Column("request", "Request"),
+    Column("action", "Action"),
+]
+
+
+def _listed(pool: Pool, mesh: str) -> tuple[Cloud, list[Instance]] | str | None:
+    """The pool's provider and this mesh's instances there; why not (a string) when the
+    provider could not be reached; None for a pool that is not a cloud pool."""
+    from meshctl.clouds.base import Unavailable
+    from meshctl.controller.runtime import cloud_for
+
+    try:
+        cloud = cloud_for(pool)
+        if cloud is None:
+            return None
+        refused = cloud.check()
+        if refused is not None:
+            return refused.message
+        return cloud, cloud.list_instances(mesh)  # before the store is read: see _leaked
+    except Unavailable as err:
+        return str(err)
+    except Exception as err:  # an SDK's own error: this pool only
+        said = str(err).strip()
+        return f"{type(err).__name__}: {said.splitlines()[0]}" if said else type(err).__name__
+
+
+def _leaked(store: Store, pool: str, found: list[Instance], min_age_s: float) -> list[Instance]:
+    """Instances no live record owns. The provider was listed first: one launched meanwhile
+    is recorded by now, or younger than ``min_age_s``."""
+    from meshctl.state import INSTANCE_LIVE, InstanceRecord
+
+    owned = {i.id for i in store.list(InstanceRecord) if i.state in INSTANCE_LIVE}
+    now = time.time()
+    return [
+        i
+        for i in found
+        if i.id not in owned
+        and i.labels.get("pool") == pool
+        and now - (i.launched_at_s or 0.0) > min_age_s
+    ]
+
+
+def _terminate(store: Store, cloud: Cloud, pool: str, leaked: list[Instance]) -> str | None:
+    from meshctl.state import Event
+
+    errors = cloud.terminate([i.id for i in leaked], f"gc-{int(time.time())}")
+    if errors:
+        return "; ".join(f"pool {pool}: {e.kind}: {e.message}" for e in errors)
+    ids = ", ".join(i.id for i in leaked)
+    store.append_event(Event(time.time(), "gc.terminated", None, f"{pool}: {ids}"))
+    return None
+
+
+def _row(pool: str, instance: Instance, action: str) -> dict[str, str]:
+    return {
+        "pool": pool,
+        "instance": instance.id,
+        "node_type": instance.node_type,
+        "zone": instance.zone,
+        "state": instance.state,
+        "request": instance.request_id,
+        "action": action,
+    }

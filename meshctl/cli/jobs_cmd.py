@@ -142,6 +142,7 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
     data = {
         **_row(record, attempts[-1] if attempts else None, time.time()),
         **jobview.data(record.spec, attempts, events, decision),
+        "policy_hash": decisions[-1].policy_hash or None if decisions else None,
     }
     said = [{"at_s": e.at_s, "kind": e.kind, "message": e.message} for e in events]
     training = _training(record, attempts, said)
@@ -176,6 +177,7 @@ def _show_job(record: JobRecord, data: dict[str, Any], attempts: list[AttemptRec
         "train": jobview.train_text(body["train"], nodes) if body.get("train") else None,
         "resources": jobview.resources_text(body.get("resources", {})),
         "decision": data["decision"],
+        "policies": data["policy_hash"],
     }
     for key, value in lines.items():
         if value:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from meshctl.cli.context import UP_FILE, AppContext, app_context
-from meshctl.cli.errors import CommandError
+from meshctl.cli.errors import EXIT_FAILURE, CommandError
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Output
 
@@ -33,11 +33,11 @@ def up(
     ] = None,
     interval: Annotated[float, typer.Option(help="Seconds between controller cycles.")] = 1.0,
 ) -> None:
-    """Start the local pools' Ray clusters and the controller (what is up already stays up)."""
+    """Start the local pools' Ray clusters and the controller (what is up already stays up);
+    check every pool and show those that cannot be used, with why. Exit 1 when a local pool
+    could not start (the others and the controller still come up)."""
     from meshctl.cli import render
-    from meshctl.controller.runtime import client_for, make_run_dir
-    from meshctl.model.mesh import LocalPool, RayPool
-    from meshctl.pools import local
+    from meshctl.controller.runtime import make_run_dir
     from meshctl.state.private import write_private
 
     context = app_context(ctx)
@@ -46,32 +46,12 @@ def up(
     context.policy_set(policy_dir)  # invalid policies stop here, before anything starts
     run = make_run_dir(context.home)
     started = time.monotonic()
-    for pool in mesh.spec.pools:
-        if isinstance(pool, LocalPool):
-            path = local.run_file(run, pool.name)
-            if path.is_file():
-                cluster = local.LocalCluster.load(path)
-                if local.running(cluster):
-                    render.say(f"pool {pool.name}: already up ({cluster.dashboard})")
-                    continue
-                local.stop(cluster)  # what is left of a crashed one
-            with render.progress(f"pool {pool.name}: starting") as step:
-                try:
-                    cluster = local.start(pool, run, step)
-                except local.LocalPoolError as err:
-                    raise CommandError(f"pool {pool.name}: {err}") from None
-            nodes = sum(g.count for g in pool.nodes)
-            render.say(f"pool {pool.name}: up, {nodes} nodes ({cluster.dashboard})")
-        elif isinstance(pool, RayPool):
-            client = client_for(pool, context.home)
-            assert client is not None
-            seen = client.observe()
-            state = "reachable" if seen.reachable else f"unreachable: {seen.error}"
-            render.say(f"pool {pool.name}: existing Ray cluster at {pool.address}, {state}")
+    failed = _start_pools(mesh, run)
+    _show_health(mesh, context.home, failed)
     catalogs = context.catalog_dir()
     record = {
         "mesh": str(context.mesh_file().resolve()),
-        "policies": str(policy_dir),
+        "policies": _enforced_dir(context, str(policy_dir)),
         "providers": str(catalogs.resolve()) if catalogs else "",
     }
     write_private(run / UP_FILE, json.dumps(record, indent=2))
@@ -80,6 +60,72 @@ def up(
         f"mesh {mesh.metadata.name} is up in {time.monotonic() - started:.1f} s; "
         "submit with [bold]meshctl submit[/], watch with [bold]meshctl status --watch[/]"
     )
+    if failed:
+        render.problems(f"pool {name}: could not start: {why}" for name, why in failed.items())
+        raise typer.Exit(EXIT_FAILURE)
+
+
+def _start_pools(mesh: Any, run: Path) -> dict[str, str]:
+    """Start each local pool that is not up; the ones that could not start, and why."""
+    from meshctl.cli import render
+    from meshctl.model.mesh import LocalPool
+    from meshctl.pools import local
+
+    failed: dict[str, str] = {}
+    for pool in mesh.spec.pools:
+        if not isinstance(pool, LocalPool):
+            continue
+        path = local.run_file(run, pool.name)
+        if path.is_file():
+            cluster = local.LocalCluster.load(path)
+            if local.running(cluster):
+                render.say(f"pool {pool.name}: already up ({cluster.dashboard})")
+                continue
+            local.stop(cluster)  # what is left of a crashed one
+        with render.progress(f"pool {pool.name}: starting") as step:
+            try:
+                cluster = local.start(pool, run, step)
+            except local.LocalPoolError as err:
+                failed[pool.name] = str(err)
+                continue
+        nodes = sum(g.count for g in pool.nodes)
+        render.say(f"pool {pool.name}: up, {nodes} nodes ({cluster.dashboard})")
+    return failed
+
+
+def _show_health(mesh: Any, home: Path, failed: dict[str, str]) -> None:
+    """Every pool checked: an existing Ray cluster, whether it answers; a warning for each
+    pool that cannot be used (a cloud pool without credentials ...), with why."""
+    from meshctl.cli import render
+    from meshctl.cli.pools_cmd import pool_health
+    from meshctl.model.mesh import RayPool
+
+    for row in pool_health(mesh, home):
+        pool = mesh.pool(row["pool"])
+        if isinstance(pool, RayPool):  # checked, not started
+            answers = "answers" if row["available"] else "does not answer"
+            render.say(f"pool {pool.name}: existing Ray cluster at {pool.address}, {answers}")
+        if not row["available"] and row["pool"] not in failed:
+            render.warnings([f"pool {row['pool']}: unavailable: {row['reason']}"])
+
+
+def _enforced_dir(context: AppContext, asked: str) -> str:
+    """The policy folder to record: the one asked for, unless a controller already runs with
+    another (``up`` does not restart it); then say how to switch, and keep its."""
+    from meshctl.cli import render
+
+    running = context.enforced()
+    theirs = running.get("policies") if running else None
+    if theirs is None or theirs == asked:
+        return asked
+    render.warnings(
+        [
+            f"the controller already runs with the policies in {theirs} "
+            f"(hash {running.get('policy_hash') if running else None}), not {asked}; "
+            f"to switch: meshctl reload --policies {asked}"
+        ]
+    )
+    return str(theirs)
 
 
 def _start_controller(context: AppContext, record: dict[str, str], interval: float) -> None:
@@ -109,27 +155,52 @@ def status(
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")] = False,
     output: OutputOption = Output.table,
 ) -> None:
-    """Pools, GPUs in use, the queue by class and recent events, on one screen."""
+    """Pools (with whether each can be used now, and why not), GPUs in use, the policies the
+    controller enforces, the queue by class and recent events, on one screen."""
     from meshctl.cli import render
 
     context = app_context(ctx)
+    health = _Health(context)
     with context.store() as store:
         if output is not Output.table:
-            render.emit_data(collect(context, store), output)
+            render.emit_data(collect(context, store, health), output)
             return
         if not watch:
-            render.show(render_status(collect(context, store)))
+            render.show(render_status(collect(context, store, health)))
             return
         try:
-            with render.live(render_status(collect(context, store))) as update:
+            with render.live(render_status(collect(context, store, health))) as update:
                 while True:
                     time.sleep(1.0)
-                    update(render_status(collect(context, store)))
+                    update(render_status(collect(context, store, health)))
         except KeyboardInterrupt:
             raise typer.Exit(0) from None
 
 
-def collect(context: AppContext, store: Store) -> dict[str, Any]:
+class _Health:
+    """Whether each pool can be used now: what the running controller saw in its last cycle,
+    else a check of our own (at most every ``LIVE_CHECK_S``: a cloud provider takes a while)."""
+
+    LIVE_CHECK_S = 30.0
+
+    def __init__(self, context: AppContext) -> None:
+        self.context = context
+        self._checked: tuple[float, dict[str, str | None]] | None = None
+
+    def __call__(self, mesh: Any, beat: dict[str, Any], pid: int | None) -> dict[str, str | None]:
+        seen = beat.get("unavailable")
+        if pid is not None and beat.get("pid") == pid and isinstance(seen, dict):
+            return {p.name: seen.get(p.name) for p in mesh.spec.pools}
+        now = time.monotonic()
+        if self._checked is None or now - self._checked[0] > self.LIVE_CHECK_S:
+            from meshctl.cli.pools_cmd import pool_health
+
+            rows = pool_health(mesh, self.context.home)
+            self._checked = (now, {r["pool"]: r["reason"] for r in rows})
+        return self._checked[1]
+
+
+def collect(context: AppContext, store: Store, health: _Health | None = None) -> dict[str, Any]:
     """Everything status shows, as plain data (``shapes.Status``)."""
     from meshctl.cli.render import timestamp
     from meshctl.cli.views import event_data
@@ -150,6 +221,9 @@ def collect(context: AppContext, store: Store) -> dict[str, Any]:
             gpus = sum(gpus_held(a) for a in attempt.detail.get("allocations", []))
             used[attempt.pool] = used.get(attempt.pool, 0.0) + gpus
     records = {p.name: p for p in store.list(PoolRecord)}
+    beat: dict[str, Any] = dict(daemon.heartbeat(context.home) or {})
+    pid = daemon.running(context.home)
+    down = (health or _Health(context))(mesh, beat, pid)
     pools = []
     for pool in mesh.spec.pools:
         record = records.get(pool.name)
@@ -162,6 +236,8 @@ def collect(context: AppContext, store: Store) -> dict[str, Any]:
                 "nodes": observed.get("nodes"),
                 "gpus": observed.get("gpus"),
                 "gpus_used": round(used.get(pool.name, 0.0), 2),
+                "available": down.get(pool.name) is None,
+                "reason": down.get(pool.name),
             }
         )
     now = time.time()
@@ -180,21 +256,31 @@ def collect(context: AppContext, store: Store) -> dict[str, Any]:
     states: dict[str, int] = {}
     for job in jobs:
         states[job.state.value] = states.get(job.state.value, 0) + 1
-    beat = daemon.heartbeat(context.home) or {}
-    pid = daemon.running(context.home)
     return {
         "mesh": mesh.metadata.name,
         "controller": {
             "pid": pid,
-            "last_cycle_at": timestamp(float(beat["at_s"])) if beat.get("at_s") else None,  # type: ignore[arg-type]
-            "last_cycle_age_s": round(now - float(beat["at_s"]), 1) if beat.get("at_s") else None,  # type: ignore[arg-type]
-            "cycle_s": float(beat["cycle_ms"]) / 1000 if beat.get("cycle_ms") is not None else None,  # type: ignore[arg-type]
+            "last_cycle_at": timestamp(float(beat["at_s"])) if beat.get("at_s") else None,
+            "last_cycle_age_s": round(now - float(beat["at_s"]), 1) if beat.get("at_s") else None,
+            "cycle_s": float(beat["cycle_ms"]) / 1000 if beat.get("cycle_ms") is not None else None,
             "errors": beat.get("errors", []),
+            **_enforcing(beat if pid is not None and beat.get("pid") == pid else {}),
         },
         "pools": pools,
         "jobs": states,
         "queue": sorted(queue.values(), key=lambda q: -int(q["priority"])),
         "events": [{**event_data(e), "job_id": e.job_id} for e in store.events()[-10:]],
+    }
+
+
+def _enforcing(beat: dict[str, Any]) -> dict[str, Any]:
+    """The rule set the running controller enforces (nulls when none runs): the policy hash,
+    the policy folder and its git commit, and a change it refused (the old set runs on)."""
+    return {
+        "policy_hash": beat.get("policy_hash"),
+        "policy_commit": beat.get("policy_commit"),
+        "policies": beat.get("policies"),
+        "policy_error": beat.get("policy_error"),
     }
 
 
@@ -225,6 +311,14 @@ def render_status(data: dict[str, Any]) -> Any:
             f"mesh [bold]{data['mesh']}[/]: controller pid {ctl['pid']}, last cycle "
             f"{ctl['last_cycle_age_s']} s ago ({(ctl['cycle_s'] or 0) * 1000:.0f} ms)"
         )
+    lines = [head]
+    if ctl.get("policy_hash"):
+        commit = f", commit {ctl['policy_commit'][:12]}" if ctl.get("policy_commit") else ""
+        lines.append(f"policies {ctl['policy_hash']} ({ctl['policies']}{commit})")
+    if ctl.get("policy_error"):
+        lines.append(
+            f"[red]policy change refused[/] (the set above runs on): {ctl['policy_error']}"
+        )
     jobs = ", ".join(f"{n} {s}" for s, n in sorted(data["jobs"].items())) or "no jobs"
     pools = Table(title="Pools", title_justify="left")
     for header, justify in (
@@ -237,10 +331,11 @@ def render_status(data: dict[str, Any]) -> Any:
         pools.add_column(header, justify=justify)  # type: ignore[arg-type]
     for p in data["pools"]:
         total = "-" if p["gpus"] is None else f"{p['gpus_used']:g} / {p['gpus']}"
+        state = str(p["state"]) if p["available"] else f"[red]unavailable[/]: {p['reason']}"
         pools.add_row(
             p["pool"],
             p["provider"],
-            str(p["state"]),
+            state,
             str(p["nodes"] if p["nodes"] is not None else "-"),
             total,
         )
@@ -258,4 +353,4 @@ def render_status(data: dict[str, Any]) -> Any:
     for e in data["events"]:
         at = dt.datetime.fromisoformat(e["occurred_at"]).astimezone().strftime("%H:%M:%S")
         events.add_row(at, e["job_id"] or "", e["kind"], e["message"])
-    return Group(head, f"jobs: {jobs}", pools, queue, events)
+    return Group(*lines, f"jobs: {jobs}", pools, queue, events)

@@ -153,6 +153,7 @@ def run_policy_tests(
     context = app_context(ctx)
     files, policies = read_policies(context, paths)
     meshes = _check_names(context, paths, files)
+    context.warn_if_not_enforced(policies, bool(paths))
 
     from meshctl.policy.facts import mesh_snapshot
 

@@ -1,4 +1,5 @@
-"""``meshctl pools list|show``: the pools of the mesh, their capacity and price per GPU-hour.
+"""``meshctl pools list|show|check``: the pools of the mesh, their capacity and price per
+GPU-hour, and whether each can be used now.
 
 A price the provider catalog marks uncertain is shown with a ``~`` (and ``price_uncertain:
 true`` in JSON), with a caption saying what the mark means."""
@@ -190,3 +191,46 @@ def _price_table(prices: list[dict[str, Any]]) -> None:
         title="Prices in the pool's region",
         caption=UNCERTAIN_CAPTION if uncertain else "",
     )
+
+
+@app.command("check")
+def check_pools(ctx: typer.Context, output: OutputOption = Output.table) -> None:
+    """Whether each pool can be used now: a local pool that is up, a Ray pool whose dashboard
+    answers, a cloud pool whose provider accepts its credentials. Exit 1 if any cannot."""
+    from meshctl.cli import render
+    from meshctl.cli.errors import CommandError
+
+    context = app_context(ctx)
+    rows = pool_health(context.mesh(), context.home)
+    table = [r | {"available": "yes" if r["available"] else "no"} for r in rows]
+    render.emit(
+        rows if output is not Output.table else table,
+        [
+            Column("pool", "Pool"),
+            Column("provider", "Provider"),
+            Column("available", "Available"),
+            Column("reason", "Why not"),
+        ],
+        output,
+        title="Can each pool be used now?",
+    )
+    down = [r["pool"] for r in rows if not r["available"]]
+    if down:
+        raise CommandError(f"{len(down)} of {len(rows)} pools unavailable: {', '.join(down)}")
+
+
+def pool_health(mesh: Any, home: Path) -> list[dict[str, Any]]:
+    """One row per pool: ``pool``, ``provider``, ``available``, ``reason`` (None when it is);
+    the checks run side by side (a cloud provider may take seconds to answer)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from meshctl.cli import render
+    from meshctl.controller.runtime import unavailable
+
+    pools = list(mesh.spec.pools)
+    with render.progress(f"checking {len(pools)} pools"), ThreadPoolExecutor(4) as run:
+        reasons = list(run.map(lambda pool: unavailable(pool, home), pools))
+    return [
+        {"pool": p.name, "provider": p.provider, "available": why is None, "reason": why}
+        for p, why in zip(pools, reasons, strict=True)
+    ]

@@ -14,7 +14,10 @@ at start-up.
 - Tags ``meshctl:mesh``, ``meshctl:pool``, ``meshctl:request``, ``meshctl:job``.
 - Errors as data: ``InsufficientInstanceCapacity`` and friends are ``capacity``,
   ``*LimitExceeded`` ``quota``, ``RequestLimitExceeded`` ``throttled`` (after botocore's own
-  standard-mode retries and ours), ``AuthFailure`` / ``UnauthorizedOperation`` ``auth``.
+  standard-mode retries and ours), ``AuthFailure`` / ``UnauthorizedOperation`` ``auth``, and
+  so are credentials botocore cannot find.
+- ``check``: ``DescribeAvailabilityZones`` in the pool's region, through a client with short
+  timeouts and one retry (an endpoint that does not answer must not hold up a caller).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from meshctl.clouds.base import (
     InstanceState,
     LaunchRequest,
     LaunchResult,
+    Unavailable,
     labels_of,
     launch_in_zones,
     with_backoff,
@@ -76,14 +80,33 @@ class AwsCloud:
     ) -> None:
         import boto3
         from botocore.config import Config
+        from botocore.exceptions import ProfileNotFound
 
-        session = boto3.Session(profile_name=profile, region_name=region)
+        try:
+            session = boto3.Session(profile_name=profile, region_name=region)
+        except ProfileNotFound as err:
+            raise Unavailable(f"no credentials: {err}") from None
         self.region = region
         self.ec2: Any = session.client(
             "ec2",
             endpoint_url=endpoint_url,
             config=Config(retries={"mode": "standard", "max_attempts": 5}),
         )
+        self._probe: Any = session.client(  # for check: fail fast rather than retry
+            "ec2",
+            endpoint_url=endpoint_url,
+            config=Config(
+                connect_timeout=5, read_timeout=10, retries={"mode": "standard", "max_attempts": 2}
+            ),
+        )
+
+    def check(self) -> CloudError | None:
+        try:
+            self._probe.describe_availability_zones()
+        except Exception as err:
+            found = self._error(err, None)
+            return CloudError(found.kind, _reason(err))
+        return None
 
     def list_instances(self, mesh: str) -> list[Instance]:
         found = self._described([{"Name": f"tag:{TAG}mesh", "Values": [mesh]}])
@@ -198,12 +221,31 @@ class AwsCloud:
             kind = "quota"
         elif code in THROTTLED:
             kind = "throttled"
-        elif code in AUTH:
+        elif code in AUTH or _no_credentials(err):
             kind = "auth"
         elif isinstance(err, LookupError) or code.startswith("Invalid"):
             kind = "invalid"
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if kind == "auth":  # the pool's reason for being unavailable: short
+            message = _reason(err)
         return CloudError(kind, message, zone)
+
+
+def _no_credentials(err: Exception) -> bool:
+    from botocore.exceptions import NoCredentialsError, PartialCredentialsError
+
+    return isinstance(err, NoCredentialsError | PartialCredentialsError)
+
+
+def _reason(err: Exception) -> str:
+    """Why a pool cannot be used, briefly: "no credentials", "AuthFailure: <EC2's words>"."""
+    if _no_credentials(err):
+        return "no credentials"
+    code, response = _code(err), getattr(err, "response", None)
+    if code and isinstance(response, dict):
+        return f"{code}: {response.get('Error', {}).get('Message', '')}".rstrip(": ")
+    first = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
 
 
 def _code(err: Exception) -> str:

@@ -15,6 +15,11 @@ Assumptions, written down because every caller relies on them:
   listed ``interrupting`` for up to ``notice_s`` (AWS: the spot request is
   ``marked-for-termination``, two minutes; GCE: a preempted instance is ``STOPPING``, about
   30 s), then ``preempted`` or gone. The notice is the jobs' chance to checkpoint.
+- **Checkable.** ``check`` makes one cheap authenticated call and says whether the provider
+  answers this pool's credentials: None, or a ``CloudError`` whose message is the short reason
+  the pool is unavailable ("no credentials", "AuthFailure: AWS was not able to validate the
+  provided access credentials"). A provider that cannot even be built (a missing profile or
+  credentials file) raises ``Unavailable`` with that reason instead.
 - **Tagged.** Every instance carries the mesh, pool and request (and job, when it has one) as
   tags (AWS) or labels (GCP), so ``list_instances`` finds exactly this mesh's instances and
   ``meshctl gc`` finds the ones nothing owns.
@@ -33,6 +38,11 @@ InstanceState = Literal["pending", "running", "interrupting", "stopping", "termi
 FAILS_OVER: frozenset[ErrorKind] = frozenset({"capacity", "quota"})  # try the next zone
 
 T = TypeVar("T")
+
+
+class Unavailable(Exception):
+    """A provider that cannot be built for a pool (no credentials, no SDK); the message is the
+    short reason the pool is unavailable."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +101,10 @@ class Cloud(Protocol):
     def launch(self, request: LaunchRequest) -> LaunchResult: ...
 
     def terminate(self, ids: Sequence[str], request_id: str) -> list[CloudError]: ...
+
+    def check(self) -> CloudError | None:
+        """One cheap authenticated call: None when the provider accepts these credentials."""
+        ...
 
 
 def labels_of(request: LaunchRequest) -> dict[str, str]:

@@ -3,9 +3,12 @@
 It keeps the same contract as the real providers (the contract suite runs against all three)
 and can be told to fail: ``stock_out(zone)`` makes launches there fail for lack of capacity,
 ``over_quota(zone)`` for lack of quota, ``throttle(n)`` makes the next ``n`` calls throttled
-(retried by ``with_backoff`` like the SDKs' retries), ``notice(id)`` gives a spot instance
-notice (``interrupting``) and ``interrupt(id)`` takes it back (``preempted``). Instance ids
-and times are deterministic: ``f-<n>``, and the clock passed in.
+(retried by ``with_backoff`` like the SDKs' retries), ``refuse(reason)`` refuses the
+credentials (``check`` and ``launch`` answer an ``auth`` error, listing raises) until
+``accept()``; ``refuse(reason, launches=True)`` only launches (allowed to read, not to
+run); ``notice(id)`` gives a spot instance notice (``interrupting``) and ``interrupt(id)``
+takes it back (``preempted``). Instance ids and times are deterministic: ``f-<n>``, and the
+clock passed in.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ class Throttled(Exception):
     pass
 
 
+class Refused(Exception):
+    """The fake's credentials were refused (as an SDK raises on an authentication error)."""
+
+
 class FakeCloud:
     provider = "fake"
     notice_s = 120.0
@@ -41,6 +48,8 @@ class FakeCloud:
         self._stocked_out: set[str] = set()
         self._over_quota: set[str] = set()
         self._throttles = 0
+        self._refused: str | None = None
+        self._launches_refused: str | None = None
         self.calls = 0
 
     # --- faults -------------------------------------------------------------------------------
@@ -53,6 +62,17 @@ class FakeCloud:
 
     def throttle(self, calls: int) -> None:
         self._throttles = calls
+
+    def refuse(
+        self, reason: str = "AuthFailure: the credentials were refused", launches: bool = False
+    ) -> None:
+        if launches:
+            self._launches_refused = reason
+        else:
+            self._refused = reason
+
+    def accept(self) -> None:
+        self._refused = self._launches_refused = None
 
     def notice(self, instance_id: str) -> None:
         with self._lock:
@@ -77,7 +97,14 @@ class FakeCloud:
 
         return with_backoff(read, _is_throttled, sleep=lambda _: None)
 
+    def check(self) -> CloudError | None:
+        self.calls += 1
+        return CloudError("auth", self._refused) if self._refused else None
+
     def launch(self, request: LaunchRequest) -> LaunchResult:
+        refused = self._refused or self._launches_refused
+        if refused:
+            return LaunchResult((), (CloudError("auth", refused),))
         with self._lock:
             mine = [i for i in self._instances.values() if i.request_id == request.request_id]
             if mine:
@@ -85,6 +112,9 @@ class FakeCloud:
         return launch_in_zones(request, lambda zone: self._launch_in(request, zone))
 
     def terminate(self, ids: Sequence[str], request_id: str) -> list[CloudError]:
+        if self._refused:
+            return [CloudError("auth", self._refused)]
+
         def stop() -> None:
             self._call()
             for instance_id in ids:
@@ -130,6 +160,8 @@ class FakeCloud:
 
     def _call(self) -> None:
         self.calls += 1
+        if self._refused:
+            raise Refused(self._refused)
         if self._throttles > 0:
             self._throttles -= 1
             raise Throttled()

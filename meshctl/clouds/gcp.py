@@ -16,7 +16,9 @@ pool is first used, never at start-up.
 - Labels ``meshctl-mesh``, ``meshctl-pool``, ``meshctl-request``, ``meshctl-job``.
 - Errors as data: ``ZONE_RESOURCE_POOL_EXHAUSTED*`` (a stock-out, surfaced by the operation)
   is ``capacity``, ``QUOTA_EXCEEDED`` ``quota``, HTTP 429 ``throttled`` after our backoff (the
-  client does not retry 429 itself), 401/403 ``auth``, 400 ``invalid``.
+  client does not retry 429 itself), 401/403 ``auth`` (as are credentials that cannot be
+  found or refreshed), 400 ``invalid``.
+- ``check``: one page of one instance of the project's aggregated list, with a 10 s timeout.
 - An instance's id here is ``<zone>/<name>``: everything a delete needs.
 """
 
@@ -35,6 +37,7 @@ from meshctl.clouds.base import (
     InstanceState,
     LaunchRequest,
     LaunchResult,
+    Unavailable,
     labels_of,
     launch_in_zones,
     with_backoff,
@@ -61,19 +64,9 @@ class GcpCloud:
     def __init__(
         self, project: str, endpoint_url: str | None = None, credentials_file: str | None = None
     ) -> None:
-        from google.cloud import compute_v1
+        credentials = _credentials(credentials_file, endpoint_url)  # before the big import
+        from google.cloud import compute_v1  # ~2 s to import: only once credentials exist
 
-        credentials: Any = None
-        if credentials_file:
-            from google.oauth2 import service_account
-
-            load: Any = service_account.Credentials.from_service_account_file
-            credentials = load(credentials_file)
-        elif endpoint_url:
-            from google.auth.credentials import AnonymousCredentials
-
-            anonymous: Any = AnonymousCredentials  # not annotated by the library
-            credentials = anonymous()
         options = {"api_endpoint": endpoint_url} if endpoint_url else None
         kwargs: dict[str, Any] = {
             "credentials": credentials,
@@ -84,6 +77,15 @@ class GcpCloud:
         self.compute = compute_v1
         self.instances: Any = compute_v1.InstancesClient(**kwargs)
         self.operations: Any = compute_v1.ZoneOperationsClient(**kwargs)
+
+    def check(self) -> CloudError | None:
+        listing = self.compute.AggregatedListInstancesRequest(project=self.project, max_results=1)
+        try:
+            self.instances.aggregated_list(request=listing, timeout=10)
+        except Exception as err:
+            found = _error(err, None)
+            return CloudError(found.kind, _reason(err))
+        return None
 
     def list_instances(self, mesh: str) -> list[Instance]:
         return [
@@ -198,6 +200,34 @@ class GcpCloud:
         )
 
 
+def _credentials(credentials_file: str | None, endpoint_url: str | None) -> Any:
+    """A service account's key file; anonymous for an emulator; else application default
+    credentials. ``Unavailable`` when there are none to be had."""
+    from google.auth.exceptions import GoogleAuthError
+
+    if credentials_file:
+        from google.oauth2 import service_account
+
+        load: Any = service_account.Credentials.from_service_account_file
+        try:
+            return load(credentials_file)
+        except (OSError, ValueError) as err:  # missing, unreadable, not a key file
+            why = err.strerror if isinstance(err, OSError) else str(err).splitlines()[0]
+            raise Unavailable(f"no credentials: {credentials_file}: {why}") from None
+    if endpoint_url:
+        from google.auth.credentials import AnonymousCredentials
+
+        anonymous: Any = AnonymousCredentials  # not annotated by the library
+        return anonymous()
+    import google.auth
+
+    try:
+        found, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    except GoogleAuthError:
+        raise Unavailable("no credentials (no application default credentials found)") from None
+    return found
+
+
 def _error(err: Exception, zone: str | None) -> CloudError:
     from google.api_core import exceptions
 
@@ -209,12 +239,35 @@ def _error(err: Exception, zone: str | None) -> CloudError:
         kind = "quota"
     elif isinstance(err, exceptions.TooManyRequests) or "rateLimitExceeded" in codes:
         kind = "throttled"
-    elif isinstance(err, exceptions.Unauthenticated | exceptions.PermissionDenied):
+    elif _refused(err):
         kind = "auth"
     elif isinstance(err, exceptions.BadRequest):
         kind = "invalid"
     message = str(err).splitlines()[0] if str(err) else type(err).__name__
+    if kind == "auth":  # the pool's reason for being unavailable: short
+        message = _reason(err)
     return CloudError(kind, message, zone)
+
+
+def _refused(err: Exception) -> bool:
+    """Credentials missing, refused, or not allowed this project (quota 403s are told apart
+    before this is asked)."""
+    from google.api_core import exceptions
+    from google.auth.exceptions import GoogleAuthError
+
+    return isinstance(err, exceptions.Unauthorized | exceptions.Forbidden | GoogleAuthError)
+
+
+def _reason(err: Exception) -> str:
+    """Why a pool cannot be used, briefly: "Forbidden: Required permission ..."."""
+    from google.auth.exceptions import DefaultCredentialsError
+
+    if isinstance(err, DefaultCredentialsError):
+        return "no credentials"
+    said = [e.get("message") for e in getattr(err, "errors", None) or [] if isinstance(e, dict)]
+    message = (said[0] if said else None) or getattr(err, "message", None) or str(err)
+    first = str(message).splitlines()[0] if str(message) else ""  # without the URL
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
 
 
 def _codes(err: Exception) -> list[str]:

@@ -7,7 +7,8 @@
   never stalls the controller's cycle; a request already in flight is not started twice, and
   what goes wrong there is logged. Capacity and quota errors are remembered for
   ``BACKOFF_S`` per (pool, node type), so the next cycle's plan picks another offer or pool
-  instead of the same wall.
+  instead of the same wall; an auth error makes the whole pool unavailable at once
+  (``access.py``: checked again after a few minutes, or when its credentials change).
 - ``watch``: a spot instance given notice is ``reclaiming`` (``decide`` asks its jobs to
   checkpoint and preempts them); instances the provider reports preempted or no longer lists
   leave their pool's cluster (their node dies; ``decide`` requeues the jobs on it).
@@ -24,11 +25,12 @@ import contextlib
 import datetime as dt
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, replace
 
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
+from meshctl.controller.access import Change, CloudAccess
 from meshctl.controller.decide import Launch, Teardown
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh
@@ -47,25 +49,34 @@ class Burst:
     store: Store
     mesh: Mesh
     catalogs: Mapping[str, Catalog]
-    clouds: Mapping[str, Cloud]
+    clouds: dict[str, Cloud]
     nodes: EmulatedInstances | None
     unavailable: dict[tuple[str, str], float] = field(default_factory=dict)  # -> until
     background: bool = False  # launch on a worker thread, not in the controller's cycle
+    access: InitVar[CloudAccess | None] = None  # which pools' credentials work
     _worker: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
     _inflight: dict[str, Future[str | None]] = field(default_factory=dict, init=False, repr=False)
     _joining: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    pool_access: CloudAccess = field(init=False, repr=False)
+
+    def __post_init__(self, access: CloudAccess | None) -> None:
+        self.pool_access = access or CloudAccess(self.mesh, self.clouds)
 
     def blocked(self, now: float) -> frozenset[tuple[str, str]]:
-        """(pool, node type) pairs not to plan launches for: out of capacity lately, or in a
-        cloud pool this controller has no provider for (no credentials, no SDK)."""
-        recent = {k for k, until in self.unavailable.items() if until > now}
-        unreachable = {
-            (pool.name, t.name)
-            for pool in self.mesh.spec.pools
-            if isinstance(pool, AwsPool | GcpPool) and pool.name not in self.clouds
-            for t in pool.node_types
-        }
-        return frozenset(recent | unreachable)
+        """(pool, node type) pairs not to plan launches for: out of capacity lately. (A pool
+        whose credentials do not work is unavailable as a whole: ``down``.)"""
+        return frozenset(k for k, until in self.unavailable.items() if until > now)
+
+    def down(self) -> dict[str, str]:
+        """Cloud pools that cannot be used now (no credentials, refused ones), and why."""
+        return self.pool_access.unavailable()
+
+    def use(self, mesh: Mesh, catalogs: Mapping[str, Catalog]) -> None:
+        """New rules (a reload): the mesh and catalogs launches and spend are judged by."""
+        self.mesh, self.catalogs = mesh, catalogs
+        if self.nodes is not None:  # the shapes instances join their cluster with
+            self.nodes.catalogs = dict(catalogs)
+        self.pool_access.use(mesh)
 
     def live(self) -> list[InstanceRecord]:
         return [i for i in self.store.list(InstanceRecord) if i.state in LIVE]
@@ -120,6 +131,7 @@ class Burst:
         if self._worker is not None:
             self._worker.shutdown(wait=True, cancel_futures=True)
             self._worker = None
+        self.pool_access.close()
 
     def _launch(self, want: Launch, now: float) -> str | None:
         pool, cloud = self.mesh.pool(want.pool), self.clouds.get(want.pool)
@@ -146,6 +158,10 @@ class Burst:
             self._event(
                 now, "instance.refused", want.job_id, f"{where}: {error.kind}: {error.message}"
             )
+        refused = next((e for e in result.errors if e.kind == "auth"), None)
+        if refused is not None:  # the pool's credentials: unavailable now, every node type
+            self._changed([self.pool_access.refused(pool.name, refused.message, now)], now)
+            return f"pool {pool.name}: {refused.message}"
         if not result.ok:  # look elsewhere for a while: longer when it is not capacity
             kinds = {e.kind for e in result.errors}
             wait = BACKOFF_S if kinds <= {"capacity", "quota", "throttled"} else 4 * BACKOFF_S
@@ -180,10 +196,11 @@ class Burst:
     def watch(self, now: float) -> None:
         """Instances preempted or gone at the provider leave their cluster and are terminated
         (a stopped spot instance still bills its disk); joins that failed are tried again."""
-        mine = self.live()
+        self._changed(self.pool_access.refresh(now), now)
+        mine, down = self.live(), self.down()
         for name, cloud in self.clouds.items():
             records = [r for r in mine if r.pool == name]
-            if not records:
+            if not records or name in down:  # its provider refuses us: nothing to learn
                 continue
             try:
                 seen = {i.id: i for i in cloud.list_instances(self.mesh.metadata.name)}
@@ -304,6 +321,15 @@ class Burst:
 
     def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
         self.store.append_event(Event(now, kind, job_id, message))
+
+    def _changed(self, changes: Sequence[Change | None], now: float) -> None:
+        for change in changes:
+            if change is None:
+                continue
+            if change.reason is None:
+                self._event(now, "pool.available", None, f"{change.pool}: available again")
+            else:
+                self._event(now, "pool.unavailable", None, f"{change.pool}: {change.reason}")
 
 
 def _of(request_id: str, base: str) -> bool:

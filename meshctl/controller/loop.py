@@ -18,9 +18,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from meshctl.controller.burst import Burst
 from meshctl.controller.decide import (
@@ -36,10 +36,14 @@ from meshctl.controller.decide import (
     decide,
 )
 from meshctl.controller.logs import LogCopier
-from meshctl.controller.world import JobView, TrainProgress, World
+from meshctl.controller.nodes import pools_down
+from meshctl.controller.progress import ProgressReader
+from meshctl.controller.records import Recorder
+from meshctl.controller.reload import Reloader, in_use_removed
+from meshctl.controller.world import JobView, World
 from meshctl.model.job import Job
-from meshctl.pools.checkpoints import read_progress, request_checkpoint
-from meshctl.pools.observed import ObservedNode, PoolObservation, Submission
+from meshctl.pools.checkpoints import request_checkpoint
+from meshctl.pools.observed import PoolObservation, Submission
 from meshctl.pools.ray import LogChunk
 from meshctl.state.private import write_private
 from meshctl.state.records import (
@@ -49,14 +53,12 @@ from meshctl.state.records import (
     JobRecord,
     JobState,
     NodeRecord,
-    PoolRecord,
 )
-from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
+from meshctl.state.store import ConflictError, NotFoundError, Store
 
 log = logging.getLogger("meshctl.controller")
 STOP_RESEND_S = 10.0  # a stop not yet seen to take effect is asked again after this
 MAX_SUBMIT_ERRORS = 5  # a submission refused this often fails its job instead of holding GPUs
-PROGRESS_READ_S = 2.0  # how often a running train job's progress is read from its storage
 
 
 class PoolClient(Protocol):
@@ -86,6 +88,7 @@ class CycleReport:
     dispatched: int
     transitions: int
     errors: list[str]
+    unavailable: Mapping[str, str] = field(default_factory=dict)  # pool -> why, this cycle
 
 
 class Controller:
@@ -99,12 +102,15 @@ class Controller:
         resolve: Callable[[], Mapping[str, PoolClient]] | None = None,
         burst: Burst | None = None,
         health: Callable[[], Mapping[str, str]] | None = None,
+        reloader: Reloader | None = None,
         logs: LogCopier | None = None,
         hold: Callable[[], str | None] | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
         comes back on new ports with a new token); without it, ``clients`` are fixed.
         ``health``: the nodes' health signals (``meshctl.pools.health``), by "pool/node".
+        ``reloader``: takes a new rule set asked for or noticed (``reload.py``); the rules
+        are replaced at the start of a cycle, never within one.
         ``logs``: copies the jobs' driver logs into the state folder (``logs.py``).
         ``hold``: why nothing new may start now (``meshctl down --drain``), or None."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
@@ -112,14 +118,16 @@ class Controller:
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
         self.logs, self.hold = logs, hold
-        self._progress: dict[str, tuple[float, TrainProgress | None]] = {}  # job -> (read at)
-        self._told: dict[tuple[str, int], int] = {}  # (job, attempt) -> restarts told
+        self.reloader = reloader
+        if reloader is not None:
+            reloader.veto = lambda old, new: in_use_removed(old, new, self._busy_pools())
+        self.progress = ProgressReader(store)  # what running train jobs report
         self.heartbeat = heartbeat
         self.cycles = 0
         self._jobs: dict[str, Job] = {}  # parsed job files, by job id
         self._same: dict[str, Job] = {}  # by content: identical jobs share one object
-        self._decided: dict[str, tuple[str, str]] = {}  # job -> last recorded decision
-        self._nodes_seen: dict[str, tuple[object, ...]] = {}
+        self._decided: dict[str, tuple[str, str, str]] = {}  # job -> last decision recorded
+        self.recorder = Recorder(store)  # pool and node records
         self._stopped: dict[str, float] = {}  # submission id -> when a stop was last sent
 
     # --- one cycle ----------------------------------------------------------------------------
@@ -127,6 +135,7 @@ class Controller:
     def cycle(self) -> CycleReport:
         started = time.perf_counter()
         now = self.clock()
+        self._reload(now)
         if self.resolve is not None:
             self.clients = self.resolve()
         if self.burst is not None:
@@ -138,7 +147,7 @@ class Controller:
         errors = self.apply(step, now)
         if self.logs is not None:
             self.logs.follow(world, self.clients)
-        self._record_pools(world, now)
+        self.recorder.record(world, self.rules.mesh, self.burst, now)
         self.cycles += 1
         report = CycleReport(
             now,
@@ -147,9 +156,37 @@ class Controller:
             len(step.dispatches),
             len(step.transitions),
             errors,
+            world.pool_unavailable,
         )
         self._beat(report)
         return report
+
+    def _reload(self, now: float) -> None:
+        """A rule set asked for or noticed: taken for this cycle on, or refused (the old one
+        runs on); either way an event, and the heartbeat says so."""
+        found = self.reloader.poll(now, self.rules) if self.reloader is not None else None
+        if found is None:
+            return
+        rules, outcome = found
+        data = {"old_hash": outcome.old_hash, "new_hash": outcome.new_hash}
+        if outcome.request:
+            data["request"] = outcome.request
+        if outcome.outcome == "reloaded":
+            self.rules = rules
+            if self.burst is not None:
+                self.burst.use(rules.mesh, rules.catalogs)
+            message = "; ".join([outcome.message, *outcome.notes])
+            self.store.append_event(Event(now, "policy.reloaded", None, message, data))
+            log.info("%s", message)
+        elif outcome.outcome == "refused":
+            message = f"kept policies {outcome.old_hash}: {outcome.message}"
+            self.store.append_event(Event(now, "policy.reload_refused", None, message, data))
+            log.warning("reload refused: %s", outcome.message)
+
+    def _busy_pools(self) -> set[str]:
+        """Pools where jobs run or cloud instances live (a reload may not drop them)."""
+        busy = {a.pool for a in self.store.list(AttemptRecord) if a.state in ACTIVE_ATTEMPT}
+        return busy | ({i.pool for i in self.burst.live()} if self.burst is not None else set())
 
     def world(self, now: float) -> World:
         observations = {name: client.observe() for name, client in self.clients.items()}
@@ -169,10 +206,20 @@ class Controller:
             if job is not None:
                 views.append(JobView(record, job, attempt))
         nodes = {n.id: n for n in self.store.list(NodeRecord)}
-        progress = self._train_progress(views)
+        progress = self.progress.read(views)
         health = dict(self.health()) if self.health is not None else {}
+        down = pools_down(self.rules.mesh, observations)
+        down |= self.burst.down() if self.burst is not None else {}
         if self.burst is None:
-            return World(now, observations, tuple(views), nodes, progress=progress, health=health)
+            return World(
+                now,
+                observations,
+                tuple(views),
+                nodes,
+                progress=progress,
+                health=health,
+                pool_unavailable=down,
+            )
         busy: dict[str, float] = {}
         for tried in latest.values():
             ended = tried.ended_at_s or (now if tried.state in ACTIVE_ATTEMPT else 0.0)
@@ -191,32 +238,8 @@ class Controller:
             self.burst.reclaiming(),
             progress,
             health,
+            down,
         )
-
-    def _train_progress(self, views: list[JobView]) -> dict[str, TrainProgress]:
-        """What running train jobs last reported, read from their checkpoint storage (at
-        most every PROGRESS_READ_S per job)."""
-        found: dict[str, TrainProgress] = {}
-        now = time.monotonic()
-        for view in views:
-            attempt = view.attempt
-            uri = attempt.detail.get("checkpoint_uri") if attempt else None
-            if attempt is None or view.job.spec.train is None or not uri:
-                continue
-            read_at, seen = self._progress.get(view.record.id, (-PROGRESS_READ_S, None))
-            if now - read_at >= PROGRESS_READ_S:
-                endpoint = attempt.detail.get("checkpoint_endpoint")
-                doc = read_progress(str(uri), attempt.number, endpoint)
-                try:
-                    if doc:  # a failed read keeps what was known: never a false hang
-                        seen = _train_progress(doc)
-                        self._restarts(view.record.id, attempt.number, doc)
-                except (TypeError, ValueError, AttributeError, KeyError) as err:
-                    log.warning("job %s: unreadable progress: %s", view.record.id, err)
-                self._progress[view.record.id] = (now, seen)
-            if seen is not None:
-                found[view.record.id] = seen
-        return found
 
     def _job(self, record: JobRecord) -> Job | None:
         job = self._jobs.get(record.id)
@@ -277,6 +300,8 @@ class Controller:
             for down in step.teardowns:
                 self.burst.teardown(down, now)
         self._decisions(step, now)
+        for failed in step.rule_errors:
+            self.recorder.rule_error(failed, now)
         for error in errors:
             log.warning("%s", error)
         return errors
@@ -301,19 +326,6 @@ class Controller:
         message = f"{request.reason}: asked to checkpoint within {left:.0f} s ({where})"
         self._event(now, "job.checkpoint-request", request.job_id, message)
         return None
-
-    def _restarts(self, job_id: str, attempt: int, doc: Mapping[str, Any]) -> None:
-        """One event per worker failure Ray Train recovered from (resumed) in the attempt."""
-        resumed = [f for f in doc.get("failures", []) if f.get("resumed_s")]
-        key = (job_id, attempt)
-        if key not in self._told:  # after a restart of the controller: what it said before
-            said = self.store.events(job_id=job_id)
-            self._told[key] = sum(
-                1 for e in said if e.kind == "train.restarted" and e.data.get("attempt") == attempt
-            )
-        for event in _restart_events(job_id, attempt, resumed, self._told[key]):
-            self.store.append_event(replace(event, data={**event.data, "attempt": attempt}))
-            self._told[key] += 1
 
     def _node_health(self, change: NodeChange, now: float) -> None:
         record = self.store.get(NodeRecord, change.node)
@@ -427,7 +439,7 @@ class Controller:
     def _decisions(self, step: Step, now: float) -> None:
         policy_hash = self.rules.policies.content_hash if self.rules.policies else ""
         for note in step.decisions:
-            key = (note.outcome, note.summary)
+            key = (note.outcome, note.summary, policy_hash)  # after a reload: recorded again
             if self._decided.get(note.job_id) == key:
                 continue
             self._decided[note.job_id] = key
@@ -444,84 +456,6 @@ class Controller:
     def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
         self.store.append_event(Event(now, kind, job_id, message))
 
-    # --- observed pools and nodes -------------------------------------------------------------
-
-    def _record_pools(self, world: World, now: float) -> None:
-        ledger = self.burst.ledger(now) if self.burst is not None else {}
-        spend = {pool: sum(teams.values()) for pool, teams in ledger.items()}
-        for name, usd in spend.items():  # cloud pools: spend whether or not they are up now
-            if name not in world.pools:
-                pool = self.rules.mesh.pool(name)
-                provider = pool.provider if pool else "cloud"
-                idle = {"nodes": 0, "gpus": 0, "spend_usd": round(usd, 6),
-                        "spend_usd_by_team": _rounded(ledger[name])}  # fmt: skip
-                self._upsert_pool(PoolRecord(name, provider, "idle", idle, now))
-        for name, seen in world.pools.items():
-            pool = self.rules.mesh.pool(name)
-            observed: dict[str, Any] = {
-                "reachable": seen.reachable,
-                "error": seen.error,
-                "nodes": len([n for n in seen.nodes if not n.head]),
-                "gpus": sum(n.gpus for n in seen.nodes if n.alive),
-            }
-            if name in spend:
-                observed["spend_usd"] = round(spend[name], 6)
-                observed["spend_usd_by_team"] = _rounded(ledger[name])
-            record = PoolRecord(
-                name,
-                pool.provider if pool else "ray",
-                "up" if seen.reachable else "down",
-                observed,
-                now,
-            )
-            self._upsert_pool(record)
-            for node in seen.nodes:
-                if not node.head:
-                    self._record_node(name, node, now)
-
-    def _upsert_pool(self, record: PoolRecord) -> None:
-        try:
-            current = self.store.get(PoolRecord, record.name)
-            if current is None:
-                self.store.create(record)
-            elif (current.state, current.observed) != (record.state, record.observed):
-                self.store.update(record, expected_version=current.version)
-        except StoreError:
-            pass
-
-    def _record_node(self, pool: str, node: ObservedNode, now: float) -> None:
-        key = f"{pool}/{node.name}"
-        resources = {
-            "gpus": node.gpus,
-            "cpus": node.cpus,
-            "memory_gib": round(node.memory_gib, 3),
-            "accelerator": node.accelerator,
-            "alive": node.alive,
-            "ray_node_id": node.ray_node_id,
-        }
-        labels = {k: v for k, v in node.labels.items() if not k.startswith("ray.io/")}
-        seen = (tuple(sorted(resources.items())), tuple(sorted(labels.items())))
-        if self._nodes_seen.get(key) == seen:
-            return
-        try:
-            current = self.store.get(NodeRecord, key)
-            if current is None:
-                first = {"first_seen_s": now}
-                self.store.create(NodeRecord(key, pool, "ready", labels, resources, now, first))
-            else:
-                detail, events = dict(current.detail), []
-                detail.setdefault("first_seen_s", now)
-                if current.resources.get("alive") and not node.alive:  # a node lost
-                    detail["failures"] = int(detail.get("failures", 0)) + 1
-                    events.append(Event(now, "node.lost", None, f"{key}: dead", {"pool": pool}))
-                changed = replace(
-                    current, labels=labels, resources=resources, detail=detail, updated_at_s=now
-                )
-                self.store.update(changed, expected_version=current.version, events=events)
-            self._nodes_seen[key] = seen
-        except StoreError:
-            pass
-
     def _beat(self, report: CycleReport) -> None:
         if self.heartbeat is None:
             return
@@ -532,7 +466,11 @@ class Controller:
             "cycle_ms": round(report.duration_s * 1000, 1),
             "jobs": report.jobs,
             "errors": report.errors[-5:],
+            "policy_hash": self.rules.policies.content_hash if self.rules.policies else None,
+            "unavailable": dict(report.unavailable),
         }
+        if self.reloader is not None:
+            data |= self.reloader.status()
         write_private(self.heartbeat, json.dumps(data))
 
     # --- running ------------------------------------------------------------------------------
@@ -562,43 +500,3 @@ class Controller:
             except Exception:
                 log.exception("cycle failed")
             wake.wait(interval_s)
-
-
-def _restart_events(
-    job_id: str, attempt: int, failures: list[Mapping[str, Any]], told: int
-) -> list[Event]:
-    """Events for the worker failures Ray Train recovered from inside an attempt (one each,
-    once resumed), past the first ``told``."""
-    events = []
-    for n, failure in enumerate(failures[told:], start=told + 1):
-        at_s, back_s = float(failure.get("at_s") or 0), float(failure.get("resumed_s") or 0)
-        message = (
-            f"attempt {attempt}: Ray Train restarted the workers after a failure at step "
-            f"{failure.get('step')} ({_first_line(str(failure.get('error', '')))[:200]}); "
-            f"training again {back_s - at_s:.1f} s later"
-        )
-        events.append(Event(back_s, "train.restarted", job_id, message, {"n": n}))
-    return events
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
-
-
-def _train_progress(doc: Mapping[str, Any]) -> TrainProgress:
-    """What the controller needs of an attempt's progress; raises on a malformed document."""
-    checkpoints = doc.get("checkpoints") or []
-    step, last = doc.get("step"), doc.get("last_report_s")
-    failing = [f for f in doc.get("failures") or [] if f.get("resumed_s") is None]
-    return TrainProgress(
-        attempt=int(doc.get("attempt", 0)),
-        reports=int(doc.get("reports", 0)),
-        step=int(step) if step is not None else None,
-        last_report_s=float(last) if last is not None else None,
-        checkpoint_step=checkpoints[-1].get("step") if checkpoints else None,
-        restarting_since=float(failing[0]["at_s"]) if failing else None,
-    )
-
-
-def _rounded(values: Mapping[str, float]) -> dict[str, float]:
-    return {k: round(v, 6) for k, v in values.items()}

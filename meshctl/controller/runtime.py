@@ -5,16 +5,23 @@ and the pool adapters.
   token) under ``$MESHCTL_HOME/run``; a local pool that is not up is not driven.
 - ``ray`` pools: the address in mesh.yaml, the token from the pool's ``auth`` (an environment
   variable or a file).
-- ``aws`` / ``gcp`` pools: launching cloud capacity is the provider adapters' job; until a pool
-  has one it is planned for (the scheduler may say "burst") but not driven.
+- ``aws`` / ``gcp`` pools: driven once instances were launched there (their cluster's run
+  file); their provider adapters (``cloud_for``) are built on first use.
+
+``unavailable(pool, home)`` is the one-off health check of a pool (``up``, ``status``, ``pools
+check``): a local pool that is not up, a Ray pool whose dashboard does not answer or refuses
+the token, a cloud pool with no credentials or refused ones. The controller keeps its own view
+(``access.py`` for cloud pools, the observations for the others).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Hashable
 from pathlib import Path
 
-from meshctl.clouds.base import Cloud
+from meshctl.clouds.base import Cloud, Unavailable
 from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, Pool, RayPool
 from meshctl.pools import local
 from meshctl.pools.ray import RayPoolClient
@@ -45,8 +52,15 @@ def client_for(pool: Pool, home: Path) -> RayPoolClient | None:
 
 
 def clients(mesh: Mesh, home: Path) -> dict[str, RayPoolClient]:
-    found = {pool.name: client_for(pool, home) for pool in mesh.spec.pools}
-    return {name: client for name, client in found.items() if client is not None}
+    found: dict[str, RayPoolClient] = {}
+    for pool in mesh.spec.pools:
+        try:
+            client = client_for(pool, home)
+        except OSError:  # a token file that cannot be read: the pool is unavailable
+            continue
+        if client is not None:
+            found[pool.name] = client
+    return found
 
 
 def why_not_driven(pool: Pool) -> str:
@@ -55,21 +69,60 @@ def why_not_driven(pool: Pool) -> str:
     return "no instances: launched when the plan bursts to it"
 
 
-def clouds(mesh: Mesh) -> dict[str, Cloud]:
-    """The provider of each cloud pool; a pool whose provider cannot be built is skipped
-    (logged), the others go on."""
-    import logging
-
-    found: dict[str, Cloud] = {}
-    for pool in mesh.spec.pools:
+def unavailable(pool: Pool, home: Path) -> str | None:
+    """Why ``pool`` cannot be used now, or None: one cheap check (a request to a Ray
+    dashboard, one authenticated call to a cloud provider)."""
+    if isinstance(pool, LocalPool):
+        path = local.run_file(run_dir(home), pool.name)
+        if not path.is_file():
+            return "not up"
+        cluster = local.LocalCluster.load(path)
+        if not local.running(cluster):
+            return "not up (its processes are gone; meshctl up restarts it)"
+        return RayPoolClient(pool.name, cluster.dashboard, cluster.token).check()
+    if isinstance(pool, RayPool):
         try:
-            cloud = cloud_for(pool)
-        except Exception as err:  # missing credentials, an SDK not installed
-            logging.getLogger("meshctl.controller").warning("pool %s: %s", pool.name, err)
-            continue
-        if cloud is not None:
-            found[pool.name] = cloud
-    return found
+            client = RayPoolClient(pool.name, pool.address, _token(pool))
+        except OSError as err:
+            return f"token file {pool.auth.token_file}: {err.strerror}"
+        return client.check()
+    try:
+        cloud = cloud_for(pool)
+    except Unavailable as err:
+        return str(err)
+    except Exception as err:  # an SDK that is not installed, a malformed setting
+        said = str(err).strip()
+        return f"{type(err).__name__}: {said.splitlines()[0]}" if said else type(err).__name__
+    error = cloud.check() if cloud is not None else None
+    return error.message if error else None
+
+
+def credentials_seen(pool: Pool) -> Hashable:
+    """What, when it changes, may mean other credentials for a cloud pool: its entry in
+    mesh.yaml, the variables (hashed, never kept) and the files its SDK reads them from."""
+    names: tuple[str, ...]
+    if isinstance(pool, AwsPool):
+        names = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+        files = [
+            os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials",
+            os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config",
+        ]
+    elif isinstance(pool, GcpPool):
+        names = ("GOOGLE_APPLICATION_CREDENTIALS",)
+        default = "~/.config/gcloud/application_default_credentials.json"
+        files = [pool.credentials_file or os.environ.get(names[0]) or default]
+    else:
+        return pool.model_dump_json()
+    said = hashlib.sha256("\0".join(os.environ.get(n, "") for n in names).encode()).hexdigest()
+    return pool.model_dump_json(), said, tuple(_stat(Path(f).expanduser()) for f in files)
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_mtime_ns, found.st_size
 
 
 def _token(pool: RayPool) -> str | None:
@@ -81,7 +134,8 @@ def _token(pool: RayPool) -> str | None:
 
 
 def cloud_for(pool: Pool) -> Cloud | None:
-    """The provider adapter of a cloud pool (its SDK is imported here, on first use)."""
+    """The provider adapter of a cloud pool (its SDK is imported here, on first use); raises
+    ``Unavailable`` when it cannot be built for lack of credentials."""
     if isinstance(pool, AwsPool):
         from meshctl.clouds.aws import AwsCloud
 

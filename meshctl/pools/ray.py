@@ -66,7 +66,19 @@ class RayPoolClient:
         except PoolError as err:
             return PoolObservation(self.pool, False, str(err))
         except Exception as err:  # a torn response, a proxy's garbage: this pool only
-            return PoolObservation(self.pool, False, f"{self.pool}: {type(err).__name__}: {err}")
+            why = f"dashboard at {self.address}: {type(err).__name__}: {err}"
+            return PoolObservation(self.pool, False, why)
+
+    def check(self) -> str | None:
+        """Why the pool cannot be used now ("dashboard at ... does not answer", a refused
+        token), or None: one small authenticated request."""
+        try:
+            self._request("GET", "/api/v0/nodes?limit=1")
+        except PoolError as err:
+            return str(err)
+        except Exception as err:  # a torn response, a proxy's garbage
+            return f"dashboard at {self.address}: {type(err).__name__}: {err}"
+        return None
 
     def nodes(self) -> list[ObservedNode]:
         body = self._request("GET", "/api/v0/nodes?detail=1&limit=10000")
@@ -190,13 +202,15 @@ class RayPoolClient:
                 raise _NotFound() from None
             if err.code in (401, 403):
                 raise PoolError(
-                    f"{self.pool}: {self.address} refused the token (HTTP {err.code}); "
+                    f"dashboard at {self.address} refused the token (HTTP {err.code}); "
                     "check the pool's auth settings"
                 ) from None
-            raise PoolError(f"{self.pool}: {method} {path}: HTTP {err.code}") from None
+            where = f"dashboard at {self.address}"
+            raise PoolError(f"{where}: {method} {path}: HTTP {err.code}") from None
         except (urllib.error.URLError, OSError, ValueError) as err:
+            # The reason a pool is unavailable (shown as "<pool>: <this>"): no pool name here
             reason = getattr(err, "reason", err)
-            raise PoolError(f"{self.pool}: cannot reach {self.address}: {reason}") from None
+            raise PoolError(f"dashboard at {self.address} does not answer: {reason}") from None
 
 
 class _NotFound(Exception):

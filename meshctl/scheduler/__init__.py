@@ -7,7 +7,8 @@ See README.md for the vocabulary and cycle.py for the order of the stages.
 
 from __future__ import annotations
 
-from meshctl.scheduler.cycle import SchedulerConfig, schedule
+from meshctl.scheduler.config import SchedulerConfig
+from meshctl.scheduler.cycle import schedule
 from meshctl.scheduler.plan import Decision, Evict, Place, Plan, Preempt, Provision
 from meshctl.scheduler.policies import FromPolicyEngine, Permissive, PolicyView
 from meshctl.scheduler.request import Request

@@ -4,15 +4,16 @@ Among the burst targets' node types that fit one of the job's nodes, the cheapes
 for all its nodes wins: the spot price where the target allows spot and the pool offers it,
 else on-demand; within the target's (and the job's) USD/hour limit, the pool's remaining
 budget per hour, the node type's cap and the pool's cap over all its node types, all charged
-for every launch already planned in the cycle.
+for every launch already planned in the cycle. A target pool that is unavailable (no
+credentials, refused ones) is skipped, and says why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
-from meshctl.policy.verdict import BurstTarget
+from meshctl.policy.verdict import BurstTarget, Verdict
 from meshctl.scheduler.request import Request, shortfall
 from meshctl.scheduler.snapshot import Offer, PoolInfo
 
@@ -97,11 +98,16 @@ def choose_launch(
     offers: Sequence[Offer],
     room: Headroom,
     rank: Callable[[str], int],
+    unavailable: Mapping[str, str] | None = None,
 ) -> tuple[Launch | None, list[str]]:
-    """The cheapest launch that serves ``req``, and why each other option was not taken."""
+    """The cheapest launch that serves ``req``, and why each other option was not taken;
+    ``unavailable``: pools not to launch in, and why ("gcp-spill: no credentials")."""
     options: list[Launch] = []
     why_not: list[str] = []
     for target in targets:
+        if unavailable and target.pool in unavailable:
+            why_not.append(f"{target.pool}: {unavailable[target.pool]}")
+            continue
         for offer in (o for o in offers if o.pool == target.pool):
             each, spot = price(offer, target)
             total = each * req.nodes
@@ -114,3 +120,20 @@ def choose_launch(
         return None, why_not
     best = min(options, key=lambda o: (o.usd_per_hour, rank(o.offer.pool), o.offer.node_type))
     return best, why_not
+
+
+def less(offer: Offer, count: int) -> Offer:
+    """The offer with ``count`` fewer nodes left to launch (this cycle planned them)."""
+    return replace(offer, max_nodes=offer.max_nodes - count)
+
+
+def note(verdict: Verdict | None) -> str:
+    """What policy says of bursting for a job that waits."""
+    if verdict is None:
+        return "burst not allowed: no policy"
+    b = verdict.burst
+    if b.allowed:
+        return "burst allowed"
+    if b.blocked:
+        return "burst blocked: " + "; ".join(f"{pool}: {why}" for pool, why in b.blocked)
+    return "burst not allowed: no burst rule applies to this job now"

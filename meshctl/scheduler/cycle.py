@@ -10,25 +10,28 @@ The stages, in the order each pending job meets them (and why that order):
    cheaper one;
 5. burst: launch cloud capacity if policy allows it;
 6. otherwise the job waits; the first such job gets a backfill reservation.
-Jobs go through in queue order (queue.py). Unhealthy nodes' jobs are evicted first.
+Jobs go through in queue order (queue.py). Unhealthy nodes' jobs are evicted first. A pool
+the snapshot marks unavailable is usable by no job: nothing is placed, preempted or launched
+there, and a job that waits for it says why ("gcp-spill: no credentials").
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from meshctl.policy.facts import TeamUsage
 from meshctl.policy.tenancy import borrowable_gpus, quota_ceiling
 from meshctl.policy.verdict import Verdict
 from meshctl.scheduler import burst, preempt, reserve
+from meshctl.scheduler.config import DEFAULT_CONFIG, SchedulerConfig
 from meshctl.scheduler.filters import FILTERS, AcceleratorFilter, EligibilityFilter, HealthFilter
 from meshctl.scheduler.framework import CycleContext, Filter, Rejection
 from meshctl.scheduler.placement import Choice, Weighted, choose, rejections
 from meshctl.scheduler.plan import Decision, Evict, Place, Plan, Preempt, Provision
 from meshctl.scheduler.policies import PolicyView
-from meshctl.scheduler.queue import Aging, Totals, dominant_share, ordered
+from meshctl.scheduler.queue import Totals, dominant_share, ordered
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.scorers import (
     BinPackScorer,
@@ -38,31 +41,16 @@ from meshctl.scheduler.scorers import (
     SpreadScorer,
     WaitScorer,
 )
-from meshctl.scheduler.snapshot import Node, Offer, Pending, Running, Snapshot
+from meshctl.scheduler.snapshot import Node, Pending, Running, Snapshot
 from meshctl.scheduler.state import FreeIndex, NodeState, States
 from meshctl.scheduler.unschedulable import never_fits
 
 STATIC_FILTERS: tuple[Filter, ...] = (HealthFilter(), EligibilityFilter(), AcceleratorFilter())
-
-
-@dataclass(frozen=True, slots=True)
-class SchedulerConfig:
-    max_candidates: int = 32  # feasible nodes scored per pool for a single-node job
-    top_candidates: int = 3  # kept in each decision's explanation
-    aging: Aging = field(default_factory=Aging)
-    backfill: bool = True
-    fragmentation: bool = True
-    # At most this many pending jobs, in queue order, are decided per cycle; None: all. Like
-    # Slurm's default_queue_depth, it bounds a cycle's cost when thousands of jobs wait.
-    queue_depth: int | None = None
-    # Explain waiting jobs (filters per reason, the exhausted resource, nodes held for others):
-    # one scan of the nodes per request shape. The simulator, which reads no explanation,
-    # turns it off.
-    explain: bool = True
+_ExplainKey = tuple[Request, frozenset[str], frozenset[str]]  # request, usable, eligible pools
 
 
 def schedule(
-    snapshot: Snapshot, policies: PolicyView, config: SchedulerConfig = SchedulerConfig()
+    snapshot: Snapshot, policies: PolicyView, config: SchedulerConfig = DEFAULT_CONFIG
 ) -> Plan:
     return _Cycle(snapshot, policies, config).run()
 
@@ -97,6 +85,12 @@ class _Cycle:
             self.usage[team][0] += team_gpus
             self.usage[team][3] += gpu_memory
         self.pools = {p.name: p for p in snap.pools}
+        self.down = {p.name: p.unavailable for p in snap.pools if p.unavailable is not None}
+        self.down_names = frozenset(self.down)
+        self.down_nodes = {  # what an unavailable pool's nodes are told, built once
+            name: Rejection("availability", f"are in pool {name}, unavailable: {why}")
+            for name, why in self.down.items()
+        }
         self.offers = list(snap.offers)
         self.headroom = burst.Headroom.of(snap.pools)
         self.preempted: set[str] = {job.job_id for job in snap.running if job.leaving}
@@ -217,11 +211,22 @@ class _Cycle:
                     self.indexes[state.node.pool].moved(state, before)
 
     def _pools(self, verdict: Verdict | None) -> tuple[frozenset[str], frozenset[str]]:
-        """(usable now, eligible ever)."""
+        """(usable now, eligible ever); an unavailable pool is not usable now."""
         if verdict is None:
             every = frozenset(self.indexes) | frozenset(self.pools)
-            return every, every
-        return frozenset(verdict.usable_pools), frozenset(verdict.eligible_pools)
+            usable, eligible = every, every
+        else:
+            usable, eligible = frozenset(verdict.usable_pools), frozenset(verdict.eligible_pools)
+        if self.down:
+            usable = usable - self.down_names
+        return usable, eligible
+
+    def _down_in(self, pools: frozenset[str]) -> str | None:
+        """Which of ``pools`` are unavailable, and why: "gcp-spill: no credentials"."""
+        if not self.down:
+            return None
+        found = [f"{p}: {self.down[p]}" for p in sorted(pools) if p in self.down]
+        return "; ".join(found) or None
 
     def _decide(self, job: Pending) -> Decision:
         verdict = self.policies.verdict(job.job_id)
@@ -232,8 +237,13 @@ class _Cycle:
         if key not in self.never:
             self.never[key] = never_fits(job.request, eligible, self.snap)
         never = self.never[key]
-        if never is not None:
-            return Decision(job.job_id, "unschedulable", never)
+        down = self._down_in(eligible)
+        if never is not None:  # judged by what is known: an unavailable pool may hold it
+            if down is None:
+                return Decision(job.job_id, "unschedulable", never)
+            others = eligible - self.down_names  # the verdict is about these
+            notes = [f"elsewhere: {never}"] if others else []
+            return Decision(job.job_id, "pending", down, notes=notes)
         ceiling = quota_ceiling(job.team, self.policies.quotas)
         if job.request.total_gpus > ceiling + 1e-9:
             return Decision(
@@ -245,7 +255,7 @@ class _Cycle:
         over = self._over_quota(job)
         if over is not None:
             return Decision(job.job_id, "pending", over)
-        ctx = self._with_pools(usable)
+        ctx = self._with_pools(usable, eligible)
         # Within a cycle nodes only fill up, so a request that found no place finds none later
         # in the cycle either, for any job the same holds apply to: no runtime limit (which
         # reserved nodes may admit) and no nodes being freed for it.
@@ -261,11 +271,16 @@ class _Cycle:
         return (
             self._preempt(job, verdict, ctx)
             or self._burst(job, verdict)
-            or self._wait(job, verdict, ctx)
+            or self._wait(job, verdict, ctx, down)
         )
 
-    def _with_pools(self, usable: frozenset[str]) -> CycleContext:
-        return replace(self.base, usable_pools=usable)
+    def _with_pools(
+        self, usable: frozenset[str], eligible: frozenset[str] = frozenset()
+    ) -> CycleContext:
+        if not self.down:
+            return replace(self.base, usable_pools=usable)
+        down = {p: self.down_nodes[p] for p in eligible if p in self.down}
+        return replace(self.base, usable_pools=usable, unavailable=down)
 
     def _over_quota(self, job: Pending) -> str | None:
         quota = self.policies.quotas.get(job.team)
@@ -418,17 +433,19 @@ class _Cycle:
             return Decision(job.job_id, "provisioning", "waiting for cloud capacity")
         rank = lambda pool: self.rank.get(pool, len(self.rank))  # noqa: E731
         launch, why_not = burst.choose_launch(
-            job.request, verdict.burst.targets, self.offers, self.headroom, rank
+            job.request, verdict.burst.targets, self.offers, self.headroom, rank, self.down
         )
         if launch is None:
+            targets = frozenset(t.pool for t in verdict.burst.targets)
+            down = self._down_in(targets) if targets <= self.down_names else None
             return Decision(
                 job.job_id,
                 "pending",
-                "no cloud node type fits",
+                down or "no cloud node type fits",  # every target unavailable: that is why
                 notes=[f"burst: {'; '.join(why_not[:3]) or 'no offers'}"],
             )
         offer = launch.offer
-        self.offers = [o if o is not offer else _less(o, launch.count) for o in self.offers]
+        self.offers = [o if o is not offer else burst.less(o, launch.count) for o in self.offers]
         self.headroom.charge(launch)
         self._use(job.team, job.request)  # the capacity being launched is its
         self.plan.actions.append(
@@ -449,8 +466,10 @@ class _Cycle:
             f"{launch.usd_per_hour:g} USD/h) in {offer.pool}",
         )
 
-    def _wait(self, job: Pending, verdict: Verdict | None, ctx: CycleContext) -> Decision:
-        decision = Decision(job.job_id, "pending", notes=[_burst_note(verdict)])
+    def _wait(
+        self, job: Pending, verdict: Verdict | None, ctx: CycleContext, down: str | None = None
+    ) -> Decision:
+        decision = Decision(job.job_id, "pending", down or "", notes=[burst.note(verdict)])
         nominees = set().union(*self.nominated.values()) if self.nominated else set()
         holds = self.reservation or nominees
         if self.config.explain and holds and self._choose(job, ctx, held=False):
@@ -473,32 +492,16 @@ class _Cycle:
 
     def _explain_pending(self) -> None:
         """Why each waiting job waits, from the final state; one scan per request shape."""
-        cache: dict[tuple[Request, frozenset[str]], tuple[Counter[str], Counter[str], int]] = {}
+        cache: dict[_ExplainKey, tuple[Counter[str], Counter[str], int]] = {}
         for job in self.snap.pending:
             decision = self.plan.decisions.get(job.job_id)
             if decision is None or decision.status != "pending":
                 continue
-            usable, _ = self._pools(self.policies.verdict(job.job_id))
-            key = (job.request, usable)
+            usable, eligible = self._pools(self.policies.verdict(job.job_id))
+            key = (job.request, usable, eligible if self.down else usable)
             if key not in cache:
-                cache[key] = rejections(
-                    job.request, self.states.every(), self._with_pools(usable), FILTERS
-                )
+                ctx = self._with_pools(usable, eligible)
+                cache[key] = rejections(job.request, self.states.every(), ctx, FILTERS)
             reasons, dimensions, total = cache[key]
             decision.filtered, decision.nodes_considered = reasons, total
             decision.exhausted = dimensions.most_common(1)[0][0] if dimensions else None
-
-
-def _less(offer: Offer, count: int) -> Offer:
-    return replace(offer, max_nodes=offer.max_nodes - count)
-
-
-def _burst_note(verdict: Verdict | None) -> str:
-    if verdict is None:
-        return "burst not allowed: no policy"
-    b = verdict.burst
-    if b.allowed:
-        return "burst allowed"
-    if b.blocked:
-        return "burst blocked: " + "; ".join(f"{pool}: {why}" for pool, why in b.blocked)
-    return "burst not allowed: no burst rule applies to this job now"

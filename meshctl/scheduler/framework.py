@@ -37,6 +37,8 @@ class CycleContext:
     pool_wait_s: Mapping[str, float] = field(default_factory=dict)
     workload: tuple[tuple[Task, float], ...] = ()  # the queue's GPU task shapes, how often
     most_gpus_per_node: int = 8
+    # Pools the job could use but that are unavailable now, and what their nodes are told
+    unavailable: Mapping[str, Rejection] = field(default_factory=dict)
 
 
 class Filter(Protocol):

@@ -113,6 +113,9 @@ class PoolInfo:
     expected_wait_s: float = 0.0
     budget_usd_per_hour: float | None = None  # what the pool's budget still allows per hour
     max_new_nodes: int | None = None  # a cloud pool: nodes it may still launch, all types
+    # Why the pool cannot be used now ("no credentials", "not up"); None: available. Nothing
+    # is placed, launched or preempted there; whether a job could ever fit still counts it.
+    unavailable: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,12 +1,15 @@
 """moto_server on a free loopback port, with a small proxy in front that injects the faults
-moto cannot: a stock-out (``InsufficientInstanceCapacity``) or a quota error in one zone, and
-the two-minute spot interruption notice (moto keeps no spot request for a spot instance
-launched by RunInstances, so the proxy answers ``DescribeSpotInstanceRequests`` itself, with
-the noticed instances' requests ``marked-for-termination``).
+moto cannot: a stock-out (``InsufficientInstanceCapacity``) or a quota error in one zone,
+credentials EC2 refuses (``AuthFailure``, HTTP 401, for requests signed with a given access key
+id: moto itself accepts any), and the two-minute spot interruption notice (moto keeps no spot
+request for a spot instance launched by RunInstances, so the proxy answers
+``DescribeSpotInstanceRequests`` itself, with the noticed instances' requests
+``marked-for-termination``).
 
     with MotoServer() as aws:          # aws.endpoint is the proxy, for boto3's endpoint_url
         aws.stock_out("us-east-1a")
         aws.spot_notice("i-0123")
+        aws.refuse("AKIDREFUSED")     # requests signed with this key id: AuthFailure
 
 Everything else goes to the real moto_server unchanged. The injected error is EC2's XML error
 document with HTTP 400 (real EC2 answers a stock-out with a 5xx that botocore first retries;
@@ -15,6 +18,7 @@ document with HTTP 400 (real EC2 answers a stock-out with a 5xx that botocore fi
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -42,6 +46,8 @@ SPOT_REQUEST = (
     "termination because of no Spot capacity available.</message></status>"
     "<instanceId>{instance}</instanceId><type>one-time</type></item>"
 )
+AUTH_FAILURE = "AWS was not able to validate the provided access credentials"
+SIGNED_BY = re.compile(r"Credential=([^/,\s]+)/")
 
 
 def free_port() -> int:
@@ -57,6 +63,7 @@ class MotoServer:
         self.moto = f"http://127.0.0.1:{self.port}"
         self.faults: dict[str, tuple[str, str]] = {}  # zone -> (code, message)
         self.noticed: list[str] = []  # spot instances given their interruption notice
+        self.refused: set[str] = set()  # access key ids whose requests EC2 refuses
         self.proc: subprocess.Popen[bytes] | None = None
         self.proxy: ThreadingHTTPServer | None = None
         self.endpoint = ""
@@ -76,6 +83,11 @@ class MotoServer:
     def spot_notice(self, instance_id: str) -> None:
         """AWS gives the spot instance its two-minute notice (it keeps running)."""
         self.noticed.append(instance_id)
+
+    def refuse(self, access_key_id: str) -> None:
+        """Requests signed with this access key id are refused as EC2 refuses unknown or
+        revoked credentials: HTTP 401, ``AuthFailure``."""
+        self.refused.add(access_key_id)
 
     def start(self) -> MotoServer:
         moto_server = str(Path(sys.executable).with_name("moto_server"))
@@ -140,6 +152,11 @@ class MotoServer:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                signed = SIGNED_BY.search(self.headers.get("Authorization", ""))
+                if signed and signed.group(1) in server.refused:
+                    error = ERROR.format(code="AuthFailure", message=AUTH_FAILURE)
+                    self._send(401, error.encode())
+                    return
                 form = urllib.parse.parse_qs(body.decode(errors="replace"))
                 if form.get("Action") == ["RunInstances"]:
                     zone = (form.get("Placement.AvailabilityZone") or [""])[0]

@@ -35,6 +35,9 @@ Faults, as methods; a zone's fault stays until ``heal(zone)``:
       403 "FORBIDDEN" (client: Forbidden). immediate=True rejects the insert call itself with
       HTTP 403 reason quotaExceeded instead, GCE's other way of refusing on quota.
   throttle(n, status=429)  the next n requests, of any kind, answer ``status`` rateLimitExceeded.
+  deny(project)  every request for that project answers 403 forbidden ("Required
+      permission for 'projects/P'"), as GCE answers credentials that may not use
+      the project (client: Forbidden, a PermissionDenied); ``allow(project)`` ends it.
   preempt(name)  preempts a SPOT instance: with instanceTerminationAction DELETE it is removed,
       otherwise status becomes TERMINATED and lastStopTimestamp is set; a DONE zone operation of
       type "compute.instances.preempted" is recorded either way. Not SPOT: ValueError.
@@ -162,6 +165,7 @@ class GceEmulator:
         self._by_request_id: dict[tuple[str, str], Json] = {}  # (project, requestId) -> op
         self._faults: dict[str, _Fault] = {}
         self._throttle = (0, 429)  # (requests left to refuse, status)
+        self._denied: set[str] = set()  # projects the caller may not use
         self._ids = itertools.count(4_000_000_000_000_000_001, 7919)
         self._hosts = itertools.count(2)
         self._server: ThreadingHTTPServer | None = None
@@ -209,6 +213,14 @@ class GceEmulator:
         with self._lock:
             self._throttle = (n, status)
 
+    def deny(self, project: str) -> None:
+        with self._lock:
+            self._denied.add(project)
+
+    def allow(self, project: str) -> None:
+        with self._lock:
+            self._denied.discard(project)
+
     def preempt(self, name: str, notice: bool = False) -> Json:
         """Preempt the SPOT instance ``name`` (in whichever zone it is); returns its last state.
         ``notice=True`` only begins it: the instance is ``STOPPING``, as in the ~30 s Compute
@@ -245,6 +257,9 @@ class GceEmulator:
                     raise ApiError(status, "rateLimitExceeded", "Rate Limit Exceeded")
                 for method, pattern, handler in ROUTES:
                     m = re.fullmatch(pattern, path)
+                    if m and m["project"] in self._denied:
+                        what = f"projects/{m['project']}"
+                        raise ApiError(403, "forbidden", f"Required permission for '{what}'")
                     if m and method == verb:  # copy: the handler thread serializes it unlocked
                         reply = getattr(self, handler)(query=query, body=body, **m.groupdict())
                         return 200, copy.deepcopy(reply)

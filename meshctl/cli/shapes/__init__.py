@@ -36,6 +36,7 @@ from meshctl.cli.shapes.mesh import (
     PoolShowExtra,
     ProviderPrice,
     ProviderType,
+    ReloadResult,
     Status,
     ValidatedFile,
 )
@@ -81,6 +82,11 @@ OUTPUTS: tuple[Output, ...] = (
     Output("meshctl providers prices", list[ProviderPrice]),
     Output("meshctl validate PATH...", list[ValidatedFile]),
     Output("meshctl gc", list[LeakedInstance], "With or without `--dry-run`."),
+    Output(
+        "meshctl reload",
+        ReloadResult,
+        "Once the controller has answered; a refused change is an error document (exit 2).",
+    ),
     Output(
         "meshctl schema KIND",
         None,

@@ -124,6 +124,7 @@ class JobShow(JobRow):
     attempts: list[AttemptData]
     events: list[EventData]
     decision: Annotated[str | None, "the scheduler's latest word on it"]
+    policy_hash: Annotated[str | None, "the policy set its latest decision was made under"]
     training: NotRequired[Annotated[TrainingData, "a train job's recoveries, when recorded"]]
 
 
@@ -160,6 +161,7 @@ class ExplainStored(TypedDict):
     attempt: int
     last_event: EventData | None
     decision: Annotated[DecisionData | None, "null: the controller has not decided yet"]
+    policy_hash: Annotated[str | None, "the policy set that decision was made under"]
 
 
 @with_config(STRICT)

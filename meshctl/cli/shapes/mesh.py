@@ -19,6 +19,10 @@ class ControllerData(TypedDict):
     last_cycle_age_s: float | None
     cycle_s: Annotated[float | None, "how long its last cycle took"]
     errors: list[str]
+    policy_hash: Annotated[str | None, "the policy set it enforces (null: none runs)"]
+    policy_commit: Annotated[str | None, "the git commit of the policy folder, if in git"]
+    policies: Annotated[str | None, "the policy folder it enforces"]
+    policy_error: Annotated[str | None, "a change of files it refused (the set above runs on)"]
 
 
 @with_config(STRICT)
@@ -29,6 +33,8 @@ class StatusPool(TypedDict):
     nodes: int | None
     gpus: int | None
     gpus_used: float
+    available: Annotated[bool, "the pool can be used now"]
+    reason: Annotated[str | None, "why not: not up, no credentials, ..."]
 
 
 @with_config(STRICT)
@@ -151,3 +157,12 @@ class ValidatedFile(TypedDict):
     line: Annotated[int, "where the document starts"]
     kind: str
     name: str
+
+
+@with_config(STRICT)
+class ReloadResult(TypedDict):
+    outcome: Annotated[Literal["reloaded", "unchanged"], "what the controller did"]
+    old_policy_hash: Annotated[str | None, "the set it enforced before"]
+    policy_hash: Annotated[str | None, "the set it enforces now"]
+    policies: Annotated[str, "the policy folder it enforces now"]
+    notes: Annotated[list[str], "what a reload cannot do alone (a new local pool needs up)"]

@@ -1,5 +1,5 @@
 """Only pools the policies make usable for this job now (eligible, and on-prem or a burst
-target)."""
+target) and that are available (a pool without credentials, or not up, is not)."""
 
 from __future__ import annotations
 
@@ -15,4 +15,7 @@ class EligibilityFilter:
     name = NAME
 
     def __call__(self, req: Request, node: NodeState, ctx: CycleContext) -> Rejection | None:
-        return None if node.node.pool in ctx.usable_pools else NOT_USABLE
+        pool = node.node.pool
+        if pool in ctx.usable_pools:
+            return None
+        return ctx.unavailable.get(pool, NOT_USABLE)  # why, for the pool's nodes

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from meshctl.clouds.base import Cloud, Instance, LaunchRequest
+from meshctl.clouds.base import Cloud, Instance, LaunchRequest, Unavailable
 from meshctl.clouds.fake import FakeCloud
 from tests.emulators.aws import MotoServer
 from tests.emulators.gce import GceEmulator
@@ -26,6 +26,14 @@ class Subject:
     stock_out: Callable[[str], None]
     over_quota: Callable[[str], None]
     notice: Callable[[Instance], None]  # the provider gives a spot instance notice
+    refused: Callable[[], Cloud]  # the same provider, with credentials it refuses
+    refusal: str  # how check words that refusal
+
+
+def _refused_fake() -> Cloud:
+    cloud = FakeCloud()
+    cloud.refuse("AuthFailure: refused")
+    return cloud
 
 
 def _fake(_: Any) -> Subject:
@@ -37,6 +45,8 @@ def _fake(_: Any) -> Subject:
         cloud.stock_out,
         cloud.over_quota,
         lambda i: cloud.notice(i.id),
+        _refused_fake,
+        "AuthFailure: refused",
     )
 
 
@@ -45,7 +55,14 @@ def _aws(request: pytest.FixtureRequest) -> Subject:
 
     server: MotoServer = request.getfixturevalue("moto")
     server.faults.clear()
+    server.refuse("AKIDREFUSED")
+    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
     cloud = AwsCloud("us-east-1", endpoint_url=server.endpoint)
+
+    def refused() -> Cloud:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDREFUSED")
+        return AwsCloud("us-east-1", endpoint_url=server.endpoint)
+
     return Subject(
         cloud,
         ("us-east-1a", "us-east-1b"),
@@ -53,6 +70,8 @@ def _aws(request: pytest.FixtureRequest) -> Subject:
         server.stock_out,
         server.over_quota,
         lambda i: server.spot_notice(i.id),
+        refused,
+        "AuthFailure: AWS was not able to validate the provided access credentials",
     )
 
 
@@ -63,6 +82,7 @@ def _gcp(request: pytest.FixtureRequest) -> Subject:
     for zone in ("us-central1-a", "us-central1-b"):
         server.heal(zone)
     cloud = GcpCloud("meshctl-test", endpoint_url=server.endpoint)
+    server.deny("meshctl-denied")
     return Subject(
         cloud,
         ("us-central1-a", "us-central1-b"),
@@ -70,6 +90,8 @@ def _gcp(request: pytest.FixtureRequest) -> Subject:
         server.fail_zone,
         server.quota_exceeded,
         lambda i: server.preempt(i.id.split("/", 1)[1], notice=True),
+        lambda: GcpCloud("meshctl-denied", endpoint_url=server.endpoint),
+        "Forbidden: Required permission for 'projects/meshctl-denied'",
     )
 
 
@@ -188,6 +210,49 @@ def test_a_spot_instance_given_notice_is_listed_interrupting(subject: Subject) -
     states = {i.id: i.state for i in listed(subject, mesh)}
     assert states == {noticed.id: "interrupting", spared.id: "running"}
     assert subject.cloud.notice_s > 0
+
+
+def test_check_passes_with_credentials_the_provider_accepts(subject: Subject) -> None:
+    assert subject.cloud.check() is None
+
+
+def test_refused_credentials_are_an_auth_error_with_a_short_reason(subject: Subject) -> None:
+    cloud = subject.refused()
+    error = cloud.check()
+    assert error is not None
+    assert (error.kind, error.message) == ("auth", subject.refusal)
+    request = LaunchRequest("m", "burst", subject.node_type, 1, "r-refused", subject.zones)
+    result = cloud.launch(request)  # errors as data, never an exception
+    assert not result.ok
+    assert [(e.kind, e.message) for e in result.errors] == [("auth", subject.refusal)]
+
+
+def test_aws_without_credentials_is_unavailable_with_no_credentials(
+    moto: MotoServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from meshctl.clouds.aws import AwsCloud
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance role to ask for
+    error = AwsCloud("us-east-1", endpoint_url=moto.endpoint).check()
+    assert error is not None
+    assert (error.kind, error.message) == ("auth", "no credentials")
+    with pytest.raises(Unavailable, match=r"^no credentials: The config profile \(gone\)"):
+        AwsCloud("us-east-1", endpoint_url=moto.endpoint, profile="gone")
+
+
+def test_gcp_with_a_missing_credentials_file_is_unavailable(
+    gce: GceEmulator, tmp_path: Any
+) -> None:
+    from meshctl.clouds.gcp import GcpCloud
+
+    missing = tmp_path / "key.json"
+    with pytest.raises(Unavailable) as raised:
+        GcpCloud("meshctl-test", endpoint_url=gce.endpoint, credentials_file=str(missing))
+    assert str(raised.value) == f"no credentials: {missing}: No such file or directory"
 
 
 def test_gcp_throttling_is_retried_with_backoff(gce: GceEmulator) -> None:

@@ -1,6 +1,6 @@
 """`meshctl gc` against moto_server: it finds an instance tagged with the mesh that the store
 does not own, leaves alone what the store owns and other meshes' instances, and terminates
-the leak unless --dry-run."""
+the leak unless --dry-run; a pool it could not reach is reported, and it exits 1."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from meshctl.clouds.aws import AwsCloud
 from meshctl.clouds.base import LaunchRequest
 from meshctl.state import InstanceRecord, open_store
 from tests.emulators.aws import MotoServer
+from tests.emulators.gce import GceEmulator
 
 pytestmark = pytest.mark.integration
 
@@ -72,3 +73,38 @@ def test_gc_finds_and_terminates_a_leaked_instance(
         time.sleep(0.2)
     assert {i.id for i in cloud.list_instances("gc-test")} == {owned}
     assert {i.id for i in cloud.list_instances("other")} == {foreign}
+
+
+def test_gc_goes_through_every_pool_and_exits_1_for_those_it_could_not_reach(
+    moto: MotoServer, gce: GceEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused credentials (AWS), a project the credentials may not use (GCP), a missing key
+    file: one line each; the pool that answers is still gone through; exit 1 at the end."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDREFUSED")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("MESHCTL_HOME", str(tmp_path / "home"))
+    moto.refuse("AKIDREFUSED")
+    gce.deny("meshctl-denied")
+    mesh = tmp_path / "mesh.yaml"
+    gcp = f"provider: gcp, region: us-central1, endpoint_url: '{gce.endpoint}'"
+    nodes = "node_types: [{name: g2-standard-8, max_nodes: 1}]"
+    mesh.write_text(
+        "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: gc-reach}\nspec:\n  pools:\n"
+        f"    - {{name: aws-refused, provider: aws, region: us-east-1, "
+        f"endpoint_url: '{moto.endpoint}', node_types: [{{name: g6.xlarge, max_nodes: 1}}]}}\n"
+        f"    - {{name: gcp-denied, project: meshctl-denied, {gcp}, {nodes}}}\n"
+        f"    - {{name: gcp-nokey, project: meshctl-test, {gcp}, {nodes},"
+        f" credentials_file: '{tmp_path / 'key.json'}'}}\n"
+        f"    - {{name: gcp-ok, project: meshctl-test, {gcp}, {nodes}}}\n"
+    )
+    done = CliRunner().invoke(app, ["--mesh", str(mesh), "gc", "--dry-run", "-o", "json"])
+    assert done.exit_code == 1
+    assert json.loads(done.stdout) == []
+    assert done.stderr.splitlines() == [
+        "error: pool aws-refused: could not be reached: AuthFailure: AWS was not able to"
+        " validate the provided access credentials",
+        "error: pool gcp-denied: could not be reached: Forbidden: Required permission for"
+        " 'projects/meshctl-denied'",
+        f"error: pool gcp-nokey: could not be reached: no credentials: {tmp_path / 'key.json'}:"
+        " No such file or directory",
+    ]

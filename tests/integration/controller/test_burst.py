@@ -3,6 +3,9 @@ an AWS pool (EC2 on moto_server; each instance a local Ray node), runs there and
 critical job waits for on-prem as its policy says; the idle cloud pool is torn down and its
 instances are terminated in the emulator; the spend is recorded.
 
+A second burst pool, on GCP (the GCE emulator), is cheaper for spot work but its credentials
+may not use its project: it shows as unavailable, with why, and every burst goes to AWS.
+
 The shipped policies are used with one change: bursting starts after 3 s of waiting instead of
 ten minutes; and the AWS catalog gains a spot price for g6.xlarge, so best-effort work runs
 on spot instances there.
@@ -10,6 +13,7 @@ on spot instances there.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import time
@@ -21,6 +25,7 @@ from meshctl.clouds.aws import AwsCloud
 from meshctl.state import InstanceRecord, JobRecord, JobState, PoolRecord, open_store
 from tests.conftest import ROOT
 from tests.emulators.aws import MotoServer
+from tests.emulators.gce import GceEmulator
 from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
 
 pytestmark = pytest.mark.integration
@@ -47,7 +52,19 @@ spec:
       max_nodes: 2
       idle_minutes: 0.1
       checkpoint_storage: {{uri: "file://{checkpoints}"}}
+    - name: gcp-spill
+      provider: gcp
+      project: meshctl-denied
+      region: us-central1
+      zones: [us-central1-a]
+      endpoint_url: {gce}
+      labels: {{tier: burst, vendor: gcp}}
+      node_types: [{{name: g2-standard-8, max_nodes: 2, spot: true}}]
+      max_nodes: 2
+      idle_minutes: 0.1
 """
+DENIED = "Forbidden: Required permission for 'projects/meshctl-denied'"
+ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
 GCP_BUDGET = "    - {name: gcp-monthly, scope: {provider: gcp}, usd_per_month: 15000, soft_pct: 80}"
@@ -56,10 +73,11 @@ GCP_BUDGET = "    - {name: gcp-monthly, scope: {provider: gcp}, usd_per_month: 1
 @pytest.fixture(scope="module")
 def burst(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Mesh, MotoServer]]:
     base = tmp_path_factory.mktemp("burst")
-    with MotoServer() as moto:
+    with MotoServer() as moto, GceEmulator() as gce:
         moto.stock_out("us-east-1a")  # the first zone has no capacity: fail over to the second
+        gce.deny("meshctl-denied")  # gcp-spill's credentials may not use its project
         checkpoints = base / "checkpoints"
-        mesh_yaml = MESH.format(endpoint=moto.endpoint, checkpoints=checkpoints)
+        mesh_yaml = MESH.format(endpoint=moto.endpoint, checkpoints=checkpoints, gce=gce.endpoint)
         (base / "mesh.yaml").write_text(mesh_yaml)
         (base / "providers").mkdir()  # the shipped AWS catalog, with a spot price for g6.xlarge
         shipped = (ROOT / "providers" / "aws.yaml").read_text()
@@ -76,13 +94,14 @@ def burst(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Mesh, Moto
             path = policies / f"{name}.yaml"
             path.write_text(path.read_text().replace(gcp, "").replace("\n\n", "\n"))
         mesh = Mesh(base / "home", base)
-        env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-        mesh.run("--mesh", str(base / "mesh.yaml"), "up", "--policies", str(policies),
-                 "--interval", "0.5", env=env)  # fmt: skip
+        up = mesh.run("--mesh", str(base / "mesh.yaml"), "up", "--policies", str(policies),
+                      "--interval", "0.5", env=ENV)  # fmt: skip
+        assert f"warning: pool gcp-spill: unavailable: {DENIED}" in up.stderr
         try:
             yield mesh, moto
         finally:
-            mesh.run("down", "--force", check=False, env=env)
+            mesh.run("down", "--force", check=False, env=ENV)
+            assert [r for r in gce.requests if r[0] == "POST"] == []  # nothing launched there
 
 
 def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(
@@ -128,6 +147,41 @@ def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(
     mesh.run("jobs", "cancel", blocker)
     assert mesh.run("jobs", "wait", critical, "--timeout", str(WAIT_S)).returncode == 0
     assert mesh.show(critical)["pool"] == "onprem"
+
+
+def test_a_pool_with_refused_credentials_is_unavailable_and_bursts_go_to_the_next(
+    burst: tuple[Mesh, MotoServer],
+) -> None:
+    mesh, _ = burst
+    checked = mesh.run("pools", "check", "-o", "json", check=False, env=ENV)
+    assert checked.returncode == 1
+    health = {r["pool"]: (r["available"], r["reason"]) for r in json.loads(checked.stdout)}
+    assert health == {
+        "onprem": (True, None),
+        "aws-burst": (True, None),
+        "gcp-spill": (False, DENIED),
+    }
+    deadline = time.monotonic() + WAIT_S
+    while (pools := _status_pools(mesh))["gcp-spill"] != (False, DENIED):  # the controller's view
+        assert time.monotonic() < deadline, pools
+        time.sleep(0.5)
+    assert pools["aws-burst"] == (True, None)
+    blocker = mesh.submit("--gpus", "1", "--criticality", "critical", "--name", "blocker3", "--",
+                          "python", "-c", "import time; time.sleep(600)")  # fmt: skip
+    mesh.wait_for(blocker, "running")
+    job = mesh.submit("--gpus", "1", "--criticality", "best-effort", "--name", "spill2", "--",
+                      "python", "-c", "print('not on gcp')")  # fmt: skip
+    assert mesh.run("jobs", "wait", job, "--timeout", str(WAIT_S)).returncode == 0
+    assert mesh.show(job)["pool"] == "aws-burst"  # gcp-spill was the cheaper spot offer
+    with open_store(mesh.home) as store:
+        told = [e.message for e in store.events() if e.kind == "pool.unavailable"]
+    assert told == [f"gcp-spill: {DENIED}"]
+    mesh.run("jobs", "cancel", blocker)
+
+
+def _status_pools(mesh: Mesh) -> dict[str, tuple[bool, str | None]]:
+    data = json.loads(mesh.run("status", "-o", "json").stdout)
+    return {p["pool"]: (p["available"], p["reason"]) for p in data["pools"]}
 
 
 SPOT_JOB = """\

@@ -4,6 +4,7 @@ that needs no Ray (queue, cancel, wait), and what they print."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -143,6 +144,25 @@ def test_the_controller_runs_one_cycle_with_no_pool_up(cli: CliRunner) -> None:
     code, out, _ = run(cli, "controller", "run", "--once")
     assert code == 0
     assert out.startswith("cycle: 1 jobs, 0 dispatched")
+
+
+def test_a_decision_carries_its_policy_hash_and_says_which_pool_cannot_be_used(
+    cli: CliRunner,
+) -> None:
+    """serve-pii may only use on-prem (residency), which is not up: it waits, and says so;
+    explain and jobs show name the hash of the policies that decided."""
+    job_id = run(cli, "submit", JOB)[1].strip()
+    assert run(cli, "controller", "run", "--once")[0] == 0
+    shipped = str(Path("policies").resolve())  # as the controller names them
+    policies = run(cli, "policy", "validate", shipped)[1].split("policy hash ")[1].split(";")[0]
+    explained = json.loads(run(cli, "explain", job_id, "-o", "json")[1])
+    assert explained["policy_hash"] == policies
+    assert explained["decision"]["summary"].startswith("pending: onprem: not up")
+    assert (
+        f"scheduler (policies {policies}): pending: onprem: not up"
+        in run(cli, "explain", job_id)[1]
+    )
+    assert json.loads(run(cli, "jobs", "show", job_id, "-o", "json")[1])["policy_hash"] == policies
 
 
 def test_status_as_data_names_every_pool_and_the_queue(cli: CliRunner) -> None:

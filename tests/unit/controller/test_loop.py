@@ -441,14 +441,14 @@ def test_restarts_ray_train_recovered_from_become_events_once(tmp_path: Path) ->
     store, clock = MemoryStore(), Clock()
     loop = controller(store, FakePool(), clock)
     doc = {"failures": recorder.document["failures"]}
-    loop._restarts("t", 1, doc)
+    loop.progress.restarts("t", 1, doc)
     assert [e.kind for e in store.events()] == []  # not resumed yet: nothing to tell
     recorder.reported({"step": 10}, None)  # the workers are back
     doc = {"failures": recorder.document["failures"]}
-    loop._restarts("t", 1, doc)
-    loop._restarts("t", 1, doc)
+    loop.progress.restarts("t", 1, doc)
+    loop.progress.restarts("t", 1, doc)
     again = controller(store, FakePool(), clock)  # a restarted controller says it no more
-    again._restarts("t", 1, doc)
+    again.progress.restarts("t", 1, doc)
     [event] = store.events()
     assert event.kind == "train.restarted"
     assert "failure at step 9 (worker 0: RayActorError('died'))" in event.message

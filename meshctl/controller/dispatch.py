@@ -1,0 +1,175 @@
+"""Dispatching: the attempt a placement becomes, and the Ray Jobs submission of an attempt
+(the same for the same attempt, always), with where the job keeps its checkpoints and, for a
+train job, what ``meshctl.train.run`` builds the trainer from. Pure, like ``decide``."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from meshctl.controller.step import Dispatch, Rules, submission_id
+from meshctl.controller.world import JobView, World
+from meshctl.model.mesh import Pool
+from meshctl.pools.observed import NODE_LABEL, Submission
+from meshctl.scheduler import Place
+from meshctl.state.records import AttemptRecord
+
+TRAIN_ENTRYPOINT = "python -m meshctl.train.run"  # builds the TorchTrainer from MESHCTL_TRAIN
+
+
+def placement_nodes(attempt: AttemptRecord) -> list[str]:
+    return [str(a["node"]) for a in attempt.detail.get("allocations", [])]
+
+
+def pool_mtbf_s(world: World) -> dict[str, float]:
+    """Mean time between failures per pool, from what the controller has seen: the hours its
+    nodes were watched over the failures (lost, unhealthy) they had; pools with none omitted."""
+    watched: dict[str, float] = defaultdict(float)
+    failures: dict[str, int] = defaultdict(int)
+    for record in world.nodes.values():
+        first = record.detail.get("first_seen_s")
+        if first is not None:  # a dead node was watched until it died
+            until = world.now_s if record.resources.get("alive", True) else record.updated_at_s
+            watched[record.pool] += max(0.0, until - float(first))
+        failures[record.pool] += int(record.detail.get("failures", 0))
+    return {pool: watched[pool] / n for pool, n in failures.items() if n}
+
+
+def dispatch(view: JobView, place: Place, rules: Rules, world: World) -> Dispatch:
+    number = (view.attempt.number if view.attempt else 0) + 1
+    detail: dict[str, Any] = {"allocations": [asdict(a) for a in place.allocations]}
+    # The job's checkpoints stay where its first attempt put them, whichever pool runs it
+    # next: a run resumes only from storage it can read.
+    before = view.attempt.detail if view.attempt else {}
+    target = (
+        (str(before["checkpoint_uri"]), before.get("checkpoint_endpoint"))
+        if before.get("checkpoint_uri")
+        else _checkpoint_target(rules.mesh.pool(place.pool), view)
+    )
+    if target is not None:
+        detail["checkpoint_uri"], detail["checkpoint_endpoint"] = target
+    mtbf = pool_mtbf_s(world).get(place.pool) if view.job.spec.train is not None else None
+    if mtbf:  # for checkpoint interval auto: the job fails when any of its nodes does
+        detail["pool_mtbf_s"] = mtbf / max(1, len(place.allocations))
+    attempt = AttemptRecord(
+        id=f"{view.record.id}-{number}",
+        job_id=view.record.id,
+        number=number,
+        pool=place.pool,
+        submission_id=submission_id(view.record.id, number),
+        state="submitting",
+        started_at_s=None,
+        ended_at_s=None,
+        detail=detail,
+    )
+    nodes = ", ".join(a.node for a in place.allocations)
+    return Dispatch(view.record.id, attempt, submission(view, rules, attempt), f"placed on {nodes}")
+
+
+def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submission:
+    """The Ray Jobs submission of one attempt: the same for the same attempt, always."""
+    job, record = view.job, view.record
+    spec, res = job.spec, job.spec.resources
+    nodes = placement_nodes(attempt)
+    env = {
+        **spec.runtime_env.env_vars,
+        "MESHCTL_JOB_ID": record.id,
+        "MESHCTL_JOB_NAME": record.name,
+        "MESHCTL_ATTEMPT": str(attempt.number),
+        "MESHCTL_POOL": attempt.pool,
+        "MESHCTL_NODES": ",".join(nodes),
+        "MESHCTL_NODE_LABEL": NODE_LABEL,
+        "MESHCTL_GPUS_PER_NODE": f"{res.gpus:g}",
+        "MESHCTL_CPUS_PER_NODE": f"{res.cpus:g}",
+        **_checkpoint_env(checkpoint_of(attempt, rules, view)),
+    }
+    if spec.train is not None:
+        env["MESHCTL_TRAIN"] = json.dumps(_train_spec(view, attempt, nodes), sort_keys=True)
+        # Ray Train's controller collects each worker's report when it polls (every 2 s by
+        # default) and a report waits for that: a loop reporting every step would crawl.
+        env.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.1")
+        if attempt.detail.get("pool_mtbf_s"):
+            env["MESHCTL_POOL_MTBF_S"] = f"{float(attempt.detail['pool_mtbf_s']):.0f}"
+    runtime_env = spec.runtime_env.model_dump(exclude_none=True, exclude_defaults=True)
+    runtime_env["env_vars"] = env
+    if spec.working_dir:
+        runtime_env["working_dir"] = spec.working_dir
+    entrypoint_holds = spec.reserves_for == "entrypoint"
+    return Submission(
+        submission_id=attempt.submission_id,
+        entrypoint=spec.entrypoint or TRAIN_ENTRYPOINT,
+        runtime_env=runtime_env,
+        metadata={"meshctl_job_id": record.id, "meshctl_attempt": str(attempt.number)},
+        label_selector={NODE_LABEL: nodes[0]} if nodes else {},
+        num_cpus=res.cpus if entrypoint_holds else None,
+        num_gpus=res.gpus if entrypoint_holds and res.gpus else None,
+        memory_bytes=int(res.memory_gib * 1024**3) if entrypoint_holds else None,
+    )
+
+
+def _checkpoint_target(pool: Pool | None, view: JobView) -> tuple[str, str | None] | None:
+    """Where the job keeps checkpoints (its own storage, else its pool's), one folder per job
+    for all its attempts, and the S3 endpoint to reach it by (None: the default)."""
+    checkpoint = view.job.spec.checkpoint
+    if checkpoint is not None and checkpoint.storage:
+        base, endpoint = checkpoint.storage, None
+    elif pool is not None and pool.checkpoint_storage is not None:
+        base, endpoint = pool.checkpoint_storage.uri, pool.checkpoint_storage.endpoint_url
+    else:
+        return None
+    return f"{base.rstrip('/')}/{view.record.id}", endpoint
+
+
+def checkpoint_of(
+    attempt: AttemptRecord, rules: Rules, view: JobView
+) -> tuple[str, str | None] | None:
+    """The attempt's checkpoint storage (recorded at dispatch; computed for older records)."""
+    if attempt.detail.get("checkpoint_uri"):
+        endpoint = attempt.detail.get("checkpoint_endpoint")
+        return str(attempt.detail["checkpoint_uri"]), str(endpoint) if endpoint else None
+    return _checkpoint_target(rules.mesh.pool(attempt.pool), view)
+
+
+def _train_spec(view: JobView, attempt: AttemptRecord, nodes: Sequence[str]) -> dict[str, Any]:
+    """What ``meshctl.train.run`` builds the TorchTrainer from (see there)."""
+    spec = view.job.spec
+    train, res = spec.train, spec.resources
+    assert train is not None
+    per_node = train.workers_per_node
+    target = attempt.detail.get("checkpoint_uri")
+    storage = str(target).rsplit("/", 1)[0] if target else None  # the run is named by job id
+    checkpoint = spec.checkpoint
+    return {
+        "loop": train.loop,
+        "workers": spec.workers,
+        "min_workers": train.min_workers,
+        "workers_per_node": per_node,
+        "nodes": list(nodes),
+        "per_worker": {
+            "CPU": res.cpus / per_node,
+            "GPU": res.gpus / per_node,
+            "memory": int(res.memory_gib * 1024**3 / per_node),
+        },
+        "max_failures": train.max_failures,
+        "keep": checkpoint.keep if checkpoint else 3,
+        "interval": checkpoint.interval if checkpoint else "auto",
+        "config": train.config,
+        "run_name": view.record.id,
+        "storage": storage,
+        "endpoint_url": attempt.detail.get("checkpoint_endpoint"),
+    }
+
+
+def _checkpoint_env(target: tuple[str, str | None] | None) -> dict[str, str]:
+    if target is None:
+        return {}
+    uri, endpoint = target
+    env = {"MESHCTL_CHECKPOINT_URI": uri}
+    if uri.startswith("file://"):
+        env["MESHCTL_CHECKPOINT_DIR"] = uri.removeprefix("file://")
+    if endpoint:
+        env["MESHCTL_CHECKPOINT_ENDPOINT_URL"] = endpoint
+    return env

@@ -1,0 +1,158 @@
+"""Jobs that must leave their nodes, decided from what was observed: a spot instance given
+notice (preempted, asked to checkpoint, stopped shortly before it goes), a node its probe
+says is unhealthy (evicted after a grace to checkpoint), a train job that stopped reporting
+(hung), a node that died or its instance taken back. Pure, like ``decide``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from meshctl.controller.dispatch import checkpoint_of, placement_nodes
+from meshctl.controller.step import (
+    AttemptChange,
+    CheckpointRequest,
+    NodeChange,
+    Rules,
+    Step,
+    Transition,
+)
+from meshctl.controller.world import JobView, World
+from meshctl.state.records import AttemptRecord, JobState
+
+ON_ITS_WAY = frozenset({JobState.ADMITTED, JobState.DISPATCHED, JobState.RUNNING})
+STOP_MARGIN_S = 15.0  # a job on a reclaimed instance is stopped this long before it goes
+STARTUP_ALLOWANCE_S = 600.0  # before its first report a run may be waiting for its workers
+UNHEALTHY_GRACE_S = 30.0  # a job on a node found unhealthy may checkpoint this long first
+
+
+def reclaimed(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
+    """Jobs on a spot instance its provider has given notice to are preempted: asked to
+    checkpoint now, stopped shortly before the instance goes (then requeued)."""
+    for view in holding:
+        attempt = view.attempt
+        if attempt is None or view.record.state not in ON_ITS_WAY:
+            continue
+        noticed = [
+            (world.reclaiming[(attempt.pool, n)], n)
+            for n in placement_nodes(attempt)
+            if (attempt.pool, n) in world.reclaiming
+        ]
+        if not noticed:
+            continue
+        deadline, node = min(noticed)
+        why = f"spot instance {node} is being taken back"
+        stop_at = max(world.now_s, deadline - STOP_MARGIN_S)
+        _leave(view, rules, attempt, JobState.PREEMPTED, why, stop_at, step)
+
+
+def unhealthy(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
+    """Nodes whose health probe says unhealthy leave service (and come back when it says
+    healthy again); the jobs on them are asked to checkpoint, evicted and requeued."""
+    for key, reason in sorted(world.health.items()):
+        record = world.nodes.get(key)
+        if record is not None and record.state != "unhealthy":
+            step.nodes.append(NodeChange(key, "unhealthy", reason))
+    for key, record in sorted(world.nodes.items()):
+        if record.state == "unhealthy" and key not in world.health:
+            step.nodes.append(NodeChange(key, "ready", "its health probe says healthy again"))
+    moved = {t.job_id for t in step.transitions}
+    for view in holding:
+        attempt = view.attempt
+        if attempt is None or view.record.state not in ON_ITS_WAY or view.record.id in moved:
+            continue
+        sick = [n for n in placement_nodes(attempt) if f"{attempt.pool}/{n}" in world.health]
+        if not sick:
+            continue
+        why = f"node {sick[0]} is unhealthy: {world.health[f'{attempt.pool}/{sick[0]}']}"
+        stop_at = world.now_s + UNHEALTHY_GRACE_S
+        _leave(view, rules, attempt, JobState.EVICTED, why, stop_at, step)
+
+
+def _leave(
+    view: JobView,
+    rules: Rules,
+    attempt: AttemptRecord,
+    state: JobState,
+    why: str,
+    stop_at: float,
+    step: Step,
+) -> None:
+    """The job leaves (preempted or evicted), asked to checkpoint now, stopped at ``stop_at``."""
+    step.transitions.append(Transition(view.record.id, state, why))
+    step.attempts.append(AttemptChange(attempt.id, None, stop_at_s=stop_at))
+    step.checkpoints.append(checkpoint_request(view, rules, attempt, why, stop_at))
+
+
+def hung(world: World, holding: Sequence[JobView], step: Step) -> None:
+    """A train job with a hang timeout that reported no progress for that long is stopped
+    and requeued: its next attempt resumes from its latest checkpoint."""
+    moved = {t.job_id for t in step.transitions}
+    for view in holding:
+        attempt, train = view.attempt, view.job.spec.train
+        if attempt is None or train is None or train.hang_timeout is None:
+            continue
+        if view.record.id in moved or not attempt.detail.get("checkpoint_uri"):
+            continue  # no checkpoint storage: no progress is recorded to judge by
+        if view.record.state is not JobState.RUNNING or attempt.started_at_s is None:
+            continue
+        seen = world.progress.get(view.record.id)
+        last, limit = attempt.started_at_s, max(train.hang_timeout, STARTUP_ALLOWANCE_S)
+        if seen is not None and seen.attempt == attempt.number and seen.last_report_s:
+            last, limit = max(last, seen.last_report_s), train.hang_timeout
+            if seen.restarting_since is not None:  # Ray Train is bringing the workers back
+                last, limit = max(last, seen.restarting_since), limit + STARTUP_ALLOWANCE_S
+        if world.now_s - last <= limit:
+            continue
+        quiet = world.now_s - last
+        why = f"no progress report for {quiet:.0f} s (hang timeout {limit:g} s)"
+        step.transitions.append(Transition(view.record.id, JobState.EVICTED, why))
+        step.attempts.append(AttemptChange(attempt.id, None, stop_at_s=world.now_s))
+
+
+def checkpoint_request(
+    view: JobView, rules: Rules, attempt: AttemptRecord, reason: str, deadline_s: float
+) -> CheckpointRequest:
+    target = checkpoint_of(attempt, rules, view)
+    uri, endpoint = target if target else (None, None)
+    return CheckpointRequest(view.record.id, attempt.number, uri, endpoint, reason, deadline_s)
+
+
+def dead_nodes(world: World, holding: Sequence[JobView], step: Step) -> None:
+    """Jobs on a node its (reachable) pool reports dead or no longer lists are evicted. What
+    they hold on their other nodes stays held until their Ray job has stopped: the scheduler
+    never sees dead nodes, so it cannot hand those GPUs out while the job still runs."""
+    live = {
+        (name, n.name)
+        for name, seen in world.pools.items()
+        if seen.reachable
+        for n in seen.nodes
+        if n.alive
+    }
+    leaving = {t.job_id for t in step.transitions if t.to in (JobState.EVICTED, JobState.PREEMPTED)}
+    for view in holding:
+        attempt = view.attempt
+        if attempt is None or view.record.id in leaving:
+            continue
+        if view.record.state in (JobState.PREEMPTED, JobState.EVICTED):
+            continue
+        seen = world.pools.get(attempt.pool)
+        if seen is None or not seen.reachable:
+            continue
+        dead = [n for n in placement_nodes(attempt) if (attempt.pool, n) not in live]
+        taken = taken_back(world, attempt)
+        if taken:  # a spot interruption: preempted (stopped now, then requeued)
+            step.transitions.append(
+                Transition(
+                    view.record.id, JobState.PREEMPTED, f"spot instance {taken} was taken back"
+                )
+            )
+        elif dead:
+            step.transitions.append(
+                Transition(view.record.id, JobState.EVICTED, f"node {dead[0]} is dead")
+            )
+
+
+def taken_back(world: World, attempt: AttemptRecord) -> str | None:
+    """The first of the attempt's nodes whose cloud instance the provider took back."""
+    nodes = placement_nodes(attempt)
+    return next((n for n in nodes if (attempt.pool, n) in world.interrupted), None)

@@ -1,0 +1,125 @@
+"""What the controller last saw of each pool and node, kept in the store: a ``PoolRecord`` per
+pool of the mesh (observed nodes and GPUs, spend this month, whether it can be used now and
+why not) and a ``NodeRecord`` per node (resources, labels, failures counted), written only
+when something changed; and a ``policy.error`` event per job and rule failure, once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from meshctl.controller.burst import Burst
+from meshctl.controller.step import RuleError
+from meshctl.controller.world import World
+from meshctl.model.mesh import Mesh
+from meshctl.pools.observed import ObservedNode
+from meshctl.state.records import Event, NodeRecord, PoolRecord
+from meshctl.state.store import Store, StoreError
+
+
+class Recorder:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._nodes_seen: dict[str, tuple[object, ...]] = {}
+        self._rule_errors: dict[str, set[tuple[str, ...]]] = {}  # job -> failures told
+
+    def rule_error(self, failed: RuleError, now: float) -> None:
+        """A ``policy.error`` event, once per job and distinct failure (also across a restart
+        of the controller: what it told before is in the store)."""
+        fields = ("rule", "origin", "part", "pool", "message")
+        key = (failed.rule, failed.origin, failed.part, failed.pool or "", failed.message)
+        told = self._rule_errors.get(failed.job_id)
+        if told is None:
+            told = self._rule_errors[failed.job_id] = {
+                tuple(str(e.data.get(k) or "") for k in fields)
+                for e in self.store.events(job_id=failed.job_id)
+                if e.kind == "policy.error"
+            }
+        if key in told:
+            return
+        told.add(key)
+        where = f", pool {failed.pool}" if failed.pool else ""
+        message = (
+            f"rule {failed.rule} ({failed.origin}, {failed.part}{where}) could not be "
+            f"evaluated: {failed.message}"
+        )
+        data = {"rule": failed.rule, "origin": failed.origin, "part": failed.part,
+                "pool": failed.pool, "message": failed.message}  # fmt: skip
+        self.store.append_event(Event(now, "policy.error", failed.job_id, message, data))
+
+    def record(self, world: World, mesh: Mesh, burst: Burst | None, now: float) -> None:
+        """A record per pool: what was observed, spend this month, and whether it can be used
+        now (``available``, and the ``reason`` it cannot)."""
+        ledger = burst.ledger(now) if burst is not None else {}
+        spend = {pool: sum(teams.values()) for pool, teams in ledger.items()}
+        names = [p.name for p in mesh.spec.pools]
+        for name in names + [n for n in world.pools if n not in names]:
+            pool, seen = mesh.pool(name), world.pools.get(name)
+            provider = pool.provider if pool else "ray"
+            why = world.pool_unavailable.get(name)
+            observed: dict[str, Any] = {"nodes": 0, "gpus": 0}
+            state = "not up" if provider == "local" else "idle"  # a cloud pool: none launched
+            if seen is not None:
+                observed = {
+                    "reachable": seen.reachable,
+                    "error": seen.error,
+                    "nodes": len([n for n in seen.nodes if not n.head]),
+                    "gpus": sum(n.gpus for n in seen.nodes if n.alive),
+                }
+                state = "up" if seen.reachable else "down"
+            if name in spend:  # cloud pools: spend whether or not they are up now
+                observed["spend_usd"] = round(spend[name], 6)
+                observed["spend_usd_by_team"] = _rounded(ledger[name])
+            observed |= {"available": why is None, "reason": why}
+            self._upsert(PoolRecord(name, provider, state, observed, now))
+            for node in seen.nodes if seen is not None else ():
+                if not node.head:
+                    self._node(name, node, now)
+
+    def _upsert(self, record: PoolRecord) -> None:
+        try:
+            current = self.store.get(PoolRecord, record.name)
+            if current is None:
+                self.store.create(record)
+            elif (current.state, current.observed) != (record.state, record.observed):
+                self.store.update(record, expected_version=current.version)
+        except StoreError:
+            pass
+
+    def _node(self, pool: str, node: ObservedNode, now: float) -> None:
+        key = f"{pool}/{node.name}"
+        resources = {
+            "gpus": node.gpus,
+            "cpus": node.cpus,
+            "memory_gib": round(node.memory_gib, 3),
+            "accelerator": node.accelerator,
+            "alive": node.alive,
+            "ray_node_id": node.ray_node_id,
+        }
+        labels = {k: v for k, v in node.labels.items() if not k.startswith("ray.io/")}
+        seen = (tuple(sorted(resources.items())), tuple(sorted(labels.items())))
+        if self._nodes_seen.get(key) == seen:
+            return
+        try:
+            current = self.store.get(NodeRecord, key)
+            if current is None:
+                first = {"first_seen_s": now}
+                self.store.create(NodeRecord(key, pool, "ready", labels, resources, now, first))
+            else:
+                detail, events = dict(current.detail), []
+                detail.setdefault("first_seen_s", now)
+                if current.resources.get("alive") and not node.alive:  # a node lost
+                    detail["failures"] = int(detail.get("failures", 0)) + 1
+                    events.append(Event(now, "node.lost", None, f"{key}: dead", {"pool": pool}))
+                changed = replace(
+                    current, labels=labels, resources=resources, detail=detail, updated_at_s=now
+                )
+                self.store.update(changed, expected_version=current.version, events=events)
+            self._nodes_seen[key] = seen
+        except StoreError:
+            pass
+
+
+def _rounded(values: Mapping[str, float]) -> dict[str, float]:
+    return {k: round(v, 6) for k, v in values.items()}

@@ -1,0 +1,164 @@
+"""What one decision step says to do: plain frozen values that ``decide`` (pure) returns and
+the loop (``loop.py``) applies, and ``Rules``, what decide needs besides the world."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from meshctl.model.catalog import Catalog
+from meshctl.model.mesh import Mesh
+from meshctl.policy.compiled import PolicySet
+from meshctl.pools.observed import Submission
+from meshctl.scheduler import Plan, SchedulerConfig
+from meshctl.state.records import AttemptRecord, JobState
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    job_id: str
+    to: JobState
+    reason: str
+    pool: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptChange:
+    attempt_id: str
+    state: str | None  # None: unchanged
+    reason: str = ""
+    started_at_s: float | None = None
+    ended_at_s: float | None = None
+    stop_at_s: float | None = None
+    for_job: str | None = None  # the preemptor its GPUs are freed for
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """Record the attempt (state submitting), admit the job, submit, mark it dispatched."""
+
+    job_id: str
+    attempt: AttemptRecord
+    submission: Submission
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resubmit:
+    """An attempt recorded as submitting that its pool does not know: submit it (again)."""
+
+    job_id: str
+    attempt_id: str
+    pool: str
+    submission: Submission
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    job_id: str
+    pool: str
+    submission_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRequest:
+    """Ask a running job to checkpoint now: it will be stopped at ``deadline_s`` (its spot
+    instance was given notice, or it was preempted and has its grace). Written where the job
+    keeps its checkpoints (``meshctl.workload``); a job with no checkpoint storage
+    (``uri`` None) cannot be asked, and the event says so."""
+
+    job_id: str
+    attempt: int
+    uri: str | None
+    endpoint_url: str | None
+    reason: str
+    deadline_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChange:
+    """A node's state changed: ``unhealthy`` (out of service), ``ready`` (healthy again), or
+    ``drained`` (its drain deadline passed)."""
+
+    node: str  # "pool/node"
+    state: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """Launch cloud capacity for a queued job (idempotent: the request id is the job's)."""
+
+    job_id: str
+    pool: str
+    node_type: str
+    count: int
+    spot: bool
+    request_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Teardown:
+    """Terminate an idle cloud pool's instances, workers first and its head last."""
+
+    pool: str
+    instance_ids: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RuleError:
+    """A policy rule that failed at run time for a job (it fails closed: the verdict is the
+    narrower one); the loop raises a ``policy.error`` event once per job and failure."""
+
+    job_id: str
+    rule: str
+    origin: str  # file:line
+    part: str  # when, to, victims ...
+    pool: str | None  # the pools a selector failed for (comma-separated); None for `when`
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionNote:
+    job_id: str
+    outcome: str
+    summary: str
+    explanation: Mapping[str, Any]
+
+
+@dataclass
+class Step:
+    transitions: list[Transition] = field(default_factory=list)
+    attempts: list[AttemptChange] = field(default_factory=list)
+    dispatches: list[Dispatch] = field(default_factory=list)
+    resubmits: list[Resubmit] = field(default_factory=list)
+    stops: list[Stop] = field(default_factory=list)
+    checkpoints: list[CheckpointRequest] = field(default_factory=list)
+    nodes: list[NodeChange] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)
+    teardowns: list[Teardown] = field(default_factory=list)
+    decisions: list[DecisionNote] = field(default_factory=list)
+    rule_errors: list[RuleError] = field(default_factory=list)
+    plan: Plan | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What decide needs besides the world: the mesh, its catalogs and its policies."""
+
+    mesh: Mesh
+    catalogs: Mapping[str, Catalog]
+    policies: PolicySet | None
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+
+
+def submission_id(job_id: str, number: int) -> str:
+    return f"meshctl-{job_id}-{number}"
+
+
+def launch_request_id(job_id: str, number: int) -> str:
+    """The cloud request of a job's attempt: asking again launches nothing more."""
+    return f"burst-{job_id}-{number}"

@@ -1,0 +1,214 @@
+"""The CLI never silently plans with other policies than the running controller's: a warning
+(never an error) names both hashes and what to run. The running controller here is this test
+process, recorded as the daemon with a heartbeat saying what it enforces."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from meshctl.cli.app import app
+from meshctl.controller import daemon
+from meshctl.pools.local import start_ticks
+from tests.conftest import EXAMPLES, ROOT
+
+pytestmark = pytest.mark.unit
+
+JOB = str(EXAMPLES / "jobs" / "batch-embed.yaml")
+
+
+def shipped_hash(cli: CliRunner) -> str:
+    """The hash of the policies a command uses by default here (the shipped ones)."""
+    shown = cli.invoke(app, ["policy", "validate"])
+    return shown.stdout.split("policy hash ")[1].split(";")[0]
+
+
+def pretend_controller(home: Path, **beat: object) -> None:
+    """This process is the controller, as far as the CLI can tell; it enforces ``beat``."""
+    run = home / "run"
+    run.mkdir(parents=True, exist_ok=True)
+    me = os.getpid()
+    daemon.pid_file(home).write_text(json.dumps({"pid": me, "start_ticks": start_ticks(me)}))
+    daemon.heartbeat_file(home).write_text(json.dumps({"pid": me, "at_s": 0.0, **beat}))
+
+
+@pytest.fixture
+def home(cli: CliRunner) -> Iterator[Path]:
+    """MESHCTL_HOME; a nudge (SIGUSR1) to the pretended controller, this process, is ignored."""
+    import signal
+
+    previous = signal.signal(signal.SIGUSR1, lambda *_: None)
+    yield Path(os.environ["MESHCTL_HOME"])
+    signal.signal(signal.SIGUSR1, previous)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["submit", JOB, "--dry-run"], id="submit"),
+        pytest.param(["explain", JOB], id="explain-job-file"),
+        pytest.param(["policy", "explain", JOB], id="policy-explain"),
+    ],
+)
+def test_files_that_differ_from_what_runs_are_a_warning_naming_both_hashes(
+    cli: CliRunner, home: Path, args: list[str]
+) -> None:
+    ours = shipped_hash(cli)
+    pretend_controller(home, policy_hash="0123456789abcdef", policies="/srv/policies")
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    [line] = [w for w in result.stderr.splitlines() if w.startswith("warning:")]
+    assert line == (
+        f"warning: the policies in /srv/policies (hash {ours}) are not those the controller "
+        "enforces (hash 0123456789abcdef): edited, not reloaded; run meshctl reload"
+    )
+    assert "error:" not in result.stderr
+
+
+def test_naming_other_policies_says_so_and_how_to_enforce_them(
+    cli: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(ROOT / "policies", other)
+    (other / "burst.yaml").write_text((other / "burst.yaml").read_text().replace("600.0", "60.0"))
+    pretend_controller(home, policy_hash=shipped_hash(cli), policies=str(ROOT / "policies"))
+    result = cli.invoke(app, ["policy", "explain", JOB, "--policies", str(other)])
+    assert result.exit_code == 0, result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith("warning: planning with the policies named (hash ")
+    assert line.endswith(
+        f"not those the controller enforces (hash {shipped_hash(cli)}, {ROOT / 'policies'}); "
+        f"to enforce them: meshctl reload --policies {other}"
+    )
+
+
+def test_a_refused_change_is_named_in_the_warning(cli: CliRunner, home: Path) -> None:
+    pretend_controller(
+        home, policy_hash="0123456789abcdef", policies="/p", policy_error="/p/x.yaml:3: when: ..."
+    )
+    result = cli.invoke(app, ["policy", "test"])
+    assert "(the controller refused them: /p/x.yaml:3: when: ...)" in result.stderr
+
+
+@pytest.mark.parametrize("running", [True, False], ids=["same-hash", "no-controller"])
+def test_no_warning_when_the_files_are_what_runs_or_nothing_runs(
+    cli: CliRunner, home: Path, running: bool
+) -> None:
+    if running:
+        pretend_controller(home, policy_hash=shipped_hash(cli), policies=str(ROOT / "policies"))
+    result = cli.invoke(app, ["submit", JOB, "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "warning:" not in result.stderr
+
+
+def test_status_shows_what_the_controller_enforces_and_each_pools_health(
+    cli: CliRunner, home: Path
+) -> None:
+    pretend_controller(
+        home,
+        policy_hash="0123456789abcdef",
+        policies="/srv/policies",
+        policy_commit="c0ffee" * 6 + "beef",
+        policy_error=None,
+        unavailable={"gcp-burst": "no credentials", "aws-burst": "AuthFailure: refused"},
+    )
+    data = json.loads(cli.invoke(app, ["status", "-o", "json"]).stdout)
+    assert {k: data["controller"][k] for k in ("policy_hash", "policies", "policy_error")} == {
+        "policy_hash": "0123456789abcdef",
+        "policies": "/srv/policies",
+        "policy_error": None,
+    }
+    health = {p["pool"]: (p["available"], p["reason"]) for p in data["pools"]}
+    assert health == {
+        "onprem": (True, None),
+        "aws-burst": (False, "AuthFailure: refused"),
+        "gcp-burst": (False, "no credentials"),
+    }
+    table = cli.invoke(app, ["status"]).stdout
+    assert "policies 0123456789abcdef (/srv/policies, commit c0ffeec0ffee)" in table
+    assert "unavailable: no credentials" in table
+
+
+def test_reload_checks_every_file_first_and_refuses_an_invalid_change(
+    cli: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(ROOT / "policies", bad)
+    burst = (bad / "burst.yaml").read_text()
+    (bad / "burst.yaml").write_text(burst.replace('== "best-effort"', "==", 1))
+    pretend_controller(home, policy_hash=shipped_hash(cli), policies=str(ROOT / "policies"))
+    result = cli.invoke(app, ["reload", "--policies", str(bad)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {bad / 'burst.yaml'}:")
+    assert not (home / "run" / "reload.json").exists()  # nothing asked of the controller
+
+
+def test_reload_without_a_controller_is_one_line_and_exit_1(cli: CliRunner) -> None:
+    result = cli.invoke(app, ["reload"])
+    assert (result.exit_code, result.stderr) == (
+        1,
+        "error: no controller is running (meshctl up starts one)\n",
+    )
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def test_pools_check_says_why_each_pool_cannot_be_used_and_exits_1(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    port = closed_port()
+    mesh = tmp_path / "mesh.yaml"
+    mesh.write_text(
+        "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: m}\nspec:\n  pools:\n"
+        "    - {name: lab, provider: local, nodes: [{name: n, gpus: 0, cpus: 1,"
+        " memory_gib: 1GiB}]}\n"
+        f"    - {{name: dc, provider: ray, address: 'http://127.0.0.1:{port}'}}\n"
+    )
+    result = cli.invoke(app, ["--mesh", str(mesh), "pools", "check", "-o", "json"])
+    assert result.exit_code == 1
+    rows = {r["pool"]: r for r in json.loads(result.stdout)}
+    assert rows["lab"] == {"pool": "lab", "provider": "local", "available": False,
+                           "reason": "not up"}  # fmt: skip
+    assert rows["dc"]["available"] is False
+    assert rows["dc"]["reason"].startswith(f"dashboard at http://127.0.0.1:{port} does not answer")
+    error = json.loads(result.stderr.splitlines()[-1])["error"]
+    assert (error["exit_code"], error["message"]) == (1, "2 of 2 pools unavailable: lab, dc")
+
+
+def test_up_with_a_controller_running_other_policies_keeps_them_and_says_how_to_switch(
+    cli: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    mesh = tmp_path / "mesh.yaml"
+    mesh.write_text(
+        "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: m}\nspec:\n  pools:\n"
+        f"    - {{name: dc, provider: ray, address: 'http://127.0.0.1:{closed_port()}'}}\n"
+    )
+    asked = tmp_path / "other"
+    shutil.copytree(ROOT / "policies", asked)
+    (asked / "budgets.yaml").unlink()  # names aws and gcp, which this mesh does not have
+    preference = asked / "onprem-first.yaml"
+    preference.write_text(preference.read_text().replace("[onprem, gcp-burst, aws-burst]", "[]"))
+    pretend_controller(home, policy_hash="0123456789abcdef", policies="/srv/policies")
+    result = cli.invoke(app, ["--mesh", str(mesh), "up", "--policies", str(asked)])
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warned[0].startswith("warning: pool dc: unavailable: dashboard at http://127.0.0.1:")
+    assert warned[1] == (
+        "warning: the controller already runs with the policies in /srv/policies (hash "
+        f"0123456789abcdef), not {asked}; to switch: meshctl reload --policies {asked}"
+    )
+    assert "controller: already running" in result.stdout
+    recorded = json.loads((home / "run" / "up.json").read_text())
+    assert recorded["policies"] == "/srv/policies"  # what runs, not what was asked
