@@ -12,6 +12,21 @@ EXAMPLES = ROOT / "examples"
 PROVIDERS = ROOT / "providers"
 
 
+def onprem_policies(folder: Path) -> Path:
+    """The shipped policies copied to ``folder``, less what names the shipped mesh's cloud pools
+    (the budgets of aws and gcp, the pool preference): policies naming a pool or provider a
+    mesh does not have are refused, and many tests run a mesh of on-prem pools only."""
+    import shutil
+
+    shutil.copytree(ROOT / "policies", folder)
+    (folder / "budgets.yaml").unlink()
+    preference = folder / "onprem-first.yaml"
+    text = preference.read_text()
+    assert "[onprem, gcp-burst, aws-burst]" in text
+    preference.write_text(text.replace("[onprem, gcp-burst, aws-burst]", "[]"))
+    return folder
+
+
 @pytest.fixture
 def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     """A runner whose state home is a temporary directory (never the user's ~/.meshctl)."""

@@ -100,11 +100,14 @@ def test_gc_goes_through_every_pool_and_exits_1_for_those_it_could_not_reach(
     done = CliRunner().invoke(app, ["--mesh", str(mesh), "gc", "--dry-run", "-o", "json"])
     assert done.exit_code == 1
     assert json.loads(done.stdout) == []
-    assert done.stderr.splitlines() == [
-        "error: pool aws-refused: could not be reached: AuthFailure: AWS was not able to"
+    [line] = done.stderr.splitlines()  # -o json: one error document
+    error = json.loads(line)["error"]
+    assert error["exit_code"] == 1
+    assert [p["message"] for p in error["problems"]] == [
+        "pool aws-refused: could not be reached: AuthFailure: AWS was not able to"
         " validate the provided access credentials",
-        "error: pool gcp-denied: could not be reached: Forbidden: Required permission for"
+        "pool gcp-denied: could not be reached: Forbidden: Required permission for"
         " 'projects/meshctl-denied'",
-        f"error: pool gcp-nokey: could not be reached: no credentials: {tmp_path / 'key.json'}:"
+        f"pool gcp-nokey: could not be reached: no credentials: {tmp_path / 'key.json'}:"
         " No such file or directory",
     ]

@@ -221,7 +221,7 @@ def test_a_spot_notice_checkpoints_the_job_and_it_resumes_on_a_new_instance(
                       "python", "-c", SPOT_JOB)  # fmt: skip
     mesh.wait_for(job, "running")
     assert mesh.show(job)["pool"] == "aws-burst"
-    [instance] = str(mesh.show(job)["nodes"]).split(", ")
+    [instance] = mesh.show(job)["nodes"]
     moto.spot_notice(instance)  # two minutes left
     mesh.wait_for(job, "preempted")
     deadline = time.monotonic() + WAIT_S
@@ -233,7 +233,7 @@ def test_a_spot_notice_checkpoints_the_job_and_it_resumes_on_a_new_instance(
     shown = mesh.show(job)
     assert shown["attempt"] == 2
     assert shown["pool"] == "aws-burst"
-    assert str(mesh.show(job)["nodes"]) != instance  # a new instance replaced it
+    assert mesh.show(job)["nodes"] != [instance]  # a new instance replaced it
     logs = mesh.run("jobs", "logs", job).stdout
     assert "done on attempt 2" in logs
     resumed = re.search(r"attempt 2 resumed from step (\d+)", logs)

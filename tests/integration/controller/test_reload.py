@@ -24,7 +24,7 @@ import pytest
 
 from meshctl.controller import daemon
 from meshctl.state import open_store
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, onprem_policies
 from tests.integration.controller.test_local_mesh import Mesh
 
 pytestmark = pytest.mark.integration
@@ -47,7 +47,7 @@ def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
         "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: reload}\nspec:\n  pools:\n"
         f"    - {{name: dc, provider: ray, address: 'http://127.0.0.1:{closed_port()}'}}\n"
     )
-    shutil.copytree(ROOT / "policies", base / "policies")
+    onprem_policies(base / "policies")
     m = Mesh(base / "home", base)
     run = m.home / "run"
     run.mkdir(parents=True)

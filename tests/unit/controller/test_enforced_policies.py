@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from meshctl.cli.app import app
 from meshctl.controller import daemon
 from meshctl.pools.local import start_ticks
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, ROOT, onprem_policies
 
 pytestmark = pytest.mark.unit
 
@@ -195,11 +195,7 @@ def test_up_with_a_controller_running_other_policies_keeps_them_and_says_how_to_
         "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: m}\nspec:\n  pools:\n"
         f"    - {{name: dc, provider: ray, address: 'http://127.0.0.1:{closed_port()}'}}\n"
     )
-    asked = tmp_path / "other"
-    shutil.copytree(ROOT / "policies", asked)
-    (asked / "budgets.yaml").unlink()  # names aws and gcp, which this mesh does not have
-    preference = asked / "onprem-first.yaml"
-    preference.write_text(preference.read_text().replace("[onprem, gcp-burst, aws-burst]", "[]"))
+    asked = onprem_policies(tmp_path / "other")
     pretend_controller(home, policy_hash="0123456789abcdef", policies="/srv/policies")
     result = cli.invoke(app, ["--mesh", str(mesh), "up", "--policies", str(asked)])
     assert result.exit_code == 0, result.output

@@ -18,7 +18,7 @@ from meshctl.controller.decide import Rules
 from meshctl.controller.loop import Controller
 from meshctl.controller.reload import WATCH_S, Reloader, RuleFiles, ask, git_commit
 from meshctl.state import AttemptRecord, JobRecord, JobState, MemoryStore
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, onprem_policies
 
 from .test_loop import Clock, FakePool, queue
 
@@ -73,11 +73,7 @@ def edit(path: Path, old: str, new: str) -> None:
 def policies_in(base: Path, name: str = "policies") -> Path:
     """The shipped policies, less what names the cloud pools this test's mesh does not have
     (policies naming a pool or provider the mesh lacks are refused)."""
-    folder = base / name
-    shutil.copytree(ROOT / "policies", folder)
-    (folder / "budgets.yaml").unlink()
-    edit(folder / "onprem-first.yaml", "[onprem, gcp-burst, aws-burst]", "[onprem]")
-    return folder
+    return onprem_policies(base / name)
 
 
 @pytest.fixture
@@ -211,7 +207,6 @@ def test_a_mesh_that_drops_a_pool_still_running_jobs_is_refused(setup: Setup) ->
     record = queue(setup.store, "runs")
     setup.cycle()  # placed on onprem: its attempt is active
     assert [a.state for a in setup.store.list(AttemptRecord)] == ["pending"]
-    edit(Path(setup.files.policies) / "onprem-first.yaml", "[onprem]", "[]")  # names no pool
     edit(Path(setup.files.mesh), "name: onprem", "name: lab")
     setup.cycle()
     assert setup.loop.rules.mesh.pool("onprem") is not None
