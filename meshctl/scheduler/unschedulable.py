@@ -115,13 +115,24 @@ def _quick_fit(req: Request, nodes: Sequence[Node], offers: Sequence[Offer]) -> 
 
 
 def never_fits(req: Request, eligible: frozenset[str], snap: Snapshot) -> str | None:
-    """The reason no eligible pool could ever run ``req``; None if one could."""
+    """The reason no eligible pool could ever run ``req``; None if one could. When the
+    policies keep it from some pools, the reason names them: the job might fit there."""
     if not eligible:
         return "every pool is denied by policy"
     nodes = [n for n in snap.nodes if n.pool in eligible]
     offers = [o for o in snap.offers if o.pool in eligible]
     if _quick_fit(req, nodes, offers):
         return None
+    why = _why(req, nodes, offers, eligible)
+    denied = sorted(p.name for p in snap.pools if p.name not in eligible)
+    if why is None or not denied:
+        return why
+    return f"{why} (the policies do not let it use {', '.join(denied)})"
+
+
+def _why(
+    req: Request, nodes: Sequence[Node], offers: Sequence[Offer], eligible: frozenset[str]
+) -> str | None:
     if not nodes and not offers:
         return f"no nodes or node types in the pools it may use ({', '.join(sorted(eligible))})"
     shapes = [_of_node(n, req.topology) for n in nodes] + [_of_offer(o) for o in offers]

@@ -151,3 +151,16 @@ def test_nothing_eligible_says_policy_denies_every_pool() -> None:
     assert never_fits(req(1), frozenset({"gone"}), snap) == (
         "no nodes or node types in the pools it may use (gone)"
     )
+
+
+def test_pools_the_policies_keep_it_from_are_named() -> None:
+    """Only on-prem is eligible and none of its nodes has a GPU, while the cloud pool's node
+    type would hold the job: the reason names the pool the policies keep it from."""
+    from meshctl.scheduler import PoolInfo
+
+    pools = (PoolInfo("onprem", False), PoolInfo("cloud", True))
+    snap = Snapshot(0.0, NO_GPUS, offers=(L4,), pools=pools)
+    assert never_fits(req(1), frozenset({"onprem"}), snap) == (
+        "needs GPUs; no node in the pools it may use has any (the policies do not let it use cloud)"
+    )
+    assert never_fits(req(1), frozenset({"onprem", "cloud"}), snap) is None
