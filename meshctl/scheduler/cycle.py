@@ -268,10 +268,11 @@ class _Cycle:
                 self.unplaceable.add((job.request, usable))
         if choice is not None:
             return self._place(job, choice)
+        wanted = frozenset(verdict.usable_pools) if verdict is not None else eligible  # now
         return (
             self._preempt(job, verdict, ctx)
             or self._burst(job, verdict)
-            or self._wait(job, verdict, ctx, down)
+            or self._wait(job, verdict, ctx, self._down_in(wanted))
         )
 
     def _with_pools(

@@ -91,6 +91,29 @@ def test_burst_skips_an_unavailable_pool(
         assert "no cloud node type fits" not in decision.summary()
 
 
+def test_a_pool_the_job_may_not_use_now_is_not_why_it_waits() -> None:
+    """A standard job (no burst rule applies) waits for on-prem GPUs: that gcp-spill has no
+    credentials is not why, so its reason does not name it."""
+    std = job("sj", criticality="standard", resources={"gpus": 1})
+    facts = MeshSnapshot(
+        (
+            PoolFacts("onprem", "local", "", {}, ("H100",), 8, 1.0, free_gpus=0.0),
+            PoolFacts("gcp-spill", "gcp", "us-central1", {}, ("L4",), 8, 1.0, free_gpus=8.0),
+        )
+    )
+    engine = FromPolicyEngine(bind(policies(BURST), facts, NOW), {"sj": std}, {})
+    snap = snapshot(
+        [node("n")],
+        [pending_of(std, engine)],
+        [running("x", "n", list(range(8)))],
+        pools=(PoolInfo("onprem", False), cloud("gcp-spill", "no credentials")),
+        offers=(offer("gcp-spill", 0.5),),
+    )
+    decision = schedule(snap, engine).decisions["sj"]
+    assert decision.status == "pending"
+    assert "gcp-spill" not in decision.summary()
+
+
 def test_placement_skips_an_unavailable_pool_and_says_why() -> None:
     nodes = [node("a1", pool="onprem-a"), node("b1", pool="onprem-b")]
     pools = (PoolInfo("onprem-a", False), PoolInfo("onprem-b", False, unavailable="not up"))
