@@ -204,7 +204,7 @@ _SHAPES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("({}) ? ({}) : ({})", ("bool", "bool", "bool")),
         ("({}).startsWith({})", ("string", "string")),
         ("({}).exists(x, x.endsWith({}))", ("list", "string")),
-        ("({}).all(x, size(x) > {})", ("list", "int")),
+        ("({}).all(x, size(x) > ({}))", ("list", "int")),
         ("mesh.pools.exists(p, mesh.pools[p].free_gpus > ({}))", ("double",)),
         ("({}) < ({})", ("timestamp", "timestamp")),
         ("({}) >= ({})", ("duration", "duration")),
@@ -235,8 +235,8 @@ _SHAPES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     ],
     "list": [
         ("({}) + ({})", ("list", "list")),
-        ("({}).filter(x, x != {})", ("list", "string")),
-        ("({}).map(x, x + {})", ("list", "string")),
+        ("({}).filter(x, x != ({}))", ("list", "string")),
+        ("({}).map(x, x + ({}))", ("list", "string")),
     ],
     "timestamp": [
         ("({}) + ({})", ("timestamp", "duration")),
