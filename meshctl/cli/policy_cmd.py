@@ -20,7 +20,7 @@ from meshctl.cli.render import Column, Output
 if TYPE_CHECKING:
     from meshctl.model import Mesh
     from meshctl.policy.compiled import PolicySet
-    from meshctl.policy.verdict import Verdict
+    from meshctl.policy.verdict import RuleError, Verdict
     from meshctl.policyfiles import PolicyFiles
 
 app = typer.Typer(help="Routing policies: validate, test and explain them.", no_args_is_help=True)
@@ -212,11 +212,12 @@ def explain(
     m = read_moment(context, job_file, mesh_file, policies, now)
     facts = mesh_snapshot(m.mesh, context.catalog_map(), m.state)
     verdict = bind(m.policies, facts, m.now).evaluate(m.job)
-    _render_verdict(verdict, output)
-    if verdict.errors:  # the verdict failed closed; say so where scripts and CI look
+    errors = verdict.errors
+    _render_verdict(verdict, errors, output)
+    if errors:  # the verdict failed closed; say so where scripts and CI look
         from meshctl.cli import render
 
-        render.problems(str(e) for e in verdict.errors)
+        render.problems(str(e) for e in errors)
         raise typer.Exit(1)
 
 
@@ -237,41 +238,45 @@ _TRACE_COLUMNS = [
 ]
 
 
+# the raw trace (rendered as ``trace``) and the errors' cache (rendered as ``errors``)
+_NOT_DATA = frozenset({"trace_rows", "_errors"})
+
+
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def _verdict_data(v: Verdict) -> Any:
+def _verdict_data(v: Verdict, errors: tuple[RuleError, ...]) -> Any:
     """The verdict as plain data for json / yaml."""
     import json
     from dataclasses import asdict, fields
 
-    data = {f.name: getattr(v, f.name) for f in fields(v) if f.name != "trace_rows"}
+    data = {f.name: getattr(v, f.name) for f in fields(v) if f.name not in _NOT_DATA}
     trace = [asdict(t) | {"detail": t.detail or None} for t in v.trace]
     data |= {"weights": v.weights.model_dump(), "trace": trace}
     data["burst"] = asdict(v.burst) | {
         "blocked": [{"pool": pool, "reason": why} for pool, why in v.burst.blocked]
     }
-    data["errors"] = [_error_data(e) for e in v.errors]
+    data["errors"] = [_error_data(e) for e in errors]
     return json.loads(json.dumps(data, default=_plain))
 
 
-def _render_verdict(v: Verdict, output: Output) -> None:
+def _render_verdict(v: Verdict, errors: tuple[RuleError, ...], output: Output) -> None:
     from meshctl.cli import render
 
     if output is not Output.table:
-        render.emit_data(_verdict_data(v), output)
+        render.emit_data(_verdict_data(v, errors), output)
         return
     klass = v.priority_class or "(none)"
     render.say(f"[bold]{v.job}[/]: priority {v.priority} (class {klass}); policies {v.policy_hash}")
     if v.priority_problem:
         render.say(f"[red]{render.esc(v.priority_problem)}[/]")
-    if v.errors:
+    if errors:
         render.say(
-            f"[bold red]{len(v.errors)} rule part(s) could not be evaluated for this job; the"
+            f"[bold red]{len(errors)} rule part(s) could not be evaluated for this job; the"
             " engine failed closed (nothing they guard was widened):[/]"
         )
-        for e in v.errors:
+        for e in errors:
             render.say(f"[red]  {render.esc(e)}[/]")
     pools = [
         {
