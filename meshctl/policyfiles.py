@@ -38,7 +38,7 @@ def _add(
 ) -> None:
     doc = loaded.document
     if isinstance(doc, Policy) and want in (None, Policy):
-        found.policies.append(Source(loaded.path, doc, loaded.lines, _text(loaded.path)))
+        found.policies.append(Source(loaded.path, doc, loaded.lines, loaded.text))
     elif isinstance(doc, PolicyTest) and want in (None, PolicyTest):
         found.tests.append((loaded.path, doc, loaded.line_of))
         found.test_dirs[loaded.path] = Path(loaded.path).parent
@@ -47,15 +47,6 @@ def _add(
         problems.append(
             Problem(loaded.path, loaded.line, "kind", f"expected {expected}, got {doc.kind}")
         )
-
-
-def _text(path: str) -> str:
-    """A policy file's text, to point inside expressions written over several lines (it was
-    just read whole; reading it again cannot fail but for a race, and then lines are coarser)."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return ""
 
 
 def read_policy_files(paths: Sequence[Path]) -> PolicyFiles:

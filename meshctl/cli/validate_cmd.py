@@ -52,7 +52,7 @@ def _cross_file_problems(ctx: typer.Context, loaded: list[Loaded]) -> list[Probl
         d.document.spec.provider: d.document for d in loaded if isinstance(d.document, Catalog)
     }
     sources = [
-        Source(d.path, d.document, d.lines, _text(d.path))
+        Source(d.path, d.document, d.lines, d.text)
         for d in loaded
         if isinstance(d.document, Policy)
     ]
@@ -117,13 +117,6 @@ def _mesh_in_use(ctx: typer.Context) -> Any:
         return app_context(ctx).mesh()
     except InvalidFileError:
         return None
-
-
-def _text(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return ""
 
 
 def validate(
