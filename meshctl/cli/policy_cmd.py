@@ -18,10 +18,10 @@ from meshctl.cli.options import (
 from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
-    from meshctl.model import Mesh
+    from meshctl.model import Catalog, Mesh
     from meshctl.policy.compiled import PolicySet
     from meshctl.policy.verdict import RuleError, Verdict
-    from meshctl.policyfiles import PolicyFiles
+    from meshctl.policyfiles import MeshReader, PolicyFiles
 
 app = typer.Typer(help="Routing policies: validate, test and explain them.", no_args_is_help=True)
 
@@ -39,51 +39,45 @@ def read_policies(context: AppContext, paths: list[Path] | None) -> tuple[Policy
     return files, compile_policies(files.policies)
 
 
-def _policies_mesh(context: AppContext, paths: list[Path] | None) -> Mesh:
+def _policies_mesh(context: AppContext, paths: list[Path] | None, meshes: MeshReader) -> Mesh:
     """The mesh the policies are written for: ``--mesh``, else ``mesh.yaml`` beside their
     folder (as ``meshctl init`` lays them out), else for the shipped examples the embedded
     default mesh, else the mesh in use."""
-    from meshctl.policyfiles import read_mesh, written_for
+    from meshctl.policyfiles import mesh_file_for
 
     if context.mesh_path is not None:
-        return context.mesh()
+        return meshes.read(None)
     for path in paths or [context.policy_dir()]:
-        folder = path if path.is_dir() else path.parent
-        beside = folder.parent / "mesh.yaml"
-        if beside.is_file():
-            return read_mesh(beside)
-        if example_mesh := written_for(folder):
-            return read_mesh(example_mesh)
-    return context.mesh()
+        found = mesh_file_for(path if path.is_dir() else path.parent)
+        if found is not None:
+            return meshes.read(found)
+    return meshes.read(None)
 
 
-def _test_mesh(context: AppContext, files: PolicyFiles, path: str, test: Any) -> Mesh:
-    """A test's mesh: the one it names, else ``mesh.yaml`` beside ``policies/``, else for the
-    shipped examples' tests the embedded default mesh, else the mesh in use."""
-    from meshctl.policyfiles import read_mesh, written_for
-
+def _test_mesh(files: PolicyFiles, path: str, test: Any, meshes: MeshReader) -> Mesh:
+    """A test's mesh: the one it names, else the one its policies (the folder above its
+    ``tests/``) are written for, else the mesh in use."""
     folder = files.test_dirs[path]
     if test.spec.mesh is not None:
-        return read_mesh(folder / test.spec.mesh)
-    if (folder.parent.parent / "mesh.yaml").is_file():
-        return read_mesh(folder.parent.parent / "mesh.yaml")
-    if example_mesh := written_for(folder.parent):
-        return read_mesh(example_mesh)
-    return context.mesh()
+        return meshes.read(folder / test.spec.mesh)
+    return meshes.for_folder(folder.parent)
 
 
 def _check_names(
     context: AppContext, paths: list[Path] | None, files: PolicyFiles
-) -> dict[str, Mesh]:
+) -> tuple[dict[str, Mesh], dict[str, Catalog]]:
     """Pools, providers and accelerator models the policies and their tests name, against
     their meshes and the catalogs: every problem at once (InvalidFileError, exit 2). Returns
-    each test file's mesh."""
+    each test file's mesh and the catalogs (each file read once)."""
     from meshctl.catalog.check import job_models, resources_accelerators
     from meshctl.policy.names import MeshNames, policy_problems, policy_test_problems
+    from meshctl.policyfiles import MeshReader
     from meshctl.problems import InvalidFileError
 
-    problems = policy_problems(files.policies, MeshNames.of(_policies_mesh(context, paths)))
-    meshes = {path: _test_mesh(context, files, path, test) for path, test, _ in files.tests}
+    reader = MeshReader(context.mesh)
+    mesh = _policies_mesh(context, paths, reader)
+    problems = policy_problems(files.policies, MeshNames.of(mesh))
+    meshes = {path: _test_mesh(files, path, test, reader) for path, test, _ in files.tests}
     catalogs = context.catalog_map()
     for path, test, line_of in files.tests:
         problems += policy_test_problems(path, test, line_of, MeshNames.of(meshes[path]))
@@ -95,7 +89,7 @@ def _check_names(
                     problems += resources_accelerators(path, spec.resources, line_of, at, known)
     if problems:
         raise InvalidFileError(problems)
-    return meshes
+    return meshes, catalogs
 
 
 @app.command("validate")
@@ -152,12 +146,10 @@ def run_policy_tests(
 
     context = app_context(ctx)
     files, policies = read_policies(context, paths)
-    meshes = _check_names(context, paths, files)
+    meshes, catalogs = _check_names(context, paths, files)  # each file read once
     context.warn_if_not_enforced(policies, bool(paths))
 
     from meshctl.policy.facts import mesh_snapshot
-
-    catalogs = context.catalog_map()  # read once, not per case
 
     def snapshot_of(test: Any) -> Any:
         path = next(p for p, t, _ in files.tests if t is test)
