@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from meshctl.files import Loaded, load_path
-from meshctl.model import Catalog, Job, Mesh
+from meshctl.model import Catalog, Job, Mesh, PolicyTest
 from meshctl.model.job import Resources
 from meshctl.model.mesh import CloudPoolBase, LocalPool, RayPool
 from meshctl.problems import InvalidFileError, Problem
@@ -120,6 +120,19 @@ def resources_accelerators(
         if message:
             loc = (*at, "resources", "accelerator", "any_of", k)
             problems.append(Problem(path, line_of(*loc), _dotted(loc), message))
+    return problems
+
+
+def case_accelerators(
+    path: str, test: PolicyTest, line_of: Callable[..., int], known: Mapping[str, str]
+) -> list[Problem]:
+    """The models the jobs and victims of a policy test's cases ask for that ``known`` lacks."""
+    problems = []
+    for i, case in enumerate(test.spec.cases):
+        for role, spec in (("job", case.job), ("victim", case.victim)):
+            if spec is not None:
+                at = ("spec", "cases", i, role)
+                problems += resources_accelerators(path, spec.resources, line_of, at, known)
     return problems
 
 

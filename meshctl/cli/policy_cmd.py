@@ -69,7 +69,7 @@ def _check_names(
     """Pools, providers and accelerator models the policies and their tests name, against
     their meshes and the catalogs: every problem at once (InvalidFileError, exit 2). Returns
     each test file's mesh and the catalogs (each file read once)."""
-    from meshctl.catalog.check import job_models, resources_accelerators
+    from meshctl.catalog.check import case_accelerators, job_models
     from meshctl.policy.names import MeshNames, policy_problems, policy_test_problems
     from meshctl.policyfiles import MeshReader
     from meshctl.problems import InvalidFileError
@@ -81,12 +81,7 @@ def _check_names(
     catalogs = context.catalog_map()
     for path, test, line_of in files.tests:
         problems += policy_test_problems(path, test, line_of, MeshNames.of(meshes[path]))
-        known = job_models(catalogs, meshes[path])
-        for i, case in enumerate(test.spec.cases):
-            for role, spec in (("job", case.job), ("victim", case.victim)):
-                if spec is not None:
-                    at = ("spec", "cases", i, role)
-                    problems += resources_accelerators(path, spec.resources, line_of, at, known)
+        problems += case_accelerators(path, test, line_of, job_models(catalogs, meshes[path]))
     if problems:
         raise InvalidFileError(problems)
     return meshes, catalogs

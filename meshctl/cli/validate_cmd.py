@@ -71,7 +71,7 @@ def _named_problems(
 ) -> list[Problem]:
     """Pools named against the meshes given (none given: not checked), accelerator models of
     jobs and policy-test cases against the catalogs and a mesh's nodes."""
-    from meshctl.catalog.check import job_accelerators, job_models, resources_accelerators
+    from meshctl.catalog.check import case_accelerators, job_accelerators, job_models
     from meshctl.model import Mesh, MeshState, PolicyTest
     from meshctl.policy.names import (
         MeshNames,
@@ -86,19 +86,10 @@ def _named_problems(
     known = job_models(catalogs, mesh)
     for d in loaded:
         if isinstance(d.document, PolicyTest):
-            for i, case in enumerate(d.document.spec.cases):
-                for role, spec in (("job", case.job), ("victim", case.victim)):
-                    if spec is not None:
-                        at = ("spec", "cases", i, role)
-                        problems += resources_accelerators(
-                            d.path, spec.resources, d.line_of, at, known
-                        )
+            problems += case_accelerators(d.path, d.document, d.line_of, known)
     if not meshes:
         return problems
-    names = MeshNames(
-        frozenset(p.name for m in meshes for p in m.spec.pools),
-        frozenset(p.provider for m in meshes for p in m.spec.pools),
-    )
+    names = MeshNames.of(*meshes)
     problems += policy_problems(sources, names)
     for d in loaded:
         if isinstance(d.document, MeshState):

@@ -49,11 +49,10 @@ class MeshNames:
     providers: frozenset[str]
 
     @classmethod
-    def of(cls, mesh: Mesh) -> MeshNames:
-        return cls(
-            frozenset(p.name for p in mesh.spec.pools),
-            frozenset(p.provider for p in mesh.spec.pools),
-        )
+    def of(cls, *meshes: Mesh) -> MeshNames:
+        """The names of ``meshes``, together (files given together name any of their pools)."""
+        pools = [p for mesh in meshes for p in mesh.spec.pools]
+        return cls(frozenset(p.name for p in pools), frozenset(p.provider for p in pools))
 
     def pool_problem(self, name: str) -> str | None:
         if name in self.pools:
