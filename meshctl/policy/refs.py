@@ -24,9 +24,10 @@ from typing import Any, Final
 import cel
 
 from meshctl.policy.expr import ParseError, check, env_of, parse
-from meshctl.policy.expr.lex import Token, tokenize
+from meshctl.policy.expr.functions import NAMESPACES
+from meshctl.policy.expr.lex import tokenize
 from meshctl.policy.expr.nodes import Node
-from meshctl.policy.paths import _CLOSE, _OPEN, NAMESPACES, TYPE_NAMES, PathChecker, _add
+from meshctl.policy.paths import _CLOSE, _OPEN, TYPE_NAMES, PathChecker, _add
 from meshctl.policy.variables import SCHEMA
 
 __all__ = [
@@ -34,7 +35,6 @@ __all__ = [
     "MAX_NESTING",
     "Compiled",
     "ExpressionError",
-    "Token",
     "check_source",
     "compile_checked",
     "conjuncts",
