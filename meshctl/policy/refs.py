@@ -178,7 +178,7 @@ def _analyse(
     if not found and tree is not None:
         type_problems = check(tree, env_of(sorted(allowed), schema)).problems
         found = [
-            (f"type error at {_where(source, p.pos)}: {p.message}", p.pos) for p in type_problems
+            (f"type error at {where_in(source, p.pos)}: {p.message}", p.pos) for p in type_problems
         ]
     return program, found, roots, tree
 
@@ -202,7 +202,7 @@ def _size_problem(source: str) -> str | None:
             if depth > MAX_NESTING:
                 return (
                     f"brackets nest deeper than {MAX_NESTING} levels at "
-                    f"{_where(source, token.pos)}; expected at most {MAX_NESTING} levels "
+                    f"{where_in(source, token.pos)}; expected at most {MAX_NESTING} levels "
                     "of (), [] and {}"
                 )
         elif token.text in _CLOSE:
@@ -214,7 +214,8 @@ def _size_problem(source: str) -> str | None:
     return None
 
 
-def _where(source: str, pos: int) -> str:
+def where_in(source: str, pos: int) -> str:
+    """Offset ``pos`` of ``source`` in words: ``column 9``, or ``line 2, column 3``."""
     line = source.count("\n", 0, pos) + 1
     column = pos - (source.rfind("\n", 0, pos) + 1) + 1
     return _where_text(line, column)
