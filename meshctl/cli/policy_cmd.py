@@ -20,6 +20,7 @@ from meshctl.cli.render import Column, Output
 if TYPE_CHECKING:
     from meshctl.model import Catalog, Mesh
     from meshctl.policy.compiled import PolicySet
+    from meshctl.policy.testing import CaseResult
     from meshctl.policy.verdict import RuleError, Verdict
     from meshctl.policyfiles import MeshReader, PolicyFiles
 
@@ -168,12 +169,11 @@ def run_policy_tests(
         raise typer.Exit(1)
 
 
-def _test_row(result: Any) -> dict[str, Any]:
-    """A case's result as data (``shapes.PolicyTestResult``); ``test`` is file:line."""
-    path, _, line = result.test.rpartition(":")
+def _test_row(result: CaseResult) -> dict[str, Any]:
+    """A case's result as data (``shapes.PolicyTestResult``)."""
     return {
-        "file": path if line.isdigit() else result.test,
-        "line": int(line) if line.isdigit() else None,
+        "file": result.path,
+        "line": result.line,
         "name": result.name,
         "passed": result.passed,
         "failures": list(result.failures),
