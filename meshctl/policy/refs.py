@@ -27,6 +27,7 @@ from meshctl.policy.expr import ParseError, check, env_of, parse
 from meshctl.policy.expr.functions import NAMESPACES
 from meshctl.policy.expr.lex import tokenize
 from meshctl.policy.expr.nodes import Node
+from meshctl.policy.expr.types import Type
 from meshctl.policy.paths import _CLOSE, _OPEN, TYPE_NAMES, PathChecker, _add
 from meshctl.policy.variables import SCHEMA
 
@@ -176,11 +177,21 @@ def _analyse(
     found: list[Found] = [(p, None) for p in problems]
     tree = _tree(source)
     if not found and tree is not None:
-        type_problems = check(tree, env_of(sorted(allowed), schema)).problems
+        type_problems = check(tree, _env(allowed, schema)).problems
         found = [
             (f"type error at {where_in(source, p.pos)}: {p.message}", p.pos) for p in type_problems
         ]
     return program, found, roots, tree
+
+
+# The types of SCHEMA's variables, built once: every policy expression is checked against them.
+_SCHEMA_ENV: Final = env_of(sorted(SCHEMA), SCHEMA)
+
+
+def _env(allowed: Collection[str], schema: Mapping[str, Any]) -> dict[str, Type]:
+    if schema is SCHEMA:
+        return {name: _SCHEMA_ENV[name] for name in sorted(allowed) if name in _SCHEMA_ENV}
+    return env_of(sorted(allowed), schema)
 
 
 def _tree(source: str) -> Node | None:
