@@ -23,7 +23,6 @@ from meshctl.model.mesh import Mesh
 from meshctl.model.meshstate import Moment
 from meshctl.model.policytest import PolicyTest
 from meshctl.policy.compiled import Loc, Source, dotted, file_line
-from meshctl.policy.explain import children
 from meshctl.policy.expr import ParseError, parse
 from meshctl.policy.expr.nodes import (
     Chain,
@@ -35,6 +34,7 @@ from meshctl.policy.expr.nodes import (
     Literal,
     Node,
     Select,
+    children,
 )
 from meshctl.policy.refs import where_in
 from meshctl.problems import Problem

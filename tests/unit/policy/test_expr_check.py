@@ -343,7 +343,7 @@ def test_a_closed_expression_that_runs_everywhere_is_accepted(expr) -> None:
 
 
 def _descendants(node):
-    from meshctl.policy.explain import children
+    from meshctl.policy.expr.nodes import children
 
     out, stack = [], list(children(node))
     while stack:
