@@ -42,6 +42,8 @@ class Loaded:
     line: int
     document: Document
     lines: Mapping[Loc, int]
+    # the whole file's text, as read (to point at a line inside a multi-line value)
+    text: str
 
     def line_of(self, *loc: str | int) -> int:
         """The line of the deepest part of ``loc`` that the file spells out."""
@@ -334,7 +336,9 @@ def load_text(text: str, path: str = "<text>") -> list[Loaded]:
     problems: list[Problem] = []
     for tree in _trees(text, path):
         try:
-            loaded.append(Loaded(path, tree.lines.get((), 1), _document(tree, path), tree.lines))
+            loaded.append(
+                Loaded(path, tree.lines.get((), 1), _document(tree, path), tree.lines, text)
+            )
         except InvalidFileError as err:
             problems.extend(err.problems)
     if problems:

@@ -38,7 +38,7 @@ def _add(
 ) -> None:
     doc = loaded.document
     if isinstance(doc, Policy) and want in (None, Policy):
-        found.policies.append(Source(loaded.path, doc, loaded.lines, _text(loaded.path)))
+        found.policies.append(Source(loaded.path, doc, loaded.lines, loaded.text))
     elif isinstance(doc, PolicyTest) and want in (None, PolicyTest):
         found.tests.append((loaded.path, doc, loaded.line_of))
         found.test_dirs[loaded.path] = Path(loaded.path).parent
@@ -47,15 +47,6 @@ def _add(
         problems.append(
             Problem(loaded.path, loaded.line, "kind", f"expected {expected}, got {doc.kind}")
         )
-
-
-def _text(path: str) -> str:
-    """A policy file's text, to point inside expressions written over several lines (it was
-    just read whole; reading it again cannot fail but for a race, and then lines are coarser)."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return ""
 
 
 def read_policy_files(paths: Sequence[Path]) -> PolicyFiles:
@@ -116,6 +107,38 @@ def written_for(folder: Path) -> Path | None:
     except OSError:
         return None
     return Path(str(data_dir("examples"))) / "mesh.yaml" if same else None
+
+
+def mesh_file_for(folder: Path, beside: bool = True) -> Path | None:
+    """The mesh file the policies in ``folder`` are written for: ``mesh.yaml`` beside the
+    folder (as ``meshctl init`` lays them out; where ``beside``), else for the shipped
+    examples the embedded default mesh; None for neither (then the mesh in use applies)."""
+    if beside and (folder.parent / "mesh.yaml").is_file():
+        return folder.parent / "mesh.yaml"
+    return written_for(folder)
+
+
+class MeshReader:
+    """Meshes for one command, each read once: by file (``read(path)``, the same file under
+    any spelling), and the mesh in use (``in_use``, asked at most once). A file that cannot be
+    read raises at its first read, as ``read_mesh`` does."""
+
+    def __init__(self, in_use: Callable[[], Mesh]) -> None:
+        self._in_use = in_use
+        self._read: dict[Path | None, Mesh] = {}
+
+    def read(self, path: Path | None) -> Mesh:
+        """The mesh in ``path``; for None, the mesh in use."""
+        key = path.resolve() if path is not None else None
+        found = self._read.get(key)
+        if found is None:
+            found = self._read[key] = read_mesh(path) if path is not None else self._in_use()
+        return found
+
+    def for_folder(self, folder: Path, beside: bool = True) -> Mesh:
+        """The mesh the policies in ``folder`` are checked against (``mesh_file_for``), else
+        the mesh in use."""
+        return self.read(mesh_file_for(folder, beside))
 
 
 def read_mesh(path: Path) -> Mesh:

@@ -9,11 +9,11 @@ Models compare without regard to case, as the scheduler matches them.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from meshctl.files import Loaded, load_path
-from meshctl.model import Catalog, Job, Mesh
+from meshctl.files import Loaded, dotted, load_path
+from meshctl.model import Catalog, Job, Mesh, PolicyTest
 from meshctl.model.job import Resources
 from meshctl.model.mesh import CloudPoolBase, LocalPool, RayPool
 from meshctl.problems import InvalidFileError, Problem
@@ -101,7 +101,7 @@ def mesh_accelerators(loaded: Loaded, catalogs: Mapping[str, Catalog]) -> list[P
             message = _model_problem(group.accelerator.model, known, "the catalogs know")
             if message:
                 loc = ("spec", "pools", i, "nodes", j, "accelerator", "model")
-                problems.append(Problem(loaded.path, loaded.line_of(*loc), _dotted(loc), message))
+                problems.append(Problem(loaded.path, loaded.line_of(*loc), dotted(loc), message))
     return problems
 
 
@@ -119,7 +119,20 @@ def resources_accelerators(
         message = _model_problem(model, known, "the catalogs or the mesh's nodes have")
         if message:
             loc = (*at, "resources", "accelerator", "any_of", k)
-            problems.append(Problem(path, line_of(*loc), _dotted(loc), message))
+            problems.append(Problem(path, line_of(*loc), dotted(loc), message))
+    return problems
+
+
+def case_accelerators(
+    path: str, test: PolicyTest, line_of: Callable[..., int], known: Mapping[str, str]
+) -> list[Problem]:
+    """The models the jobs and victims of a policy test's cases ask for that ``known`` lacks."""
+    problems = []
+    for i, case in enumerate(test.spec.cases):
+        for role, spec in (("job", case.job), ("victim", case.victim)):
+            if spec is not None:
+                at = ("spec", "cases", i, role)
+                problems += resources_accelerators(path, spec.resources, line_of, at, known)
     return problems
 
 
@@ -144,7 +157,3 @@ def check_job_file(path: Path, catalogs: Mapping[str, Catalog], mesh: Mesh | Non
     problems = [p for loaded in load_path(path) for p in job_accelerators(loaded, catalogs, mesh)]
     if problems:
         raise InvalidFileError(problems)
-
-
-def _dotted(loc: Sequence[str | int] | Iterable[str | int]) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")

@@ -18,10 +18,11 @@ from meshctl.cli.options import (
 from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
-    from meshctl.model import Mesh
+    from meshctl.model import Catalog, Mesh
     from meshctl.policy.compiled import PolicySet
-    from meshctl.policy.verdict import Verdict
-    from meshctl.policyfiles import PolicyFiles
+    from meshctl.policy.testing import CaseResult
+    from meshctl.policy.verdict import RuleError, Verdict
+    from meshctl.policyfiles import MeshReader, PolicyFiles
 
 app = typer.Typer(help="Routing policies: validate, test and explain them.", no_args_is_help=True)
 
@@ -39,63 +40,52 @@ def read_policies(context: AppContext, paths: list[Path] | None) -> tuple[Policy
     return files, compile_policies(files.policies)
 
 
-def _policies_mesh(context: AppContext, paths: list[Path] | None) -> Mesh:
+def _policies_mesh(context: AppContext, paths: list[Path] | None, meshes: MeshReader) -> Mesh:
     """The mesh the policies are written for: ``--mesh``, else ``mesh.yaml`` beside their
     folder (as ``meshctl init`` lays them out), else for the shipped examples the embedded
     default mesh, else the mesh in use."""
-    from meshctl.policyfiles import read_mesh, written_for
+    from meshctl.policyfiles import mesh_file_for
 
     if context.mesh_path is not None:
-        return context.mesh()
+        return meshes.read(None)
     for path in paths or [context.policy_dir()]:
-        folder = path if path.is_dir() else path.parent
-        beside = folder.parent / "mesh.yaml"
-        if beside.is_file():
-            return read_mesh(beside)
-        if example_mesh := written_for(folder):
-            return read_mesh(example_mesh)
-    return context.mesh()
+        found = mesh_file_for(path if path.is_dir() else path.parent)
+        if found is not None:
+            return meshes.read(found)
+    return meshes.read(None)
 
 
-def _test_mesh(context: AppContext, files: PolicyFiles, path: str, test: Any) -> Mesh:
-    """A test's mesh: the one it names, else ``mesh.yaml`` beside ``policies/``, else for the
-    shipped examples' tests the embedded default mesh, else the mesh in use."""
-    from meshctl.policyfiles import read_mesh, written_for
-
+def _test_mesh(files: PolicyFiles, path: str, test: Any, meshes: MeshReader) -> Mesh:
+    """A test's mesh: the one it names, else the one its policies (the folder above its
+    ``tests/``) are written for, else the mesh in use."""
     folder = files.test_dirs[path]
     if test.spec.mesh is not None:
-        return read_mesh(folder / test.spec.mesh)
-    if (folder.parent.parent / "mesh.yaml").is_file():
-        return read_mesh(folder.parent.parent / "mesh.yaml")
-    if example_mesh := written_for(folder.parent):
-        return read_mesh(example_mesh)
-    return context.mesh()
+        return meshes.read(folder / test.spec.mesh)
+    return meshes.for_folder(folder.parent)
 
 
 def _check_names(
     context: AppContext, paths: list[Path] | None, files: PolicyFiles
-) -> dict[str, Mesh]:
+) -> tuple[dict[str, Mesh], dict[str, Catalog]]:
     """Pools, providers and accelerator models the policies and their tests name, against
     their meshes and the catalogs: every problem at once (InvalidFileError, exit 2). Returns
-    each test file's mesh."""
-    from meshctl.catalog.check import job_models, resources_accelerators
+    each test file's mesh and the catalogs (each file read once)."""
+    from meshctl.catalog.check import case_accelerators, job_models
     from meshctl.policy.names import MeshNames, policy_problems, policy_test_problems
+    from meshctl.policyfiles import MeshReader
     from meshctl.problems import InvalidFileError
 
-    problems = policy_problems(files.policies, MeshNames.of(_policies_mesh(context, paths)))
-    meshes = {path: _test_mesh(context, files, path, test) for path, test, _ in files.tests}
+    reader = MeshReader(context.mesh)
+    mesh = _policies_mesh(context, paths, reader)
+    problems = policy_problems(files.policies, MeshNames.of(mesh))
+    meshes = {path: _test_mesh(files, path, test, reader) for path, test, _ in files.tests}
     catalogs = context.catalog_map()
     for path, test, line_of in files.tests:
         problems += policy_test_problems(path, test, line_of, MeshNames.of(meshes[path]))
-        known = job_models(catalogs, meshes[path])
-        for i, case in enumerate(test.spec.cases):
-            for role, spec in (("job", case.job), ("victim", case.victim)):
-                if spec is not None:
-                    at = ("spec", "cases", i, role)
-                    problems += resources_accelerators(path, spec.resources, line_of, at, known)
+        problems += case_accelerators(path, test, line_of, job_models(catalogs, meshes[path]))
     if problems:
         raise InvalidFileError(problems)
-    return meshes
+    return meshes, catalogs
 
 
 @app.command("validate")
@@ -152,12 +142,10 @@ def run_policy_tests(
 
     context = app_context(ctx)
     files, policies = read_policies(context, paths)
-    meshes = _check_names(context, paths, files)
+    meshes, catalogs = _check_names(context, paths, files)  # each file read once
     context.warn_if_not_enforced(policies, bool(paths))
 
     from meshctl.policy.facts import mesh_snapshot
-
-    catalogs = context.catalog_map()  # read once, not per case
 
     def snapshot_of(test: Any) -> Any:
         path = next(p for p, t, _ in files.tests if t is test)
@@ -181,12 +169,11 @@ def run_policy_tests(
         raise typer.Exit(1)
 
 
-def _test_row(result: Any) -> dict[str, Any]:
-    """A case's result as data (``shapes.PolicyTestResult``); ``test`` is file:line."""
-    path, _, line = result.test.rpartition(":")
+def _test_row(result: CaseResult) -> dict[str, Any]:
+    """A case's result as data (``shapes.PolicyTestResult``)."""
     return {
-        "file": path if line.isdigit() else result.test,
-        "line": int(line) if line.isdigit() else None,
+        "file": result.path,
+        "line": result.line,
         "name": result.name,
         "passed": result.passed,
         "failures": list(result.failures),
@@ -212,11 +199,12 @@ def explain(
     m = read_moment(context, job_file, mesh_file, policies, now)
     facts = mesh_snapshot(m.mesh, context.catalog_map(), m.state)
     verdict = bind(m.policies, facts, m.now).evaluate(m.job)
-    _render_verdict(verdict, output)
-    if verdict.errors:  # the verdict failed closed; say so where scripts and CI look
+    errors = verdict.errors
+    _render_verdict(verdict, errors, output)
+    if errors:  # the verdict failed closed; say so where scripts and CI look
         from meshctl.cli import render
 
-        render.problems(str(e) for e in verdict.errors)
+        render.problems(str(e) for e in errors)
         raise typer.Exit(1)
 
 
@@ -237,41 +225,45 @@ _TRACE_COLUMNS = [
 ]
 
 
+# the raw trace (rendered as ``trace``) and the errors' cache (rendered as ``errors``)
+_NOT_DATA = frozenset({"trace_rows", "_errors"})
+
+
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def _verdict_data(v: Verdict) -> Any:
+def _verdict_data(v: Verdict, errors: tuple[RuleError, ...]) -> Any:
     """The verdict as plain data for json / yaml."""
     import json
     from dataclasses import asdict, fields
 
-    data = {f.name: getattr(v, f.name) for f in fields(v) if f.name != "trace_rows"}
+    data = {f.name: getattr(v, f.name) for f in fields(v) if f.name not in _NOT_DATA}
     trace = [asdict(t) | {"detail": t.detail or None} for t in v.trace]
     data |= {"weights": v.weights.model_dump(), "trace": trace}
     data["burst"] = asdict(v.burst) | {
         "blocked": [{"pool": pool, "reason": why} for pool, why in v.burst.blocked]
     }
-    data["errors"] = [_error_data(e) for e in v.errors]
+    data["errors"] = [_error_data(e) for e in errors]
     return json.loads(json.dumps(data, default=_plain))
 
 
-def _render_verdict(v: Verdict, output: Output) -> None:
+def _render_verdict(v: Verdict, errors: tuple[RuleError, ...], output: Output) -> None:
     from meshctl.cli import render
 
     if output is not Output.table:
-        render.emit_data(_verdict_data(v), output)
+        render.emit_data(_verdict_data(v, errors), output)
         return
     klass = v.priority_class or "(none)"
     render.say(f"[bold]{v.job}[/]: priority {v.priority} (class {klass}); policies {v.policy_hash}")
     if v.priority_problem:
         render.say(f"[red]{render.esc(v.priority_problem)}[/]")
-    if v.errors:
+    if errors:
         render.say(
-            f"[bold red]{len(v.errors)} rule part(s) could not be evaluated for this job; the"
+            f"[bold red]{len(errors)} rule part(s) could not be evaluated for this job; the"
             " engine failed closed (nothing they guard was widened):[/]"
         )
-        for e in v.errors:
+        for e in errors:
             render.say(f"[red]  {render.esc(e)}[/]")
     pools = [
         {

@@ -52,7 +52,7 @@ def _cross_file_problems(ctx: typer.Context, loaded: list[Loaded]) -> list[Probl
         d.document.spec.provider: d.document for d in loaded if isinstance(d.document, Catalog)
     }
     sources = [
-        Source(d.path, d.document, d.lines, _text(d.path))
+        Source(d.path, d.document, d.lines, d.text)
         for d in loaded
         if isinstance(d.document, Policy)
     ]
@@ -71,7 +71,7 @@ def _named_problems(
 ) -> list[Problem]:
     """Pools named against the meshes given (none given: not checked), accelerator models of
     jobs and policy-test cases against the catalogs and a mesh's nodes."""
-    from meshctl.catalog.check import job_accelerators, job_models, resources_accelerators
+    from meshctl.catalog.check import case_accelerators, job_accelerators, job_models
     from meshctl.model import Mesh, MeshState, PolicyTest
     from meshctl.policy.names import (
         MeshNames,
@@ -86,19 +86,10 @@ def _named_problems(
     known = job_models(catalogs, mesh)
     for d in loaded:
         if isinstance(d.document, PolicyTest):
-            for i, case in enumerate(d.document.spec.cases):
-                for role, spec in (("job", case.job), ("victim", case.victim)):
-                    if spec is not None:
-                        at = ("spec", "cases", i, role)
-                        problems += resources_accelerators(
-                            d.path, spec.resources, d.line_of, at, known
-                        )
+            problems += case_accelerators(d.path, d.document, d.line_of, known)
     if not meshes:
         return problems
-    names = MeshNames(
-        frozenset(p.name for m in meshes for p in m.spec.pools),
-        frozenset(p.provider for m in meshes for p in m.spec.pools),
-    )
+    names = MeshNames.of(*meshes)
     problems += policy_problems(sources, names)
     for d in loaded:
         if isinstance(d.document, MeshState):
@@ -117,13 +108,6 @@ def _mesh_in_use(ctx: typer.Context) -> Any:
         return app_context(ctx).mesh()
     except InvalidFileError:
         return None
-
-
-def _text(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return ""
 
 
 def validate(

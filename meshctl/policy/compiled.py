@@ -172,7 +172,7 @@ class _Builder:
             origin = src.origin(*loc)
             line = file_line(src, origin.line, text, err.pos)
             self.problems.append(
-                Problem(origin.path, line, _dotted(loc), f"{err} in `{_short(text)}`")
+                Problem(origin.path, line, dotted(loc), f"{err} in `{_short(text)}`")
             )
             return None
 
@@ -204,7 +204,8 @@ def file_line(src: Source, key_line: int, expression: str, pos: int | None) -> i
     return key_line
 
 
-def _dotted(loc: Loc) -> str:
+def dotted(loc: Loc) -> str:
+    """``("spec", "pools", 0, "when")`` -> ``spec.pools[0].when``, as problems name a field."""
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
 
 

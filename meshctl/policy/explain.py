@@ -10,13 +10,13 @@ operands were false; a failure names the operand that failed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import cel
 
-from meshctl.policy.expr.nodes import Index, Literal, Logical, Node, Select
+from meshctl.policy.expr.nodes import Index, Literal, Logical, Node, Select, children
 from meshctl.policy.refs import Compiled
 
 Outcome = str  # "matched", "not matched", "error"
@@ -77,21 +77,6 @@ def _looks_up(node: Node, key: str) -> bool:
     if isinstance(node, Select):
         return node.field == key
     return isinstance(node, Index) and isinstance(node.index, Literal) and node.index.value == key
-
-
-def children(node: Node) -> list[Node]:
-    out: list[Node] = []
-    for item_field in fields(node):
-        value = getattr(node, item_field.name)
-        if isinstance(value, Node):
-            out.append(value)
-        elif isinstance(value, tuple):
-            for item in value:
-                if isinstance(item, Node):
-                    out.append(item)
-                elif isinstance(item, tuple):
-                    out.extend(part for part in item if isinstance(part, Node))
-    return out
 
 
 # --- why a condition or selector was false ----------------------------------------------------

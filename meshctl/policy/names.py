@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from meshctl.model.mesh import Mesh
 from meshctl.model.meshstate import Moment
 from meshctl.model.policytest import PolicyTest
-from meshctl.policy.compiled import Loc, Source, file_line
-from meshctl.policy.explain import children
+from meshctl.policy.compiled import Loc, Source, dotted, file_line
 from meshctl.policy.expr import ParseError, parse
 from meshctl.policy.expr.nodes import (
     Chain,
@@ -35,7 +34,9 @@ from meshctl.policy.expr.nodes import (
     Literal,
     Node,
     Select,
+    children,
 )
+from meshctl.policy.refs import where_in
 from meshctl.problems import Problem
 
 LineOf = Callable[..., int]  # (*loc) -> the line of that key in its file
@@ -49,11 +50,10 @@ class MeshNames:
     providers: frozenset[str]
 
     @classmethod
-    def of(cls, mesh: Mesh) -> MeshNames:
-        return cls(
-            frozenset(p.name for p in mesh.spec.pools),
-            frozenset(p.provider for p in mesh.spec.pools),
-        )
+    def of(cls, *meshes: Mesh) -> MeshNames:
+        """The names of ``meshes``, together (files given together name any of their pools)."""
+        pools = [p for mesh in meshes for p in mesh.spec.pools]
+        return cls(frozenset(p.name for p in pools), frozenset(p.provider for p in pools))
 
     def pool_problem(self, name: str) -> str | None:
         if name in self.pools:
@@ -116,8 +116,8 @@ def _expression_problems(src: Source, mesh: MeshNames) -> list[Problem]:
             message = mesh.pool_problem(name)
             if message is not None:
                 line = file_line(src, src.origin(*loc).line, text, pos)
-                where = _column(text, pos)
-                problems.append(Problem(src.path, line, _dotted(loc), f"{where}: {message}"))
+                where = where_in(text, pos)
+                problems.append(Problem(src.path, line, dotted(loc), f"{where}: {message}"))
     return problems
 
 
@@ -134,7 +134,7 @@ def _setting_problems(src: Source, mesh: MeshNames) -> list[Problem]:
     for j, name in enumerate(preference or ()):
         found.append((("spec", "scoring", "pool_preference", j), mesh.pool_problem(name)))
     return [
-        Problem(src.path, src.origin(*loc).line, _dotted(loc), message)
+        Problem(src.path, src.origin(*loc).line, dotted(loc), message)
         for loc, message in found
         if message is not None
     ]
@@ -211,16 +211,6 @@ def _strings(node: Node) -> list[tuple[int, str]]:
     return []
 
 
-def _column(text: str, pos: int) -> str:
-    line = text.count("\n", 0, pos) + 1
-    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
-    return f"column {column}" if line == 1 else f"line {line}, column {column}"
-
-
-def _dotted(loc: Loc) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
-
-
 # --- policy tests and mesh moments -------------------------------------------------------------
 
 
@@ -234,7 +224,7 @@ def moment_problems(
         message = mesh.pool_problem(name)
         if message is not None:
             where = (*loc, "pools", name)
-            problems.append(Problem(path, line_of(*where), _dotted(where), message))
+            problems.append(Problem(path, line_of(*where), dotted(where), message))
     return problems
 
 
@@ -256,7 +246,7 @@ def policy_test_problems(
         for where, name in named:
             message = mesh.pool_problem(name)
             if message is not None:
-                problems.append(Problem(path, line_of(*where), _dotted(where), message))
+                problems.append(Problem(path, line_of(*where), dotted(where), message))
     return problems
 
 

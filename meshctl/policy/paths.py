@@ -13,15 +13,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from meshctl.policy.expr.functions import MACROS, NAMESPACES
 from meshctl.policy.expr.lex import Token, tokenize
+from meshctl.policy.expr.parse import KEYWORDS, RESERVED
+from meshctl.policy.expr.types import article
 
-MACROS: Final = frozenset({"all", "exists", "exists_one", "existsOne", "map", "filter"})
-KEYWORDS: Final = frozenset(
-    {"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
-     "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
-     "void", "while"}
-)  # fmt: skip
-NAMESPACES: Final = frozenset({"optional"})
+_NOT_NAMES: Final = KEYWORDS | RESERVED  # tokens that look like names but are none
 TYPE_NAMES: Final = frozenset(
     {"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type",
      "dyn"}
@@ -62,7 +59,7 @@ class PathChecker:
         for i, token in enumerate(self.tokens):
             while scopes and scopes[-1][1] < i:
                 scopes.pop()
-            if token.kind != "ident" or token.text in KEYWORDS or i in self.binders:
+            if token.kind != "ident" or token.text in _NOT_NAMES or i in self.binders:
                 continue
             if self.is_op(i - 1, "."):
                 self.bind(i, scopes)
@@ -165,10 +162,6 @@ def _match_brackets(tokens: Sequence[Token]) -> dict[int, int]:
     return pairs
 
 
-def _article(type_name: str) -> str:
-    return ("an " if type_name[:1] in "aeiou" else "a ") + type_name
-
-
 def _leaf_element(type_name: str) -> str | None:
     """``list<string>`` -> ``string``; ``map<K, V>`` -> ``V``; other leaves have none."""
     if type_name.startswith("list<") and type_name.endswith(">"):
@@ -183,7 +176,7 @@ def _field(node: Any, path: str, name: str) -> tuple[Any, str | None]:
     if node is None:
         return None, None
     if isinstance(node, str):
-        return None, f"{path} is {_article(node)}, it has no field '{name}'"
+        return None, f"{path} is {article(node)}, it has no field '{name}'"
     if "*" in node:  # a map with any keys also allows `.key`
         return node["*"], None
     if "[]" in node:
@@ -230,7 +223,7 @@ def _index(node: Any, path: str, key: str | None) -> tuple[Any, str | None]:
     if isinstance(node, str):
         element = _leaf_element(node)
         if element is None:
-            return None, f"{path} is {_article(node)}, it cannot be indexed"
+            return None, f"{path} is {article(node)}, it cannot be indexed"
         return element, None
     if "*" in node:
         return node["*"], None

@@ -24,9 +24,11 @@ from typing import Any, Final
 import cel
 
 from meshctl.policy.expr import ParseError, check, env_of, parse
-from meshctl.policy.expr.lex import Token, tokenize
+from meshctl.policy.expr.functions import NAMESPACES
+from meshctl.policy.expr.lex import tokenize
 from meshctl.policy.expr.nodes import Node
-from meshctl.policy.paths import _CLOSE, _OPEN, NAMESPACES, TYPE_NAMES, PathChecker, _add
+from meshctl.policy.expr.types import Type
+from meshctl.policy.paths import _CLOSE, _OPEN, TYPE_NAMES, PathChecker, _add
 from meshctl.policy.variables import SCHEMA
 
 __all__ = [
@@ -34,7 +36,6 @@ __all__ = [
     "MAX_NESTING",
     "Compiled",
     "ExpressionError",
-    "Token",
     "check_source",
     "compile_checked",
     "conjuncts",
@@ -176,11 +177,21 @@ def _analyse(
     found: list[Found] = [(p, None) for p in problems]
     tree = _tree(source)
     if not found and tree is not None:
-        type_problems = check(tree, env_of(sorted(allowed), schema)).problems
+        type_problems = check(tree, _env(allowed, schema)).problems
         found = [
-            (f"type error at {_where(source, p.pos)}: {p.message}", p.pos) for p in type_problems
+            (f"type error at {where_in(source, p.pos)}: {p.message}", p.pos) for p in type_problems
         ]
     return program, found, roots, tree
+
+
+# The types of SCHEMA's variables, built once: every policy expression is checked against them.
+_SCHEMA_ENV: Final = env_of(sorted(SCHEMA), SCHEMA)
+
+
+def _env(allowed: Collection[str], schema: Mapping[str, Any]) -> dict[str, Type]:
+    if schema is SCHEMA:
+        return {name: _SCHEMA_ENV[name] for name in sorted(allowed) if name in _SCHEMA_ENV}
+    return env_of(sorted(allowed), schema)
 
 
 def _tree(source: str) -> Node | None:
@@ -202,7 +213,7 @@ def _size_problem(source: str) -> str | None:
             if depth > MAX_NESTING:
                 return (
                     f"brackets nest deeper than {MAX_NESTING} levels at "
-                    f"{_where(source, token.pos)}; expected at most {MAX_NESTING} levels "
+                    f"{where_in(source, token.pos)}; expected at most {MAX_NESTING} levels "
                     "of (), [] and {}"
                 )
         elif token.text in _CLOSE:
@@ -214,7 +225,8 @@ def _size_problem(source: str) -> str | None:
     return None
 
 
-def _where(source: str, pos: int) -> str:
+def where_in(source: str, pos: int) -> str:
+    """Offset ``pos`` of ``source`` in words: ``column 9``, or ``line 2, column 3``."""
     line = source.count("\n", 0, pos) + 1
     column = pos - (source.rfind("\n", 0, pos) + 1) + 1
     return _where_text(line, column)

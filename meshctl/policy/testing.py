@@ -23,9 +23,15 @@ SnapshotOf = Callable[[MeshState], MeshSnapshot]
 
 @dataclass(frozen=True, slots=True)
 class CaseResult:
-    test: str  # file:line of the case
+    path: str  # the test's file
+    line: int  # where the case starts in it
     name: str
     failures: tuple[str, ...]
+
+    @property
+    def test(self) -> str:
+        """``file:line`` of the case."""
+        return f"{self.path}:{self.line}"
 
     @property
     def passed(self) -> bool:
@@ -130,8 +136,6 @@ def run_tests(
     for path, test, line_of in tests:
         make = snapshot_of(test)
         for i, case in enumerate(test.spec.cases):
-            where = f"{path}:{line_of('spec', 'cases', i)}"
-            results.append(
-                CaseResult(where, case.name, tuple(run_case(policies, test, case, make)))
-            )
+            failures = tuple(run_case(policies, test, case, make))
+            results.append(CaseResult(path, line_of("spec", "cases", i), case.name, failures))
     return results

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 from meshctl.model.policy import Weights
@@ -89,10 +89,11 @@ def errors_of(rows: tuple[TraceRow, ...]) -> tuple[RuleError, ...]:
         section, rule, part, _, (outcome, _), pool, _ = row
         if outcome != "error":
             continue
-        detail = trace_of(row).detail  # the operand that failed, in source order
         key = (section, rule.name, part)
         found = grouped.get(key)
         if found is None:
+            # the operand that failed, in source order: it re-runs CEL, so once per rule part
+            detail = trace_of(row).detail
             line = rule.lines.get(part, rule.origin.line)
             effect = _CLOSED[(section, getattr(rule, "effect", ""), part)]
             pools = (pool,) if pool else ()
@@ -165,6 +166,11 @@ class Verdict:
     packing: str
     pool_preference: tuple[str, ...]
     trace_rows: tuple[TraceRow, ...]
+    # ``errors``, worked out on first read (it re-runs the failing CEL, and most verdicts
+    # never fail): a cache, not part of the value
+    _errors: tuple[RuleError, ...] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @property
     def trace(self) -> tuple[RuleTrace, ...]:
@@ -182,5 +188,9 @@ class Verdict:
     @property
     def errors(self) -> tuple[RuleError, ...]:
         """The rule parts that could not be evaluated for this job, one per rule and part
-        (the controller raises an event for each)."""
-        return errors_of(self.trace_rows)
+        (the controller raises an event for each; it reads them every cycle)."""
+        found = self._errors
+        if found is None:
+            found = errors_of(self.trace_rows)
+            object.__setattr__(self, "_errors", found)  # frozen: the one write, the cache
+        return found

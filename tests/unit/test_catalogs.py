@@ -9,10 +9,16 @@ import pytest
 from conftest import EXAMPLES, ROOT
 
 from meshctl.catalog import load_catalog, load_catalogs
-from meshctl.catalog.check import job_accelerators, mesh_accelerators, mesh_node_types
+from meshctl.catalog.check import (
+    case_accelerators,
+    job_accelerators,
+    job_models,
+    mesh_accelerators,
+    mesh_node_types,
+)
 from meshctl.cli.app import app
 from meshctl.files import load_text
-from meshctl.model import Mesh
+from meshctl.model import Mesh, PolicyTest
 from meshctl.problems import InvalidFileError
 
 pytestmark = pytest.mark.unit
@@ -176,6 +182,54 @@ def test_a_jobs_accelerators_must_be_models_someone_has(models, expected):
     (job,) = load_text(JOB.format(models=models), "j.yaml")
     assert isinstance(mesh.document, Mesh)
     problems = job_accelerators(job, _catalogs(), mesh.document)
+    assert [str(p) for p in problems] == expected
+
+
+CASES = """\
+apiVersion: meshctl/v1
+kind: PolicyTest
+metadata: {{name: t}}
+spec:
+  cases:
+    - name: plain
+      job: {{kind: train}}
+      expect: {{burst: false}}
+    - name: asks
+      job: {{kind: train, resources: {{gpus: 1, accelerator: {{any_of: [{job}]}}}}}}
+      victim:
+        {{kind: batch, pool: lab, resources: {{gpus: 1, accelerator: {{any_of: [{victim}]}}}}}}
+      expect: {{burst: false}}
+"""
+CASE_SAYS = "expected an accelerator model the catalogs or the mesh's nodes have, got"
+
+
+@pytest.mark.parametrize(
+    ("job", "victim", "expected"),
+    [
+        pytest.param("A100", "MI300X", [], id="catalog-and-own-node-models"),
+        pytest.param(
+            "A100, H100-SXM",
+            "L4",
+            [f"t.yaml:10: spec.cases[1].job.resources.accelerator.any_of[1]: {CASE_SAYS}"
+             " 'H100-SXM'; did you mean 'H100'?"],
+            id="the-job-of-a-case",
+        ),
+        pytest.param(
+            "L4",
+            "l4, Q9",
+            [f"t.yaml:12: spec.cases[1].victim.resources.accelerator.any_of[1]: {CASE_SAYS}"
+             " 'Q9' (A100, A10G, H100, H200, L4, L40S, MI300X)"],
+            id="the-victim-of-a-case",
+        ),
+    ],
+)  # fmt: skip
+def test_the_accelerators_of_policy_test_cases_must_be_models_someone_has(job, victim, expected):
+    (mesh,) = load_text(ONPREM.format(model="MI300X"), "m.yaml")
+    (test,) = load_text(CASES.format(job=job, victim=victim), "t.yaml")
+    assert isinstance(mesh.document, Mesh)
+    assert isinstance(test.document, PolicyTest)
+    known = job_models(_catalogs(), mesh.document)
+    problems = case_accelerators(test.path, test.document, test.line_of, known)
     assert [str(p) for p in problems] == expected
 
 

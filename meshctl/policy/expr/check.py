@@ -74,18 +74,9 @@ class Checked:
 
 
 def env_of(names: Sequence[str], schema: Mapping[str, Any]) -> dict[str, Type]:
-    """The types of the variables ``names`` as ``schema`` (variables.SCHEMA) describes them."""
-    return {name: _schema_type(name, id(schema), schema) for name in names if name in schema}
-
-
-_SCHEMA_TYPES: dict[tuple[str, int], Type] = {}  # (name, id(schema)): the schema is a constant
-
-
-def _schema_type(name: str, schema_id: int, schema: Mapping[str, Any]) -> Type:
-    key = (name, schema_id)
-    if key not in _SCHEMA_TYPES:
-        _SCHEMA_TYPES[key] = from_schema(schema[name], name)
-    return _SCHEMA_TYPES[key]
+    """The types of the variables ``names`` as ``schema`` (variables.SCHEMA) describes them
+    (built anew each call: refs.py builds variables.SCHEMA's once)."""
+    return {name: from_schema(schema[name], name) for name in names if name in schema}
 
 
 def check(tree: Node, env: Env, want_bool: bool = True) -> Checked:

@@ -10,7 +10,7 @@ recurses deeper than the parser allows brackets to nest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal as Kind
 
 LiteralKind = Kind["int", "uint", "double", "string", "bytes", "bool", "null"]
@@ -125,3 +125,19 @@ class Comprehension(Node):
     var_pos: int
     args: tuple[Node, ...]
     name_pos: int
+
+
+def children(node: Node) -> list[Node]:
+    """The nodes directly under ``node``, in field order (a map's keys and values included)."""
+    out: list[Node] = []
+    for item_field in fields(node):
+        value = getattr(node, item_field.name)
+        if isinstance(value, Node):
+            out.append(value)
+        elif isinstance(value, tuple):
+            for item in value:
+                if isinstance(item, Node):
+                    out.append(item)
+                elif isinstance(item, tuple):
+                    out.extend(part for part in item if isinstance(part, Node))
+    return out

@@ -123,9 +123,6 @@ class _Parser:
     def end_of(self, token: Token) -> int:
         return token.pos + len(token.text)
 
-    def last_end(self) -> int:
-        return self.end_of(self.tokens[self.i - 1])
-
     # --- the grammar -------------------------------------------------------------------------
 
     def parse(self) -> Node:

@@ -8,7 +8,6 @@ from expr_strategies import noisy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshctl.policy.explain import children
 from meshctl.policy.expr import ParseError, parse
 from meshctl.policy.expr.nodes import (
     Chain,
@@ -20,6 +19,7 @@ from meshctl.policy.expr.nodes import (
     Node,
     Struct,
     Unary,
+    children,
 )
 
 pytestmark = pytest.mark.unit

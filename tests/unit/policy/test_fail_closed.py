@@ -80,6 +80,14 @@ def test_an_unlabelled_job_stays_on_prem_when_the_sensitivity_rule_fails():
     assert when.outcome == "error"
 
 
+def test_a_verdicts_errors_are_worked_out_once_however_often_they_are_read():
+    # the controller reads them for every queued job every cycle; each working-out re-runs CEL
+    result = verdict(compiled(SENSITIVE), labelled(), BUSY)
+    first = result.errors
+    assert len(first) == 1
+    assert result.errors is first
+
+
 def test_a_public_job_still_bursts_under_the_same_rule():
     # the other side of the test above: the rule does not simply block everything
     result = verdict(compiled(SENSITIVE), labelled("public"), BUSY)

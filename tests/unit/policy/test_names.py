@@ -225,6 +225,19 @@ def test_meshctl_validate_checks_names_when_a_mesh_is_given(cli, project: Path) 
     assert "'gcp-brust'; did you mean 'gcp-burst'?" in together.stderr
 
 
+def test_files_given_together_name_the_pools_and_providers_of_all_their_meshes():
+    (onprem,) = load_text((EXAMPLES / "mesh.yaml").read_text(), "a.yaml")
+    (lab,) = load_text(
+        "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: lab}\nspec:\n  pools:\n"
+        "    - {name: lab, provider: local, nodes: [{name: n, cpus: 1, memory_gib: 1GiB}]}\n",
+        "b.yaml",
+    )
+    together = MeshNames.of(onprem.document, lab.document)  # type: ignore[arg-type]
+    assert together.pools == {"onprem", "aws-burst", "gcp-burst", "lab"}
+    assert together.providers == {"local", "aws", "gcp"}
+    assert MeshNames.of(lab.document).pools == {"lab"}  # type: ignore[arg-type]
+
+
 def test_the_policy_set_commands_use_is_checked_against_the_mesh(project: Path) -> None:
     # `up`, `submit` and the controller compile their policies through AppContext.policy_set
     context = AppContext(project / "home", project / "mesh.yaml", None)

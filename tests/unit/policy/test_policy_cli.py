@@ -45,6 +45,32 @@ def test_validate_reports_conflicts_between_files(cli, policies: Path):
     assert "onprem-first.yaml" in result.stderr
 
 
+MULTI_LINE = (
+    "apiVersion: meshctl/v1\nkind: Policy\nmetadata: {name: multi}\nspec:\n  pools:\n"
+    '    - name: r\n      when: >-\n        job.kind == "train" &&\n'
+    '        job.resources.gpus > "4"\n      deny: pool.cloud\n'
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["policy", "validate"], id="policy-validate"),
+        pytest.param(["validate"], id="validate"),
+    ],
+)
+def test_a_type_error_inside_a_multi_line_expression_names_its_own_line(cli, tmp_path, command):
+    # the file's text, as read, reaches the checker: without it, the line is the key's (7)
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "multi.yaml").write_text(MULTI_LINE)
+    result = cli.invoke(app, [*command, str(folder)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"error: {folder / 'multi.yaml'}:9: spec.pools[0].when: type error at column 43:"
+    )
+
+
 def test_a_failing_case_exits_1_and_the_last_line_counts(cli, policies: Path):
     routing = policies / "tests" / "routing.yaml"
     routing.write_text(routing.read_text().replace("max_usd_per_hour: 60", "max_usd_per_hour: 61"))

@@ -292,6 +292,23 @@ def test_check_source_lists_every_problem() -> None:
 
 
 @pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        pytest.param({"job": {"x": "string"}}, ["type error at column 7: '>' cannot compare"],
+                     id="typed-by-the-schema-given"),
+        pytest.param({"job": {"x": "double"}}, [], id="another-schema-another-type"),
+        pytest.param({"job": {"y": "double"}}, ["job has no field 'x'; expected one of: y"],
+                     id="its-fields"),
+    ],
+)  # fmt: skip
+def test_an_expression_is_checked_against_the_schema_given_each_time(schema, expected) -> None:
+    # only variables.SCHEMA's types are built once; any other schema is read afresh
+    problems = check_source("job.x > 1.5", ("job",), schema)
+    assert [p[: len(e)] for p, e in zip(problems, expected, strict=False)] == expected
+    assert len(problems) == len(expected)
+
+
+@pytest.mark.parametrize(
     "source",
     [
         pytest.param("(" * 10000 + "1" + ")" * 10000, id="parens"),
