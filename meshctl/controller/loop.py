@@ -40,7 +40,7 @@ from meshctl.controller.nodes import pools_down
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
 from meshctl.controller.reload import Reloader, in_use_removed
-from meshctl.controller.world import JobView, World
+from meshctl.controller.world import JobView, World, latest_attempts
 from meshctl.model.job import Job
 from meshctl.pools.checkpoints import request_checkpoint
 from meshctl.pools.observed import PoolObservation, Submission
@@ -191,11 +191,7 @@ class Controller:
     def world(self, now: float) -> World:
         observations = {name: client.observe() for name, client in self.clients.items()}
         records = self.store.list(JobRecord)
-        latest: dict[str, AttemptRecord] = {}
-        for tried in self.store.list(AttemptRecord):
-            best = latest.get(tried.job_id)
-            if best is None or tried.number > best.number:
-                latest[tried.job_id] = tried
+        latest = latest_attempts(self.store.list(AttemptRecord))
         views = []
         for record in records:
             attempt = latest.get(record.id)
