@@ -16,7 +16,7 @@ running, and the next ``up`` follows them again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import TypeVar
 
@@ -48,8 +48,14 @@ def running_on(store: Store, pools: Collection[str]) -> list[tuple[JobRecord, At
 def stopped(store: Store, pools: Collection[str], reason: str, now_s: float) -> list[str]:
     """Record that everything active on these pools was stopped: attempts end ``stopped``,
     jobs on their way are ``requeued``. Returns the ids of the jobs requeued."""
+    return ended(store, active_on(store, pools), reason, now_s)
+
+
+def ended(store: Store, attempts: Iterable[AttemptRecord], reason: str, now_s: float) -> list[str]:
+    """``stopped`` for attempts already listed (``active_on``, read once the controller has
+    stopped, so no new attempt can start meanwhile): each is read again before it is ended."""
     requeued = []
-    for attempt in active_on(store, pools):
+    for attempt in attempts:
         _end(store, attempt, reason, now_s)
         if _requeue(store, attempt.job_id, attempt.pool, reason, now_s):
             requeued.append(attempt.job_id)
