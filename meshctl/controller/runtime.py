@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
-from meshctl.clouds.base import Cloud, Unavailable
+from meshctl.clouds.base import Cloud, reason_of
 from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, Pool, RayPool
 from meshctl.pools import local
 from meshctl.pools.ray import RayPoolClient
@@ -86,14 +86,28 @@ def unavailable(pool: Pool, home: Path) -> str | None:
         except OSError as err:
             return f"token file {pool.auth.token_file}: {err.strerror}"
         return client.check()
+    cloud, why = provider_for(pool)
+    return refusal(cloud) if cloud is not None else why
+
+
+def provider_for(
+    pool: Pool, build: Callable[[Pool], Cloud | None] | None = None
+) -> tuple[Cloud | None, str | None]:
+    """The pool's provider adapter (``build``, by default ``cloud_for``: None for a pool that
+    is not a cloud pool), or why it cannot be built: no credentials (``Unavailable``), an
+    SDK that is not installed, a malformed setting."""
     try:
-        cloud = cloud_for(pool)
-    except Unavailable as err:
-        return str(err)
-    except Exception as err:  # an SDK that is not installed, a malformed setting
-        said = str(err).strip()
-        return f"{type(err).__name__}: {said.splitlines()[0]}" if said else type(err).__name__
-    error = cloud.check() if cloud is not None else None
+        return (build or cloud_for)(pool), None
+    except Exception as err:
+        return None, reason_of(err)
+
+
+def refusal(cloud: Cloud) -> str | None:
+    """Why the provider refuses this pool's credentials (``Cloud.check``), or None."""
+    try:
+        error = cloud.check()
+    except Exception as err:  # check is meant to return errors, not raise them
+        return reason_of(err)
     return error.message if error else None
 
 
