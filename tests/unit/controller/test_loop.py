@@ -546,3 +546,30 @@ def test_the_loop_copies_the_driver_log_of_a_running_job(tmp_path: Path) -> None
     loop.cycle()  # it ended: its log is read to the end
     loop.cycle()
     assert read_copy(tmp_path, record.id, 1) == b"hello\nbye\n"
+
+
+def test_cloud_spend_is_charged_per_pool_and_team_from_the_launch_on() -> None:
+    """The spend the budget rules read and the pool record shows: an instance's hours at its
+    type's price (g6.xlarge in us-east-1: 0.8048 USD an hour in the shipped catalog), charged
+    to the team of the job it was launched for; a pool launched in this cycle shows 0 now."""
+    from meshctl.state import PoolRecord
+
+    store, clock, _, loop, _ = bursting()
+    queue(store, "spill")
+    loop.cycle()  # launches one g6.xlarge in east
+    east = store.get(PoolRecord, "east")
+    assert east is not None
+    assert (east.observed["spend_usd"], east.observed["spend_usd_by_team"]) == (
+        0.0,
+        {"default": 0.0},
+    )
+    clock.now += 3599  # the next cycle is one hour after the launch
+    loop.cycle()
+    east = store.get(PoolRecord, "east")
+    assert east is not None
+    assert (east.observed["spend_usd"], east.observed["spend_usd_by_team"]) == (
+        0.8048,
+        {"default": 0.8048},
+    )
+    world = loop.world(clock.now)  # the moment that cycle read
+    assert (world.spend_usd, world.team_spend_usd) == ({"east": 0.8048}, {"default": 0.8048})
