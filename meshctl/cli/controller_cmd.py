@@ -84,6 +84,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
         clients,
         cloud_for,
         credentials_seen,
+        driven,
         make_run_dir,
         run_dir,
     )
@@ -107,7 +108,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
         rules,
         {**clients(rules.mesh, home)},
         heartbeat=daemon.heartbeat_file(home),
-        resolve=lambda: {**clients(controller.rules.mesh, home)},  # a reload may add pools
+        resolve=lambda: driven(controller.rules.mesh, home),  # a reload may add pools
         burst=burst,
         health=lambda: unhealthy(home),
         reloader=Reloader(

@@ -99,7 +99,7 @@ class Controller:
         clients: Mapping[str, PoolClient],
         clock: Callable[[], float] = time.time,
         heartbeat: Path | None = None,
-        resolve: Callable[[], Mapping[str, PoolClient]] | None = None,
+        resolve: Callable[[], tuple[Mapping[str, PoolClient], Mapping[str, str]]] | None = None,
         burst: Burst | None = None,
         health: Callable[[], Mapping[str, str]] | None = None,
         reloader: Reloader | None = None,
@@ -107,7 +107,8 @@ class Controller:
         hold: Callable[[], str | None] | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
-        comes back on new ports with a new token); without it, ``clients`` are fixed.
+        comes back on new ports with a new token), and the Ray pools without a client, with
+        why (``runtime.driven``); without it, ``clients`` are fixed.
         ``health``: the nodes' health signals (``meshctl.pools.health``), by "pool/node".
         ``reloader``: takes a new rule set asked for or noticed (``reload.py``); the rules
         are replaced at the start of a cycle, never within one.
@@ -115,6 +116,7 @@ class Controller:
         ``hold``: why nothing new may start now (``meshctl down --drain``), or None."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
         self.resolve = resolve
+        self.unreachable: Mapping[str, str] = {}  # Ray pools without a client -> why
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
         self.logs, self.hold = logs, hold
@@ -137,7 +139,7 @@ class Controller:
         now = self.clock()
         self._reload(now)
         if self.resolve is not None:
-            self.clients = self.resolve()
+            self.clients, self.unreachable = self.resolve()
         if self.burst is not None:
             self.burst.watch(now)
         world = self.world(now)
@@ -204,7 +206,7 @@ class Controller:
         nodes = {n.id: n for n in self.store.list(NodeRecord)}
         progress = self.progress.read(views)
         health = dict(self.health()) if self.health is not None else {}
-        down = pools_down(self.rules.mesh, observations)
+        down = pools_down(self.rules.mesh, observations, self.unreachable)
         down |= self.burst.down() if self.burst is not None else {}
         if self.burst is None:
             return World(

@@ -52,15 +52,24 @@ def client_for(pool: Pool, home: Path) -> RayPoolClient | None:
 
 
 def clients(mesh: Mesh, home: Path) -> dict[str, RayPoolClient]:
+    return driven(mesh, home)[0]
+
+
+def driven(mesh: Mesh, home: Path) -> tuple[dict[str, RayPoolClient], dict[str, str]]:
+    """The pools that can be driven now, each with its client; and the Ray pools that cannot,
+    with why (``unavailable``'s words: their token file cannot be read)."""
     found: dict[str, RayPoolClient] = {}
+    skipped: dict[str, str] = {}
     for pool in mesh.spec.pools:
         try:
             client = client_for(pool, home)
-        except OSError:  # a token file that cannot be read: the pool is unavailable
+        except OSError as err:  # a token file that cannot be read: the pool is unavailable
+            if isinstance(pool, RayPool):
+                skipped[pool.name] = _unreadable(pool, err)
             continue
         if client is not None:
             found[pool.name] = client
-    return found
+    return found, skipped
 
 
 def why_not_driven(pool: Pool) -> str:
@@ -84,7 +93,7 @@ def unavailable(pool: Pool, home: Path) -> str | None:
         try:
             client = RayPoolClient(pool.name, pool.address, _token(pool))
         except OSError as err:
-            return f"token file {pool.auth.token_file}: {err.strerror}"
+            return _unreadable(pool, err)
         return client.check()
     cloud, why = provider_for(pool)
     return refusal(cloud) if cloud is not None else why
@@ -137,6 +146,10 @@ def _stat(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return found.st_mtime_ns, found.st_size
+
+
+def _unreadable(pool: RayPool, err: OSError) -> str:
+    return f"token file {pool.auth.token_file}: {err.strerror}"
 
 
 def _token(pool: RayPool) -> str | None:

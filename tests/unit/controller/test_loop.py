@@ -573,3 +573,34 @@ def test_cloud_spend_is_charged_per_pool_and_team_from_the_launch_on() -> None:
     )
     world = loop.world(clock.now)  # the moment that cycle read
     assert (world.spend_usd, world.team_spend_usd) == ({"east": 0.8048}, {"default": 0.8048})
+
+
+@pytest.mark.parametrize(
+    ("token_file", "why"),
+    [
+        pytest.param("missing", "No such file or directory", id="no such file"),
+        pytest.param(".", "Is a directory", id="a folder"),
+    ],
+)
+def test_a_ray_pool_whose_token_file_cannot_be_read_is_unavailable_and_says_why(
+    tmp_path: Path, token_file: str, why: str
+) -> None:
+    """The controller says what the one-off check (meshctl pools check) says, not a guess."""
+    from meshctl.controller.runtime import driven, unavailable
+    from meshctl.model import Mesh
+
+    path = tmp_path / token_file
+    lab = {"name": "lab", "provider": "ray", "address": "http://127.0.0.1:9",
+           "auth": {"token_file": str(path)}}  # fmt: skip
+    document = MESH.model_dump(mode="json")
+    document["spec"]["pools"].append(lab)
+    mesh = Mesh.model_validate(document)
+    loop = Controller(
+        MemoryStore(), Rules(mesh, {}, None), {}, clock=Clock(),
+        resolve=lambda: driven(mesh, tmp_path),
+    )  # fmt: skip
+    expected = f"token file {path}: {why}"
+    assert loop.cycle().unavailable["lab"] == expected
+    ray_pool = mesh.pool("lab")
+    assert ray_pool is not None
+    assert unavailable(ray_pool, tmp_path) == expected
