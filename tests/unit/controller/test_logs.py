@@ -314,3 +314,16 @@ def test_copies_are_private(tmp_path: Path) -> None:
         assert stat.S_IMODE(each.stat().st_mode) == 0o600
     for folder in (path.parent, path.parent.parent, tmp_path / "home"):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
+def test_the_first_append_makes_the_copys_folders_private(tmp_path: Path) -> None:
+    """A copy makes its folder only when it is missing (not at every append), 0700."""
+    from meshctl.controller.logs import LogCopy
+
+    path = tmp_path / "logs" / "j" / "1.log"
+    copy = LogCopy(path)
+    copy.append(b"one\n")
+    copy.append(b"two\n")
+    assert (path.read_bytes(), copy.copied) == (b"one\ntwo\n", 8)
+    for folder in (path.parent, path.parent.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
