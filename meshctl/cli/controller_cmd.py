@@ -210,9 +210,10 @@ def _record_up(home: Path, files: RuleFiles) -> None:
     from dataclasses import asdict
 
     from meshctl.cli.context import UP_FILE
+    from meshctl.controller.runtime import run_dir
     from meshctl.state.private import write_private
 
-    path = home / "run" / UP_FILE
+    path = run_dir(home) / UP_FILE
     if not path.is_file():
         return  # a controller run in the foreground, not by up: nothing recorded to update
     record = {**json.loads(path.read_text()), **asdict(files)}
