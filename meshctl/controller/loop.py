@@ -29,7 +29,6 @@ from meshctl.controller.decide import (
     AttemptChange,
     CheckpointRequest,
     Dispatch,
-    NodeChange,
     Rules,
     Step,
     Transition,
@@ -129,7 +128,7 @@ class Controller:
         self._jobs: dict[str, Job] = {}  # parsed job files, by job id
         self._same: dict[str, Job] = {}  # by content: identical jobs share one object
         self._decided: dict[str, tuple[str, str, str]] = {}  # job -> last decision recorded
-        self.recorder = Recorder(store)  # pool and node records
+        self.recorder = Recorder(store)  # pool and node records, node health
         self._stopped: dict[str, float] = {}  # submission id -> when a stop was last sent
 
     # --- one cycle ----------------------------------------------------------------------------
@@ -271,7 +270,7 @@ class Controller:
             except Exception as err:  # an adapter error is reported, the loop goes on
                 errors.append(f"stop {stop.submission_id}: {err}")
         for node_change in step.nodes:
-            self._node_health(node_change, now)
+            self.recorder.node_health(node_change, now)
         for request in step.checkpoints:
             error = self._ask_to_checkpoint(request, now)
             if error:
@@ -324,25 +323,6 @@ class Controller:
         message = f"{request.reason}: asked to checkpoint within {left:.0f} s ({where})"
         self._event(now, "job.checkpoint-request", request.job_id, message)
         return None
-
-    def _node_health(self, change: NodeChange, now: float) -> None:
-        record = self.store.get(NodeRecord, change.node)
-        if record is None or record.state == change.state:
-            return
-        detail, state = dict(record.detail), change.state
-        if change.state == "unhealthy":
-            if detail.get("reason") != change.reason:  # a new signal, not one seen again
-                detail["failures"] = int(detail.get("failures", 0)) + 1
-            detail["reason"] = change.reason
-            detail["was"] = record.state  # what the operator had it at: cordoned, draining
-        elif change.state == "ready":  # healthy again: back to what it was before
-            detail.pop("reason", None)
-            state = str(detail.pop("was", "ready"))
-        changed = replace(record, state=state, detail=detail, updated_at_s=now)
-        kind = "node.healthy" if change.state == "ready" else f"node.{change.state}"
-        event = Event(now, kind, None, f"{change.node}: {change.reason}", {"pool": record.pool})
-        with contextlib.suppress(ConflictError, NotFoundError):
-            self.store.update(changed, expected_version=record.version, events=[event])
 
     def _dispatch(self, dispatch: Dispatch, now: float) -> str | None:
         attempt = dispatch.attempt
