@@ -11,7 +11,8 @@ and the pool adapters.
 ``unavailable(pool, home)`` is the one-off health check of a pool (``up``, ``status``, ``pools
 check``): a local pool that is not up, a Ray pool whose dashboard does not answer or refuses
 the token, a cloud pool with no credentials or refused ones. The controller keeps its own view
-(``access.py`` for cloud pools, the observations for the others).
+(``access.py`` for cloud pools, the observations for the others); the cloud half of the check
+(``provider_for``, ``refusal``) is one, shared by all three and by ``meshctl gc``.
 """
 
 from __future__ import annotations
