@@ -1,11 +1,18 @@
-"""Shared fixtures: paths to the project's own data, and a CLI runner."""
+"""Shared fixtures: paths to the project's own data, a CLI runner, and helpers for tests that
+wait on a real process (``wait_until``) or need a port nothing listens on (``closed_port``)."""
 
 from __future__ import annotations
 
+import socket
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from typer.testing import CliRunner
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -25,6 +32,30 @@ def onprem_policies(folder: Path) -> Path:
     assert "[onprem, gcp-burst, aws-burst]" in text
     preference.write_text(text.replace("[onprem, gcp-burst, aws-burst]", "[]"))
     return folder
+
+
+def wait_until(
+    what: str | Callable[[], str],
+    ready: Callable[[], T],
+    timeout_s: float = 60.0,
+    every_s: float = 0.2,
+) -> T:
+    """Poll ``ready()`` every ``every_s`` until it returns something true, and return that;
+    past ``timeout_s`` fail with ``what`` (a callable: worded at the moment it fails, e.g. with
+    a log). A generous deadline, never a fixed sleep: the machine may be loaded."""
+    deadline = time.monotonic() + timeout_s
+    while not (found := ready()):
+        assert time.monotonic() < deadline, what() if callable(what) else what
+        time.sleep(every_s)
+    return found
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (one just freed): a dashboard that does not answer."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
 
 
 @pytest.fixture

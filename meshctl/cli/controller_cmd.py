@@ -84,6 +84,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
         clients,
         cloud_for,
         credentials_seen,
+        driven,
         make_run_dir,
         run_dir,
     )
@@ -107,7 +108,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
         rules,
         {**clients(rules.mesh, home)},
         heartbeat=daemon.heartbeat_file(home),
-        resolve=lambda: {**clients(controller.rules.mesh, home)},  # a reload may add pools
+        resolve=lambda: driven(controller.rules.mesh, home),  # a reload may add pools
         burst=burst,
         health=lambda: unhealthy(home),
         reloader=Reloader(
@@ -209,9 +210,10 @@ def _record_up(home: Path, files: RuleFiles) -> None:
     from dataclasses import asdict
 
     from meshctl.cli.context import UP_FILE
+    from meshctl.controller.runtime import run_dir
     from meshctl.state.private import write_private
 
-    path = home / "run" / UP_FILE
+    path = run_dir(home) / UP_FILE
     if not path.is_file():
         return  # a controller run in the foreground, not by up: nothing recorded to update
     record = {**json.loads(path.read_text()), **asdict(files)}

@@ -19,6 +19,7 @@ pools (clusters meshctl did not start) keep running there and are not counted.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -29,7 +30,9 @@ from meshctl.cli.context import UP_FILE, AppContext, app_context
 from meshctl.cli.errors import EXIT_FAILURE, CommandError, InvalidRequestError
 
 if TYPE_CHECKING:
-    from meshctl.state import AttemptRecord, JobRecord
+    from meshctl.model import Mesh
+    from meshctl.pools.local import LocalCluster
+    from meshctl.state import AttemptRecord, JobRecord, Store
 
 DRAIN_POLL_S = 1.0
 DRAIN_DEFAULT = "10m"
@@ -58,13 +61,25 @@ def down(
 
     With jobs running on them it refuses, unless --drain (wait for them) or --force (stop
     them: each is requeued, so the next up runs it again)."""
-    from meshctl.cli import render
-    from meshctl.controller import daemon
+    from meshctl.state import STATE_DB
 
     wait_s = _deadline(deadline, drain)
     context = app_context(ctx)
-    pools, alive = _stopping_pools(context)
-    running = [(j, a) for j, a in _running(context, pools) if a.pool in alive]
+    with contextlib.ExitStack() as opened:  # the store, once for the whole command (if any)
+        store = (
+            opened.enter_context(context.store()) if (context.home / STATE_DB).is_file() else None
+        )
+        _down(context, store, force, drain, wait_s, deadline or DRAIN_DEFAULT)
+
+
+def _down(
+    context: AppContext, store: Store | None, force: bool, drain: bool, wait_s: float, said: str
+) -> None:
+    from meshctl.cli import render
+    from meshctl.controller import daemon
+
+    pools, alive = _stopping_pools(context, store)
+    running = [(j, a) for j, a in _running(store, pools) if a.pool in alive]
     if running and not (force or drain):
         where = ", ".join(sorted({a.pool for _, a in running}))
         render.problems(
@@ -76,12 +91,12 @@ def down(
         )
         raise typer.Exit(EXIT_FAILURE)
     if running and drain:
-        _drain(context, alive, wait_s, deadline or DRAIN_DEFAULT, force)
+        _drain(context, store, alive, wait_s, said, force)
     try:
         stopped = daemon.stop(context.home)
         if stopped:
             render.say(f"controller: stopped ({len(stopped)} processes)")
-        _stop_pools(context, pools, force)
+        _stop_pools(context, store, pools, force)
     finally:
         daemon.lift_hold(context.home)
     if not stopped and not pools:
@@ -101,19 +116,23 @@ def _deadline(deadline: str | None, drain: bool) -> float:
         raise InvalidRequestError(f"--deadline: {err}") from None
 
 
-def _stop_pools(context: AppContext, pools: set[str], force: bool) -> None:
-    """Copy the running jobs' logs, stop the clusters and instances, record what stopped."""
+def _stop_pools(context: AppContext, store: Store | None, pools: set[str], force: bool) -> None:
+    """Copy the running jobs' logs, stop the clusters and instances, record what stopped.
+    The controller has stopped: what runs where is read once more, and then holds."""
     from meshctl.cli import render
     from meshctl.controller.runtime import run_dir
-    from meshctl.controller.shutdown import FORCED
+    from meshctl.controller.shutdown import FORCED, active_on, ended
     from meshctl.pools import local
 
     run = run_dir(context.home)
-    _keep_logs(context, pools)
-    unterminated = _terminate_instances(context)
+    mesh = context.mesh() if store is not None else None
+    attempts = active_on(store, pools) if store is not None and pools else []
+    _keep_logs(context, mesh, attempts)
+    unterminated = _terminate_instances(store, mesh)
     left: list[int] = []
-    for path in sorted(run.glob("pool-*.json")):
-        cluster = local.LocalCluster.load(path)
+    # Read again, not kept from the start: the controller, stopping, may have finished a
+    # launch that started a cluster or added a node to one, and a drain may have seen nodes go.
+    for path, cluster in _clusters(run):
         with render.progress(f"pool {cluster.pool}: stopping"):
             pids = local.stop(cluster)
         left += local.leftover(cluster)
@@ -121,7 +140,8 @@ def _stop_pools(context: AppContext, pools: set[str], force: bool) -> None:
         path.unlink(missing_ok=True)
         Path(cluster.token_file).unlink(missing_ok=True)
     (run / UP_FILE).unlink(missing_ok=True)
-    requeued = _record_stopped(context, pools, FORCED if force else "stopped by meshctl down")
+    reason = FORCED if force else "stopped by meshctl down"
+    requeued = ended(store, attempts, reason, time.time()) if store is not None else []
     if requeued:
         render.say(f"requeued (they run again at the next meshctl up): {', '.join(requeued)}")
     if left:
@@ -130,66 +150,67 @@ def _stop_pools(context: AppContext, pools: set[str], force: bool) -> None:
         raise CommandError("; ".join([*unterminated, "run meshctl gc once the cause is fixed"]))
 
 
-def _terminate_instances(context: AppContext) -> list[str]:
+def _clusters(run: Path) -> list[tuple[Path, LocalCluster]]:
+    """The clusters ``up`` or the controller started, by their run files."""
+    from meshctl.pools import local
+
+    return [(path, local.LocalCluster.load(path)) for path in sorted(run.glob("pool-*.json"))]
+
+
+def _terminate_instances(store: Store | None, mesh: Mesh | None) -> list[str]:
     """Cloud instances the controller launched and has not terminated: never leave money
     running behind a stopped mesh. Returns what could not be terminated."""
     from dataclasses import replace
 
     from meshctl.cli import render
     from meshctl.controller.runtime import cloud_for
-    from meshctl.state import INSTANCE_LIVE, STATE_DB, InstanceRecord, open_store
+    from meshctl.state import INSTANCE_LIVE, InstanceRecord
 
-    if not (context.home / STATE_DB).is_file():
+    if store is None or mesh is None:
         return []
-    mesh = context.mesh()
-    with open_store(context.home) as store:
-        live = [i for i in store.list(InstanceRecord) if i.state in INSTANCE_LIVE]
-        problems = []
-        for pool in mesh.spec.pools:
-            mine = [i for i in live if i.pool == pool.name]
-            try:
-                cloud = cloud_for(pool) if mine else None
-            except Exception as err:  # no SDK or credentials: say so, stop the rest anyway
-                problems.append(f"pool {pool.name}: cannot terminate {len(mine)} instances: {err}")
-                continue
-            if cloud is None:
-                continue
-            errors = cloud.terminate([i.id for i in mine], f"down-{int(time.time())}")
-            if errors:  # gc finds what is left
-                problems.append(f"pool {pool.name}: terminate failed: {errors[0].message}")
-                continue
-            for record in mine:
-                changed = replace(record, state="terminated", updated_at_s=time.time())
-                store.update(changed, expected_version=record.version)
-            render.say(f"pool {pool.name}: terminated {len(mine)} instances")
+    live = [i for i in store.list(InstanceRecord) if i.state in INSTANCE_LIVE]
+    problems = []
+    for pool in mesh.spec.pools:
+        mine = [i for i in live if i.pool == pool.name]
+        try:
+            cloud = cloud_for(pool) if mine else None
+        except Exception as err:  # no SDK or credentials: say so, stop the rest anyway
+            problems.append(f"pool {pool.name}: cannot terminate {len(mine)} instances: {err}")
+            continue
+        if cloud is None:
+            continue
+        errors = cloud.terminate([i.id for i in mine], f"down-{int(time.time())}")
+        if errors:  # gc finds what is left
+            problems.append(f"pool {pool.name}: terminate failed: {errors[0].message}")
+            continue
+        for record in mine:
+            changed = replace(record, state="terminated", updated_at_s=time.time())
+            store.update(changed, expected_version=record.version)
+        render.say(f"pool {pool.name}: terminated {len(mine)} instances")
     return problems
 
 
-def _stopping_pools(context: AppContext) -> tuple[set[str], set[str]]:
+def _stopping_pools(context: AppContext, store: Store | None) -> tuple[set[str], set[str]]:
     """The pools ``down`` takes away (those with a cluster ``up`` or the controller started,
     by their run files, and cloud pools with live instances), and those of them still alive:
     a cluster whose processes are gone (a crash) runs no job, whatever the store says."""
     from meshctl.controller.runtime import run_dir
     from meshctl.pools import local
-    from meshctl.state import INSTANCE_LIVE, STATE_DB, InstanceRecord, open_store
+    from meshctl.state import INSTANCE_LIVE, InstanceRecord
 
-    clusters = [local.LocalCluster.load(p) for p in run_dir(context.home).glob("pool-*.json")]
+    clusters = [cluster for _, cluster in _clusters(run_dir(context.home))]
     alive = {c.pool for c in clusters if local.running(c)}
-    if (context.home / STATE_DB).is_file():
-        with open_store(context.home) as store:
-            live = store.list(InstanceRecord)
-        alive |= {i.pool for i in live if i.state in INSTANCE_LIVE}
+    if store is not None:
+        alive |= {i.pool for i in store.list(InstanceRecord) if i.state in INSTANCE_LIVE}
     return {c.pool for c in clusters} | alive, alive
 
 
-def _running(context: AppContext, pools: set[str]) -> list[tuple[JobRecord, AttemptRecord]]:
+def _running(store: Store | None, pools: set[str]) -> list[tuple[JobRecord, AttemptRecord]]:
     from meshctl.controller.shutdown import running_on
-    from meshctl.state import STATE_DB, open_store
 
-    if not pools or not (context.home / STATE_DB).is_file():
+    if not pools or store is None:
         return []
-    with open_store(context.home) as store:
-        return running_on(store, pools)
+    return running_on(store, pools)
 
 
 def _jobs(running: list[tuple[JobRecord, AttemptRecord]]) -> str:
@@ -198,7 +219,14 @@ def _jobs(running: list[tuple[JobRecord, AttemptRecord]]) -> str:
     return f"{len(ids)} job{'s' if len(ids) != 1 else ''} ({shown})"
 
 
-def _drain(context: AppContext, pools: set[str], wait_s: float, said: str, force: bool) -> None:
+def _drain(
+    context: AppContext,
+    store: Store | None,
+    pools: set[str],
+    wait_s: float,
+    said: str,
+    force: bool,
+) -> None:
     """Hold new work and wait until nothing runs on ``pools``, or the deadline."""
     from meshctl.cli import render
     from meshctl.controller import daemon
@@ -215,7 +243,7 @@ def _drain(context: AppContext, pools: set[str], wait_s: float, said: str, force
     gives_up = time.strftime("%H:%M:%S", time.localtime(time.time() + wait_s))
     try:
         with render.progress(f"draining: nothing new starts; waiting up to {said}") as step:
-            while running := _running(context, pools):
+            while running := _running(store, pools):
                 if time.monotonic() >= until:
                     break
                 step(f"{_jobs(running)} still running; gives up at {gives_up}")
@@ -233,26 +261,11 @@ def _drain(context: AppContext, pools: set[str], wait_s: float, said: str, force
         render.say("drained: no job is running")
 
 
-def _keep_logs(context: AppContext, pools: set[str]) -> None:
-    """Copy the logs of what runs on ``pools`` to their end before the clusters go."""
+def _keep_logs(context: AppContext, mesh: Mesh | None, attempts: list[AttemptRecord]) -> None:
+    """Copy the logs of what runs on the pools ``down`` stops to their end before the
+    clusters go."""
     from meshctl.controller.logs import LogCopier
     from meshctl.controller.runtime import clients
-    from meshctl.controller.shutdown import active_on
-    from meshctl.state import STATE_DB, open_store
 
-    if not pools or not (context.home / STATE_DB).is_file():
-        return
-    with open_store(context.home) as store:
-        attempts = active_on(store, pools)
-    if attempts:
-        LogCopier(context.home).flush(attempts, clients(context.mesh(), context.home))
-
-
-def _record_stopped(context: AppContext, pools: set[str], reason: str) -> list[str]:
-    from meshctl.controller.shutdown import stopped
-    from meshctl.state import STATE_DB, open_store
-
-    if not pools or not (context.home / STATE_DB).is_file():
-        return []
-    with open_store(context.home) as store:
-        return stopped(store, pools, reason, time.time())
+    if attempts and mesh is not None:
+        LogCopier(context.home).flush(attempts, clients(mesh, context.home))

@@ -78,22 +78,19 @@ COLUMNS = [
 def _listed(pool: Pool, mesh: str) -> tuple[Cloud, list[Instance]] | str | None:
     """The pool's provider and this mesh's instances there; why not (a string) when the
     provider could not be reached; None for a pool that is not a cloud pool."""
-    from meshctl.clouds.base import Unavailable
-    from meshctl.controller.runtime import cloud_for
+    from meshctl.clouds.base import reason_of
+    from meshctl.controller.runtime import provider_for, refusal
 
+    cloud, why = provider_for(pool)
+    if cloud is None:
+        return why  # None: not a cloud pool
+    refused = refusal(cloud)
+    if refused is not None:
+        return refused
     try:
-        cloud = cloud_for(pool)
-        if cloud is None:
-            return None
-        refused = cloud.check()
-        if refused is not None:
-            return refused.message
         return cloud, cloud.list_instances(mesh)  # before the store is read: see _leaked
-    except Unavailable as err:
-        return str(err)
     except Exception as err:  # an SDK's own error: this pool only
-        said = str(err).strip()
-        return f"{type(err).__name__}: {said.splitlines()[0]}" if said else type(err).__name__
+        return reason_of(err)
 
 
 def _leaked(store: Store, pool: str, found: list[Instance], min_age_s: float) -> list[Instance]:

@@ -45,6 +45,16 @@ class Unavailable(Exception):
     short reason the pool is unavailable."""
 
 
+def reason_of(err: Exception) -> str:
+    """The short reason a pool is unavailable, from an error its provider raised where errors
+    are not data (building it, an SDK's own error): ``Unavailable``'s message as it is, else
+    the error's type and first line ("NoRegionError: You must specify a region.")."""
+    if isinstance(err, Unavailable):
+        return str(err)
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
+
+
 @dataclass(frozen=True, slots=True)
 class CloudError:
     kind: ErrorKind

@@ -22,7 +22,8 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from meshctl.clouds.base import Cloud, Unavailable
+from meshctl.clouds.base import Cloud
+from meshctl.controller.runtime import provider_for, refusal
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh, Pool
 
 log = logging.getLogger("meshctl.controller")
@@ -135,19 +136,13 @@ class CloudAccess:
         cloud = self.clouds.get(pool.name)
         built: Cloud | None = None
         if rebuild and self.build is not None:
-            try:
-                built = cloud = self.build(pool)
-            except Unavailable as err:
-                return _Probe(pool.name, credentials, None, str(err))
-            except Exception as err:  # an SDK that is not installed, a malformed setting
-                return _Probe(pool.name, credentials, None, _first_line(err))
+            built, why = provider_for(pool, self.build)
+            if why is not None:
+                return _Probe(pool.name, credentials, None, why)
+            cloud = built
         if cloud is None:
             return _Probe(pool.name, credentials, None, "no provider adapter for this pool")
-        try:
-            error = cloud.check()
-        except Exception as err:  # check is meant to return errors, not raise them
-            return _Probe(pool.name, credentials, built, _first_line(err))
-        return _Probe(pool.name, credentials, built, error.message if error else None)
+        return _Probe(pool.name, credentials, built, refusal(cloud))
 
     def _apply(self, probe: _Probe, now: float) -> list[Change]:
         if probe.cloud is not None:
@@ -168,8 +163,3 @@ class CloudAccess:
         if before == probe.reason:
             return []
         return [Change(probe.pool, probe.reason)]
-
-
-def _first_line(err: Exception) -> str:
-    text = str(err).strip()
-    return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__

@@ -13,7 +13,8 @@
   checkpoint and preempts them); instances the provider reports preempted or no longer lists
   leave their pool's cluster (their node dies; ``decide`` requeues the jobs on it).
 - ``teardown``: terminate, workers first and the head last; each leaves the cluster.
-- ``spend``: USD so far per pool, from instance-hours and catalog prices.
+- ``spend``: USD so far per pool (and ``team_spend`` per team), from instance-hours and
+  catalog prices: one ``ledger`` per moment, which the pool records read too.
 
 How an instance joins a cluster is the seam in ``meshctl.pools.emulated``; on a real cloud its
 startup script does it (see the issue notes: not wired yet).
@@ -58,6 +59,12 @@ class Burst:
     _inflight: dict[str, Future[str | None]] = field(default_factory=dict, init=False, repr=False)
     _joining: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     pool_access: CloudAccess = field(init=False, repr=False)
+    # The ledger of one moment, read by the cycle three times (pool and team budgets, the pool
+    # records): kept until the moment changes or this side writes an instance record.
+    _writes: int = field(default=0, init=False, repr=False)
+    _books: tuple[tuple[float, int], dict[str, dict[str, float]]] | None = field(
+        default=None, init=False, repr=False
+    )
 
     def __post_init__(self, access: CloudAccess | None) -> None:
         self.pool_access = access or CloudAccess(self.mesh, self.clouds)
@@ -74,6 +81,7 @@ class Burst:
     def use(self, mesh: Mesh, catalogs: Mapping[str, Catalog]) -> None:
         """New rules (a reload): the mesh and catalogs launches and spend are judged by."""
         self.mesh, self.catalogs = mesh, catalogs
+        self._writes += 1  # other prices, maybe
         if self.nodes is not None:  # the shapes instances join their cluster with
             self.nodes.catalogs = dict(catalogs)
         self.pool_access.use(mesh)
@@ -177,6 +185,7 @@ class Burst:
                 self.store.create(
                     record, events=[Event(now, "instance.launched", want.job_id, message)]
                 )
+                self._writes += 1
             self._join(pool, instance.id, instance.node_type, instance.zone, now)
         return None
 
@@ -251,7 +260,15 @@ class Burst:
     def ledger(self, now: float) -> dict[str, dict[str, float]]:
         """USD this month (UTC) per pool and team: each instance's hours at its type's price in
         its region (spot where the pool's node type uses spot), charged to the team of the
-        job whose launch request started it ("-" when that job is gone)."""
+        job whose launch request started it ("-" when that job is gone). Computed once per
+        moment: read again, it is the same unless an instance record was written since.
+        Callers must not change it."""
+        key = (now, self._writes)
+        if self._books is None or self._books[0] != key:
+            self._books = (key, self._ledger(now))
+        return self._books[1]
+
+    def _ledger(self, now: float) -> dict[str, dict[str, float]]:
         teams: dict[str, str] = {}
         books: dict[str, dict[str, float]] = {}
         for record, usd in self._costs(now):
@@ -318,6 +335,7 @@ class Burst:
         changed = replace(record, state=state, updated_at_s=now)
         with contextlib.suppress(ConflictError, NotFoundError):
             self.store.update(changed, expected_version=record.version)
+        self._writes += 1  # also on another thread (a launch): any change of it counts
 
     def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
         self.store.append_event(Event(now, kind, job_id, message))

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from meshctl.controller.decide import ACTIVE_ATTEMPT
 from meshctl.controller.world import World
@@ -125,13 +125,22 @@ class LogCopy:
         if not data:
             return
         if self.size + len(data) <= CAP_BYTES:
-            private_dir(self.path.parent)
-            with open_private(self.path) as out:
+            with self._appending() as out:
                 out.write(data)
             self.size += len(data)
             return
         head, tail = self._parts()
         self._write(head, tail + data)
+
+    def _appending(self) -> IO[bytes]:
+        """The file opened to append. Its folder is made (0700) only when it is missing: the
+        first append of a copy never started by ``LogCopier`` (which makes it), or one removed
+        meanwhile; an append is one open, not a stat of the folder too."""
+        try:
+            return open_private(self.path)
+        except FileNotFoundError:
+            private_dir(self.path.parent)
+            return open_private(self.path)
 
     def jump(self, offset: int, data: bytes) -> None:
         """Bytes of the log from ``offset``, past the copy's end: everything between the head

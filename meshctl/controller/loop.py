@@ -29,7 +29,6 @@ from meshctl.controller.decide import (
     AttemptChange,
     CheckpointRequest,
     Dispatch,
-    NodeChange,
     Rules,
     Step,
     Transition,
@@ -40,7 +39,7 @@ from meshctl.controller.nodes import pools_down
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
 from meshctl.controller.reload import Reloader, in_use_removed
-from meshctl.controller.world import JobView, World
+from meshctl.controller.world import JobView, World, latest_attempts
 from meshctl.model.job import Job
 from meshctl.pools.checkpoints import request_checkpoint
 from meshctl.pools.observed import PoolObservation, Submission
@@ -99,7 +98,7 @@ class Controller:
         clients: Mapping[str, PoolClient],
         clock: Callable[[], float] = time.time,
         heartbeat: Path | None = None,
-        resolve: Callable[[], Mapping[str, PoolClient]] | None = None,
+        resolve: Callable[[], tuple[Mapping[str, PoolClient], Mapping[str, str]]] | None = None,
         burst: Burst | None = None,
         health: Callable[[], Mapping[str, str]] | None = None,
         reloader: Reloader | None = None,
@@ -107,7 +106,8 @@ class Controller:
         hold: Callable[[], str | None] | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
-        comes back on new ports with a new token); without it, ``clients`` are fixed.
+        comes back on new ports with a new token), and the Ray pools without a client, with
+        why (``runtime.driven``); without it, ``clients`` are fixed.
         ``health``: the nodes' health signals (``meshctl.pools.health``), by "pool/node".
         ``reloader``: takes a new rule set asked for or noticed (``reload.py``); the rules
         are replaced at the start of a cycle, never within one.
@@ -115,6 +115,7 @@ class Controller:
         ``hold``: why nothing new may start now (``meshctl down --drain``), or None."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
         self.resolve = resolve
+        self.unreachable: Mapping[str, str] = {}  # Ray pools without a client -> why
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
         self.logs, self.hold = logs, hold
@@ -127,7 +128,7 @@ class Controller:
         self._jobs: dict[str, Job] = {}  # parsed job files, by job id
         self._same: dict[str, Job] = {}  # by content: identical jobs share one object
         self._decided: dict[str, tuple[str, str, str]] = {}  # job -> last decision recorded
-        self.recorder = Recorder(store)  # pool and node records
+        self.recorder = Recorder(store)  # pool and node records, node health
         self._stopped: dict[str, float] = {}  # submission id -> when a stop was last sent
 
     # --- one cycle ----------------------------------------------------------------------------
@@ -137,7 +138,7 @@ class Controller:
         now = self.clock()
         self._reload(now)
         if self.resolve is not None:
-            self.clients = self.resolve()
+            self.clients, self.unreachable = self.resolve()
         if self.burst is not None:
             self.burst.watch(now)
         world = self.world(now)
@@ -191,11 +192,7 @@ class Controller:
     def world(self, now: float) -> World:
         observations = {name: client.observe() for name, client in self.clients.items()}
         records = self.store.list(JobRecord)
-        latest: dict[str, AttemptRecord] = {}
-        for tried in self.store.list(AttemptRecord):
-            best = latest.get(tried.job_id)
-            if best is None or tried.number > best.number:
-                latest[tried.job_id] = tried
+        latest = latest_attempts(self.store.list(AttemptRecord))
         views = []
         for record in records:
             attempt = latest.get(record.id)
@@ -208,7 +205,7 @@ class Controller:
         nodes = {n.id: n for n in self.store.list(NodeRecord)}
         progress = self.progress.read(views)
         health = dict(self.health()) if self.health is not None else {}
-        down = pools_down(self.rules.mesh, observations)
+        down = pools_down(self.rules.mesh, observations, self.unreachable)
         down |= self.burst.down() if self.burst is not None else {}
         if self.burst is None:
             return World(
@@ -273,7 +270,7 @@ class Controller:
             except Exception as err:  # an adapter error is reported, the loop goes on
                 errors.append(f"stop {stop.submission_id}: {err}")
         for node_change in step.nodes:
-            self._node_health(node_change, now)
+            self.recorder.node_health(node_change, now)
         for request in step.checkpoints:
             error = self._ask_to_checkpoint(request, now)
             if error:
@@ -326,25 +323,6 @@ class Controller:
         message = f"{request.reason}: asked to checkpoint within {left:.0f} s ({where})"
         self._event(now, "job.checkpoint-request", request.job_id, message)
         return None
-
-    def _node_health(self, change: NodeChange, now: float) -> None:
-        record = self.store.get(NodeRecord, change.node)
-        if record is None or record.state == change.state:
-            return
-        detail, state = dict(record.detail), change.state
-        if change.state == "unhealthy":
-            if detail.get("reason") != change.reason:  # a new signal, not one seen again
-                detail["failures"] = int(detail.get("failures", 0)) + 1
-            detail["reason"] = change.reason
-            detail["was"] = record.state  # what the operator had it at: cordoned, draining
-        elif change.state == "ready":  # healthy again: back to what it was before
-            detail.pop("reason", None)
-            state = str(detail.pop("was", "ready"))
-        changed = replace(record, state=state, detail=detail, updated_at_s=now)
-        kind = "node.healthy" if change.state == "ready" else f"node.{change.state}"
-        event = Event(now, kind, None, f"{change.node}: {change.reason}", {"pool": record.pool})
-        with contextlib.suppress(ConflictError, NotFoundError):
-            self.store.update(changed, expected_version=record.version, events=[event])
 
     def _dispatch(self, dispatch: Dispatch, now: float) -> str | None:
         attempt = dispatch.attempt

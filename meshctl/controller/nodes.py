@@ -16,16 +16,19 @@ from meshctl.scheduler import Allocation, Node, Request, Running, Snapshot
 from meshctl.state.records import JobState
 
 
-def pools_down(mesh: Mesh, observations: Mapping[str, PoolObservation]) -> dict[str, str]:
+def pools_down(
+    mesh: Mesh, observations: Mapping[str, PoolObservation], unreachable: Mapping[str, str]
+) -> dict[str, str]:
     """Local and Ray pools that cannot be used now, and why: a local pool that is not up, a
-    Ray pool that does not answer (cloud pools: their credentials, ``access.py``)."""
+    Ray pool with no client (``unreachable``: why, e.g. its token file cannot be read) or one
+    that does not answer (cloud pools: their credentials, ``access.py``)."""
     down: dict[str, str] = {}
     for pool in mesh.spec.pools:
         seen = observations.get(pool.name)
         if isinstance(pool, LocalPool) and seen is None:
             down[pool.name] = "not up"
         elif isinstance(pool, RayPool) and seen is None:
-            down[pool.name] = "cannot be reached: its token file cannot be read"
+            down[pool.name] = unreachable.get(pool.name, "not driven: no client for it")
         elif isinstance(pool, LocalPool | RayPool) and seen and not seen.reachable:
             down[pool.name] = seen.error or "does not answer"
     return down

@@ -1,21 +1,23 @@
 """What the controller last saw of each pool and node, kept in the store: a ``PoolRecord`` per
 pool of the mesh (observed nodes and GPUs, spend this month, whether it can be used now and
-why not) and a ``NodeRecord`` per node (resources, labels, failures counted), written only
-when something changed; and a ``policy.error`` event per job and rule failure, once."""
+why not) and a ``NodeRecord`` per node (resources, labels, failures counted, health: unhealthy
+and back), written only when something changed; and a ``policy.error`` event per job and rule
+failure, once."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from meshctl.controller.burst import Burst
-from meshctl.controller.step import RuleError
+from meshctl.controller.step import NodeChange, RuleError
 from meshctl.controller.world import World
 from meshctl.model.mesh import Mesh
 from meshctl.pools.observed import ObservedNode
 from meshctl.state.records import Event, NodeRecord, PoolRecord
-from meshctl.state.store import Store, StoreError
+from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
 
 
 class Recorder:
@@ -76,6 +78,27 @@ class Recorder:
             for node in seen.nodes if seen is not None else ():
                 if not node.head:
                     self._node(name, node, now)
+
+    def node_health(self, change: NodeChange, now: float) -> None:
+        """A node's health signal changed (``decide``): ``unhealthy`` remembers the state the
+        operator had it at and counts a new failure; healthy again, it goes back to that."""
+        record = self.store.get(NodeRecord, change.node)
+        if record is None or record.state == change.state:
+            return
+        detail, state = dict(record.detail), change.state
+        if change.state == "unhealthy":
+            if detail.get("reason") != change.reason:  # a new signal, not one seen again
+                detail["failures"] = int(detail.get("failures", 0)) + 1
+            detail["reason"] = change.reason
+            detail["was"] = record.state  # what the operator had it at: cordoned, draining
+        elif change.state == "ready":  # healthy again: back to what it was before
+            detail.pop("reason", None)
+            state = str(detail.pop("was", "ready"))
+        changed = replace(record, state=state, detail=detail, updated_at_s=now)
+        kind = "node.healthy" if change.state == "ready" else f"node.{change.state}"
+        event = Event(now, kind, None, f"{change.node}: {change.reason}", {"pool": record.pool})
+        with contextlib.suppress(ConflictError, NotFoundError):
+            self.store.update(changed, expected_version=record.version, events=[event])
 
     def _upsert(self, record: PoolRecord) -> None:
         try:

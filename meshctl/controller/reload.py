@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from meshctl.controller.decide import Rules
+from meshctl.controller.runtime import run_dir
 from meshctl.model.mesh import LocalPool
 from meshctl.problems import InvalidFileError
 from meshctl.state.private import write_private
@@ -172,7 +173,7 @@ def stamp(files: RuleFiles) -> Stamp:
 
 
 def request_file(home: Path) -> Path:
-    return home / "run" / REQUEST_FILE
+    return run_dir(home) / REQUEST_FILE
 
 
 def ask(home: Path, ask_id: str, files: RuleFiles) -> None:

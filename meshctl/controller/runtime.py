@@ -11,17 +11,18 @@ and the pool adapters.
 ``unavailable(pool, home)`` is the one-off health check of a pool (``up``, ``status``, ``pools
 check``): a local pool that is not up, a Ray pool whose dashboard does not answer or refuses
 the token, a cloud pool with no credentials or refused ones. The controller keeps its own view
-(``access.py`` for cloud pools, the observations for the others).
+(``access.py`` for cloud pools, the observations for the others); the cloud half of the check
+(``provider_for``, ``refusal``) is one, shared by all three and by ``meshctl gc``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
-from meshctl.clouds.base import Cloud, Unavailable
+from meshctl.clouds.base import Cloud, reason_of
 from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, Pool, RayPool
 from meshctl.pools import local
 from meshctl.pools.ray import RayPoolClient
@@ -52,15 +53,24 @@ def client_for(pool: Pool, home: Path) -> RayPoolClient | None:
 
 
 def clients(mesh: Mesh, home: Path) -> dict[str, RayPoolClient]:
+    return driven(mesh, home)[0]
+
+
+def driven(mesh: Mesh, home: Path) -> tuple[dict[str, RayPoolClient], dict[str, str]]:
+    """The pools that can be driven now, each with its client; and the Ray pools that cannot,
+    with why (``unavailable``'s words: their token file cannot be read)."""
     found: dict[str, RayPoolClient] = {}
+    skipped: dict[str, str] = {}
     for pool in mesh.spec.pools:
         try:
             client = client_for(pool, home)
-        except OSError:  # a token file that cannot be read: the pool is unavailable
+        except OSError as err:  # a token file that cannot be read: the pool is unavailable
+            if isinstance(pool, RayPool):
+                skipped[pool.name] = _unreadable(pool, err)
             continue
         if client is not None:
             found[pool.name] = client
-    return found
+    return found, skipped
 
 
 def why_not_driven(pool: Pool) -> str:
@@ -84,16 +94,30 @@ def unavailable(pool: Pool, home: Path) -> str | None:
         try:
             client = RayPoolClient(pool.name, pool.address, _token(pool))
         except OSError as err:
-            return f"token file {pool.auth.token_file}: {err.strerror}"
+            return _unreadable(pool, err)
         return client.check()
+    cloud, why = provider_for(pool)
+    return refusal(cloud) if cloud is not None else why
+
+
+def provider_for(
+    pool: Pool, build: Callable[[Pool], Cloud | None] | None = None
+) -> tuple[Cloud | None, str | None]:
+    """The pool's provider adapter (``build``, by default ``cloud_for``: None for a pool that
+    is not a cloud pool), or why it cannot be built: no credentials (``Unavailable``), an
+    SDK that is not installed, a malformed setting."""
     try:
-        cloud = cloud_for(pool)
-    except Unavailable as err:
-        return str(err)
-    except Exception as err:  # an SDK that is not installed, a malformed setting
-        said = str(err).strip()
-        return f"{type(err).__name__}: {said.splitlines()[0]}" if said else type(err).__name__
-    error = cloud.check() if cloud is not None else None
+        return (build or cloud_for)(pool), None
+    except Exception as err:
+        return None, reason_of(err)
+
+
+def refusal(cloud: Cloud) -> str | None:
+    """Why the provider refuses this pool's credentials (``Cloud.check``), or None."""
+    try:
+        error = cloud.check()
+    except Exception as err:  # check is meant to return errors, not raise them
+        return reason_of(err)
     return error.message if error else None
 
 
@@ -123,6 +147,10 @@ def _stat(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return found.st_mtime_ns, found.st_size
+
+
+def _unreadable(pool: RayPool, err: OSError) -> str:
+    return f"token file {pool.auth.token_file}: {err.strerror}"
 
 
 def _token(pool: RayPool) -> str | None:

@@ -16,31 +16,25 @@ running, and the next ``up`` follows them again.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
+from typing import TypeVar
 
-from meshctl.controller.decide import ACTIVE_ATTEMPT, FINISHED, HOLDING
-from meshctl.state.records import AttemptRecord, Event, JobRecord, JobState
+from meshctl.controller.decide import ACTIVE_ATTEMPT, HOLDING
+from meshctl.controller.world import latest_attempts
+from meshctl.state.records import AttemptRecord, Event, JobRecord, JobState, Record
 from meshctl.state.store import ConflictError, NotFoundError, Store
 
 FORCED = "stopped by meshctl down --force"
+RETRIES = 5  # a CLI writing the same record meanwhile: read it again and retry this often
 
-
-def latest_attempts(store: Store) -> dict[str, AttemptRecord]:
-    latest: dict[str, AttemptRecord] = {}
-    for tried in store.list(AttemptRecord):
-        best = latest.get(tried.job_id)
-        if best is None or tried.number > best.number:
-            latest[tried.job_id] = tried
-    return latest
+R = TypeVar("R", bound=Record)
 
 
 def active_on(store: Store, pools: Collection[str]) -> list[AttemptRecord]:
     """The attempts still active (submitting, pending, running) on these pools."""
-    return [
-        a for a in latest_attempts(store).values() if a.pool in pools and a.state in ACTIVE_ATTEMPT
-    ]
+    latest = latest_attempts(store.list(AttemptRecord))
+    return [a for a in latest.values() if a.pool in pools and a.state in ACTIVE_ATTEMPT]
 
 
 def running_on(store: Store, pools: Collection[str]) -> list[tuple[JobRecord, AttemptRecord]]:
@@ -54,8 +48,14 @@ def running_on(store: Store, pools: Collection[str]) -> list[tuple[JobRecord, At
 def stopped(store: Store, pools: Collection[str], reason: str, now_s: float) -> list[str]:
     """Record that everything active on these pools was stopped: attempts end ``stopped``,
     jobs on their way are ``requeued``. Returns the ids of the jobs requeued."""
+    return ended(store, active_on(store, pools), reason, now_s)
+
+
+def ended(store: Store, attempts: Iterable[AttemptRecord], reason: str, now_s: float) -> list[str]:
+    """``stopped`` for attempts already listed (``active_on``, read once the controller has
+    stopped, so no new attempt can start meanwhile): each is read again before it is ended."""
     requeued = []
-    for attempt in active_on(store, pools):
+    for attempt in attempts:
         _end(store, attempt, reason, now_s)
         if _requeue(store, attempt.job_id, attempt.pool, reason, now_s):
             requeued.append(attempt.job_id)
@@ -63,21 +63,18 @@ def stopped(store: Store, pools: Collection[str], reason: str, now_s: float) -> 
 
 
 def _end(store: Store, attempt: AttemptRecord, reason: str, now_s: float) -> None:
-    for _ in range(5):  # a CLI writing meanwhile: read again and retry
-        current = store.get(AttemptRecord, attempt.id)
-        if current is None or current.state not in ACTIVE_ATTEMPT:
-            return
-        ended = replace(current, state="stopped", reason=reason, ended_at_s=now_s)
-        with contextlib.suppress(ConflictError):
-            store.update(ended, expected_version=current.version)
-            return
+    def end(current: AttemptRecord) -> tuple[AttemptRecord, list[Event]] | None:
+        if current.state not in ACTIVE_ATTEMPT:
+            return None  # it ended meanwhile: its own end stands
+        return replace(current, state="stopped", reason=reason, ended_at_s=now_s), []
+
+    _rewrite(store, AttemptRecord, attempt.id, end)
 
 
 def _requeue(store: Store, job_id: str, pool: str, reason: str, now_s: float) -> bool:
-    for _ in range(5):
-        record = store.get(JobRecord, job_id)
-        if record is None or record.state in FINISHED or record.state not in HOLDING:
-            return False  # cancelled or finished meanwhile: that stays
+    def requeue(record: JobRecord) -> tuple[JobRecord, list[Event]] | None:
+        if record.state not in HOLDING:
+            return None  # cancelled or finished meanwhile: that stays
         event = Event(
             now_s,
             "job.requeued",
@@ -85,9 +82,28 @@ def _requeue(store: Store, job_id: str, pool: str, reason: str, now_s: float) ->
             f"{reason}; it runs again at the next meshctl up",
             {"from": record.state.value, "to": JobState.REQUEUED.value, "pool": pool},
         )
-        changed = replace(record, state=JobState.REQUEUED, updated_at_s=now_s)
+        return replace(record, state=JobState.REQUEUED, updated_at_s=now_s), [event]
+
+    return _rewrite(store, JobRecord, job_id, requeue)
+
+
+def _rewrite(
+    store: Store,
+    kind: type[R],
+    key: str,
+    change: Callable[[R], tuple[R, list[Event]] | None],
+) -> bool:
+    """Read the record, ``change`` it and write it on the version read; when another writer
+    came first, read again and retry. False when it is gone, ``change`` says no (None), or
+    every try conflicted."""
+    for _ in range(RETRIES):
+        current = store.get(kind, key)
+        changed = change(current) if current is not None else None
+        if current is None or changed is None:
+            return False
+        record, events = changed
         try:
-            store.update(changed, expected_version=record.version, events=[event])
+            store.update(record, expected_version=current.version, events=events)
             return True
         except ConflictError:
             continue

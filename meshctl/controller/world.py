@@ -7,13 +7,24 @@ reads a clock.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from meshctl.model.job import Job
 from meshctl.pools.observed import PoolObservation
 from meshctl.state.records import AttemptRecord, InstanceRecord, JobRecord, NodeRecord
+
+
+def latest_attempts(attempts: Iterable[AttemptRecord]) -> dict[str, AttemptRecord]:
+    """Each job's latest attempt (the highest number), by job id: the one that says where
+    the job is now; earlier attempts are history."""
+    latest: dict[str, AttemptRecord] = {}
+    for tried in attempts:
+        best = latest.get(tried.job_id)
+        if best is None or tried.number > best.number:
+            latest[tried.job_id] = tried
+    return latest
 
 
 def gpus_held(allocation: Mapping[str, Any]) -> float:

@@ -63,22 +63,24 @@ class RayPoolClient:
         """Nodes and jobs in one go; an unreachable cluster is an observation, not an error."""
         try:
             return PoolObservation(self.pool, True, "", tuple(self.nodes()), self.jobs())
-        except PoolError as err:
-            return PoolObservation(self.pool, False, str(err))
-        except Exception as err:  # a torn response, a proxy's garbage: this pool only
-            why = f"dashboard at {self.address}: {type(err).__name__}: {err}"
-            return PoolObservation(self.pool, False, why)
+        except Exception as err:
+            return PoolObservation(self.pool, False, self._why(err))
 
     def check(self) -> str | None:
         """Why the pool cannot be used now ("dashboard at ... does not answer", a refused
         token), or None: one small authenticated request."""
         try:
             self._request("GET", "/api/v0/nodes?limit=1")
-        except PoolError as err:
-            return str(err)
-        except Exception as err:  # a torn response, a proxy's garbage
-            return f"dashboard at {self.address}: {type(err).__name__}: {err}"
+        except Exception as err:
+            return self._why(err)
         return None
+
+    def _why(self, err: Exception) -> str:
+        """Why the cluster could not be used, from what a request raised: its own words for a
+        ``PoolError``; for anything else (a torn response, a proxy's garbage), the type too."""
+        if isinstance(err, PoolError):
+            return str(err)
+        return f"dashboard at {self.address}: {type(err).__name__}: {err}"
 
     def nodes(self) -> list[ObservedNode]:
         body = self._request("GET", "/api/v0/nodes?detail=1&limit=10000")

@@ -12,6 +12,7 @@ import pytest
 
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest, Unavailable
 from meshctl.clouds.fake import FakeCloud
+from tests.conftest import wait_until
 from tests.emulators.aws import MotoServer
 from tests.emulators.gce import GceEmulator
 
@@ -189,10 +190,11 @@ def test_terminated_instances_leave_the_list_and_terminating_twice_is_fine(
     ids = [i.id for i in result.instances]
     assert subject.cloud.terminate(ids[:1], "stop-1") == []
     assert subject.cloud.terminate(ids[:1], "stop-1") == []
-    deadline = time.monotonic() + 30
-    while {i.id for i in listed(subject, mesh)} != {ids[1]}:  # eventually consistent
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    wait_until(  # eventually consistent
+        "the terminated instance is still listed",
+        lambda: {i.id for i in listed(subject, mesh)} == {ids[1]},
+        30,
+    )
 
 
 def test_only_this_meshs_instances_are_listed(subject: Subject) -> None:

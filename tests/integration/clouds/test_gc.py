@@ -17,6 +17,7 @@ from meshctl.cli.shapes.mesh import LeakedInstance
 from meshctl.clouds.aws import AwsCloud
 from meshctl.clouds.base import LaunchRequest
 from meshctl.state import InstanceRecord, open_store
+from tests.conftest import wait_until
 from tests.emulators.aws import MotoServer
 from tests.emulators.gce import GceEmulator
 
@@ -67,10 +68,11 @@ def test_gc_finds_and_terminates_a_leaked_instance(
     assert [(r["instance"], r["action"]) for r in json.loads(done.stdout)] == [
         (leaked, "terminated")
     ]
-    deadline = time.monotonic() + 30
-    while leaked in {i.id for i in cloud.list_instances("gc-test")}:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    wait_until(
+        "the leaked instance is still listed",
+        lambda: leaked not in {i.id for i in cloud.list_instances("gc-test")},
+        30,
+    )
     assert {i.id for i in cloud.list_instances("gc-test")} == {owned}
     assert {i.id for i in cloud.list_instances("other")} == {foreign}
 

@@ -16,14 +16,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from meshctl.clouds.aws import AwsCloud
 from meshctl.state import InstanceRecord, JobRecord, JobState, PoolRecord, open_store
-from tests.conftest import ROOT
+from tests.conftest import ROOT, wait_until
 from tests.emulators.aws import MotoServer
 from tests.emulators.gce import GceEmulator
 from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
@@ -123,13 +122,16 @@ def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(
     assert mesh.show(critical)["state"] == "pending"  # critical work never leaves on-prem
 
     cloud = AwsCloud("us-east-1", endpoint_url=moto.endpoint)
-    deadline = time.monotonic() + WAIT_S
     with open_store(mesh.home) as store:
-        while cloud.list_instances("burst-test") or any(  # idle for 6 s: torn down
-            i.state != "terminated" for i in store.list(InstanceRecord)
-        ):
-            assert time.monotonic() < deadline, "the idle cloud pool was not torn down"
-            time.sleep(0.5)
+        wait_until(  # idle for 6 s: torn down
+            "the idle cloud pool was not torn down",
+            lambda: (
+                not cloud.list_instances("burst-test")
+                and all(i.state == "terminated" for i in store.list(InstanceRecord))
+            ),
+            WAIT_S,
+            every_s=0.5,
+        )
         instances = store.list(InstanceRecord)
         assert instances
         assert {i.state for i in instances} == {"terminated"}
@@ -161,11 +163,13 @@ def test_a_pool_with_refused_credentials_is_unavailable_and_bursts_go_to_the_nex
         "aws-burst": (True, None),
         "gcp-spill": (False, DENIED),
     }
-    deadline = time.monotonic() + WAIT_S
-    while (pools := _status_pools(mesh))["gcp-spill"] != (False, DENIED):  # the controller's view
-        assert time.monotonic() < deadline, pools
-        time.sleep(0.5)
-    assert pools["aws-burst"] == (True, None)
+    wait_until(  # the controller's view
+        lambda: str(_status_pools(mesh)),
+        lambda: _status_pools(mesh)["gcp-spill"] == (False, DENIED),
+        WAIT_S,
+        every_s=0.5,
+    )
+    assert _status_pools(mesh)["aws-burst"] == (True, None)
     blocker = mesh.submit("--gpus", "1", "--criticality", "critical", "--name", "blocker3", "--",
                           "python", "-c", "import time; time.sleep(600)")  # fmt: skip
     mesh.wait_for(blocker, "running")
@@ -224,10 +228,12 @@ def test_a_spot_notice_checkpoints_the_job_and_it_resumes_on_a_new_instance(
     [instance] = mesh.show(job)["nodes"]
     moto.spot_notice(instance)  # two minutes left
     mesh.wait_for(job, "preempted")
-    deadline = time.monotonic() + WAIT_S
-    while "checkpointed at step" not in mesh.run("jobs", "logs", job).stdout:
-        assert time.monotonic() < deadline, "the job was not asked to checkpoint"
-        time.sleep(0.5)
+    wait_until(
+        "the job was not asked to checkpoint",
+        lambda: "checkpointed at step" in mesh.run("jobs", "logs", job).stdout,
+        WAIT_S,
+        every_s=0.5,
+    )
     AwsCloud("us-east-1", endpoint_url=moto.endpoint).terminate([instance], "reclaimed")
     assert mesh.run("jobs", "wait", job, "--timeout", str(WAIT_S)).returncode == 0
     shown = mesh.show(job)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +26,7 @@ from meshctl.pools import local
 from meshctl.pools.local import start_ticks, zombie
 from meshctl.state import AttemptRecord, JobRecord, JobState, open_store
 from meshctl.state.private import write_private
+from tests.conftest import wait_until
 from tests.unit.controller.test_down_command import a_cluster, state_of, with_jobs
 
 pytestmark = pytest.mark.integration
@@ -105,10 +105,7 @@ def finish_when_held(home: Path, seen: list[str]) -> threading.Thread:
     """Once the hold is on, the job ends (as the controller would record it)."""
 
     def run() -> None:
-        deadline = time.monotonic() + WAIT_S
-        while (why := daemon.held(home)) is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        seen.append(why or "")
+        seen.append(wait_until("the hold", lambda: daemon.held(home), WAIT_S, every_s=0.05))
         with open_store(home) as store:
             job = store.get(JobRecord, "train")
             [tried] = store.list(AttemptRecord, job_id="train")

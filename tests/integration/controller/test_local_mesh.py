@@ -15,7 +15,6 @@ import re
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from meshctl.controller import daemon
 from meshctl.pools import local
 from meshctl.pools.ray import RayPoolClient
 from meshctl.state import AttemptRecord, JobRecord, JobState, open_store
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -64,10 +64,12 @@ class Mesh:
         return data
 
     def wait_for(self, job_id: str, state: str) -> None:
-        deadline = time.monotonic() + WAIT_S
-        while self.show(job_id)["state"] != state:
-            assert time.monotonic() < deadline, f"{job_id} never became {state}"
-            time.sleep(0.5)
+        wait_until(
+            f"{job_id} never became {state}",
+            lambda: self.show(job_id)["state"] == state,
+            WAIT_S,
+            every_s=0.5,
+        )
 
     def cluster(self) -> local.LocalCluster:
         return local.LocalCluster.load(local.run_file(self.home / "run", "onprem"))
@@ -139,11 +141,15 @@ def test_cancel_stops_a_running_job(mesh: Mesh) -> None:
     mesh.wait_for(job_id, "running")
     assert mesh.run("jobs", "cancel", job_id).returncode == 0
     assert mesh.run("jobs", "wait", job_id, check=False).returncode == 1
-    deadline = time.monotonic() + WAIT_S
     sid = f"meshctl-{job_id}-1"
-    while (seen := mesh.ray().job(sid)) is None or seen.status != "STOPPED":
-        assert time.monotonic() < deadline, f"Ray job {sid} was not stopped: {seen}"
-        time.sleep(0.5)
+
+    def stopped() -> bool:
+        seen = mesh.ray().job(sid)
+        return seen is not None and seen.status == "STOPPED"
+
+    wait_until(
+        lambda: f"Ray job {sid} was not stopped: {mesh.ray().job(sid)}", stopped, WAIT_S, 0.5
+    )
 
 
 def test_a_cordoned_node_gets_no_new_work(mesh: Mesh) -> None:
@@ -161,10 +167,8 @@ def test_sigkill_between_submit_and_record_runs_the_job_exactly_once(mesh: Mesh)
     args = ["--home", str(mesh.home), "controller", "run", "--interval", "0.5"]
     pid = daemon.start(mesh.home, args, env={"MESHCTL_FAILPOINT": "after-submit"})
     job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "print('ran once')")
-    deadline = time.monotonic() + WAIT_S
-    while daemon.running(mesh.home) == pid:  # it kills itself right after submitting
-        assert time.monotonic() < deadline, "the failpoint never fired"
-        time.sleep(0.2)
+    # it kills itself right after submitting
+    wait_until("the failpoint never fired", lambda: daemon.running(mesh.home) != pid, WAIT_S)
     with open_store(mesh.home) as store:
         [attempt] = store.list(AttemptRecord, job_id=job_id)
         assert attempt.state == "submitting"  # Ray has it; the store does not know yet
@@ -249,10 +253,12 @@ def test_down_refuses_while_a_job_runs_force_requeues_it_and_logs_outlive_it(
     job_id = mesh.submit("--gpus", "1", "--", "python", "-c", script)
     mesh.wait_for(job_id, "running")  # its driver runs in a session Ray made for it
     copy = mesh.home / "logs" / job_id / "1.log"
-    deadline = time.monotonic() + WAIT_S
-    while not copy.is_file() or b"sleeping now" not in copy.read_bytes():
-        assert time.monotonic() < deadline, "the controller never copied the running job's log"
-        time.sleep(0.5)
+    wait_until(
+        "the controller never copied the running job's log",
+        lambda: copy.is_file() and b"sleeping now" in copy.read_bytes(),
+        WAIT_S,
+        every_s=0.5,
+    )
     cluster = mesh.cluster()
     controller = daemon.running(mesh.home)
     assert controller is not None

@@ -13,10 +13,8 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,20 +22,13 @@ import pytest
 
 from meshctl.controller import daemon
 from meshctl.state import open_store
-from tests.conftest import EXAMPLES, onprem_policies
+from tests.conftest import EXAMPLES, closed_port, onprem_policies, wait_until
 from tests.integration.controller.test_local_mesh import Mesh
 
 pytestmark = pytest.mark.integration
 
 WAIT_S = 60
 JOB = str(EXAMPLES / "jobs" / "batch-embed.yaml")
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +46,11 @@ def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
     (run / "up.json").write_text(json.dumps({**record, "providers": ""}))  # as up records it
     args = ["--home", str(m.home), "controller", "run", "--interval", "0.2"]
     daemon.start(m.home, args)
-    deadline = time.monotonic() + WAIT_S
-    while daemon.heartbeat(m.home) is None:
-        assert time.monotonic() < deadline, (run / "logs" / "controller.log").read_text()
-        time.sleep(0.2)
+    wait_until(
+        lambda: (run / "logs" / "controller.log").read_text(),
+        lambda: daemon.heartbeat(m.home) is not None,
+        WAIT_S,
+    )
     try:
         yield m
     finally:
@@ -68,13 +60,6 @@ def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
 def enforced(mesh: Mesh) -> dict[str, object]:
     data: dict[str, object] = json.loads(mesh.run("status", "-o", "json").stdout)["controller"]
     return data
-
-
-def wait_until(what: str, ready: object) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not ready():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
 
 
 def edit(path: Path, old: str, new: str) -> None:

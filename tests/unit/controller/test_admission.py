@@ -70,10 +70,15 @@ def test_what_submit_refuses_says_why(refused, message: str) -> None:
 
 
 def test_within_its_quota_by_borrowing_it_is_admitted() -> None:
+    """6 GPUs: vision's 4 and the 2 it may borrow. Admitted at the default priority (no class
+    named, none by default), and the scheduler's word on the idle mesh is to wait (not
+    never): its nodes have less memory free than the job asks; burst could give it more."""
     admitted = check(
         job("j", team="vision", resources={"gpus": 3, "nodes": 2}), MESH, CATALOGS, RULES, NOW
     )
-    assert admitted.decision.status != "unschedulable"
+    decision = admitted.decision
+    assert (admitted.priority, admitted.priority_class) == (0, None)
+    assert (decision.status, decision.exhausted) == ("pending", "memory")
 
 
 def test_a_working_directory_holding_meshctl_s_home_is_copied_without_it(tmp_path) -> None:

@@ -104,38 +104,49 @@ def test_bad_deadlines_are_one_line_errors(cli: CliRunner, args: list[str], mess
 # --- what is recorded, job by job -----------------------------------------------------------
 
 RECORDED = [
-    # (job state, attempt state, pool, job state after, attempt state after)
-    pytest.param(JobState.RUNNING, "running", "onprem", "requeued", "stopped", id="running"),
-    pytest.param(JobState.ADMITTED, "submitting", "onprem", "requeued", "stopped", id="admitted"),
-    pytest.param(JobState.DISPATCHED, "pending", "onprem", "requeued", "stopped", id="dispatched"),
+    # (job state, attempt state, pool, job state after, attempt state after, requeued)
+    pytest.param(JobState.RUNNING, "running", "onprem", "requeued", "stopped", True, id="running"),
     pytest.param(
-        JobState.EVICTED, "running", "onprem", "requeued", "stopped", id="leaving: requeued now"
+        JobState.ADMITTED, "submitting", "onprem", "requeued", "stopped", True, id="admitted"
     ),
     pytest.param(
-        JobState.CANCELLED, "running", "onprem", "cancelled", "stopped", id="cancelled stays so"
+        JobState.DISPATCHED, "pending", "onprem", "requeued", "stopped", True, id="dispatched"
     ),
-    pytest.param(JobState.SUCCEEDED, "succeeded", "onprem", "succeeded", "succeeded", id="done"),
-    pytest.param(JobState.REQUEUED, "lost", "onprem", "requeued", "lost", id="queued: untouched"),
     pytest.param(
-        JobState.RUNNING, "running", "lab", "running", "running", id="another pool: untouched"
+        JobState.EVICTED, "running", "onprem", "requeued", "stopped", True,
+        id="leaving: requeued now",
     ),
-]
+    pytest.param(
+        JobState.CANCELLED, "running", "onprem", "cancelled", "stopped", False,
+        id="cancelled stays so",
+    ),
+    pytest.param(
+        JobState.SUCCEEDED, "succeeded", "onprem", "succeeded", "succeeded", False, id="done"
+    ),
+    pytest.param(
+        JobState.REQUEUED, "lost", "onprem", "requeued", "lost", False, id="queued: untouched"
+    ),
+    pytest.param(
+        JobState.RUNNING, "running", "lab", "running", "running", False,
+        id="another pool: untouched",
+    ),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(("state", "tried", "pool", "after", "tried_after"), RECORDED)
+@pytest.mark.parametrize(("state", "tried", "pool", "after", "tried_after", "requeued"), RECORDED)
 def test_what_down_records_for_each_job(
-    state: JobState, tried: str, pool: str, after: str, tried_after: str
+    state: JobState, tried: str, pool: str, after: str, tried_after: str, requeued: bool
 ) -> None:
     from dataclasses import replace
 
     store = MemoryStore()
     store.create(job("j", state=state).record)
     store.create(replace(attempt("j", state=tried), pool=pool))
-    requeued = stopped(store, {"onprem"}, FORCED, NOW)
+    told = stopped(store, {"onprem"}, FORCED, NOW)
     record, [ended] = store.get(JobRecord, "j"), store.list(AttemptRecord)
     assert record is not None
     assert (record.state.value, ended.state) == (after, tried_after)
-    assert requeued == (["j"] if after == "requeued" and state is not JobState.REQUEUED else [])
+    assert told == (["j"] if requeued else [])
     if tried_after == "stopped":
         assert (ended.reason, ended.ended_at_s) == (FORCED, NOW)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from typer.testing import CliRunner
 from meshctl.cli.app import app
 from meshctl.controller import daemon
 from meshctl.pools.local import start_ticks
-from tests.conftest import EXAMPLES, ROOT, onprem_policies
+from tests.conftest import EXAMPLES, ROOT, closed_port, onprem_policies
 
 pytestmark = pytest.mark.unit
 
@@ -156,13 +155,6 @@ def test_reload_without_a_controller_is_one_line_and_exit_1(cli: CliRunner) -> N
         1,
         "error: no controller is running (meshctl up starts one)\n",
     )
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 def test_pools_check_says_why_each_pool_cannot_be_used_and_exits_1(

@@ -86,8 +86,10 @@ def copied(home: Path) -> bytes:
     return read_copy(home, "j", 1) or b""
 
 
-def assert_bounded_copy_of(copy: bytes, log: bytes) -> None:
-    """The copy is the log, or its head, one marker counting what was dropped, and its tail."""
+def assert_bounded_copy_of(copy: bytes, log: bytes, lines: bool = True) -> None:
+    """The copy is the log, or its head, one marker counting what was dropped, and its tail.
+    ``lines``: the log is numbered lines (``GrowingLog.write``), so the cuts fall at line
+    starts; without them (one endless line) they fall where they must."""
     if len(log) <= CAP_BYTES:
         assert copy == log
         return
@@ -99,9 +101,10 @@ def assert_bounded_copy_of(copy: bytes, log: bytes) -> None:
     assert log.startswith(head)
     assert log.endswith(tail)
     assert len(head) + dropped + len(tail) == len(log)
-    assert tail.startswith(b"0")
-    assert head.endswith(b"\n")
     assert found.group(0) == marker(dropped)
+    if lines:
+        assert tail.startswith(b"0")
+        assert head.endswith(b"\n")
 
 
 # --- the copy -------------------------------------------------------------------------------------
@@ -175,11 +178,7 @@ def test_a_line_longer_than_everything_is_still_bounded(tmp_path: Path) -> None:
     log.data += b"y" * (5 * CAP_BYTES)  # no newline at all: cuts fall where they must
     for _ in range(8):
         follow(copier, log, clock)
-    copy = copied(tmp_path)
-    assert len(copy) <= CAP_BYTES
-    [found] = list(MARKED.finditer(copy))
-    dropped = int(found.group(1).replace(b",", b""))
-    assert found.start() + dropped + len(copy) - found.end() == len(log.data)
+    assert_bounded_copy_of(copied(tmp_path), bytes(log.data), lines=False)
 
 
 @settings(max_examples=30, deadline=None)
@@ -197,17 +196,7 @@ def test_any_growth_gives_a_bounded_copy_of_the_log(writes: list[int], line: int
             log.write(n, line)
             follow(copier, log, clock)
         follow(copier, log, clock, running(state="failed"))
-        copy = read_copy(Path(home), "j", 1) or b""
-        if len(log.data) <= CAP_BYTES:
-            assert copy == bytes(log.data)
-        else:
-            assert len(copy) <= CAP_BYTES
-            [found] = list(MARKED.finditer(copy))
-            dropped = int(found.group(1).replace(b",", b""))
-            head, tail = copy[: found.start()], copy[found.end() :]
-            assert log.data.startswith(head)
-            assert log.data.endswith(tail)
-            assert len(head) + dropped + len(tail) == len(log.data)
+        assert_bounded_copy_of(copied(Path(home)), bytes(log.data))
 
 
 # --- the lifecycle: active attempts, ended ones, a restarted controller ---------------------------
@@ -313,4 +302,17 @@ def test_copies_are_private(tmp_path: Path) -> None:
     for each in (path, path.with_suffix(".open")):
         assert stat.S_IMODE(each.stat().st_mode) == 0o600
     for folder in (path.parent, path.parent.parent, tmp_path / "home"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
+def test_the_first_append_makes_the_copys_folders_private(tmp_path: Path) -> None:
+    """A copy makes its folder only when it is missing (not at every append), 0700."""
+    from meshctl.controller.logs import LogCopy
+
+    path = tmp_path / "logs" / "j" / "1.log"
+    copy = LogCopy(path)
+    copy.append(b"one\n")
+    copy.append(b"two\n")
+    assert (path.read_bytes(), copy.copied) == (b"one\ntwo\n", 8)
+    for folder in (path.parent, path.parent.parent):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700

@@ -546,3 +546,61 @@ def test_the_loop_copies_the_driver_log_of_a_running_job(tmp_path: Path) -> None
     loop.cycle()  # it ended: its log is read to the end
     loop.cycle()
     assert read_copy(tmp_path, record.id, 1) == b"hello\nbye\n"
+
+
+def test_cloud_spend_is_charged_per_pool_and_team_from_the_launch_on() -> None:
+    """The spend the budget rules read and the pool record shows: an instance's hours at its
+    type's price (g6.xlarge in us-east-1: 0.8048 USD an hour in the shipped catalog), charged
+    to the team of the job it was launched for; a pool launched in this cycle shows 0 now."""
+    from meshctl.state import PoolRecord
+
+    store, clock, _, loop, _ = bursting()
+    queue(store, "spill")
+    loop.cycle()  # launches one g6.xlarge in east
+    east = store.get(PoolRecord, "east")
+    assert east is not None
+    assert (east.observed["spend_usd"], east.observed["spend_usd_by_team"]) == (
+        0.0,
+        {"default": 0.0},
+    )
+    clock.now += 3599  # the next cycle is one hour after the launch
+    loop.cycle()
+    east = store.get(PoolRecord, "east")
+    assert east is not None
+    assert (east.observed["spend_usd"], east.observed["spend_usd_by_team"]) == (
+        0.8048,
+        {"default": 0.8048},
+    )
+    world = loop.world(clock.now)  # the moment that cycle read
+    assert (world.spend_usd, world.team_spend_usd) == ({"east": 0.8048}, {"default": 0.8048})
+
+
+@pytest.mark.parametrize(
+    ("token_file", "why"),
+    [
+        pytest.param("missing", "No such file or directory", id="no such file"),
+        pytest.param(".", "Is a directory", id="a folder"),
+    ],
+)
+def test_a_ray_pool_whose_token_file_cannot_be_read_is_unavailable_and_says_why(
+    tmp_path: Path, token_file: str, why: str
+) -> None:
+    """The controller says what the one-off check (meshctl pools check) says, not a guess."""
+    from meshctl.controller.runtime import driven, unavailable
+    from meshctl.model import Mesh
+
+    path = tmp_path / token_file
+    lab = {"name": "lab", "provider": "ray", "address": "http://127.0.0.1:9",
+           "auth": {"token_file": str(path)}}  # fmt: skip
+    document = MESH.model_dump(mode="json")
+    document["spec"]["pools"].append(lab)
+    mesh = Mesh.model_validate(document)
+    loop = Controller(
+        MemoryStore(), Rules(mesh, {}, None), {}, clock=Clock(),
+        resolve=lambda: driven(mesh, tmp_path),
+    )  # fmt: skip
+    expected = f"token file {path}: {why}"
+    assert loop.cycle().unavailable["lab"] == expected
+    ray_pool = mesh.pool("lab")
+    assert ray_pool is not None
+    assert unavailable(ray_pool, tmp_path) == expected
