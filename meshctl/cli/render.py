@@ -11,7 +11,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -123,9 +123,20 @@ class _Run:
     pending: list[str | Problem] = field(default_factory=list)
 
 
-# Set by the root group for each command line it runs (a context variable, not a global: each
-# thread and each invocation in tests sees its own).
+# Set by the root group for each command line it runs and reset when it ends (a context
+# variable, not a global: each thread sees its own, and a later command line in the same
+# process, or a direct call after one, starts from no ``-o``).
 _RUN: ContextVar[_Run] = ContextVar("meshctl_run", default=_Run(None))  # noqa: B039
+
+
+def begin_run() -> Token[_Run]:
+    """A command line starts: nothing asked yet, nothing kept. Give the token to ``end_run``."""
+    return _RUN.set(_Run(None))
+
+
+def end_run(token: Token[_Run]) -> None:
+    """A command line ended: its ``-o`` and anything it kept go with it."""
+    _RUN.reset(token)
 
 
 def remember_output(output: str | None) -> None:
