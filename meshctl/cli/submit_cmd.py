@@ -202,7 +202,7 @@ def _from_command(
     try:
         return Job.model_validate(raw)
     except ValidationError as err:
-        raise flag_error(err, _FLAGS) from None
+        raise flag_error(err, Job, _FLAGS) from None
 
 
 _FLAGS = {

@@ -150,7 +150,7 @@ def _job(
     try:
         return Job.model_validate(raw)
     except ValidationError as err:
-        raise flag_error(err, _FLAGS) from None
+        raise flag_error(err, Job, _FLAGS) from None
 
 
 _FLAGS = {
