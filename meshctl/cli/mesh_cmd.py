@@ -43,7 +43,7 @@ def up(
     context = app_context(ctx)
     mesh = context.mesh()
     policy_dir = (policies or context.policy_dir()).resolve()
-    context.policy_set(policy_dir)  # invalid policies stop here, before anything starts
+    context.policy_set(policy_dir, mesh)  # invalid policies stop here, before anything starts
     run = make_run_dir(context.home)
     started = time.monotonic()
     failed = _start_pools(mesh, run)

@@ -11,14 +11,23 @@ from meshctl.cli.errors import CommandError, InvalidRequestError
 from meshctl.cli.render import Output
 
 if TYPE_CHECKING:
-    from meshctl.model import Job
+    from meshctl.cli.context import AppContext
+    from meshctl.files import Loaded
+    from meshctl.model import Catalog, Job, Mesh
 
 
 def queue(
-    context: Any, job: Job, work: Path | None, dry_run: bool, explain: bool, output: Output
+    context: AppContext,
+    job: Job,
+    work: Path | None,
+    dry_run: bool,
+    explain: bool,
+    output: Output,
+    held: tuple[Mesh, dict[str, Catalog]] | None = None,
 ) -> str | None:
     """Check the job against the mesh and queue it; print and return its id (None: a dry
-    run). Shared by ``submit`` and ``train``."""
+    run). Shared by ``submit`` and ``train``. ``held``: the mesh and catalogs the caller
+    read already (``AppContext.mesh_and_catalogs``), not read again."""
     import datetime as dt
     import time
 
@@ -28,7 +37,7 @@ def queue(
 
     check_loop(job, work)  # a train job's loop imports, before anything is queued
     now = dt.datetime.now(dt.UTC)
-    rules = context.rules()
+    rules = context.rules(held=held)
     observed = _unlisted_inventory(context, rules.mesh)
     try:
         admission = check(job, rules.mesh, rules.catalogs, rules.policies, now, observed)
@@ -85,12 +94,17 @@ def _unlisted_inventory(context: Any, mesh: Any) -> dict[str, Any]:
     return found
 
 
-def from_file(path: Path) -> tuple[Job, Path]:
-    """A job file's job, and the folder its working_dir is relative to."""
-    from meshctl.files import load_one
+def from_file(path: Path) -> tuple[Job, Path, Loaded]:
+    """A job file, read once: its job, the folder its working_dir is relative to, and the
+    document with its lines (for checks that name them)."""
+    from meshctl.files import load_one, load_path
     from meshctl.model import Job
 
-    return load_one(path, Job), path.resolve().parent
+    docs = load_path(path)
+    found = docs[0].document if len(docs) == 1 else None
+    # not one Job document: load_one says so, with the line, as for every other file
+    job = found if isinstance(found, Job) else load_one(path, Job)
+    return job, path.resolve().parent, docs[0]
 
 
 NAME_LIMIT = 40  # leaves room in a job id (name + "-" + 6 hex) and Ray's submission id

@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from meshctl.cli.context import app_context
+from meshctl.cli.context import AppContext, app_context
 from meshctl.cli.errors import InvalidRequestError
 from meshctl.cli.options import OutputOption, flag_error
 from meshctl.cli.queueing import from_file, name_from, queue
 from meshctl.cli.render import Output
+from meshctl.problems import InvalidFileError
 
 if TYPE_CHECKING:
-    from meshctl.model import Job
+    from meshctl.model import Catalog, Job, Mesh
 
 
 def submit(
@@ -76,19 +77,32 @@ def submit(
             raise InvalidRequestError(
                 f"{', '.join(given)}: describe a job given as a command; edit {args[0]} instead"
             )
-        job, job_dir = from_file(Path(args[0]))
-        from meshctl.catalog.check import check_job_file  # an unknown GPU model: file:line
-
-        check_job_file(Path(args[0]), context.catalog_map(), context.mesh())
-        work: Path | None = (job_dir / job.spec.working_dir).resolve()
+        job, work, held = _checked_file(context, Path(args[0]))
     elif args:
         job = _from_command(
             args, gpus or 0, cpus, memory, nodes, kind, priority, criticality, team, name
         )
         work = working_dir.resolve() if working_dir else None
+        held = None
     else:
         raise InvalidRequestError("expected JOB.yaml, or -- and a command (see --help)")
-    queue(context, job, work, dry_run, explain, output)
+    queue(context, job, work, dry_run, explain, output, held)
+
+
+def _checked_file(
+    context: AppContext, path: Path
+) -> tuple[Job, Path | None, tuple[Mesh, dict[str, Catalog]]]:
+    """A job file read once and its accelerator models checked (an unknown one: file:line),
+    with the mesh and catalogs it was checked against, kept for planning."""
+    from meshctl.catalog.check import job_accelerators
+
+    job, job_dir, loaded = from_file(path)
+    # the catalogs before the mesh: with both broken, the catalog's problem is the one shown
+    mesh, catalogs = context.mesh_and_catalogs(context.catalog_map())
+    problems = job_accelerators(loaded, catalogs, mesh)
+    if problems:
+        raise InvalidFileError(problems)
+    return job, (job_dir / job.spec.working_dir).resolve(), (mesh, catalogs)
 
 
 def _from_command(

@@ -68,7 +68,7 @@ def train(
     if target.endswith((".yaml", ".yml")):
         if not Path(target).is_file():
             raise InvalidRequestError(f"{target}: no such job file")
-        job, job_dir = from_file(Path(target))
+        job, job_dir, _ = from_file(Path(target))
         if job.spec.train is None:
             raise InvalidRequestError(f"{target}: spec.train: expected a train section")
         work = (job_dir / job.spec.working_dir).resolve()
