@@ -139,8 +139,7 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
     _show_job(record, data, attempts)
     _show_training(training)
     for e in events:
-        at = time.strftime("%H:%M:%S", time.localtime(e.at_s))
-        render.say(f"  {at} {e.kind}: {render.esc(e.message)}")
+        render.say(f"  {render.clock(e.at_s)} {e.kind}: {render.esc(e.message)}")
 
 
 def _show_job(record: JobRecord, data: dict[str, Any], attempts: list[AttemptRecord]) -> None:

@@ -19,7 +19,7 @@ import typer
 from meshctl.cli.context import UP_FILE, AppContext, app_context, live_beat
 from meshctl.cli.errors import EXIT_FAILURE, CommandError
 from meshctl.cli.options import OutputOption
-from meshctl.cli.render import Output
+from meshctl.cli.render import Output, clock_of
 
 if TYPE_CHECKING:
     from meshctl.state import Store
@@ -301,8 +301,6 @@ def _pool_state(pool: Any, record: Any, driven: bool) -> str:
 
 def render_status(data: dict[str, Any]) -> Any:
     """The status screen as one rich renderable."""
-    import datetime as dt
-
     from rich.console import Group
     from rich.table import Table
 
@@ -354,6 +352,5 @@ def render_status(data: dict[str, Any]) -> Any:
     for header in ("At", "Job", "Event", "Message"):
         events.add_column(header)
     for e in data["events"]:
-        at = dt.datetime.fromisoformat(e["occurred_at"]).astimezone().strftime("%H:%M:%S")
-        events.add_row(at, e["job_id"] or "", e["kind"], e["message"])
+        events.add_row(clock_of(e["occurred_at"]), e["job_id"] or "", e["kind"], e["message"])
     return Group(*lines, f"jobs: {jobs}", pools, queue, events)

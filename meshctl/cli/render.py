@@ -83,6 +83,21 @@ def timestamp(at_s: float | None) -> str | None:
     return moment.isoformat().replace("+00:00", "Z")
 
 
+def clock(at_s: float) -> str:
+    """A moment for people: the local time of day, ``14:04:50`` (tables, event lines; scripts
+    get ``timestamp``)."""
+    import time
+
+    return time.strftime("%H:%M:%S", time.localtime(at_s))
+
+
+def clock_of(at: str) -> str:
+    """``clock`` of a moment as ``timestamp`` wrote it (a row built for ``-o json``)."""
+    import datetime as dt
+
+    return clock(dt.datetime.fromisoformat(at).timestamp())
+
+
 def esc(text: object) -> str:
     """User text (expressions, names) inside rich markup: ``[p]`` must stay ``[p]``."""
     from rich.markup import escape

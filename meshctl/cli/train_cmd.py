@@ -179,9 +179,8 @@ def _follow(context: Any, job_id: str, timeout: float, quiet: bool = False) -> N
     with context.store() as store:
         while True:
             for event in store.events(job_id=job_id, after_seq=after):
-                at = time.strftime("%H:%M:%S", time.localtime(event.at_s))
                 if not quiet:
-                    render.plain(f"{at} {event.kind}: {event.message}")
+                    render.plain(f"{render.clock(event.at_s)} {event.kind}: {event.message}")
                 after = event.seq
             record = store.get(JobRecord, job_id)
             if record is None or record.state in FINISHED:
