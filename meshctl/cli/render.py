@@ -116,6 +116,25 @@ def cell(value: Any) -> str:
     return esc(value)
 
 
+UNCERTAIN = "~"  # beside a price or figure the catalog marks uncertain
+
+
+def uncertain_caption(what: str = "a price") -> str:
+    """The caption of a table that marks ``what`` uncertain."""
+    return f"{UNCERTAIN} marks {what} the catalog says may be wrong (see its notes)"
+
+
+def marked(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[dict[str, Any]]:
+    """For a table: the figures under ``keys`` of the rows marked ``price_uncertain``, with
+    the mark."""
+    return [
+        {**r, **{k: f"{UNCERTAIN}{cell(r[k])}" for k in keys if r[k] is not None}}
+        if r["price_uncertain"]
+        else dict(r)
+        for r in rows
+    ]
+
+
 def say(message: str) -> None:
     """A line for people on stdout (rich markup allowed)."""
     _stdout_console().print(message, highlight=False)
