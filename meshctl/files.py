@@ -214,7 +214,7 @@ def _problems(
         missing = error["type"] in ("missing", "union_tag_not_found")
         shown = matched + rest[-1:] if missing else matched
         line = tree.lines.get(matched) or tree.lines.get((), None)
-        message = _message(cast(dict[str, Any], error), model, loc)
+        message = error_message(cast(dict[str, Any], error), model, loc)
         merged.setdefault((line, dotted(shown)), []).append(message)
     return [
         Problem(path, line, field, " or ".join(dict.fromkeys(messages)))
@@ -248,7 +248,9 @@ def _has(node: Any, seg: str | int) -> bool:
     return isinstance(node, list) and isinstance(seg, int) and 0 <= seg < len(node)
 
 
-def _message(error: dict[str, Any], model: type[BaseModel], loc: Loc) -> str:
+def error_message(error: dict[str, Any], model: type[BaseModel], loc: Loc) -> str:
+    """One pydantic error of ``model`` at ``loc`` in meshctl's words: ``expected ..., got
+    ...`` (a file's problems, and a job built from flags)."""
     kind, ctx, got = error["type"], error.get("ctx") or {}, error.get("input")
     if kind in ("missing", "union_tag_not_found"):
         return "required field is missing"

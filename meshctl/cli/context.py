@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,6 +86,14 @@ class AppContext:
 
     def mesh(self) -> Mesh:
         """The mesh, checked against the catalogs; invalid files raise InvalidFileError."""
+        return self.mesh_and_catalogs()[0]
+
+    def mesh_and_catalogs(
+        self, catalogs: dict[str, Catalog] | None = None
+    ) -> tuple[Mesh, dict[str, Catalog]]:
+        """The mesh and the catalogs it was checked against (``catalogs``: those the caller
+        read already; default: read them after the mesh), each read once: a command that
+        needs both reads them here. Invalid files raise InvalidFileError."""
         from meshctl.catalog.check import mesh_node_types
         from meshctl.files import load_path
         from meshctl.model import Mesh
@@ -101,15 +110,17 @@ class AppContext:
                     )
                 ]
             )
-        problems = mesh_node_types(docs[0], self.catalog_map())
+        catalogs = self.catalog_map() if catalogs is None else catalogs
+        problems = mesh_node_types(docs[0], catalogs)
         if problems:
             raise InvalidFileError(problems)
-        return docs[0].document
+        return docs[0].document, catalogs
 
-    def policy_set(self, folder: Path | None = None) -> PolicySet:
+    def policy_set(self, folder: Path | None = None, mesh: Mesh | None = None) -> PolicySet:
         """The policies in ``folder`` (default: ``policy_dir``), compiled and checked against
-        the mesh: a pool or provider it does not have is an error (InvalidFileError), not a
-        rule that silently never matches. ``up``, ``submit`` and the controller come here."""
+        the mesh (``mesh``: the one the caller read already; default: read it): a pool or
+        provider it does not have is an error (InvalidFileError), not a rule that silently
+        never matches. ``up``, ``submit`` and the controller come here."""
         from meshctl.policy.compiled import compile_policies
         from meshctl.policy.names import MeshNames, policy_problems
         from meshctl.policyfiles import read_mesh, read_policy_files, written_for
@@ -119,18 +130,25 @@ class AppContext:
         sources = read_policy_files([folder]).policies
         policies = compile_policies(sources)
         example_mesh = written_for(folder)  # the shipped examples: checked against theirs
-        mesh = read_mesh(example_mesh) if example_mesh else self.mesh()
+        if example_mesh:
+            mesh = read_mesh(example_mesh)
+        elif mesh is None:
+            mesh = self.mesh()
         problems = policy_problems(sources, MeshNames.of(mesh))
         if problems:
             raise InvalidFileError(problems)
         return policies
 
-    def rules(self, policies: Path | None = None) -> Rules:
+    def rules(
+        self, policies: Path | None = None, held: tuple[Mesh, dict[str, Catalog]] | None = None
+    ) -> Rules:
         """The rules a command plans with (submit, train): the named policies, else those the
-        controller enforces; a warning on stderr when they differ from what it runs."""
+        controller enforces; a warning on stderr when they differ from what it runs. ``held``:
+        the mesh and catalogs the caller read already (``mesh_and_catalogs``)."""
         from meshctl.controller.decide import Rules
 
-        rules = Rules(self.mesh(), self.catalog_map(), self.policy_set(policies))
+        mesh, catalogs = held or self.mesh_and_catalogs()
+        rules = Rules(mesh, catalogs, self.policy_set(policies, mesh))
         if rules.policies is not None:
             self.warn_if_not_enforced(rules.policies, policies is not None)
         return rules
@@ -152,10 +170,8 @@ class AppContext:
         from meshctl.controller import daemon
 
         pid = daemon.running(self.home)
-        beat = daemon.heartbeat(self.home) if pid is not None else None
-        if beat is None or beat.get("pid") != pid or beat.get("policy_hash") is None:
-            return None
-        return beat
+        beat = live_beat(daemon.heartbeat(self.home) if pid is not None else None, pid)
+        return beat if beat.get("policy_hash") is not None else None
 
     def warn_if_not_enforced(self, policies: PolicySet, named: bool) -> None:
         """Say so (a warning, never an error) when a command plans with other policies than
@@ -188,6 +204,14 @@ class AppContext:
         from meshctl.state import open_store
 
         return open_store(self.home)
+
+
+def live_beat(beat: Mapping[str, object] | None, pid: int | None) -> dict[str, object]:
+    """The heartbeat when the controller that wrote it is the one running now (``pid``), else
+    nothing: a heartbeat left by a controller that stopped says nothing about now."""
+    if beat is None or pid is None or beat.get("pid") != pid:
+        return {}
+    return dict(beat)
 
 
 def utc(moment: dt.datetime) -> dt.datetime:
@@ -235,8 +259,8 @@ def rules_from(home: Path, files: RuleFiles) -> Rules:
 
     providers = Path(files.providers) if files.providers else None
     context = AppContext(home, Path(files.mesh), providers)
-    mesh = context.mesh()
-    return Rules(mesh, context.catalog_map(), context.policy_set(Path(files.policies)))
+    mesh, catalogs = context.mesh_and_catalogs()
+    return Rules(mesh, catalogs, context.policy_set(Path(files.policies), mesh))
 
 
 def app_context(ctx: typer.Context) -> AppContext:

@@ -41,6 +41,17 @@ class MeshGroup(typer.core.TyperGroup):
     """The root command group: known errors become one-line errors (or one JSON document
     under ``-o json|yaml``) and their exit codes."""
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        from meshctl.cli import render
+
+        # One command line's -o and kept problems end with it (tests and runners invoke many
+        # in one process).
+        token = render.begin_run()
+        try:
+            return super().main(*args, **kwargs)
+        finally:
+            render.end_run(token)
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         from meshctl.cli import render
 

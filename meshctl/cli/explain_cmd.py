@@ -79,7 +79,8 @@ def explain(
 
 def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
     from meshctl.cli import render
-    from meshctl.cli.jobs_cmd import attempts_of, find
+    from meshctl.cli.jobs_cmd import find
+    from meshctl.cli.jobview import attempts_of, nodes_of
     from meshctl.cli.views import decision_data, event_data
 
     context = app_context(ctx)
@@ -92,7 +93,7 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
     policy_hash = (decisions[-1].policy_hash or None) if decisions else None
     where = ""
     last = attempts[-1] if attempts else None
-    nodes = [str(a["node"]) for a in last.detail.get("allocations", [])] if last else []
+    nodes = nodes_of(last)
     if last is not None:
         where = f"attempt {last.number} on pool {last.pool} ({', '.join(nodes)}), {last.state}"
     if output is not Output.table:  # shapes.ExplainStored

@@ -55,9 +55,10 @@ def text_of(context: AppContext, mesh: Mesh, attempt: AttemptRecord) -> bytes | 
 
 
 def chosen(store: Store, job_id: str, number: int | None) -> AttemptRecord | None:
-    from meshctl.state import AttemptRecord
+    """The attempt asked for (``--attempt``), else the latest; None before the first."""
+    from meshctl.cli.jobview import attempts_of
 
-    tries = sorted(store.list(AttemptRecord, job_id=job_id), key=lambda a: a.number)
+    tries = attempts_of(store, job_id)
     picked = [a for a in tries if number is None or a.number == number]
     if number is not None and not picked:
         raise InvalidRequestError(f"--attempt: job {job_id} has no attempt {number}")

@@ -53,24 +53,9 @@ def find(store: Store, ref: str) -> JobRecord:
     raise InvalidRequestError(f"job: {ref!r} names {len(matches)} jobs ({ids}); give more of it")
 
 
-def attempts_of(store: Store, job_id: str) -> list[AttemptRecord]:
-    from meshctl.state import AttemptRecord
-
-    return sorted(store.list(AttemptRecord, job_id=job_id), key=lambda a: a.number)
-
-
-def _node_list(attempt: AttemptRecord | None) -> list[str]:
-    if attempt is None:
-        return []
-    return [str(a["node"]) for a in attempt.detail.get("allocations", [])]
-
-
-def _nodes(attempt: AttemptRecord | None) -> str:
-    return ", ".join(_node_list(attempt))
-
-
 def _row(job: JobRecord, attempt: AttemptRecord | None, now: float) -> dict[str, Any]:
     """A job as data (``shapes.JobRow``); ``now`` is for people's tables (``age_s``)."""
+    from meshctl.cli.jobview import nodes_of
     from meshctl.cli.render import timestamp
 
     return {
@@ -80,7 +65,7 @@ def _row(job: JobRecord, attempt: AttemptRecord | None, now: float) -> dict[str,
         "state": job.state.value,
         "priority": job.priority,
         "pool": job.pool or None,
-        "nodes": _node_list(attempt),
+        "nodes": nodes_of(attempt),
         "attempt": attempt.number if attempt else 0,
         "submitted_at": timestamp(job.submitted_at_s),
         "updated_at": timestamp(job.updated_at_s),
@@ -135,7 +120,7 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
 
     with app_context(ctx).store() as store:
         record = find(store, job)
-        attempts = attempts_of(store, record.id)
+        attempts = jobview.attempts_of(store, record.id)
         events = store.events(job_id=record.id)
         decisions = store.decisions(job_id=record.id)
     decision = decisions[-1].explanation.get("summary") if decisions else None
@@ -154,8 +139,7 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
     _show_job(record, data, attempts)
     _show_training(training)
     for e in events:
-        at = time.strftime("%H:%M:%S", time.localtime(e.at_s))
-        render.say(f"  {at} {e.kind}: {render.esc(e.message)}")
+        render.say(f"  {render.clock(e.at_s)} {e.kind}: {render.esc(e.message)}")
 
 
 def _show_job(record: JobRecord, data: dict[str, Any], attempts: list[AttemptRecord]) -> None:

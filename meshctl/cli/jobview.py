@@ -1,6 +1,7 @@
 """What ``meshctl jobs show`` says about a job, as words for people and as data for scripts.
 
-Pure functions over the stored records: no store, no printing (``render`` prints). A job's
+Functions over the stored records: they read the store at most (``attempts_of``), never
+write it, and never print (``render`` prints). A job's
 resources read as people write them ("1 GPU, 0.25 CPU, 512 MiB memory"), a train job says
 its loop and workers, and a failed attempt shows the first lines of Ray's message with where
 to read the rest; ``data`` is the ``-o json|yaml`` document (times ISO-8601 under ``_at`` keys,
@@ -13,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from meshctl.cli.render import timestamp
+from meshctl.cli.views import event_data
 
 if TYPE_CHECKING:
-    from meshctl.state import AttemptRecord, Event
+    from meshctl.state import AttemptRecord, Event, Store
 
 ERROR_LINES = 3  # of Ray's message on a failed attempt; the rest is in the job's log
 
@@ -85,7 +87,15 @@ def error_excerpt(message: str, lines: int = ERROR_LINES) -> tuple[list[str], in
     return said[:lines], max(0, len(said) - lines)
 
 
+def attempts_of(store: Store, job_id: str) -> list[AttemptRecord]:
+    """A job's attempts, first to latest."""
+    from meshctl.state import AttemptRecord
+
+    return sorted(store.list(AttemptRecord, job_id=job_id), key=lambda a: a.number)
+
+
 def nodes_of(attempt: AttemptRecord | None) -> list[str]:
+    """The nodes an attempt was placed on (none without an attempt)."""
     if attempt is None:
         return []
     return [str(a["node"]) for a in attempt.detail.get("allocations", [])]
@@ -107,10 +117,6 @@ def attempt_data(attempt: AttemptRecord) -> dict[str, Any]:
         "stop_at": timestamp(detail.get("stop_at_s")),
         "preempted_for": detail.get("for_job"),
     }
-
-
-def event_data(event: Event) -> dict[str, Any]:
-    return {"occurred_at": timestamp(event.at_s), "kind": event.kind, "message": event.message}
 
 
 def data(

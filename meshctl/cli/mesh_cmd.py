@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from meshctl.cli.context import UP_FILE, AppContext, app_context
+from meshctl.cli.context import UP_FILE, AppContext, app_context, live_beat
 from meshctl.cli.errors import EXIT_FAILURE, CommandError
 from meshctl.cli.options import OutputOption
-from meshctl.cli.render import Output
+from meshctl.cli.render import Output, clock_of
 
 if TYPE_CHECKING:
     from meshctl.state import Store
@@ -43,7 +44,7 @@ def up(
     context = app_context(ctx)
     mesh = context.mesh()
     policy_dir = (policies or context.policy_dir()).resolve()
-    context.policy_set(policy_dir)  # invalid policies stop here, before anything starts
+    context.policy_set(policy_dir, mesh)  # invalid policies stop here, before anything starts
     run = make_run_dir(context.home)
     started = time.monotonic()
     failed = _start_pools(mesh, run)
@@ -187,9 +188,10 @@ class _Health:
         self.context = context
         self._checked: tuple[float, dict[str, str | None]] | None = None
 
-    def __call__(self, mesh: Any, beat: dict[str, Any], pid: int | None) -> dict[str, str | None]:
-        seen = beat.get("unavailable")
-        if pid is not None and beat.get("pid") == pid and isinstance(seen, dict):
+    def __call__(self, mesh: Any, live: Mapping[str, Any]) -> dict[str, str | None]:
+        """``live``: the running controller's heartbeat (``context.live_beat``), or nothing."""
+        seen = live.get("unavailable")
+        if isinstance(seen, dict):
             return {p.name: seen.get(p.name) for p in mesh.spec.pools}
         now = time.monotonic()
         if self._checked is None or now - self._checked[0] > self.LIVE_CHECK_S:
@@ -200,7 +202,7 @@ class _Health:
         return self._checked[1]
 
 
-def collect(context: AppContext, store: Store, health: _Health | None = None) -> dict[str, Any]:
+def collect(context: AppContext, store: Store, health: _Health) -> dict[str, Any]:
     """Everything status shows, as plain data (``shapes.Status``)."""
     from meshctl.cli.render import timestamp
     from meshctl.cli.views import event_data
@@ -223,7 +225,8 @@ def collect(context: AppContext, store: Store, health: _Health | None = None) ->
     records = {p.name: p for p in store.list(PoolRecord)}
     beat: dict[str, Any] = dict(daemon.heartbeat(context.home) or {})
     pid = daemon.running(context.home)
-    down = (health or _Health(context))(mesh, beat, pid)
+    live = live_beat(beat, pid)
+    down = health(mesh, live)
     pools = []
     for pool in mesh.spec.pools:
         record = records.get(pool.name)
@@ -264,7 +267,7 @@ def collect(context: AppContext, store: Store, health: _Health | None = None) ->
             "last_cycle_age_s": round(now - float(beat["at_s"]), 1) if beat.get("at_s") else None,
             "cycle_s": float(beat["cycle_ms"]) / 1000 if beat.get("cycle_ms") is not None else None,
             "errors": beat.get("errors", []),
-            **_enforcing(beat if pid is not None and beat.get("pid") == pid else {}),
+            **_enforcing(live),
         },
         "pools": pools,
         "jobs": states,
@@ -273,7 +276,7 @@ def collect(context: AppContext, store: Store, health: _Health | None = None) ->
     }
 
 
-def _enforcing(beat: dict[str, Any]) -> dict[str, Any]:
+def _enforcing(beat: Mapping[str, Any]) -> dict[str, Any]:
     """The rule set the running controller enforces (nulls when none runs): the policy hash,
     the policy folder and its git commit, and a change it refused (the old set runs on)."""
     return {
@@ -298,8 +301,6 @@ def _pool_state(pool: Any, record: Any, driven: bool) -> str:
 
 def render_status(data: dict[str, Any]) -> Any:
     """The status screen as one rich renderable."""
-    import datetime as dt
-
     from rich.console import Group
     from rich.table import Table
 
@@ -351,6 +352,5 @@ def render_status(data: dict[str, Any]) -> Any:
     for header in ("At", "Job", "Event", "Message"):
         events.add_column(header)
     for e in data["events"]:
-        at = dt.datetime.fromisoformat(e["occurred_at"]).astimezone().strftime("%H:%M:%S")
-        events.add_row(at, e["job_id"] or "", e["kind"], e["message"])
+        events.add_row(clock_of(e["occurred_at"]), e["job_id"] or "", e["kind"], e["message"])
     return Group(*lines, f"jobs: {jobs}", pools, queue, events)

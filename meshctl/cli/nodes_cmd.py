@@ -20,7 +20,7 @@ import typer
 from meshctl.cli.context import app_context
 from meshctl.cli.errors import InvalidRequestError
 from meshctl.cli.options import OutputOption, duration_flag
-from meshctl.cli.render import Column, Output
+from meshctl.cli.render import Column, Output, clock_of
 
 if TYPE_CHECKING:
     from meshctl.state import NodeRecord, Store
@@ -103,25 +103,14 @@ def _node_row(node: NodeRecord, gpus_used: float, jobs: list[str]) -> dict[str, 
 def _node_cells(row: dict[str, Any]) -> dict[str, Any]:
     """The same node in words for the table."""
     deadline = row["deadline_at"]
-    until = f" until {_local_time(deadline)}" if deadline and row["state"] == "draining" else ""
+    draining = deadline and row["state"] == "draining"
+    until = f" until {clock_of(deadline)}" if draining else ""
     return row | {
         "state": row["state"] + until + (f" ({row['reason']})" if row["reason"] else ""),
         "alive": "yes" if row["alive"] else "no",
         "gpus": f"{row['gpus_used']:g} / {row['gpus'] if row['gpus'] is not None else '-'}",
         "labels": ", ".join(f"{k}={v}" for k, v in row["labels"].items()),
     }
-
-
-def _local_time(at: str) -> str:
-    import datetime as dt
-
-    return dt.datetime.fromisoformat(at).astimezone().strftime("%H:%M:%S")
-
-
-def _until(deadline_s: float | None) -> str:
-    if deadline_s is None:
-        return ""
-    return f" until {time.strftime('%H:%M:%S', time.localtime(deadline_s))}"
 
 
 def _set(ctx: typer.Context, ref: str, state: str, detail: dict[str, float], why: str) -> None:

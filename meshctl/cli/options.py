@@ -6,7 +6,7 @@ import datetime as dt
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,7 +14,7 @@ from meshctl.cli.errors import InvalidRequestError
 from meshctl.cli.render import Output
 
 if TYPE_CHECKING:
-    from pydantic import ValidationError
+    from pydantic import BaseModel, ValidationError
 
 OutputOption = Annotated[
     Output,
@@ -36,39 +36,19 @@ NowOption = Annotated[
 ]
 
 
-def flag_error(err: ValidationError, flags: Mapping[str, str]) -> InvalidRequestError:
-    """A job built from flags failed validation: one line naming the flag (``flags`` maps a
-    field's location to it) and what was expected, with the value given once."""
+def flag_error(
+    err: ValidationError, model: type[BaseModel], flags: Mapping[str, str]
+) -> InvalidRequestError:
+    """A ``model`` built from flags failed validation: one line naming the flag (``flags``
+    maps a field's location to it) and what was expected, with the value given once."""
+    from meshctl.files import error_message
+
     first = err.errors()[0]
     # pydantic names the branches of a union in the location ("function-before[...]"): they
     # are not fields the user could have set
     where = ".".join(str(p) for p in first["loc"] if re.fullmatch(r"\w+", str(p)))
-    return InvalidRequestError(f"{flags.get(where, where)}: {field_message(first)}")
-
-
-def field_message(error: Mapping[str, Any]) -> str:
-    """pydantic's error in meshctl's words: ``expected ..., got ...`` (no "Value error,"
-    prefix; the value named once, and only when it is one value, not a whole section)."""
-    from meshctl.model.base import NAME_PATTERN
-
-    kind, ctx, got = error["type"], error.get("ctx") or {}, error.get("input")
-    if kind in ("value_error", "assertion_error"):
-        text = str(ctx.get("error", error["msg"]))
-    elif kind == "string_pattern_mismatch":
-        pattern = str(ctx.get("pattern"))
-        text = (
-            "expected a name of lower-case letters, digits and '-' (at most 63 characters)"
-            if pattern == NAME_PATTERN
-            else f"expected text matching {pattern}"
-        )
-    else:
-        msg = str(error["msg"]).removeprefix("Value error, ")
-        should = msg.startswith("Input should be ")
-        text = f"expected {msg.removeprefix('Input should be ')}" if should else msg
-    scalar = got is None or isinstance(got, str | int | float | bool)
-    if scalar and not re.search(r"\bgot\b", text):
-        text += f", got {got!r}"
-    return text
+    message = error_message(dict(first), model, tuple(first["loc"]))
+    return InvalidRequestError(f"{flags.get(where, where)}: {message}")
 
 
 def duration_flag(flag: str, value: str) -> float:

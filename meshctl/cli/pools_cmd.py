@@ -26,10 +26,6 @@ app = typer.Typer(
 )
 
 
-UNCERTAIN = "~"  # beside a price the catalog marks uncertain
-UNCERTAIN_CAPTION = "~ marks a price the catalog says may be wrong (see its notes)"
-
-
 def _capacities(ctx: typer.Context) -> list[dict[str, Any]]:
     """Each pool as data (``shapes.PoolRow``): configured capacity, prices, and what the
     controller last recorded (null where nothing was)."""
@@ -80,18 +76,6 @@ def _live(home: Path) -> dict[str, dict[str, Any]]:
     return live
 
 
-def _marked(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[str, Any]]:
-    """For a table: the prices of rows marked uncertain, with the mark."""
-    from meshctl.cli.render import cell
-
-    return [
-        r | {k: f"{UNCERTAIN}{cell(r[k])}" for k in keys if r[k] is not None}
-        if r["price_uncertain"]
-        else r
-        for r in rows
-    ]
-
-
 @app.command("list")
 def list_pools(ctx: typer.Context, output: OutputOption = Output.table) -> None:
     """Each pool: provider, where, nodes, GPUs, accelerators, USD per GPU-hour."""
@@ -116,9 +100,9 @@ def list_pools(ctx: typer.Context, output: OutputOption = Output.table) -> None:
         "cloud prices are list prices from the catalogs"
     )
     if any(r["price_uncertain"] for r in rows):
-        caption += "; " + UNCERTAIN_CAPTION
+        caption += "; " + render.uncertain_caption()
     if output is Output.table:
-        rows = _marked(rows, ("usd_per_gpu_hour", "spot_usd_per_gpu_hour"))
+        rows = render.marked(rows, ("usd_per_gpu_hour", "spot_usd_per_gpu_hour"))
     render.emit(
         rows, columns, output, title=f"Pools of {app_context(ctx).mesh_file()}", caption=caption
     )
@@ -178,7 +162,7 @@ def _prices(pool: Any, catalogs: Mapping[str, Catalog]) -> list[dict[str, Any]]:
 def _price_table(prices: list[dict[str, Any]]) -> None:
     from meshctl.cli import render
 
-    marked = _marked(prices, ("on_demand_usd_per_hour", "spot_usd_per_hour"))
+    marked = render.marked(prices, ("on_demand_usd_per_hour", "spot_usd_per_hour"))
     uncertain = any(p["price_uncertain"] for p in prices)
     render.emit(
         marked,
@@ -189,7 +173,7 @@ def _price_table(prices: list[dict[str, Any]]) -> None:
         ],
         Output.table,
         title="Prices in the pool's region",
-        caption=UNCERTAIN_CAPTION if uncertain else "",
+        caption=render.uncertain_caption() if uncertain else "",
     )
 
 

@@ -45,10 +45,10 @@ def _catalogs(ctx: typer.Context, providers: list[str] | None) -> list[Found]:
 
 
 def _caption(found: list[Found], marked: bool, what: str = "a price") -> str:
-    from meshctl.cli.pools_cmd import UNCERTAIN_CAPTION
+    from meshctl.cli.render import uncertain_caption
 
     dates = "; ".join(f"{f.provider}: list prices as of {f.catalog.spec.as_of}" for f in found)
-    return dates + ("; " + UNCERTAIN_CAPTION.replace("a price", what) if marked else "")
+    return dates + ("; " + uncertain_caption(what) if marked else "")
 
 
 def _matches(model: str, gpu: str | None) -> bool:
@@ -66,12 +66,13 @@ def list_types(
     from meshctl.cli import render
 
     found = _catalogs(ctx, provider)
-    rows = [
-        _type_row(f.provider, t)
+    types = [
+        (f.provider, t)
         for f in found
         for t in f.catalog.spec.instance_types
         if _matches(t.accelerator.model, gpu)
     ]
+    rows = [_type_row(name, t) for name, t in types]
     columns = [
         Column("provider", "Provider"),
         Column("node_type", "Type"),
@@ -85,7 +86,8 @@ def list_types(
     ]
     marked = any(r["price_uncertain"] or r["uncertain_fields"] for r in rows)
     caption = _caption(found, marked, "a price or figure")
-    shown = [_marked_type(r, found) for r in rows] if output is Output.table else rows
+    table = output is Output.table
+    shown = [_marked_type(r, t) for r, (_, t) in zip(rows, types, strict=True)] if table else rows
     render.emit(shown, columns, output, title="GPU instance types", caption=caption)
 
 
@@ -106,18 +108,13 @@ def _type_row(provider: str, t: InstanceType) -> dict[str, Any]:
     }
 
 
-def _marked_type(row: dict[str, Any], found: list[Found]) -> dict[str, Any]:
-    """A table row with ``~`` on the uncertain figures and the regions with uncertain prices."""
-    from meshctl.cli.pools_cmd import UNCERTAIN
-    from meshctl.cli.render import cell
+def _marked_type(row: dict[str, Any], t: InstanceType) -> dict[str, Any]:
+    """``t``'s table row with ``~`` on its uncertain figures and on the regions where its
+    prices are uncertain."""
+    from meshctl.cli.render import UNCERTAIN, cell
 
-    catalog = next(f.catalog for f in found if f.provider == row["provider"])
-    kind = catalog.instance_type(row["node_type"])
-    marked = {k: f"{UNCERTAIN}{cell(row[k])}" for k in row["uncertain_fields"] if k in row}
-    regions = [
-        f"{UNCERTAIN}{r}" if kind is not None and kind.prices[r].uncertain else r
-        for r in row["regions"]
-    ]
+    marked = {k: f"{UNCERTAIN}{cell(row[k])}" for k in t.uncertain if k in row}
+    regions = [f"{UNCERTAIN}{r}" if t.prices[r].uncertain else r for r in row["regions"]]
     return row | marked | {"regions": regions}
 
 
@@ -181,10 +178,8 @@ def prices(
     ]
     caption = _caption(found, any(r["price_uncertain"] for r in rows))
     if output is Output.table:
-        from meshctl.cli.pools_cmd import _marked
-
         prices = ("on_demand_usd_per_hour", "spot_usd_per_hour", "on_demand_usd_per_gpu_hour")
-        rows = _marked(rows, prices)
+        rows = render.marked(rows, prices)
     render.emit(rows, columns, output, title="List prices (USD)", caption=caption)
 
 

@@ -11,7 +11,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -83,6 +83,21 @@ def timestamp(at_s: float | None) -> str | None:
     return moment.isoformat().replace("+00:00", "Z")
 
 
+def clock(at_s: float) -> str:
+    """A moment for people: the local time of day, ``14:04:50`` (tables, event lines; scripts
+    get ``timestamp``)."""
+    import time
+
+    return time.strftime("%H:%M:%S", time.localtime(at_s))
+
+
+def clock_of(at: str) -> str:
+    """``clock`` of a moment as ``timestamp`` wrote it (a row built for ``-o json``)."""
+    import datetime as dt
+
+    return clock(dt.datetime.fromisoformat(at).timestamp())
+
+
 def esc(text: object) -> str:
     """User text (expressions, names) inside rich markup: ``[p]`` must stay ``[p]``."""
     from rich.markup import escape
@@ -99,6 +114,25 @@ def cell(value: Any) -> str:
     if isinstance(value, list | tuple):
         return esc(", ".join(str(v) for v in value))
     return esc(value)
+
+
+UNCERTAIN = "~"  # beside a price or figure the catalog marks uncertain
+
+
+def uncertain_caption(what: str = "a price") -> str:
+    """The caption of a table that marks ``what`` uncertain."""
+    return f"{UNCERTAIN} marks {what} the catalog says may be wrong (see its notes)"
+
+
+def marked(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[dict[str, Any]]:
+    """For a table: the figures under ``keys`` of the rows marked ``price_uncertain``, with
+    the mark."""
+    return [
+        {**r, **{k: f"{UNCERTAIN}{cell(r[k])}" for k in keys if r[k] is not None}}
+        if r["price_uncertain"]
+        else dict(r)
+        for r in rows
+    ]
 
 
 def say(message: str) -> None:
@@ -123,9 +157,20 @@ class _Run:
     pending: list[str | Problem] = field(default_factory=list)
 
 
-# Set by the root group for each command line it runs (a context variable, not a global: each
-# thread and each invocation in tests sees its own).
+# Set by the root group for each command line it runs and reset when it ends (a context
+# variable, not a global: each thread sees its own, and a later command line in the same
+# process, or a direct call after one, starts from no ``-o``).
 _RUN: ContextVar[_Run] = ContextVar("meshctl_run", default=_Run(None))  # noqa: B039
+
+
+def begin_run() -> Token[_Run]:
+    """A command line starts: nothing asked yet, nothing kept. Give the token to ``end_run``."""
+    return _RUN.set(_Run(None))
+
+
+def end_run(token: Token[_Run]) -> None:
+    """A command line ended: its ``-o`` and anything it kept go with it."""
+    _RUN.reset(token)
 
 
 def remember_output(output: str | None) -> None:

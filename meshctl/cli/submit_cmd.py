@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from meshctl.cli.context import app_context
-from meshctl.cli.errors import CommandError, InvalidRequestError
+from meshctl.cli.context import AppContext, app_context
+from meshctl.cli.errors import InvalidRequestError
 from meshctl.cli.options import OutputOption, flag_error
+from meshctl.cli.queueing import from_file, name_from, queue
 from meshctl.cli.render import Output
+from meshctl.problems import InvalidFileError
 
 if TYPE_CHECKING:
-    from meshctl.model import Job
+    from meshctl.model import Catalog, Job, Mesh
 
 
 def submit(
@@ -75,98 +77,32 @@ def submit(
             raise InvalidRequestError(
                 f"{', '.join(given)}: describe a job given as a command; edit {args[0]} instead"
             )
-        job, job_dir = _from_file(Path(args[0]))
-        from meshctl.catalog.check import check_job_file  # an unknown GPU model: file:line
-
-        check_job_file(Path(args[0]), context.catalog_map(), context.mesh())
-        work: Path | None = (job_dir / job.spec.working_dir).resolve()
+        job, work, held = _checked_file(context, Path(args[0]))
     elif args:
         job = _from_command(
             args, gpus or 0, cpus, memory, nodes, kind, priority, criticality, team, name
         )
         work = working_dir.resolve() if working_dir else None
+        held = None
     else:
         raise InvalidRequestError("expected JOB.yaml, or -- and a command (see --help)")
-    queue(context, job, work, dry_run, explain, output)
+    queue(context, job, work, dry_run, explain, output, held)
 
 
-def queue(
-    context: Any, job: Job, work: Path | None, dry_run: bool, explain: bool, output: Output
-) -> str | None:
-    """Check the job against the mesh and queue it; print and return its id (None: a dry
-    run). Shared by ``submit`` and ``train``."""
-    import datetime as dt
-    import time
+def _checked_file(
+    context: AppContext, path: Path
+) -> tuple[Job, Path | None, tuple[Mesh, dict[str, Catalog]]]:
+    """A job file read once and its accelerator models checked (an unknown one: file:line),
+    with the mesh and catalogs it was checked against, kept for planning."""
+    from meshctl.catalog.check import job_accelerators
 
-    from meshctl.cli import render
-    from meshctl.cli.train_cmd import check_loop
-    from meshctl.controller import daemon
-    from meshctl.controller.submit import Rejected, check, enqueue
-
-    check_loop(job, work)  # a train job's loop imports, before anything is queued
-    now = dt.datetime.now(dt.UTC)
-    rules = context.rules()
-    observed = _unlisted_inventory(context, rules.mesh)
-    try:
-        admission = check(job, rules.mesh, rules.catalogs, rules.policies, now, observed)
-    except Rejected as err:
-        raise InvalidRequestError(str(err)) from None
-    if output is Output.table and (dry_run or explain):
-        _show_plan(job, admission)
-    record = None
-    if not dry_run:
-        with context.store() as store:
-            try:
-                record = enqueue(store, job, admission, work, context.home, time.time())
-            except Rejected as err:
-                raise InvalidRequestError(str(err)) from None
-    if output is not Output.table:
-        render.emit_data(_submitted(job, admission, record, dry_run or explain), output)
-    elif record is not None:
-        render.plain(record.id)
-    if record is not None and not daemon.nudge(context.home):
-        render.warnings([f"{record.id} is queued, but no controller is running: meshctl up"])
-    return None if record is None else str(record.id)
-
-
-def _submitted(job: Job, admission: Any, record: Any, planned: bool) -> dict[str, Any]:
-    """What submit says as data (``shapes.Submitted``): one document, dry run or not."""
-    from meshctl.cli.views import decision_data
-
-    return {
-        "id": record.id if record else None,
-        "name": job.metadata.name,
-        "state": record.state.value if record else None,
-        "priority": admission.priority,
-        "priority_class": admission.priority_class,
-        "decision": decision_data(admission.decision) if planned else None,
-    }
-
-
-def _unlisted_inventory(context: Any, mesh: Any) -> dict[str, Any]:
-    """The nodes of ``ray`` pools whose mesh entry lists none, read from their clusters."""
-    from meshctl.controller.runtime import client_for
-    from meshctl.model.mesh import RayPool
-
-    found = {}
-    for pool in mesh.spec.pools:
-        if isinstance(pool, RayPool) and not pool.nodes:
-            client = client_for(pool, context.home)
-            if client is not None:
-                seen = client.observe()
-                if not seen.reachable:
-                    raise CommandError(
-                        f"pool {pool.name}: cannot check the job against its nodes: {seen.error}"
-                    )
-                found[pool.name] = seen
-    return found
-
-
-def _from_file(path: Path) -> tuple[Job, Path]:
-    from meshctl.files import load_one
-    from meshctl.model import Job
-
-    return load_one(path, Job), path.resolve().parent
+    job, job_dir, loaded = from_file(path)
+    # the catalogs before the mesh: with both broken, the catalog's problem is the one shown
+    mesh, catalogs = context.mesh_and_catalogs(context.catalog_map())
+    problems = job_accelerators(loaded, catalogs, mesh)
+    if problems:
+        raise InvalidFileError(problems)
+    return job, (job_dir / job.spec.working_dir).resolve(), (mesh, catalogs)
 
 
 def _from_command(
@@ -202,7 +138,7 @@ def _from_command(
     try:
         return Job.model_validate(raw)
     except ValidationError as err:
-        raise flag_error(err, _FLAGS) from None
+        raise flag_error(err, Job, _FLAGS) from None
 
 
 _FLAGS = {
@@ -223,7 +159,6 @@ _FLAGS = {
 # A word that names a script or a module (train.py, pkg.mod), not a program given inline
 # (python -c "import ray; ..."), whose text makes no name.
 _SCRIPT = re.compile(r"[\w./-]+\.\w+")
-NAME_LIMIT = 40  # leaves room in a job id (name + "-" + 6 hex) and Ray's submission id
 
 
 def _name_of(command: list[str]) -> str:
@@ -231,23 +166,3 @@ def _name_of(command: list[str]) -> str:
     words = [w for w in command if not w.startswith("-")]
     script = next((w for w in words[1:] if _SCRIPT.fullmatch(w)), words[0] if words else "")
     return name_from(PurePath(script).stem if script else "")
-
-
-def name_from(text: str, default: str = "job") -> str:
-    """``text`` as a valid name (lower-case letters, digits and inner '-', at most
-    NAME_LIMIT characters): what a cut leaves at the end is trimmed; nothing left: default."""
-    stem = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return stem[:NAME_LIMIT].rstrip("-") or default
-
-
-def _show_plan(job: Job, admission: Any) -> None:
-    from meshctl.cli import render
-
-    decision = admission.decision
-    render.say(
-        f"[bold]{render.esc(job.metadata.name)}[/] (priority {admission.priority}"
-        f"{', class ' + admission.priority_class if admission.priority_class else ''}): "
-        f"on the idle mesh it would be {render.esc(decision.summary())}"
-    )
-    for note in decision.notes:
-        render.say(f"  {render.esc(note)}")

@@ -21,6 +21,7 @@ import typer
 from meshctl.cli.context import app_context
 from meshctl.cli.errors import EXIT_TIMEOUT, CommandError, InvalidRequestError
 from meshctl.cli.options import OutputOption, duration_flag, flag_error
+from meshctl.cli.queueing import from_file, name_from, queue
 from meshctl.cli.render import Output
 
 if TYPE_CHECKING:
@@ -62,14 +63,12 @@ def train(
     output: OutputOption = Output.table,
 ) -> None:
     """Submit a Ray Train job (a job file, or a loop and its scaling); follow it."""
-    from meshctl.cli.submit_cmd import _from_file, queue
-
     context = app_context(ctx)
     timeout_s = duration_flag("--timeout", timeout)
     if target.endswith((".yaml", ".yml")):
         if not Path(target).is_file():
             raise InvalidRequestError(f"{target}: no such job file")
-        job, job_dir = _from_file(Path(target))
+        job, job_dir, _ = from_file(Path(target))
         if job.spec.train is None:
             raise InvalidRequestError(f"{target}: spec.train: expected a train section")
         work = (job_dir / job.spec.working_dir).resolve()
@@ -150,7 +149,7 @@ def _job(
     try:
         return Job.model_validate(raw)
     except ValidationError as err:
-        raise flag_error(err, _FLAGS) from None
+        raise flag_error(err, Job, _FLAGS) from None
 
 
 _FLAGS = {
@@ -167,8 +166,6 @@ _FLAGS = {
 
 
 def _name_of(loop: str) -> str:
-    from meshctl.cli.submit_cmd import name_from
-
     return name_from(loop.partition(":")[0].rsplit(".", 1)[-1], default="train")
 
 
@@ -182,9 +179,8 @@ def _follow(context: Any, job_id: str, timeout: float, quiet: bool = False) -> N
     with context.store() as store:
         while True:
             for event in store.events(job_id=job_id, after_seq=after):
-                at = time.strftime("%H:%M:%S", time.localtime(event.at_s))
                 if not quiet:
-                    render.plain(f"{at} {event.kind}: {event.message}")
+                    render.plain(f"{render.clock(event.at_s)} {event.kind}: {event.message}")
                 after = event.seq
             record = store.get(JobRecord, job_id)
             if record is None or record.state in FINISHED:
@@ -199,61 +195,3 @@ def _follow(context: Any, job_id: str, timeout: float, quiet: bool = False) -> N
     if record is None or record.state is not JobState.SUCCEEDED:
         state = "gone" if record is None else record.state.value
         raise CommandError(f"{job_id} {state} (meshctl jobs show {job_id})")
-
-
-# Run by the cluster's interpreter in the job's working directory (``python -c`` puts it first
-# on sys.path, as meshctl.train.run does on the workers): the module imports and the function is
-# there and callable. It prints one line saying what is wrong, and exits 3, if not.
-_LOOP_CHECK = """
-import importlib, sys
-module, function = sys.argv[1], sys.argv[2]
-try:
-    found = importlib.import_module(module)
-except BaseException as err:
-    print(f"cannot import {module}: {type(err).__name__}: {err}".splitlines()[0])
-    sys.exit(3)
-if not hasattr(found, function):
-    print(f"module {module} has no {function}")
-    sys.exit(3)
-if not callable(getattr(found, function)):
-    print(f"{module}.{function} is not callable")
-    sys.exit(3)
-"""
-LOOP_CHECK_TIMEOUT_S = 60.0  # importing torch on a cold cache takes seconds, not minutes
-
-
-def check_loop(job: Job, work: Path | None, timeout_s: float = LOOP_CHECK_TIMEOUT_S) -> None:
-    """A train job's ``module:function``, imported in a subprocess (user code may import
-    torch: never in this process) with the interpreter the cluster runs it with and the job's
-    environment variables. Not importable or not a function: InvalidRequestError (exit 2,
-    nothing queued); the import did not finish in time: a warning, and it is queued."""
-    import os
-    import subprocess
-    import sys
-
-    from meshctl.cli import render
-
-    if job.spec.train is None:
-        return
-    loop = job.spec.train.loop
-    module, _, function = loop.partition(":")
-    python = job.spec.runtime_env.py_executable or sys.executable
-    cwd = work if work is not None else Path.cwd()
-    env = {**os.environ, **job.spec.runtime_env.env_vars}
-    try:
-        done = subprocess.run(
-            [python, "-c", _LOOP_CHECK, module, function],
-            cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        render.warnings([f"train.loop: {loop} did not import within {timeout_s:g} s; not checked"])
-        return
-    except OSError as err:
-        raise InvalidRequestError(
-            f"train.loop: cannot run {python} to check {loop}: {err}"
-        ) from None
-    if done.returncode != 0:
-        why = (done.stdout.strip() or done.stderr.strip()).splitlines() or [
-            f"exit {done.returncode}"
-        ]
-        raise InvalidRequestError(f"train.loop: {loop} in {cwd}: {why[-1]}")

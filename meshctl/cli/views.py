@@ -16,7 +16,11 @@ if TYPE_CHECKING:
 def decision_data(decision: Decision | Mapping[str, Any]) -> dict[str, Any]:
     """A scheduling decision (``shapes.DecisionData``): live from the scheduler, or as the
     controller recorded it (``filtered`` was a map from reason to count there)."""
-    found = decision if isinstance(decision, Mapping) else _explanation(decision)
+    found = (
+        decision
+        if isinstance(decision, Mapping)
+        else {**decision.explanation(), "summary": decision.summary()}
+    )
     filtered = found.get("filtered") or {}
     return {
         "status": found.get("status"),
@@ -33,22 +37,6 @@ def decision_data(decision: Decision | Mapping[str, Any]) -> dict[str, Any]:
             for c in found.get("candidates", [])
         ],
         "notes": list(found.get("notes", [])),
-    }
-
-
-def _explanation(decision: Decision) -> dict[str, Any]:
-    return {
-        "status": decision.status,
-        "reason": decision.reason,
-        "summary": decision.summary(),
-        "nodes_considered": decision.nodes_considered,
-        "filtered": dict(decision.filtered),
-        "exhausted": decision.exhausted,
-        "candidates": [
-            {"nodes": c.nodes, "total": c.total, "scores": dict(c.scores)}
-            for c in decision.candidates
-        ],
-        "notes": decision.notes,
     }
 
 

@@ -477,16 +477,6 @@ def _idle_pools(world: World, rules: Rules, holding: Sequence[JobView], step: St
 
 
 def _note(decision: Decision) -> DecisionNote:
-    explanation = {
-        "status": decision.status,
-        "reason": decision.reason,
-        "nodes_considered": decision.nodes_considered,
-        "filtered": dict(decision.filtered),
-        "exhausted": decision.exhausted,
-        "candidates": [
-            {"nodes": list(c.nodes), "total": c.total, "scores": dict(c.scores)}
-            for c in decision.candidates
-        ],
-        "notes": list(decision.notes),
-    }
-    return DecisionNote(decision.job_id, decision.status, decision.summary(), explanation)
+    return DecisionNote(
+        decision.job_id, decision.status, decision.summary(), decision.explanation()
+    )

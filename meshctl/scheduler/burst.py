@@ -98,14 +98,14 @@ def choose_launch(
     offers: Sequence[Offer],
     room: Headroom,
     rank: Callable[[str], int],
-    unavailable: Mapping[str, str] | None = None,
+    unavailable: Mapping[str, str],
 ) -> tuple[Launch | None, list[str]]:
     """The cheapest launch that serves ``req``, and why each other option was not taken;
     ``unavailable``: pools not to launch in, and why ("gcp-spill: no credentials")."""
     options: list[Launch] = []
     why_not: list[str] = []
     for target in targets:
-        if unavailable and target.pool in unavailable:
+        if target.pool in unavailable:
             why_not.append(f"{target.pool}: {unavailable[target.pool]}")
             continue
         for offer in (o for o in offers if o.pool == target.pool):

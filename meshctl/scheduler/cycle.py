@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import replace
 
 from meshctl.policy.facts import TeamUsage
 from meshctl.policy.tenancy import borrowable_gpus, quota_ceiling
 from meshctl.policy.verdict import Verdict
 from meshctl.scheduler import burst, preempt, reserve
+from meshctl.scheduler.availability import Availability
 from meshctl.scheduler.config import DEFAULT_CONFIG, SchedulerConfig
 from meshctl.scheduler.filters import FILTERS, AcceleratorFilter, EligibilityFilter, HealthFilter
 from meshctl.scheduler.framework import CycleContext, Filter, Rejection
@@ -84,13 +84,8 @@ class _Cycle:
         for team, (team_gpus, gpu_memory) in snap.team_usage.items():
             self.usage[team][0] += team_gpus
             self.usage[team][3] += gpu_memory
-        self.pools = {p.name: p for p in snap.pools}
-        self.down = {p.name: p.unavailable for p in snap.pools if p.unavailable is not None}
-        self.down_names = frozenset(self.down)
-        self.down_nodes = {  # what an unavailable pool's nodes are told, built once
-            name: Rejection("availability", f"are in pool {name}, unavailable: {why}")
-            for name, why in self.down.items()
-        }
+        every = frozenset(self.indexes) | frozenset(p.name for p in snap.pools)
+        self.avail = Availability.of(snap, every)
         self.offers = list(snap.offers)
         self.headroom = burst.Headroom.of(snap.pools)
         self.preempted: set[str] = {job.job_id for job in snap.running if job.leaving}
@@ -210,38 +205,20 @@ class _Cycle:
                     state.release(alloc)
                     self.indexes[state.node.pool].moved(state, before)
 
-    def _pools(self, verdict: Verdict | None) -> tuple[frozenset[str], frozenset[str]]:
-        """(usable now, eligible ever); an unavailable pool is not usable now."""
-        if verdict is None:
-            every = frozenset(self.indexes) | frozenset(self.pools)
-            usable, eligible = every, every
-        else:
-            usable, eligible = frozenset(verdict.usable_pools), frozenset(verdict.eligible_pools)
-        if self.down:
-            usable = usable - self.down_names
-        return usable, eligible
-
-    def _down_in(self, pools: frozenset[str]) -> str | None:
-        """Which of ``pools`` are unavailable, and why: "gcp-spill: no credentials"."""
-        if not self.down:
-            return None
-        found = [f"{p}: {self.down[p]}" for p in sorted(pools) if p in self.down]
-        return "; ".join(found) or None
-
     def _decide(self, job: Pending) -> Decision:
         verdict = self.policies.verdict(job.job_id)
-        usable, eligible = self._pools(verdict)
+        asked, usable, eligible = self.avail.pools(verdict)
         if verdict is not None and verdict.priority_problem:
             return Decision(job.job_id, "unschedulable", verdict.priority_problem)
         key = (job.request, eligible)
         if key not in self.never:
             self.never[key] = never_fits(job.request, eligible, self.snap)
         never = self.never[key]
-        down = self._down_in(eligible)
         if never is not None:  # judged by what is known: an unavailable pool may hold it
+            down = self.avail.why(eligible)
             if down is None:
                 return Decision(job.job_id, "unschedulable", never)
-            others = eligible - self.down_names  # the verdict is about these
+            others = eligible - self.avail.names  # the verdict is about these
             notes = [f"elsewhere: {never}"] if others else []
             return Decision(job.job_id, "pending", down, notes=notes)
         ceiling = quota_ceiling(job.team, self.policies.quotas)
@@ -255,7 +232,7 @@ class _Cycle:
         over = self._over_quota(job)
         if over is not None:
             return Decision(job.job_id, "pending", over)
-        ctx = self._with_pools(usable, eligible)
+        ctx = self.avail.context(self.base, usable, eligible)
         # Within a cycle nodes only fill up, so a request that found no place finds none later
         # in the cycle either, for any job the same holds apply to: no runtime limit (which
         # reserved nodes may admit) and no nodes being freed for it.
@@ -268,20 +245,11 @@ class _Cycle:
                 self.unplaceable.add((job.request, usable))
         if choice is not None:
             return self._place(job, choice)
-        wanted = frozenset(verdict.usable_pools) if verdict is not None else eligible  # now
         return (
             self._preempt(job, verdict, ctx)
             or self._burst(job, verdict)
-            or self._wait(job, verdict, ctx, self._down_in(wanted))
+            or self._wait(job, verdict, ctx, self.avail.why(asked))
         )
-
-    def _with_pools(
-        self, usable: frozenset[str], eligible: frozenset[str] = frozenset()
-    ) -> CycleContext:
-        if not self.down:
-            return replace(self.base, usable_pools=usable)
-        down = {p: self.down_nodes[p] for p in eligible if p in self.down}
-        return replace(self.base, usable_pools=usable, unavailable=down)
 
     def _over_quota(self, job: Pending) -> str | None:
         quota = self.policies.quotas.get(job.team)
@@ -434,11 +402,11 @@ class _Cycle:
             return Decision(job.job_id, "provisioning", "waiting for cloud capacity")
         rank = lambda pool: self.rank.get(pool, len(self.rank))  # noqa: E731
         launch, why_not = burst.choose_launch(
-            job.request, verdict.burst.targets, self.offers, self.headroom, rank, self.down
+            job.request, verdict.burst.targets, self.offers, self.headroom, rank, self.avail.down
         )
         if launch is None:
             targets = frozenset(t.pool for t in verdict.burst.targets)
-            down = self._down_in(targets) if targets <= self.down_names else None
+            down = self.avail.why(targets) if targets <= self.avail.names else None
             return Decision(
                 job.job_id,
                 "pending",
@@ -498,10 +466,10 @@ class _Cycle:
             decision = self.plan.decisions.get(job.job_id)
             if decision is None or decision.status != "pending":
                 continue
-            usable, eligible = self._pools(self.policies.verdict(job.job_id))
-            key = (job.request, usable, eligible if self.down else usable)
+            _, usable, eligible = self.avail.pools(self.policies.verdict(job.job_id))
+            key = (job.request, usable, eligible if self.avail.down else usable)
             if key not in cache:
-                ctx = self._with_pools(usable, eligible)
+                ctx = self.avail.context(self.base, usable, eligible)
                 cache[key] = rejections(job.request, self.states.every(), ctx, FILTERS)
             reasons, dimensions, total = cache[key]
             decision.filtered, decision.nodes_considered = reasons, total

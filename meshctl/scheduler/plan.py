@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from meshctl.scheduler.snapshot import Allocation
 
@@ -79,6 +79,22 @@ class Decision:
             parts += [f"{n:,} {why}" for why, n in self.filtered.most_common()]
         parts += self.notes
         return "; ".join(parts)
+
+    def explanation(self) -> dict[str, Any]:
+        """The decision as plain data (lists and maps of numbers and text): what the
+        controller records for it and what ``-o json`` shows of it."""
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "nodes_considered": self.nodes_considered,
+            "filtered": dict(self.filtered),
+            "exhausted": self.exhausted,
+            "candidates": [
+                {"nodes": list(c.nodes), "total": c.total, "scores": dict(c.scores)}
+                for c in self.candidates
+            ],
+            "notes": list(self.notes),
+        }
 
 
 @dataclass

@@ -80,15 +80,13 @@ def _of_offer(offer: Offer) -> Shape:
     )
 
 
-def node_never(req: Request, node: Node) -> str | None:
-    """Why ``node``, even empty, cannot hold one node of ``req``; None if it can."""
-    found = accelerator.check(req, node)
-    if found is not None:
-        return found.reason
-    if req.whole_gpus > node.gpus:
-        return f"have fewer than {req.whole_gpus} GPUs"
-    short = shortfall(req, node.cpus, node.memory_gib, node.nic_gbps)
-    return None if short is None else f"have fewer than {short[0]:g} {short[1]}"
+def _fits(req: Request, node: Node) -> bool:
+    """Whether ``node``, even empty, could hold one node of ``req`` (why not is ``_why``'s)."""
+    return (
+        accelerator.check(req, node) is None
+        and req.whole_gpus <= node.gpus
+        and shortfall(req, node.cpus, node.memory_gib, node.nic_gbps) is None
+    )
 
 
 def _cap(offer: Offer) -> int:
@@ -107,7 +105,7 @@ def _quick_fit(req: Request, nodes: Sequence[Node], offers: Sequence[Offer]) -> 
     if not req.topology_required:
         found = 0
         for node in nodes:
-            if node_never(req, node) is None:
+            if _fits(req, node):
                 found += 1
                 if found >= req.nodes:
                     return True
@@ -247,7 +245,9 @@ def _too_few(req: Request, shapes: Sequence[Shape]) -> str | None:
     nodes = [s for s in shapes if not s.cloud]
     types = [s for s in shapes if s.cloud]
     if _enough_nodes(req, nodes) or any(t.cap >= req.nodes for t in types):
-        return None  # not reached: _quick_fit said otherwise for the same checks
+        # It fits. Reached for a gang that needs one rack or switch: _quick_fit counts
+        # nodes, not domains, and leaves it to here.
+        return None
     head = f"needs {req.nodes} nodes with {_per_node(req)} each"
     parts = []
     if req.topology_required:

@@ -214,3 +214,30 @@ def test_an_empty_policy_folder_is_an_error(cli, tmp_path: Path):
     result = cli.invoke(app, ["policy", "validate", str(tmp_path)])
     assert result.exit_code == 2
     assert result.stderr == f"error: {tmp_path}: no policy files here (expected *.yaml)\n"
+
+
+CLOCKS = [
+    pytest.param("Europe/Berlin", 1_700_000_000, "23:13:20", id="winter time, UTC+1"),
+    pytest.param("Europe/Berlin", 1_690_000_000.75, "06:26:40", id="summer time, a fraction cut"),
+    pytest.param("America/St_Johns", 1_700_000_000, "18:43:20", id="a half-hour zone"),
+]
+
+
+@pytest.mark.parametrize(("zone", "at_s", "shown"), CLOCKS)
+def test_a_moment_reads_as_local_time_from_seconds_or_from_its_json(
+    monkeypatch: pytest.MonkeyPatch, zone: str, at_s: float, shown: str
+) -> None:
+    """Tables show the local time of day, whether a command holds the seconds or the ISO time
+    its ``-o json`` row says (``render.timestamp``)."""
+    import time
+
+    from meshctl.cli import render
+
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        assert render.clock(at_s) == shown
+        assert render.clock_of(str(render.timestamp(at_s))) == shown
+    finally:
+        monkeypatch.undo()
+        time.tzset()

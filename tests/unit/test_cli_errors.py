@@ -305,3 +305,17 @@ NAMES = [
 @pytest.mark.parametrize(("command", "name"), NAMES)
 def test_the_name_of_a_command(command: list[str], name: str) -> None:
     assert _name_of(command) == name
+
+
+def test_the_output_asked_for_ends_with_its_command_line(
+    cli: CliRunner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A command line's ``-o json`` is its own: after it, in the same process (tests, a
+    runner), warnings are ``warning:`` lines again and problems are printed, not kept."""
+    from meshctl.cli import render
+
+    assert cli.invoke(app, ["jobs", "list", "-o", "json"]).exit_code == 0
+    capsys.readouterr()
+    render.warnings(["after"])
+    render.problems(["kept?"])
+    assert capsys.readouterr().err == "warning: after\nerror: kept?\n"

@@ -96,7 +96,7 @@ def commands(ids: dict[str, str]) -> list[tuple[list[str], Any]]:
     """Every read command with what its output must be (``shapes.OUTPUTS``, by command)."""
     by = {o.command: o.shape for o in shapes.OUTPUTS}
     return [
-        *_pools_check(by),
+        (["pools", "check"], by["meshctl pools check"]),
         (["status"], by["meshctl status"]),
         (["pools", "list"], by["meshctl pools list"]),
         (["nodes", "list"], by["meshctl nodes list"]),
@@ -117,17 +117,6 @@ def commands(ids: dict[str, str]) -> list[tuple[list[str], Any]]:
         (["validate", "."], by["meshctl validate PATH..."]),
         (["jobs", "cancel", ids["waiting"], ids["done"]], by["meshctl jobs cancel JOB..."]),
     ]
-
-
-def _pools_check(by: dict[str, Any]) -> list[tuple[list[str], Any]]:
-    """``pools check`` where this build has it (it lands with pool availability)."""
-    from meshctl.cli import pools_cmd
-
-    names = {
-        c.name or (c.callback.__name__ if c.callback else "")
-        for c in pools_cmd.app.registered_commands
-    }
-    return [(["pools", "check"], by["meshctl pools check"])] if "check" in names else []
 
 
 def walk(data: Any, path: str = "") -> list[str]:

@@ -153,7 +153,7 @@ def test_a_train_job_file_s_loop_is_checked_in_its_working_directory(cli, tmp_pa
 
 
 def test_a_loop_that_imports_too_slowly_is_queued_with_a_warning(tmp_path: Path, capsys) -> None:
-    from meshctl.cli.train_cmd import check_loop
+    from meshctl.cli.queueing import check_loop
     from meshctl.model import Job
 
     (tmp_path / "slow.py").write_text("import time\ntime.sleep(30)\n")

@@ -1,7 +1,7 @@
 """The ``-o json|yaml`` output of every read command, described once: a contract for scripts.
 
 Each shape is a TypedDict whose keys carry their meaning (``Annotated[type, "meaning"]``).
-``docs/JSON.md`` is generated from here (``python -m meshctl.cli.shapes > docs/JSON.md``; a
+``docs/JSON.md`` is generated from here (``python -m meshctl.cli.shapes.doc > docs/JSON.md``; a
 test fails when they drift) and a contract test runs every command with ``-o json`` and
 validates what it printed strictly against its shape: no key missing or extra, the right
 types, every time parseable.

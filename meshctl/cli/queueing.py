@@ -1,0 +1,188 @@
+"""Queueing a job, shared by ``submit`` and ``train``: read a job file, name a job, check a
+train job's loop, check the job against the mesh and queue it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from meshctl.cli.errors import CommandError, InvalidRequestError
+from meshctl.cli.render import Output
+
+if TYPE_CHECKING:
+    from meshctl.cli.context import AppContext
+    from meshctl.files import Loaded
+    from meshctl.model import Catalog, Job, Mesh
+
+
+def queue(
+    context: AppContext,
+    job: Job,
+    work: Path | None,
+    dry_run: bool,
+    explain: bool,
+    output: Output,
+    held: tuple[Mesh, dict[str, Catalog]] | None = None,
+) -> str | None:
+    """Check the job against the mesh and queue it; print and return its id (None: a dry
+    run). Shared by ``submit`` and ``train``. ``held``: the mesh and catalogs the caller
+    read already (``AppContext.mesh_and_catalogs``), not read again."""
+    import datetime as dt
+    import time
+
+    from meshctl.cli import render
+    from meshctl.controller import daemon
+    from meshctl.controller.submit import Rejected, check, enqueue
+
+    check_loop(job, work)  # a train job's loop imports, before anything is queued
+    now = dt.datetime.now(dt.UTC)
+    rules = context.rules(held=held)
+    observed = _unlisted_inventory(context, rules.mesh)
+    try:
+        admission = check(job, rules.mesh, rules.catalogs, rules.policies, now, observed)
+    except Rejected as err:
+        raise InvalidRequestError(str(err)) from None
+    if output is Output.table and (dry_run or explain):
+        _show_plan(job, admission)
+    record = None
+    if not dry_run:
+        with context.store() as store:
+            try:
+                record = enqueue(store, job, admission, work, context.home, time.time())
+            except Rejected as err:
+                raise InvalidRequestError(str(err)) from None
+    if output is not Output.table:
+        render.emit_data(_submitted(job, admission, record, dry_run or explain), output)
+    elif record is not None:
+        render.plain(record.id)
+    if record is not None and not daemon.nudge(context.home):
+        render.warnings([f"{record.id} is queued, but no controller is running: meshctl up"])
+    return None if record is None else str(record.id)
+
+
+def _submitted(job: Job, admission: Any, record: Any, planned: bool) -> dict[str, Any]:
+    """What submit says as data (``shapes.Submitted``): one document, dry run or not."""
+    from meshctl.cli.views import decision_data
+
+    return {
+        "id": record.id if record else None,
+        "name": job.metadata.name,
+        "state": record.state.value if record else None,
+        "priority": admission.priority,
+        "priority_class": admission.priority_class,
+        "decision": decision_data(admission.decision) if planned else None,
+    }
+
+
+def _unlisted_inventory(context: Any, mesh: Any) -> dict[str, Any]:
+    """The nodes of ``ray`` pools whose mesh entry lists none, read from their clusters."""
+    from meshctl.controller.runtime import client_for
+    from meshctl.model.mesh import RayPool
+
+    found = {}
+    for pool in mesh.spec.pools:
+        if isinstance(pool, RayPool) and not pool.nodes:
+            client = client_for(pool, context.home)
+            if client is not None:
+                seen = client.observe()
+                if not seen.reachable:
+                    raise CommandError(
+                        f"pool {pool.name}: cannot check the job against its nodes: {seen.error}"
+                    )
+                found[pool.name] = seen
+    return found
+
+
+def from_file(path: Path) -> tuple[Job, Path, Loaded]:
+    """A job file, read once: its job, the folder its working_dir is relative to, and the
+    document with its lines (for checks that name them)."""
+    from meshctl.files import load_one, load_path
+    from meshctl.model import Job
+
+    docs = load_path(path)
+    found = docs[0].document if len(docs) == 1 else None
+    # not one Job document: load_one says so, with the line, as for every other file
+    job = found if isinstance(found, Job) else load_one(path, Job)
+    return job, path.resolve().parent, docs[0]
+
+
+NAME_LIMIT = 40  # leaves room in a job id (name + "-" + 6 hex) and Ray's submission id
+
+
+def name_from(text: str, default: str = "job") -> str:
+    """``text`` as a valid name (lower-case letters, digits and inner '-', at most
+    NAME_LIMIT characters): what a cut leaves at the end is trimmed; nothing left: default."""
+    stem = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return stem[:NAME_LIMIT].rstrip("-") or default
+
+
+def _show_plan(job: Job, admission: Any) -> None:
+    from meshctl.cli import render
+
+    decision = admission.decision
+    render.say(
+        f"[bold]{render.esc(job.metadata.name)}[/] (priority {admission.priority}"
+        f"{', class ' + admission.priority_class if admission.priority_class else ''}): "
+        f"on the idle mesh it would be {render.esc(decision.summary())}"
+    )
+    for note in decision.notes:
+        render.say(f"  {render.esc(note)}")
+
+
+# Run by the cluster's interpreter in the job's working directory (``python -c`` puts it first
+# on sys.path, as meshctl.train.run does on the workers): the module imports and the function is
+# there and callable. It prints one line saying what is wrong, and exits 3, if not.
+_LOOP_CHECK = """
+import importlib, sys
+module, function = sys.argv[1], sys.argv[2]
+try:
+    found = importlib.import_module(module)
+except BaseException as err:
+    print(f"cannot import {module}: {type(err).__name__}: {err}".splitlines()[0])
+    sys.exit(3)
+if not hasattr(found, function):
+    print(f"module {module} has no {function}")
+    sys.exit(3)
+if not callable(getattr(found, function)):
+    print(f"{module}.{function} is not callable")
+    sys.exit(3)
+"""
+LOOP_CHECK_TIMEOUT_S = 60.0  # importing torch on a cold cache takes seconds, not minutes
+
+
+def check_loop(job: Job, work: Path | None, timeout_s: float = LOOP_CHECK_TIMEOUT_S) -> None:
+    """A train job's ``module:function``, imported in a subprocess (user code may import
+    torch: never in this process) with the interpreter the cluster runs it with and the job's
+    environment variables. Not importable or not a function: InvalidRequestError (exit 2,
+    nothing queued); the import did not finish in time: a warning, and it is queued."""
+    import os
+    import subprocess
+    import sys
+
+    from meshctl.cli import render
+
+    if job.spec.train is None:
+        return
+    loop = job.spec.train.loop
+    module, _, function = loop.partition(":")
+    python = job.spec.runtime_env.py_executable or sys.executable
+    cwd = work if work is not None else Path.cwd()
+    env = {**os.environ, **job.spec.runtime_env.env_vars}
+    try:
+        done = subprocess.run(
+            [python, "-c", _LOOP_CHECK, module, function],
+            cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        render.warnings([f"train.loop: {loop} did not import within {timeout_s:g} s; not checked"])
+        return
+    except OSError as err:
+        raise InvalidRequestError(
+            f"train.loop: cannot run {python} to check {loop}: {err}"
+        ) from None
+    if done.returncode != 0:
+        why = (done.stdout.strip() or done.stderr.strip()).splitlines() or [
+            f"exit {done.returncode}"
+        ]
+        raise InvalidRequestError(f"train.loop: {loop} in {cwd}: {why[-1]}")
