@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
-from meshctl.files import Loaded, dotted, load_path
+from meshctl.files import Loaded, dotted
 from meshctl.model import Catalog, Job, Mesh, PolicyTest
 from meshctl.model.job import Resources
 from meshctl.model.mesh import CloudPoolBase, LocalPool, RayPool
-from meshctl.problems import InvalidFileError, Problem
+from meshctl.problems import Problem
 
 Loc = tuple[str | int, ...]
 
@@ -150,10 +149,3 @@ def job_accelerators(
         return []
     known = job_models(catalogs, mesh)
     return resources_accelerators(loaded.path, job.spec.resources, loaded.line_of, ("spec",), known)
-
-
-def check_job_file(path: Path, catalogs: Mapping[str, Catalog], mesh: Mesh | None) -> None:
-    """``job_accelerators`` for a job file: InvalidFileError with every problem."""
-    problems = [p for loaded in load_path(path) for p in job_accelerators(loaded, catalogs, mesh)]
-    if problems:
-        raise InvalidFileError(problems)

@@ -82,6 +82,7 @@ def list_jobs(
 ) -> None:
     """Every job, newest first: state, pool, nodes, attempt."""
     from meshctl.cli import render
+    from meshctl.controller.world import latest_attempts
     from meshctl.state import AttemptRecord, JobRecord, JobState
 
     if state is not None and state not in {s.value for s in JobState}:
@@ -91,9 +92,7 @@ def list_jobs(
     with app_context(ctx).store() as store:
         filters = {k: v for k, v in (("state", state), ("team", team)) if v is not None}
         jobs = sorted(store.list(JobRecord, **filters), key=lambda j: -j.submitted_at_s)
-        latest: dict[str, AttemptRecord] = {}
-        for attempt in sorted(store.list(AttemptRecord), key=lambda a: a.number):
-            latest[attempt.job_id] = attempt
+        latest = latest_attempts(store.list(AttemptRecord))
     now = time.time()
     rows = [_row(job, latest.get(job.id), now) for job in jobs]
     render.emit(

@@ -209,13 +209,13 @@ def collect(context: AppContext, store: Store, health: _Health) -> dict[str, Any
     from meshctl.controller import daemon
     from meshctl.controller.decide import ACTIVE_ATTEMPT, FINISHED, QUEUED
     from meshctl.controller.runtime import clients
-    from meshctl.controller.world import gpus_held
+    from meshctl.controller.world import gpus_held, latest_attempts
     from meshctl.state import AttemptRecord, JobRecord, PoolRecord
 
     mesh = context.mesh()
     driven = clients(mesh, context.home)
     jobs = store.list(JobRecord)
-    attempts = {a.job_id: a for a in sorted(store.list(AttemptRecord), key=lambda a: a.number)}
+    attempts = latest_attempts(store.list(AttemptRecord))
     used: dict[str, float] = {}
     for job in jobs:
         attempt = attempts.get(job.id)
