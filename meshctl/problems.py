@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from meshctl.errors import InvalidInput
+
 
 @dataclass(frozen=True, slots=True)
 class Problem:
@@ -22,8 +24,9 @@ class Problem:
         )
 
 
-class InvalidFileError(Exception):
-    """One or more problems with input files; nothing was written."""
+class InvalidFileError(InvalidInput):
+    """One or more problems with input files; nothing was written (exit 2, each problem on a
+    line of its own)."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:
         super().__init__("\n".join(str(p) for p in problems))

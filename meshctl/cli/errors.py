@@ -1,9 +1,10 @@
-"""Exit codes and the one place that turns known errors into them (no tracebacks).
+"""The one place that turns meshctl's errors into exit codes and one line (no tracebacks).
 
-Exit codes (the README's table says the same): 0 ok; 1 a failure of the world (a pool, a
-cloud, a process, the store) or a result that is a failure (a job that did not succeed);
-2 invalid input or request, nothing changed; 124 a wait that ran out of time, as timeout(1)
-says it. With ``-o json|yaml`` every failing command writes one JSON error document on stderr
+Exit codes (the README's table says the same; ``meshctl.errors`` defines them and what each
+kind of error means): 0 ok; 1 a failure of the world (a pool, a cloud, a process, the store)
+or a result that is a failure (a job that did not succeed); 2 invalid input or request,
+nothing changed; 124 a wait that ran out of time, as timeout(1) says it. With
+``-o json|yaml`` every failing command writes one JSON error document on stderr
 (``render.failure``; its shape is ``shapes.ErrorDocument``), usage errors of typer and click
 included; warnings are JSON lines of their own.
 """
@@ -11,30 +12,41 @@ included; warnings are JSON lines of their own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any
 
 import typer
 import typer.core
 
+from meshctl.errors import (
+    EXIT_FAILURE,
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    Failure,
+    InvalidInput,
+    MeshctlError,
+)
 from meshctl.problems import InvalidFileError, Problem
 
-EXIT_OK: Final = 0
-EXIT_FAILURE: Final = 1
-EXIT_INVALID: Final = 2
-EXIT_TIMEOUT: Final = 124  # what timeout(1) exits with when the command ran out of time
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_INVALID",
+    "EXIT_OK",
+    "EXIT_TIMEOUT",
+    "CommandError",
+    "InvalidRequestError",
+    "MeshGroup",
+    "requested_output",
+]
 
 
-class InvalidRequestError(Exception):
+class InvalidRequestError(InvalidInput):
     """A request that cannot be carried out as asked: exit 2, nothing changed."""
 
 
-class CommandError(Exception):
+class CommandError(Failure):
     """The command could not do its work (a process, a cluster, the store): exit 1, or the
     code given (``EXIT_TIMEOUT`` for a wait that ran out of time)."""
-
-    def __init__(self, message: str, *, exit_code: int = EXIT_FAILURE) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 class MeshGroup(typer.core.TyperGroup):
@@ -64,12 +76,12 @@ class MeshGroup(typer.core.TyperGroup):
 
         try:
             result = super().invoke(ctx)
-        except InvalidRequestError as err:
-            _fail(EXIT_INVALID, [str(err)])
-        except InvalidFileError as err:
-            _fail(EXIT_INVALID, err.problems)
-        except CommandError as err:
-            _fail(err.exit_code, [str(err)])
+        except InvalidInput as err:
+            _fail(EXIT_INVALID, err.problems if isinstance(err, InvalidFileError) else [_line(err)])
+        except Failure as err:
+            _fail(err.exit_code, [_line(err)])
+        except OSError as err:  # a file or folder that cannot be read or written
+            _fail(EXIT_FAILURE, [_line(err)])
         except typer.Exit as err:
             render.flush(err.exit_code)
             raise
@@ -77,10 +89,6 @@ class MeshGroup(typer.core.TyperGroup):
             if type(err).__name__ == "NoArgsIsHelpError":  # typer shows the help itself
                 raise
             _fail(err.exit_code, [_usage_line(err)])
-        except Exception as err:
-            if not _known_failure(err):
-                raise
-            _fail(EXIT_FAILURE, [f"{err}".splitlines()[0] if str(err) else type(err).__name__])
         render.flush(EXIT_OK)
         return result
 
@@ -126,10 +134,8 @@ def requested_output(args: Sequence[str]) -> str | None:
     return found.lower() if found else None
 
 
-def _known_failure(err: Exception) -> bool:
-    """Failures of the world, not of meshctl: a file or folder that cannot be read or written,
-    the state store, a pool that cannot be reached. One line and exit 1, no traceback."""
-    return isinstance(err, OSError) or (
-        type(err).__module__.startswith(("meshctl.state", "meshctl.pools"))
-        and type(err).__name__.endswith("Error")
-    )
+def _line(err: Exception) -> str:
+    """What follows ``error:``: meshctl's own message as it is; the first line of anyone
+    else's (an OSError); the error's type when it says nothing."""
+    text = str(err) if isinstance(err, MeshctlError) else str(err).partition("\n")[0]
+    return text or type(err).__name__

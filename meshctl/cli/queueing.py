@@ -27,31 +27,26 @@ def queue(
 ) -> str | None:
     """Check the job against the mesh and queue it; print and return its id (None: a dry
     run). Shared by ``submit`` and ``train``. ``held``: the mesh and catalogs the caller
-    read already (``AppContext.mesh_and_catalogs``), not read again."""
+    read already (``AppContext.mesh_and_catalogs``), not read again. A job that can never
+    run, or whose files cannot be taken, raises ``Rejected`` (an ``InvalidInput``: exit 2)."""
     import datetime as dt
     import time
 
     from meshctl.cli import render
     from meshctl.controller import daemon
-    from meshctl.controller.submit import Rejected, check, enqueue
+    from meshctl.controller.submit import check, enqueue
 
     check_loop(job, work)  # a train job's loop imports, before anything is queued
     now = dt.datetime.now(dt.UTC)
     rules = context.rules(held=held)
     observed = _unlisted_inventory(context, rules.mesh)
-    try:
-        admission = check(job, rules.mesh, rules.catalogs, rules.policies, now, observed)
-    except Rejected as err:
-        raise InvalidRequestError(str(err)) from None
+    admission = check(job, rules.mesh, rules.catalogs, rules.policies, now, observed)
     if output is Output.table and (dry_run or explain):
         _show_plan(job, admission)
     record = None
     if not dry_run:
         with context.store() as store:
-            try:
-                record = enqueue(store, job, admission, work, context.home, time.time())
-            except Rejected as err:
-                raise InvalidRequestError(str(err)) from None
+            record = enqueue(store, job, admission, work, context.home, time.time())
     if output is not Output.table:
         render.emit_data(_submitted(job, admission, record, dry_run or explain), output)
     elif record is not None:

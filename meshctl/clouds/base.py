@@ -33,6 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
+from meshctl.errors import Failure
+
 ErrorKind = Literal["capacity", "quota", "throttled", "auth", "invalid", "other"]
 InstanceState = Literal["pending", "running", "interrupting", "stopping", "terminated", "preempted"]
 FAILS_OVER: frozenset[ErrorKind] = frozenset({"capacity", "quota"})  # try the next zone
@@ -40,9 +42,10 @@ FAILS_OVER: frozenset[ErrorKind] = frozenset({"capacity", "quota"})  # try the n
 T = TypeVar("T")
 
 
-class Unavailable(Exception):
+class Unavailable(Failure):
     """A provider that cannot be built for a pool (no credentials, no SDK); the message is the
-    short reason the pool is unavailable."""
+    short reason the pool is unavailable. Callers turn it into that reason (``reason_of``);
+    one that reached the CLI would be a failure of the world, exit 1."""
 
 
 def reason_of(err: Exception) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from meshctl.controller.decide import observed_nodes
+from meshctl.errors import InvalidInput
 from meshctl.model.catalog import Catalog
 from meshctl.model.job import Job
 from meshctl.model.mesh import Mesh
@@ -47,7 +48,7 @@ MAX_PACKAGE_BYTES = 100 * 1024**2
 IGNORED = (".git", "__pycache__", ".venv", "venv", "node_modules", "*.pyc", ".mypy_cache")
 
 
-class Rejected(Exception):
+class Rejected(InvalidInput):
     """The job can never run on this mesh (or its files cannot be taken); nothing is stored."""
 
 

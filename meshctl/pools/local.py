@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from meshctl.errors import Failure
 from meshctl.model.mesh import LocalPool, NodeGroup
 from meshctl.pools.observed import NODE_LABEL, ROLE_LABEL
 from meshctl.pools.ray import PoolError, RayPoolClient
@@ -43,7 +44,7 @@ START_TIMEOUT_S = 90.0
 Progress = Callable[[str], None]
 
 
-class LocalPoolError(Exception):
+class LocalPoolError(Failure):
     """The embedded cluster could not be started or stopped."""
 
 

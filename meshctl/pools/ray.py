@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from meshctl.errors import Failure
 from meshctl.pools.observed import (
     NODE_LABEL,
     ROLE_LABEL,
@@ -35,7 +36,7 @@ GIB = 1024**3
 DRIVER_LOG = "job-driver-{}.log"  # Ray's name for a submission's driver log, per node
 
 
-class PoolError(Exception):
+class PoolError(Failure):
     """The pool's cluster could not be reached or refused a request."""
 
 

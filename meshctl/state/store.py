@@ -12,13 +12,14 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Protocol, Self, TypeVar
 
+from meshctl.errors import Failure
 from meshctl.state.records import Decision, Event, Record
 
 R = TypeVar("R", bound=Record)
 L = TypeVar("L", Event, Decision)
 
 
-class StoreError(Exception):
+class StoreError(Failure):
     """The state store cannot do what was asked."""
 
 

@@ -7,15 +7,28 @@ import json
 import re
 
 import pytest
+import typer
 from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from meshctl.cli.app import app
-from meshctl.cli.errors import requested_output
+from meshctl.cli.errors import (
+    EXIT_TIMEOUT,
+    CommandError,
+    InvalidRequestError,
+    MeshGroup,
+    requested_output,
+)
 from meshctl.cli.submit_cmd import _name_of
-from meshctl.controller.submit import new_job_id
+from meshctl.clouds.base import Unavailable
+from meshctl.controller.submit import Rejected, new_job_id
+from meshctl.errors import Failure, MeshctlError
 from meshctl.model.base import NAME_PATTERN
+from meshctl.pools.local import LocalPoolError
+from meshctl.pools.ray import PoolError
+from meshctl.problems import InvalidFileError, Problem
+from meshctl.state.store import ConflictError, NotFoundError, StoreError
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.unit
@@ -138,6 +151,140 @@ def test_a_flag_error_is_one_clean_line(cli: CliRunner, args: list[str], line: s
     assert (result.exit_code, result.stderr) == (2, f"error: {line}\n")
     assert "Value error" not in result.stderr
     assert len(re.findall(r"\bgot\b", result.stderr)) <= 1
+
+
+def raising(err: Exception) -> typer.Typer:
+    """A root group like meshctl's whose one command, ``go``, raises ``err``."""
+    root = typer.Typer(cls=MeshGroup)
+
+    @root.callback()
+    def main() -> None:
+        """A callback, so that ``go`` is a command of the group and not the app itself."""
+
+    @root.command()
+    def go() -> None:
+        raise err
+
+    return root
+
+
+ERRORS = [
+    pytest.param(
+        InvalidFileError(
+            [
+                Problem("job.yaml", 3, "metadata.name", "expected a name, got 'Bad'"),
+                Problem("job.yaml", None, "", "cannot be read"),
+            ]
+        ),
+        2,
+        "error: job.yaml:3: metadata.name: expected a name, got 'Bad'\n"
+        "error: job.yaml: cannot be read\n",
+        id="InvalidFileError: exit 2, one line per problem",
+    ),
+    pytest.param(
+        InvalidRequestError("--state: expected one of queued, running, got 'x'"),
+        2,
+        "error: --state: expected one of queued, running, got 'x'\n",
+        id="InvalidRequestError: exit 2",
+    ),
+    pytest.param(
+        Rejected("job big can never run on this mesh: no node has 64 GPUs"),
+        2,
+        "error: job big can never run on this mesh: no node has 64 GPUs\n",
+        id="controller Rejected: exit 2",
+    ),
+    pytest.param(
+        CommandError("1 of 1 did not succeed: j-1 cancelled"),
+        1,
+        "error: 1 of 1 did not succeed: j-1 cancelled\n",
+        id="CommandError: exit 1",
+    ),
+    pytest.param(
+        CommandError("timed out after 5 s: j-1 running", exit_code=EXIT_TIMEOUT),
+        124,
+        "error: timed out after 5 s: j-1 running\n",
+        id="CommandError with the code it carries: 124",
+    ),
+    pytest.param(
+        StoreError("the state store is closed"),
+        1,
+        "error: the state store is closed\n",
+        id="state StoreError: exit 1",
+    ),
+    pytest.param(
+        ConflictError("job", "j-1", expected=1, actual=2),
+        1,
+        "error: job 'j-1' changed concurrently: expected version 1, found version 2\n",
+        id="state ConflictError: exit 1",
+    ),
+    pytest.param(
+        NotFoundError("job", "j-1"), 1, "error: job 'j-1' not found\n", id="state NotFoundError"
+    ),
+    pytest.param(
+        PoolError("dashboard at http://127.0.0.1:8265 does not answer: refused"),
+        1,
+        "error: dashboard at http://127.0.0.1:8265 does not answer: refused\n",
+        id="pools PoolError: exit 1",
+    ),
+    pytest.param(
+        LocalPoolError("the head did not start within 90 s"),
+        1,
+        "error: the head did not start within 90 s\n",
+        id="pools LocalPoolError: exit 1",
+    ),
+    pytest.param(
+        Unavailable("no credentials"), 1, "error: no credentials\n", id="clouds Unavailable"
+    ),
+    pytest.param(PoolError(""), 1, "error: PoolError\n", id="a failure without a message"),
+    pytest.param(
+        FileNotFoundError(2, "No such file or directory", "mesh.yaml"),
+        1,
+        "error: [Errno 2] No such file or directory: 'mesh.yaml'\n",
+        id="an OSError: exit 1",
+    ),
+    pytest.param(
+        OSError("disk full\nwhile writing state.db"),
+        1,
+        "error: disk full\n",
+        id="an OSError's first line only",
+    ),
+]
+
+
+@pytest.mark.parametrize(("err", "code", "stderr"), ERRORS)
+def test_each_kind_of_error_has_its_exit_code_and_line(
+    cli: CliRunner, err: Exception, code: int, stderr: str
+) -> None:
+    result = cli.invoke(raising(err), ["go"])
+    assert (result.exit_code, result.stdout, result.stderr) == (code, "", stderr)
+
+
+class OutsideError(Failure):
+    """A failure raised outside meshctl.state and meshctl.pools."""
+
+
+def test_a_failure_is_known_by_its_class_not_its_module(cli: CliRunner) -> None:
+    assert not OutsideError.__module__.startswith(("meshctl.state", "meshctl.pools"))
+    result = cli.invoke(raising(OutsideError("the controller did not answer")), ["go"])
+    assert (result.exit_code, result.stderr) == (1, "error: the controller did not answer\n")
+    assert "Traceback" not in result.stderr
+
+
+BUGS = [
+    pytest.param(ValueError("a bug"), id="a ValueError"),
+    pytest.param(
+        type("StrayError", (Exception,), {"__module__": "meshctl.state.sqlite"})("a bug"),
+        id="an Error class in meshctl.state that is not a Failure",
+    ),
+    pytest.param(MeshctlError("raise a subclass"), id="MeshctlError itself"),
+]
+
+
+@pytest.mark.parametrize("err", BUGS)
+def test_any_other_error_is_a_bug_and_still_raises(cli: CliRunner, err: Exception) -> None:
+    result = cli.invoke(raising(err), ["go"])
+    assert result.exception is err
+    assert result.stderr == ""
 
 
 def test_a_warning_is_a_warning_and_exits_0(cli: CliRunner) -> None:
