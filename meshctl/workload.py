@@ -71,7 +71,7 @@ def _read(uri: str) -> dict[str, Any] | None:
 def _read_remote(uri: str) -> str:
     """Through pyarrow's filesystems (S3 with ``MESHCTL_CHECKPOINT_ENDPOINT_URL``, GCS), as
     Ray Train reads checkpoints; the filesystem is made once."""
-    from meshctl.train.progress import filesystem  # pyarrow: only where storage is remote
+    from meshctl.storage import filesystem  # pyarrow: only where storage is remote
 
     scheme = uri.split("://", 1)[0]
     if scheme not in _filesystems:

@@ -3,8 +3,9 @@ write a checkpoint request (the format and the job's side are in ``meshctl.workl
 read what a train job recorded of its progress (written by ``meshctl.train.progress``).
 
 Local paths are read and written directly; object stores through pyarrow's filesystems (the
-ones Ray Train writes checkpoints with), each request bounded by ``TIMEOUT_S`` so a storage
-that does not answer slows the controller's cycle by seconds, not minutes.
+ones Ray Train writes checkpoints with; ``meshctl.storage``), each request bounded by
+``TIMEOUT_S`` so a storage that does not answer slows the controller's cycle by seconds, not
+minutes.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ def request_checkpoint(
     where. Raises ``OSError`` or the storage's error."""
     where = request_uri(checkpoint_uri)
     if _remote(where):
-        from meshctl.train import progress
+        from meshctl import storage
 
-        fs, base = progress.filesystem(checkpoint_uri, endpoint_url, TIMEOUT_S)
+        fs, base = storage.filesystem(checkpoint_uri, endpoint_url, TIMEOUT_S)
         name = where.rsplit("/", 1)[1]
-        progress.write(fs, base, name, dict(request))
+        storage.write(fs, base, name, dict(request))
         return where
     path = Path(where.removeprefix("file://"))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,15 +91,15 @@ def _documents(
         return found
     from pyarrow.fs import FileSelector
 
-    from meshctl.train import progress
+    from meshctl import storage
 
     try:
-        fs, base = progress.filesystem(checkpoint_uri, endpoint_url, TIMEOUT_S)
-        remote = f"{base.rstrip('/')}/{progress.FOLDER}"
+        fs, base = storage.filesystem(checkpoint_uri, endpoint_url, TIMEOUT_S)
+        remote = f"{base.rstrip('/')}/{storage.FOLDER}"
         if names is None:
             infos = fs.get_file_info(FileSelector(remote, allow_not_found=True))
             names = sorted(i.base_name for i in infos if i.base_name.endswith(".json"))
     except Exception:  # unreachable: nothing known this time
         return {}
-    read = {name: progress.read(fs, f"{remote}/{name}") for name in names}
+    read = {name: storage.read(fs, f"{remote}/{name}") for name in names}
     return {name: doc for name, doc in read.items() if doc is not None}

@@ -14,9 +14,9 @@ MTBF; a failed node is out for a repair time drawn from the preset's distributio
 
 A job's checkpoints: every ``interval`` seconds of computing it writes one, which takes
 ``cost`` seconds of wall time during which it makes no progress; a failure loses what it
-computed since the last finished checkpoint. ``young_daly`` gives the interval that
-minimises expected loss plus overhead; meshctl.train imports it from here, so production and
-the simulator use one function.
+computed since the last finished checkpoint. With no interval given, the interval is
+Young/Daly's (``meshctl.checkpointing.young_daly``), the function the jobs meshctl runs use
+too, so production and the simulator checkpoint alike.
 """
 
 from __future__ import annotations
@@ -25,15 +25,9 @@ import math
 import random
 from dataclasses import dataclass
 
+from meshctl.checkpointing import young_daly
+
 DAY_S = 86_400.0
-MIN_INTERVAL_S, MAX_INTERVAL_S = 1.0, 6 * 3600.0
-
-
-def young_daly(checkpoint_cost_s: float, mtbf_s: float) -> float:
-    """The checkpoint interval that minimises expected lost work plus checkpoint overhead,
-    to first order (Young 1974, Daly 2006): sqrt(2 * C * MTBF), clamped to [1 s, 6 h]."""
-    interval = math.sqrt(2.0 * max(checkpoint_cost_s, 0.0) * max(mtbf_s, 0.0))
-    return min(max(interval, MIN_INTERVAL_S), MAX_INTERVAL_S)
 
 
 @dataclass(frozen=True, slots=True)

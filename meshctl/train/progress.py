@@ -1,7 +1,7 @@
 """What a train job records of its progress, where it keeps its checkpoints, for the
 controller (hang detection, ``meshctl jobs show``) to read.
 
-Under ``<checkpoint uri>/.meshctl/``:
+Under ``<checkpoint uri>/.meshctl/``, written through ``meshctl.storage``:
 
 - ``progress-<attempt>.json``, written by the Ray Train controller (a ``UserCallback``) after
   reports: ``reports``, ``first_report_s``, and ``step`` and ``last_report_s`` of the latest
@@ -17,60 +17,16 @@ Times are wall-clock seconds (``time.time()``), comparable across machines.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow.fs as pafs
+from meshctl.storage import filesystem, write
 
-FOLDER = ".meshctl"
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
 KEEP_CHECKPOINTS = 20
-
-
-def filesystem(
-    uri: str, endpoint_url: str | None = None, timeout_s: float | None = None
-) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and path for a checkpoint URI: ``file://`` or a path, ``s3://``
-    (with an optional endpoint override), ``gs://``. ``timeout_s`` bounds each S3 request (the
-    controller's reads and writes; never Ray Train's checkpoint uploads)."""
-    if "://" not in uri:
-        return pafs.LocalFileSystem(), uri
-    if uri.startswith("s3://"):
-        options: dict[str, Any] = {}
-        if endpoint_url:
-            parsed = urllib.parse.urlsplit(endpoint_url)
-            options.update(
-                endpoint_override=parsed.netloc or parsed.path, scheme=parsed.scheme or "https"
-            )
-        if timeout_s is not None:
-            options.update(connect_timeout=timeout_s, request_timeout=timeout_s)
-        return pafs.S3FileSystem(**options), uri.removeprefix("s3://")
-    fs, path = pafs.FileSystem.from_uri(uri)
-    return fs, path
-
-
-def write(fs: pafs.FileSystem, base: str, name: str, document: dict[str, Any]) -> None:
-    """Write a JSON document under ``base/.meshctl/``; a reader never sees half of it (an
-    object store's put is whole; a local file is written aside and moved into place)."""
-    folder = f"{base.rstrip('/')}/{FOLDER}"
-    fs.create_dir(folder, recursive=True)
-    final = f"{folder}/{name}"
-    target = f"{folder}/.{name}.{time.time_ns()}" if isinstance(fs, pafs.LocalFileSystem) else final
-    with fs.open_output_stream(target) as out:
-        out.write(json.dumps(document, sort_keys=True).encode("utf-8"))
-    if target != final:
-        fs.move(target, final)
-
-
-def read(fs: pafs.FileSystem, path: str) -> Any:
-    """A JSON document, or None when it is missing or unreadable."""
-    try:
-        with fs.open_input_stream(path) as stream:
-            return json.loads(stream.read())
-    except Exception:  # missing, half-written, unreachable: nothing known
-        return None
 
 
 class Recorder:

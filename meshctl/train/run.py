@@ -33,6 +33,7 @@ from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, 
 from ray.train.v2.torch.torch_trainer import TorchTrainer
 
 from meshctl.pools.observed import NODE_LABEL
+from meshctl.storage import filesystem
 from meshctl.train import progress
 
 
@@ -101,7 +102,7 @@ def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
     )
     storage, endpoint = spec.get("storage"), spec.get("endpoint_url")
     uri = f"{storage.rstrip('/')}/{spec['run_name']}" if storage else None
-    fs, path = progress.filesystem(storage, endpoint) if storage else (None, None)
+    fs, path = filesystem(storage, endpoint) if storage else (None, None)
     run = RunConfig(
         name=spec["run_name"],
         storage_path=path,

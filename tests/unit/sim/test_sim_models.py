@@ -8,15 +8,9 @@ import random
 
 import pytest
 
+from meshctl.checkpointing import young_daly
 from meshctl.sim import workload as wl
-from meshctl.sim.failures import (
-    LLAMA3,
-    Checkpoints,
-    FailureModel,
-    Segment,
-    from_fault_trace,
-    young_daly,
-)
+from meshctl.sim.failures import LLAMA3, Checkpoints, FailureModel, Segment, from_fault_trace
 from meshctl.sim.network import Network, crossing, slowdown
 from meshctl.sim.report import percentile
 
