@@ -53,10 +53,7 @@ class Recording(sim.Engine):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fired: list[tuple[float, int]] = []
-
-    def push(self, t: float, kind: int, a: Any = None, b: Any = None) -> None:
-        self.fired.append((t, kind))
-        super().push(t, kind, a, b)
+        self.clock.on_push = lambda t, kind: self.fired.append((t, int(kind)))
 
 
 def simulate(args: argparse.Namespace, record: bool) -> tuple[float, sim.Engine]:

@@ -234,9 +234,11 @@ class _Cycle:
             return Decision(job.job_id, "pending", over)
         ctx = self.avail.context(self.base, usable, eligible)
         # Within a cycle nodes only fill up, so a request that found no place finds none later
-        # in the cycle either, for any job the same holds apply to: no runtime limit (which
-        # reserved nodes may admit) and no nodes being freed for it.
-        shareable = job.max_runtime_s is None and job.job_id not in self.nominees
+        # in the cycle either, for any job the same holds apply to: no nodes being freed for
+        # it, and no runtime that reserved nodes might admit (a runtime matters only once a
+        # reservation is held; what found no place before one was held finds none after).
+        runtime_counts = job.max_runtime_s is not None and self.reservation is not None
+        shareable = not runtime_counts and job.job_id not in self.nominees
         if shareable and (job.request, usable) in self.unplaceable:
             choice = None
         else:
@@ -323,8 +325,9 @@ class _Cycle:
         req = job.request
         self._use(job.team, req)
         pool = choice.nodes[0].node.pool
+        backfill = self.reservation is not None and self.reservation != job.job_id
         self.plan.actions.append(
-            Place(job.job_id, pool, tuple(allocations), choice.candidates[0].total)
+            Place(job.job_id, pool, tuple(allocations), choice.candidates[0].total, backfill)
         )
         return Decision(
             job.job_id, "placed", nodes_considered=choice.considered, candidates=choice.candidates

@@ -22,6 +22,7 @@ class Place:
     pool: str
     allocations: tuple[Allocation, ...]
     score: float
+    backfill: bool = False  # placed around a reservation held for a job ahead of it
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,8 @@ class VictimSet:
 
 def lost_work_s(job: Running, now_s: float) -> float:
     """GPU-seconds a victim loses: time since its last checkpoint (or start) times its GPUs."""
-    since = job.last_checkpoint_at_s if job.last_checkpoint_at_s is not None else job.started_at_s
+    checkpointed = job.checkpointed_at(now_s)
+    since = checkpointed if checkpointed is not None else job.started_at_s
     return max(0.0, now_s - since) * job.gpus
 
 

@@ -13,7 +13,10 @@ from typing import Literal
 
 from meshctl.scheduler.request import Request
 
-NodeHealth = Literal["ready", "cordoned", "draining", "drained", "unhealthy"]
+# "down": a node known to exist that is out (failed, under repair): it takes no work and holds
+# none, counts for no capacity now, but a job that only it could hold waits rather than being
+# rejected (it will come back).
+NodeHealth = Literal["ready", "cordoned", "draining", "drained", "unhealthy", "down"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,24 @@ class Allocation:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckpointPlan:
+    """Checkpoints a running job will finish at known times: the ``count`` of them, the first
+    at ``first_s`` and one every ``every_s`` after it (the simulator's model of a job; the
+    controller knows only the last one recorded)."""
+
+    first_s: float
+    every_s: float
+    count: int
+
+    def latest(self, now_s: float) -> float | None:
+        """When the last of them finished by ``now_s``; None before the first."""
+        if self.count <= 0 or now_s < self.first_s:
+            return None
+        done = min(self.count - 1, int((now_s - self.first_s) // self.every_s))
+        return self.first_s + done * self.every_s
+
+
+@dataclass(frozen=True, slots=True)
 class Running:
     job_id: str
     team: str
@@ -63,13 +84,22 @@ class Running:
     allocations: tuple[Allocation, ...]
     request: Request
     started_at_s: float
-    last_checkpoint_at_s: float | None = None
-    expected_end_s: float | None = None  # from the job's max runtime, when it has one
+    last_checkpoint_at_s: float | None = None  # the latest checkpoint recorded
+    # From its runtime: declared (max_runtime_s) or estimated (meshctl.lifecycle.estimates).
+    expected_end_s: float | None = None
     leaving: bool = False  # already preempted or evicted, still stopping: never a victim again
+    checkpoints: CheckpointPlan | None = None  # later checkpoints at known times, if any
 
     @property
     def gpus(self) -> float:
         return sum(len(a.gpu_indices) * a.gpu_share for a in self.allocations)
+
+    def checkpointed_at(self, now_s: float) -> float | None:
+        """When its latest checkpoint finished, as of ``now_s``; None: none yet."""
+        planned = self.checkpoints.latest(now_s) if self.checkpoints is not None else None
+        if planned is None:
+            return self.last_checkpoint_at_s
+        return max(planned, self.last_checkpoint_at_s or planned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +109,7 @@ class Pending:
     priority: int
     request: Request
     submitted_at_s: float
-    max_runtime_s: float | None = None
+    max_runtime_s: float | None = None  # declared, or estimated: what backfill reckons with
     provisioning: bool = False  # a cloud launch for it is already under way
     nominated: tuple[str, ...] = ()  # nodes being freed for it by preemption
 

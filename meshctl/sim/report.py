@@ -83,7 +83,10 @@ def build_report(result: Result, meta: Mapping[str, Any]) -> dict[str, Any]:
             "arrived": len(jobs),
             "finished": len(finished),
             "rejected": sum(1 for j in jobs if j.rejected),
-            "unfinished": sum(1 for j in jobs if j.end_s is None and not j.rejected),
+            "failed": sum(1 for j in jobs if j.failed_reason),
+            "unfinished": sum(
+                1 for j in jobs if j.end_s is None and not j.rejected and not j.failed_reason
+            ),
             "ran_on_cloud": len(on_cloud),
         },
         "end_s": _r(result.end_s),
@@ -96,6 +99,8 @@ def build_report(result: Result, meta: Mapping[str, Any]) -> dict[str, Any]:
         "classes": classes,
         "cloud_spend_usd": {"total": _r(sum(t.spend_usd.values()), 2), "by_pool": spend},
         "preemptions": t.preemptions,
+        "backfill_starts": t.backfill_starts,
+        "budget_crossings": t.budget_crossings,
         "failures": {
             "node_failures": t.node_failures,
             "spot_reclaims": t.spot_reclaims,

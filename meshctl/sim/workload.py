@@ -12,6 +12,7 @@ import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 DAY_S = 86_400.0
 
@@ -38,6 +39,10 @@ class SimJob:
     kind: str  # train, inference, batch, interactive
     criticality: str  # critical, standard, best-effort
     team: str
+    name: str = ""  # the job's name (runtime estimates go by team and name); "": its class
+    max_runtime_s: float | None = None  # limits.max_runtime_s: stopped and failed past it
+    max_restarts: int = 3  # limits.max_restarts: failures it may be requeued after
+    deadline_s: float | None = None  # limits.deadline: fails if it has not started by then
 
     @property
     def total_gpus(self) -> float:
@@ -46,6 +51,48 @@ class SimJob:
     @property
     def work_gpu_s(self) -> float:
         return self.duration_s * self.total_gpus
+
+    @property
+    def class_name(self) -> str:
+        """Its name, or for a trace job (which has none) its kind and shape: the same team's
+        jobs of one kind and size stand in for "the same job" when estimating runtimes."""
+        if self.name:
+            return self.name
+        return f"{self.kind}-{self.gpus:g}x{self.nodes}"
+
+
+def job_document(
+    job: SimJob, cpus_per_gpu: float, memory_gib_per_gpu: float, gang_domain: str
+) -> dict[str, Any]:
+    """The job file a simulated job stands for (4 CPUs and 32 GiB per GPU by default; a gang
+    prefers one domain of the fabric); the controller side of the differential check submits
+    the same."""
+    gpus = job.gpus if job.gpus < 1 else int(job.gpus)
+    resources: dict[str, Any] = {
+        "gpus": gpus,
+        "cpus": max(0.5, cpus_per_gpu * job.gpus),
+        "memory_gib": max(1.0, memory_gib_per_gpu * job.gpus),
+        "nodes": job.nodes,
+    }
+    if job.nodes > 1:
+        resources["topology"] = {"domain": gang_domain, "mode": "preferred"}
+    limits: dict[str, Any] = {"max_restarts": job.max_restarts}
+    if job.max_runtime_s is not None:
+        limits["max_runtime_s"] = job.max_runtime_s
+    return {
+        "apiVersion": "meshctl/v1",
+        "kind": "Job",
+        "metadata": {"name": job.name or f"{job.kind}-{job.criticality}-{job.team}"},
+        "spec": {
+            "kind": job.kind,
+            "entrypoint": "trace",
+            "criticality": job.criticality,
+            "team": job.team,
+            "resources": resources,
+            "reserve": "workers" if job.nodes > 1 else None,
+            "limits": limits,
+        },
+    }
 
 
 # --- fitting a trace to a mesh ------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Nodes that are cordoned, draining, drained or unhealthy take no new work."""
+"""Nodes that are cordoned, draining, drained, unhealthy or down take no new work."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from meshctl.scheduler.state import NodeState
 
 NAME = "health"
 _REJECTIONS = {
-    health: Rejection(NAME, health) for health in ("cordoned", "draining", "drained", "unhealthy")
+    health: Rejection(NAME, health) for health in ("cordoned", "draining", "drained", "unhealthy", "down")
 }
 
 

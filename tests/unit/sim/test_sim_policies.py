@@ -4,6 +4,7 @@ teardown) and priority preemption with a checkpoint in the grace. Times computed
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 
 import pytest
 from sim_helpers import config, job, mesh, node
@@ -50,17 +51,36 @@ PRIORITIES = policies(
 )
 
 
-def test_waiting_work_bursts_once_the_queue_has_waited_and_the_node_is_billed_until_idle() -> None:
+def test_work_behind_a_job_of_unknown_runtime_bursts_at_once_and_is_billed_until_idle() -> None:
     jobs = [job("a", 0, 1000), job("b", 0, 1000)]
     result = simulate(mesh(node("n1"), cloud=True), jobs, config(), BURST)
     by_id = {r.job.id: r for r in result.jobs}
-    # b waits; the recheck at 300 s sees a 300 s wait (> 60): a 1-GPU spot node is launched,
-    # joins at 400 s, b runs 400..1400; the node idles from 1400 and goes at 2000.
-    assert (by_id["b"].first_start_s, by_id["b"].end_s) == (400, 1400)
+    # a holds the only on-prem GPU and nothing says when it ends (no runtime declared, no
+    # history): b's expected wait is unbounded (> 60), so a 1-GPU spot node is launched at
+    # 0, joins at 100, b runs 100..1100; the node idles from 1100 and goes at 1700.
+    assert (by_id["b"].first_start_s, by_id["b"].end_s) == (100, 1100)
     assert by_id["b"].pools == {"cloud"}
     assert result.totals.launches == 1
-    assert result.totals.spend_usd["cloud"] == pytest.approx((2000 - 300) / 3600 * 1.5)
+    assert result.totals.spend_usd["cloud"] == pytest.approx(1700 / 3600 * 1.5)
     assert (by_id["a"].first_start_s, by_id["a"].end_s) == (0, 1000)
+
+
+def test_a_short_known_wait_keeps_the_work_on_prem() -> None:
+    # a declares 50 s: b's forecast wait at 0 is 50 s (< 60), so it does not burst and runs
+    # on-prem when a ends.
+    short = replace(job("a", 0, 50), max_runtime_s=50.0)
+    result = simulate(mesh(node("n1"), cloud=True), [short, job("b", 0, 1000)], config(), BURST)
+    by_id = {r.job.id: r for r in result.jobs}
+    assert (by_id["b"].first_start_s, by_id["b"].end_s) == (50, 1050)
+    assert by_id["b"].pools == {"onprem"}
+    assert result.totals.launches == 0
+
+
+def test_a_long_known_wait_bursts() -> None:
+    # a declares 1000 s: b's forecast wait at 0 is 1000 s (> 60): it bursts at once.
+    long = replace(job("a", 0, 1000), max_runtime_s=1000.0)
+    result = simulate(mesh(node("n1"), cloud=True), [long, job("b", 0, 1000)], config(), BURST)
+    assert {r.job.id: r for r in result.jobs}["b"].pools == {"cloud"}
 
 
 def test_no_burst_rule_means_the_cloud_pool_stays_empty() -> None:
@@ -75,11 +95,13 @@ def test_a_preempted_job_checkpoints_in_its_grace_and_resumes_where_it_stopped()
     urgent = job("p", 100, 50, kind="inference")
     result = simulate(mesh(node("n1")), [victim, urgent], config(), PRIORITIES)
     by_id = {r.job.id: r for r in result.jobs}
-    # p arrives at 100 and preempts v (grace 30 s): v stops at 130 having saved 130 s of
-    # work, p runs 130..180, v resumes at 180 with 870 s left and ends at 1050.
+    # p arrives at 100 and preempts v (grace 30 s): v is asked to checkpoint at once and
+    # saves the 100 s it has done (a checkpoint costs nothing here), stops at 130; p runs
+    # 130..180, v resumes at 180 with 900 s left and ends at 1080. What it ran in its grace
+    # after the checkpoint is lost.
     assert (by_id["p"].first_start_s, by_id["p"].end_s) == (130, 180)
-    assert by_id["v"].end_s == pytest.approx(1050)
-    assert by_id["v"].lost_gpu_s == pytest.approx(0)
+    assert by_id["v"].end_s == pytest.approx(1080)
+    assert by_id["v"].lost_gpu_s == pytest.approx(30)
     assert by_id["v"].preempted == 1
     assert result.totals.preemptions == 1
 
@@ -109,5 +131,5 @@ def test_an_idle_time_of_zero_still_lets_the_launched_node_take_its_job() -> Non
     )
     result = simulate(zero, jobs, config(), BURST)
     by_id = {r.job.id: r for r in result.jobs}
-    assert (by_id["b"].first_start_s, by_id["b"].end_s) == (400, 1400)
+    assert (by_id["b"].first_start_s, by_id["b"].end_s) == (100, 1100)
     assert result.totals.launches == 1

@@ -5,6 +5,7 @@ same run."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -46,8 +47,13 @@ checkpoints_st = st.builds(
 )
 
 
-def _jobs(drawn):
-    return [job(f"j{i:02d}", a, d, gpus=g, nodes=n) for i, (a, d, (g, n)) in enumerate(drawn)]
+def _jobs(drawn, max_restarts: int = 10_000):
+    """Jobs requeued after however many failures (the work-once property needs every job
+    to finish; max_restarts has a property of its own)."""
+    return [
+        replace(job(f"j{i:02d}", a, d, gpus=g, nodes=n), max_restarts=max_restarts)
+        for i, (a, d, (g, n)) in enumerate(drawn)
+    ]
 
 
 @settings(max_examples=60, deadline=None)
@@ -103,3 +109,25 @@ def _report(seed: int) -> str:
 def test_the_same_seed_gives_a_byte_identical_report_and_another_seed_does_not() -> None:
     assert _report(7) == _report(7)
     assert _report(7) != _report(8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(jobs_st, failures_st, st.integers(0, 2))
+def test_a_job_fails_for_good_exactly_when_its_failures_pass_max_restarts(
+    drawn, failures, max_restarts
+) -> None:
+    config = SimConfig(
+        checkpoints=Checkpoints(interval_s=200.0, cost_s=0.0, restart_s=0.0),
+        injected_failures=tuple(failures),
+        failures=FailureModel("test", node_mtbf_s=4_000.0, repair_mean_s=600, repair_median_s=300),
+    )
+    result = simulate(MESH, _jobs(drawn, max_restarts), config)
+    for r in result.jobs:
+        if r.failed_reason is not None:
+            assert r.end_s is None
+            assert r.failures == max_restarts + 1, r.failed_reason
+            assert r.failed_reason.endswith(f"max_restarts {max_restarts}")
+        else:
+            assert r.end_s is not None and r.failures <= max_restarts
+        parts = r.useful_gpu_s + r.slowdown_gpu_s + r.checkpoint_gpu_s + r.restart_gpu_s
+        assert r.held_gpu_s == pytest.approx(parts + r.lost_gpu_s, rel=1e-9, abs=1e-6)

@@ -1,0 +1,56 @@
+"""The one lifecycle (pure core): what the controller and the simulator both decide with.
+
+Between the scheduler (a snapshot and policies in, a plan out) and the two that run jobs, the
+controller (``meshctl.controller``: I/O, Ray, the store) and the simulator (``meshctl.sim``:
+an event heap and models of the world), this package holds everything that decides and that
+both would otherwise write twice:
+
+- ``snapshot``: the scheduler's snapshot: nodes from their shapes, offers at the price paid
+  and their caps, pool facts, running jobs with their expected ends and latest checkpoints,
+  waiting jobs with their runtimes and the nodes being freed for them;
+- ``estimates``: a job's runtime, declared or estimated from its team's recent runs;
+- ``waits``: the expected wait per pool and priority, forecast from the work ahead;
+- ``view``: what the policies see (capacity, waits, spend, victims), bound per priority;
+- ``effects`` and ``actions``: what a plan and the world's events do to jobs: grace and stop
+  margins, checkpoint or not, requeue or fail by max_restarts, deadlines, maximum runtimes;
+- ``teardown``: which idle cloud instances go;
+- ``ledger``: the monthly spend at the price paid.
+
+No I/O, no clock, no Ray or cloud SDK: an import-linter contract says so.
+"""
+
+from __future__ import annotations
+
+from meshctl.lifecycle.actions import (
+    Action,
+    BudgetCrossed,
+    Fail,
+    Launch,
+    Leave,
+    Left,
+    Requeue,
+    Start,
+    Teardown,
+)
+from meshctl.lifecycle.estimates import Estimate, Estimator
+from meshctl.lifecycle.ledger import Charge, Ledger
+from meshctl.lifecycle.waits import UNBOUNDED_WAIT_S, Backlog, Waits
+
+__all__ = [
+    "UNBOUNDED_WAIT_S",
+    "Action",
+    "Backlog",
+    "BudgetCrossed",
+    "Charge",
+    "Estimate",
+    "Estimator",
+    "Fail",
+    "Launch",
+    "Leave",
+    "Ledger",
+    "Left",
+    "Requeue",
+    "Start",
+    "Teardown",
+    "Waits",
+]

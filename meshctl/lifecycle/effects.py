@@ -1,0 +1,125 @@
+"""What a plan and the world's events do to jobs: one set of rules for the controller and the
+simulator.
+
+- A placement starts the job; a launch asks for cloud capacity.
+- A preemption gives the victim its grace: it is asked to checkpoint now when the grace is
+  more than nothing, and stopped when the grace ends.
+- A spot notice preempts the jobs on the instance: asked to checkpoint, stopped
+  ``STOP_MARGIN_S`` before the provider takes the instance back (at once when the notice is
+  shorter than that).
+- A node found unhealthy evicts its jobs after ``UNHEALTHY_GRACE_S`` to checkpoint; a node
+  that died, an instance taken back, or the scheduler's eviction stops them at once.
+- When a job's attempt has ended early it is requeued, or failed once its failures (evictions;
+  preemptions are not the job's failure) pass its ``max_restarts``.
+- A waiting job whose ``limits.deadline`` has come fails: it cannot start before it.
+- A running job past its ``limits.max_runtime_s`` is stopped and fails.
+
+Pure: time is an argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from meshctl.lifecycle.actions import Action, Fail, Launch, Leave, Left, Requeue, Start
+from meshctl.scheduler import Evict, Place, Plan, Preempt, Provision
+
+STOP_MARGIN_S = 15.0  # a job on a spot instance given notice is stopped this long before it goes
+UNHEALTHY_GRACE_S = 30.0  # a job on a node found unhealthy may checkpoint this long first
+
+
+def of_plan(plan: Plan, leaving: Iterable[str] = ()) -> list[Action]:
+    """The plan's actions as the lifecycle carries them out, in the plan's order; a victim or
+    an evicted job already on its way out (``leaving``) is left alone."""
+    now, gone = plan.now_s, set(leaving)
+    out: list[Action] = []
+    for action in plan.actions:
+        if isinstance(action, Place):
+            out.append(Start(action.job_id, action.pool, action.allocations, action.backfill))
+        elif isinstance(action, Preempt) and action.victim_job_id not in gone:
+            gone.add(action.victim_job_id)
+            out.append(preempted(action, now))
+        elif isinstance(action, Evict) and action.job_id not in gone:
+            gone.add(action.job_id)
+            out.append(Leave(action.job_id, Left.EVICTED, action.reason, now, False))
+        elif isinstance(action, Provision):
+            out.append(
+                Launch(
+                    action.job_id,
+                    action.pool,
+                    action.node_type,
+                    action.count,
+                    action.spot,
+                    action.usd_per_hour,
+                )
+            )
+    return out
+
+
+def preempted(action: Preempt, now_s: float) -> Leave:
+    rule = f" ({action.rule})" if action.rule else ""
+    return Leave(
+        action.victim_job_id,
+        Left.PREEMPTED,
+        f"for {action.for_job_id}{rule}",
+        now_s + action.grace_s,
+        action.grace_s > 0,
+        action.for_job_id,
+    )
+
+
+def noticed(job_id: str, node: str, taken_at_s: float, now_s: float) -> Leave:
+    """A job on a spot instance given notice: the instance goes at ``taken_at_s``."""
+    stop_at = max(now_s, taken_at_s - STOP_MARGIN_S)
+    why = f"spot instance {node} is being taken back"
+    return Leave(job_id, Left.PREEMPTED, why, stop_at, stop_at > now_s)
+
+
+def unhealthy(job_id: str, node: str, why: str, now_s: float) -> Leave:
+    reason = f"node {node} is unhealthy: {why}"
+    return Leave(job_id, Left.EVICTED, reason, now_s + UNHEALTHY_GRACE_S, True)
+
+
+def node_died(job_id: str, node: str, now_s: float) -> Leave:
+    return Leave(job_id, Left.EVICTED, f"node {node} is dead", now_s, False)
+
+
+def taken_back(job_id: str, node: str, now_s: float) -> Leave:
+    return Leave(job_id, Left.PREEMPTED, f"spot instance {node} was taken back", now_s, False)
+
+
+def requeue_or_fail(
+    job_id: str, left: Left, why: str, failures_before: int, max_restarts: int
+) -> tuple[Requeue | Fail, int]:
+    """After an attempt that ended early: a failure (an eviction) counts; a job whose failures
+    pass ``max_restarts`` fails, any other waits again. Also: its failures now."""
+    failures = failures_before + (1 if left is Left.EVICTED else 0)
+    if failures > max_restarts:
+        reason = f"{why}; {failures} failures, max_restarts {max_restarts}"
+        return Fail(job_id, reason, "max_restarts"), failures
+    return Requeue(job_id, why, failures), failures
+
+
+def past_deadline(
+    job_id: str, deadline_s: float | None, now_s: float, said: str = ""
+) -> Fail | None:
+    """A waiting job whose deadline has come: it can no longer start before it. ``said``: the
+    deadline as the job's file gives it, for the reason."""
+    if deadline_s is None or now_s < deadline_s:
+        return None
+    return Fail(job_id, f"did not start before its deadline {said}".rstrip(), "deadline")
+
+
+def overran(
+    job_id: str, started_at_s: float | None, max_runtime_s: float | None, now_s: float
+) -> Fail | None:
+    """A running job past its declared maximum runtime: stopped, and failed."""
+    if started_at_s is None or max_runtime_s is None or now_s < started_at_s + max_runtime_s:
+        return None
+    reason = f"ran past its max_runtime_s of {max_runtime_s:g} s"
+    return Fail(job_id, reason, "max_runtime", stop=True)
+
+
+def leaving_jobs(actions: Sequence[Action]) -> set[str]:
+    """The jobs these actions make leave (or stop): not to be chosen again this cycle."""
+    return {a.job_id for a in actions if isinstance(a, Leave) or (isinstance(a, Fail) and a.stop)}

@@ -1,0 +1,260 @@
+"""The scheduler's snapshot, built the one way both the controller and the simulator build it.
+
+- ``node_of``: a node from its shape (what mesh.yaml, a catalog or an observation says it is),
+  its price, its health and what running jobs hold on it;
+- ``offers_of`` / ``offers_left``: the node types a cloud pool may launch, at the price paid
+  (the pool's discount off the catalog's on-demand list price), less what already runs;
+- ``pool_infos``: each pool's facts for the cycle: cloud or not, expected wait, what it may
+  still launch, why it cannot be used now;
+- ``running_of``: a running job with its expected end (start plus its runtime, declared or
+  estimated) and its latest checkpoint;
+- ``pending_of`` and ``nominations``: a waiting job with its runtime for backfill, whether a
+  launch for it is under way, and the nodes being freed for it by preemption.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from meshctl.model.catalog import Catalog
+from meshctl.model.mesh import AwsPool, GcpPool, NodeGroup, Pool
+from meshctl.scheduler import Allocation, Node, Offer, Pending, PoolInfo, Request, Running
+from meshctl.scheduler.snapshot import CheckpointPlan, NodeHealth
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShape:
+    """What one node has, whatever says so: a node group, a catalog's instance type, Ray."""
+
+    gpus: int
+    gpu_memory_gib: float = 0.0
+    accelerator: str | None = None
+    vendor: str | None = None
+    cpus: float = 0.0
+    memory_gib: float = 0.0
+    nic_gbps: float = 0.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of_group(cls, group: NodeGroup) -> NodeShape:
+        acc = group.accelerator
+        return cls(
+            int(group.gpus),
+            acc.memory_gib if acc else 0.0,
+            acc.model if acc else None,
+            acc.vendor if acc else None,
+            group.cpus,
+            group.memory_gib,
+            group.nic_gbps,
+            dict(group.labels),
+        )
+
+    @classmethod
+    def of_offer(cls, offer: Offer, labels: Mapping[str, str] | None = None) -> NodeShape:
+        return cls(
+            offer.gpus,
+            offer.gpu_memory_gib,
+            offer.accelerator,
+            offer.vendor,
+            offer.cpus,
+            offer.memory_gib,
+            offer.nic_gbps,
+            dict(labels or {}),
+        )
+
+
+def node_of(
+    pool: str,
+    name: str,
+    shape: NodeShape,
+    usd_per_gpu_hour: float,
+    health: NodeHealth = "ready",
+    held: Sequence[Allocation] = (),
+) -> Node:
+    """The scheduler's node: ``shape`` less what ``held`` takes (a share of a GPU is taken
+    from the GPU it names; an index past the node's GPUs is ignored)."""
+    gpu_free = [1.0] * shape.gpus
+    cpus, memory, nic = shape.cpus, shape.memory_gib, shape.nic_gbps
+    for alloc in held:
+        for i in alloc.gpu_indices:
+            if i < len(gpu_free):
+                gpu_free[i] = max(0.0, gpu_free[i] - alloc.gpu_share)
+        cpus, memory, nic = cpus - alloc.cpus, memory - alloc.memory_gib, nic - alloc.nic_gbps
+    return Node(
+        name=name,
+        pool=pool,
+        gpu_free=tuple(gpu_free),
+        gpu_memory_gib=shape.gpu_memory_gib,
+        accelerator=shape.accelerator,
+        vendor=shape.vendor,
+        cpus=shape.cpus,
+        cpus_free=max(0.0, cpus),
+        memory_gib=shape.memory_gib,
+        memory_gib_free=max(0.0, memory),
+        nic_gbps=shape.nic_gbps,
+        nic_gbps_free=max(0.0, nic),
+        labels=shape.labels,
+        health=health,
+        usd_per_gpu_hour=usd_per_gpu_hour,
+    )
+
+
+# --- cloud offers and pool facts ------------------------------------------------------------
+
+
+def offers_of(pool: Pool, catalogs: Mapping[str, Catalog]) -> list[Offer]:
+    """The node types a cloud pool may launch, priced as paid: the on-demand list price less
+    the pool's negotiated discount (spot is a market price: no discount), capped by the type's
+    and the pool's ``max_nodes``."""
+    catalog = catalogs.get(pool.provider)
+    if not isinstance(pool, AwsPool | GcpPool) or catalog is None:
+        return []
+    offers = []
+    for node_type in pool.node_types:
+        found = catalog.instance_type(node_type.name)
+        price = found.prices.get(pool.region) if found else None
+        if found is None or price is None:
+            continue
+        acc, discount = found.accelerator, 1 - pool.cost.discount_pct / 100
+        offers.append(
+            Offer(
+                pool.name,
+                found.name,
+                acc.count,
+                acc.memory_gib,
+                acc.model,
+                acc.vendor,
+                found.vcpus,
+                found.memory_gib,
+                found.nic_gbps,
+                price.on_demand_usd_per_hour * discount,
+                price.spot_usd_per_hour,
+                node_type.spot,
+                min(node_type.max_nodes, pool.max_nodes),
+            )
+        )
+    return offers
+
+
+def price_paid(offer: Offer, spot: bool) -> float:
+    """USD per hour one node of this offer costs: its spot price when it runs as spot (and the
+    catalog has one), else the discounted on-demand price. The ledger and scoring read this."""
+    if spot and offer.spot_usd_per_hour is not None:
+        return offer.spot_usd_per_hour
+    return offer.on_demand_usd_per_hour
+
+
+def offers_left(offers: Iterable[Offer], live: Mapping[tuple[str, str], int]) -> tuple[Offer, ...]:
+    """Each offer with its cap less what runs of its (pool, node type) already."""
+    return tuple(
+        replace(
+            o,
+            max_nodes=max(0, o.max_nodes - live.get((o.pool, o.node_type), 0)),
+            max_nodes_configured=o.max_nodes,
+        )
+        for o in offers
+    )
+
+
+def configured_pools(pools: Sequence[Pool]) -> tuple[PoolInfo, ...]:
+    """The mesh file's pools as the scheduler knows them before anything runs: cloud or not,
+    and for a cloud pool the most nodes it may run (its ``max_nodes``)."""
+    return tuple(
+        PoolInfo(
+            p.name,
+            isinstance(p, AwsPool | GcpPool),
+            max_new_nodes=p.max_nodes if isinstance(p, AwsPool | GcpPool) else None,
+        )
+        for p in pools
+    )
+
+
+def pool_infos(
+    configured: Sequence[PoolInfo],
+    waits: Mapping[str, float],
+    live: Mapping[str, int],
+    unavailable: Mapping[str, str],
+) -> tuple[PoolInfo, ...]:
+    """The pools' facts for one cycle: the expected wait (``waits``), for a cloud pool the nodes
+    it may still launch (its cap less its ``live`` instances), why it cannot be used now."""
+    return tuple(
+        replace(
+            p,
+            expected_wait_s=waits.get(p.name, 0.0),
+            max_new_nodes=None
+            if p.max_new_nodes is None
+            else p.max_new_nodes - live.get(p.name, 0),
+            unavailable=unavailable.get(p.name),
+        )
+        for p in configured
+    )
+
+
+# --- jobs -----------------------------------------------------------------------------------
+
+
+def running_of(
+    job_id: str,
+    team: str,
+    priority: int,
+    pool: str,
+    allocations: tuple[Allocation, ...],
+    request: Request,
+    started_at_s: float,
+    runtime_s: float | None,
+    last_checkpoint_at_s: float | None = None,
+    checkpoints: CheckpointPlan | None = None,
+    leaving: bool = False,
+) -> Running:
+    """A running job; it is expected to end ``runtime_s`` (declared or estimated) after it
+    started, or at an unknown time when there is none."""
+    end = None if runtime_s is None else started_at_s + runtime_s
+    return Running(
+        job_id,
+        team,
+        priority,
+        pool,
+        allocations,
+        request,
+        started_at_s,
+        last_checkpoint_at_s,
+        end,
+        leaving,
+        checkpoints,
+    )
+
+
+def pending_of(
+    job_id: str,
+    team: str,
+    priority: int,
+    request: Request,
+    submitted_at_s: float,
+    runtime_s: float | None,
+    nominated: Sequence[str] = (),
+    provisioning: bool = False,
+) -> Pending:
+    """A waiting job: ``runtime_s`` is what backfill reckons it runs (declared or estimated)."""
+    return Pending(
+        job_id,
+        team,
+        priority,
+        request,
+        submitted_at_s,
+        runtime_s,
+        provisioning=provisioning,
+        nominated=tuple(nominated),
+    )
+
+
+def nominations(freeing: Iterable[tuple[str, Sequence[str]]]) -> dict[str, tuple[str, ...]]:
+    """For each preemptor, the nodes its victims (still stopping) are freeing for it, in order
+    and once each; ``freeing``: (preemptor, the victim's nodes) per victim."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for preemptor, nodes in freeing:
+        found[preemptor] += [n for n in nodes if n not in found[preemptor]]
+    return {job: tuple(nodes) for job, nodes in found.items()}

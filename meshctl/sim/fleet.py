@@ -1,0 +1,128 @@
+"""The simulated clouds: how cloud pools behave, the instances launched there, what they cost.
+
+A launch asks for ``count`` instances of an offer; each joins its pool after the pool's
+``provision_s`` (a node of the offer's shape, labelled with the pool's labels, priced at
+what is paid for it per GPU). A spot instance lives an exponentially drawn time with the
+pool's mean, is given ``notice_s`` of notice, then is taken back. Idle instances go by the
+lifecycle's rule (``meshctl.lifecycle.teardown``). Every instance is booked in the
+lifecycle's ledger when it ends; budgets read this month's spend from it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from meshctl.lifecycle.actions import Launch, Teardown
+from meshctl.lifecycle.ledger import Charge, Ledger
+from meshctl.lifecycle.snapshot import NodeShape, node_of
+from meshctl.lifecycle.teardown import CloudNode, idle
+from meshctl.scheduler import Offer
+from meshctl.sim.cluster import SimNode
+
+
+@dataclass(frozen=True, slots=True)
+class CloudPool:
+    """How a cloud pool behaves in the simulation (its shapes and prices are its offers)."""
+
+    name: str
+    provision_s: float = 120.0  # launch -> the node has joined the pool
+    spot_lifetime_s: float | None = 24 * 3600.0  # mean life of a spot node; None: never taken
+    notice_s: float = 120.0  # warning before a spot node is taken back
+    idle_s: float = 600.0  # an idle node is torn down after this long
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Instance:
+    id: str
+    pool: str
+    offer: Offer
+    spot: bool
+    usd_per_hour: float
+    launched_s: float
+    for_job: str
+    team: str
+    node: SimNode | None = None
+    gone: bool = False
+
+    def charge(self, end_s: float | None = None) -> Charge:
+        return Charge(self.pool, self.team, self.usd_per_hour, self.launched_s, end_s)
+
+
+class Fleet:
+    """The cloud instances of every cloud pool, live and gone."""
+
+    def __init__(self, clouds: Mapping[str, CloudPool], offers: Sequence[Offer], seed: int,
+                 epoch_s: float) -> None:  # fmt: skip
+        self.clouds = clouds
+        self.offers = {(o.pool, o.node_type): o for o in offers}
+        self.rng_spot = random.Random(f"{seed}:spot")
+        self.ledger = Ledger(epoch_s)
+        self.instances: dict[str, Instance] = {}
+        self.live: dict[str, Instance] = {}  # in launch order
+        self.live_per_pool: dict[str, int] = defaultdict(int)
+        self.live_type: dict[tuple[str, str], int] = defaultdict(int)
+        self.launching: dict[str, int] = defaultdict(int)  # job -> its instances not yet up
+        self.launches = 0
+
+    def launch(self, action: Launch, team: str, now_s: float) -> list[Instance]:
+        """Instances for ``action`` (each to join after its pool's provisioning delay)."""
+        offer = self.offers[(action.pool, action.node_type)]
+        made = []
+        for _ in range(action.count):
+            instance = Instance(
+                f"{action.pool}-{len(self.instances):05d}", action.pool, offer, action.spot,
+                action.usd_per_hour / action.count, now_s, action.job_id, team,
+            )  # fmt: skip
+            self.instances[instance.id] = instance
+            self.live[instance.id] = instance
+            self.live_per_pool[action.pool] += 1
+            self.live_type[(action.pool, action.node_type)] += 1
+            self.launching[action.job_id] += 1
+            self.launches += 1
+            made.append(instance)
+        return made
+
+    def join(self, instance: Instance) -> SimNode:
+        """The instance's node, as it joins its pool."""
+        cloud, offer = self.clouds[instance.pool], instance.offer
+        shape = NodeShape.of_offer(offer, cloud.labels)
+        usd = instance.usd_per_hour / max(offer.gpus, 1)
+        node = instance.node = SimNode(node_of(instance.pool, instance.id, shape, usd), instance)
+        self.launching[instance.for_job] -= 1
+        return node
+
+    def terminate(self, instance: Instance, now_s: float) -> None:
+        instance.gone = True
+        self.live.pop(instance.id, None)
+        self.live_per_pool[instance.pool] -= 1
+        self.live_type[(instance.pool, instance.offer.node_type)] -= 1
+        self.ledger.close(instance.charge(now_s))
+
+    def spot_life(self, instance: Instance) -> float | None:
+        """How long a spot instance lives, drawn when it joins; None: it is never taken."""
+        mean = self.clouds[instance.pool].spot_lifetime_s
+        if not instance.spot or not mean:
+            return None
+        return self.rng_spot.expovariate(1.0 / mean)
+
+    def idle(self, pool: str, now_s: float, busy: set[str]) -> list[Teardown]:
+        """What of ``pool``'s live instances goes now (``busy``: nodes placed on this cycle)."""
+        nodes = [self._cloud_node(i, busy) for i in self.live.values() if i.pool == pool]
+        return idle(nodes, self.clouds[pool].idle_s, now_s)
+
+    def _cloud_node(self, instance: Instance, busy: set[str]) -> CloudNode:
+        node = instance.node
+        if node is None or node.jobs or node.name in busy:
+            return CloudNode(instance.pool, instance.id, None)
+        return CloudNode(instance.pool, instance.id, max(instance.launched_s, node.idle_since))
+
+    def charges(self) -> Iterator[Charge]:
+        return (i.charge() for i in self.live.values())
+
+    def spend(self, now_s: float) -> tuple[dict[str, float], dict[str, float]]:
+        """This month's spend by pool and by team (what budgets read)."""
+        return self.ledger.this_month(now_s, self.charges())
