@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -170,7 +169,7 @@ class AppContext:
         from meshctl.controller import daemon
 
         pid = daemon.running(self.home)
-        beat = live_beat(daemon.heartbeat(self.home) if pid is not None else None, pid)
+        beat = daemon.live_beat(daemon.heartbeat(self.home) if pid is not None else None, pid)
         return beat if beat.get("policy_hash") is not None else None
 
     def warn_if_not_enforced(self, policies: PolicySet, named: bool) -> None:
@@ -204,14 +203,6 @@ class AppContext:
         from meshctl.state import open_store
 
         return open_store(self.home)
-
-
-def live_beat(beat: Mapping[str, object] | None, pid: int | None) -> dict[str, object]:
-    """The heartbeat when the controller that wrote it is the one running now (``pid``), else
-    nothing: a heartbeat left by a controller that stopped says nothing about now."""
-    if beat is None or pid is None or beat.get("pid") != pid:
-        return {}
-    return dict(beat)
 
 
 def utc(moment: dt.datetime) -> dt.datetime:

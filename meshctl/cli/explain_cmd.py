@@ -81,7 +81,8 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
     from meshctl.cli import render
     from meshctl.cli.jobs_cmd import find
     from meshctl.cli.jobview import attempts_of, nodes_of
-    from meshctl.cli.views import decision_data, event_data
+    from meshctl.cli.views import decision_data
+    from meshctl.jsondata import event_data
 
     context = app_context(ctx)
     with context.store() as store:

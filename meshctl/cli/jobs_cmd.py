@@ -56,7 +56,7 @@ def find(store: Store, ref: str) -> JobRecord:
 def _row(job: JobRecord, attempt: AttemptRecord | None, now: float) -> dict[str, Any]:
     """A job as data (``shapes.JobRow``); ``now`` is for people's tables (``age_s``)."""
     from meshctl.cli.jobview import nodes_of
-    from meshctl.cli.render import timestamp
+    from meshctl.jsondata import timestamp
 
     return {
         "id": job.id,

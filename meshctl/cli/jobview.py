@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from meshctl.cli.render import timestamp
-from meshctl.cli.views import event_data
+from meshctl.jsondata import event_data, timestamp
 
 if TYPE_CHECKING:
     from meshctl.state import AttemptRecord, Event, Store

@@ -3,7 +3,8 @@
 ``up`` starts each ``local`` pool's Ray cluster (the embedded default: a head and emulated GPU
 nodes) and the controller daemon; ``ray`` pools are existing clusters, only checked. ``down``
 (``down_cmd.py``) stops exactly what ``up`` started. ``status`` is the one-screen view: pools,
-GPUs in use, the queue by class, events.
+GPUs in use, the queue by class, events (counted by ``meshctl.controller.status``, rendered
+here).
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from meshctl.cli.context import UP_FILE, AppContext, app_context, live_beat
+from meshctl.cli.context import UP_FILE, AppContext, app_context
 from meshctl.cli.errors import EXIT_FAILURE, CommandError
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Output, clock_of
 
 if TYPE_CHECKING:
+    from meshctl.controller.status import Status
     from meshctl.state import Store
 
 HEARTBEAT_TIMEOUT_S = 90.0
@@ -189,7 +191,7 @@ class _Health:
         self._checked: tuple[float, dict[str, str | None]] | None = None
 
     def __call__(self, mesh: Any, live: Mapping[str, Any]) -> dict[str, str | None]:
-        """``live``: the running controller's heartbeat (``context.live_beat``), or nothing."""
+        """``live``: the running controller's heartbeat (``daemon.live_beat``), or nothing."""
         seen = live.get("unavailable")
         if isinstance(seen, dict):
             return {p.name: seen.get(p.name) for p in mesh.spec.pools}
@@ -202,104 +204,24 @@ class _Health:
         return self._checked[1]
 
 
-def collect(context: AppContext, store: Store, health: _Health) -> dict[str, Any]:
-    """Everything status shows, as plain data (``shapes.Status``)."""
-    from meshctl.cli.render import timestamp
-    from meshctl.cli.views import event_data
+def collect(context: AppContext, store: Store, health: _Health) -> Status:
+    """Everything status shows (``controller.status``): what this machine knows of the
+    controller and the pools is read here, the document is counted there."""
     from meshctl.controller import daemon
-    from meshctl.controller.decide import ACTIVE_ATTEMPT, FINISHED, QUEUED
     from meshctl.controller.runtime import clients
-    from meshctl.controller.world import gpus_held, latest_attempts
-    from meshctl.state import AttemptRecord, JobRecord, PoolRecord
+    from meshctl.controller.status import status_document
 
     mesh = context.mesh()
-    driven = clients(mesh, context.home)
-    jobs = store.list(JobRecord)
-    attempts = latest_attempts(store.list(AttemptRecord))
-    used: dict[str, float] = {}
-    for job in jobs:
-        attempt = attempts.get(job.id)
-        if job.state not in FINISHED and attempt and attempt.state in ACTIVE_ATTEMPT:
-            gpus = sum(gpus_held(a) for a in attempt.detail.get("allocations", []))
-            used[attempt.pool] = used.get(attempt.pool, 0.0) + gpus
-    records = {p.name: p for p in store.list(PoolRecord)}
+    driven = set(clients(mesh, context.home))
     beat: dict[str, Any] = dict(daemon.heartbeat(context.home) or {})
     pid = daemon.running(context.home)
-    live = live_beat(beat, pid)
-    down = health(mesh, live)
-    pools = []
-    for pool in mesh.spec.pools:
-        record = records.get(pool.name)
-        observed = dict(record.observed) if record else {}
-        pools.append(
-            {
-                "pool": pool.name,
-                "provider": pool.provider,
-                "state": _pool_state(pool, record, pool.name in driven),
-                "nodes": observed.get("nodes"),
-                "gpus": observed.get("gpus"),
-                "gpus_used": round(used.get(pool.name, 0.0), 2),
-                "available": down.get(pool.name) is None,
-                "reason": down.get(pool.name),
-            }
-        )
-    now = time.time()
-    queue: dict[str, dict[str, Any]] = {}
-    for job in jobs:
-        if job.state in QUEUED:
-            klass = job.spec.get("spec", {}).get("priority_class")
-            entry = queue.setdefault(
-                klass or "",
-                {"priority_class": klass, "priority": job.priority, "queued": 0,
-                 "oldest_wait_s": 0.0},
-            )  # fmt: skip
-            entry["queued"] += 1
-            wait_s = round(now - job.submitted_at_s, 1)
-            entry["oldest_wait_s"] = max(entry["oldest_wait_s"], wait_s)
-    states: dict[str, int] = {}
-    for job in jobs:
-        states[job.state.value] = states.get(job.state.value, 0) + 1
-    return {
-        "mesh": mesh.metadata.name,
-        "controller": {
-            "pid": pid,
-            "last_cycle_at": timestamp(float(beat["at_s"])) if beat.get("at_s") else None,
-            "last_cycle_age_s": round(now - float(beat["at_s"]), 1) if beat.get("at_s") else None,
-            "cycle_s": float(beat["cycle_ms"]) / 1000 if beat.get("cycle_ms") is not None else None,
-            "errors": beat.get("errors", []),
-            **_enforcing(live),
-        },
-        "pools": pools,
-        "jobs": states,
-        "queue": sorted(queue.values(), key=lambda q: -int(q["priority"])),
-        "events": [{**event_data(e), "job_id": e.job_id} for e in store.events()[-10:]],
-    }
-
-
-def _enforcing(beat: Mapping[str, Any]) -> dict[str, Any]:
-    """The rule set the running controller enforces (nulls when none runs): the policy hash,
-    the policy folder and its git commit, and a change it refused (the old set runs on)."""
-    return {
-        "policy_hash": beat.get("policy_hash"),
-        "policy_commit": beat.get("policy_commit"),
-        "policies": beat.get("policies"),
-        "policy_error": beat.get("policy_error"),
-    }
-
-
-def _pool_state(pool: Any, record: Any, driven: bool) -> str:
-    from meshctl.controller.runtime import why_not_driven
-
-    if not driven:
-        return why_not_driven(pool)
-    if record is None:
-        return "not yet observed"
-    return str(record.state) + (
-        f": {record.observed['error']}" if record.observed.get("error") else ""
+    down = health(mesh, daemon.live_beat(beat, pid))
+    return status_document(
+        store, mesh, beat=beat, pid=pid, driven=driven, unavailable=down, now_s=time.time()
     )
 
 
-def render_status(data: dict[str, Any]) -> Any:
+def render_status(data: Status) -> Any:
     """The status screen as one rich renderable."""
     from rich.console import Group
     from rich.table import Table
@@ -314,8 +236,9 @@ def render_status(data: dict[str, Any]) -> Any:
         )
     lines = [head]
     if ctl.get("policy_hash"):
-        commit = f", commit {ctl['policy_commit'][:12]}" if ctl.get("policy_commit") else ""
-        lines.append(f"policies {ctl['policy_hash']} ({ctl['policies']}{commit})")
+        commit = ctl["policy_commit"]
+        at = f", commit {commit[:12]}" if commit else ""
+        lines.append(f"policies {ctl['policy_hash']} ({ctl['policies']}{at})")
     if ctl.get("policy_error"):
         lines.append(
             f"[red]policy change refused[/] (the set above runs on): {ctl['policy_error']}"

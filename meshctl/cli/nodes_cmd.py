@@ -82,7 +82,7 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
 
 def _node_row(node: NodeRecord, gpus_used: float, jobs: list[str]) -> dict[str, Any]:
     """A node as data (``shapes.NodeRow``)."""
-    from meshctl.cli.render import timestamp
+    from meshctl.jsondata import timestamp
 
     gpus = node.resources.get("gpus")
     return {

@@ -71,28 +71,16 @@ def emit_data(data: Any, output: Output) -> None:
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def timestamp(at_s: float | None) -> str | None:
-    """A moment for ``-o json|yaml``: ISO-8601 in UTC with a ``Z`` (``2026-12-01T14:04:50Z``),
-    to the second; None stays None. Every command writes times this way, under keys that end
-    in ``_at`` (durations are numbers of seconds under keys that end in ``_s``)."""
-    import datetime as dt
-
-    if at_s is None:
-        return None
-    moment = dt.datetime.fromtimestamp(at_s, dt.UTC).replace(microsecond=0)
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 def clock(at_s: float) -> str:
     """A moment for people: the local time of day, ``14:04:50`` (tables, event lines; scripts
-    get ``timestamp``)."""
+    get ``meshctl.jsondata.timestamp``)."""
     import time
 
     return time.strftime("%H:%M:%S", time.localtime(at_s))
 
 
 def clock_of(at: str) -> str:
-    """``clock`` of a moment as ``timestamp`` wrote it (a row built for ``-o json``)."""
+    """``clock`` of a moment as ``jsondata.timestamp`` wrote it (a row built for ``-o json``)."""
     import datetime as dt
 
     return clock(dt.datetime.fromisoformat(at).timestamp())

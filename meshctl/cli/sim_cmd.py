@@ -3,12 +3,11 @@
 Both read a mesh file, policy files and a trace, run the simulator (``meshctl.simrun``) with
 a progress bar on stderr, and print a table (or the JSON report with ``-o json``). ``--out``
 writes ``report.json`` and PNG charts; ``compare`` writes one folder per policy set and a
-``compare.json``.
+``compare.json``. The files are written by ``meshctl.simrun`` (``write``, ``write_compare``).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -232,7 +231,7 @@ def compare_cmd(
     output: OutputOption = Output.table,
 ) -> None:
     """Run several policy sets on the same mesh, trace and seed; print them side by side."""
-    from meshctl.simrun import write
+    from meshctl.simrun import write_compare
 
     context = app_context(ctx)
     _charts_possible(out, charts)
@@ -256,10 +255,7 @@ def compare_cmd(
         )  # fmt: skip
         outcomes.append(_simulate(context, spec, paths, label))
     if out is not None:
-        for outcome in outcomes:
-            write(outcome, out / outcome.name, charts)
-        both = {o.name: o.report for o in outcomes}
-        (out / "compare.json").write_text(json.dumps(both, indent=2, sort_keys=True) + "\n")
+        write_compare(outcomes, out, charts)
     _emit(outcomes, output, out)
 
 
@@ -323,9 +319,10 @@ def rows_of(report: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _emit(outcomes: list[Outcome], output: Output, out: Path | None) -> None:
     from meshctl.cli import render
+    from meshctl.simrun import compared
 
     if output is not Output.table:
-        data = outcomes[0].report if len(outcomes) == 1 else {o.name: o.report for o in outcomes}
+        data = outcomes[0].report if len(outcomes) == 1 else compared(outcomes)
         render.emit_data(data, output)
         return
     table = [r for r, _ in rows_of(outcomes[0].report)]

@@ -1,16 +1,14 @@
 """Core objects as the data ``-o json|yaml`` prints, where several commands print the same
-thing (a scheduling decision, an event): built once here, shaped as ``shapes`` says."""
+thing (a scheduling decision): built once here, shaped as ``shapes`` says. An event is built
+in ``meshctl.jsondata`` (``event_data``): the status document outside the CLI prints it too."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from meshctl.cli.render import timestamp
-
 if TYPE_CHECKING:
     from meshctl.scheduler import Decision
-    from meshctl.state import Event
 
 
 def decision_data(decision: Decision | Mapping[str, Any]) -> dict[str, Any]:
@@ -38,8 +36,3 @@ def decision_data(decision: Decision | Mapping[str, Any]) -> dict[str, Any]:
         ],
         "notes": list(found.get("notes", [])),
     }
-
-
-def event_data(event: Event) -> dict[str, Any]:
-    """An event (``shapes.EventData``)."""
-    return {"occurred_at": timestamp(event.at_s), "kind": event.kind, "message": event.message}

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from meshctl.controller.runtime import make_run_dir, run_dir
@@ -107,6 +108,14 @@ def heartbeat(home: Path) -> dict[str, object] | None:
     except (OSError, ValueError):
         return None
     return data
+
+
+def live_beat(beat: Mapping[str, object] | None, pid: int | None) -> dict[str, object]:
+    """The heartbeat when the controller that wrote it is the one running now (``pid``), else
+    nothing: a heartbeat left by a controller that stopped says nothing about now."""
+    if beat is None or pid is None or beat.get("pid") != pid:
+        return {}
+    return dict(beat)
 
 
 def stop(home: Path, grace_s: float = 10.0) -> list[int]:

@@ -3,6 +3,7 @@
     spec = RunSpec(mesh=Path("mesh.yaml"), policies=[Path("policies")], trace="philly")
     outcome = run(spec, catalogs, progress)      # reads files, simulates (meshctl.sim)
     write(outcome, Path("out"))                  # report.json, charts/*.png
+    write_compare([outcome, other], Path("cmp")) # cmp/<policy set>/..., cmp/compare.json
 
 Cloud pools behave as ``PROVIDERS`` says (provisioning delay, spot notice and mean spot
 life); their shapes and prices come from the provider catalogs, less the pool's discount.
@@ -199,3 +200,21 @@ def write(outcome: Outcome, out: Path, charts: bool = True) -> list[Path]:
 
         written += draw(outcome.result, out, outcome.name)
     return written
+
+
+def compared(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
+    """Several runs' reports by policy set name: ``compare.json``, and what ``sim compare -o
+    json`` prints."""
+    return {o.name: o.report for o in outcomes}
+
+
+def write_compare(outcomes: Sequence[Outcome], out: Path, charts: bool = True) -> list[Path]:
+    """One folder per policy set under ``out`` (``write``: its report and charts) and
+    ``compare.json`` (``compared``, sorted keys). Returns the paths written."""
+    written: list[Path] = []
+    for outcome in outcomes:
+        written += write(outcome, out / outcome.name, charts)
+    out.mkdir(parents=True, exist_ok=True)
+    both = out / "compare.json"
+    both.write_text(json.dumps(compared(outcomes), indent=2, sort_keys=True) + "\n")
+    return [*written, both]

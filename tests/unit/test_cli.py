@@ -228,16 +228,17 @@ def test_a_moment_reads_as_local_time_from_seconds_or_from_its_json(
     monkeypatch: pytest.MonkeyPatch, zone: str, at_s: float, shown: str
 ) -> None:
     """Tables show the local time of day, whether a command holds the seconds or the ISO time
-    its ``-o json`` row says (``render.timestamp``)."""
+    its ``-o json`` row says (``jsondata.timestamp``)."""
     import time
 
     from meshctl.cli import render
+    from meshctl.jsondata import timestamp
 
     monkeypatch.setenv("TZ", zone)
     time.tzset()
     try:
         assert render.clock(at_s) == shown
-        assert render.clock_of(str(render.timestamp(at_s))) == shown
+        assert render.clock_of(timestamp(at_s)) == shown
     finally:
         monkeypatch.undo()
         time.tzset()

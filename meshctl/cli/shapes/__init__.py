@@ -4,12 +4,13 @@ Each shape is a TypedDict whose keys carry their meaning (``Annotated[type, "mea
 ``docs/JSON.md`` is generated from here (``python -m meshctl.cli.shapes.doc > docs/JSON.md``; a
 test fails when they drift) and a contract test runs every command with ``-o json`` and
 validates what it printed strictly against its shape: no key missing or extra, the right
-types, every time parseable.
+types, every time parseable. A document built outside the CLI keeps its shape beside the code
+that builds it and is listed here all the same (``Status``: ``meshctl/controller/status.py``).
 
 Conventions (every command): snake_case keys, the same key for the same thing everywhere
 (``id`` is the object's own id, ``job_id`` / ``pool`` / ``node`` name another object); numbers,
 booleans and lists as such, ``null`` where unknown; times as ISO-8601 UTC strings
-(``render.timestamp``) under keys ending in ``_at``; durations in seconds under keys ending in
+(``jsondata.timestamp``) under keys ending in ``_at``; durations in seconds under keys ending in
 ``_s``; money in US dollars under keys naming ``usd``.
 """
 
@@ -37,10 +38,10 @@ from meshctl.cli.shapes.mesh import (
     ProviderPrice,
     ProviderType,
     ReloadResult,
-    Status,
     ValidatedFile,
 )
 from meshctl.cli.shapes.policy import PolicyFile, PolicyTestResult, VerdictData
+from meshctl.controller.status import Status
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,23 +1,17 @@
-"""What every shape is made of: strict TypedDicts, UTC times, errors, decisions and events."""
+"""The shapes every command shares: errors and warnings, scheduling decisions.
+
+What every shape is made of (the strict config, UTC times, events) is shared with documents
+built outside the CLI and lives in ``meshctl/jsondata.py``.
+"""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, ConfigDict, with_config
+from pydantic import with_config
 from typing_extensions import TypedDict
 
-
-def _utc_time(text: str) -> str:
-    if not text.endswith("Z") or dt.datetime.fromisoformat(text).utcoffset() != dt.timedelta(0):
-        raise ValueError(f"expected an ISO-8601 UTC time ending in Z, got {text!r}")
-    return text
-
-
-Timestamp = Annotated[str, AfterValidator(_utc_time)]
-STRICT = ConfigDict(extra="forbid", strict=True)
-
+from meshctl.jsondata import STRICT
 
 # --- errors and warnings (stderr, under -o json|yaml) ---------------------------------------
 
@@ -53,13 +47,6 @@ class WarningDocument(TypedDict):
 
 
 # --- shared pieces ------------------------------------------------------------------------
-
-
-@with_config(STRICT)
-class EventData(TypedDict):
-    occurred_at: Timestamp
-    kind: Annotated[str, "job.pending, node.cordoned, ..."]
-    message: str
 
 
 @with_config(STRICT)

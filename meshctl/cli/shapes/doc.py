@@ -13,7 +13,7 @@ from typing import Any, Literal, NotRequired, Union
 from typing_extensions import is_typeddict
 
 from meshctl.cli.shapes import OUTPUTS, STDERR, Output
-from meshctl.cli.shapes.base import Timestamp
+from meshctl.jsondata import Timestamp
 
 INTRO = """# JSON output
 

@@ -1,4 +1,8 @@
-"""The mesh: status, pools, nodes, providers, gc and validate."""
+"""The mesh: pools, nodes, providers, gc and validate.
+
+``meshctl status``'s shape is built outside the CLI, with its document, in
+``meshctl/controller/status.py``.
+"""
 
 from __future__ import annotations
 
@@ -7,57 +11,9 @@ from typing import Annotated, Literal
 from pydantic import with_config
 from typing_extensions import TypedDict
 
-from meshctl.cli.shapes.base import STRICT, EventData, Timestamp
+from meshctl.jsondata import STRICT, Timestamp
 
-# --- the mesh: status, pools, nodes, providers ----------------------------------------------
-
-
-@with_config(STRICT)
-class ControllerData(TypedDict):
-    pid: Annotated[int | None, "null: not running"]
-    last_cycle_at: Timestamp | None
-    last_cycle_age_s: float | None
-    cycle_s: Annotated[float | None, "how long its last cycle took"]
-    errors: list[str]
-    policy_hash: Annotated[str | None, "the policy set it enforces (null: none runs)"]
-    policy_commit: Annotated[str | None, "the git commit of the policy folder, if in git"]
-    policies: Annotated[str | None, "the policy folder it enforces"]
-    policy_error: Annotated[str | None, "a change of files it refused (the set above runs on)"]
-
-
-@with_config(STRICT)
-class StatusPool(TypedDict):
-    pool: str
-    provider: str
-    state: Annotated[str, "as the controller last saw it, with its reason"]
-    nodes: int | None
-    gpus: int | None
-    gpus_used: float
-    available: Annotated[bool, "the pool can be used now"]
-    reason: Annotated[str | None, "why not: not up, no credentials, ..."]
-
-
-@with_config(STRICT)
-class QueueRow(TypedDict):
-    priority_class: str | None
-    priority: int
-    queued: Annotated[int, "jobs waiting"]
-    oldest_wait_s: float
-
-
-@with_config(STRICT)
-class StatusEvent(EventData):
-    job_id: str | None
-
-
-@with_config(STRICT)
-class Status(TypedDict):
-    mesh: str
-    controller: ControllerData
-    pools: list[StatusPool]
-    jobs: Annotated[dict[str, int], "jobs per state"]
-    queue: Annotated[list[QueueRow], "by priority class, highest first"]
-    events: Annotated[list[StatusEvent], "the latest ten"]
+# --- the mesh: pools, nodes, providers ------------------------------------------------------
 
 
 @with_config(STRICT)

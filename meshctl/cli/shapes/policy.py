@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import with_config
 from typing_extensions import TypedDict
 
-from meshctl.cli.shapes.base import STRICT
+from meshctl.jsondata import STRICT
 
 
 @with_config(STRICT)
