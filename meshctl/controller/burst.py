@@ -13,8 +13,9 @@
   checkpoint and preempts them); instances the provider reports preempted or no longer lists
   leave their pool's cluster (their node dies; ``decide`` requeues the jobs on it).
 - ``teardown``: terminate, workers first and the head last; each leaves the cluster.
-- ``spend``: USD so far per pool (and ``team_spend`` per team), from instance-hours and
-  catalog prices: one ``ledger`` per moment, which the pool records read too.
+- ``spend``: USD this month per pool (and ``team_spend`` per team), booked in the
+  lifecycle's ledger at the price paid: one ``ledger`` per moment, which the pool records
+  read too.
 
 How an instance joins a cluster is the seam in ``meshctl.pools.emulated``; on a real cloud its
 startup script does it (see the issue notes: not wired yet).
@@ -23,7 +24,6 @@ startup script does it (see the issue notes: not wired yet).
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -32,7 +32,9 @@ from dataclasses import InitVar, dataclass, field, replace
 
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.access import Change, CloudAccess
-from meshctl.controller.decide import Launch, Teardown
+from meshctl.controller.step import Launch, Teardown
+from meshctl.lifecycle import Charge, Ledger, Spend
+from meshctl.lifecycle.snapshot import offers_of, price_paid
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh
 from meshctl.pools.emulated import EmulatedInstances, node_name
@@ -62,9 +64,7 @@ class Burst:
     # The ledger of one moment, read by the cycle three times (pool and team budgets, the pool
     # records): kept until the moment changes or this side writes an instance record.
     _writes: int = field(default=0, init=False, repr=False)
-    _books: tuple[tuple[float, int], dict[str, dict[str, float]]] | None = field(
-        default=None, init=False, repr=False
-    )
+    _books: tuple[tuple[float, int], Spend] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self, access: CloudAccess | None) -> None:
         self.pool_access = access or CloudAccess(self.mesh, self.clouds)
@@ -257,59 +257,53 @@ class Burst:
             self._leave(down.pool, instance_id, now)
             self._set(instance_id, "terminated", now)
 
-    def ledger(self, now: float) -> dict[str, dict[str, float]]:
-        """USD this month (UTC) per pool and team: each instance's hours at its type's price in
-        its region (spot where the pool's node type uses spot), charged to the team of the
-        job whose launch request started it ("-" when that job is gone). Computed once per
-        moment: read again, it is the same unless an instance record was written since.
-        Callers must not change it."""
+    def ledger(self, now: float) -> Spend:
+        """USD this month (UTC) per pool and team, from the lifecycle's ledger: each
+        instance from its launch to its end (now, while it lives) at the price paid for it
+        (the pool's discount off the list price, or spot: ``lifecycle.snapshot.price_paid``),
+        charged to the team of the job whose launch request started it ("-" when that job is
+        gone). Computed once per moment: read again, it is the same unless an instance record
+        was written since. Callers must not change it."""
         key = (now, self._writes)
         if self._books is None or self._books[0] != key:
-            self._books = (key, self._ledger(now))
+            books, live = Ledger(), []
+            for charge in self._charges():
+                if charge.ended_at_s is None:
+                    live.append(charge)
+                else:
+                    books.close(charge)
+            self._books = (key, books.this_month(now, live))
         return self._books[1]
 
-    def _ledger(self, now: float) -> dict[str, dict[str, float]]:
+    def spend(self, now: float) -> dict[str, float]:
+        """USD per pool this month; what the pool and provider budget rules read."""
+        return self.ledger(now).by_pool
+
+    def team_spend(self, now: float) -> dict[str, float]:
+        """USD per team this month; what the team budget rules read."""
+        return self.ledger(now).by_team
+
+    def _charges(self) -> list[Charge]:
+        """Every instance record as the ledger books it (those priced by the catalogs)."""
+        offers = {
+            (o.pool, o.node_type): o
+            for p in self.mesh.spec.pools
+            for o in offers_of(p, self.catalogs)
+        }
         teams: dict[str, str] = {}
-        books: dict[str, dict[str, float]] = {}
-        for record, usd in self._costs(now):
+        charges = []
+        for record in self.store.list(InstanceRecord):
+            offer = offers.get((record.pool, record.instance_type))
+            if offer is None or record.launched_at_s is None:
+                continue
             job_id = record.request_id.removeprefix("burst-").rsplit("-", 1)[0]  # -<n>[.<gen>]
             if job_id not in teams:
                 job = self.store.get(JobRecord, job_id)
                 teams[job_id] = job.team if job is not None else "-"
-            pool = books.setdefault(record.pool, {})
-            pool[teams[job_id]] = pool.get(teams[job_id], 0.0) + usd
-        return books
-
-    def spend(self, now: float) -> dict[str, float]:
-        """USD per pool this month; what the pool and provider budget rules read."""
-        return {pool: sum(teams.values()) for pool, teams in self.ledger(now).items()}
-
-    def team_spend(self, now: float) -> dict[str, float]:
-        """USD per team this month; what the team budget rules read."""
-        total: dict[str, float] = {}
-        for teams in self.ledger(now).values():
-            for team, usd in teams.items():
-                total[team] = total.get(team, 0.0) + usd
-        return total
-
-    def _costs(self, now: float) -> list[tuple[InstanceRecord, float]]:
-        start = dt.datetime.fromtimestamp(now, dt.UTC)
-        month = start.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp()
-        costs = []
-        for record in self.store.list(InstanceRecord):
-            pool = self.mesh.pool(record.pool)
-            if not isinstance(pool, AwsPool | GcpPool) or record.launched_at_s is None:
-                continue
-            catalog = self.catalogs.get(pool.provider)
-            found = catalog.instance_type(record.instance_type) if catalog else None
-            price = found.prices.get(pool.region) if found else None
-            if price is None:
-                continue
-            usd = (price.spot_usd_per_hour if record.spot else None) or price.on_demand_usd_per_hour
-            end = now if record.state in LIVE else record.updated_at_s
-            hours = max(0.0, end - max(record.launched_at_s, month)) / 3600
-            costs.append((record, usd * hours))
-        return costs
+            end = None if record.state in LIVE else record.updated_at_s
+            usd = price_paid(offer, record.spot)
+            charges.append(Charge(record.pool, teams[job_id], usd, record.launched_at_s, end))
+        return charges
 
     # --- inside -------------------------------------------------------------------------------
 

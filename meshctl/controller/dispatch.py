@@ -12,12 +12,27 @@ from typing import Any
 
 from meshctl.controller.step import Dispatch, Rules, submission_id
 from meshctl.controller.world import JobView, World
+from meshctl.lifecycle import Start
 from meshctl.model.mesh import Pool
 from meshctl.pools.observed import NODE_LABEL, Submission
-from meshctl.scheduler import Place
 from meshctl.state.records import AttemptRecord
 
 TRAIN_ENTRYPOINT = "python -m meshctl.train.run"  # builds the TorchTrainer from MESHCTL_TRAIN
+
+
+def failures_before(attempt: AttemptRecord | None) -> int:
+    """The job's failures (evictions) before this attempt, recorded at dispatch; for an
+    attempt recorded before failures were counted, every attempt before it."""
+    if attempt is None:
+        return 0
+    return int(attempt.detail.get("failures_before", attempt.number - 1))
+
+
+def failures_after(attempt: AttemptRecord | None) -> int:
+    """The job's failures once this attempt has ended (recorded when it was requeued)."""
+    if attempt is None:
+        return 0
+    return int(attempt.detail.get("failures", failures_before(attempt)))
 
 
 def placement_nodes(attempt: AttemptRecord) -> list[str]:
@@ -38,9 +53,12 @@ def pool_mtbf_s(world: World) -> dict[str, float]:
     return {pool: watched[pool] / n for pool, n in failures.items() if n}
 
 
-def dispatch(view: JobView, place: Place, rules: Rules, world: World) -> Dispatch:
+def dispatch(view: JobView, place: Start, rules: Rules, world: World) -> Dispatch:
     number = (view.attempt.number if view.attempt else 0) + 1
-    detail: dict[str, Any] = {"allocations": [asdict(a) for a in place.allocations]}
+    detail: dict[str, Any] = {
+        "allocations": [asdict(a) for a in place.allocations],
+        "failures_before": failures_after(view.attempt),  # what max_restarts is judged by
+    }
     # The job's checkpoints stay where its first attempt put them, whichever pool runs it
     # next: a run resumes only from storage it can read.
     before = view.attempt.detail if view.attempt else {}

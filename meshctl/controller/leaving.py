@@ -1,7 +1,9 @@
 """Jobs that must leave their nodes, decided from what was observed: a spot instance given
 notice (preempted, asked to checkpoint, stopped shortly before it goes), a node its probe
 says is unhealthy (evicted after a grace to checkpoint), a train job that stopped reporting
-(hung), a node that died or its instance taken back. Pure, like ``decide``."""
+(hung), a node that died or its instance taken back. What each does to a job (its stop time,
+checkpoint or not) is the lifecycle's (``meshctl.lifecycle.effects``); ``leave`` writes it
+into the step. Pure, like ``decide``."""
 
 from __future__ import annotations
 
@@ -17,12 +19,14 @@ from meshctl.controller.step import (
     Transition,
 )
 from meshctl.controller.world import JobView, World
+from meshctl.lifecycle import Leave, Left, effects
+from meshctl.lifecycle.effects import STOP_MARGIN_S, UNHEALTHY_GRACE_S
 from meshctl.state.records import AttemptRecord, JobState
 
+__all__ = ["STOP_MARGIN_S", "UNHEALTHY_GRACE_S"]
 ON_ITS_WAY = frozenset({JobState.ADMITTED, JobState.DISPATCHED, JobState.RUNNING})
-STOP_MARGIN_S = 15.0  # a job on a reclaimed instance is stopped this long before it goes
 STARTUP_ALLOWANCE_S = 600.0  # before its first report a run may be waiting for its workers
-UNHEALTHY_GRACE_S = 30.0  # a job on a node found unhealthy may checkpoint this long first
+STATE_OF = {Left.PREEMPTED: JobState.PREEMPTED, Left.EVICTED: JobState.EVICTED}
 
 
 def reclaimed(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
@@ -40,9 +44,7 @@ def reclaimed(world: World, rules: Rules, holding: Sequence[JobView], step: Step
         if not noticed:
             continue
         deadline, node = min(noticed)
-        why = f"spot instance {node} is being taken back"
-        stop_at = max(world.now_s, deadline - STOP_MARGIN_S)
-        _leave(view, rules, attempt, JobState.PREEMPTED, why, stop_at, step)
+        leave(view, rules, effects.noticed(view.record.id, node, deadline, world.now_s), step)
 
 
 def unhealthy(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
@@ -63,27 +65,27 @@ def unhealthy(world: World, rules: Rules, holding: Sequence[JobView], step: Step
         sick = [n for n in placement_nodes(attempt) if f"{attempt.pool}/{n}" in world.health]
         if not sick:
             continue
-        why = f"node {sick[0]} is unhealthy: {world.health[f'{attempt.pool}/{sick[0]}']}"
-        stop_at = world.now_s + UNHEALTHY_GRACE_S
-        _leave(view, rules, attempt, JobState.EVICTED, why, stop_at, step)
+        said = world.health[f"{attempt.pool}/{sick[0]}"]
+        leave(view, rules, effects.unhealthy(view.record.id, sick[0], said, world.now_s), step)
 
 
-def _leave(
-    view: JobView,
-    rules: Rules,
-    attempt: AttemptRecord,
-    state: JobState,
-    why: str,
-    stop_at: float,
-    step: Step,
-) -> None:
-    """The job leaves (preempted or evicted), asked to checkpoint now, stopped at ``stop_at``."""
-    step.transitions.append(Transition(view.record.id, state, why))
-    step.attempts.append(AttemptChange(attempt.id, None, stop_at_s=stop_at))
-    step.checkpoints.append(checkpoint_request(view, rules, attempt, why, stop_at))
+def leave(view: JobView, rules: Rules, leaving: Leave, step: Step) -> None:
+    """The job leaves (preempted or evicted): stopped at its stop time, asked to checkpoint
+    now when the lifecycle says so."""
+    attempt = view.attempt
+    step.transitions.append(Transition(view.record.id, STATE_OF[leaving.left], leaving.reason))
+    if attempt is None:
+        return
+    stop_at = leaving.stop_at_s
+    step.attempts.append(
+        AttemptChange(attempt.id, None, stop_at_s=stop_at, for_job=leaving.for_job)
+    )
+    if leaving.checkpoint:
+        why = f"preempted for {leaving.for_job}" if leaving.for_job else leaving.reason
+        step.checkpoints.append(checkpoint_request(view, rules, attempt, why, stop_at))
 
 
-def hung(world: World, holding: Sequence[JobView], step: Step) -> None:
+def hung(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
     """A train job with a hang timeout that reported no progress for that long is stopped
     and requeued: its next attempt resumes from its latest checkpoint."""
     moved = {t.job_id for t in step.transitions}
@@ -105,8 +107,7 @@ def hung(world: World, holding: Sequence[JobView], step: Step) -> None:
             continue
         quiet = world.now_s - last
         why = f"no progress report for {quiet:.0f} s (hang timeout {limit:g} s)"
-        step.transitions.append(Transition(view.record.id, JobState.EVICTED, why))
-        step.attempts.append(AttemptChange(attempt.id, None, stop_at_s=world.now_s))
+        leave(view, rules, Leave(view.record.id, Left.EVICTED, why, world.now_s, False), step)
 
 
 def checkpoint_request(
@@ -117,7 +118,7 @@ def checkpoint_request(
     return CheckpointRequest(view.record.id, attempt.number, uri, endpoint, reason, deadline_s)
 
 
-def dead_nodes(world: World, holding: Sequence[JobView], step: Step) -> None:
+def dead_nodes(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
     """Jobs on a node its (reachable) pool reports dead or no longer lists are evicted. What
     they hold on their other nodes stays held until their Ray job has stopped: the scheduler
     never sees dead nodes, so it cannot hand those GPUs out while the job still runs."""
@@ -141,15 +142,9 @@ def dead_nodes(world: World, holding: Sequence[JobView], step: Step) -> None:
         dead = [n for n in placement_nodes(attempt) if (attempt.pool, n) not in live]
         taken = taken_back(world, attempt)
         if taken:  # a spot interruption: preempted (stopped now, then requeued)
-            step.transitions.append(
-                Transition(
-                    view.record.id, JobState.PREEMPTED, f"spot instance {taken} was taken back"
-                )
-            )
+            leave(view, rules, effects.taken_back(view.record.id, taken, world.now_s), step)
         elif dead:
-            step.transitions.append(
-                Transition(view.record.id, JobState.EVICTED, f"node {dead[0]} is dead")
-            )
+            leave(view, rules, effects.node_died(view.record.id, dead[0], world.now_s), step)
 
 
 def taken_back(world: World, attempt: AttemptRecord) -> str | None:

@@ -39,7 +39,8 @@ from meshctl.controller.nodes import pools_down
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
 from meshctl.controller.reload import Reloader, in_use_removed
-from meshctl.controller.world import JobView, World, latest_attempts
+from meshctl.controller.world import JobView, World, latest_attempts, node_busy, past_runs
+from meshctl.lifecycle import BudgetCrossed, Estimator
 from meshctl.model.job import Job
 from meshctl.pools.checkpoints import request_checkpoint
 from meshctl.pools.observed import PoolObservation, Submission
@@ -57,6 +58,11 @@ from meshctl.state.store import ConflictError, NotFoundError, Store
 
 log = logging.getLogger("meshctl.controller")
 STOP_RESEND_S = 10.0  # a stop not yet seen to take effect is asked again after this
+BUDGET_SAID = {
+    "warn": "past its warning share",
+    "exceeded": "exhausted: bursting stops",
+    "ok": "back within its warning share",
+}
 MAX_SUBMIT_ERRORS = 5  # a submission refused this often fails its job instead of holding GPUs
 
 
@@ -104,6 +110,7 @@ class Controller:
         reloader: Reloader | None = None,
         logs: LogCopier | None = None,
         hold: Callable[[], str | None] | None = None,
+        progress: ProgressReader | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
         comes back on new ports with a new token), and the Ray pools without a client, with
@@ -112,7 +119,8 @@ class Controller:
         ``reloader``: takes a new rule set asked for or noticed (``reload.py``); the rules
         are replaced at the start of a cycle, never within one.
         ``logs``: copies the jobs' driver logs into the state folder (``logs.py``).
-        ``hold``: why nothing new may start now (``meshctl down --drain``), or None."""
+        ``hold``: why nothing new may start now (``meshctl down --drain``), or None.
+        ``progress``: reads what running train jobs recorded (``progress.py``)."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
         self.resolve = resolve
         self.unreachable: Mapping[str, str] = {}  # Ray pools without a client -> why
@@ -122,7 +130,7 @@ class Controller:
         self.reloader = reloader
         if reloader is not None:
             reloader.veto = lambda old, new: in_use_removed(old, new, self._busy_pools())
-        self.progress = ProgressReader(store)  # what running train jobs report
+        self.progress = progress or ProgressReader(store)  # what running train jobs report
         self.heartbeat = heartbeat
         self.cycles = 0
         self._jobs: dict[str, Job] = {}  # parsed job files, by job id
@@ -130,6 +138,8 @@ class Controller:
         self._decided: dict[str, tuple[str, str, str]] = {}  # job -> last decision recorded
         self.recorder = Recorder(store)  # pool and node records, node health
         self._stopped: dict[str, float] = {}  # submission id -> when a stop was last sent
+        self.estimator: Estimator | None = None  # runtimes of the jobs that ended well
+        self._budgets: dict[str, str] | None = None  # budget -> what it was last said to be
 
     # --- one cycle ----------------------------------------------------------------------------
 
@@ -192,7 +202,8 @@ class Controller:
     def world(self, now: float) -> World:
         observations = {name: client.observe() for name, client in self.clients.items()}
         records = self.store.list(JobRecord)
-        latest = latest_attempts(self.store.list(AttemptRecord))
+        attempts = self.store.list(AttemptRecord)
+        latest = latest_attempts(attempts)
         views = []
         for record in records:
             attempt = latest.get(record.id)
@@ -202,41 +213,45 @@ class Controller:
             job = self._job(record)
             if job is not None:
                 views.append(JobView(record, job, attempt))
-        nodes = {n.id: n for n in self.store.list(NodeRecord)}
-        progress = self.progress.read(views)
+        if self.estimator is None:  # once: the runs recorded before this controller began
+            self.estimator = Estimator()
+            self.estimator.observe_all(past_runs(records, latest))
         health = dict(self.health()) if self.health is not None else {}
         down = pools_down(self.rules.mesh, observations, self.unreachable)
         down |= self.burst.down() if self.burst is not None else {}
-        if self.burst is None:
-            return World(
-                now,
-                observations,
-                tuple(views),
-                nodes,
-                progress=progress,
-                health=health,
-                pool_unavailable=down,
-            )
-        busy: dict[str, float] = {}
-        for tried in latest.values():
-            ended = tried.ended_at_s or (now if tried.state in ACTIVE_ATTEMPT else 0.0)
-            busy[tried.pool] = max(busy.get(tried.pool, 0.0), ended)
-        return World(
+        world = World(
             now,
             observations,
             tuple(views),
-            nodes,
-            tuple(self.burst.live()),
-            self.burst.blocked(now),
-            busy,
-            self.burst.spend(now),
-            self.burst.team_spend(now),
-            self.burst.interrupted(),
-            self.burst.reclaiming(),
-            progress,
-            health,
-            down,
+            {n.id: n for n in self.store.list(NodeRecord)},
+            progress=self.progress.read(views),
+            health=health,
+            pool_unavailable=down,
+            node_busy_s=node_busy(attempts, now),
+            estimator=self.estimator,
+            budget_states=self._budget_states(),
         )
+        if self.burst is None:
+            return world
+        return replace(
+            world,
+            instances=tuple(self.burst.live()),
+            unavailable=self.burst.blocked(now),
+            spend_usd=self.burst.spend(now),
+            team_spend_usd=self.burst.team_spend(now),
+            interrupted=self.burst.interrupted(),
+            reclaiming=self.burst.reclaiming(),
+        )
+
+    def _budget_states(self) -> dict[str, str]:
+        """What each budget was last said to be (``budget.*`` events; read from the store
+        once, so a restarted controller does not say it again)."""
+        if self._budgets is None:
+            self._budgets = {}
+            for event in self.store.events():
+                if event.kind.startswith("budget.") and "budget" in event.data:
+                    self._budgets[str(event.data["budget"])] = event.kind.removeprefix("budget.")
+        return self._budgets
 
     def _job(self, record: JobRecord) -> Job | None:
         job = self._jobs.get(record.id)
@@ -299,6 +314,10 @@ class Controller:
         self._decisions(step, now)
         for failed in step.rule_errors:
             self.recorder.rule_error(failed, now)
+        for crossed in step.budgets:
+            self._budget(crossed, now)
+        if self.estimator is not None:
+            self.estimator.observe_all(step.successes)
         for error in errors:
             log.warning("%s", error)
         return errors
@@ -401,6 +420,8 @@ class Controller:
             detail["stop_at_s"] = change.stop_at_s
         if change.for_job is not None:
             detail.setdefault("for_job", change.for_job)
+        if change.failures is not None:
+            detail["failures"] = change.failures
         updated = replace(
             attempt,
             state=change.state or attempt.state,
@@ -430,6 +451,19 @@ class Controller:
                     {"summary": note.summary, **note.explanation},
                 )
             )
+
+    def _budget(self, crossed: BudgetCrossed, now: float) -> None:
+        """A budget's standing changed: ``budget.warn``, ``budget.exceeded`` or ``budget.ok``."""
+        said = BUDGET_SAID.get(crossed.state, crossed.state)
+        message = (
+            f"budget {crossed.budget} ({crossed.scope}) {said}: {crossed.spent_usd:,.2f} of "
+            f"{crossed.limit_usd:,.2f} USD this month"
+        )
+        data = {"budget": crossed.budget, "scope": crossed.scope, "state": crossed.state,
+                "spent_usd": crossed.spent_usd, "limit_usd": crossed.limit_usd}  # fmt: skip
+        self.store.append_event(Event(now, f"budget.{crossed.state}", None, message, data))
+        self._budget_states()[crossed.budget] = crossed.state
+        log.log(logging.INFO if crossed.state == "ok" else logging.WARNING, "%s", message)
 
     def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
         self.store.append_event(Event(now, kind, job_id, message))

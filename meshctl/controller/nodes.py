@@ -1,6 +1,6 @@
 """The scheduler's view of the world the controller observed: the driven pools' live nodes less
-what running jobs hold (cordoned, draining, unhealthy and reclaimed nodes marked), the running
-jobs, and the mesh facts the policies read. Pure, like ``decide``."""
+what running jobs hold (cordoned, draining, unhealthy and reclaimed nodes marked), built with
+the lifecycle's node builder, and the running jobs. Pure, like ``decide``."""
 
 from __future__ import annotations
 
@@ -8,12 +8,23 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from meshctl.controller.world import JobView, World
+from meshctl.lifecycle import Estimator
+from meshctl.lifecycle.snapshot import (
+    NodeShape,
+    leaving,
+    node_of,
+    offers_of,
+    price_paid,
+    running_of,
+)
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import Accelerator, LocalPool, Mesh, NodeGroup, Pool, RayPool
-from meshctl.policy.facts import MeshSnapshot
-from meshctl.pools.observed import NODE_TYPE_LABEL, ObservedNode, PoolObservation
-from meshctl.scheduler import Allocation, Node, Request, Running, Snapshot
+from meshctl.pools.observed import NODE_TYPE_LABEL, ObservedNode, PoolObservation, node_name
+from meshctl.scheduler import Allocation, Node, Request, Running
+from meshctl.scheduler.snapshot import NodeHealth
 from meshctl.state.records import JobState
+
+FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
 
 def pools_down(
@@ -34,37 +45,18 @@ def pools_down(
     return down
 
 
-def mesh_facts(
-    mesh: Mesh, snapshot: Snapshot, spend: Mapping[str, float], teams: Mapping[str, float]
-) -> MeshSnapshot:
-    from meshctl.policy.facts import mesh_snapshot, observed
-
-    free: dict[str, float] = defaultdict(float)
-    total: dict[str, int] = defaultdict(int)
-    for node in snapshot.nodes:
-        if node.health == "ready":
-            free[node.pool] += sum(node.gpu_free)
-        total[node.pool] += node.gpus
-    waits = {p.name: p.expected_wait_s for p in snapshot.pools}
-    return observed(
-        mesh_snapshot(mesh, {}), free, total, len(snapshot.pending), waits, spend, teams
-    )
-
-
-def expected_wait(world: World, queued: Sequence[JobView]) -> float:
-    """How long work waits now: the longest wait among the queued jobs (0 with none)."""
-    return max((world.now_s - v.record.submitted_at_s for v in queued), default=0.0)
-
-
 def nodes(
     world: World, mesh: Mesh, running: Sequence[Running], catalogs: Mapping[str, Catalog]
 ) -> list[Node]:
     """The driven pools' live nodes, less what running jobs hold; cordoned and draining nodes
-    marked so. Dead nodes are left out (their jobs are evicted by ``_dead_nodes``)."""
+    marked so. Dead nodes are left out (their jobs are evicted by ``dead_nodes``). A cloud
+    node is priced at what its instance costs (``cloud_prices``), an on-prem one at its
+    pool's amortised price."""
     held: dict[str, list[Allocation]] = defaultdict(list)
     for job in running:
         for alloc in job.allocations:
             held[f"{job.pool}/{alloc.node}"].append(alloc)
+    prices = cloud_prices(world, mesh, catalogs)
     out = []
     for name, observation in world.pools.items():
         pool = mesh.pool(name)
@@ -75,25 +67,46 @@ def nodes(
         for seen in observation.nodes:
             if seen.head or not seen.alive or (seen.gpus == 0 and seen.cpus == 0):
                 continue
-            record = world.nodes.get(f"{name}/{seen.name}")
-            health = record.state if record else "ready"
-            if health not in ("ready", "cordoned", "draining", "drained", "unhealthy"):
-                health = "ready"
-            if (name, seen.name) in world.reclaiming:
-                health = "cordoned"  # its instance is being taken back: nothing new goes there
-            if f"{name}/{seen.name}" in world.health:
-                health = "unhealthy"  # its probe says so (the record follows this cycle)
-            out.append(
-                _node(name, seen, groups.get(seen.name), usd, health, held[f"{name}/{seen.name}"])
-            )
+            key = f"{name}/{seen.name}"
+            shape = _shape(seen, groups.get(seen.name))
+            price = prices.get((name, seen.name), usd)
+            out.append(node_of(name, seen.name, shape, price, _health(world, key), held[key]))
     return out
+
+
+def _health(world: World, key: str) -> NodeHealth:
+    pool, node = key.split("/", 1)
+    record = world.nodes.get(key)
+    health: NodeHealth = "ready"
+    if record is not None and record.state in ("cordoned", "draining", "drained", "unhealthy"):
+        health = record.state  # type: ignore[assignment]
+    if (pool, node) in world.reclaiming:
+        health = "cordoned"  # its instance is being taken back: nothing new goes there
+    if key in world.health:
+        health = "unhealthy"  # its probe says so (the record follows this cycle)
+    return health
+
+
+def cloud_prices(
+    world: World, mesh: Mesh, catalogs: Mapping[str, Catalog]
+) -> dict[tuple[str, str], float]:
+    """USD per GPU-hour of each live cloud instance's node, at the price paid for it (the
+    pool's discount off the list price, or spot), as the ledger charges it."""
+    offers = {(o.pool, o.node_type): o for p in mesh.spec.pools for o in offers_of(p, catalogs)}
+    prices = {}
+    for instance in world.instances:
+        offer = offers.get((instance.pool, instance.instance_type))
+        if offer is not None:
+            usd = price_paid(offer, instance.spot) / max(offer.gpus, 1)
+            prices[(instance.pool, node_name(instance.id))] = usd
+    return prices
 
 
 def observed_nodes(pool: Pool, observation: PoolObservation) -> list[Node]:
     """A pool's live nodes as the scheduler sees them, all free (for checks at submit)."""
     groups, usd = _groups(pool, observation, {}), pool.cost.usd_per_gpu_hour or 0.0
     return [
-        _node(pool.name, seen, groups.get(seen.name), usd, "ready", ())
+        node_of(pool.name, seen.name, _shape(seen, groups.get(seen.name)), usd)
         for seen in observation.nodes
         if seen.alive and not seen.head and (seen.gpus or seen.cpus)
     ]
@@ -124,57 +137,43 @@ def _groups(
     return found
 
 
-def _node(
-    pool: str,
-    seen: ObservedNode,
-    group: NodeGroup | None,
-    usd: float,
-    health: str,
-    held: Sequence[Allocation],
-) -> Node:
-    gpu_free = [1.0] * seen.gpus
-    cpus, memory, nic = seen.cpus, seen.memory_gib, group.nic_gbps if group else 0.0
-    for alloc in held:
-        for i in alloc.gpu_indices:
-            if i < len(gpu_free):
-                gpu_free[i] = max(0.0, gpu_free[i] - alloc.gpu_share)
-        cpus, memory, nic = cpus - alloc.cpus, memory - alloc.memory_gib, nic - alloc.nic_gbps
+def _shape(seen: ObservedNode, group: NodeGroup | None) -> NodeShape:
+    """A node as Ray reports it (GPUs, CPUs, memory, labels) with what its group or type
+    says of the rest (GPU memory and model, vendor, NIC)."""
     accelerator = group.accelerator if group else None
-    labels = {k: v for k, v in seen.labels.items() if not k.startswith("ray.io/")}
-    return Node(
-        name=seen.name,
-        pool=pool,
-        gpu_free=tuple(gpu_free),
+    return NodeShape(
+        gpus=seen.gpus,
         gpu_memory_gib=accelerator.memory_gib if accelerator else 0.0,
         accelerator=seen.accelerator or (accelerator.model if accelerator else None),
         vendor=accelerator.vendor if accelerator else ("nvidia" if seen.gpus else None),
         cpus=seen.cpus,
-        cpus_free=max(0.0, cpus),
         memory_gib=seen.memory_gib,
-        memory_gib_free=max(0.0, memory),
         nic_gbps=group.nic_gbps if group else 0.0,
-        nic_gbps_free=max(0.0, nic),
-        labels=labels,
-        health=health,  # type: ignore[arg-type]
-        usd_per_gpu_hour=usd,
+        labels={k: v for k, v in seen.labels.items() if not k.startswith("ray.io/")},
     )
 
 
-def running(view: JobView, now: float) -> Running:
+def running(view: JobView, world: World, estimator: Estimator) -> Running:
+    """A running (or leaving) job as the scheduler sees it: its expected end from its runtime
+    (declared or estimated), its latest checkpoint from what it recorded."""
     attempt = view.attempt
     assert attempt is not None
     allocations = tuple(  # stored as JSON: the GPU indices come back as a list
         Allocation(**{**a, "gpu_indices": tuple(a["gpu_indices"])})
         for a in attempt.detail.get("allocations", [])
     )
-    started = attempt.started_at_s or view.record.updated_at_s
-    return Running(
-        view.record.id,
-        view.record.team,
-        view.record.priority,
-        attempt.pool,
-        allocations,
-        Request.of(view.job),
-        started,
-        leaving=view.record.state in (JobState.PREEMPTED, JobState.EVICTED),
+    record, spec = view.record, view.job.spec
+    started = attempt.started_at_s or record.updated_at_s
+    seen = world.progress.get(record.id)
+    checkpointed = (
+        seen.checkpoint_at_s if seen is not None and seen.attempt == attempt.number else None
     )
+    runtime = estimator.seconds(record.team, record.name, spec.limits.max_runtime_s)
+    found = running_of(
+        record.id, record.team, record.priority, attempt.pool, allocations,
+        Request.of(view.job), started, runtime, checkpointed,
+    )  # fmt: skip
+    stop_at = attempt.detail.get("stop_at_s")
+    if record.state in (JobState.PREEMPTED, JobState.EVICTED) or record.state in FINISHED_STATES:
+        return leaving(found, float(stop_at) if stop_at is not None else world.now_s)
+    return found

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -22,8 +22,8 @@ PROGRESS_READ_S = 2.0  # how often a running train job's progress is read from i
 
 
 class ProgressReader:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, store: Store, clock: Callable[[], float] = time.monotonic) -> None:
+        self.store, self.clock = store, clock
         self._progress: dict[str, tuple[float, TrainProgress | None]] = {}  # job -> (read at)
         self._told: dict[tuple[str, int], int] = {}  # (job, attempt) -> restarts told
 
@@ -31,7 +31,7 @@ class ProgressReader:
         """What running train jobs last reported, read from their checkpoint storage (at
         most every PROGRESS_READ_S per job)."""
         found: dict[str, TrainProgress] = {}
-        now = time.monotonic()
+        now = self.clock()
         for view in views:
             attempt = view.attempt
             uri = attempt.detail.get("checkpoint_uri") if attempt else None
@@ -91,6 +91,7 @@ def _train_progress(doc: Mapping[str, Any]) -> TrainProgress:
     """What the controller needs of an attempt's progress; raises on a malformed document."""
     checkpoints = doc.get("checkpoints") or []
     step, last = doc.get("step"), doc.get("last_report_s")
+    checkpointed = checkpoints[-1].get("at_s") if checkpoints else None
     failing = [f for f in doc.get("failures") or [] if f.get("resumed_s") is None]
     return TrainProgress(
         attempt=int(doc.get("attempt", 0)),
@@ -99,4 +100,5 @@ def _train_progress(doc: Mapping[str, Any]) -> TrainProgress:
         last_report_s=float(last) if last is not None else None,
         checkpoint_step=checkpoints[-1].get("step") if checkpoints else None,
         restarting_since=float(failing[0]["at_s"]) if failing else None,
+        checkpoint_at_s=float(checkpointed) if checkpointed is not None else None,
     )

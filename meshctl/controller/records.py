@@ -53,8 +53,8 @@ class Recorder:
     def record(self, world: World, mesh: Mesh, burst: Burst | None, now: float) -> None:
         """A record per pool: what was observed, spend this month, and whether it can be used
         now (``available``, and the ``reason`` it cannot)."""
-        ledger = burst.ledger(now) if burst is not None else {}
-        spend = {pool: sum(teams.values()) for pool, teams in ledger.items()}
+        ledger = burst.ledger(now) if burst is not None else None
+        spend = ledger.by_pool if ledger is not None else {}
         names = [p.name for p in mesh.spec.pools]
         for name in names + [n for n in world.pools if n not in names]:
             pool, seen = mesh.pool(name), world.pools.get(name)
@@ -72,7 +72,7 @@ class Recorder:
                 state = "up" if seen.reachable else "down"
             if name in spend:  # cloud pools: spend whether or not they are up now
                 observed["spend_usd"] = round(spend[name], 6)
-                observed["spend_usd_by_team"] = _rounded(ledger[name])
+                observed["spend_usd_by_team"] = _rounded(ledger.of_pool(name) if ledger else {})
             observed |= {"available": why is None, "reason": why}
             self._upsert(PoolRecord(name, provider, state, observed, now))
             for node in seen.nodes if seen is not None else ():

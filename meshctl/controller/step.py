@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from meshctl.lifecycle import BudgetCrossed
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import Mesh
 from meshctl.policy.compiled import PolicySet
@@ -32,6 +33,7 @@ class AttemptChange:
     ended_at_s: float | None = None
     stop_at_s: float | None = None
     for_job: str | None = None  # the preemptor its GPUs are freed for
+    failures: int | None = None  # the job's failures once this attempt has ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +103,8 @@ class Launch:
 
 @dataclass(frozen=True, slots=True)
 class Teardown:
-    """Terminate an idle cloud pool's instances, workers first and its head last."""
+    """Terminate idle cloud instances of a pool, in this order (workers first, its head
+    last: ``meshctl.lifecycle.teardown``)."""
 
     pool: str
     instance_ids: tuple[str, ...]
@@ -142,6 +145,9 @@ class Step:
     teardowns: list[Teardown] = field(default_factory=list)
     decisions: list[DecisionNote] = field(default_factory=list)
     rule_errors: list[RuleError] = field(default_factory=list)
+    budgets: list[BudgetCrossed] = field(default_factory=list)
+    # (team, job name, runtime s) of the jobs seen succeed: what runtime estimates learn
+    successes: list[tuple[str, str, float]] = field(default_factory=list)
     plan: Plan | None = None
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from meshctl.lifecycle import Estimator
 from meshctl.model.job import Job
 from meshctl.pools.observed import PoolObservation
 from meshctl.state.records import AttemptRecord, InstanceRecord, JobRecord, NodeRecord
@@ -25,6 +26,38 @@ def latest_attempts(attempts: Iterable[AttemptRecord]) -> dict[str, AttemptRecor
         if best is None or tried.number > best.number:
             latest[tried.job_id] = tried
     return latest
+
+
+def node_busy(attempts: Iterable[AttemptRecord], now_s: float) -> dict[str, float]:
+    """When a job last held each node ("pool/node"): the latest end of the attempts placed
+    there, now for one still active (what idle teardown counts from)."""
+    busy: dict[str, float] = {}
+    for tried in attempts:
+        active = tried.state in ("submitting", "pending", "running")
+        until = now_s if active else (tried.ended_at_s or tried.started_at_s)
+        if until is None:
+            continue
+        for alloc in tried.detail.get("allocations", ()):
+            key = f"{tried.pool}/{alloc['node']}"
+            busy[key] = max(busy.get(key, 0.0), until)
+    return busy
+
+
+def past_runs(
+    records: Iterable[JobRecord], latest: Mapping[str, AttemptRecord]
+) -> list[tuple[str, str, float]]:
+    """(team, name, runtime) of every job that succeeded, in the order they ended: what
+    runtime estimates learn from, read from the store when a controller starts."""
+    runs = []
+    for record in records:
+        tried = latest.get(record.id)
+        if record.state != "succeeded" or tried is None:
+            continue
+        if tried.started_at_s is not None and tried.ended_at_s is not None:
+            runs.append(
+                (tried.ended_at_s, record.team, record.name, tried.ended_at_s - tried.started_at_s)
+            )
+    return [(team, name, max(0.0, runtime)) for _, team, name, runtime in sorted(runs)]
 
 
 def gpus_held(allocation: Mapping[str, Any]) -> float:
@@ -51,6 +84,7 @@ class TrainProgress:
     last_report_s: float | None
     checkpoint_step: int | None
     restarting_since: float | None = None  # a worker failure Ray Train has not recovered yet
+    checkpoint_at_s: float | None = None  # when its latest checkpoint was recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +95,8 @@ class World:
     nodes: Mapping[str, NodeRecord] = field(default_factory=dict)  # by "pool/node"
     instances: tuple[InstanceRecord, ...] = ()  # cloud instances launched and not terminated
     unavailable: frozenset[tuple[str, str]] = frozenset()  # (pool, node type) out of capacity
-    pool_busy_s: Mapping[str, float] = field(default_factory=dict)  # a job last ended there
+    # "pool/node" -> when a job last held the node (now, while one does): idle teardown
+    node_busy_s: Mapping[str, float] = field(default_factory=dict)
     spend_usd: Mapping[str, float] = field(default_factory=dict)  # per pool, this month
     team_spend_usd: Mapping[str, float] = field(default_factory=dict)  # per team, this month
     interrupted: frozenset[tuple[str, str]] = frozenset()  # (pool, node) whose instance the
@@ -74,3 +109,5 @@ class World:
     # "no credentials", "AuthFailure: ..." (nothing is placed, launched or preempted there)
     pool_unavailable: Mapping[str, str] = field(default_factory=dict)
     hold: str | None = None  # why nothing new starts now (meshctl down --drain), or None
+    estimator: Estimator = field(default_factory=Estimator)  # runtimes of the jobs that ended
+    budget_states: Mapping[str, str] = field(default_factory=dict)  # what each budget last was

@@ -33,7 +33,7 @@ from meshctl.lifecycle.actions import (
     Teardown,
 )
 from meshctl.lifecycle.estimates import Estimate, Estimator
-from meshctl.lifecycle.ledger import Charge, Ledger
+from meshctl.lifecycle.ledger import Charge, Ledger, Spend
 from meshctl.lifecycle.waits import UNBOUNDED_WAIT_S, Backlog, Waits
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "Ledger",
     "Left",
     "Requeue",
+    "Spend",
     "Start",
     "Teardown",
     "Waits",

@@ -4,9 +4,9 @@ simulator.
 - A placement starts the job; a launch asks for cloud capacity.
 - A preemption gives the victim its grace: it is asked to checkpoint now when the grace is
   more than nothing, and stopped when the grace ends.
-- A spot notice preempts the jobs on the instance: asked to checkpoint, stopped
-  ``STOP_MARGIN_S`` before the provider takes the instance back (at once when the notice is
-  shorter than that).
+- A spot notice preempts the jobs on the instance: asked to checkpoint (however short the
+  notice), stopped ``STOP_MARGIN_S`` before the provider takes the instance back (at once
+  when the notice is shorter than that).
 - A node found unhealthy evicts its jobs after ``UNHEALTHY_GRACE_S`` to checkpoint; a node
   that died, an instance taken back, or the scheduler's eviction stops them at once.
 - When a job's attempt has ended early it is requeued, or failed once its failures (evictions;
@@ -69,10 +69,12 @@ def preempted(action: Preempt, now_s: float) -> Leave:
 
 
 def noticed(job_id: str, node: str, taken_at_s: float, now_s: float) -> Leave:
-    """A job on a spot instance given notice: the instance goes at ``taken_at_s``."""
+    """A job on a spot instance given notice: the instance goes at ``taken_at_s``. It is
+    asked to checkpoint however short the notice: the node goes anyway, the request costs
+    nothing, and what it manages to write before it stops is saved."""
     stop_at = max(now_s, taken_at_s - STOP_MARGIN_S)
     why = f"spot instance {node} is being taken back"
-    return Leave(job_id, Left.PREEMPTED, why, stop_at, stop_at > now_s)
+    return Leave(job_id, Left.PREEMPTED, why, stop_at, True)
 
 
 def unhealthy(job_id: str, node: str, why: str, now_s: float) -> Leave:

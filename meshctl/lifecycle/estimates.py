@@ -52,6 +52,20 @@ class Estimator:
         for team, name, runtime_s in runs:
             self.observe(team, name, runtime_s)
 
+    def plus(self, runs: Iterable[tuple[str, str, float]]) -> Estimator:
+        """This estimator with ``runs`` observed too, itself left as it is (the controller's
+        deciding half counts the runs it sees end in a cycle before the loop records them)."""
+        runs = list(runs)
+        if not runs:
+            return self
+        child = Estimator(self.runs)
+        child._history = dict(self._history)
+        for team, name, _ in runs:
+            key = (team, name)
+            child._history[key] = deque(self._history.get(key, ()), maxlen=self.runs)
+        child.observe_all(runs)
+        return child
+
     def estimate(self, team: str, name: str, declared_s: float | None = None) -> Estimate | None:
         """The job's runtime: declared, else estimated from history; None when neither."""
         if declared_s is not None:

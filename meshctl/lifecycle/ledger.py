@@ -28,10 +28,35 @@ class Charge:
     ended_at_s: float | None = None  # None: still running
 
 
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """USD spent this month, per (pool, team)."""
+
+    usd: dict[tuple[str, str], float]
+
+    @property
+    def by_pool(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for (pool, _), usd in self.usd.items():
+            out[pool] = out.get(pool, 0.0) + usd
+        return out
+
+    @property
+    def by_team(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for (_, team), usd in self.usd.items():
+            out[team] = out.get(team, 0.0) + usd
+        return out
+
+    def of_pool(self, pool: str) -> dict[str, float]:
+        """A pool's spend by team."""
+        return {team: usd for (p, team), usd in self.usd.items() if p == pool}
+
+
 class Ledger:
     def __init__(self, epoch_s: float = 0.0) -> None:
         self.epoch_s = epoch_s
-        self._months: dict[tuple[int, int], tuple[dict[str, float], dict[str, float]]] = {}
+        self._months: dict[tuple[int, int], dict[tuple[str, str], float]] = {}
         self.total_usd: dict[str, float] = defaultdict(float)  # per pool, every month
 
     def month(self, t_s: float) -> tuple[int, int]:
@@ -48,23 +73,19 @@ class Ledger:
         assert end is not None
         self.total_usd[charge.pool] += _usd(charge, charge.launched_at_s, end)
         usd = _usd(charge, max(charge.launched_at_s, self.month_start_s(end)), end)
-        pools, teams = self._months.setdefault(self.month(end), ({}, {}))
-        pools[charge.pool] = pools.get(charge.pool, 0.0) + usd
-        teams[charge.team] = teams.get(charge.team, 0.0) + usd
+        booked = self._months.setdefault(self.month(end), {})
+        key = (charge.pool, charge.team)
+        booked[key] = booked.get(key, 0.0) + usd
 
-    def this_month(
-        self, now_s: float, live: Iterable[Charge]
-    ) -> tuple[dict[str, float], dict[str, float]]:
-        """USD this month by pool and by team: what ended this month, and the ``live``
-        instances' part since it began."""
-        booked_pools, booked_teams = self._months.get(self.month(now_s), ({}, {}))
-        pools, teams = dict(booked_pools), dict(booked_teams)
+    def this_month(self, now_s: float, live: Iterable[Charge]) -> Spend:
+        """USD this month: what ended this month, and the ``live`` instances' part since it
+        began."""
+        usd = dict(self._months.get(self.month(now_s), {}))
         start = self.month_start_s(now_s)
         for charge in live:
-            usd = _usd(charge, max(charge.launched_at_s, start), now_s)
-            pools[charge.pool] = pools.get(charge.pool, 0.0) + usd
-            teams[charge.team] = teams.get(charge.team, 0.0) + usd
-        return pools, teams
+            key = (charge.pool, charge.team)
+            usd[key] = usd.get(key, 0.0) + _usd(charge, max(charge.launched_at_s, start), now_s)
+        return Spend(usd)
 
 
 def _usd(charge: Charge, start_s: float, end_s: float) -> float:

@@ -228,6 +228,13 @@ def running_of(
     )
 
 
+def leaving(job: Running, stop_at_s: float) -> Running:
+    """A running job on its way out (preempted, evicted, failed while it runs): never a victim
+    again, and expected to end when it is stopped, if not before."""
+    end = stop_at_s if job.expected_end_s is None else min(job.expected_end_s, stop_at_s)
+    return replace(job, leaving=True, expected_end_s=end)
+
+
 def pending_of(
     job_id: str,
     team: str,

@@ -18,21 +18,17 @@ The cluster is kept like the embedded pool's (``local.LocalCluster``, a run file
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from meshctl.clouds.base import Instance
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import Accelerator, NodeGroup
 from meshctl.pools import local
-from meshctl.pools.observed import NODE_TYPE_LABEL
+from meshctl.pools.observed import NODE_TYPE_LABEL, node_name
+
+__all__ = ["EmulatedInstances", "node_name"]
 
 CPUS, MEMORY_GIB = 1.0, 2.0  # per emulated instance, whatever its type says
-
-
-def node_name(instance_id: str) -> str:
-    """A Ray label value from an instance id (GCP ids hold the zone and a slash)."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", instance_id)[:63]
 
 
 class EmulatedInstances:

@@ -4,6 +4,7 @@ controller core (``meshctl.controller.decide``), so neither depends on the other
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +12,13 @@ from typing import Any
 NODE_LABEL = "meshctl.io/node"  # the Ray node label that names a node the way mesh.yaml does
 NODE_TYPE_LABEL = "meshctl.io/node-type"  # a cloud node's instance type
 ROLE_LABEL = "meshctl.io/role"  # "head" on a head node that takes no work
+
+
+def node_name(instance_id: str) -> str:
+    """The node a cloud instance becomes, named for a Ray label value (GCP ids hold the zone
+    and a slash)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", instance_id)[:63]
+
 
 # Ray Jobs statuses (ray.job_submission.JobStatus values).
 RAY_ACTIVE = frozenset({"PENDING", "RUNNING"})

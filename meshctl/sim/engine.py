@@ -32,7 +32,7 @@ from typing import Any
 from meshctl.lifecycle import effects
 from meshctl.lifecycle.actions import Action, Fail, Launch, Leave, Requeue, Start
 from meshctl.lifecycle.estimates import Estimator
-from meshctl.lifecycle.snapshot import nominations, offers_left, pending_of, pool_infos
+from meshctl.lifecycle.snapshot import leaving, nominations, offers_left, pending_of, pool_infos
 from meshctl.lifecycle.snapshot import running_of as running
 from meshctl.lifecycle.view import MeshView, Victims, budget_crossings, budgets, policy_view
 from meshctl.lifecycle.waits import Backlog
@@ -506,14 +506,14 @@ class Engine:
     def _leave(self, attempt: Attempt, why: Leave | Fail, now: float) -> None:
         """The attempt is on its way out: asked to checkpoint now (a Leave that says so),
         stopped at its stop time; its GPUs stay held until then."""
-        attempt.running = replace(attempt.running, leaving=True)
-        attempt.why = why
         stop_at = why.stop_at_s if isinstance(why, Leave) else now
+        attempt.running = leaving(attempt.running, stop_at)
+        attempt.why = why
         if isinstance(why, Leave) and why.checkpoint:
             attempt.asked_s = now
-        at = self._stop_time(stop_at)
         gpus = self.results[attempt.job_id].job.total_gpus
-        self.backlog.run(attempt.job_id, attempt.pool, at, gpus)
+        self.backlog.run(attempt.job_id, attempt.pool, attempt.running.expected_end_s, gpus)
+        at = self._stop_time(stop_at)
         self.clock.push(at, Kind.STOP, JobEvent(attempt.job_id, attempt.token))
 
     def _stopped(self, event: JobEvent) -> None:

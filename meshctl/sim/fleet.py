@@ -125,4 +125,5 @@ class Fleet:
 
     def spend(self, now_s: float) -> tuple[dict[str, float], dict[str, float]]:
         """This month's spend by pool and by team (what budgets read)."""
-        return self.ledger.this_month(now_s, self.charges())
+        spent = self.ledger.this_month(now_s, self.charges())
+        return spent.by_pool, spent.by_team

@@ -8,7 +8,8 @@ from meshctl.scheduler.state import NodeState
 
 NAME = "health"
 _REJECTIONS = {
-    health: Rejection(NAME, health) for health in ("cordoned", "draining", "drained", "unhealthy", "down")
+    health: Rejection(NAME, health)
+    for health in ("cordoned", "draining", "drained", "unhealthy", "down")
 }
 
 

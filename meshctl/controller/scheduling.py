@@ -1,0 +1,266 @@
+"""One scheduling cycle of the controller, through the one lifecycle: the world it observed
+made into the lifecycle's inputs, and what the lifecycle decides made into the step.
+
+In: the jobs holding resources (running, or leaving: their stop time) and waiting (with their
+runtime, declared or estimated, and the nodes being freed for them), the observed nodes
+(``nodes.py``), the cloud offers at the price paid less what runs, the pools' facts (the wait
+forecast, what each may still launch, why one cannot be used), and what the policies see
+(capacity, waits per priority, this month's spend, victims). Out: dispatches, preemptions and
+evictions (a transition, a stop time, a checkpoint request when there is a grace), launches,
+idle teardowns, budget crossings, and a decision note per waiting job. Pure, like ``decide``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from meshctl.controller.dispatch import dispatch, placement_nodes
+from meshctl.controller.leaving import leave
+from meshctl.controller.nodes import nodes as observed
+from meshctl.controller.nodes import running as running_of
+from meshctl.controller.step import (
+    DecisionNote,
+    Launch,
+    RuleError,
+    Rules,
+    Step,
+    Teardown,
+    launch_request_id,
+)
+from meshctl.controller.world import JobView, World
+from meshctl.lifecycle import Backlog, Estimator, Leave, Start, effects
+from meshctl.lifecycle import Launch as Launching
+from meshctl.lifecycle.snapshot import (
+    configured_pools,
+    leaving,
+    nominations,
+    offers_left,
+    offers_of,
+    pending_of,
+    pool_infos,
+)
+from meshctl.lifecycle.teardown import CloudNode, idle
+from meshctl.lifecycle.view import (
+    Capacity,
+    MeshView,
+    Victims,
+    budget_crossings,
+    budgets,
+    policy_view,
+)
+from meshctl.model.mesh import AwsPool, GcpPool
+from meshctl.policy.facts import mesh_snapshot
+from meshctl.pools.observed import node_name
+from meshctl.scheduler import Node, PolicyView, Request, Running, Snapshot, schedule
+from meshctl.scheduler.plan import Decision
+from meshctl.state.records import InstanceRecord, JobState
+
+JOIN_TIMEOUT_S = 600.0  # an instance whose node has not joined by then is idle, not joining
+
+
+def scheduling(
+    world: World,
+    rules: Rules,
+    holding: Sequence[JobView],
+    queued: Sequence[JobView],
+    step: Step,
+    estimator: Estimator,
+) -> None:
+    """Decide the waiting jobs (place, preempt, burst, wait) and what each decision does."""
+    now, leaving_now = world.now_s, _leaving_now(step)
+    running = [_running(v, world, estimator, leaving_now) for v in holding if v.attempt]
+    nodes = observed(world, rules.mesh, running, rules.catalogs)
+    names = [p.name for p in rules.mesh.spec.pools]
+    capacity = Capacity.of(nodes).of_pools(names)
+    backlog = Backlog()
+    for r in running:
+        backlog.run(r.job_id, r.pool, r.expected_end_s, r.gpus)
+    runtimes = {
+        v.record.id: estimator.seconds(
+            v.record.team, v.record.name, v.job.spec.limits.max_runtime_s
+        )
+        for v in queued
+    }
+    for v in queued:
+        backlog.queue(
+            v.record.id, v.record.priority, v.job.spec.resources.total_gpus, runtimes[v.record.id]
+        )
+    clouds = [p.name for p in rules.mesh.spec.pools if isinstance(p, AwsPool | GcpPool)]
+    waits = backlog.waits(capacity, clouds, now)
+    snapshot = _snapshot(world, rules, holding, running, queued, runtimes, waits.lowest(), nodes)
+    views = {v.record.id: v for v in (*holding, *queued)}
+    mesh = MeshView(
+        mesh_snapshot(rules.mesh, rules.catalogs), capacity, waits, len(queued),
+        world.spend_usd, world.team_spend_usd,
+    )  # fmt: skip
+    policies = policy_view(
+        rules.policies,
+        mesh,
+        dt.datetime.fromtimestamp(now, dt.UTC),
+        {job_id: v.job for job_id, v in views.items()},
+        lambda job_id: views[job_id].record.priority,
+        Victims({r.job_id: r for r in running}, {j: v.job for j, v in views.items()}, now),
+    )
+    step.budgets += budget_crossings(world.budget_states, budgets(rules.policies, mesh))
+    plan = schedule(snapshot, policies, rules.config)
+    step.plan = plan
+    for action in effects.of_plan(plan, leaving_now):
+        if isinstance(action, Start):
+            step.dispatches.append(dispatch(views[action.job_id], action, rules, world))
+        elif isinstance(action, Leave):
+            leave(views[action.job_id], rules, action, step)
+        elif isinstance(action, Launching):
+            tried = views[action.job_id].attempt
+            number = (tried.number if tried else 0) + 1
+            request = launch_request_id(action.job_id, number)
+            step.launches.append(
+                Launch(
+                    action.job_id, action.pool, action.node_type, action.count, action.spot, request
+                )
+            )
+    step.decisions += [_note(decision) for decision in plan.decisions.values()]
+    step.rule_errors += _rule_errors(policies, queued)
+
+
+def _leaving_now(step: Step) -> set[str]:
+    """Jobs this step already makes leave (or fail while they run): no victims again."""
+    return {
+        t.job_id
+        for t in step.transitions
+        if t.to in (JobState.EVICTED, JobState.PREEMPTED, JobState.FAILED)
+    }
+
+
+def _running(view: JobView, world: World, estimator: Estimator, leaving_now: set[str]) -> Running:
+    found = running_of(view, world, estimator)
+    if view.record.id in leaving_now and not found.leaving:
+        stop_at = _stop_at(view, world)
+        return leaving(found, stop_at)
+    return found
+
+
+def _stop_at(view: JobView, world: World) -> float:
+    stop_at = view.attempt.detail.get("stop_at_s") if view.attempt else None
+    return float(stop_at) if stop_at is not None else world.now_s
+
+
+def _snapshot(
+    world: World,
+    rules: Rules,
+    holding: Sequence[JobView],
+    running: Sequence[Running],
+    queued: Sequence[JobView],
+    runtimes: Mapping[str, float | None],
+    waits: Mapping[str, float],
+    nodes: Sequence[Node],
+) -> Snapshot:
+    live: dict[str, int] = defaultdict(int)
+    of_type: dict[tuple[str, str], int] = defaultdict(int)
+    for instance in world.instances:
+        live[instance.pool] += 1
+        of_type[(instance.pool, instance.instance_type)] += 1
+    pools = pool_infos(configured_pools(rules.mesh.spec.pools), waits, live, world.pool_unavailable)
+    offers = offers_left(
+        (
+            o
+            for p in rules.mesh.spec.pools
+            for o in offers_of(p, rules.catalogs)
+            if (o.pool, o.node_type) not in world.unavailable
+        ),
+        of_type,
+    )
+    freeing = [
+        (str(v.attempt.detail.get("for_job", "")), placement_nodes(v.attempt))
+        for v in holding
+        if v.attempt is not None and v.record.state is JobState.PREEMPTED
+    ]
+    nominated = nominations(freeing)
+    pending = [
+        pending_of(
+            v.record.id,
+            v.record.team,
+            v.record.priority,
+            Request.of(v.job),
+            v.record.submitted_at_s,
+            runtimes[v.record.id],
+            nominated.get(v.record.id, ()),
+            provisioning=_launching(world, v),
+        )
+        for v in queued
+    ]
+    return Snapshot(world.now_s, tuple(nodes), pools, tuple(running), tuple(pending), offers)
+
+
+def _launching(world: World, view: JobView) -> bool:
+    """A launch for the job's next attempt is under way: one of its instances has not joined
+    its pool's cluster yet."""
+    number = (view.attempt.number if view.attempt else 0) + 1
+    request = launch_request_id(view.record.id, number)
+    return any(
+        (i.request_id == request or i.request_id.startswith(request + "."))
+        and not _joined(world, i)
+        for i in world.instances
+    )
+
+
+def _joined(world: World, instance: InstanceRecord) -> bool:
+    """Whether the instance has joined its pool's cluster: it is no longer joining, and its
+    node is in the cluster as observed (a pool not driven yet cannot say), or it has had
+    ``JOIN_TIMEOUT_S``: one that never shows up is idle, not joining forever."""
+    if instance.state == "joining":
+        return False
+    seen = world.pools.get(instance.pool)
+    if seen is None or world.now_s - (instance.launched_at_s or 0.0) >= JOIN_TIMEOUT_S:
+        return True
+    name = node_name(instance.id)
+    return any(n.name == name and n.alive for n in seen.nodes)
+
+
+def idle_pools(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
+    """Idle cloud instances go (the lifecycle's rule): each idle for its pool's
+    ``idle_minutes`` since its launch or the end of the last job on it; a pool's first
+    instance, the head of its cluster, last."""
+    busy = {
+        f"{v.attempt.pool}/{n}" for v in holding if v.attempt for n in placement_nodes(v.attempt)
+    }
+    busy |= {f"{d.attempt.pool}/{n}" for d in step.dispatches for n in placement_nodes(d.attempt)}
+    for pool in rules.mesh.spec.pools:
+        if not isinstance(pool, AwsPool | GcpPool):
+            continue
+        mine = sorted(
+            (i for i in world.instances if i.pool == pool.name),
+            key=lambda i: (i.launched_at_s or 0.0, i.id),
+        )
+        nodes = []
+        for i in mine:
+            key = f"{pool.name}/{node_name(i.id)}"
+            if key in busy or not _joined(world, i):
+                nodes.append(CloudNode(pool.name, i.id, None))
+            else:
+                since = max(i.launched_at_s or 0.0, world.node_busy_s.get(key, 0.0))
+                nodes.append(CloudNode(pool.name, i.id, since))
+        going = idle(nodes, pool.idle_minutes * 60, world.now_s)
+        if going:
+            step.teardowns.append(
+                Teardown(pool.name, tuple(t.instance_id for t in going), going[0].reason)
+            )
+
+
+def _rule_errors(policies: PolicyView, queued: Sequence[JobView]) -> list[RuleError]:
+    """The rules that failed for each queued job (its verdict was computed this cycle)."""
+    found = []
+    for view in queued:
+        verdict = policies.verdict(view.record.id)
+        for error in verdict.errors if verdict is not None else ():
+            pools = ", ".join(error.pools) or None  # those a selector failed for
+            rule, origin, part, said = error.rule, error.origin, error.part, error.message
+            found.append(RuleError(view.record.id, rule, origin, part, pools, said))
+    return found
+
+
+def _note(decision: Decision) -> DecisionNote:
+    return DecisionNote(
+        decision.job_id, decision.status, decision.summary(), decision.explanation()
+    )

@@ -1,0 +1,261 @@
+"""The job and attempt state machine: each job brought in line with what its pool reports.
+
+Job states (``JobState``) and when they change are in ``TRANSITIONS``, the table the
+controller's README shows (a test holds the two together). Attempt states (``AttemptState``):
+``submitting`` (recorded; Ray may not know it yet), then Ray's own lowercased, or ``lost``
+(its pool no longer knows it), or ``abandoned`` (never submitted: the job was cancelled
+first). A job whose attempt ended early is requeued or failed by the lifecycle's rule
+(``meshctl.lifecycle.effects.requeue_or_fail``): evictions count against its
+``max_restarts``, preemptions do not. Pure, like ``decide``.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Literal
+
+from meshctl.controller.dispatch import failures_before, submission
+from meshctl.controller.leaving import taken_back
+from meshctl.controller.step import AttemptChange, Resubmit, Rules, Step, Stop, Transition
+from meshctl.controller.world import JobView, World
+from meshctl.lifecycle import Left, Requeue
+from meshctl.lifecycle.effects import requeue_or_fail
+from meshctl.pools.observed import INFRA_ERRORS, RAY_ACTIVE, ObservedJob
+from meshctl.state.records import AttemptRecord, JobState
+
+
+class AttemptState(StrEnum):
+    SUBMITTING = "submitting"
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    LOST = "lost"
+    ABANDONED = "abandoned"
+
+
+QUEUED = frozenset({JobState.PENDING, JobState.REQUEUED})
+HOLDING = frozenset(
+    {JobState.ADMITTED, JobState.DISPATCHED, JobState.RUNNING, JobState.PREEMPTED,
+     JobState.EVICTED}
+)  # fmt: skip
+FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+LEFT = {JobState.PREEMPTED: Left.PREEMPTED, JobState.EVICTED: Left.EVICTED}
+ACTIVE_ATTEMPT = frozenset(
+    {AttemptState.SUBMITTING.value, AttemptState.PENDING.value, AttemptState.RUNNING.value}
+)
+KILLED = re.compile(  # SIGKILL, SIGTERM: not the job's own doing (the log tail is the job's)
+    r"^Job entrypoint command failed with exit code (-9|-15|137|143)\b"
+)
+
+# (from, to, when): every change of a job's state. "(submit)" is a job stored; "any
+# unfinished" every state but succeeded, failed and cancelled. controller/README.md shows it.
+TRANSITIONS: tuple[tuple[str, str, str], ...] = (
+    ("(submit)", "pending", "the job is stored"),
+    (
+        "pending, requeued",
+        "admitted",
+        "the scheduler placed it; its attempt is recorded (`submitting`)",
+    ),
+    ("admitted", "dispatched", "Ray accepted submission `meshctl-<job>-<attempt>`"),
+    ("dispatched", "running", "Ray reports it running"),
+    ("running", "succeeded / failed", "Ray reports it finished (failed: its command failed)"),
+    (
+        "any unfinished",
+        "cancelled",
+        "`meshctl jobs cancel` (the controller then stops the Ray job), or stopped outside meshctl",
+    ),
+    (
+        "running",
+        "preempted",
+        "the scheduler needs its GPUs for a higher-priority job (stopped after the grace "
+        "period), or its spot instance was given notice or taken back (asked to checkpoint "
+        "first)",
+    ),
+    (
+        "running",
+        "evicted",
+        "its node died, became unhealthy or was drained past the deadline, its supervisor "
+        "died, its driver was killed, it hung, or its pool lost it",
+    ),
+    ("preempted, evicted", "requeued", "its Ray job has stopped; the next attempt is number + 1"),
+    (
+        "preempted, evicted",
+        "failed",
+        "its Ray job has stopped and its failures (evictions) pass its `max_restarts`",
+    ),
+    ("pending, requeued", "failed", "its `limits.deadline` came before it could start"),
+    ("running", "failed", "it ran past its `limits.max_runtime_s` (its Ray job is then stopped)"),
+    (
+        "admitted, dispatched, running, preempted, evicted",
+        "requeued",
+        "`meshctl down --force` (or `--drain --force` past its deadline) stopped its pool; "
+        "the next `up` runs it again",
+    ),
+)
+
+Kept = Literal["holding", "queued"] | None
+
+
+def reconcile(view: JobView, world: World, rules: Rules, step: Step) -> Kept:
+    """Bring one job in line with its pool; say whether it holds resources or waits."""
+    record, attempt = view.record, view.attempt
+    state = record.state
+    if state in QUEUED:
+        return "queued"
+    if attempt is None or attempt.state not in ACTIVE_ATTEMPT:
+        if state in (JobState.ADMITTED, JobState.DISPATCHED, JobState.RUNNING):
+            # admitted, then the controller died before recording an attempt
+            step.transitions.append(Transition(record.id, JobState.REQUEUED, "no attempt"))
+        elif state in LEFT:
+            requeue(view, LEFT[state], "its attempt has ended", step)
+        return None
+    observation = world.pools.get(attempt.pool)
+    if observation is not None and not observation.reachable:
+        return "holding"  # nothing is known; keep its resources counted
+    # No observation at all: the pool has no cluster any more (a cloud pool whose last
+    # instance went, a local pool that is down): whatever ran there is gone.
+    ray = observation.jobs.get(attempt.submission_id) if observation else None
+    if state in FINISHED:  # cancelled (or finished) while its attempt may still run
+        if ray is not None and ray.status in RAY_ACTIVE:
+            step.stops.append(Stop(record.id, attempt.pool, attempt.submission_id, state.value))
+            return "holding"
+        step.attempts.append(ended(attempt, ray, world.now_s))
+        return None
+    if state in LEFT:
+        return _leaving(view, attempt, ray, world, step)
+    if ray is None:  # admitted, dispatched or running, and its pool does not know it
+        return _unknown(view, attempt, observation is None, world, rules, step)
+    return follow(view, attempt, ray, world, step)
+
+
+def _leaving(
+    view: JobView, attempt: AttemptRecord, ray: ObservedJob | None, world: World, step: Step
+) -> Kept:
+    """A preempted or evicted job: stopped once its stop time has come, requeued (or failed)
+    once its Ray job has stopped; one that finished on its own meanwhile keeps that outcome."""
+    record, now = view.record, world.now_s
+    if ray is not None and ray.status in RAY_ACTIVE:
+        stop_at = attempt.detail.get("stop_at_s")
+        if stop_at is None or now >= float(stop_at):
+            step.stops.append(
+                Stop(record.id, attempt.pool, attempt.submission_id, record.state.value)
+            )
+        return "holding"
+    stopped = (
+        ray is None
+        or ray.status == "STOPPED"
+        or ray.error_type in INFRA_ERRORS
+        or (ray.status == "FAILED" and taken_back(world, attempt) is not None)
+    )  # a job that failed because its instance was taken back is requeued, not failed
+    if not stopped:  # it finished on its own during its grace: that is its outcome
+        assert ray is not None
+        return follow(view, attempt, ray, world, step)
+    step.attempts.append(ended(attempt, ray, now))
+    requeue(view, LEFT[record.state], f"{record.state.value}; its attempt has stopped", step)
+    return None
+
+
+def _unknown(
+    view: JobView, attempt: AttemptRecord, gone: bool, world: World, rules: Rules, step: Step
+) -> Kept:
+    """An attempt its pool does not know: submitted (again) if it never was, else lost."""
+    record = view.record
+    if attempt.state == AttemptState.SUBMITTING and not gone:
+        sub = submission(view, rules, attempt)
+        step.resubmits.append(Resubmit(record.id, attempt.id, attempt.pool, sub))
+        return "holding"
+    step.attempts.append(AttemptChange(attempt.id, "lost", "the pool no longer knows it"))
+    taken = taken_back(world, attempt)
+    if taken:
+        step.transitions.append(
+            Transition(record.id, JobState.PREEMPTED, f"spot instance {taken} was taken back")
+        )
+        requeue(view, Left.PREEMPTED, "its instance was taken back", step)
+    else:
+        step.transitions.append(
+            Transition(record.id, JobState.EVICTED, f"pool {attempt.pool} lost the job")
+        )
+        requeue(view, Left.EVICTED, "its pool lost it", step)
+    return None
+
+
+def follow(
+    view: JobView, attempt: AttemptRecord, ray: ObservedJob, world: World, step: Step
+) -> Kept:
+    """A job its pool knows: move the job and the attempt to what Ray says."""
+    record, status = view.record, ray.status.lower()
+    if status != attempt.state:
+        started = ray.start_s if status == "running" else None
+        step.attempts.append(AttemptChange(attempt.id, status, ray.message, started, ray.end_s))
+    if status == "pending":
+        if record.state is not JobState.DISPATCHED:
+            step.transitions.append(Transition(record.id, JobState.DISPATCHED, "submitted"))
+        return "holding"
+    if status == "running":
+        if record.state is not JobState.RUNNING:
+            step.transitions.append(Transition(record.id, JobState.RUNNING, "started"))
+        return "holding"
+    if status == "succeeded":
+        step.transitions.append(Transition(record.id, JobState.SUCCEEDED, "exited 0"))
+        began = ray.start_s if ray.start_s is not None else attempt.started_at_s
+        if began is not None:  # what its runtime estimates learn from
+            runtime = (ray.end_s if ray.end_s is not None else world.now_s) - began
+            step.successes.append((record.team, record.name, max(0.0, runtime)))
+    elif status == "failed" and ray.error_type in INFRA_ERRORS:
+        _failed_under_it(view, attempt, ray, world, step)
+    elif status == "failed" and KILLED.search(ray.message or ""):
+        said = (ray.message or "").splitlines()[0]  # Ray's own line, not the job's log tail
+        why = f"its driver was killed: {said}"  # the OOM killer, a node
+        step.transitions.append(Transition(record.id, JobState.EVICTED, why))
+        requeue(view, Left.EVICTED, "its driver was killed", step)
+    elif status == "failed":
+        step.transitions.append(Transition(record.id, JobState.FAILED, last_line(ray.message)))
+    else:  # stopped by someone else
+        step.transitions.append(
+            Transition(record.id, JobState.CANCELLED, "stopped outside meshctl")
+        )
+    return None
+
+
+def _failed_under_it(
+    view: JobView, attempt: AttemptRecord, ray: ObservedJob, world: World, step: Step
+) -> None:
+    """Its infrastructure failed under it: a spot instance taken back (a preemption), or a
+    node or supervisor that died (an eviction: a failure)."""
+    record, taken = view.record, taken_back(world, attempt)
+    if taken:
+        why = f"spot instance {taken} was taken back"
+        step.transitions.append(Transition(record.id, JobState.PREEMPTED, why))
+        requeue(view, Left.PREEMPTED, "its instance was taken back", step)
+        return
+    message = ray.message or ""
+    why = "its node died" if "node has died" in message else last_line(message)
+    step.transitions.append(Transition(record.id, JobState.EVICTED, why))
+    requeue(view, Left.EVICTED, ray.error_type or "infrastructure failure", step)
+
+
+def requeue(view: JobView, left: Left, why: str, step: Step) -> None:
+    """Requeue the job, or fail it when its failures pass its max_restarts (the lifecycle's
+    rule); the attempt records the failures so far."""
+    limit = view.job.spec.limits.max_restarts
+    outcome, failures = requeue_or_fail(
+        view.record.id, left, why, failures_before(view.attempt), limit
+    )
+    if view.attempt is not None:
+        step.attempts.append(AttemptChange(view.attempt.id, None, failures=failures))
+    to = JobState.REQUEUED if isinstance(outcome, Requeue) else JobState.FAILED
+    step.transitions.append(Transition(view.record.id, to, outcome.reason))
+
+
+def ended(attempt: AttemptRecord, ray: ObservedJob | None, now: float) -> AttemptChange:
+    if ray is None:
+        return AttemptChange(attempt.id, "lost", "the pool no longer knows it", ended_at_s=now)
+    return AttemptChange(attempt.id, ray.status.lower(), ray.message, ended_at_s=ray.end_s or now)
+
+
+def last_line(text: str) -> str:
+    """What a failure says last (Ray's message ends with the job's own last words)."""
+    return text.strip().splitlines()[-1][:300] if text.strip() else "failed"
