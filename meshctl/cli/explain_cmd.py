@@ -41,10 +41,10 @@ def explain(
     if not job_file.exists() and mesh_file is None and policies is None and now is None:
         _explain_stored(ctx, str(job_file), output)
         return
+    from meshctl.lifecycle.mesh import snapshot_from_mesh
     from meshctl.policy import bind, mesh_snapshot
     from meshctl.policy.tenancy import hourly_headroom, hours_left_in_month
     from meshctl.scheduler import FromPolicyEngine, Pending, Request, schedule
-    from meshctl.scheduler.build import snapshot_from_mesh
 
     context = app_context(ctx)
     m = read_moment(context, job_file, mesh_file, policies, now)

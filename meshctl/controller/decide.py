@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import replace
 
 from meshctl.controller.dispatch import placement_nodes, pool_mtbf_s, submission
 from meshctl.controller.leaving import (
@@ -87,6 +88,7 @@ def decide(world: World, rules: Rules) -> Step:
             holding.append(view)
         elif kept == "queued":
             queued.append(view)
+    queued += _requeued(world, step)  # they wait from now on: this cycle decides them too
     _drain_deadlines(world, holding, step)
     reclaimed(world, rules, holding, step)
     unhealthy(world, rules, holding, step)
@@ -102,6 +104,23 @@ def decide(world: World, rules: Rules) -> Step:
         step.decisions += [DecisionNote(v.record.id, "held", world.hold, held) for v in queued]
     idle_pools(world, rules, holding, step)
     return step
+
+
+def _requeued(world: World, step: Step) -> list[JobView]:
+    """The jobs this step requeues, as they will be stored: waiting, their attempt knowing
+    the failures counted so far (what their next attempt starts from)."""
+    again = {t.job_id for t in step.transitions if t.to is JobState.REQUEUED}
+    failures = {c.attempt_id: c.failures for c in step.attempts if c.failures is not None}
+    views = []
+    for view in world.jobs:
+        if view.record.id not in again:
+            continue
+        record = replace(view.record, state=JobState.REQUEUED)
+        attempt = view.attempt
+        if attempt is not None and attempt.id in failures:
+            attempt = replace(attempt, detail={**attempt.detail, "failures": failures[attempt.id]})
+        views.append(replace(view, record=record, attempt=attempt))
+    return views
 
 
 def _overran(world: World, holding: Sequence[JobView], step: Step) -> None:
@@ -120,10 +139,11 @@ def _overran(world: World, holding: Sequence[JobView], step: Step) -> None:
 
 
 def _past_deadline(world: World, queued: Sequence[JobView], step: Step) -> list[JobView]:
-    """Waiting jobs whose deadline has come fail; the others wait on."""
+    """Jobs that have never started and whose deadline has come fail; the others wait on (a
+    job that has started once met its deadline, whatever happens to it later)."""
     waiting = []
     for view in queued:
-        deadline = view.job.spec.limits.deadline
+        deadline = view.job.spec.limits.deadline if view.attempt is None else None
         at = deadline.timestamp() if deadline is not None else None
         said = deadline.astimezone(dt.UTC).isoformat() if deadline is not None else ""
         failed = effects.past_deadline(view.record.id, at, world.now_s, said)

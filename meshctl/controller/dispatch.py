@@ -53,12 +53,17 @@ def pool_mtbf_s(world: World) -> dict[str, float]:
     return {pool: watched[pool] / n for pool, n in failures.items() if n}
 
 
-def dispatch(view: JobView, place: Start, rules: Rules, world: World) -> Dispatch:
+def dispatch(
+    view: JobView, place: Start, rules: Rules, world: World, runtime_s: float | None = None
+) -> Dispatch:
+    """The attempt a placement becomes; ``runtime_s``: what the job is expected to run
+    (declared or estimated when it is placed), which its expected end is reckoned from."""
     number = (view.attempt.number if view.attempt else 0) + 1
     detail: dict[str, Any] = {
         "allocations": [asdict(a) for a in place.allocations],
         "failures_before": failures_after(view.attempt),  # what max_restarts is judged by
     }
+    detail["runtime_s"] = runtime_s  # None: no estimate then (not "unknown, estimate later")
     # The job's checkpoints stay where its first attempt put them, whichever pool runs it
     # next: a run resumes only from storage it can read.
     before = view.attempt.detail if view.attempt else {}

@@ -18,7 +18,16 @@ from meshctl.lifecycle.snapshot import (
     running_of,
 )
 from meshctl.model.catalog import Catalog
-from meshctl.model.mesh import Accelerator, LocalPool, Mesh, NodeGroup, Pool, RayPool
+from meshctl.model.mesh import (
+    Accelerator,
+    AwsPool,
+    GcpPool,
+    LocalPool,
+    Mesh,
+    NodeGroup,
+    Pool,
+    RayPool,
+)
 from meshctl.pools.observed import NODE_TYPE_LABEL, ObservedNode, PoolObservation, node_name
 from meshctl.scheduler import Allocation, Node, Request, Running
 from meshctl.scheduler.snapshot import NodeHealth
@@ -48,10 +57,11 @@ def pools_down(
 def nodes(
     world: World, mesh: Mesh, running: Sequence[Running], catalogs: Mapping[str, Catalog]
 ) -> list[Node]:
-    """The driven pools' live nodes, less what running jobs hold; cordoned and draining nodes
-    marked so. Dead nodes are left out (their jobs are evicted by ``dead_nodes``). A cloud
-    node is priced at what its instance costs (``cloud_prices``), an on-prem one at its
-    pool's amortised price."""
+    """The driven pools' nodes, less what running jobs hold; cordoned and draining nodes
+    marked so. An on-prem node Ray reports dead is down (it takes no work and counts for no
+    capacity, but a job that only it could hold waits for it to come back); a dead cloud
+    node is gone (its jobs are evicted by ``dead_nodes``). A cloud node is priced at what
+    its instance costs (``cloud_prices``), an on-prem one at its pool's amortised price."""
     held: dict[str, list[Allocation]] = defaultdict(list)
     for job in running:
         for alloc in job.allocations:
@@ -64,13 +74,28 @@ def nodes(
             continue
         groups = _groups(pool, observation, catalogs)
         usd = pool.cost.usd_per_gpu_hour or 0.0
-        for seen in observation.nodes:
-            if seen.head or not seen.alive or (seen.gpus == 0 and seen.cpus == 0):
+        cloud = isinstance(pool, AwsPool | GcpPool)
+        for seen in _latest(observation.nodes):
+            if seen.head or (seen.gpus == 0 and seen.cpus == 0) or (cloud and not seen.alive):
                 continue
             key = f"{name}/{seen.name}"
             shape = _shape(seen, groups.get(seen.name))
             price = prices.get((name, seen.name), usd)
-            out.append(node_of(name, seen.name, shape, price, _health(world, key), held[key]))
+            health = _health(world, key) if seen.alive else "down"
+            mine = held[key] if seen.alive else ()
+            out.append(node_of(name, seen.name, shape, price, health, mine))
+    return out
+
+
+def _latest(seen: Sequence[ObservedNode]) -> list[ObservedNode]:
+    """One entry per node name: the live one when Ray lists a dead one too (a node that came
+    back joins with a new Ray id)."""
+    alive = {n.name for n in seen if n.alive}
+    out, named = [], set()
+    for node in seen:
+        if (node.alive or node.name not in alive) and node.name not in named:
+            out.append(node)
+            named.add(node.name)
     return out
 
 
@@ -154,8 +179,9 @@ def _shape(seen: ObservedNode, group: NodeGroup | None) -> NodeShape:
 
 
 def running(view: JobView, world: World, estimator: Estimator) -> Running:
-    """A running (or leaving) job as the scheduler sees it: its expected end from its runtime
-    (declared or estimated), its latest checkpoint from what it recorded."""
+    """A running (or leaving) job as the scheduler sees it: its expected end from the runtime
+    estimated when it was placed (recorded with its attempt), its latest checkpoint from
+    what it recorded."""
     attempt = view.attempt
     assert attempt is not None
     allocations = tuple(  # stored as JSON: the GPU indices come back as a list
@@ -168,7 +194,10 @@ def running(view: JobView, world: World, estimator: Estimator) -> Running:
     checkpointed = (
         seen.checkpoint_at_s if seen is not None and seen.attempt == attempt.number else None
     )
-    runtime = estimator.seconds(record.team, record.name, spec.limits.max_runtime_s)
+    if "runtime_s" in attempt.detail:
+        runtime = attempt.detail["runtime_s"]
+    else:  # placed by a controller that did not record it
+        runtime = estimator.seconds(record.team, record.name, spec.limits.max_runtime_s)
     found = running_of(
         record.id, record.team, record.priority, attempt.pool, allocations,
         Request.of(view.job), started, runtime, checkpointed,

@@ -108,7 +108,8 @@ def scheduling(
     step.plan = plan
     for action in effects.of_plan(plan, leaving_now):
         if isinstance(action, Start):
-            step.dispatches.append(dispatch(views[action.job_id], action, rules, world))
+            runtime = runtimes[action.job_id]
+            step.dispatches.append(dispatch(views[action.job_id], action, rules, world, runtime))
         elif isinstance(action, Leave):
             leave(views[action.job_id], rules, action, step)
         elif isinstance(action, Launching):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from meshctl.controller.decide import observed_nodes
 from meshctl.errors import InvalidInput
+from meshctl.lifecycle.mesh import snapshot_from_mesh
 from meshctl.model.catalog import Catalog
 from meshctl.model.job import Job
 from meshctl.model.mesh import Mesh
@@ -38,7 +39,6 @@ from meshctl.scheduler import (
     Request,
     schedule,
 )
-from meshctl.scheduler.build import snapshot_from_mesh
 from meshctl.scheduler.plan import Decision
 from meshctl.state.private import private_dir, private_tree
 from meshctl.state.records import Event, JobRecord, JobState
@@ -189,9 +189,12 @@ def enqueue(
     working_dir: Path | None,
     home: Path,
     now_s: float,
+    job_id: str | None = None,
 ) -> JobRecord:
-    """Store the job as pending, with its files copied; the controller takes it from there."""
-    job_id = new_job_id(job.metadata.name)
+    """Store the job as pending, with its files copied; the controller takes it from there.
+    ``job_id``: the caller's (the differential check keeps the simulator's); default a new
+    one from the job's name."""
+    job_id = job_id or new_job_id(job.metadata.name)
     spec = job.model_dump(mode="json", exclude_none=True)
     if working_dir is not None:
         copy = package(working_dir, home / "packages" / job_id)

@@ -11,7 +11,8 @@ simulator.
   that died, an instance taken back, or the scheduler's eviction stops them at once.
 - When a job's attempt has ended early it is requeued, or failed once its failures (evictions;
   preemptions are not the job's failure) pass its ``max_restarts``.
-- A waiting job whose ``limits.deadline`` has come fails: it cannot start before it.
+- A job that has not started by its ``limits.deadline`` fails: it cannot start before it
+  (one that started once met it, whatever happens to it later).
 - A running job past its ``limits.max_runtime_s`` is stopped and fails.
 
 Pure: time is an argument.

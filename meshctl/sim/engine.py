@@ -159,6 +159,8 @@ class Engine:
         self.limits: dict[str, float] = {}  # running jobs with a maximum runtime
         self.decided: set[str] = set()  # jobs the scheduler has decided about once
         self.estimator = Estimator()
+        self.waiting_by_key: dict[tuple[str, str], set[str]] = {}  # (team, name) -> waiting
+        self.stale_keys: set[tuple[str, str]] = set()  # estimates changed since the last cycle
         self.backlog = Backlog()
         self.budget_states: dict[str, str] = {}
         self.actions: list[tuple[float, Action]] = []
@@ -198,9 +200,15 @@ class Engine:
         until = self.config.until_s
         if until is None:
             until = last_arrival + 365 * 86_400.0
-        while clock and self.done < len(self.jobs):
+        tick, last = self.config.tick_s, None
+        while clock:
+            if self.done >= len(self.jobs):
+                if not tick:
+                    break
+                # on the tick, the cycle that sees the last job end runs too (the controller's)
+                last = last if last is not None else math.ceil(self.now / tick - 1e-9) * tick
             t, kind, event = clock.pop()
-            if t > until:
+            if t > until or (last is not None and t > last + 1e-9):
                 break  # what still waits then is reported as unfinished
             if t > self.now:
                 self._advance(t)
@@ -303,7 +311,7 @@ class Engine:
         """The job file a trace job stands for; one per (name, kind, criticality, team, shape
         and limits): jobs alike share one, and one verdict per cycle."""
         key = (job.name, job.kind, job.criticality, job.team, job.gpus, job.nodes,
-               job.max_runtime_s, job.max_restarts)  # fmt: skip
+               job.max_runtime_s, job.max_restarts, job.priority_class)  # fmt: skip
         found = self._classes.get(key)
         if found is None:
             c = self.config
@@ -353,11 +361,27 @@ class Engine:
             job_id, job.team, result.priority, self.requests[job_id], job.arrival_s, runtime
         )
         self.backlog.queue(job_id, result.priority, job.total_gpus, runtime)
+        self.waiting_by_key.setdefault((job.team, self.names[job_id]), set()).add(job_id)
 
     def _unwait(self, job_id: str) -> None:
-        self.pending.pop(job_id, None)
+        if self.pending.pop(job_id, None) is not None:
+            job = self.results[job_id].job
+            self.waiting_by_key[(job.team, self.names[job_id])].discard(job_id)
         self.deadlines.pop(job_id, None)
         self.backlog.dequeue(job_id)
+
+    def _estimates_learnt(self) -> None:
+        """Waiting jobs whose runtime estimate changed (a run of theirs ended since the last
+        cycle) are estimated again, as the controller estimates every waiting job each cycle."""
+        for key in sorted(self.stale_keys):
+            for job_id in sorted(self.waiting_by_key.get(key, ())):
+                runtime = self._runtime(job_id)
+                pending = self.pending[job_id]
+                if pending.max_runtime_s != runtime:
+                    self.pending[job_id] = replace(pending, max_runtime_s=runtime)
+                    job = self.results[job_id].job
+                    self.backlog.queue(job_id, pending.priority, job.total_gpus, runtime)
+        self.stale_keys.clear()
 
     # --- a scheduling cycle --------------------------------------------------------------------
 
@@ -385,6 +409,8 @@ class Engine:
 
     def _cycle(self) -> None:
         now = self.now
+        if self.stale_keys:
+            self._estimates_learnt()
         for job_id, deadline in sorted(self.deadlines.items()):
             failed = effects.past_deadline(job_id, deadline, now)
             if failed is not None:
@@ -577,6 +603,10 @@ class Engine:
         attempt = self.running.get(event.job_id)
         if attempt is None or attempt.token != event.token or attempt.stopped_s is not None:
             return
+        if isinstance(attempt.why, Fail):  # failed already (ran past its maximum runtime)
+            attempt.stopped_s = self.now
+            self._end_early(attempt)
+            return
         result = self.results[event.job_id]
         seg, cost = attempt.segment, self.config.checkpoints.cost_s
         work = seg.compute_s / attempt.speed
@@ -585,6 +615,7 @@ class Engine:
         result.end_s = self.now
         job = result.job
         self.estimator.observe(job.team, self.names[job.id], self.now - attempt.started_s)
+        self.stale_keys.add((job.team, self.names[job.id]))
         self._free(attempt, self.now)
         self.done += 1
         if self.pending:

@@ -43,6 +43,7 @@ class SimJob:
     max_runtime_s: float | None = None  # limits.max_runtime_s: stopped and failed past it
     max_restarts: int = 3  # limits.max_restarts: failures it may be requeued after
     deadline_s: float | None = None  # limits.deadline: fails if it has not started by then
+    priority_class: str | None = None  # default: the policies' class for its kind
 
     @property
     def total_gpus(self) -> float:
@@ -91,6 +92,7 @@ def job_document(
             "resources": resources,
             "reserve": "workers" if job.nodes > 1 else None,
             "limits": limits,
+            **({"priority_class": job.priority_class} if job.priority_class else {}),
         },
     }
 

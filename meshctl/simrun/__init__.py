@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from meshctl.lifecycle.mesh import snapshot_from_mesh
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, RayPool
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.facts import mesh_snapshot
 from meshctl.problems import InvalidFileError, Problem
 from meshctl.scheduler import SchedulerConfig
-from meshctl.scheduler.build import snapshot_from_mesh
 from meshctl.sim import workload as wl
 from meshctl.sim.engine import CloudPool, Result, SimConfig, SimMesh, simulate
 from meshctl.sim.failures import LLAMA3, Checkpoints, FailureModel

@@ -172,6 +172,7 @@ class PlaceAction(TypedDict):
     pool: str
     allocations: list[AllocationData]
     score: float
+    backfill: bool  # placed around a reservation held for a job ahead of it
 
 
 @with_config(STRICT)

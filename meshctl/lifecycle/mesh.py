@@ -1,4 +1,5 @@
-"""A scheduler snapshot from the files: the mesh's nodes and cloud offers, at a mesh moment.
+"""A scheduler snapshot from the files: the mesh's nodes and cloud offers, at a mesh moment,
+built with the lifecycle's own node builder and offers (``snapshot.py``).
 
 Used where no controller observes real pools yet (``meshctl explain`` on a job file). A
 ``MeshState`` gives each pool's free GPUs; the busy ones are taken from the pool's nodes in
@@ -10,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from meshctl.lifecycle.snapshot import NodeShape, node_of, offers_of
 from meshctl.model.catalog import Catalog
-from meshctl.model.mesh import AwsPool, GcpPool, Mesh, NodeGroup, Pool
+from meshctl.model.mesh import AwsPool, GcpPool, Mesh, Pool
 from meshctl.model.meshstate import MeshState
 from meshctl.scheduler.snapshot import Node, Offer, Pending, PoolInfo, Snapshot
 
@@ -21,28 +23,10 @@ def _nodes(pool: Pool) -> list[Node]:
         return []  # cloud nodes exist only once launched
     usd = pool.cost.usd_per_gpu_hour or 0.0
     return [
-        _node(pool.name, name, group, usd) for group in pool.nodes for name in group.node_names()
+        node_of(pool.name, name, NodeShape.of_group(group), usd)
+        for group in pool.nodes
+        for name in group.node_names()
     ]
-
-
-def _node(pool: str, name: str, group: NodeGroup, usd: float) -> Node:
-    acc = group.accelerator
-    return Node(
-        name=name,
-        pool=pool,
-        gpu_free=(1.0,) * int(group.gpus),
-        gpu_memory_gib=acc.memory_gib if acc else 0.0,
-        accelerator=acc.model if acc else None,
-        vendor=acc.vendor if acc else None,
-        cpus=group.cpus,
-        cpus_free=group.cpus,
-        memory_gib=group.memory_gib,
-        memory_gib_free=group.memory_gib,
-        nic_gbps=group.nic_gbps,
-        nic_gbps_free=group.nic_gbps,
-        labels=dict(group.labels),
-        usd_per_gpu_hour=usd,
-    )
 
 
 def _busy(nodes: list[Node], used_gpus: float) -> list[Node]:
@@ -54,41 +38,6 @@ def _busy(nodes: list[Node], used_gpus: float) -> list[Node]:
         free = (0.0,) * take + node.gpu_free[take:]
         out.append(replace(node, gpu_free=free))
     return out
-
-
-def _offers(pool: Pool, catalog: Catalog | None) -> list[Offer]:
-    if not isinstance(pool, AwsPool | GcpPool) or catalog is None:
-        return []
-    offers = []
-    for node_type in pool.node_types:
-        found = catalog.instance_type(node_type.name)
-        price = found.prices.get(pool.region) if found else None
-        if found is None or price is None:
-            continue
-        acc, discount = found.accelerator, 1 - pool.cost.discount_pct / 100
-        offers.append(
-            Offer(
-                pool.name,
-                found.name,
-                acc.count,
-                acc.memory_gib,
-                acc.model,
-                acc.vendor,
-                found.vcpus,
-                found.memory_gib,
-                found.nic_gbps,
-                price.on_demand_usd_per_hour * discount,
-                price.spot_usd_per_hour,
-                node_type.spot,
-                min(node_type.max_nodes, pool.max_nodes),
-            )
-        )
-    return offers
-
-
-def offers_of(pool: Pool, catalogs: Mapping[str, Catalog]) -> list[Offer]:
-    """The node types a cloud pool may launch, priced from its provider's catalog."""
-    return _offers(pool, catalogs.get(pool.provider))
 
 
 def snapshot_from_mesh(
@@ -111,7 +60,7 @@ def snapshot_from_mesh(
         if moment is not None and moment.free_gpus is not None:
             own = _busy(own, sum(n.gpus for n in own) - moment.free_gpus)
         nodes += own
-        offers += _offers(pool, catalogs.get(pool.provider))
+        offers += offers_of(pool, catalogs)
         cloud = isinstance(pool, AwsPool | GcpPool)
         budget = (budget_usd_per_hour or {}).get(pool.name)
         wait = moment.expected_wait_s if moment else 0.0

@@ -1,0 +1,16 @@
+"""The differential check: the same scenarios through the controller and the simulator.
+
+The simulator promises that what it says is what production does; this is how that is held
+to. A scenario (``scenario.py``) is run through the controller's real loop over fake pools,
+the fake cloud and a virtual clock (``fakes.py``), and through the simulator's engine
+cycling as the controller does; the actions both took must be the same (``run.py``).
+``table.py`` holds the named scenarios and a seeded generator of more; the test suite runs
+both, and ``benchmarks/differential.py --json`` counts them.
+"""
+
+from __future__ import annotations
+
+from meshctl.differential.run import Outcome, run
+from meshctl.differential.scenario import Cloud, Scenario
+
+__all__ = ["Cloud", "Outcome", "Scenario", "run"]

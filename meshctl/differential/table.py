@@ -1,0 +1,264 @@
+"""The differential check's scenarios: a table of named ones, each about one part of the
+lifecycle, and a generator of random ones (seeded, or driven by Hypothesis in the tests).
+
+Times are seconds from the start; the controller cycles every 10 s. On-prem: nodes of 4 L4
+GPUs, two to a rack. The aws pool launches 1-GPU g6.xlarge nodes.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from meshctl.differential.scenario import Cloud, Scenario
+from meshctl.sim.workload import SimJob
+
+PRIORITIES = """
+priority_classes:
+  - {name: high, value: 1000}
+  - {name: low, value: 100}
+default_priority_class: {train: low}
+preemption:
+  - name: high-over-low
+    when: job.priority_class == "high"
+    victims: victim.priority_class == "low"
+    grace_s: 30s
+"""
+
+BURST = """
+burst:
+  - name: spill
+    when: job.criticality != "critical" && mesh.pools["onprem"].expected_wait_s > 60.0
+    to: pool.cloud
+"""
+
+BUDGET = (
+    BURST
+    + """
+budgets:
+  - name: cloud
+    scope: {pool: aws}
+    usd_per_month: 0.05
+    soft_pct: 50
+"""
+)
+
+BURST_AND_PRIORITIES = PRIORITIES + BURST
+
+
+def job(
+    job_id: str,
+    arrival: float,
+    duration: float,
+    gpus: float = 1,
+    nodes: int = 1,
+    name: str | None = None,
+    **kw: object,
+) -> SimJob:
+    """A train job of team t (the differential jobs all record checkpoints)."""
+    return SimJob(job_id, arrival, duration, gpus, nodes, "train", str(kw.pop("criticality", "standard")),
+                  "t", name=name or job_id, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
+TABLE: tuple[Scenario, ...] = (
+    Scenario("fifo", (job("a", 0, 100, 4), job("b", 0, 50, 4), job("c", 10, 30, 4))),
+    Scenario(
+        "fractions-pack-one-gpu",
+        (job("a", 0, 200, 0.5), job("b", 5, 100, 0.5), job("c", 5, 100, 0.25)),
+        nodes=1,
+        gpus=1,
+    ),
+    Scenario(
+        "a-gang-waits-for-two-nodes-a-small-job-runs",
+        (job("a", 0, 300, 4), job("g", 5, 100, 4, nodes=2), job("s", 10, 50, 2)),
+    ),
+    Scenario(
+        "backfill-reserves-nodes-for-the-gang",
+        (
+            job("a", 0, 300, 4, max_runtime_s=300),
+            job("b", 0, 600, 2, max_runtime_s=600),
+            job("g", 10, 200, 4, nodes=2, max_runtime_s=300),
+            job("short", 20, 100, 2, max_runtime_s=200),  # ends before a: backfilled
+            job("long", 30, 1000, 2, max_runtime_s=1000),  # would delay g: waits
+        ),
+    ),
+    Scenario(
+        "estimates-from-the-teams-last-runs-let-backfill-form",
+        (
+            job("e1", 0, 200, 4, name="etl"),
+            job("e2", 0, 200, 4, name="etl"),
+            job("e3", 300, 400, 4, name="etl"),  # estimated 200 s from e1 and e2
+            job("w", 310, 300, 2),
+            job("g", 320, 100, 4, nodes=2),
+            job("q", 330, 50, 2, name="quick", max_runtime_s=100),
+        ),
+    ),
+    Scenario(
+        "a-node-failure-requeues-and-resumes-from-the-checkpoint",
+        (job("a", 0, 500, 4), job("b", 0, 300, 4)),
+        failures=((250.0, "n1", 400.0),),
+    ),
+    Scenario(
+        "a-gang-loses-a-node",
+        (job("g", 0, 400, 4, nodes=2),),
+        failures=((130.0, "n2", 100.0),),
+    ),
+    Scenario(
+        "past-max-restarts-a-job-fails",
+        (job("a", 0, 1000, 4, max_restarts=1), job("b", 0, 1000, 4, max_restarts=5)),
+        failures=((100.0, "n1", 30.0), (200.0, "n1", 30.0), (300.0, "n2", 30.0)),
+    ),
+    Scenario(
+        "preemption-for-a-higher-priority-job",
+        (
+            job("low", 0, 500, 4),
+            job("low2", 0, 500, 4),
+            job("hi", 100, 100, 4, priority_class="high"),
+        ),  # fmt: skip
+        policies=PRIORITIES,
+    ),
+    Scenario(
+        "the-victim-with-least-work-since-its-checkpoint-goes",
+        (
+            job("old", 0, 2000, 4),  # checkpointed at 400: 50 s of work since, at 450
+            job("young", 200, 2000, 4),  # started at 200, checkpointed at 300: 150 s since
+            job("hi", 450, 100, 4, priority_class="high"),
+        ),
+        policies=PRIORITIES,
+        checkpoint_s=100.0,
+    ),
+    Scenario(
+        "a-preempted-gang-frees-two-nodes",
+        (job("g", 0, 800, 4, nodes=2), job("hi", 50, 100, 4, nodes=2, priority_class="high")),
+        policies=PRIORITIES,
+    ),
+    Scenario(
+        "burst-when-the-wait-is-long-and-teardown-when-idle",
+        (job("a", 0, 600, 4, nodes=2, max_runtime_s=600), job("b", 10, 100, 1)),
+        policies=BURST,
+        cloud=Cloud(),
+    ),
+    Scenario(
+        "no-burst-when-the-wait-is-short",
+        (job("a", 0, 50, 4, nodes=2, max_runtime_s=50), job("b", 10, 100, 1)),
+        policies=BURST,
+        cloud=Cloud(),
+    ),
+    Scenario(
+        "a-burst-pool-keeps-its-head-until-the-last-worker-goes",
+        (
+            job("a", 0, 900, 4, nodes=2, max_runtime_s=900),
+            job("b", 10, 100, 1),
+            job("c", 10, 400, 1),
+        ),
+        policies=BURST,
+        cloud=Cloud(idle_s=60.0),
+    ),
+    Scenario(
+        "a-spot-notice-preempts-checkpoints-and-requeues",
+        (job("a", 0, 2000, 4, nodes=2, max_runtime_s=2000), job("b", 10, 600, 1)),
+        policies=BURST,
+        cloud=Cloud(spot=True, notice_s=60.0),
+        notices=((200.0, 0),),
+    ),
+    Scenario(
+        "a-budget-warns-then-stops-bursting",
+        (
+            job("a", 0, 3000, 4, nodes=2, max_runtime_s=3000),
+            job("b", 10, 400, 1),
+            job("c", 600, 300, 1),
+        ),
+        policies=BUDGET,
+        cloud=Cloud(idle_s=30.0),
+    ),
+    Scenario(
+        "a-discounted-cloud-node-is-charged-what-is-paid",
+        (
+            job("a", 0, 2000, 4, nodes=2, max_runtime_s=2000),
+            job("b", 10, 800, 1),
+            job("c", 900, 300, 1),
+        ),
+        policies=BUDGET,
+        cloud=Cloud(idle_s=30.0, discount_pct=50.0),
+    ),
+    Scenario(
+        "a-deadline-that-comes-first-fails-the-job",
+        (
+            job("a", 0, 500, 4, nodes=2),
+            job("late", 10, 100, 4, deadline_s=200.0),
+            job("soon", 20, 100, 4, deadline_s=900.0),
+        ),  # fmt: skip
+    ),
+    Scenario(
+        "past-its-max-runtime-a-job-is-stopped-and-fails",
+        (job("a", 0, 500, 4, max_runtime_s=120), job("b", 50, 100, 4, nodes=2)),
+    ),
+    Scenario(
+        "critical-work-waits-on-prem-others-burst",
+        (
+            job("a", 0, 700, 4, nodes=2, max_runtime_s=700),
+            job("crit", 10, 100, 1, criticality="critical"),
+            job("std", 10, 100, 1),
+        ),
+        policies=BURST_AND_PRIORITIES,
+        cloud=Cloud(),
+    ),
+)
+
+
+# --- random scenarios -----------------------------------------------------------------------------
+
+
+def generate(rng: random.Random, name: str = "random") -> Scenario:
+    """A random small scenario: jobs of every size that fits, failures, maybe a burst pool
+    with spot notices, policies with priorities and preemption. Event times fall on the
+    controller's cycles (notices are taken as seen at the cycle they come)."""
+    nodes = rng.randint(1, 3)
+    jobs = []
+    for i in range(rng.randint(1, 7)):
+        width = rng.choice([1, 1, 1, 2]) if nodes > 1 else 1
+        gpus = rng.choice([0.5, 1, 2, 4]) if width == 1 else 4
+        extra: dict[str, object] = {}
+        if rng.random() < 0.4:
+            extra["max_runtime_s"] = float(rng.choice([100, 300, 1000, 3000]))
+        if rng.random() < 0.15:
+            extra["deadline_s"] = float(rng.randrange(0, 600, 10))
+        if rng.random() < 0.3:
+            extra["priority_class"] = "high"
+        if rng.random() < 0.2:
+            extra["criticality"] = "critical"
+        extra["max_restarts"] = rng.choice([0, 1, 3])
+        jobs.append(
+            job(
+                f"j{i}",
+                float(rng.randrange(0, 600, 10)),
+                float(rng.randrange(20, 1500)),
+                gpus,
+                width,
+                name=rng.choice(["etl", "eval", f"j{i}"]),
+                **extra,
+            )  # fmt: skip
+        )
+    failures = tuple(
+        (float(rng.randrange(0, 1500, 10)), f"n{rng.randint(1, nodes)}", float(rng.randrange(10, 800, 10)))
+        for _ in range(rng.choice([0, 0, 1, 2]))
+    )  # fmt: skip
+    cloud = None
+    notices: tuple[tuple[float, int], ...] = ()
+    policies = PRIORITIES
+    if rng.random() < 0.5:
+        spot = rng.random() < 0.5
+        cloud = Cloud(
+            max_nodes=rng.randint(1, 3), spot=spot, idle_s=float(rng.choice([30, 60, 300]))
+        )
+        policies = (
+            BURST_AND_PRIORITIES
+            if rng.random() < 0.7
+            else BUDGET + PRIORITIES.split("preemption:")[0]
+        )
+        if spot and rng.random() < 0.6:
+            notices = ((float(rng.randrange(50, 1000, 10)), rng.randint(0, 2)),)
+    scenario = Scenario(name, tuple(jobs), nodes=nodes, policies=policies, cloud=cloud,
+                        failures=failures, notices=notices,
+                        checkpoint_s=float(rng.choice([50, 100, 250])))  # fmt: skip
+    return replace(scenario, until_s=30_000.0)
