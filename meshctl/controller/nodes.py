@@ -199,9 +199,16 @@ def running(view: JobView, world: World, estimator: Estimator) -> Running:
     else:  # placed by a controller that did not record it
         runtime = estimator.seconds(record.team, record.name, spec.limits.max_runtime_s)
     found = running_of(
-        record.id, record.team, record.priority, attempt.pool, allocations,
-        Request.of(view.job), started, runtime, checkpointed,
-    )  # fmt: skip
+        record.id,
+        record.team,
+        record.priority,
+        attempt.pool,
+        allocations,
+        Request.of(view.job),
+        started,
+        runtime,
+        checkpointed,
+    )
     stop_at = attempt.detail.get("stop_at_s")
     if record.state in (JobState.PREEMPTED, JobState.EVICTED) or record.state in FINISHED_STATES:
         return leaving(found, float(stop_at) if stop_at is not None else world.now_s)

@@ -92,9 +92,13 @@ def scheduling(
     snapshot = _snapshot(world, rules, holding, running, queued, runtimes, waits.lowest(), nodes)
     views = {v.record.id: v for v in (*holding, *queued)}
     mesh = MeshView(
-        mesh_snapshot(rules.mesh, rules.catalogs), capacity, waits, len(queued),
-        world.spend_usd, world.team_spend_usd,
-    )  # fmt: skip
+        mesh_snapshot(rules.mesh, rules.catalogs),
+        capacity,
+        waits,
+        len(queued),
+        world.spend_usd,
+        world.team_spend_usd,
+    )
     policies = policy_view(
         rules.policies,
         mesh,

@@ -102,8 +102,11 @@ class FakeWorld:
         """Everything that happens up to ``t``, in time order (relative seconds)."""
         while True:
             due = [e for e in self._events if e[0] <= t]
-            ends = [(r.started_s + r.segment.wall_s, sid) for sid, r in self.runs.items()
-                    if r.status == "RUNNING" and r.started_s + r.segment.wall_s <= t]  # fmt: skip
+            ends = [
+                (r.started_s + r.segment.wall_s, sid)
+                for sid, r in self.runs.items()
+                if r.status == "RUNNING" and r.started_s + r.segment.wall_s <= t
+            ]
             if not due and not ends:
                 break
             first_end = min(ends) if ends else None
@@ -240,7 +243,7 @@ class FakeWorld:
                     MEMORY_GIB_PER_GPU * gpus,
                     "L4",
                     {NODE_LABEL: name, "rack": f"r{(int(name[1:]) - 1) // 2 + 1}", "switch": "s1"},
-                )  # fmt: skip
+                )
                 for name, alive in self.alive.items()
             )
         gpus, cpus, memory = self.cloud_shape
@@ -254,7 +257,7 @@ class FakeWorld:
                 memory,
                 "L4",
                 {NODE_LABEL: name, NODE_TYPE_LABEL: AWS_TYPE, "tier": "burst"},
-            )  # fmt: skip
+            )
             for name, (joins_at, alive) in self.joined.items()
             if joins_at <= self.now
         )
@@ -294,9 +297,13 @@ class FakePool:
         }
         for job in jobs.values():  # Ray speaks in wall-clock seconds
             jobs[job.submission_id] = ObservedJob(
-                job.submission_id, job.status, job.message, job.error_type,
-                _at(job.start_s), _at(job.end_s),
-            )  # fmt: skip
+                job.submission_id,
+                job.status,
+                job.message,
+                job.error_type,
+                _at(job.start_s),
+                _at(job.end_s),
+            )
         return PoolObservation(self.name, True, "", self.world.nodes(self.name), jobs)
 
     def submit(self, submission: Submission) -> str:
@@ -317,7 +324,8 @@ class FakeJoiner:
 
     def join(self, provider: str, instance: Instance) -> None:
         world, behaviour = self.world, self.world.scenario.cloud
-        assert behaviour is not None and world.cloud is not None
+        assert behaviour is not None
+        assert world.cloud is not None
         if instance.id not in world.launched:
             world.launched.append(instance.id)
             [launched] = [

@@ -6,9 +6,9 @@ virtual clock; jobs are submitted as ``meshctl submit`` does (the never-fits che
 the store). The simulator side is the engine with ``tick_s`` set, so it cycles as the
 controller's loop does.
 
-What is compared is the actions each took: start (job, pool, nodes), leave (job, preempted or
-evicted, for whom), requeue, fail (deadline, max_runtime, max_restarts), finish, launch
-(job, pool, type, count, spot), teardown (pool, instance), budget (name, state), each at the
+What is compared is the actions each took: start (job, pool, nodes, backfilled), leave (job,
+preempted or evicted, for whom), requeue, fail (deadline, max_runtime, max_restarts), finish,
+launch (job, pool, type, count, spot), teardown (pool, instance), budget (name, state), at the
 cycle it was taken (the simulator's actions between cycles, a node failing under a job, are
 taken at the next cycle, which is when the controller sees them). Cloud instances and their
 nodes are named by their pool and launch order (``aws#0``), as the two name them otherwise.
@@ -80,8 +80,9 @@ def simulator_side(scenario: Scenario) -> list[Logged]:
     mesh = sim_mesh(scenario.mesh("file:///nowhere"), catalogs, 0.3)
     if scenario.cloud is not None:
         c = scenario.cloud
-        clouds = {"aws": CloudPool("aws", c.provision_s, None, c.notice_s, c.idle_s,
-                                   {"tier": "burst"})}  # fmt: skip
+        clouds = {
+            "aws": CloudPool("aws", c.provision_s, None, c.notice_s, c.idle_s, {"tier": "burst"})
+        }
         mesh = replace(mesh, clouds=clouds)
     config = SimConfig(
         tick_s=scenario.tick_s,
@@ -114,7 +115,8 @@ def _next(t_s: float, tick: float) -> float:
 def _sim(t: float, action: Any, instances: dict[str, str], tick: float) -> Logged | None:
     at = _next(t, tick)
     if isinstance(action, Start):
-        return (at, "start", action.job_id, action.pool, _nodes(action, instances))
+        nodes = _nodes(action, instances)
+        return (at, "start", action.job_id, action.pool, nodes, action.backfill)
     if isinstance(action, Leave):
         return (at, "leave", action.job_id, action.left.value, action.for_job)
     if isinstance(action, Requeue):
@@ -187,9 +189,13 @@ def controller_side(scenario: Scenario, root: Path) -> list[Logged]:
         burst = Burst(store, mesh, catalogs, {"aws": cloud}, FakeJoiner(world))  # type: ignore[arg-type]
     clock = lambda: EPOCH_S + world.now  # noqa: E731
     loop = _Recording(
-        store, Rules(mesh, catalogs, policies), clients, clock=clock, burst=burst,
+        store,
+        Rules(mesh, catalogs, policies),
+        clients,
+        clock=clock,
+        burst=burst,
         progress=ProgressReader(store, clock),
-    )  # fmt: skip
+    )
     loop.steps = []
     t = 0.0
     while t <= scenario.until_s:
@@ -226,10 +232,14 @@ def _instance_names(world: FakeWorld) -> dict[str, str]:
 
 def _steps(t: float, step: Step, ids: dict[str, str], names: dict[str, str]) -> Iterable[Logged]:
     at = round(t, 6)
+    backfilled = {p.job_id for p in step.plan.placed() if p.backfill} if step.plan else set()
     for d in step.dispatches:
-        nodes = tuple(sorted(names.get(str(a["node"]), str(a["node"]))
-                             for a in d.attempt.detail["allocations"]))  # fmt: skip
-        yield (at, "start", ids[d.job_id], d.attempt.pool, nodes)
+        nodes = tuple(
+            sorted(
+                names.get(str(a["node"]), str(a["node"])) for a in d.attempt.detail["allocations"]
+            )
+        )
+        yield (at, "start", ids[d.job_id], d.attempt.pool, nodes, d.job_id in backfilled)
     for_job = {c.attempt_id.rsplit("-", 1)[0]: c.for_job for c in step.attempts if c.for_job}
     for tr in step.transitions:
         job = ids.get(tr.job_id, tr.job_id)
@@ -249,8 +259,15 @@ def _steps(t: float, step: Step, ids: dict[str, str], names: dict[str, str]) -> 
         elif tr.to is JobState.FAILED:
             yield (at, "fail", job, _fail_kind(tr.reason))
     for launch in step.launches:
-        yield (at, "launch", ids[launch.job_id], launch.pool, launch.node_type, launch.count,
-               launch.spot)  # fmt: skip
+        yield (
+            at,
+            "launch",
+            ids[launch.job_id],
+            launch.pool,
+            launch.node_type,
+            launch.count,
+            launch.spot,
+        )
     for down in step.teardowns:
         for instance_id in down.instance_ids:
             yield (at, "teardown", down.pool, names.get(instance_id, instance_id))

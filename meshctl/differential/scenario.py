@@ -92,9 +92,13 @@ class Scenario:
                 }
             )
         return Mesh.model_validate(
-            {"apiVersion": "meshctl/v1", "kind": "Mesh", "metadata": {"name": "diff"},
-             "spec": {"pools": pools}}
-        )  # fmt: skip
+            {
+                "apiVersion": "meshctl/v1",
+                "kind": "Mesh",
+                "metadata": {"name": "diff"},
+                "spec": {"pools": pools},
+            }
+        )
 
     def policy_set(self) -> PolicySet | None:
         if self.policies is None:

@@ -56,8 +56,19 @@ def job(
     **kw: object,
 ) -> SimJob:
     """A train job of team t (the differential jobs all record checkpoints)."""
-    return SimJob(job_id, arrival, duration, gpus, nodes, "train", str(kw.pop("criticality", "standard")),
-                  "t", name=name or job_id, **kw)  # type: ignore[arg-type]  # fmt: skip
+    criticality = str(kw.pop("criticality", "standard"))
+    return SimJob(
+        job_id,
+        arrival,
+        duration,
+        gpus,
+        nodes,
+        "train",
+        criticality,
+        "t",
+        name=name or job_id,
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 TABLE: tuple[Scenario, ...] = (
@@ -114,15 +125,18 @@ TABLE: tuple[Scenario, ...] = (
             job("low", 0, 500, 4),
             job("low2", 0, 500, 4),
             job("hi", 100, 100, 4, priority_class="high"),
-        ),  # fmt: skip
+        ),
         policies=PRIORITIES,
     ),
     Scenario(
+        # At 440 both run on a node of their own. veteran (started at 0) checkpointed at 400:
+        # 40 s of work would be lost; newcomer (started at 250, the youngest) checkpointed at
+        # 350: 90 s. The victim is veteran, though newcomer is younger and first by name.
         "the-victim-with-least-work-since-its-checkpoint-goes",
         (
-            job("old", 0, 2000, 4),  # checkpointed at 400: 50 s of work since, at 450
-            job("young", 200, 2000, 4),  # started at 200, checkpointed at 300: 150 s since
-            job("hi", 450, 100, 4, priority_class="high"),
+            job("veteran", 0, 2000, 4),
+            job("newcomer", 250, 2000, 4),
+            job("hi", 440, 100, 4, priority_class="high"),
         ),
         policies=PRIORITIES,
         checkpoint_s=100.0,
@@ -187,7 +201,7 @@ TABLE: tuple[Scenario, ...] = (
             job("a", 0, 500, 4, nodes=2),
             job("late", 10, 100, 4, deadline_s=200.0),
             job("soon", 20, 100, 4, deadline_s=900.0),
-        ),  # fmt: skip
+        ),
     ),
     Scenario(
         "past-its-max-runtime-a-job-is-stopped-and-fails",
@@ -237,12 +251,16 @@ def generate(rng: random.Random, name: str = "random") -> Scenario:
                 width,
                 name=rng.choice(["etl", "eval", f"j{i}"]),
                 **extra,
-            )  # fmt: skip
+            )
         )
     failures = tuple(
-        (float(rng.randrange(0, 1500, 10)), f"n{rng.randint(1, nodes)}", float(rng.randrange(10, 800, 10)))
+        (
+            float(rng.randrange(0, 1500, 10)),
+            f"n{rng.randint(1, nodes)}",
+            float(rng.randrange(10, 800, 10)),
+        )
         for _ in range(rng.choice([0, 0, 1, 2]))
-    )  # fmt: skip
+    )
     cloud = None
     notices: tuple[tuple[float, int], ...] = ()
     policies = PRIORITIES
@@ -258,7 +276,14 @@ def generate(rng: random.Random, name: str = "random") -> Scenario:
         )
         if spot and rng.random() < 0.6:
             notices = ((float(rng.randrange(50, 1000, 10)), rng.randint(0, 2)),)
-    scenario = Scenario(name, tuple(jobs), nodes=nodes, policies=policies, cloud=cloud,
-                        failures=failures, notices=notices,
-                        checkpoint_s=float(rng.choice([50, 100, 250])))  # fmt: skip
+    scenario = Scenario(
+        name,
+        tuple(jobs),
+        nodes=nodes,
+        policies=policies,
+        cloud=cloud,
+        failures=failures,
+        notices=notices,
+        checkpoint_s=float(rng.choice([50, 100, 250])),
+    )
     return replace(scenario, until_s=30_000.0)

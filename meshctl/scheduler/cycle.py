@@ -357,6 +357,11 @@ class _Cycle:
     def _preempt(self, job: Pending, verdict: Verdict | None, ctx: CycleContext) -> Decision | None:
         if verdict is None or not verdict.preemption.allowed:
             return None
+        freeing = [self.states[n] for n in job.nominated if n in self.states.nodes]
+        if freeing and preempt.freed_enough(job.request, freeing, self.running_on):
+            self._use(job.team, job.request)  # the GPUs being freed are its already
+            freed = ", ".join(n.name for n in freeing)
+            return Decision(job.job_id, "preempting", f"waiting for {freed} to be freed for it")
 
         def allowed(victim: Running) -> tuple[bool, float, str | None]:
             if victim.priority >= job.priority or victim.job_id in self.preempted:

@@ -129,3 +129,20 @@ def plan_preemption(
         picked.append(best)
         taken |= {v.job_id for v in best.victims}
     return picked
+
+
+def freed_enough(
+    req: Request, nominated: Sequence[NodeState], running_on: Mapping[str, list[Running]]
+) -> bool:
+    """Whether the nodes being freed for a job hold it once the jobs leaving them stop: then
+    it waits for them, and takes no more victims."""
+    fit_after = 0
+    for node in nominated:
+        twin = node.copy()
+        for job in running_on.get(node.name, ()):
+            if job.leaving:
+                for alloc in job.allocations:
+                    if alloc.node == node.name:
+                        twin.release(alloc)
+        fit_after += fit.check(req, twin) is None
+    return fit_after >= req.nodes

@@ -310,8 +310,17 @@ class Engine:
     def _class_of(self, job: SimJob) -> tuple[Job, Request, int]:
         """The job file a trace job stands for; one per (name, kind, criticality, team, shape
         and limits): jobs alike share one, and one verdict per cycle."""
-        key = (job.name, job.kind, job.criticality, job.team, job.gpus, job.nodes,
-               job.max_runtime_s, job.max_restarts, job.priority_class)  # fmt: skip
+        key = (
+            job.name,
+            job.kind,
+            job.criticality,
+            job.team,
+            job.gpus,
+            job.nodes,
+            job.max_runtime_s,
+            job.max_restarts,
+            job.priority_class,
+        )
         found = self._classes.get(key)
         if found is None:
             c = self.config
@@ -509,9 +518,16 @@ class Engine:
         self.tokens += 1
         runtime = self._runtime(job_id)
         run = running(
-            job_id, job.team, result.priority, start.pool, start.allocations,
-            self.requests[job_id], self.now, runtime, checkpoints=checkpoint_plan(self.now, seg),
-        )  # fmt: skip
+            job_id,
+            job.team,
+            result.priority,
+            start.pool,
+            start.allocations,
+            self.requests[job_id],
+            self.now,
+            runtime,
+            checkpoints=checkpoint_plan(self.now, seg),
+        )
         self.running[job_id] = Attempt(
             job_id, self.tokens, start.pool, start.allocations, self.now, speed, seg, run
         )
@@ -570,9 +586,13 @@ class Engine:
         work, checkpoints = attempt.saved(stop, cost)
         seg = attempt.segment
         result.account(
-            self.now - attempt.started_s, work, checkpoints,
-            min(stop - attempt.started_s, seg.restart_s), attempt.speed, cost,
-        )  # fmt: skip
+            self.now - attempt.started_s,
+            work,
+            checkpoints,
+            min(stop - attempt.started_s, seg.restart_s),
+            attempt.speed,
+            cost,
+        )
         result.progress_s += work
         self._free(attempt, stop)
         if isinstance(why, Fail):

@@ -55,8 +55,9 @@ class Instance:
 class Fleet:
     """The cloud instances of every cloud pool, live and gone."""
 
-    def __init__(self, clouds: Mapping[str, CloudPool], offers: Sequence[Offer], seed: int,
-                 epoch_s: float) -> None:  # fmt: skip
+    def __init__(
+        self, clouds: Mapping[str, CloudPool], offers: Sequence[Offer], seed: int, epoch_s: float
+    ) -> None:
         self.clouds = clouds
         self.offers = {(o.pool, o.node_type): o for o in offers}
         self.rng_spot = random.Random(f"{seed}:spot")
@@ -74,9 +75,15 @@ class Fleet:
         made = []
         for _ in range(action.count):
             instance = Instance(
-                f"{action.pool}-{len(self.instances):05d}", action.pool, offer, action.spot,
-                action.usd_per_hour / action.count, now_s, action.job_id, team,
-            )  # fmt: skip
+                f"{action.pool}-{len(self.instances):05d}",
+                action.pool,
+                offer,
+                action.spot,
+                action.usd_per_hour / action.count,
+                now_s,
+                action.job_id,
+                team,
+            )
             self.instances[instance.id] = instance
             self.live[instance.id] = instance
             self.live_per_pool[action.pool] += 1

@@ -42,9 +42,14 @@ class JobResult:
     progress_s: float = 0.0  # work done and saved, in seconds at full speed
 
     def account(
-        self, wall_s: float, work_s: float, checkpoints: int, restart_s: float, speed: float,
+        self,
+        wall_s: float,
+        work_s: float,
+        checkpoints: int,
+        restart_s: float,
+        speed: float,
         checkpoint_cost_s: float,
-    ) -> None:  # fmt: skip
+    ) -> None:
         g = self.job.total_gpus
         held = wall_s * g
         useful = work_s * g

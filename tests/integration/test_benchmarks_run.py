@@ -97,3 +97,10 @@ def test_sim_speed_reports_events_and_the_simpy_ratio():
     assert result["wall_s"] > 0
     assert result["peak_rss_mib"] > 0
     assert result["simpy_ratio"] > 0
+
+
+def test_differential_benchmark_counts_scenarios_and_no_mismatch():
+    result = _json("differential.py", "--random", "3")
+    assert result["scenarios"] == result["named"] + 3 >= 20
+    assert result["actions_compared"] > 0
+    assert result["mismatches"] == 0

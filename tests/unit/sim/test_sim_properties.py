@@ -128,6 +128,7 @@ def test_a_job_fails_for_good_exactly_when_its_failures_pass_max_restarts(
             assert r.failures == max_restarts + 1, r.failed_reason
             assert r.failed_reason.endswith(f"max_restarts {max_restarts}")
         else:
-            assert r.end_s is not None and r.failures <= max_restarts
+            assert r.end_s is not None
+            assert r.failures <= max_restarts
         parts = r.useful_gpu_s + r.slowdown_gpu_s + r.checkpoint_gpu_s + r.restart_gpu_s
         assert r.held_gpu_s == pytest.approx(parts + r.lost_gpu_s, rel=1e-9, abs=1e-6)

@@ -1,0 +1,63 @@
+"""The differential check: every scenario through the controller (its loop over fake pools,
+the fake cloud and a virtual clock) and through the simulator (its engine on the
+controller's tick) must take the same actions at the same cycles. The table names what each
+scenario is about; Hypothesis draws more (jobs of every size, failures, burst pools with spot
+notices, priorities, budgets, deadlines, limits)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from meshctl.differential import Outcome, run
+from meshctl.differential.table import TABLE, generate
+
+pytestmark = pytest.mark.unit
+
+
+def _same(outcome: Outcome) -> None:
+    assert outcome.controller, "the scenario did nothing"
+    mismatches = outcome.mismatches
+    assert not mismatches, "\n".join(f"controller {a}  simulator {b}" for a, b in mismatches)
+
+
+@pytest.mark.parametrize("scenario", TABLE, ids=[s.name for s in TABLE])
+def test_the_controller_and_the_simulator_take_the_same_actions(scenario) -> None:
+    _same(run(scenario))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False))
+def test_random_scenarios_take_the_same_actions_on_both_sides(rng: random.Random) -> None:
+    _same(run(generate(rng)))
+
+
+def test_the_table_covers_the_lifecycle() -> None:
+    """What the differential check is held to: each part of the lifecycle in some scenario."""
+    kinds = set()
+    for scenario in TABLE:
+        outcome = run(scenario)
+        kinds |= {entry[1] for entry in outcome.controller}
+        kinds |= {f"leave:{e[3]}" for e in outcome.controller if e[1] == "leave"}
+        kinds |= {f"fail:{e[3]}" for e in outcome.controller if e[1] == "fail"}
+        kinds |= {f"budget:{e[3]}" for e in outcome.controller if e[1] == "budget"}
+        kinds |= {"backfill" for e in outcome.controller if e[1] == "start" and e[5]}
+    assert len(TABLE) >= 20
+    assert kinds >= {
+        "start",
+        "finish",
+        "requeue",
+        "launch",
+        "teardown",
+        "leave:preempted",
+        "leave:evicted",
+        "fail:deadline",
+        "fail:max_runtime",
+        "fail:max_restarts",
+        "budget:warn",
+        "budget:exceeded",
+        "backfill",
+    }

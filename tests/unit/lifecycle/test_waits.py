@@ -1,0 +1,105 @@
+"""The wait forecast, against cases worked by hand: one on-prem pool of 8 GPUs."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from meshctl.lifecycle.waits import UNBOUNDED_WAIT_S, Backlog
+
+pytestmark = pytest.mark.unit
+
+NOW = 1_000.0
+
+
+def backlog(running=(), queued=()) -> Backlog:
+    b = Backlog()
+    for i, (end, gpus) in enumerate(running):
+        b.run(f"r{i}", "onprem", end, gpus)
+    for i, (priority, gpus, runtime) in enumerate(queued):
+        b.queue(f"q{i}", priority, gpus, runtime)
+    return b
+
+
+CASES = [
+    # (name, free GPUs, running (end, GPUs), queued (priority, GPUs, runtime), priority, wait)
+    ("free GPUs and nothing ahead: no wait", 2, [(1500, 6)], [], 0, 0.0),
+    ("full, nothing ahead: until the first end", 0, [(1300, 2), (1500, 6)], [], 0, 300.0),
+    # 3 GPUs ahead (itself included): the first end frees 2, the second 6 more
+    (
+        "full, 3 GPUs ahead: until enough has ended",
+        0,
+        [(1300, 2), (1500, 6)],
+        [(0, 3, 100)],
+        0,
+        500.0,
+    ),
+    # the high-priority job sees only the 1 GPU ahead of it, not the 8 of the low ones
+    (
+        "a higher priority sees less ahead",
+        0,
+        [(1300, 2), (1500, 6)],
+        [(0, 8, 100), (10, 1, 100)],
+        10,
+        300.0,
+    ),
+    # 16 GPUs ahead, 8 freed by 1500: one more wave of the mean queued runtime (600 s)
+    (
+        "more ahead than will end: waves of the queue's runtime",
+        0,
+        [(1300, 2), (1500, 6)],
+        [(0, 8, 600), (0, 8, 600)],
+        0,
+        500.0 + 600.0,
+    ),
+    ("a running job with no estimate: no bound", 0, [(None, 8)], [], 0, UNBOUNDED_WAIT_S),
+    ("an end in the past reads as now", 0, [(900, 8)], [], 0, 0.0),
+]
+
+
+@pytest.mark.parametrize(
+    ("free", "running", "queued", "priority", "wait"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_the_forecast_wait(free, running, queued, priority, wait) -> None:
+    waits = backlog(running, queued).waits({"onprem": (8.0, float(free))}, (), NOW)
+    assert waits.of(priority)["onprem"] == pytest.approx(wait)
+
+
+def test_a_pool_with_no_node_up_has_no_bound_and_a_cloud_pool_none_at_all() -> None:
+    waits = backlog([(1500, 8)]).waits({"onprem": (0.0, 0.0), "aws": (0.0, 0.0)}, ["aws"], NOW)
+    assert waits.lowest() == {"onprem": UNBOUNDED_WAIT_S, "aws": 0.0}
+
+
+def test_one_stuck_gang_does_not_open_the_gate_for_a_job_ahead_of_it() -> None:
+    # a 16-GPU gang of low priority waits; a high-priority 1-GPU job sees 1 GPU ahead
+    waits = backlog([(1100, 8)], [(0, 16, None), (100, 1, None)]).waits(
+        {"onprem": (8.0, 0.0)}, (), NOW
+    )
+    assert waits.of(100)["onprem"] == pytest.approx(100.0)
+    assert waits.of(0)["onprem"] == UNBOUNDED_WAIT_S  # behind the gang: nothing says when
+
+
+@given(
+    st.lists(st.tuples(st.floats(0, 5000), st.sampled_from([1.0, 2.0, 4.0])), max_size=12),
+    st.lists(st.tuples(st.sampled_from([0, 10]), st.sampled_from([1.0, 4.0])), max_size=12),
+)
+def test_kept_or_built_afresh_the_forecast_is_the_same(running, queued) -> None:
+    """The simulator keeps the backlog as jobs come and go; the controller builds it each
+    cycle: both must say the same."""
+    kept = Backlog()
+    for i, (end, gpus) in enumerate(running):
+        kept.run(f"r{i}", "onprem", end, gpus)
+        kept.run(f"gone{i}", "onprem", end + 1, gpus)
+    for i, (priority, gpus) in enumerate(queued):
+        kept.queue(f"q{i}", priority, gpus, 300.0)
+        kept.queue(f"x{i}", priority, gpus, None)
+    for i in range(len(running)):
+        kept.stop(f"gone{i}")
+    for i in range(len(queued)):
+        kept.dequeue(f"x{i}")
+    fresh = backlog(running, [(p, g, 300.0) for p, g in queued])
+    capacity = {"onprem": (16.0, 0.0)}
+    assert kept.waits(capacity, (), NOW) == fresh.waits(capacity, (), NOW)
