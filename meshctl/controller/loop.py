@@ -38,6 +38,7 @@ from meshctl.controller.logs import LogCopier
 from meshctl.controller.nodes import pools_down
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
+from meshctl.controller.states import ALLOWED
 from meshctl.controller.reload import Reloader, in_use_removed
 from meshctl.controller.world import JobView, World, latest_attempts, node_busy, past_runs
 from meshctl.lifecycle import BudgetCrossed, Estimator
@@ -397,6 +398,9 @@ class Controller:
             return False
         if record.state in FINISHED:
             return False  # finished (or cancelled meanwhile) is final
+        if (record.state, t.to) not in ALLOWED:  # the job-state table (states.py) is the rule
+            log.error("job %s: %s -> %s is not in the job-state table", t.job_id,
+                      record.state.value, t.to.value)  # fmt: skip
         changed = replace(record, state=t.to, pool=t.pool or record.pool, updated_at_s=now)
         event = Event(
             now,

@@ -51,7 +51,8 @@ KILLED = re.compile(  # SIGKILL, SIGTERM: not the job's own doing (the log tail 
 )
 
 # (from, to, when): every change of a job's state. "(submit)" is a job stored; "any
-# unfinished" every state but succeeded, failed and cancelled. controller/README.md shows it.
+# unfinished" every state but succeeded, failed and cancelled. controller/README.md shows it,
+# and ``ALLOWED`` (the pairs it allows) is what the loop holds every transition to.
 TRANSITIONS: tuple[tuple[str, str, str], ...] = (
     ("(submit)", "pending", "the job is stored"),
     (
@@ -60,22 +61,27 @@ TRANSITIONS: tuple[tuple[str, str, str], ...] = (
         "the scheduler placed it; its attempt is recorded (`submitting`)",
     ),
     ("admitted", "dispatched", "Ray accepted submission `meshctl-<job>-<attempt>`"),
-    ("dispatched", "running", "Ray reports it running"),
-    ("running", "succeeded / failed", "Ray reports it finished (failed: its command failed)"),
+    ("admitted, dispatched", "running", "Ray reports it running (admitted: adopted after a crash)"),
+    (
+        "admitted, dispatched, running, preempted, evicted",
+        "succeeded / failed",
+        "Ray reports it finished (failed: its command failed; a leaving job may finish in its "
+        "grace)",
+    ),
     (
         "any unfinished",
         "cancelled",
         "`meshctl jobs cancel` (the controller then stops the Ray job), or stopped outside meshctl",
     ),
     (
-        "running",
+        "admitted, dispatched, running",
         "preempted",
         "the scheduler needs its GPUs for a higher-priority job (stopped after the grace "
         "period), or its spot instance was given notice or taken back (asked to checkpoint "
         "first)",
     ),
     (
-        "running",
+        "admitted, dispatched, running",
         "evicted",
         "its node died, became unhealthy or was drained past the deadline, its supervisor "
         "died, its driver was killed, it hung, or its pool lost it",
@@ -86,8 +92,15 @@ TRANSITIONS: tuple[tuple[str, str, str], ...] = (
         "failed",
         "its Ray job has stopped and its failures (evictions) pass its `max_restarts`",
     ),
-    ("pending, requeued", "failed", "its `limits.deadline` came before it could start"),
+    ("pending", "failed", "its `limits.deadline` came before it started"),
     ("running", "failed", "it ran past its `limits.max_runtime_s` (its Ray job is then stopped)"),
+    ("admitted", "failed", "its pool refused its submission five times"),
+    (
+        "admitted, dispatched, running",
+        "requeued",
+        "it has no attempt recorded (the controller died between placing it and recording "
+        "its attempt)",
+    ),
     (
         "admitted, dispatched, running, preempted, evicted",
         "requeued",
@@ -95,6 +108,25 @@ TRANSITIONS: tuple[tuple[str, str, str], ...] = (
         "the next `up` runs it again",
     ),
 )
+
+
+def _allowed() -> frozenset[tuple[JobState | None, JobState]]:
+    unfinished = [s for s in JobState if s not in FINISHED]
+    pairs = set()
+    for sources, targets, _ in TRANSITIONS:
+        froms: list[JobState | None] = []
+        for name in sources.split(", "):
+            if name == "(submit)":
+                froms.append(None)
+            elif name == "any unfinished":
+                froms += unfinished
+            else:
+                froms.append(JobState(name))
+        pairs |= {(f, JobState(t)) for f in froms for t in targets.split(" / ")}
+    return frozenset(pairs)
+
+
+ALLOWED = _allowed()  # (from, to): what TRANSITIONS allows; None is a job being stored
 
 Kept = Literal["holding", "queued"] | None
 
