@@ -38,8 +38,8 @@ from meshctl.controller.logs import LogCopier
 from meshctl.controller.nodes import pools_down
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
-from meshctl.controller.states import ALLOWED
 from meshctl.controller.reload import Reloader, in_use_removed
+from meshctl.controller.states import ALLOWED
 from meshctl.controller.world import JobView, World, latest_attempts, node_busy, past_runs
 from meshctl.lifecycle import BudgetCrossed, Estimator
 from meshctl.model.job import Job
