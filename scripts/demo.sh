@@ -41,9 +41,9 @@ printf 'apiVersion: meshctl/v1\nkind: MeshState\nmetadata: {name: busy}\nspec:\n
 step explain jobs/batch-embed.yaml --mesh ../busy.yaml  # what the plan would be with on-prem full
 
 echo; echo "== 2. Run it: the embedded mesh, real Ray jobs"
-echo "(for this run: AWS is moto_server on 127.0.0.1; bursting starts after 5 s of waiting, not 10 min)"
+echo "(for this run: AWS is moto_server on 127.0.0.1; best-effort work bursts at an expected wait over 5 s, not 10 min)"
 # For the run: AWS is moto_server on a free port (fake credentials); the burst pool idles out
-# after 12 s, and best-effort work bursts after 5 s of waiting instead of ten minutes (the
+# after 12 s, and best-effort work bursts when its expected wait is over 5 s instead of ten minutes (the
 # shipped policies, tested above, say ten minutes)
 port=$("$(dirname "$MESHCTL")/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$(dirname "$MESHCTL")/moto_server" -H 127.0.0.1 -p "$port" >"$dir/moto.log" 2>&1 &

@@ -76,7 +76,7 @@ def scheduling(
     capacity = Capacity.of(nodes).of_pools(names)
     backlog = Backlog()
     for r in running:
-        backlog.run(r.job_id, r.pool, r.expected_end_s, r.gpus)
+        backlog.run(r.job_id, r.pool, r.expected_end_s, r.gpus, r.started_at_s)
     runtimes = {
         v.record.id: estimator.seconds(
             v.record.team, v.record.name, v.job.spec.limits.max_runtime_s

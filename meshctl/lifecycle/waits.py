@@ -5,18 +5,22 @@ and the running jobs' expected ends, per pool and per priority (what burst rules
 For an on-prem pool with ``total`` GPUs of which ``free`` take work now, and a job of
 priority ``p``: the work ahead of it is every queued job of priority ``p`` or higher (``A``
 GPUs, itself included; the queue goes by priority, then age), and it starts once the pool has
-had ``need = max(A, 1)`` GPUs for them. GPUs come free as running jobs end, each at its
-expected end (its start plus its declared or estimated runtime; one already past it ends
-"now"):
+had ``need = max(A, 1)`` GPUs for them. GPUs come free as running jobs end:
 
     wait = 0                                   if free >= need
     wait = the first end by which free + (GPUs released by then) >= need
 
-When every known end together is not enough, the rest of the work ahead runs in waves of the
-whole pool, each as long as the mean runtime of the queued jobs ahead (their estimates); a
-running job with no runtime estimate, or work ahead none of whose runtime is known, makes
-the wait unbounded (``UNBOUNDED_WAIT_S``: nothing says when the GPUs come free). A cloud
-pool's wait is 0: its capacity is launched for the work (the provider's delay is its own).
+A running job ends at its expected end: its start plus its runtime, declared or estimated
+(one already past it ends now). One whose runtime nobody knows is taken to run as long again
+as it has run so far (the heavy-tailed lifetimes of jobs and processes make that the
+first-order guess; Harchol-Balter and Downey, "Exploiting process lifetime distributions for
+dynamic load balancing", ACM TOCS 1997): a job that just started says little, one that has
+run for hours says hours. When all the running jobs' ends together are not enough, the rest
+of the work ahead runs in waves of the whole pool, each as long as the mean runtime of the
+queued jobs ahead (their estimates), or when none is known the mean time the running jobs
+have left; with neither, or a pool with no node up, the wait is unbounded
+(``UNBOUNDED_WAIT_S``). A cloud pool's wait is 0: its capacity is launched for the work (the
+provider's delay is its own).
 
 A first-order forecast: every queued job counts against every on-prem pool, and
 fragmentation, gangs and topology are ignored. What it fixes is what the age of the oldest
@@ -30,15 +34,16 @@ afresh (the controller, each cycle): the same answers either way.
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import math
 import operator
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-UNBOUNDED_WAIT_S = 30 * 86_400.0
-_GPUS = operator.itemgetter(2)  # "no end in sight": longer than any burst rule waits
+UNBOUNDED_WAIT_S = 30 * 86_400.0  # "no end in sight": longer than any burst rule waits
+_GPUS = operator.itemgetter(2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,61 +65,78 @@ class Waits:
         return self.by_priority[min(self.by_priority)] if self.by_priority else self.nothing_ahead
 
 
-class _Ends:
-    """One pool's running work: known ends sorted, and the GPUs of work with no known end."""
+class _Running:
+    """One pool's running work: known ends sorted; the starts of work with no known end,
+    sorted too (it ends at ``2 * now - start``: as long again as it has run)."""
 
-    __slots__ = ("_cum", "endless", "ends")
+    __slots__ = ("_cum", "ends", "starts")
 
     def __init__(self) -> None:
         self.ends: list[tuple[float, str, float]] = []  # (end, job, gpus), sorted
-        self.endless = 0.0
+        self.starts: list[tuple[float, str, float]] = []  # (start, job, gpus), sorted
         self._cum: list[float] | None = None
 
-    def add(self, end_s: float | None, job_id: str, gpus: float) -> None:
+    def add(self, end_s: float | None, started_s: float, job_id: str, gpus: float) -> None:
         if end_s is None:
-            self.endless += gpus
+            bisect.insort(self.starts, (started_s, job_id, gpus))
         else:
             bisect.insort(self.ends, (end_s, job_id, gpus))
             self._cum = None
 
-    def remove(self, end_s: float | None, job_id: str, gpus: float) -> None:
-        if end_s is None:
-            self.endless -= gpus
-            return
-        i = bisect.bisect_left(self.ends, (end_s, job_id, gpus))
-        if i < len(self.ends) and self.ends[i][1] == job_id:
-            del self.ends[i]
-            self._cum = None
+    def remove(self, end_s: float | None, started_s: float, job_id: str, gpus: float) -> None:
+        entries, key = (self.starts, started_s) if end_s is None else (self.ends, end_s)
+        i = bisect.bisect_left(entries, (key, job_id, gpus))
+        if i < len(entries) and entries[i][1] == job_id:
+            del entries[i]
+            if end_s is not None:
+                self._cum = None
 
     def cumulative(self) -> list[float]:
         if self._cum is None:
             self._cum = list(itertools.accumulate(map(_GPUS, self.ends)))
         return self._cum
 
+    def releases(self, now_s: float) -> Iterator[tuple[float, float]]:
+        """(moment, GPUs freed then) in time order: known ends, and unknown ones as long
+        again as they have run (the latest start ends first)."""
+        known = ((e, g) for e, _, g in self.ends)
+        unknown = ((2 * now_s - s, g) for s, _, g in reversed(self.starts))
+        return heapq.merge(known, unknown)
+
+    def left_s(self, now_s: float) -> float | None:
+        """The mean time the running jobs have left (None: none runs)."""
+        known = [max(0.0, e - now_s) for e, _, _ in self.ends]
+        unknown = [max(0.0, now_s - s) for s, _, _ in self.starts]
+        every = known + unknown
+        return sum(every) / len(every) if every else None
+
 
 class Backlog:
     """The work that holds each pool's GPUs and the work queued for them."""
 
     def __init__(self) -> None:
-        self._pools: dict[str, _Ends] = defaultdict(_Ends)
-        self._running: dict[str, tuple[str, float | None, float]] = {}
+        self._pools: dict[str, _Running] = defaultdict(_Running)
+        self._running: dict[str, tuple[str, float | None, float, float]] = {}
         self._queued: dict[str, tuple[int, float, float | None]] = {}
         # per priority: [GPUs, the known runtimes' sum of seconds, how many known, jobs]
         self._levels: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
 
     # --- keeping it -----------------------------------------------------------------------
 
-    def run(self, job_id: str, pool: str, end_s: float | None, gpus: float) -> None:
-        """A job holds ``gpus`` of ``pool`` until ``end_s`` (None: unknown)."""
+    def run(
+        self, job_id: str, pool: str, end_s: float | None, gpus: float, started_s: float = 0.0
+    ) -> None:
+        """A job holds ``gpus`` of ``pool`` until ``end_s`` (None: unknown; it started at
+        ``started_s``)."""
         self.stop(job_id)
-        self._running[job_id] = (pool, end_s, gpus)
-        self._pools[pool].add(end_s, job_id, gpus)
+        self._running[job_id] = (pool, end_s, gpus, started_s)
+        self._pools[pool].add(end_s, started_s, job_id, gpus)
 
     def stop(self, job_id: str) -> None:
         found = self._running.pop(job_id, None)
         if found is not None:
-            pool, end_s, gpus = found
-            self._pools[pool].remove(end_s, job_id, gpus)
+            pool, end_s, gpus, started_s = found
+            self._pools[pool].remove(end_s, started_s, job_id, gpus)
 
     def queue(self, job_id: str, priority: int, gpus: float, runtime_s: float | None) -> None:
         self.dequeue(job_id)
@@ -146,7 +168,7 @@ class Backlog:
         self, capacity: Mapping[str, tuple[float, float]], cloud: Iterable[str], now_s: float
     ) -> Waits:
         """The wait in each pool of ``capacity`` (per pool: GPUs in all, GPUs free to take work
-        now; a pool with no nodes up is (0, 0), an unbounded wait), for each queued priority
+        now; a pool with no node up is (0, 0), an unbounded wait), for each queued priority
         and with nothing ahead; ``cloud``: the pools whose capacity is launched on demand."""
         clouds = set(cloud)
         ahead, known_s, known_n = 0.0, 0.0, 0.0
@@ -181,14 +203,22 @@ class Backlog:
             return 0.0
         if total <= 0:
             return UNBOUNDED_WAIT_S  # no node up: nothing says when there will be
-        ends = self._pools.get(pool) or _Ends()
-        cumulative = ends.cumulative()
-        i = bisect.bisect_left(cumulative, need - free - 1e-9)
-        if i < len(cumulative):
-            return min(UNBOUNDED_WAIT_S, max(0.0, ends.ends[i][0] - now_s))
-        if ends.endless > 1e-9 or mean_runtime_s is None:
+        running = self._pools.get(pool) or _Running()
+        want, freed, last = need - free - 1e-9, 0.0, now_s
+        if not running.starts:  # only known ends: a bisect on their running sum
+            cumulative = running.cumulative()
+            i = bisect.bisect_left(cumulative, want)
+            if i < len(cumulative):
+                return min(UNBOUNDED_WAIT_S, max(0.0, running.ends[i][0] - now_s))
+            if cumulative:
+                freed, last = cumulative[-1], max(now_s, running.ends[-1][0])
+        else:
+            for moment, gpus in running.releases(now_s):
+                freed, last = freed + gpus, max(last, moment)
+                if freed >= want:
+                    return min(UNBOUNDED_WAIT_S, max(0.0, moment - now_s))
+        wave_s = mean_runtime_s if mean_runtime_s is not None else running.left_s(now_s)
+        if wave_s is None:
             return UNBOUNDED_WAIT_S
-        rest = need - free - (cumulative[-1] if cumulative else 0.0)
-        last = max(now_s, ends.ends[-1][0]) if ends.ends else now_s
-        waves = math.ceil(rest / total - 1e-9)
-        return min(UNBOUNDED_WAIT_S, last - now_s + waves * mean_runtime_s)
+        waves = math.ceil((want - freed) / total - 1e-9)
+        return min(UNBOUNDED_WAIT_S, last - now_s + waves * wave_s)

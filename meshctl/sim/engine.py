@@ -21,165 +21,33 @@ I/O, no wall clock; randomness from streams seeded by ``(seed, purpose)``.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
-import random
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from meshctl.lifecycle import effects
-from meshctl.lifecycle.actions import Action, Fail, Launch, Leave, Requeue, Start
-from meshctl.lifecycle.estimates import Estimator
-from meshctl.lifecycle.snapshot import leaving, nominations, offers_left, pending_of, pool_infos
-from meshctl.lifecycle.snapshot import running_of as running
+from meshctl.lifecycle.actions import Action, Launch, Leave, Start
+from meshctl.lifecycle.snapshot import nominations, offers_left, pool_infos
 from meshctl.lifecycle.view import MeshView, Victims, budget_crossings, budgets, policy_view
-from meshctl.lifecycle.waits import Backlog
 from meshctl.model.job import Job
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import BoundPolicies, bind
 from meshctl.policy.facts import MeshSnapshot
-from meshctl.scheduler import Node, Offer, Pending, PoolInfo, Request, SchedulerConfig, Snapshot
+from meshctl.scheduler import Request, Snapshot
 from meshctl.scheduler import schedule as run_scheduler
-from meshctl.sim.cluster import Cluster
-from meshctl.sim.events import (
-    Arrival,
-    At,
-    Clock,
-    InstanceEvent,
-    JobEvent,
-    Kind,
-    NodeEvent,
-    NodeFails,
-    PoolEvent,
-)
-from meshctl.sim.failures import Checkpoints, FailureModel, Segment
-from meshctl.sim.fleet import CloudPool, Fleet, Instance
-from meshctl.sim.jobs import Attempt, JobResult, checkpoint_plan
-from meshctl.sim.network import Network, slowdown
+from meshctl.sim.config import Result, SimConfig, SimMesh
+from meshctl.sim.events import Arrival, At, Kind, PoolEvent
+from meshctl.sim.fleet import CloudPool
+from meshctl.sim.jobs import JobResult
 from meshctl.sim.workload import SimJob, job_document
+from meshctl.sim.world import WorldEvents
 
 __all__ = ["CloudPool", "Engine", "JobResult", "Result", "SimConfig", "SimMesh", "simulate"]
 
 
-@dataclass(frozen=True, slots=True)
-class SimMesh:
-    nodes: tuple[Node, ...]  # on-prem nodes, empty
-    pools: tuple[PoolInfo, ...]
-    offers: tuple[Offer, ...] = ()
-    clouds: Mapping[str, CloudPool] = field(default_factory=dict)
-    networks: Mapping[str, Network] = field(default_factory=dict)
-    configured: MeshSnapshot | None = None  # the pools as policies see them, from the file
-
-
-@dataclass(frozen=True, slots=True)
-class SimConfig:
-    seed: int = 0
-    cycle_s: float = 0.0  # 0: a cycle at every instant something changed; else at most this often
-    recheck_s: float = 300.0  # a cycle at least this often while jobs wait
-    tick_s: float | None = None  # a cycle at every multiple of this, as the controller's loop
-    failures: FailureModel | None = None
-    injected_failures: tuple[tuple[float, str, float], ...] = ()  # (time, node, repair s)
-    injected_notices: tuple[tuple[float, str, int], ...] = ()  # (time, pool, n-th launched)
-    checkpoints: Checkpoints = field(default_factory=Checkpoints)
-    sample_s: float = 3600.0
-    start_epoch_s: float = 1_767_225_600.0  # 2026-01-01: what the policies see as the date
-    cpus_per_gpu: float = 4.0
-    memory_gib_per_gpu: float = 32.0
-    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    window_s: float | None = None  # on-prem utilisation is measured over [0, window]
-    until_s: float | None = None  # stop here even if jobs remain (default: a year after the last)
-    record: bool = False  # keep every action the lifecycle decided (``Result.actions``)
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    t_s: float
-    onprem_busy_gpus: float
-    onprem_up_gpus: int
-    cloud_gpus: int
-    queued: int
-    running: int
-    spend_usd: float
-
-
-@dataclass(slots=True)
-class Totals:
-    events: int = 0
-    cycles: int = 0
-    node_failures: int = 0
-    spot_reclaims: int = 0
-    preemptions: int = 0
-    launches: int = 0
-    backfill_starts: int = 0
-    budget_crossings: int = 0
-    onprem_gpu_s: float = 0.0  # installed on-prem capacity over the run
-    onprem_down_gpu_s: float = 0.0  # of which nodes were down for repair
-    onprem_busy_gpu_s: float = 0.0
-    cloud_gpu_s: float = 0.0
-    spend_usd: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class Result:
-    end_s: float
-    jobs: list[JobResult]
-    samples: list[Sample]
-    totals: Totals
-    onprem_gpus: int
-    actions: list[tuple[float, Action]] = field(default_factory=list)  # with ``record``
-
-
-class Engine:
-    def __init__(
-        self,
-        mesh: SimMesh,
-        jobs: Sequence[SimJob],
-        config: SimConfig = SimConfig(),
-        policies: PolicySet | None = None,
-    ) -> None:
-        self.mesh, self.config, self.policies = mesh, config, policies
-        self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
-        twice = sorted(i for i, n in Counter(j.id for j in self.jobs).items() if n > 1)
-        if twice:
-            raise ValueError(f"job ids must be unique: {', '.join(twice[:3])}")
-        self.clock = Clock()
-        self.now = 0.0  # the clock's time, read often
-        self.cluster = Cluster(mesh.nodes)
-        self.fleet = Fleet(mesh.clouds, mesh.offers, config.seed, config.start_epoch_s)
-        self.pending: dict[str, Pending] = {}
-        self.running: dict[str, Attempt] = {}
-        self.results: dict[str, JobResult] = {}
-        self.models: dict[str, Job] = {}
-        self.requests: dict[str, Request] = {}
-        self.names: dict[str, str] = {}  # what runtime estimates know a job by
-        self.freeing: dict[str, tuple[str, tuple[str, ...]]] = {}  # victim -> (for, its nodes)
-        self.deadlines: dict[str, float] = {}  # waiting jobs with a deadline
-        self.limits: dict[str, float] = {}  # running jobs with a maximum runtime
-        self.decided: set[str] = set()  # jobs the scheduler has decided about once
-        self.estimator = Estimator()
-        self.waiting_by_key: dict[tuple[str, str], set[str]] = {}  # (team, name) -> waiting
-        self.stale_keys: set[tuple[str, str]] = set()  # estimates changed since the last cycle
-        self.backlog = Backlog()
-        self.budget_states: dict[str, str] = {}
-        self.actions: list[tuple[float, Action]] = []
-        self.tokens = 0
-        self.next_cycle: float | None = None
-        self.last_cycle = -math.inf
-        self.done = 0
-        self.totals = Totals()
-        self.samples: list[Sample] = []
-        self.cloud_pools = {p.name for p in mesh.pools if p.cloud}
-        self.pool_names = tuple(p.name for p in mesh.pools)
-        self.fail_rngs: dict[str, random.Random] = {}
-        self.fail_chain: dict[str, int] = {}  # node -> its current failure-model event
-        self.bound_base: BoundPolicies | None = None
-        self._classes: dict[tuple[Any, ...], tuple[Job, Request, int]] = {}
-        self.mtbf_s = config.failures.node_mtbf_s if config.failures else None
-        self.gang_domain = (
-            next(iter(mesh.networks.values())).domain_label if mesh.networks else "switch"
-        )
+class Engine(WorldEvents):
+    """One simulation run: ``Engine(mesh, jobs, config, policies).run()``."""
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -258,53 +126,6 @@ class Engine:
             self.actions,
         )
 
-    def _advance(self, t: float) -> None:
-        """Integrate capacity over (now, t], then move the clock. On-prem utilisation counts
-        only the window (the trace's span): the drain after it would dilute it."""
-        now = self.now
-        dt_s = t - now
-        if dt_s > 0:
-            up = self.cluster.up_gpus
-            self.totals.cloud_gpu_s += sum(up[p] for p in self.cloud_pools if p in up) * dt_s
-            window = self.config.window_s
-            span = dt_s if window is None else max(0.0, min(t, window) - min(now, window))
-            self._onprem(span)
-        self.clock.now = self.now = t
-
-    def _onprem(self, span: float) -> None:
-        if span > 0:
-            c = self.cluster
-            busy = sum(b for pool, b in c.busy.items() if pool not in self.cloud_pools)
-            up = sum(g for pool, g in c.up_gpus.items() if pool not in self.cloud_pools)
-            self.totals.onprem_busy_gpu_s += busy * span
-            self.totals.onprem_gpu_s += c.onprem_gpus * span
-            self.totals.onprem_down_gpu_s += (c.onprem_gpus - up) * span
-
-    def _want_cycle(self) -> None:
-        if self.config.tick_s:
-            return  # cycles run on the tick, whatever changed
-        t = (
-            self.now
-            if self.config.cycle_s <= 0
-            else max(self.now, self.last_cycle + self.config.cycle_s)
-        )
-        if self.next_cycle is not None and self.next_cycle <= t:
-            return
-        self.next_cycle = t
-        self.clock.push(t, Kind.CYCLE, At(t))
-
-    def _record(self, action: Action) -> None:
-        if self.config.record:
-            self.actions.append((self.now, action))
-
-    def _stop_time(self, stop_at_s: float) -> float:
-        """When a stop asked for ``stop_at_s`` takes effect: then; on the tick, at the first
-        cycle after this one at or after it (the controller sends stops from its cycles)."""
-        tick = self.config.tick_s
-        if not tick:
-            return max(self.now, stop_at_s)
-        return max(self.now + tick, math.ceil(stop_at_s / tick - 1e-9) * tick)
-
     # --- jobs arriving -------------------------------------------------------------------------
 
     def _class_of(self, job: SimJob) -> tuple[Job, Request, int]:
@@ -339,9 +160,6 @@ class Engine:
             self.bound_base = bind(self.policies, configured, self._date())
         return self.bound_base
 
-    def _date(self) -> dt.datetime:
-        return dt.datetime.fromtimestamp(self.config.start_epoch_s + self.now, dt.UTC)
-
     def _arrive(self, event: Arrival) -> None:
         job = self.jobs[event.index]
         if event.index + 1 < len(self.jobs):
@@ -357,27 +175,6 @@ class Engine:
             self.deadlines[job.id] = job.deadline_s
             self.clock.push(job.deadline_s, Kind.WAKE, At(job.deadline_s))
         self._want_cycle()
-
-    def _runtime(self, job_id: str) -> float | None:
-        job = self.results[job_id].job
-        return self.estimator.seconds(job.team, self.names[job_id], job.max_runtime_s)
-
-    def _wait(self, job_id: str) -> None:
-        """The job waits (again), with its runtime estimate for backfill and the forecast."""
-        job, result = self.results[job_id].job, self.results[job_id]
-        runtime = self._runtime(job_id)
-        self.pending[job_id] = pending_of(
-            job_id, job.team, result.priority, self.requests[job_id], job.arrival_s, runtime
-        )
-        self.backlog.queue(job_id, result.priority, job.total_gpus, runtime)
-        self.waiting_by_key.setdefault((job.team, self.names[job_id]), set()).add(job_id)
-
-    def _unwait(self, job_id: str) -> None:
-        if self.pending.pop(job_id, None) is not None:
-            job = self.results[job_id].job
-            self.waiting_by_key[(job.team, self.names[job_id])].discard(job_id)
-        self.deadlines.pop(job_id, None)
-        self.backlog.dequeue(job_id)
 
     def _estimates_learnt(self) -> None:
         """Waiting jobs whose runtime estimate changed (a run of theirs ended since the last
@@ -482,8 +279,6 @@ class Engine:
         mesh = MeshView(configured, capacity, waits, len(self.pending), spend, team_spend)
         return snapshot, mesh
 
-    # --- what the lifecycle decided ------------------------------------------------------------
-
     def _apply(self, action: Action) -> None:
         self._record(action)
         if isinstance(action, Start):
@@ -499,331 +294,11 @@ class Engine:
         elif isinstance(action, Launch):
             self._launch(action)
 
-    def _start(self, start: Start) -> None:
-        job_id = start.job_id
-        result = self.results[job_id]
-        job = result.job
-        self._unwait(job_id)
-        labels = []
-        for alloc in start.allocations:
-            node = self.cluster.nodes[alloc.node]
-            self.cluster.hold(node, job_id, alloc, 1.0)
-            labels.append(node.base.labels)
-        speed = slowdown(self.mesh.networks.get(start.pool), labels)
-        c = self.config.checkpoints
-        restart = c.restart_s if result.attempts > 0 else 0.0
-        interval = c.interval_for(job.nodes, self.mtbf_s)
-        remaining = max(0.0, job.duration_s - result.progress_s)
-        seg = Segment(restart, remaining * speed, interval, c.cost_s)
-        self.tokens += 1
-        runtime = self._runtime(job_id)
-        run = running(
-            job_id,
-            job.team,
-            result.priority,
-            start.pool,
-            start.allocations,
-            self.requests[job_id],
-            self.now,
-            runtime,
-            checkpoints=checkpoint_plan(self.now, seg),
-        )
-        self.running[job_id] = Attempt(
-            job_id, self.tokens, start.pool, start.allocations, self.now, speed, seg, run
-        )
-        self.backlog.run(job_id, start.pool, run.expected_end_s, job.total_gpus)
-        self.cluster.busy[start.pool] += job.total_gpus
-        result.attempts += 1
-        result.backfilled += start.backfill
-        self.totals.backfill_starts += start.backfill
-        result.pools.add(start.pool)
-        if result.first_start_s is None:
-            result.first_start_s = self.now
-        self.clock.push(self.now + seg.wall_s, Kind.FINISH, JobEvent(job_id, self.tokens))
-        if job.max_runtime_s is not None:
-            self.limits[job_id] = job.max_runtime_s
-            end = self.now + job.max_runtime_s
-            self.clock.push(end, Kind.WAKE, At(end))
-
-    def _leave(self, attempt: Attempt, why: Leave | Fail, now: float) -> None:
-        """The attempt is on its way out: asked to checkpoint now (a Leave that says so),
-        stopped at its stop time; its GPUs stay held until then."""
-        stop_at = why.stop_at_s if isinstance(why, Leave) else now
-        attempt.running = leaving(attempt.running, stop_at)
-        attempt.why = why
-        if isinstance(why, Leave) and why.checkpoint:
-            attempt.asked_s = now
-        gpus = self.results[attempt.job_id].job.total_gpus
-        self.backlog.run(attempt.job_id, attempt.pool, attempt.running.expected_end_s, gpus)
-        at = self._stop_time(stop_at)
-        self.clock.push(at, Kind.STOP, JobEvent(attempt.job_id, attempt.token))
-
-    def _stopped(self, event: JobEvent) -> None:
-        """The end of a grace or a notice, or a stop sent: the attempt stops working now and
-        keeps what it saved; its GPUs are free once the stop is seen (on the tick: a cycle
-        later, as the controller sees it)."""
-        attempt = self.running.get(event.job_id)
-        if attempt is None or attempt.token != event.token or attempt.stopped_s is not None:
-            return
-        attempt.stopped_s = self.now
-        if self.config.tick_s:
-            self.clock.push(self.now + self.config.tick_s, Kind.RELEASE, event)
-        else:
-            self._end_early(attempt)
-
-    def _released(self, event: JobEvent) -> None:
-        attempt = self.running.get(event.job_id)
-        if attempt is not None and attempt.token == event.token:
-            self._end_early(attempt)
-
-    def _end_early(self, attempt: Attempt, why: Leave | Fail | None = None) -> None:
-        """An attempt that stopped before its work was done keeps what it saved; then the job
-        waits again, or fails for good (the lifecycle's rule)."""
-        why = attempt.why or why
-        assert why is not None
-        result, cost = self.results[attempt.job_id], self.config.checkpoints.cost_s
-        stop = attempt.stopped_s if attempt.stopped_s is not None else self.now
-        work, checkpoints = attempt.saved(stop, cost)
-        seg = attempt.segment
-        result.account(
-            self.now - attempt.started_s,
-            work,
-            checkpoints,
-            min(stop - attempt.started_s, seg.restart_s),
-            attempt.speed,
-            cost,
-        )
-        result.progress_s += work
-        self._free(attempt, stop)
-        if isinstance(why, Fail):
-            self._finished_for_good(attempt.job_id, why.reason)
-            return
-        if why.for_job is not None:
-            result.preempted += 1
-        else:
-            result.failed += 1
-        job = result.job
-        after, result.failures = effects.requeue_or_fail(
-            attempt.job_id, why.left, why.reason, result.failures, job.max_restarts
-        )
-        self._record(after)
-        if isinstance(after, Requeue):
-            self._wait(attempt.job_id)
-            self._want_cycle()
-        else:
-            self._finished_for_good(attempt.job_id, after.reason)
-
-    def _finished_for_good(self, job_id: str, reason: str) -> None:
-        self.results[job_id].failed_reason = reason
-        self.done += 1
-        if self.pending:
-            self._want_cycle()
-
-    def _finished(self, event: JobEvent) -> None:
-        attempt = self.running.get(event.job_id)
-        if attempt is None or attempt.token != event.token or attempt.stopped_s is not None:
-            return
-        if isinstance(attempt.why, Fail):  # failed already (ran past its maximum runtime)
-            attempt.stopped_s = self.now
-            self._end_early(attempt)
-            return
-        result = self.results[event.job_id]
-        seg, cost = attempt.segment, self.config.checkpoints.cost_s
-        work = seg.compute_s / attempt.speed
-        result.account(seg.wall_s, work, seg.checkpoints, seg.restart_s, attempt.speed, cost)
-        result.progress_s += work
-        result.end_s = self.now
-        job = result.job
-        self.estimator.observe(job.team, self.names[job.id], self.now - attempt.started_s)
-        self.stale_keys.add((job.team, self.names[job.id]))
-        self._free(attempt, self.now)
-        self.done += 1
-        if self.pending:
-            self._want_cycle()
-
-    def _free(self, attempt: Attempt, stopped_s: float) -> None:
-        """The attempt's GPUs are free again; a cloud node left with nothing is idle since
-        the attempt stopped working."""
-        job_id = attempt.job_id
-        del self.running[job_id]
-        self.freeing.pop(job_id, None)  # its nodes are free: no longer held for its preemptor
-        self.limits.pop(job_id, None)
-        self.backlog.stop(job_id)
-        for alloc in attempt.allocations:
-            node = self.cluster.nodes.get(alloc.node)
-            if node is None:
-                continue  # gone: nothing to give back
-            self.cluster.hold(node, job_id, alloc, -1.0)
-            if node.cloud is not None and not node.jobs:
-                node.idle_since = stopped_s
-                self._idle_later(node.base.pool, stopped_s)
-        self.cluster.busy[attempt.pool] -= self.results[job_id].job.total_gpus
-
-    # --- cloud instances -----------------------------------------------------------------------
-
-    def _launch(self, action: Launch) -> None:
-        cloud = self.mesh.clouds[action.pool]
-        team = self.results[action.job_id].job.team
-        for instance in self.fleet.launch(action, team, self.now):
-            self.clock.push(self.now + cloud.provision_s, Kind.UP, InstanceEvent(instance))
-        pending = self.pending.get(action.job_id)
-        if pending is not None:
-            self.pending[action.job_id] = replace(pending, provisioning=True)
-
-    def _up(self, event: InstanceEvent) -> None:
-        instance = event.instance
-        if instance.gone:
-            return
-        node = self.fleet.join(instance)
-        self.cluster.add(node)
-        self._idle_later(instance.pool, instance.launched_s)
-        job_id = instance.for_job
-        pending = self.pending.get(job_id)
-        if pending is not None and self.fleet.launching[job_id] <= 0:
-            self.pending[job_id] = replace(pending, provisioning=False)
-        life = self.fleet.spot_life(instance)
-        if life is not None:
-            notice = self.mesh.clouds[instance.pool].notice_s
-            self.clock.push(self.now + max(0.0, life - notice), Kind.NOTICE, event)
-            self.clock.push(self.now + life, Kind.RECLAIM, event)
-        if self.pending:
-            self._want_cycle()
-
-    def _idle_after(self, pool: str) -> float:
-        """An idle node goes after its pool's idle time, but never before a scheduling cycle
-        has seen it idle (the controller, too, judges idleness at its cycles)."""
-        return max(self.mesh.clouds[pool].idle_s, self.config.cycle_s)
-
-    def _idle_later(self, pool: str, since_s: float) -> None:
-        if not self.config.tick_s:  # on the tick every cycle looks
-            at = max(self.now, since_s + self._idle_after(pool))
-            self.clock.push(at, Kind.IDLE, PoolEvent(pool))
-
-    def _idle(self, event: PoolEvent) -> None:
-        self._teardown(event.pool)
-
-    def _teardown(self, pool: str) -> None:
-        for down in self.fleet.idle(pool, self.now, set()):
-            self._record(down)
-            self._terminate(self.fleet.instances[down.instance_id])
-
-    def _terminate(self, instance: Instance) -> None:
-        self.fleet.terminate(instance, self.now)
-        node = instance.node
-        if node is not None and node.name in self.cluster.nodes:
-            self.cluster.remove(node)
-
-    def _instance(self, event: InstanceEvent | PoolEvent) -> Instance | None:
-        """The instance an event is about; an injected notice names the n-th launched in a
-        pool ("pool#n")."""
-        if isinstance(event, InstanceEvent):
-            return event.instance
-        pool, n = event.pool.rsplit("#", 1)
-        launched = [i for i in self.fleet.instances.values() if i.pool == pool]
-        return launched[int(n)] if int(n) < len(launched) else None
-
-    def _notice(self, event: InstanceEvent | PoolEvent) -> None:
-        instance = self._instance(event)
-        node = instance.node if instance is not None else None
-        if instance is None or instance.gone or node is None:
-            return
-        notice = self.mesh.clouds[instance.pool].notice_s
-        if isinstance(event, PoolEvent):  # injected: the provider takes it after its notice
-            self.clock.push(self.now + notice, Kind.RECLAIM, InstanceEvent(instance))
-        self.cluster.set_health(node, "cordoned")
-        for job_id in sorted(node.jobs):
-            attempt = self.running[job_id]
-            if not attempt.leaving:
-                leave = effects.noticed(job_id, node.name, self.now + notice, self.now)
-                self._record(leave)
-                self._leave(attempt, leave, self.now)
-
-    def _reclaim(self, event: InstanceEvent) -> None:
-        instance = event.instance
-        if instance.gone:
-            return
-        node = instance.node
-        self.totals.spot_reclaims += 1
-        if node is not None:
-            for job_id in sorted(node.jobs):
-                attempt = self.running[job_id]
-                why = attempt.why or effects.taken_back(job_id, node.name, self.now)
-                if attempt.why is None:
-                    self._record(why)
-                attempt.stopped_s = attempt.stopped_s if attempt.stopped_s is not None else self.now
-                self._end_early(attempt, why)
-        self._terminate(instance)
-
-    # --- on-prem failures ----------------------------------------------------------------------
-
-    def _node_fails(self, event: NodeFails) -> None:
-        """A node fails: its jobs lose what they did since their last checkpoint and wait
-        again. The node stays in the snapshot, down (it will come back, so a job that only it
-        could hold still waits rather than being rejected), until its repair."""
-        name = event.node
-        if event.chain is not None and event.chain != self.fail_chain.get(name):
-            return  # the model's next failure, superseded by an injected one and its repair
-        node = self.cluster.nodes.get(name)
-        if node is None or node.health == "down" or node.cloud is not None:
-            return
-        self.totals.node_failures += 1
-        for job_id in sorted(node.jobs):
-            attempt = self.running[job_id]
-            why = attempt.why or effects.node_died(job_id, name, self.now)
-            if attempt.why is None:
-                self._record(why)
-            attempt.stopped_s = attempt.stopped_s if attempt.stopped_s is not None else self.now
-            self._end_early(attempt, why)
-        self.cluster.set_health(node, "down")
-        self.clock.push(self.now + event.repair_s, Kind.REPAIR, NodeEvent(name))
-
-    def _repair(self, event: NodeEvent) -> None:
-        node = self.cluster.nodes[event.node]
-        self.cluster.set_health(node, "ready")
-        self._next_failure(event.node)
-        if self.pending:
-            self._want_cycle()
-
-    def _failures_start(self) -> None:
-        for t, name, repair in self.config.injected_failures:
-            self.clock.push(t, Kind.FAIL, NodeFails(name, repair, None))
-        if self.config.failures is None:
-            return
-        for node in self.mesh.nodes:
-            self._next_failure(node.name)
-
-    def _next_failure(self, name: str) -> None:
-        model = self.config.failures
-        if model is None:
-            return
-        rng = self.fail_rngs.get(name)
-        if rng is None:
-            rng = self.fail_rngs[name] = random.Random(f"{self.config.seed}:fail:{name}")
-        gap = rng.expovariate(1.0 / model.node_mtbf_s)
-        chain = self.fail_chain[name] = self.fail_chain.get(name, 0) + 1
-        self.clock.push(self.now + gap, Kind.FAIL, NodeFails(name, model.repair_s(rng), chain))
-
-    # --- samples -------------------------------------------------------------------------------
-
-    def _sample(self, _: At | None, again: bool = True) -> None:
-        c, now = self.cluster, self.now
-        onprem_busy = sum(b for p, b in c.busy.items() if p not in self.cloud_pools)
-        onprem_up = sum(g for p, g in c.up_gpus.items() if p not in self.cloud_pools)
-        cloud = sum(g for p, g in c.up_gpus.items() if p in self.cloud_pools)
-        spend = sum(self.fleet.ledger.total_usd.values()) + sum(
-            max(0.0, now - i.launched_s) / 3600.0 * i.usd_per_hour for i in self.fleet.live.values()
-        )
-        self.samples.append(
-            Sample(now, onprem_busy, onprem_up, cloud, len(self.pending), len(self.running), spend)
-        )
-        if again:
-            self.clock.push(now + self.config.sample_s, Kind.SAMPLE, At(now + self.config.sample_s))
-
 
 def simulate(
     mesh: SimMesh,
     jobs: Sequence[SimJob],
-    config: SimConfig = SimConfig(),
+    config: SimConfig | None = None,
     policies: PolicySet | None = None,
     progress: Callable[[float], None] | None = None,
 ) -> Result:

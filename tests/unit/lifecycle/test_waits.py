@@ -15,8 +15,8 @@ NOW = 1_000.0
 
 def backlog(running=(), queued=()) -> Backlog:
     b = Backlog()
-    for i, (end, gpus) in enumerate(running):
-        b.run(f"r{i}", "onprem", end, gpus)
+    for i, (end, gpus, *started) in enumerate(running):
+        b.run(f"r{i}", "onprem", end, gpus, *started)
     for i, (priority, gpus, runtime) in enumerate(queued):
         b.queue(f"q{i}", priority, gpus, runtime)
     return b
@@ -53,7 +53,24 @@ CASES = [
         0,
         500.0 + 600.0,
     ),
-    ("a running job with no estimate: no bound", 0, [(None, 8)], [], 0, UNBOUNDED_WAIT_S),
+    # started at 600, its runtime unknown: it is taken to run as long again (to 1400)
+    (
+        "a running job with no estimate runs as long again as it has",
+        0,
+        [(None, 8, 600.0)],
+        [],
+        0,
+        400.0,
+    ),
+    # 16 GPUs ahead, no runtime known for them: waves as long as the running jobs have left
+    (
+        "more ahead than will end, no runtime known: the running jobs' time left",
+        0,
+        [(1300, 2), (1500, 6)],
+        [(0, 8, None), (0, 8, None)],
+        0,
+        500.0 + 400.0,
+    ),
     ("an end in the past reads as now", 0, [(900, 8)], [], 0, 0.0),
 ]
 
@@ -74,25 +91,34 @@ def test_a_pool_with_no_node_up_has_no_bound_and_a_cloud_pool_none_at_all() -> N
 
 
 def test_one_stuck_gang_does_not_open_the_gate_for_a_job_ahead_of_it() -> None:
-    # a 16-GPU gang of low priority waits; a high-priority 1-GPU job sees 1 GPU ahead
+    # a 16-GPU gang of low priority waits behind a job ending at 1100; a high-priority 1-GPU
+    # job sees only its own GPU ahead: 100 s. Behind the gang (17 GPUs ahead, 8 freed by
+    # 1100): two more waves as long as the running job had left (100 s each).
     waits = backlog([(1100, 8)], [(0, 16, None), (100, 1, None)]).waits(
         {"onprem": (8.0, 0.0)}, (), NOW
     )
     assert waits.of(100)["onprem"] == pytest.approx(100.0)
-    assert waits.of(0)["onprem"] == UNBOUNDED_WAIT_S  # behind the gang: nothing says when
+    assert waits.of(0)["onprem"] == pytest.approx(100.0 + 2 * 100.0)
 
 
 @given(
-    st.lists(st.tuples(st.floats(0, 5000), st.sampled_from([1.0, 2.0, 4.0])), max_size=12),
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.floats(0, 5000)),
+            st.sampled_from([1.0, 2.0, 4.0]),
+            st.floats(0, 1000),
+        ),
+        max_size=12,
+    ),
     st.lists(st.tuples(st.sampled_from([0, 10]), st.sampled_from([1.0, 4.0])), max_size=12),
 )
 def test_kept_or_built_afresh_the_forecast_is_the_same(running, queued) -> None:
     """The simulator keeps the backlog as jobs come and go; the controller builds it each
     cycle: both must say the same."""
     kept = Backlog()
-    for i, (end, gpus) in enumerate(running):
-        kept.run(f"r{i}", "onprem", end, gpus)
-        kept.run(f"gone{i}", "onprem", end + 1, gpus)
+    for i, (end, gpus, started) in enumerate(running):
+        kept.run(f"r{i}", "onprem", end, gpus, started)
+        kept.run(f"gone{i}", "onprem", None if end is None else end + 1, gpus, started + 1)
     for i, (priority, gpus) in enumerate(queued):
         kept.queue(f"q{i}", priority, gpus, 300.0)
         kept.queue(f"x{i}", priority, gpus, None)

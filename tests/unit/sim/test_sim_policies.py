@@ -55,9 +55,9 @@ def test_work_behind_a_job_of_unknown_runtime_bursts_at_once_and_is_billed_until
     jobs = [job("a", 0, 1000), job("b", 0, 1000)]
     result = simulate(mesh(node("n1"), cloud=True), jobs, config(), BURST)
     by_id = {r.job.id: r for r in result.jobs}
-    # a holds the only on-prem GPU and nothing says when it ends (no runtime declared, no
-    # history): b's expected wait is unbounded (> 60), so a 1-GPU spot node is launched at
-    # 0, joins at 100, b runs 100..1100; the node idles from 1100 and goes at 1700.
+    # At 0 both wait for the only on-prem GPU and neither's runtime is known (none declared,
+    # no history): b's expected wait is unbounded (> 60), so a 1-GPU spot node is launched
+    # at 0, joins at 100, b runs 100..1100; the node idles from 1100 and goes at 1700.
     assert (by_id["b"].first_start_s, by_id["b"].end_s) == (100, 1100)
     assert by_id["b"].pools == {"cloud"}
     assert result.totals.launches == 1
@@ -74,6 +74,16 @@ def test_a_short_known_wait_keeps_the_work_on_prem() -> None:
     assert (by_id["b"].first_start_s, by_id["b"].end_s) == (50, 1050)
     assert by_id["b"].pools == {"onprem"}
     assert result.totals.launches == 0
+
+
+def test_a_job_of_unknown_runtime_is_taken_to_run_as_long_again_as_it_has() -> None:
+    # a starts at 0 (nothing known of it); b arrives at 200: a has run 200 s, so it is
+    # expected to free its GPU at 400: b's wait, 200 s (> 60), bursts it at once.
+    result = simulate(mesh(node("n1"), cloud=True), [job("a", 0, 1000), job("b", 200, 100)],
+                      config(), BURST)  # fmt: skip
+    by_id = {r.job.id: r for r in result.jobs}
+    assert by_id["b"].pools == {"cloud"}
+    assert by_id["b"].first_start_s == 300  # launched at 200, joined 100 s later
 
 
 def test_a_long_known_wait_bursts() -> None:

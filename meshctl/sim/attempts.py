@@ -1,0 +1,190 @@
+"""Jobs starting, leaving, stopping and ending in the simulation, as the lifecycle decides.
+
+A start takes the nodes the plan chose and schedules the attempt's end from its remaining
+work, its slowdown and its checkpoints (``jobs.py``). A job that must leave (a preemption's
+grace, a spot notice, a maximum runtime run past) is asked to checkpoint when the lifecycle
+says so and stopped at its stop time; on the tick, its GPUs are free a cycle later, when the
+controller would see it stopped. Then it waits again, or fails for good
+(``meshctl.lifecycle.effects.requeue_or_fail``).
+"""
+
+from __future__ import annotations
+
+from meshctl.lifecycle import effects
+from meshctl.lifecycle.actions import Fail, Leave, Requeue, Start
+from meshctl.lifecycle.snapshot import leaving
+from meshctl.lifecycle.snapshot import running_of as running
+from meshctl.sim.events import At, JobEvent, Kind, PoolEvent
+from meshctl.sim.failures import Segment
+from meshctl.sim.jobs import Attempt, checkpoint_plan
+from meshctl.sim.network import slowdown
+from meshctl.sim.state import EngineState
+
+
+class Attempts(EngineState):
+    def _start(self, start: Start) -> None:
+        job_id = start.job_id
+        result = self.results[job_id]
+        job = result.job
+        self._unwait(job_id)
+        labels = []
+        for alloc in start.allocations:
+            node = self.cluster.nodes[alloc.node]
+            self.cluster.hold(node, job_id, alloc, 1.0)
+            labels.append(node.base.labels)
+        speed = slowdown(self.mesh.networks.get(start.pool), labels)
+        c = self.config.checkpoints
+        restart = c.restart_s if result.attempts > 0 else 0.0
+        interval = c.interval_for(job.nodes, self.mtbf_s)
+        remaining = max(0.0, job.duration_s - result.progress_s)
+        seg = Segment(restart, remaining * speed, interval, c.cost_s)
+        self.tokens += 1
+        runtime = self._runtime(job_id)
+        run = running(
+            job_id,
+            job.team,
+            result.priority,
+            start.pool,
+            start.allocations,
+            self.requests[job_id],
+            self.now,
+            runtime,
+            checkpoints=checkpoint_plan(self.now, seg),
+        )
+        self.running[job_id] = Attempt(
+            job_id, self.tokens, start.pool, start.allocations, self.now, speed, seg, run
+        )
+        self.backlog.run(job_id, start.pool, run.expected_end_s, job.total_gpus, self.now)
+        self.cluster.busy[start.pool] += job.total_gpus
+        result.attempts += 1
+        result.backfilled += start.backfill
+        self.totals.backfill_starts += start.backfill
+        result.pools.add(start.pool)
+        if result.first_start_s is None:
+            result.first_start_s = self.now
+        self.clock.push(self.now + seg.wall_s, Kind.FINISH, JobEvent(job_id, self.tokens))
+        if job.max_runtime_s is not None:
+            self.limits[job_id] = job.max_runtime_s
+            end = self.now + job.max_runtime_s
+            self.clock.push(end, Kind.WAKE, At(end))
+
+    def _leave(self, attempt: Attempt, why: Leave | Fail, now: float) -> None:
+        """The attempt is on its way out: asked to checkpoint now (a Leave that says so),
+        stopped at its stop time; its GPUs stay held until then."""
+        stop_at = why.stop_at_s if isinstance(why, Leave) else now
+        attempt.running = leaving(attempt.running, stop_at)
+        attempt.why = why
+        if isinstance(why, Leave) and why.checkpoint:
+            attempt.asked_s = now
+        gpus = self.results[attempt.job_id].job.total_gpus
+        self.backlog.run(
+            attempt.job_id, attempt.pool, attempt.running.expected_end_s, gpus, attempt.started_s
+        )
+        at = self._stop_time(stop_at)
+        self.clock.push(at, Kind.STOP, JobEvent(attempt.job_id, attempt.token))
+
+    def _stopped(self, event: JobEvent) -> None:
+        """The end of a grace or a notice, or a stop sent: the attempt stops working now and
+        keeps what it saved; its GPUs are free once the stop is seen (on the tick: a cycle
+        later, as the controller sees it)."""
+        attempt = self.running.get(event.job_id)
+        if attempt is None or attempt.token != event.token or attempt.stopped_s is not None:
+            return
+        attempt.stopped_s = self.now
+        if self.config.tick_s:
+            self.clock.push(self.now + self.config.tick_s, Kind.RELEASE, event)
+        else:
+            self._end_early(attempt)
+
+    def _released(self, event: JobEvent) -> None:
+        attempt = self.running.get(event.job_id)
+        if attempt is not None and attempt.token == event.token:
+            self._end_early(attempt)
+
+    def _end_early(self, attempt: Attempt, why: Leave | Fail | None = None) -> None:
+        """An attempt that stopped before its work was done keeps what it saved; then the job
+        waits again, or fails for good (the lifecycle's rule)."""
+        why = attempt.why or why
+        assert why is not None
+        result, cost = self.results[attempt.job_id], self.config.checkpoints.cost_s
+        stop = attempt.stopped_s if attempt.stopped_s is not None else self.now
+        work, checkpoints = attempt.saved(stop, cost)
+        seg = attempt.segment
+        result.account(
+            self.now - attempt.started_s,
+            work,
+            checkpoints,
+            min(stop - attempt.started_s, seg.restart_s),
+            attempt.speed,
+            cost,
+        )
+        result.progress_s += work
+        self._free(attempt, stop)
+        if isinstance(why, Fail):
+            self._finished_for_good(attempt.job_id, why.reason)
+            return
+        if why.for_job is not None:
+            result.preempted += 1
+        else:
+            result.failed += 1
+        job = result.job
+        after, result.failures = effects.requeue_or_fail(
+            attempt.job_id, why.left, why.reason, result.failures, job.max_restarts
+        )
+        self._record(after)
+        if isinstance(after, Requeue):
+            self._wait(attempt.job_id)
+            self._want_cycle()
+        else:
+            self._finished_for_good(attempt.job_id, after.reason)
+
+    def _finished_for_good(self, job_id: str, reason: str) -> None:
+        self.results[job_id].failed_reason = reason
+        self.done += 1
+        if self.pending:
+            self._want_cycle()
+
+    def _finished(self, event: JobEvent) -> None:
+        attempt = self.running.get(event.job_id)
+        if attempt is None or attempt.token != event.token or attempt.stopped_s is not None:
+            return
+        if isinstance(attempt.why, Fail):  # failed already (ran past its maximum runtime)
+            attempt.stopped_s = self.now
+            self._end_early(attempt)
+            return
+        result = self.results[event.job_id]
+        seg, cost = attempt.segment, self.config.checkpoints.cost_s
+        work = seg.compute_s / attempt.speed
+        result.account(seg.wall_s, work, seg.checkpoints, seg.restart_s, attempt.speed, cost)
+        result.progress_s += work
+        result.end_s = self.now
+        job = result.job
+        self.estimator.observe(job.team, self.names[job.id], self.now - attempt.started_s)
+        self.stale_keys.add((job.team, self.names[job.id]))
+        self._free(attempt, self.now)
+        self.done += 1
+        if self.pending:
+            self._want_cycle()
+
+    def _free(self, attempt: Attempt, stopped_s: float) -> None:
+        """The attempt's GPUs are free again; a cloud node left with nothing is idle since
+        the attempt stopped working."""
+        job_id = attempt.job_id
+        del self.running[job_id]
+        self.freeing.pop(job_id, None)  # its nodes are free: no longer held for its preemptor
+        self.limits.pop(job_id, None)
+        self.backlog.stop(job_id)
+        for alloc in attempt.allocations:
+            node = self.cluster.nodes.get(alloc.node)
+            if node is None:
+                continue  # gone: nothing to give back
+            self.cluster.hold(node, job_id, alloc, -1.0)
+            if node.cloud is not None and not node.jobs:
+                node.idle_since = stopped_s
+                self._idle_later(node.base.pool, stopped_s)
+        self.cluster.busy[attempt.pool] -= self.results[job_id].job.total_gpus
+
+    def _idle_later(self, pool: str, since_s: float) -> None:
+        if not self.config.tick_s:  # on the tick every cycle looks
+            at = max(self.now, since_s + self._idle_after(pool))
+            self.clock.push(at, Kind.IDLE, PoolEvent(pool))

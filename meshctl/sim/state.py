@@ -1,0 +1,160 @@
+"""What a simulation run keeps as it goes, and the small moves every part of the engine makes:
+recording an action, asking for a cycle, when a stop takes effect, a job waiting (with its
+runtime estimate) and no longer waiting, time moving on.
+
+``EngineState`` is the base of the engine: ``Attempts`` (``attempts.py``: jobs starting,
+leaving, stopping, ending) builds on it, ``WorldEvents`` (``world.py``: cloud instances,
+node failures, samples) on that, and ``Engine`` (``engine.py``: the loop and the cycle) last.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from meshctl.lifecycle.actions import Action
+from meshctl.lifecycle.estimates import Estimator
+from meshctl.lifecycle.snapshot import pending_of
+from meshctl.lifecycle.waits import Backlog
+from meshctl.model.job import Job
+from meshctl.policy.compiled import PolicySet
+from meshctl.policy.evaluate import BoundPolicies
+from meshctl.scheduler import Pending, Request
+from meshctl.sim.cluster import Cluster
+from meshctl.sim.config import Sample, SimConfig, SimMesh, Totals
+from meshctl.sim.events import At, Clock, Kind
+from meshctl.sim.fleet import Fleet
+from meshctl.sim.jobs import Attempt, JobResult
+from meshctl.sim.workload import SimJob
+
+
+class EngineState:
+    def __init__(
+        self,
+        mesh: SimMesh,
+        jobs: Sequence[SimJob],
+        config: SimConfig | None = None,
+        policies: PolicySet | None = None,
+    ) -> None:
+        config = config or SimConfig()
+        self.mesh, self.config, self.policies = mesh, config, policies
+        self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
+        twice = sorted(i for i, n in Counter(j.id for j in self.jobs).items() if n > 1)
+        if twice:
+            raise ValueError(f"job ids must be unique: {', '.join(twice[:3])}")
+        self.clock = Clock()
+        self.now = 0.0  # the clock's time, read often
+        self.cluster = Cluster(mesh.nodes)
+        self.fleet = Fleet(mesh.clouds, mesh.offers, config.seed, config.start_epoch_s)
+        self.pending: dict[str, Pending] = {}
+        self.running: dict[str, Attempt] = {}
+        self.results: dict[str, JobResult] = {}
+        self.models: dict[str, Job] = {}
+        self.requests: dict[str, Request] = {}
+        self.names: dict[str, str] = {}  # what runtime estimates know a job by
+        self.freeing: dict[str, tuple[str, tuple[str, ...]]] = {}  # victim -> (for, its nodes)
+        self.deadlines: dict[str, float] = {}  # waiting jobs with a deadline
+        self.limits: dict[str, float] = {}  # running jobs with a maximum runtime
+        self.decided: set[str] = set()  # jobs the scheduler has decided about once
+        self.estimator = Estimator()
+        self.waiting_by_key: dict[tuple[str, str], set[str]] = {}  # (team, name) -> waiting
+        self.stale_keys: set[tuple[str, str]] = set()  # estimates changed since the last cycle
+        self.backlog = Backlog()
+        self.budget_states: dict[str, str] = {}
+        self.actions: list[tuple[float, Action]] = []
+        self.tokens = 0
+        self.next_cycle: float | None = None
+        self.last_cycle = -math.inf
+        self.done = 0
+        self.totals = Totals()
+        self.samples: list[Sample] = []
+        self.cloud_pools = {p.name for p in mesh.pools if p.cloud}
+        self.pool_names = tuple(p.name for p in mesh.pools)
+        self.fail_rngs: dict[str, random.Random] = {}
+        self.fail_chain: dict[str, int] = {}  # node -> its current failure-model event
+        self.bound_base: BoundPolicies | None = None
+        self._classes: dict[tuple[Any, ...], tuple[Job, Request, int]] = {}
+        self.mtbf_s = config.failures.node_mtbf_s if config.failures else None
+        self.gang_domain = (
+            next(iter(mesh.networks.values())).domain_label if mesh.networks else "switch"
+        )
+
+    def _record(self, action: Action) -> None:
+        if self.config.record:
+            self.actions.append((self.now, action))
+
+    def _want_cycle(self) -> None:
+        if self.config.tick_s:
+            return  # cycles run on the tick, whatever changed
+        t = (
+            self.now
+            if self.config.cycle_s <= 0
+            else max(self.now, self.last_cycle + self.config.cycle_s)
+        )
+        if self.next_cycle is not None and self.next_cycle <= t:
+            return
+        self.next_cycle = t
+        self.clock.push(t, Kind.CYCLE, At(t))
+
+    def _stop_time(self, stop_at_s: float) -> float:
+        """When a stop asked for ``stop_at_s`` takes effect: then; on the tick, at the first
+        cycle after this one at or after it (the controller sends stops from its cycles)."""
+        tick = self.config.tick_s
+        if not tick:
+            return max(self.now, stop_at_s)
+        return max(self.now + tick, math.ceil(stop_at_s / tick - 1e-9) * tick)
+
+    def _date(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.config.start_epoch_s + self.now, dt.UTC)
+
+    def _runtime(self, job_id: str) -> float | None:
+        job = self.results[job_id].job
+        return self.estimator.seconds(job.team, self.names[job_id], job.max_runtime_s)
+
+    def _wait(self, job_id: str) -> None:
+        """The job waits (again), with its runtime estimate for backfill and the forecast."""
+        job, result = self.results[job_id].job, self.results[job_id]
+        runtime = self._runtime(job_id)
+        self.pending[job_id] = pending_of(
+            job_id, job.team, result.priority, self.requests[job_id], job.arrival_s, runtime
+        )
+        self.backlog.queue(job_id, result.priority, job.total_gpus, runtime)
+        self.waiting_by_key.setdefault((job.team, self.names[job_id]), set()).add(job_id)
+
+    def _unwait(self, job_id: str) -> None:
+        if self.pending.pop(job_id, None) is not None:
+            job = self.results[job_id].job
+            self.waiting_by_key[(job.team, self.names[job_id])].discard(job_id)
+        self.deadlines.pop(job_id, None)
+        self.backlog.dequeue(job_id)
+
+    def _advance(self, t: float) -> None:
+        """Integrate capacity over (now, t], then move the clock. On-prem utilisation counts
+        only the window (the trace's span): the drain after it would dilute it."""
+        now = self.now
+        dt_s = t - now
+        if dt_s > 0:
+            up = self.cluster.up_gpus
+            self.totals.cloud_gpu_s += sum(up[p] for p in self.cloud_pools if p in up) * dt_s
+            window = self.config.window_s
+            span = dt_s if window is None else max(0.0, min(t, window) - min(now, window))
+            self._onprem(span)
+        self.clock.now = self.now = t
+
+    def _onprem(self, span: float) -> None:
+        if span > 0:
+            c = self.cluster
+            busy = sum(b for pool, b in c.busy.items() if pool not in self.cloud_pools)
+            up = sum(g for pool, g in c.up_gpus.items() if pool not in self.cloud_pools)
+            self.totals.onprem_busy_gpu_s += busy * span
+            self.totals.onprem_gpu_s += c.onprem_gpus * span
+            self.totals.onprem_down_gpu_s += (c.onprem_gpus - up) * span
+
+    def _idle_after(self, pool: str) -> float:
+        """An idle node goes after its pool's idle time, but never before a scheduling cycle
+        has seen it idle (the controller, too, judges idleness at its cycles)."""
+        return max(self.mesh.clouds[pool].idle_s, self.config.cycle_s)
