@@ -164,7 +164,7 @@ def _terminate_instances(store: Store | None, mesh: Mesh | None) -> list[str]:
 
     from meshctl.cli import render
     from meshctl.controller.runtime import cloud_for
-    from meshctl.state import INSTANCE_LIVE, InstanceRecord
+    from meshctl.state import INSTANCE_LIVE, InstanceRecord, InstanceState
 
     if store is None or mesh is None:
         return []
@@ -184,7 +184,7 @@ def _terminate_instances(store: Store | None, mesh: Mesh | None) -> list[str]:
             problems.append(f"pool {pool.name}: terminate failed: {errors[0].message}")
             continue
         for record in mine:
-            changed = replace(record, state="terminated", updated_at_s=time.time())
+            changed = replace(record, state=InstanceState.TERMINATED, updated_at_s=time.time())
             store.update(changed, expected_version=record.version)
         render.say(f"pool {pool.name}: terminated {len(mine)} instances")
     return problems

@@ -109,8 +109,8 @@ class Follower:
     decoder: Any = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
 
     def run(self) -> None:
-        from meshctl.controller.decide import ACTIVE_ATTEMPT, FINISHED
-        from meshctl.state import JobRecord
+        from meshctl.controller.decide import FINISHED
+        from meshctl.state import ACTIVE_ATTEMPT, JobRecord
 
         self.mesh = self.context.mesh()
         while True:

@@ -211,9 +211,9 @@ def _training(record: Any, attempts: list[Any], events: list[dict[str, Any]]) ->
     if not record.spec.get("spec", {}).get("train") or not attempts:
         return None
     detail = attempts[-1].detail
-    if not detail.get("checkpoint_uri"):
+    if not detail.checkpoint_uri:
         return None
-    recorded = read_history(str(detail["checkpoint_uri"]), detail.get("checkpoint_endpoint"))
+    recorded = read_history(detail.checkpoint_uri, detail.checkpoint_endpoint)
     per_attempt, recoveries = history(recorded, events)
     return {
         "attempts": [asdict(a) for a in per_attempt],

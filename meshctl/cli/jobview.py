@@ -97,7 +97,7 @@ def nodes_of(attempt: AttemptRecord | None) -> list[str]:
     """The nodes an attempt was placed on (none without an attempt)."""
     if attempt is None:
         return []
-    return [str(a["node"]) for a in attempt.detail.get("allocations", [])]
+    return [held.node for held in attempt.detail.allocations]
 
 
 def attempt_data(attempt: AttemptRecord) -> dict[str, Any]:
@@ -111,10 +111,10 @@ def attempt_data(attempt: AttemptRecord) -> dict[str, Any]:
         "started_at": timestamp(attempt.started_at_s),
         "ended_at": timestamp(attempt.ended_at_s),
         "reason": attempt.reason or None,
-        "allocations": list(detail.get("allocations", [])),
-        "checkpoint_uri": detail.get("checkpoint_uri"),
-        "stop_at": timestamp(detail.get("stop_at_s")),
-        "preempted_for": detail.get("for_job"),
+        "allocations": [held.to_json() for held in detail.allocations],
+        "checkpoint_uri": detail.checkpoint_uri,
+        "stop_at": timestamp(detail.stop_at_s),
+        "preempted_for": detail.for_job,
     }
 
 

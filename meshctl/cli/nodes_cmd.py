@@ -23,10 +23,9 @@ from meshctl.cli.options import OutputOption, duration_flag
 from meshctl.cli.render import Column, Output, clock_of
 
 if TYPE_CHECKING:
-    from meshctl.state import NodeRecord, Store
+    from meshctl.state import NodeDetail, NodeRecord, Store
 
 app = typer.Typer(help="Nodes: list, cordon, drain, uncordon, health.", no_args_is_help=True)
-KEPT = ("first_seen_s", "failures")  # what the controller counts, kept across state changes
 
 NodeArgument = Annotated[str, typer.Argument(help="pool/node, or the node's name.")]
 
@@ -50,9 +49,7 @@ def _find(store: Store, ref: str) -> NodeRecord:
 def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
     """Every node: state, alive, GPUs in use, the jobs on it, labels."""
     from meshctl.cli import render
-    from meshctl.controller.decide import ACTIVE_ATTEMPT
-    from meshctl.controller.world import gpus_held
-    from meshctl.state import AttemptRecord, NodeRecord
+    from meshctl.state import ACTIVE_ATTEMPT, AttemptRecord, NodeRecord
 
     with app_context(ctx).store() as store:
         nodes = store.list(NodeRecord)
@@ -60,9 +57,9 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
     used: dict[str, float] = {}
     jobs: dict[str, list[str]] = {}
     for attempt in attempts:
-        for alloc in attempt.detail.get("allocations", []):
-            key = f"{attempt.pool}/{alloc['node']}"
-            used[key] = used.get(key, 0.0) + gpus_held(alloc)
+        for held in attempt.detail.allocations:
+            key = f"{attempt.pool}/{held.node}"
+            used[key] = used.get(key, 0.0) + held.gpus()
             jobs.setdefault(key, []).append(attempt.job_id)
     rows = [_node_row(n, used.get(n.id, 0.0), jobs.get(n.id, [])) for n in nodes]
     render.emit(
@@ -89,8 +86,8 @@ def _node_row(node: NodeRecord, gpus_used: float, jobs: list[str]) -> dict[str, 
         "node": node.id,
         "pool": node.pool,
         "state": node.state,
-        "reason": node.detail.get("reason") or None,
-        "deadline_at": timestamp(node.detail.get("deadline_s")),
+        "reason": node.detail.reason or None,
+        "deadline_at": timestamp(node.detail.deadline_s),
         "alive": bool(node.resources.get("alive")),
         "gpus": None if gpus is None else int(gpus),
         "gpus_used": round(gpus_used, 4),
@@ -102,8 +99,10 @@ def _node_row(node: NodeRecord, gpus_used: float, jobs: list[str]) -> dict[str, 
 
 def _node_cells(row: dict[str, Any]) -> dict[str, Any]:
     """The same node in words for the table."""
+    from meshctl.state import NodeState
+
     deadline = row["deadline_at"]
-    draining = deadline and row["state"] == "draining"
+    draining = deadline and row["state"] == NodeState.DRAINING
     until = f" until {clock_of(deadline)}" if draining else ""
     return row | {
         "state": row["state"] + until + (f" ({row['reason']})" if row["reason"] else ""),
@@ -113,7 +112,21 @@ def _node_cells(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _set(ctx: typer.Context, ref: str, state: str, detail: dict[str, float], why: str) -> None:
+def _kept(node: NodeRecord, state: str, deadline_s: float | None) -> NodeDetail:
+    """What a node keeps when the operator sets its state: what the controller counts, and
+    its health signal unless it is put back in service; and a drain's deadline."""
+    from meshctl.state import NodeDetail, NodeState
+
+    was = node.detail
+    reason = was.reason if state != NodeState.READY else None  # still unhealthy: the same signal
+    return NodeDetail(
+        first_seen_s=was.first_seen_s, failures=was.failures, deadline_s=deadline_s, reason=reason
+    )
+
+
+def _set(
+    ctx: typer.Context, ref: str, state: str, why: str, deadline_s: float | None = None
+) -> None:
     from dataclasses import replace
 
     from meshctl.cli import render
@@ -124,12 +137,10 @@ def _set(ctx: typer.Context, ref: str, state: str, detail: dict[str, float], why
             node = _find(store, ref)
             now = time.time()
             event = Event(now, f"node.{state}", None, f"{node.id}: {why}", {"node": node.id})
-            kept = {k: v for k, v in node.detail.items() if k in KEPT}
-            if state != "ready" and "reason" in node.detail:  # still unhealthy: the same signal
-                kept["reason"] = node.detail["reason"]
+            detail = _kept(node, state, deadline_s)
             try:
                 store.update(
-                    replace(node, state=state, detail={**kept, **detail}, updated_at_s=now),
+                    replace(node, state=state, detail=detail, updated_at_s=now),
                     expected_version=node.version,
                     events=[event],
                 )
@@ -143,7 +154,9 @@ def _set(ctx: typer.Context, ref: str, state: str, detail: dict[str, float], why
 @app.command("cordon")
 def cordon(ctx: typer.Context, node: NodeArgument) -> None:
     """No new work on the node; what runs there keeps running."""
-    _set(ctx, node, "cordoned", {}, "cordoned by user")
+    from meshctl.state import NodeState
+
+    _set(ctx, node, NodeState.CORDONED, "cordoned by user")
 
 
 @app.command("drain")
@@ -155,26 +168,24 @@ def drain(
     ] = "10m",
 ) -> None:
     """No new work; jobs still running after the deadline are evicted and requeued."""
+    from meshctl.state import NodeState
+
     seconds = duration_flag("--deadline", deadline)
-    _set(
-        ctx,
-        node,
-        "draining",
-        {"deadline_s": time.time() + seconds},
-        f"draining, deadline {deadline}",
-    )
+    why = f"draining, deadline {deadline}"
+    _set(ctx, node, NodeState.DRAINING, why, deadline_s=time.time() + seconds)
 
 
 @app.command("uncordon")
 def uncordon(ctx: typer.Context, node: NodeArgument) -> None:
     """Back in service."""
     from meshctl.pools.health import set_signal
+    from meshctl.state import NodeState
 
     context = app_context(ctx)
     with context.store() as store:
         pool, name = _find(store, node).id.split("/", 1)
     set_signal(context.home, pool, name, None)
-    _set(ctx, node, "ready", {}, "back in service")
+    _set(ctx, node, NodeState.READY, "back in service")
 
 
 @app.command("health")

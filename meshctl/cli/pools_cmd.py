@@ -54,9 +54,7 @@ def _capacities(ctx: typer.Context) -> list[dict[str, Any]]:
 
 def _live(home: Path) -> dict[str, dict[str, Any]]:
     """Per pool, what the controller last saw (state) and the GPUs its jobs hold now."""
-    from meshctl.controller.decide import ACTIVE_ATTEMPT
-    from meshctl.controller.world import gpus_held
-    from meshctl.state import STATE_DB, AttemptRecord, PoolRecord, open_store
+    from meshctl.state import ACTIVE_ATTEMPT, STATE_DB, AttemptRecord, PoolRecord, open_store
 
     if not (home / STATE_DB).is_file():
         return {}  # nothing has run here: do not create a store just to read it
@@ -71,8 +69,8 @@ def _live(home: Path) -> dict[str, dict[str, Any]]:
         }
         for attempt in store.list(AttemptRecord):
             if attempt.state in ACTIVE_ATTEMPT and attempt.pool in live:
-                held = attempt.detail.get("allocations", [])
-                live[attempt.pool]["gpus_in_use"] += sum(gpus_held(a) for a in held)
+                held = attempt.detail.allocations
+                live[attempt.pool]["gpus_in_use"] += sum(h.gpus() for h in held)
     return live
 
 

@@ -38,13 +38,13 @@ from meshctl.lifecycle.snapshot import offers_of, price_paid
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh
 from meshctl.pools.emulated import EmulatedInstances, node_name
-from meshctl.state.records import INSTANCE_LIVE, Event, InstanceRecord, JobRecord
+from meshctl.state.records import INSTANCE_LIVE, Event, InstanceRecord, InstanceState, JobRecord
 from meshctl.state.store import ConflictError, NotFoundError, Store
 
 log = logging.getLogger("meshctl.controller")
 BACKOFF_S = 300.0  # how long a stock-out of a (pool, node type) is remembered
 LIST_LAG_S = 60.0  # a new instance missing from its provider's listing is not yet "gone"
-LIVE = INSTANCE_LIVE
+ENDED = frozenset({InstanceState.INTERRUPTED, InstanceState.TERMINATED})  # for good
 
 
 @dataclass
@@ -87,21 +87,21 @@ class Burst:
         self.pool_access.use(mesh)
 
     def live(self) -> list[InstanceRecord]:
-        return [i for i in self.store.list(InstanceRecord) if i.state in LIVE]
+        return [i for i in self.store.list(InstanceRecord) if i.state in INSTANCE_LIVE]
 
     def interrupted(self) -> frozenset[tuple[str, str]]:
         """(pool, node name) of instances the provider took back."""
         return frozenset(
             (i.pool, node_name(i.id))
             for i in self.store.list(InstanceRecord)
-            if i.state == "interrupted"
+            if i.state == InstanceState.INTERRUPTED
         )
 
     def reclaiming(self) -> dict[tuple[str, str], float]:
         """(pool, node name) of spot instances given notice -> when they will be taken back."""
         found = {}
         for i in self.store.list(InstanceRecord):
-            if i.state == "reclaiming":
+            if i.state == InstanceState.RECLAIMING:
                 notice = getattr(self.clouds.get(i.pool), "notice_s", 30.0)
                 found[(i.pool, node_name(i.id))] = i.updated_at_s + notice
         return found
@@ -149,7 +149,7 @@ class Burst:
         # listing may lag); one whose instances all died gets a new generation, so the
         # provider's idempotency does not hand the dead ones back.
         mine = [r for r in self.store.list(InstanceRecord) if _of(r.request_id, want.request_id)]
-        if any(r.state in LIVE for r in mine):
+        if any(r.state in INSTANCE_LIVE for r in mine):
             return None
         generations = {r.request_id for r in mine}
         request_id = want.request_id + (f".{len(generations)}" if generations else "")
@@ -179,7 +179,7 @@ class Burst:
             if self.store.get(InstanceRecord, instance.id) is None:
                 record = InstanceRecord(
                     instance.id, pool.name, pool.provider, request_id, instance.node_type,
-                    "joining", instance.launched_at_s or now, now, spot=instance.spot,
+                    InstanceState.JOINING, instance.launched_at_s or now, now, spot=instance.spot,
                 )  # fmt: skip
                 message = f"{instance.id} ({instance.node_type}, {instance.zone}) in {pool.name}"
                 self.store.create(
@@ -198,7 +198,7 @@ class Burst:
             instance = Instance(instance_id, pool.name, node_type, zone, "running", False, "")
             with self._joining:  # one node starts at a time; never beside a leave
                 self.nodes.join(pool.provider, instance)
-        self._set(instance_id, "ready", now)
+        self._set(instance_id, InstanceState.READY, now)
 
     # --- watching and tearing down ------------------------------------------------------------
 
@@ -219,23 +219,25 @@ class Burst:
             for record in records:
                 instance = seen.get(record.id)
                 young = now - (record.launched_at_s or now) < LIST_LAG_S  # listings lag
-                if instance is None and young and record.state != "reclaiming":
+                if instance is None and young and record.state != InstanceState.RECLAIMING:
                     continue
                 if instance is None or instance.state in ("preempted", "terminated"):
                     state = instance.state if instance else "gone"
                     self._event(
                         now, "instance.interrupted", None, f"{record.id} in {name}: {state}"
                     )
-                    self._set(record.id, "interrupted", now)
+                    self._set(record.id, InstanceState.INTERRUPTED, now)
                     cloud.terminate([record.id], f"interrupted-{record.id}")
                     self._leave(record.pool, record.id, now)
-                elif instance.state == "interrupting" and record.state != "reclaiming":
+                elif instance.state == "interrupting" and record.state != InstanceState.RECLAIMING:
                     within = f"within {cloud.notice_s:.0f} s"
                     self._event(
                         now, "instance.notice", None, f"{record.id} in {name}: taken back {within}"
                     )
-                    self._set(record.id, "reclaiming", now)
-                elif record.state == "joining" and not self._in_flight(record.request_id):
+                    self._set(record.id, InstanceState.RECLAIMING, now)
+                elif record.state == InstanceState.JOINING and not self._in_flight(
+                    record.request_id
+                ):
                     pool = self.mesh.pool(name)
                     if isinstance(pool, AwsPool | GcpPool):
                         try:
@@ -255,7 +257,7 @@ class Burst:
                 log.warning("pool %s: terminate %s: %s", down.pool, instance_id, errors[0].message)
                 return
             self._leave(down.pool, instance_id, now)
-            self._set(instance_id, "terminated", now)
+            self._set(instance_id, InstanceState.TERMINATED, now)
 
     def ledger(self, now: float) -> Spend:
         """USD this month (UTC) per pool and team, from the lifecycle's ledger: each
@@ -300,7 +302,7 @@ class Burst:
             if job_id not in teams:
                 job = self.store.get(JobRecord, job_id)
                 teams[job_id] = job.team if job is not None else "-"
-            end = None if record.state in LIVE else record.updated_at_s
+            end = None if record.state in INSTANCE_LIVE else record.updated_at_s
             usd = price_paid(offer, record.spot)
             charges.append(Charge(record.pool, teams[job_id], usd, record.launched_at_s, end))
         return charges
@@ -318,13 +320,13 @@ class Burst:
         cloud = self.clouds.get(pool)
         for other in orphans:  # the head went: its cluster with it; its workers must go too
             self._event(now, "instance.orphaned", None, f"{other} in {pool}: its head is gone")
-            self._set(other, "interrupted", now)
+            self._set(other, InstanceState.INTERRUPTED, now)
             if cloud is not None:
                 cloud.terminate([other], f"orphaned-{other}")
 
     def _set(self, instance_id: str, state: str, now: float) -> None:
         record = self.store.get(InstanceRecord, instance_id)
-        if record is None or record.state == state or record.state in ("interrupted", "terminated"):
+        if record is None or record.state == state or record.state in ENDED:
             return  # an instance that has ended never comes back
         changed = replace(record, state=state, updated_at_s=now)
         with contextlib.suppress(ConflictError, NotFoundError):

@@ -27,7 +27,7 @@ from meshctl.controller.leaving import (
 )
 from meshctl.controller.nodes import observed_nodes
 from meshctl.controller.scheduling import idle_pools, scheduling
-from meshctl.controller.states import ACTIVE_ATTEMPT, FINISHED, HOLDING, QUEUED, reconcile
+from meshctl.controller.states import FINISHED, HOLDING, QUEUED, reconcile
 from meshctl.controller.step import (
     AttemptChange,
     CheckpointRequest,
@@ -47,10 +47,9 @@ from meshctl.controller.step import (
 )
 from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import effects
-from meshctl.state.records import JobState, NodeRecord
+from meshctl.state.records import JobState, NodeRecord, NodeState
 
 __all__ = [  # what a step is, and the helpers, are read from here by the loop and the CLI
-    "ACTIVE_ATTEMPT",
     "FINISHED",
     "HOLDING",
     "QUEUED",
@@ -118,7 +117,9 @@ def _requeued(world: World, step: Step) -> list[JobView]:
         record = replace(view.record, state=JobState.REQUEUED)
         attempt = view.attempt
         if attempt is not None and attempt.id in failures:
-            attempt = replace(attempt, detail={**attempt.detail, "failures": failures[attempt.id]})
+            attempt = replace(
+                attempt, detail=replace(attempt.detail, failures=failures[attempt.id])
+            )
         views.append(replace(view, record=record, attempt=attempt))
     return views
 
@@ -173,13 +174,14 @@ def _drain_deadlines(world: World, holding: Sequence[JobView], step: Step) -> No
             step.transitions.append(
                 Transition(view.record.id, JobState.EVICTED, f"node {node} drained")
             )
-    for key in sorted(k for k in expired if world.nodes[k].state == "draining"):
+    for key in sorted(k for k in expired if world.nodes[k].state == NodeState.DRAINING):
         jobs = f"{evicted[key]} job{'s' if evicted[key] != 1 else ''}"
-        step.nodes.append(NodeChange(key, "drained", f"drain deadline passed; {jobs} evicted"))
+        why = f"drain deadline passed; {jobs} evicted"
+        step.nodes.append(NodeChange(key, NodeState.DRAINED, why))
 
 
 def _drain_over(node: NodeRecord, now_s: float) -> bool:
-    if node.state == "drained":
+    if node.state == NodeState.DRAINED:
         return True
-    deadline = node.detail.get("deadline_s")
-    return node.state == "draining" and deadline is not None and now_s >= float(deadline)
+    deadline = node.detail.deadline_s
+    return node.state == NodeState.DRAINING and deadline is not None and now_s >= deadline

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from meshctl.controller.step import Dispatch, Rules, submission_id
@@ -15,7 +15,8 @@ from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Start
 from meshctl.model.mesh import Pool
 from meshctl.pools.observed import NODE_LABEL, Submission
-from meshctl.state.records import AttemptRecord
+from meshctl.scheduler import Allocation
+from meshctl.state.records import AttemptDetail, AttemptRecord, AttemptState, Held
 
 TRAIN_ENTRYPOINT = "python -m meshctl.train.run"  # builds the TorchTrainer from MESHCTL_TRAIN
 
@@ -25,18 +26,25 @@ def failures_before(attempt: AttemptRecord | None) -> int:
     attempt recorded before failures were counted, every attempt before it."""
     if attempt is None:
         return 0
-    return int(attempt.detail.get("failures_before", attempt.number - 1))
+    before = attempt.detail.failures_before
+    return attempt.number - 1 if before is None else before
 
 
 def failures_after(attempt: AttemptRecord | None) -> int:
     """The job's failures once this attempt has ended (recorded when it was requeued)."""
     if attempt is None:
         return 0
-    return int(attempt.detail.get("failures", failures_before(attempt)))
+    failures = attempt.detail.failures
+    return failures_before(attempt) if failures is None else failures
 
 
 def placement_nodes(attempt: AttemptRecord) -> list[str]:
-    return [str(a["node"]) for a in attempt.detail.get("allocations", [])]
+    return [held.node for held in attempt.detail.allocations]
+
+
+def held_of(allocation: Allocation) -> Held:
+    """What an attempt records of one of its allocations (the same fields)."""
+    return Held(**asdict(allocation))
 
 
 def pool_mtbf_s(world: World) -> dict[str, float]:
@@ -45,11 +53,11 @@ def pool_mtbf_s(world: World) -> dict[str, float]:
     watched: dict[str, float] = defaultdict(float)
     failures: dict[str, int] = defaultdict(int)
     for record in world.nodes.values():
-        first = record.detail.get("first_seen_s")
+        first = record.detail.first_seen_s
         if first is not None:  # a dead node was watched until it died
             until = world.now_s if record.resources.get("alive", True) else record.updated_at_s
-            watched[record.pool] += max(0.0, until - float(first))
-        failures[record.pool] += int(record.detail.get("failures", 0))
+            watched[record.pool] += max(0.0, until - first)
+        failures[record.pool] += record.detail.failures
     return {pool: watched[pool] / n for pool, n in failures.items() if n}
 
 
@@ -59,31 +67,31 @@ def dispatch(
     """The attempt a placement becomes; ``runtime_s``: what the job is expected to run
     (declared or estimated when it is placed), which its expected end is reckoned from."""
     number = (view.attempt.number if view.attempt else 0) + 1
-    detail: dict[str, Any] = {
-        "allocations": [asdict(a) for a in place.allocations],
-        "failures_before": failures_after(view.attempt),  # what max_restarts is judged by
-    }
-    detail["runtime_s"] = runtime_s  # None: no estimate then (not "unknown, estimate later")
+    detail = AttemptDetail(
+        allocations=tuple(held_of(a) for a in place.allocations),
+        failures_before=failures_after(view.attempt),  # what max_restarts is judged by
+        runtime_s=runtime_s,  # None: no estimate then (not "unknown, estimate later")
+    )
     # The job's checkpoints stay where its first attempt put them, whichever pool runs it
     # next: a run resumes only from storage it can read.
-    before = view.attempt.detail if view.attempt else {}
+    before = view.attempt.detail if view.attempt else AttemptDetail()
     target = (
-        (str(before["checkpoint_uri"]), before.get("checkpoint_endpoint"))
-        if before.get("checkpoint_uri")
+        (before.checkpoint_uri, before.checkpoint_endpoint)
+        if before.checkpoint_uri
         else _checkpoint_target(rules.mesh.pool(place.pool), view)
     )
     if target is not None:
-        detail["checkpoint_uri"], detail["checkpoint_endpoint"] = target
+        detail = replace(detail, checkpoint_uri=target[0], checkpoint_endpoint=target[1])
     mtbf = pool_mtbf_s(world).get(place.pool) if view.job.spec.train is not None else None
     if mtbf:  # for checkpoint interval auto: the job fails when any of its nodes does
-        detail["pool_mtbf_s"] = mtbf / max(1, len(place.allocations))
+        detail = replace(detail, pool_mtbf_s=mtbf / max(1, len(place.allocations)))
     attempt = AttemptRecord(
         id=f"{view.record.id}-{number}",
         job_id=view.record.id,
         number=number,
         pool=place.pool,
         submission_id=submission_id(view.record.id, number),
-        state="submitting",
+        state=AttemptState.SUBMITTING,
         started_at_s=None,
         ended_at_s=None,
         detail=detail,
@@ -114,8 +122,8 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
         # Ray Train's controller collects each worker's report when it polls (every 2 s by
         # default) and a report waits for that: a loop reporting every step would crawl.
         env.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.1")
-        if attempt.detail.get("pool_mtbf_s"):
-            env["MESHCTL_POOL_MTBF_S"] = f"{float(attempt.detail['pool_mtbf_s']):.0f}"
+        if attempt.detail.pool_mtbf_s:
+            env["MESHCTL_POOL_MTBF_S"] = f"{attempt.detail.pool_mtbf_s:.0f}"
     runtime_env = spec.runtime_env.model_dump(exclude_none=True, exclude_defaults=True)
     runtime_env["env_vars"] = env
     if spec.working_dir:
@@ -150,9 +158,9 @@ def checkpoint_of(
     attempt: AttemptRecord, rules: Rules, view: JobView
 ) -> tuple[str, str | None] | None:
     """The attempt's checkpoint storage (recorded at dispatch; computed for older records)."""
-    if attempt.detail.get("checkpoint_uri"):
-        endpoint = attempt.detail.get("checkpoint_endpoint")
-        return str(attempt.detail["checkpoint_uri"]), str(endpoint) if endpoint else None
+    uri, endpoint = attempt.detail.checkpoint_uri, attempt.detail.checkpoint_endpoint
+    if uri:
+        return uri, endpoint or None
     return _checkpoint_target(rules.mesh.pool(attempt.pool), view)
 
 
@@ -162,8 +170,8 @@ def _train_spec(view: JobView, attempt: AttemptRecord, nodes: Sequence[str]) -> 
     train, res = spec.train, spec.resources
     assert train is not None
     per_node = train.workers_per_node
-    target = attempt.detail.get("checkpoint_uri")
-    storage = str(target).rsplit("/", 1)[0] if target else None  # the run is named by job id
+    target = attempt.detail.checkpoint_uri
+    storage = target.rsplit("/", 1)[0] if target else None  # the run is named by job id
     checkpoint = spec.checkpoint
     return {
         "loop": train.loop,
@@ -182,7 +190,7 @@ def _train_spec(view: JobView, attempt: AttemptRecord, nodes: Sequence[str]) -> 
         "config": train.config,
         "run_name": view.record.id,
         "storage": storage,
-        "endpoint_url": attempt.detail.get("checkpoint_endpoint"),
+        "endpoint_url": attempt.detail.checkpoint_endpoint,
     }
 
 

@@ -21,7 +21,7 @@ from meshctl.controller.step import (
 from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Leave, Left, effects
 from meshctl.lifecycle.effects import STOP_MARGIN_S, UNHEALTHY_GRACE_S
-from meshctl.state.records import AttemptRecord, JobState
+from meshctl.state.records import AttemptRecord, JobState, NodeState
 
 __all__ = ["STOP_MARGIN_S", "UNHEALTHY_GRACE_S"]
 ON_ITS_WAY = frozenset({JobState.ADMITTED, JobState.DISPATCHED, JobState.RUNNING})
@@ -52,11 +52,12 @@ def unhealthy(world: World, rules: Rules, holding: Sequence[JobView], step: Step
     healthy again); the jobs on them are asked to checkpoint, evicted and requeued."""
     for key, reason in sorted(world.health.items()):
         record = world.nodes.get(key)
-        if record is not None and record.state != "unhealthy":
-            step.nodes.append(NodeChange(key, "unhealthy", reason))
+        if record is not None and record.state != NodeState.UNHEALTHY:
+            step.nodes.append(NodeChange(key, NodeState.UNHEALTHY, reason))
     for key, record in sorted(world.nodes.items()):
-        if record.state == "unhealthy" and key not in world.health:
-            step.nodes.append(NodeChange(key, "ready", "its health probe says healthy again"))
+        if record.state == NodeState.UNHEALTHY and key not in world.health:
+            again = "its health probe says healthy again"
+            step.nodes.append(NodeChange(key, NodeState.READY, again))
     moved = {t.job_id for t in step.transitions}
     for view in holding:
         attempt = view.attempt
@@ -93,7 +94,7 @@ def hung(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> 
         attempt, train = view.attempt, view.job.spec.train
         if attempt is None or train is None or train.hang_timeout is None:
             continue
-        if view.record.id in moved or not attempt.detail.get("checkpoint_uri"):
+        if view.record.id in moved or not attempt.detail.checkpoint_uri:
             continue  # no checkpoint storage: no progress is recorded to judge by
         if view.record.state is not JobState.RUNNING or attempt.started_at_s is None:
             continue

@@ -39,11 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from meshctl.controller.decide import ACTIVE_ATTEMPT
 from meshctl.controller.world import World
 from meshctl.pools.ray import LogChunk
 from meshctl.state.private import open_private, private_dir, write_private
-from meshctl.state.records import AttemptRecord
+from meshctl.state.records import ACTIVE_ATTEMPT, AttemptRecord
 
 KIB, MIB = 1024, 1024**2
 CAP_BYTES = 2 * MIB

@@ -24,7 +24,6 @@ from typing import Protocol
 
 from meshctl.controller.burst import Burst
 from meshctl.controller.decide import (
-    ACTIVE_ATTEMPT,
     FINISHED,
     AttemptChange,
     CheckpointRequest,
@@ -48,7 +47,9 @@ from meshctl.pools.observed import PoolObservation, Submission
 from meshctl.pools.ray import LogChunk
 from meshctl.state.private import write_private
 from meshctl.state.records import (
+    ACTIVE_ATTEMPT,
     AttemptRecord,
+    AttemptState,
     Decision,
     Event,
     JobRecord,
@@ -354,7 +355,7 @@ class Controller:
             Transition(dispatch.job_id, JobState.ADMITTED, dispatch.reason, attempt.pool), now
         )
         if not admitted:  # cancelled meanwhile: this attempt will never be submitted
-            self._attempt(AttemptChange(attempt.id, "abandoned", "not admitted"), now)
+            self._attempt(AttemptChange(attempt.id, AttemptState.ABANDONED, "not admitted"), now)
             return None
         failpoint("before-submit")
         try:
@@ -379,12 +380,12 @@ class Controller:
         message = f"submit {attempt_id}: {err}"
         if attempt is None:
             return message
-        count = int(attempt.detail.get("submit_errors", 0)) + 1
-        detail = {**attempt.detail, "submit_errors": count}
+        count = attempt.detail.submit_errors + 1
+        detail = replace(attempt.detail, submit_errors=count)
         failed = count >= MAX_SUBMIT_ERRORS
         changed = replace(attempt, detail=detail, reason=str(err)[:300])
         if failed:
-            changed = replace(changed, state="failed", ended_at_s=now)
+            changed = replace(changed, state=AttemptState.FAILED, ended_at_s=now)
         with contextlib.suppress(ConflictError, NotFoundError):
             self.store.update(changed, expected_version=attempt.version)
         if failed:
@@ -419,13 +420,13 @@ class Controller:
         attempt = self.store.get(AttemptRecord, change.attempt_id)
         if attempt is None:
             return
-        detail = dict(attempt.detail)
-        if change.stop_at_s is not None and "stop_at_s" not in detail:  # a grace never moves
-            detail["stop_at_s"] = change.stop_at_s
-        if change.for_job is not None:
-            detail.setdefault("for_job", change.for_job)
+        detail = attempt.detail
+        if change.stop_at_s is not None and detail.stop_at_s is None:  # a grace never moves
+            detail = replace(detail, stop_at_s=change.stop_at_s)
+        if change.for_job is not None and detail.for_job is None:
+            detail = replace(detail, for_job=change.for_job)
         if change.failures is not None:
-            detail["failures"] = change.failures
+            detail = replace(detail, failures=change.failures)
         updated = replace(
             attempt,
             state=change.state or attempt.state,

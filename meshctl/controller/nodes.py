@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 
 from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Estimator
@@ -31,9 +32,15 @@ from meshctl.model.mesh import (
 from meshctl.pools.observed import NODE_TYPE_LABEL, ObservedNode, PoolObservation, node_name
 from meshctl.scheduler import Allocation, Node, Request, Running
 from meshctl.scheduler.snapshot import NodeHealth
-from meshctl.state.records import JobState
+from meshctl.state.records import UNRECORDED, Held, JobState, NodeState
 
 FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+OUT_OF_SERVICE: Mapping[str, NodeHealth] = {  # a node record's state as the scheduler sees it
+    NodeState.CORDONED: "cordoned",
+    NodeState.DRAINING: "draining",
+    NodeState.DRAINED: "drained",
+    NodeState.UNHEALTHY: "unhealthy",
+}
 
 
 def pools_down(
@@ -103,8 +110,8 @@ def _health(world: World, key: str) -> NodeHealth:
     pool, node = key.split("/", 1)
     record = world.nodes.get(key)
     health: NodeHealth = "ready"
-    if record is not None and record.state in ("cordoned", "draining", "drained", "unhealthy"):
-        health = record.state  # type: ignore[assignment]
+    if record is not None and record.state in OUT_OF_SERVICE:
+        health = OUT_OF_SERVICE[record.state]
     if (pool, node) in world.reclaiming:
         health = "cordoned"  # its instance is being taken back: nothing new goes there
     if key in world.health:
@@ -178,25 +185,26 @@ def _shape(seen: ObservedNode, group: NodeGroup | None) -> NodeShape:
     )
 
 
+def allocation_of(held: Held) -> Allocation:
+    """The scheduler's allocation of what an attempt recorded it holds (the same fields)."""
+    return Allocation(**asdict(held))
+
+
 def running(view: JobView, world: World, estimator: Estimator) -> Running:
     """A running (or leaving) job as the scheduler sees it: its expected end from the runtime
     estimated when it was placed (recorded with its attempt), its latest checkpoint from
     what it recorded."""
     attempt = view.attempt
     assert attempt is not None
-    allocations = tuple(  # stored as JSON: the GPU indices come back as a list
-        Allocation(**{**a, "gpu_indices": tuple(a["gpu_indices"])})
-        for a in attempt.detail.get("allocations", [])
-    )
+    allocations = tuple(allocation_of(held) for held in attempt.detail.allocations)
     record, spec = view.record, view.job.spec
     started = attempt.started_at_s or record.updated_at_s
     seen = world.progress.get(record.id)
     checkpointed = (
         seen.checkpoint_at_s if seen is not None and seen.attempt == attempt.number else None
     )
-    if "runtime_s" in attempt.detail:
-        runtime = attempt.detail["runtime_s"]
-    else:  # placed by a controller that did not record it
+    runtime = attempt.detail.runtime_s
+    if runtime is UNRECORDED:  # placed by a controller that did not record it
         runtime = estimator.seconds(record.team, record.name, spec.limits.max_runtime_s)
     found = running_of(
         record.id,
@@ -209,7 +217,7 @@ def running(view: JobView, world: World, estimator: Estimator) -> Running:
         runtime,
         checkpointed,
     )
-    stop_at = attempt.detail.get("stop_at_s")
+    stop_at = attempt.detail.stop_at_s
     if record.state in (JobState.PREEMPTED, JobState.EVICTED) or record.state in FINISHED_STATES:
-        return leaving(found, float(stop_at) if stop_at is not None else world.now_s)
+        return leaving(found, stop_at if stop_at is not None else world.now_s)
     return found

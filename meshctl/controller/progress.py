@@ -34,13 +34,13 @@ class ProgressReader:
         now = self.clock()
         for view in views:
             attempt = view.attempt
-            uri = attempt.detail.get("checkpoint_uri") if attempt else None
+            uri = attempt.detail.checkpoint_uri if attempt else None
             if attempt is None or view.job.spec.train is None or not uri:
                 continue
             read_at, seen = self._progress.get(view.record.id, (-PROGRESS_READ_S, None))
             if now - read_at >= PROGRESS_READ_S:
-                endpoint = attempt.detail.get("checkpoint_endpoint")
-                doc = read_progress(str(uri), attempt.number, endpoint)
+                endpoint = attempt.detail.checkpoint_endpoint
+                doc = read_progress(uri, attempt.number, endpoint)
                 try:
                     if doc:  # a failed read keeps what was known: never a false hang
                         seen = _train_progress(doc)

@@ -16,7 +16,7 @@ from meshctl.controller.step import NodeChange, RuleError
 from meshctl.controller.world import World
 from meshctl.model.mesh import Mesh
 from meshctl.pools.observed import ObservedNode
-from meshctl.state.records import Event, NodeRecord, PoolRecord
+from meshctl.state.records import Event, NodeDetail, NodeRecord, NodeState, PoolRecord
 from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
 
 
@@ -85,17 +85,17 @@ class Recorder:
         record = self.store.get(NodeRecord, change.node)
         if record is None or record.state == change.state:
             return
-        detail, state = dict(record.detail), change.state
-        if change.state == "unhealthy":
-            if detail.get("reason") != change.reason:  # a new signal, not one seen again
-                detail["failures"] = int(detail.get("failures", 0)) + 1
-            detail["reason"] = change.reason
-            detail["was"] = record.state  # what the operator had it at: cordoned, draining
-        elif change.state == "ready":  # healthy again: back to what it was before
-            detail.pop("reason", None)
-            state = str(detail.pop("was", "ready"))
+        detail, state = record.detail, change.state
+        if change.state == NodeState.UNHEALTHY:
+            new = detail.reason != change.reason  # a new signal, not one seen again
+            failures = detail.failures + 1 if new else detail.failures
+            # was: what the operator had it at (cordoned, draining)
+            detail = replace(detail, failures=failures, reason=change.reason, was=record.state)
+        elif change.state == NodeState.READY:  # healthy again: back to what it was before
+            state = detail.was if detail.was is not None else NodeState.READY
+            detail = replace(detail, reason=None, was=None)
         changed = replace(record, state=state, detail=detail, updated_at_s=now)
-        kind = "node.healthy" if change.state == "ready" else f"node.{change.state}"
+        kind = "node.healthy" if change.state == NodeState.READY else f"node.{change.state}"
         event = Event(now, kind, None, f"{change.node}: {change.reason}", {"pool": record.pool})
         with contextlib.suppress(ConflictError, NotFoundError):
             self.store.update(changed, expected_version=record.version, events=[event])
@@ -127,13 +127,15 @@ class Recorder:
         try:
             current = self.store.get(NodeRecord, key)
             if current is None:
-                first = {"first_seen_s": now}
-                self.store.create(NodeRecord(key, pool, "ready", labels, resources, now, first))
+                first = NodeDetail(first_seen_s=now)
+                ready = NodeState.READY
+                self.store.create(NodeRecord(key, pool, ready, labels, resources, now, first))
             else:
-                detail, events = dict(current.detail), []
-                detail.setdefault("first_seen_s", now)
+                detail, events = current.detail, []
+                if detail.first_seen_s is None:
+                    detail = replace(detail, first_seen_s=now)
                 if current.resources.get("alive") and not node.alive:  # a node lost
-                    detail["failures"] = int(detail.get("failures", 0)) + 1
+                    detail = replace(detail, failures=detail.failures + 1)
                     events.append(Event(now, "node.lost", None, f"{key}: dead", {"pool": pool}))
                 changed = replace(
                     current, labels=labels, resources=resources, detail=detail, updated_at_s=now

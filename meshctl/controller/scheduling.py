@@ -55,7 +55,7 @@ from meshctl.policy.facts import mesh_snapshot
 from meshctl.pools.observed import node_name
 from meshctl.scheduler import Node, PolicyView, Request, Running, Snapshot, schedule
 from meshctl.scheduler.plan import Decision
-from meshctl.state.records import InstanceRecord, JobState
+from meshctl.state.records import InstanceRecord, InstanceState, JobState
 
 JOIN_TIMEOUT_S = 600.0  # an instance whose node has not joined by then is idle, not joining
 
@@ -147,8 +147,8 @@ def _running(view: JobView, world: World, estimator: Estimator, leaving_now: set
 
 
 def _stop_at(view: JobView, world: World) -> float:
-    stop_at = view.attempt.detail.get("stop_at_s") if view.attempt else None
-    return float(stop_at) if stop_at is not None else world.now_s
+    stop_at = view.attempt.detail.stop_at_s if view.attempt else None
+    return stop_at if stop_at is not None else world.now_s
 
 
 def _snapshot(
@@ -177,7 +177,7 @@ def _snapshot(
         of_type,
     )
     freeing = [
-        (str(v.attempt.detail.get("for_job", "")), placement_nodes(v.attempt))
+        (v.attempt.detail.for_job or "", placement_nodes(v.attempt))
         for v in holding
         if v.attempt is not None and v.record.state is JobState.PREEMPTED
     ]
@@ -214,7 +214,7 @@ def _joined(world: World, instance: InstanceRecord) -> bool:
     """Whether the instance has joined its pool's cluster: it is no longer joining, and its
     node is in the cluster as observed (a pool not driven yet cannot say), or it has had
     ``JOIN_TIMEOUT_S``: one that never shows up is idle, not joining forever."""
-    if instance.state == "joining":
+    if instance.state == InstanceState.JOINING:
         return False
     seen = world.pools.get(instance.pool)
     if seen is None or world.now_s - (instance.launched_at_s or 0.0) >= JOIN_TIMEOUT_S:

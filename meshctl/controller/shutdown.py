@@ -20,9 +20,17 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import TypeVar
 
-from meshctl.controller.decide import ACTIVE_ATTEMPT, HOLDING
+from meshctl.controller.decide import HOLDING
 from meshctl.controller.world import latest_attempts
-from meshctl.state.records import AttemptRecord, Event, JobRecord, JobState, Record
+from meshctl.state.records import (
+    ACTIVE_ATTEMPT,
+    AttemptRecord,
+    AttemptState,
+    Event,
+    JobRecord,
+    JobState,
+    Record,
+)
 from meshctl.state.store import ConflictError, NotFoundError, Store
 
 FORCED = "stopped by meshctl down --force"
@@ -66,7 +74,8 @@ def _end(store: Store, attempt: AttemptRecord, reason: str, now_s: float) -> Non
     def end(current: AttemptRecord) -> tuple[AttemptRecord, list[Event]] | None:
         if current.state not in ACTIVE_ATTEMPT:
             return None  # it ended meanwhile: its own end stands
-        return replace(current, state="stopped", reason=reason, ended_at_s=now_s), []
+        stopped = replace(current, state=AttemptState.STOPPED, reason=reason, ended_at_s=now_s)
+        return stopped, []
 
     _rewrite(store, AttemptRecord, attempt.id, end)
 

@@ -1,18 +1,17 @@
 """The job and attempt state machine: each job brought in line with what its pool reports.
 
 Job states (``JobState``) and when they change are in ``TRANSITIONS``, the table the
-controller's README shows (a test holds the two together). Attempt states (``AttemptState``):
-``submitting`` (recorded; Ray may not know it yet), then Ray's own lowercased, or ``lost``
-(its pool no longer knows it), or ``abandoned`` (never submitted: the job was cancelled
-first). A job whose attempt ended early is requeued or failed by the lifecycle's rule
-(``meshctl.lifecycle.effects.requeue_or_fail``): evictions count against its
+controller's README shows (a test holds the two together). Attempt states (``AttemptState``,
+beside the records): ``submitting`` (recorded; Ray may not know it yet), then Ray's own
+lowercased, or ``lost`` (its pool no longer knows it), or ``abandoned`` (never submitted: the
+job was cancelled first). A job whose attempt ended early is requeued or failed by the
+lifecycle's rule (``meshctl.lifecycle.effects.requeue_or_fail``): evictions count against its
 ``max_restarts``, preemptions do not. Pure, like ``decide``.
 """
 
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 from typing import Literal
 
 from meshctl.controller.dispatch import failures_before, submission
@@ -22,19 +21,7 @@ from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Left, Requeue
 from meshctl.lifecycle.effects import requeue_or_fail
 from meshctl.pools.observed import INFRA_ERRORS, RAY_ACTIVE, ObservedJob
-from meshctl.state.records import AttemptRecord, JobState
-
-
-class AttemptState(StrEnum):
-    SUBMITTING = "submitting"
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    STOPPED = "stopped"
-    LOST = "lost"
-    ABANDONED = "abandoned"
-
+from meshctl.state.records import ACTIVE_ATTEMPT, AttemptRecord, AttemptState, JobState
 
 QUEUED = frozenset({JobState.PENDING, JobState.REQUEUED})
 HOLDING = frozenset(
@@ -43,9 +30,6 @@ HOLDING = frozenset(
 )  # fmt: skip
 FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 LEFT = {JobState.PREEMPTED: Left.PREEMPTED, JobState.EVICTED: Left.EVICTED}
-ACTIVE_ATTEMPT = frozenset(
-    {AttemptState.SUBMITTING.value, AttemptState.PENDING.value, AttemptState.RUNNING.value}
-)
 KILLED = re.compile(  # SIGKILL, SIGTERM: not the job's own doing (the log tail is the job's)
     r"^Job entrypoint command failed with exit code (-9|-15|137|143)\b"
 )
@@ -170,8 +154,8 @@ def _leaving(
     once its Ray job has stopped; one that finished on its own meanwhile keeps that outcome."""
     record, now = view.record, world.now_s
     if ray is not None and ray.status in RAY_ACTIVE:
-        stop_at = attempt.detail.get("stop_at_s")
-        if stop_at is None or now >= float(stop_at):
+        stop_at = attempt.detail.stop_at_s
+        if stop_at is None or now >= stop_at:
             step.stops.append(
                 Stop(record.id, attempt.pool, attempt.submission_id, record.state.value)
             )
@@ -199,7 +183,9 @@ def _unknown(
         sub = submission(view, rules, attempt)
         step.resubmits.append(Resubmit(record.id, attempt.id, attempt.pool, sub))
         return "holding"
-    step.attempts.append(AttemptChange(attempt.id, "lost", "the pool no longer knows it"))
+    step.attempts.append(
+        AttemptChange(attempt.id, AttemptState.LOST, "the pool no longer knows it")
+    )
     taken = taken_back(world, attempt)
     if taken:
         step.transitions.append(
@@ -220,30 +206,30 @@ def follow(
     """A job its pool knows: move the job and the attempt to what Ray says."""
     record, status = view.record, ray.status.lower()
     if status != attempt.state:
-        started = ray.start_s if status == "running" else None
+        started = ray.start_s if status == AttemptState.RUNNING else None
         step.attempts.append(AttemptChange(attempt.id, status, ray.message, started, ray.end_s))
-    if status == "pending":
+    if status == AttemptState.PENDING:
         if record.state is not JobState.DISPATCHED:
             step.transitions.append(Transition(record.id, JobState.DISPATCHED, "submitted"))
         return "holding"
-    if status == "running":
+    if status == AttemptState.RUNNING:
         if record.state is not JobState.RUNNING:
             step.transitions.append(Transition(record.id, JobState.RUNNING, "started"))
         return "holding"
-    if status == "succeeded":
+    if status == AttemptState.SUCCEEDED:
         step.transitions.append(Transition(record.id, JobState.SUCCEEDED, "exited 0"))
         began = ray.start_s if ray.start_s is not None else attempt.started_at_s
         if began is not None:  # what its runtime estimates learn from
             runtime = (ray.end_s if ray.end_s is not None else world.now_s) - began
             step.successes.append((record.team, record.name, max(0.0, runtime)))
-    elif status == "failed" and ray.error_type in INFRA_ERRORS:
+    elif status == AttemptState.FAILED and ray.error_type in INFRA_ERRORS:
         _failed_under_it(view, attempt, ray, world, step)
-    elif status == "failed" and KILLED.search(ray.message or ""):
+    elif status == AttemptState.FAILED and KILLED.search(ray.message or ""):
         said = (ray.message or "").splitlines()[0]  # Ray's own line, not the job's log tail
         why = f"its driver was killed: {said}"  # the OOM killer, a node
         step.transitions.append(Transition(record.id, JobState.EVICTED, why))
         requeue(view, Left.EVICTED, "its driver was killed", step)
-    elif status == "failed":
+    elif status == AttemptState.FAILED:
         step.transitions.append(Transition(record.id, JobState.FAILED, last_line(ray.message)))
     else:  # stopped by someone else
         step.transitions.append(
@@ -284,7 +270,8 @@ def requeue(view: JobView, left: Left, why: str, step: Step) -> None:
 
 def ended(attempt: AttemptRecord, ray: ObservedJob | None, now: float) -> AttemptChange:
     if ray is None:
-        return AttemptChange(attempt.id, "lost", "the pool no longer knows it", ended_at_s=now)
+        gone = "the pool no longer knows it"
+        return AttemptChange(attempt.id, AttemptState.LOST, gone, ended_at_s=now)
     return AttemptChange(attempt.id, ray.status.lower(), ray.message, ended_at_s=ray.end_s or now)
 
 

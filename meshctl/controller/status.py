@@ -20,11 +20,11 @@ from pydantic import with_config
 from typing_extensions import TypedDict
 
 from meshctl.controller.daemon import live_beat
-from meshctl.controller.decide import ACTIVE_ATTEMPT, FINISHED, QUEUED
+from meshctl.controller.decide import FINISHED, QUEUED
 from meshctl.controller.runtime import why_not_driven
-from meshctl.controller.world import gpus_held, latest_attempts
+from meshctl.controller.world import latest_attempts
 from meshctl.jsondata import STRICT, EventData, Timestamp, event_data, timestamp
-from meshctl.state.records import AttemptRecord, JobRecord, PoolRecord
+from meshctl.state.records import ACTIVE_ATTEMPT, AttemptRecord, JobRecord, PoolRecord
 
 if TYPE_CHECKING:
     from meshctl.model.mesh import Mesh, Pool
@@ -120,7 +120,7 @@ def _gpus_used(
     for job in jobs:
         attempt = attempts.get(job.id)
         if job.state not in FINISHED and attempt and attempt.state in ACTIVE_ATTEMPT:
-            gpus = sum(gpus_held(a) for a in attempt.detail.get("allocations", []))
+            gpus = sum(held.gpus() for held in attempt.detail.allocations)
             used[attempt.pool] = used.get(attempt.pool, 0.0) + gpus
     return used
 

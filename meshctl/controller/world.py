@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from meshctl.lifecycle import Estimator
 from meshctl.model.job import Job
 from meshctl.pools.observed import PoolObservation
-from meshctl.state.records import AttemptRecord, InstanceRecord, JobRecord, NodeRecord
+from meshctl.state.records import (
+    ACTIVE_ATTEMPT,
+    AttemptRecord,
+    InstanceRecord,
+    JobRecord,
+    JobState,
+    NodeRecord,
+)
 
 
 def latest_attempts(attempts: Iterable[AttemptRecord]) -> dict[str, AttemptRecord]:
@@ -33,12 +39,12 @@ def node_busy(attempts: Iterable[AttemptRecord], now_s: float) -> dict[str, floa
     there, now for one still active (what idle teardown counts from)."""
     busy: dict[str, float] = {}
     for tried in attempts:
-        active = tried.state in ("submitting", "pending", "running")
+        active = tried.state in ACTIVE_ATTEMPT
         until = now_s if active else (tried.ended_at_s or tried.started_at_s)
         if until is None:
             continue
-        for alloc in tried.detail.get("allocations", ()):
-            key = f"{tried.pool}/{alloc['node']}"
+        for held in tried.detail.allocations:
+            key = f"{tried.pool}/{held.node}"
             busy[key] = max(busy.get(key, 0.0), until)
     return busy
 
@@ -51,18 +57,13 @@ def past_runs(
     runs = []
     for record in records:
         tried = latest.get(record.id)
-        if record.state != "succeeded" or tried is None:
+        if record.state != JobState.SUCCEEDED or tried is None:
             continue
         if tried.started_at_s is not None and tried.ended_at_s is not None:
             runs.append(
                 (tried.ended_at_s, record.team, record.name, tried.ended_at_s - tried.started_at_s)
             )
     return [(team, name, max(0.0, runtime)) for _, team, name, runtime in sorted(runs)]
-
-
-def gpus_held(allocation: Mapping[str, Any]) -> float:
-    """GPUs one stored allocation (an attempt's ``detail["allocations"]`` entry) holds."""
-    return len(allocation["gpu_indices"]) * float(allocation["gpu_share"])
 
 
 @dataclass(frozen=True, slots=True)

@@ -235,9 +235,7 @@ def _steps(t: float, step: Step, ids: dict[str, str], names: dict[str, str]) -> 
     backfilled = {p.job_id for p in step.plan.placed() if p.backfill} if step.plan else set()
     for d in step.dispatches:
         nodes = tuple(
-            sorted(
-                names.get(str(a["node"]), str(a["node"])) for a in d.attempt.detail["allocations"]
-            )
+            sorted(names.get(held.node, held.node) for held in d.attempt.detail.allocations)
         )
         yield (at, "start", ids[d.job_id], d.attempt.pool, nodes, d.job_id in backfilled)
     for_job = {c.attempt_id.rsplit("-", 1)[0]: c.for_job for c in step.attempts if c.for_job}

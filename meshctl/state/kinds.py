@@ -1,9 +1,10 @@
 """The one table of record kinds, and the row codec both stores share.
 
 Each record type maps to a :class:`KindSpec`: its short name (used in messages), its SQL table,
-its key column, the columns ``Store.list`` may filter on, which fields are JSON payloads and
-which are enums. A row is a ``dict`` from column name (= field name) to a SQLite-ready value:
-str, int, float, None, or JSON text. Both stores keep rows, so both round-trip identically.
+its key column, the columns ``Store.list`` may filter on, which fields are JSON payloads, which
+are typed details (stored as the JSON of their ``to_json()``, read back with ``of``) and which
+are enums. A row is a ``dict`` from column name (= field name) to a SQLite-ready value: str,
+int, float, None, or JSON text. Both stores keep rows, so both round-trip identically.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from meshctl.state.records import (
+    AttemptDetail,
     AttemptRecord,
     Decision,
     Event,
@@ -22,6 +24,7 @@ from meshctl.state.records import (
     JobRecord,
     JobState,
     LogEntry,
+    NodeDetail,
     NodeRecord,
     PoolRecord,
     Record,
@@ -29,6 +32,7 @@ from meshctl.state.records import (
 
 Row = dict[str, Any]
 T = TypeVar("T", bound=Record | LogEntry)
+Detail = type[AttemptDetail] | type[NodeDetail]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,7 @@ class KindSpec:
     filters: frozenset[str]
     json_fields: frozenset[str] = frozenset()
     enums: Mapping[str, type[StrEnum]] | None = None
+    details: Mapping[str, Detail] | None = None
 
 
 def _spec(
@@ -50,17 +55,28 @@ def _spec(
     filters: str,
     json_fields: str = "",
     enums: Mapping[str, type[StrEnum]] | None = None,
+    details: Mapping[str, Detail] | None = None,
 ) -> KindSpec:
     return KindSpec(
-        name, table, key, frozenset(filters.split()), frozenset(json_fields.split()), enums
+        name,
+        table,
+        key,
+        frozenset(filters.split()),
+        frozenset(json_fields.split()),
+        enums,
+        details,
     )
 
 
 KINDS: Mapping[type[Record | LogEntry], KindSpec] = {
     JobRecord: _spec("job", "jobs", "id", "state team pool", "spec", {"state": JobState}),
-    AttemptRecord: _spec("attempt", "attempts", "id", "job_id state", "detail"),
+    AttemptRecord: _spec(
+        "attempt", "attempts", "id", "job_id state", details={"detail": AttemptDetail}
+    ),
     PoolRecord: _spec("pool", "pools", "name", "provider state", "observed"),
-    NodeRecord: _spec("node", "nodes", "id", "pool state", "labels resources detail"),
+    NodeRecord: _spec(
+        "node", "nodes", "id", "pool state", "labels resources", details={"detail": NodeDetail}
+    ),
     InstanceRecord: _spec("instance", "instances", "id", "pool state"),
     Event: _spec("event", "events", "seq", "job_id", "data"),
     Decision: _spec("decision", "decisions", "seq", "job_id", "explanation"),
@@ -108,28 +124,37 @@ def _json_default(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
 
 
+def _dumps(name: str, value: object) -> str:
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), default=_json_default, allow_nan=False
+        )
+    except ValueError as err:  # NaN or infinity: not JSON, other readers refuse it
+        raise TypeError(f"{name}: {err}") from None
+
+
+def _detail_json(name: str, value: object, kind: Detail) -> dict[str, Any]:
+    if not isinstance(value, kind):  # a plain dict would read back as another value
+        raise TypeError(f"{name}: expected {kind.__name__}, got {type(value).__name__}")
+    return value.to_json()
+
+
 def encode(record: Record | LogEntry) -> Row:
-    """The row of a record: enums as their value, payloads as JSON text, ``*_s`` as float.
+    """The row of a record: enums as their value, payloads and details as JSON text, ``*_s``
+    as float.
 
     An enum field given as a plain string is checked here (``ValueError``), so a bad value is
     refused on write rather than stored and found unreadable later.
     """
     spec = spec_for(type(record))
-    enums = spec.enums or {}
+    enums, details = spec.enums or {}, spec.details or {}
     row: Row = {}
     for f in fields(record):
         value = getattr(record, f.name)
-        if f.name in spec.json_fields:
-            try:
-                value = json.dumps(
-                    value,
-                    sort_keys=True,
-                    separators=(",", ":"),
-                    default=_json_default,
-                    allow_nan=False,
-                )
-            except ValueError as err:  # NaN or infinity: not JSON, other readers refuse it
-                raise TypeError(f"{f.name}: {err}") from None
+        if f.name in details:
+            value = _dumps(f.name, _detail_json(f.name, value, details[f.name]))
+        elif f.name in spec.json_fields:
+            value = _dumps(f.name, value)
         elif f.name in enums:
             value = enums[f.name](value).value
         elif f.name.endswith("_s") and value is not None:
@@ -141,11 +166,13 @@ def encode(record: Record | LogEntry) -> Row:
 def decode(kind: type[T], row: Mapping[str, Any]) -> T:
     """The record of a row (the inverse of :func:`encode`)."""
     spec = spec_for(kind)
-    enums = spec.enums or {}
+    enums, details = spec.enums or {}, spec.details or {}
     values: Row = {}
     for name in columns(kind):
         value = row[name]
-        if name in spec.json_fields:
+        if name in details:
+            value = details[name].of(json.loads(value))
+        elif name in spec.json_fields:
             value = json.loads(value)
         elif name in enums:
             value = enums[name](value)

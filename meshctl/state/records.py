@@ -6,15 +6,21 @@ append-only log entries (events, decisions) carry a ``seq`` that the store assig
 
 The store never reads the clock: every timestamp is a float of UNIX seconds set by the caller,
 in a field whose name ends in ``_s``. Payload mappings must be JSON-able; they are stored as
-JSON text, so they come back as plain ``dict``/``list`` values.
+JSON text, so they come back as plain ``dict``/``list`` values. The details of attempts and
+nodes are typed (``AttemptDetail``, ``NodeDetail``), stored as the same JSON objects.
+
+The state fields of attempts, nodes and instances stay ``str``: the enums here
+(``AttemptState``, ``NodeState``, ``InstanceState``) are the names the code writes and compares
+with (a ``StrEnum`` member equals its string), and a record stored with another value (an
+older meshctl's, a test's) still reads back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, TypeAlias
+from dataclasses import dataclass, field, fields
+from enum import Enum, StrEnum
+from typing import Any, Final, Self, TypeAlias
 
 
 class JobState(StrEnum):
@@ -48,6 +54,128 @@ class JobRecord:
     version: int = 0
 
 
+class AttemptState(StrEnum):
+    """Where one attempt stands: ``submitting`` (recorded; Ray may not know it yet), then Ray's
+    own status lowercased, or ``lost`` (its pool no longer knows it), or ``abandoned`` (never
+    submitted: its job was cancelled first)."""
+
+    SUBMITTING = "submitting"
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    LOST = "lost"
+    ABANDONED = "abandoned"
+
+
+ACTIVE_ATTEMPT = frozenset({AttemptState.SUBMITTING, AttemptState.PENDING, AttemptState.RUNNING})
+"""The attempt states in which an attempt holds what it was placed on."""
+
+
+class Unrecorded(Enum):
+    """A detail an older record does not have, told apart from one recorded as None."""
+
+    UNRECORDED = "unrecorded"
+
+
+UNRECORDED: Final = Unrecorded.UNRECORDED
+
+
+def _split(kind: type[Any], data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The keys of ``data`` that are fields of ``kind``, and the others (kept as ``extra``)."""
+    names = {f.name for f in fields(kind)} - {"extra"}
+    known = {k: v for k, v in data.items() if k in names}
+    return known, {k: v for k, v in data.items() if k not in names}
+
+
+def _set(detail: AttemptDetail | NodeDetail) -> dict[str, Any]:
+    """The unknown keys a detail was read with, then each field that is not its default."""
+    out = dict(detail.extra)
+    for f in fields(detail):
+        value = getattr(detail, f.name)
+        if f.name != "extra" and value != f.default:
+            out[f.name] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What an attempt holds on one node, as it was placed: the fields of the scheduler's
+    ``Allocation`` (a test holds the two the same). Its own type, because importing the
+    scheduler here would bring the job models and CEL into every reader of the store."""
+
+    node: str
+    gpu_indices: tuple[int, ...] = ()
+    gpu_share: float = 1.0  # per GPU held: 1.0, or the fraction of a shared GPU
+    cpus: float = 0.0
+    memory_gib: float = 0.0
+    nic_gbps: float = 0.0
+
+    def gpus(self) -> float:
+        """The GPUs it holds (a shared GPU counts its share)."""
+        return len(self.gpu_indices) * float(self.gpu_share)
+
+    def to_json(self) -> dict[str, Any]:
+        # Keys sorted, as the store writes them, so `jobs show -o json` prints them as before.
+        return {
+            "cpus": self.cpus,
+            "gpu_indices": list(self.gpu_indices),
+            "gpu_share": self.gpu_share,
+            "memory_gib": self.memory_gib,
+            "nic_gbps": self.nic_gbps,
+            "node": self.node,
+        }
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Self:
+        """From its JSON object; a missing key takes its default, an unknown one is dropped."""
+        known, _ = _split(cls, data)
+        known["gpu_indices"] = tuple(known.get("gpu_indices", ()))  # JSON has lists
+        return cls(**known)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptDetail:
+    """What an attempt records besides its state: where it was placed and what it was placed
+    with (at dispatch), and what happened to it since. A field at its default is not stored;
+    keys this meshctl does not know are kept in ``extra`` and written back."""
+
+    allocations: tuple[Held, ...] = ()
+    # The job's failures (evictions) before this attempt; None: recorded before failures
+    # were counted, when every attempt before it counts.
+    failures_before: int | None = None
+    failures: int | None = None  # the job's failures once it ended (recorded when requeued)
+    # What it was expected to run, reckoned when placed; None: no estimate then (not "unknown,
+    # estimate later"); UNRECORDED: placed by a meshctl that did not record it.
+    runtime_s: float | Unrecorded | None = UNRECORDED
+    checkpoint_uri: str | None = None  # where the job keeps its checkpoints, for all attempts
+    checkpoint_endpoint: str | None = None  # the S3 endpoint to reach it by (None: the default)
+    pool_mtbf_s: float | None = None  # its pool's MTBF over its nodes, for interval auto
+    stop_at_s: float | None = None  # preempted or evicted: when it is stopped (its grace)
+    for_job: str | None = None  # preempted: the job it makes room for
+    submit_errors: int = 0  # submissions its pool refused
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Its JSON object: the keys set, as the controller has always written them."""
+        out = _set(self)
+        if self.allocations:
+            out["allocations"] = [held.to_json() for held in self.allocations]
+        if self.checkpoint_uri is not None:  # recorded together, the endpoint null or not
+            out["checkpoint_endpoint"] = self.checkpoint_endpoint
+        return out
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Self:
+        """From its JSON object: missing keys take their defaults, unknown ones go to
+        ``extra``."""
+        known, extra = _split(cls, data)
+        if "allocations" in known:
+            known["allocations"] = tuple(Held.of(a) for a in known["allocations"])
+        return cls(**known, extra=extra)
+
+
 @dataclass(frozen=True, slots=True)
 class AttemptRecord:
     """One try at running a job on a pool; ``id`` is conventionally ``f"{job_id}-{number}"``."""
@@ -57,11 +185,11 @@ class AttemptRecord:
     number: int
     pool: str
     submission_id: str
-    state: str
+    state: str  # an AttemptState
     started_at_s: float | None
     ended_at_s: float | None
     reason: str = ""
-    detail: Mapping[str, Any] = field(default_factory=dict)  # placement, stop deadline
+    detail: AttemptDetail = field(default_factory=AttemptDetail)
     version: int = 0
 
 
@@ -77,35 +205,79 @@ class PoolRecord:
     version: int = 0
 
 
+class NodeState(StrEnum):
+    """A node's state: set by ``nodes cordon|drain|uncordon`` and by the controller."""
+
+    READY = "ready"
+    CORDONED = "cordoned"  # no new work; what runs there keeps running
+    DRAINING = "draining"  # no new work; what still runs at its deadline is evicted
+    DRAINED = "drained"  # its deadline passed; no new work until uncordoned
+    UNHEALTHY = "unhealthy"  # its health signal; back to what it ``was`` when healthy
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDetail:
+    """What a node record keeps besides its state. A field at its default is not stored; keys
+    this meshctl does not know are kept in ``extra`` and written back."""
+
+    first_seen_s: float | None = None  # when the controller first saw it (watched since)
+    failures: int = 0  # the failures it had: lost, or a new unhealthy signal
+    deadline_s: float | None = None  # draining: when what still runs there is evicted
+    reason: str | None = None  # unhealthy: what its health signal says
+    was: str | None = None  # unhealthy: the state it goes back to when healthy
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Its JSON object: the keys set."""
+        return _set(self)
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Self:
+        """From its JSON object: missing keys take their defaults, unknown ones go to
+        ``extra``."""
+        known, extra = _split(cls, data)
+        return cls(**known, extra=extra)
+
+
 @dataclass(frozen=True, slots=True)
 class NodeRecord:
-    """A node in a pool (healthy, cordoned, draining, unhealthy, dead, ...)."""
+    """A node in a pool, as the controller has seen it."""
 
     id: str
     pool: str
-    state: str
+    state: str  # a NodeState
     labels: Mapping[str, str]
     resources: Mapping[str, Any]
     updated_at_s: float
-    detail: Mapping[str, Any] = field(default_factory=dict)  # drain deadline, cordon reason
+    detail: NodeDetail = field(default_factory=NodeDetail)
     version: int = 0
 
 
-INSTANCE_LIVE = ("joining", "ready", "reclaiming")  # then interrupted or terminated, for good
+class InstanceState(StrEnum):
+    """A cloud instance's state as meshctl records it (not its provider's own)."""
+
+    JOINING = "joining"  # joining its pool's cluster
+    READY = "ready"
+    RECLAIMING = "reclaiming"  # a spot instance given notice
+    INTERRUPTED = "interrupted"  # taken back, for good
+    TERMINATED = "terminated"  # by meshctl, for good
+
+
+INSTANCE_LIVE = frozenset({InstanceState.JOINING, InstanceState.READY, InstanceState.RECLAIMING})
 
 
 @dataclass(frozen=True, slots=True)
 class InstanceRecord:
-    """A cloud instance requested from a provider for a pool: ``joining`` its pool's cluster,
-    ``ready``, ``reclaiming`` (a spot instance given notice), then ``interrupted`` (taken back)
-    or ``terminated`` (by meshctl)."""
+    """A cloud instance requested from a provider for a pool; ``state`` an ``InstanceState``:
+    ``joining`` its pool's cluster, ``ready``, ``reclaiming`` (a spot instance given notice),
+    then ``interrupted`` (taken back) or ``terminated`` (by meshctl)."""
 
     id: str
     pool: str
     provider: str
     request_id: str
     instance_type: str
-    state: str
+    state: str  # an InstanceState
     launched_at_s: float | None
     updated_at_s: float
     spot: bool = False

@@ -20,11 +20,13 @@ from meshctl.cli.shapes.doc import markdown
 from meshctl.cli.shapes.mesh import PoolShowExtra
 from meshctl.model.mesh import Pool
 from meshctl.state import (
+    AttemptDetail,
     AttemptRecord,
     Decision,
     Event,
     JobRecord,
     JobState,
+    NodeDetail,
     NodeRecord,
     PoolRecord,
     open_store,
@@ -36,6 +38,7 @@ pytestmark = pytest.mark.unit
 NOW = time.time()
 ALLOCATION = {"node": "gpu-rack1", "gpu_indices": [0], "gpu_share": 1.0, "cpus": 0.25,
               "memory_gib": 0.5, "nic_gbps": 0.0}  # fmt: skip
+PLACED = AttemptDetail.of({"allocations": [ALLOCATION]})
 EXPLANATION = {
     "summary": "pending: 2 nodes; 2 lack 4 free GPUs",
     "status": "pending",
@@ -70,11 +73,11 @@ def mesh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
         store.create(job("done-000003", JobState.SUCCEEDED, train, "onprem"))
         store.create(
             AttemptRecord("runs-000001-1", "runs-000001", 1, "onprem", "meshctl-runs-000001-1",
-                          "running", NOW - 20, None, "", {"allocations": [ALLOCATION]})
+                          "running", NOW - 20, None, "", PLACED)
         )  # fmt: skip
         store.create(
             AttemptRecord("done-000003-1", "done-000003", 1, "onprem", "meshctl-done-000003-1",
-                          "succeeded", NOW - 50, NOW - 40, "", {"allocations": [ALLOCATION]})
+                          "succeeded", NOW - 50, NOW - 40, "", PLACED)
         )  # fmt: skip
         labels = {"rack": "rack1"}
         resources = {"gpus": 4, "cpus": 1.0, "memory_gib": 2.0, "accelerator": "A100",
@@ -82,7 +85,7 @@ def mesh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
         store.create(NodeRecord("onprem/gpu-rack1", "onprem", "ready", labels, resources, NOW))
         store.create(
             NodeRecord("onprem/gpu-rack2", "onprem", "draining", labels, resources, NOW,
-                       {"deadline_s": NOW + 600, "reason": "GPU XID 79"})
+                       NodeDetail(deadline_s=NOW + 600, reason="GPU XID 79"))
         )  # fmt: skip
         store.create(PoolRecord("onprem", "local", "up", {"nodes": 2, "gpus": 8}, NOW))
         store.create(PoolRecord("aws-burst", "aws", "idle", {"spend_usd": 1.5}, NOW))

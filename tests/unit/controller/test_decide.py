@@ -25,7 +25,15 @@ from meshctl.controller.world import JobView, TrainProgress, World
 from meshctl.model import Job, Mesh
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation
 from meshctl.pools.ray import RayPoolClient
-from meshctl.state.records import AttemptRecord, JobRecord, JobState, NodeRecord
+from meshctl.state.records import (
+    AttemptDetail,
+    AttemptRecord,
+    Held,
+    JobRecord,
+    JobState,
+    NodeDetail,
+    NodeRecord,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -126,7 +134,7 @@ def attempt(
         NOW - 5,
         None,
         "",
-        {"allocations": allocations, **detail},
+        AttemptDetail.of({"allocations": allocations, **detail}),
     )
 
 
@@ -151,9 +159,7 @@ def test_a_queued_job_is_dispatched_with_a_deterministic_submission() -> None:
     assert dispatch.attempt.id == "a-1"
     sub = dispatch.submission
     assert sub.submission_id == "meshctl-a-1"
-    assert sub.label_selector == {
-        "meshctl.io/node": dispatch.attempt.detail["allocations"][0]["node"]
-    }
+    assert sub.label_selector == {"meshctl.io/node": dispatch.attempt.detail.allocations[0].node}
     assert (sub.num_gpus, sub.num_cpus, sub.memory_bytes) == (1, 0.5, 1024**3)
     env = sub.runtime_env["env_vars"]
     assert env["MESHCTL_JOB_ID"] == "a"
@@ -184,14 +190,14 @@ def test_cordoned_and_draining_nodes_take_no_new_work() -> None:
     nodes = {
         "onprem/n1": NodeRecord("onprem/n1", "onprem", "cordoned", {}, {}, NOW),
         "onprem/n2": NodeRecord(
-            "onprem/n2", "onprem", "draining", {}, {}, NOW, {"deadline_s": NOW + 60}
+            "onprem/n2", "onprem", "draining", {}, {}, NOW, NodeDetail(deadline_s=NOW + 60)
         ),
     }
     step = decide(world(job("a"), nodes=nodes), RULES)
     assert step.dispatches == []
     only_n2 = {"onprem/n1": nodes["onprem/n1"]}
     [dispatch] = decide(world(job("a"), nodes=only_n2), RULES).dispatches
-    assert dispatch.attempt.detail["allocations"][0]["node"] == "n2"
+    assert dispatch.attempt.detail.allocations[0].node == "n2"
 
 
 # --- following what Ray says ---------------------------------------------------------------------
@@ -393,7 +399,7 @@ def test_jobs_on_a_spot_instance_given_notice_are_asked_to_checkpoint_and_preemp
     assert request.deadline_s == NOW + stop_in_s
     assert "n1 is being taken back" in request.reason
     [placed] = step.dispatches  # nothing new goes to the node being taken back
-    assert [a["node"] for a in placed.attempt.detail["allocations"]] == ["n2"]
+    assert [a.node for a in placed.attempt.detail.allocations] == ["n2"]
 
 
 def test_a_job_asked_once_is_not_asked_again() -> None:
@@ -460,8 +466,7 @@ def test_a_node_its_pool_no_longer_lists_counts_as_dead() -> None:
 
 
 def drain(state: str = "draining", deadline_s: float | None = NOW - 1) -> NodeRecord:
-    detail = {} if deadline_s is None else {"deadline_s": deadline_s}
-    return NodeRecord("onprem/n1", "onprem", state, {}, {}, NOW, detail)
+    return NodeRecord("onprem/n1", "onprem", state, {}, {}, NOW, NodeDetail(deadline_s=deadline_s))
 
 
 ON_N1 = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n1",)))
@@ -529,7 +534,7 @@ def test_a_drain_deadline_evicts_what_still_runs_and_the_node_becomes_drained(
 def test_a_drained_node_takes_no_new_work() -> None:
     step = decide(world(job("a", gpus=4), nodes={"onprem/n1": drain("drained")}), RULES)
     [dispatch] = step.dispatches
-    assert dispatch.attempt.detail["allocations"][0]["node"] == "n2"
+    assert dispatch.attempt.detail.allocations[0].node == "n2"
     both = {"onprem/n1": drain("drained"), "onprem/n2": replace(drain("drained"), id="onprem/n2")}
     held = decide(world(job("a"), nodes=both), RULES)
     assert held.dispatches == []
@@ -565,18 +570,7 @@ def worlds(draw: st.DrawFn) -> World:
         gpus, free[name] = free[name][:take], free[name][take:]
         tried = replace(
             attempt(f"r{i}", nodes=(name,)),
-            detail={
-                "allocations": [
-                    {
-                        "node": name,
-                        "gpu_indices": gpus,
-                        "gpu_share": 1.0,
-                        "cpus": 0.1,
-                        "memory_gib": 0.1,
-                        "nic_gbps": 0.0,
-                    }
-                ]
-            },
+            detail=AttemptDetail(allocations=(Held(name, tuple(gpus), 1.0, 0.1, 0.1, 0.0),)),
         )
         views.append(job(f"r{i}", gpus=take, state=JobState.RUNNING, attempt=tried))
         live.append(ray(tried.submission_id, draw(st.sampled_from(["RUNNING", "SUCCEEDED"]))))
@@ -605,9 +599,9 @@ def test_dispatches_fit_what_is_free_and_name_each_queued_job_once(w: World) -> 
         if v.attempt is not None and seen[v.attempt.submission_id].status == "RUNNING"
     ]
     for a in [*attempts, *(d.attempt for d in step.dispatches)]:
-        for alloc in a.detail["allocations"]:
-            for g in alloc["gpu_indices"]:
-                held[(alloc["node"], g)] += alloc["gpu_share"]
+        for alloc in a.detail.allocations:
+            for g in alloc.gpu_indices:
+                held[(alloc.node, g)] += alloc.gpu_share
     assert all(share <= 1.0 + 1e-9 for share in held.values())
 
 
@@ -631,7 +625,7 @@ def test_an_unhealthy_node_leaves_service_and_its_jobs_checkpoint_then_move() ->
     assert request.deadline_s == NOW + UNHEALTHY_GRACE_S
     assert "n1 is unhealthy: GPU XID 79" in request.reason
     [placed] = step.dispatches  # the new job avoids the unhealthy node
-    assert [a["node"] for a in placed.attempt.detail["allocations"]] == ["n2"]
+    assert [a.node for a in placed.attempt.detail.allocations] == ["n2"]
 
 
 def test_a_node_whose_probe_says_healthy_again_returns_to_service() -> None:
@@ -678,8 +672,8 @@ def test_a_train_job_quiet_past_its_hang_timeout_is_stopped_and_requeued(
 
 def test_a_train_job_is_submitted_as_a_trainer_with_a_stable_run_name_and_storage() -> None:
     view = replace(train_job(state=JobState.PENDING), attempt=None)
-    nodes = {"onprem/n1": NodeRecord("onprem/n1", "onprem", "ready", {}, {},
-                                     NOW, {"first_seen_s": NOW - 7200, "failures": 2})}  # fmt: skip
+    watched = NodeDetail(first_seen_s=NOW - 7200, failures=2)
+    nodes = {"onprem/n1": NodeRecord("onprem/n1", "onprem", "ready", {}, {}, NOW, watched)}
     [dispatch] = decide(world(view, nodes=nodes), RULES).dispatches
     sub = dispatch.submission
     assert sub.entrypoint == "python -m meshctl.train.run"
@@ -690,18 +684,18 @@ def test_a_train_job_is_submitted_as_a_trainer_with_a_stable_run_name_and_storag
         "t",
         "file:///ckpt",
     )
-    assert spec["nodes"] == [a["node"] for a in dispatch.attempt.detail["allocations"]]
+    assert spec["nodes"] == [a.node for a in dispatch.attempt.detail.allocations]
     assert spec["per_worker"]["GPU"] == 1
     assert env["MESHCTL_POOL_MTBF_S"] == "3600"  # 2 h watched, 2 failures
     assert sub.num_gpus is None  # the workers hold the GPUs, not the entrypoint
 
 
 def test_checkpoint_storage_sticks_to_the_job_whichever_pool_runs_it_next() -> None:
-    first = replace(attempt("a", state="lost"), detail={"checkpoint_uri": "s3://b/a",
-                    "checkpoint_endpoint": "http://s3", "allocations": []})  # fmt: skip
+    stored = AttemptDetail(checkpoint_uri="s3://b/a", checkpoint_endpoint="http://s3")
+    first = replace(attempt("a", state="lost"), detail=stored)
     view = job("a", state=JobState.REQUEUED, attempt=first)
     [dispatch] = decide(world(view), RULES).dispatches
-    assert dispatch.attempt.detail["checkpoint_uri"] == "s3://b/a"
+    assert dispatch.attempt.detail.checkpoint_uri == "s3://b/a"
     env = dispatch.submission.runtime_env["env_vars"]
     assert env["MESHCTL_CHECKPOINT_URI"] == "s3://b/a"
     assert env["MESHCTL_CHECKPOINT_ENDPOINT_URL"] == "http://s3"
@@ -710,10 +704,11 @@ def test_checkpoint_storage_sticks_to_the_job_whichever_pool_runs_it_next() -> N
 def test_pool_mtbf_is_node_hours_watched_over_failures_seen() -> None:
     nodes = {
         "onprem/n1": NodeRecord("onprem/n1", "onprem", "ready", {}, {}, NOW,
-                                {"first_seen_s": NOW - 3600, "failures": 1}),
+                                NodeDetail(first_seen_s=NOW - 3600, failures=1)),
         "onprem/n2": NodeRecord("onprem/n2", "onprem", "ready", {}, {}, NOW,
-                                {"first_seen_s": NOW - 3600}),
-        "lab/x": NodeRecord("lab/x", "lab", "ready", {}, {}, NOW, {"first_seen_s": NOW - 60}),
+                                NodeDetail(first_seen_s=NOW - 3600)),
+        "lab/x": NodeRecord("lab/x", "lab", "ready", {}, {}, NOW,
+                            NodeDetail(first_seen_s=NOW - 60)),
     }  # fmt: skip
     assert pool_mtbf_s(world(nodes=nodes)) == {"onprem": 7200.0}  # lab: no failure seen yet
 

@@ -197,7 +197,7 @@ def test_a_submission_its_pool_keeps_refusing_fails_the_job_and_frees_its_gpus()
     assert job is not None
     assert job.state is JobState.FAILED
     [attempt] = store.list(AttemptRecord)
-    assert (attempt.state, attempt.detail["submit_errors"]) == ("failed", 5)
+    assert (attempt.state, attempt.detail.submit_errors) == ("failed", 5)
     assert "refused it 5 times" in store.events(job_id=record.id)[-1].message
 
 
@@ -393,7 +393,7 @@ def test_a_health_signal_takes_a_node_out_of_service_and_back() -> None:
     loop.cycle()  # and the signal acted on
     node = store.get(NodeRecord, "onprem/n1")
     assert node is not None
-    assert (node.state, node.detail["failures"], node.detail["reason"]) == (
+    assert (node.state, node.detail.failures, node.detail.reason) == (
         "unhealthy",
         1,
         "GPU XID 79",
@@ -402,7 +402,7 @@ def test_a_health_signal_takes_a_node_out_of_service_and_back() -> None:
     loop.cycle()
     node = store.get(NodeRecord, "onprem/n1")
     assert node is not None
-    assert (node.state, node.detail["failures"]) == ("ready", 1)  # a failure stays counted
+    assert (node.state, node.detail.failures) == ("ready", 1)  # a failure stays counted
     kinds = [e.kind for e in store.events()]
     assert (kinds.count("node.unhealthy"), kinds.count("node.healthy")) == (1, 1)
 
@@ -425,8 +425,9 @@ def test_a_node_lost_is_counted_as_a_failure_of_its_pool() -> None:
     loop.cycle()
     node = store.get(NodeRecord, "onprem/n1")
     assert node is not None
-    assert node.detail["failures"] == 1
-    assert node.detail["first_seen_s"] < clock.now
+    assert node.detail.failures == 1
+    assert node.detail.first_seen_s is not None
+    assert node.detail.first_seen_s < clock.now
     assert [e.kind for e in store.events()].count("node.lost") == 1
 
 
@@ -472,7 +473,7 @@ def test_a_cordoned_node_that_was_unhealthy_comes_back_cordoned_and_counts_once(
     loop.cycle()  # `nodes cordon` would while the signal is still there: the same failure
     node = store.get(NodeRecord, "onprem/n1")
     assert node is not None
-    assert (node.state, node.detail["failures"]) == ("unhealthy", 1)
+    assert (node.state, node.detail.failures) == ("unhealthy", 1)
     signals.clear()
     loop.cycle()
     node = store.get(NodeRecord, "onprem/n1")
@@ -489,11 +490,11 @@ def test_a_drain_deadline_drains_the_node_and_requeues_its_job() -> None:
     loop.cycle()  # placed, on n1 (the first of two empty nodes)
     loop.cycle()
     [tried] = store.list(AttemptRecord)
-    node_id = f"onprem/{tried.detail['allocations'][0]['node']}"
+    node_id = f"onprem/{tried.detail.allocations[0].node}"
     pool.jobs[tried.submission_id] = ObservedJob(tried.submission_id, "RUNNING")
     node = store.get(NodeRecord, node_id)
     assert node is not None
-    detail = {**node.detail, "deadline_s": clock.now + 3}
+    detail = replace(node.detail, deadline_s=clock.now + 3)
     store.update(replace(node, state="draining", detail=detail), expected_version=node.version)
     loop.cycle()
     assert store.get(NodeRecord, node_id).state == "draining"  # type: ignore[union-attr]
@@ -508,7 +509,7 @@ def test_a_drain_deadline_drains_the_node_and_requeues_its_job() -> None:
     assert job.state is JobState.DISPATCHED
     first, again = sorted(store.list(AttemptRecord), key=lambda a: a.number)
     assert (first.state, again.number) == ("stopped", 2)
-    assert f"onprem/{again.detail['allocations'][0]['node']}" != node_id  # not where it drained
+    assert f"onprem/{again.detail.allocations[0].node}" != node_id  # not where it drained
     drained = [e for e in store.events() if e.kind == "node.drained"]
     assert [e.message for e in drained] == [f"{node_id}: drain deadline passed; 1 job evicted"]
 

@@ -45,5 +45,5 @@ def test_node_health_changes(
         recorder.node_health(NodeChange("onprem/n1", to, reason), NOW + i)
     record = store.get(NodeRecord, "onprem/n1")
     assert record is not None
-    assert (record.state, record.detail.get("failures")) == (state, failures)
+    assert (record.state, record.detail.failures) == (state, failures)
     assert [e.kind for e in store.events()] == events

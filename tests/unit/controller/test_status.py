@@ -12,6 +12,7 @@ from pydantic import TypeAdapter
 from meshctl.controller.status import Status, status_document
 from meshctl.model import Mesh
 from meshctl.state import (
+    AttemptDetail,
     AttemptRecord,
     Event,
     JobRecord,
@@ -66,8 +67,9 @@ def attempt(n: int, number: int, state: str, *gpus: tuple[int, float]) -> Attemp
     """Job ``n``'s attempt ``number`` on onprem; ``gpus``: (GPU count, share) per node."""
     allocations = [{"node": f"n-{i}", "gpu_indices": list(range(count)), "gpu_share": share}
                    for i, (count, share) in enumerate(gpus)]  # fmt: skip
+    detail = AttemptDetail.of({"allocations": allocations})
     return AttemptRecord(f"j-{n}-{number}", f"j-{n}", number, "onprem", f"s-{n}-{number}",
-                         state, NOW - 30, None, "", {"allocations": allocations})  # fmt: skip
+                         state, NOW - 30, None, "", detail)  # fmt: skip
 
 
 NO_CONTROLLER: dict[str, Any] = {

@@ -18,14 +18,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from meshctl.state import (
+    AttemptDetail,
     AttemptRecord,
     ConflictError,
     Decision,
     Event,
+    Held,
     InstanceRecord,
     JobRecord,
     JobState,
     MemoryStore,
+    NodeDetail,
     NodeRecord,
     NotFoundError,
     PoolRecord,
@@ -57,6 +60,24 @@ SAMPLES: dict[str, Record] = {
     "instance": InstanceRecord("i-1", "aws", "aws", "req-1", "p5.48xlarge", "pending", None, 1.0),
 }
 KIND_IDS = list(SAMPLES)
+DETAILED: list[Record] = [  # the typed details, every field set or left at its default
+    AttemptRecord(
+        "j1-2", "j1", 2, "onprem", "raysubmit_2", "running", 10.0, None, "",
+        AttemptDetail(
+            allocations=(Held("n1", (0, 1), 1.0, 4.0, 32.0, 0.0), Held("n2", (3,), 0.5)),
+            failures_before=1,
+            runtime_s=None,
+            checkpoint_uri="s3://b/j1",
+            stop_at_s=20.5,
+            for_job="j9",
+            extra={"from_a_newer_meshctl": [1, "x"]},
+        ),
+    ),
+    NodeRecord(
+        "n2", "onprem", "unhealthy", {}, {}, 1.0,
+        NodeDetail(first_seen_s=0.5, failures=2, reason="GPU XID 79", was="cordoned"),
+    ),
+]  # fmt: skip
 
 
 def at_version(record: Record, version: int) -> Record:
@@ -298,6 +319,30 @@ def test_unserialisable_payload_stores_nothing(store: Store) -> None:
     with pytest.raises(TypeError):
         store.create(JOB, events=[ev("x", bad=object())])
     assert store.get(JobRecord, "j1") is None
+    assert store.events() == []
+
+
+@pytest.mark.parametrize("record", DETAILED, ids=["attempt", "node"])
+def test_details_round_trip(store: Store, record: Record) -> None:
+    created = store.create(record)
+    assert created == at_version(record, 1)
+    assert store.get(type(record), key_of(record)) == created
+    again = store.update(changed(created), expected_version=1)
+    assert store.get(type(record), key_of(record)) == again == at_version(changed(record), 2)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        replace(SAMPLES["attempt"], detail=cast(Any, {"stop_at_s": 1.0})),
+        replace(SAMPLES["node"], detail=cast(Any, {"reason": "x"})),
+    ],
+    ids=["attempt", "node"],
+)
+def test_a_detail_that_is_not_its_type_stores_nothing(store: Store, record: Record) -> None:
+    with pytest.raises(TypeError, match="detail: expected"):
+        store.create(record, events=[ev("x")])
+    assert store.get(type(record), key_of(record)) is None
     assert store.events() == []
 
 
