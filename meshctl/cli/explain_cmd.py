@@ -132,6 +132,24 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
         )
     for why, count in decision.get("filtered", {}).items():
         render.say(f"    {count} nodes: {render.esc(why)}")
+    forecast = decision.get("forecast")
+    if forecast:
+        seconds = forecast.get("runtime_s")
+        said = f"{seconds:,.0f} s ({forecast.get('runtime')})" if seconds is not None else (
+            str(forecast.get("runtime")))  # fmt: skip
+        render.say(f"  runtime: {render.esc(said)}")
+        waits = forecast.get("expected_wait_s") or {}
+        if waits:
+            shown = ", ".join(f"{pool} {_wait(w)}" for pool, w in waits.items())
+            render.say(f"  expected wait: {render.esc(shown)}")
+
+
+def _wait(seconds: float) -> str:
+    from meshctl.lifecycle.waits import UNBOUNDED_WAIT_S
+
+    if seconds >= UNBOUNDED_WAIT_S:
+        return "no end in sight"
+    return f"{seconds:,.0f} s" if seconds < 3600 else f"{seconds / 3600:.1f} h"
 
 
 def _render(

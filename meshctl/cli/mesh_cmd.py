@@ -271,9 +271,18 @@ def render_status(data: Status) -> Any:
             q["priority_class"] or "-", str(q["priority"]), str(q["queued"]),
             f"{q['oldest_wait_s']:.0f} s",
         )  # fmt: skip
+    budgets = Table(title="Budgets this month", title_justify="left")
+    for header, justify in (("Budget", "left"), ("Scope", "left"), ("Spent / limit USD", "right"),
+                            ("State", "left")):  # fmt: skip
+        budgets.add_column(header, justify=justify)  # type: ignore[arg-type]
+    for b in data["budgets"]:
+        mark = {"warn": "[yellow]warn[/]", "exceeded": "[red]exceeded[/]"}.get(b["state"], "ok")
+        budgets.add_row(b["budget"], b["scope"], f"{b['spent_usd']:,.2f} / {b['limit_usd']:,.2f}",
+                        mark)  # fmt: skip
     events = Table(title="Recent events", title_justify="left")
     for header in ("At", "Job", "Event", "Message"):
         events.add_column(header)
     for e in data["events"]:
         events.add_row(clock_of(e["occurred_at"]), e["job_id"] or "", e["kind"], e["message"])
-    return Group(*lines, f"jobs: {jobs}", pools, queue, events)
+    shown = [pools, queue] + ([budgets] if data["budgets"] else []) + [events]
+    return Group(*lines, f"jobs: {jobs}", *shown)

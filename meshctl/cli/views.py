@@ -35,4 +35,18 @@ def decision_data(decision: Decision | Mapping[str, Any]) -> dict[str, Any]:
             for c in found.get("candidates", [])
         ],
         "notes": list(found.get("notes", [])),
+        "forecast": _forecast(found.get("forecast")),
+    }
+
+
+def _forecast(found: Any) -> dict[str, Any] | None:
+    if not isinstance(found, Mapping):
+        return None
+    runtime = found.get("runtime_s")
+    return {
+        "runtime_s": float(runtime) if runtime is not None else None,
+        "runtime": str(found.get("runtime", "")),
+        "expected_wait_s": {
+            str(k): float(v) for k, v in (found.get("expected_wait_s") or {}).items()
+        },
     }

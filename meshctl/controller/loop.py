@@ -1,8 +1,8 @@
 """The controller's acting half: observe -> decide -> apply -> record, once per cycle.
 
 Everything that can be decided is decided by ``decide`` (pure); this module only gathers the
-world (pool adapters and the store), applies the step in a crash-safe order, and writes a
-heartbeat. Crash safety of a dispatch: the attempt (with its deterministic submission id) is
+world (pool adapters and the store), applies the step in a crash-safe order (``apply.py``),
+and writes a heartbeat. Crash safety of a dispatch: the attempt (with its deterministic submission id) is
 recorded before Ray hears of it; Ray refuses a second job with the same id; and the next cycle
 adopts what Ray already runs or submits what it does not know. Failpoints
 (``MESHCTL_FAILPOINT=after-submit``) let tests kill the controller at exactly those points.
@@ -10,11 +10,9 @@ adopts what Ray already runs or submits what it does not know. Failpoints
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -22,15 +20,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from meshctl.controller.apply import Applying
 from meshctl.controller.burst import Burst
 from meshctl.controller.decide import (
     FINISHED,
-    AttemptChange,
-    CheckpointRequest,
-    Dispatch,
     Rules,
-    Step,
-    Transition,
     decide,
 )
 from meshctl.controller.logs import LogCopier
@@ -38,34 +32,23 @@ from meshctl.controller.nodes import pools_down
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
 from meshctl.controller.reload import Reloader, in_use_removed
-from meshctl.controller.states import ALLOWED
 from meshctl.controller.world import JobView, World, latest_attempts, node_busy, past_runs
-from meshctl.lifecycle import BudgetCrossed, Estimator
+from meshctl.lifecycle import Estimator
 from meshctl.model.job import Job
-from meshctl.pools.checkpoints import request_checkpoint
+from meshctl.policy.tenancy import BudgetStanding
 from meshctl.pools.observed import PoolObservation, Submission
 from meshctl.pools.ray import LogChunk
 from meshctl.state.private import write_private
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,
     AttemptRecord,
-    AttemptState,
-    Decision,
     Event,
     JobRecord,
-    JobState,
     NodeRecord,
 )
-from meshctl.state.store import ConflictError, NotFoundError, Store
+from meshctl.state.store import Store
 
 log = logging.getLogger("meshctl.controller")
-STOP_RESEND_S = 10.0  # a stop not yet seen to take effect is asked again after this
-BUDGET_SAID = {
-    "warn": "past its warning share",
-    "exceeded": "exhausted: bursting stops",
-    "ok": "back within its warning share",
-}
-MAX_SUBMIT_ERRORS = 5  # a submission refused this often fails its job instead of holding GPUs
 
 
 class PoolClient(Protocol):
@@ -80,13 +63,6 @@ class PoolClient(Protocol):
     def read_log(self, submission_id: str, offset: int, limit: int) -> LogChunk | None: ...
 
 
-def failpoint(name: str) -> None:
-    """Die here, as SIGKILL would, when ``MESHCTL_FAILPOINT`` names this point (tests)."""
-    if os.environ.get("MESHCTL_FAILPOINT") == name:
-        log.warning("failpoint %s: killing the controller", name)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 @dataclass
 class CycleReport:
     at_s: float
@@ -98,7 +74,7 @@ class CycleReport:
     unavailable: Mapping[str, str] = field(default_factory=dict)  # pool -> why, this cycle
 
 
-class Controller:
+class Controller(Applying):
     def __init__(
         self,
         store: Store,
@@ -142,6 +118,7 @@ class Controller:
         self._stopped: dict[str, float] = {}  # submission id -> when a stop was last sent
         self.estimator: Estimator | None = None  # runtimes of the jobs that ended well
         self._budgets: dict[str, str] | None = None  # budget -> what it was last said to be
+        self.standings: tuple[BudgetStanding, ...] = ()  # each budget, as of the last cycle
 
     # --- one cycle ----------------------------------------------------------------------------
 
@@ -157,6 +134,7 @@ class Controller:
         if self.hold is not None:
             world = replace(world, hold=self.hold())
         step = decide(world, self.rules)
+        self.standings = step.standings if world.hold is None else self.standings
         errors = self.apply(step, now)
         if self.logs is not None:
             self.logs.follow(world, self.clients)
@@ -271,208 +249,6 @@ class Controller:
 
     # --- applying -----------------------------------------------------------------------------
 
-    def apply(self, step: Step, now: float) -> list[str]:
-        errors: list[str] = []
-        for change in step.attempts:
-            self._attempt(change, now)
-        for transition in step.transitions:
-            self._transition(transition, now)
-        for stop in step.stops:
-            if now - self._stopped.get(stop.submission_id, -STOP_RESEND_S) < STOP_RESEND_S:
-                continue  # asked already; Ray is stopping it
-            self._stopped[stop.submission_id] = now
-            try:
-                if self.clients[stop.pool].stop(stop.submission_id):
-                    self._event(now, "job.stop", stop.job_id, f"stopping it ({stop.reason})")
-            except Exception as err:  # an adapter error is reported, the loop goes on
-                errors.append(f"stop {stop.submission_id}: {err}")
-        for node_change in step.nodes:
-            self.recorder.node_health(node_change, now)
-        for request in step.checkpoints:
-            error = self._ask_to_checkpoint(request, now)
-            if error:
-                errors.append(error)
-        for resubmit in step.resubmits:
-            try:
-                outcome = self.clients[resubmit.pool].submit(resubmit.submission)
-            except Exception as err:
-                errors.append(self._submit_failed(resubmit.job_id, resubmit.attempt_id, err, now))
-                continue
-            self._event(now, "job.submit", resubmit.job_id, f"{outcome} on {resubmit.pool}")
-        for dispatch in step.dispatches:
-            error = self._dispatch(dispatch, now)
-            if error:
-                errors.append(error)
-        if self.burst is not None:
-            for launch in step.launches:
-                try:
-                    error = self.burst.launch(launch, now)
-                except Exception as err:  # a node that would not join, an SDK error
-                    error = f"launch for {launch.job_id} in {launch.pool}: {err}"
-                if error:
-                    errors.append(error)
-            for down in step.teardowns:
-                self.burst.teardown(down, now)
-        self._decisions(step, now)
-        for failed in step.rule_errors:
-            self.recorder.rule_error(failed, now)
-        for crossed in step.budgets:
-            self._budget(crossed, now)
-        if self.estimator is not None:
-            self.estimator.observe_all(step.successes)
-        for error in errors:
-            log.warning("%s", error)
-        return errors
-
-    def _ask_to_checkpoint(self, request: CheckpointRequest, now: float) -> str | None:
-        """Tell the job to checkpoint now, where it keeps its checkpoints (meshctl.workload)."""
-        left = max(0.0, request.deadline_s - now)
-        if request.uri is None:
-            message = f"{request.reason}; it has no checkpoint storage to be asked through"
-            self._event(now, "job.checkpoint-request", request.job_id, message)
-            return None
-        body = {
-            "attempt": request.attempt,
-            "reason": request.reason,
-            "requested_at_s": now,
-            "deadline_s": request.deadline_s,
-        }
-        try:
-            where = request_checkpoint(request.uri, body, request.endpoint_url)
-        except Exception as err:  # the job is stopped at the deadline all the same
-            return f"checkpoint request for {request.job_id}: {err}"
-        message = f"{request.reason}: asked to checkpoint within {left:.0f} s ({where})"
-        self._event(now, "job.checkpoint-request", request.job_id, message)
-        return None
-
-    def _dispatch(self, dispatch: Dispatch, now: float) -> str | None:
-        attempt = dispatch.attempt
-        try:
-            self.store.create(attempt)
-        except ConflictError:
-            return None  # recorded already; the next cycle adopts or resubmits it
-        admitted = self._transition(
-            Transition(dispatch.job_id, JobState.ADMITTED, dispatch.reason, attempt.pool), now
-        )
-        if not admitted:  # cancelled meanwhile: this attempt will never be submitted
-            self._attempt(AttemptChange(attempt.id, AttemptState.ABANDONED, "not admitted"), now)
-            return None
-        failpoint("before-submit")
-        try:
-            outcome = self.clients[attempt.pool].submit(dispatch.submission)
-        except Exception as err:
-            return self._submit_failed(dispatch.job_id, attempt.id, err, now)
-        failpoint("after-submit")
-        self._attempt(AttemptChange(attempt.id, "pending"), now)
-        self._transition(
-            Transition(
-                dispatch.job_id,
-                JobState.DISPATCHED,
-                f"{outcome} to pool {attempt.pool} as {attempt.submission_id}",
-            ),
-            now,
-        )
-        return None
-
-    def _submit_failed(self, job_id: str, attempt_id: str, err: Exception, now: float) -> str:
-        """Count a failed submission; retried next cycle, until MAX_SUBMIT_ERRORS fail it."""
-        attempt = self.store.get(AttemptRecord, attempt_id)
-        message = f"submit {attempt_id}: {err}"
-        if attempt is None:
-            return message
-        count = attempt.detail.submit_errors + 1
-        detail = replace(attempt.detail, submit_errors=count)
-        failed = count >= MAX_SUBMIT_ERRORS
-        changed = replace(attempt, detail=detail, reason=str(err)[:300])
-        if failed:
-            changed = replace(changed, state=AttemptState.FAILED, ended_at_s=now)
-        with contextlib.suppress(ConflictError, NotFoundError):
-            self.store.update(changed, expected_version=attempt.version)
-        if failed:
-            why = f"its pool refused it {count} times: {str(err)[:200]}"
-            self._transition(Transition(job_id, JobState.FAILED, why), now)
-        return message
-
-    def _transition(self, t: Transition, now: float) -> bool:
-        record = self.store.get(JobRecord, t.job_id)
-        if record is None or record.state is t.to:
-            return False
-        if record.state in FINISHED:
-            return False  # finished (or cancelled meanwhile) is final
-        if (record.state, t.to) not in ALLOWED:  # the job-state table (states.py) is the rule
-            log.error("job %s: %s -> %s is not in the job-state table", t.job_id,
-                      record.state.value, t.to.value)  # fmt: skip
-        changed = replace(record, state=t.to, pool=t.pool or record.pool, updated_at_s=now)
-        event = Event(
-            now,
-            f"job.{t.to.value}",
-            t.job_id,
-            t.reason,
-            {"from": record.state.value, "to": t.to.value, "pool": changed.pool},
-        )
-        try:
-            self.store.update(changed, expected_version=record.version, events=[event])
-        except (ConflictError, NotFoundError):
-            return False  # someone else (a cancel) won; the next cycle sees their change
-        return True
-
-    def _attempt(self, change: AttemptChange, now: float) -> None:
-        attempt = self.store.get(AttemptRecord, change.attempt_id)
-        if attempt is None:
-            return
-        detail = attempt.detail
-        if change.stop_at_s is not None and detail.stop_at_s is None:  # a grace never moves
-            detail = replace(detail, stop_at_s=change.stop_at_s)
-        if change.for_job is not None and detail.for_job is None:
-            detail = replace(detail, for_job=change.for_job)
-        if change.failures is not None:
-            detail = replace(detail, failures=change.failures)
-        updated = replace(
-            attempt,
-            state=change.state or attempt.state,
-            reason=change.reason or attempt.reason,
-            started_at_s=attempt.started_at_s or change.started_at_s,
-            ended_at_s=attempt.ended_at_s or change.ended_at_s,
-            detail=detail,
-        )
-        if updated == attempt:
-            return
-        with contextlib.suppress(ConflictError, NotFoundError):
-            self.store.update(updated, expected_version=attempt.version)
-
-    def _decisions(self, step: Step, now: float) -> None:
-        policy_hash = self.rules.policies.content_hash if self.rules.policies else ""
-        for note in step.decisions:
-            key = (note.outcome, note.summary, policy_hash)  # after a reload: recorded again
-            if self._decided.get(note.job_id) == key:
-                continue
-            self._decided[note.job_id] = key
-            self.store.record_decision(
-                Decision(
-                    now,
-                    note.job_id,
-                    note.outcome,
-                    policy_hash,
-                    {"summary": note.summary, **note.explanation},
-                )
-            )
-
-    def _budget(self, crossed: BudgetCrossed, now: float) -> None:
-        """A budget's standing changed: ``budget.warn``, ``budget.exceeded`` or ``budget.ok``."""
-        said = BUDGET_SAID.get(crossed.state, crossed.state)
-        message = (
-            f"budget {crossed.budget} ({crossed.scope}) {said}: {crossed.spent_usd:,.2f} of "
-            f"{crossed.limit_usd:,.2f} USD this month"
-        )
-        data = {"budget": crossed.budget, "scope": crossed.scope, "state": crossed.state,
-                "spent_usd": crossed.spent_usd, "limit_usd": crossed.limit_usd}  # fmt: skip
-        self.store.append_event(Event(now, f"budget.{crossed.state}", None, message, data))
-        self._budget_states()[crossed.budget] = crossed.state
-        log.log(logging.INFO if crossed.state == "ok" else logging.WARNING, "%s", message)
-
-    def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
-        self.store.append_event(Event(now, kind, job_id, message))
-
     def _beat(self, report: CycleReport) -> None:
         if self.heartbeat is None:
             return
@@ -485,6 +261,16 @@ class Controller:
             "errors": report.errors[-5:],
             "policy_hash": self.rules.policies.content_hash if self.rules.policies else None,
             "unavailable": dict(report.unavailable),
+            "budgets": [
+                {
+                    "budget": b.name,
+                    "scope": b.scope,
+                    "state": b.state,
+                    "spent_usd": b.spent_usd,
+                    "limit_usd": b.limit_usd,
+                }
+                for b in self.standings
+            ],
         }
         if self.reloader is not None:
             data |= self.reloader.status()

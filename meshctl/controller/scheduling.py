@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from meshctl.controller.dispatch import dispatch, placement_nodes
 from meshctl.controller.leaving import leave
@@ -30,7 +31,7 @@ from meshctl.controller.step import (
     launch_request_id,
 )
 from meshctl.controller.world import JobView, World
-from meshctl.lifecycle import Backlog, Estimator, Leave, Start, effects
+from meshctl.lifecycle import Backlog, Estimate, Estimator, Leave, Start, effects
 from meshctl.lifecycle import Launch as Launching
 from meshctl.lifecycle.snapshot import (
     configured_pools,
@@ -54,7 +55,7 @@ from meshctl.model.mesh import AwsPool, GcpPool
 from meshctl.policy.facts import mesh_snapshot
 from meshctl.pools.observed import node_name
 from meshctl.scheduler import Node, PolicyView, Request, Running, Snapshot, schedule
-from meshctl.scheduler.plan import Decision
+from meshctl.scheduler.plan import Decision, Plan
 from meshctl.state.records import InstanceRecord, InstanceState, JobState
 
 JOIN_TIMEOUT_S = 600.0  # an instance whose node has not joined by then is idle, not joining
@@ -69,29 +70,49 @@ def scheduling(
     estimator: Estimator,
 ) -> None:
     """Decide the waiting jobs (place, preempt, burst, wait) and what each decision does."""
-    now, leaving_now = world.now_s, _leaving_now(step)
+    leaving_now = _leaving_now(step)
     running = [_running(v, world, estimator, leaving_now) for v in holding if v.attempt]
     nodes = observed(world, rules.mesh, running, rules.catalogs)
-    names = [p.name for p in rules.mesh.spec.pools]
-    capacity = Capacity.of(nodes).of_pools(names)
+    runtimes = {v.record.id: _runtime(v, estimator) for v in queued}
+    mesh = _mesh_view(world, rules, nodes, running, queued, runtimes)
+    snapshot = _snapshot(world, rules, holding, running, queued, runtimes, mesh, nodes)
+    views = {v.record.id: v for v in (*holding, *queued)}
+    policies = _policies(world, rules, mesh, views, running)
+    step.standings = budgets(rules.policies, mesh)
+    step.budgets += budget_crossings(world.budget_states, step.standings)
+    plan = schedule(snapshot, policies, rules.config)
+    step.plan = plan
+    _carry_out(plan, views, runtimes, leaving_now, world, rules, step)
+    forecasts = _forecasts(queued, runtimes, mesh)
+    step.decisions += [_note(d, forecasts.get(d.job_id)) for d in plan.decisions.values()]
+    step.rule_errors += _rule_errors(policies, queued)
+
+
+def _runtime(view: JobView, estimator: Estimator) -> Estimate | None:
+    record, limits = view.record, view.job.spec.limits
+    return estimator.estimate(record.team, record.name, limits.max_runtime_s)
+
+
+def _mesh_view(
+    world: World,
+    rules: Rules,
+    nodes: Sequence[Node],
+    running: Sequence[Running],
+    queued: Sequence[JobView],
+    runtimes: Mapping[str, Estimate | None],
+) -> MeshView:
+    """What the policies see: capacity per pool, the wait forecast per priority (from the
+    running jobs' expected ends and the work queued), this month's spend."""
+    capacity = Capacity.of(nodes).of_pools([p.name for p in rules.mesh.spec.pools])
     backlog = Backlog()
     for r in running:
         backlog.run(r.job_id, r.pool, r.expected_end_s, r.gpus, r.started_at_s)
-    runtimes = {
-        v.record.id: estimator.seconds(
-            v.record.team, v.record.name, v.job.spec.limits.max_runtime_s
-        )
-        for v in queued
-    }
     for v in queued:
-        backlog.queue(
-            v.record.id, v.record.priority, v.job.spec.resources.total_gpus, runtimes[v.record.id]
-        )
+        seconds = _seconds(runtimes[v.record.id])
+        backlog.queue(v.record.id, v.record.priority, v.job.spec.resources.total_gpus, seconds)
     clouds = [p.name for p in rules.mesh.spec.pools if isinstance(p, AwsPool | GcpPool)]
-    waits = backlog.waits(capacity, clouds, now)
-    snapshot = _snapshot(world, rules, holding, running, queued, runtimes, waits.lowest(), nodes)
-    views = {v.record.id: v for v in (*holding, *queued)}
-    mesh = MeshView(
+    waits = backlog.waits(capacity, clouds, world.now_s)
+    return MeshView(
         mesh_snapshot(rules.mesh, rules.catalogs),
         capacity,
         waits,
@@ -99,34 +120,81 @@ def scheduling(
         world.spend_usd,
         world.team_spend_usd,
     )
-    policies = policy_view(
+
+
+def _policies(
+    world: World,
+    rules: Rules,
+    mesh: MeshView,
+    views: Mapping[str, JobView],
+    running: Sequence[Running],
+) -> PolicyView:
+    jobs = {job_id: v.job for job_id, v in views.items()}
+    return policy_view(
         rules.policies,
         mesh,
-        dt.datetime.fromtimestamp(now, dt.UTC),
-        {job_id: v.job for job_id, v in views.items()},
+        dt.datetime.fromtimestamp(world.now_s, dt.UTC),
+        jobs,
         lambda job_id: views[job_id].record.priority,
-        Victims({r.job_id: r for r in running}, {j: v.job for j, v in views.items()}, now),
+        Victims({r.job_id: r for r in running}, jobs, world.now_s),
     )
-    step.budgets += budget_crossings(world.budget_states, budgets(rules.policies, mesh))
-    plan = schedule(snapshot, policies, rules.config)
-    step.plan = plan
+
+
+def _carry_out(
+    plan: Plan,
+    views: Mapping[str, JobView],
+    runtimes: Mapping[str, Estimate | None],
+    leaving_now: set[str],
+    world: World,
+    rules: Rules,
+    step: Step,
+) -> None:
+    """The plan's actions, as the lifecycle carries them out, into the step."""
     for action in effects.of_plan(plan, leaving_now):
+        view = views[action.job_id]
         if isinstance(action, Start):
-            runtime = runtimes[action.job_id]
-            step.dispatches.append(dispatch(views[action.job_id], action, rules, world, runtime))
+            seconds = _seconds(runtimes[action.job_id])
+            step.dispatches.append(dispatch(view, action, rules, world, seconds))
         elif isinstance(action, Leave):
-            leave(views[action.job_id], rules, action, step)
+            leave(view, rules, action, step)
         elif isinstance(action, Launching):
-            tried = views[action.job_id].attempt
-            number = (tried.number if tried else 0) + 1
+            number = (view.attempt.number if view.attempt else 0) + 1
             request = launch_request_id(action.job_id, number)
             step.launches.append(
-                Launch(
-                    action.job_id, action.pool, action.node_type, action.count, action.spot, request
-                )
-            )
-    step.decisions += [_note(decision) for decision in plan.decisions.values()]
-    step.rule_errors += _rule_errors(policies, queued)
+                Launch(action.job_id, action.pool, action.node_type, action.count, action.spot,
+                       request)
+            )  # fmt: skip
+
+
+def _forecasts(
+    queued: Sequence[JobView], runtimes: Mapping[str, Estimate | None], mesh: MeshView
+) -> dict[str, dict[str, Any]]:
+    """What explain says of each waiting job besides the scheduler's reasons: the runtime
+    backfill reckons with and where it came from, and the wait the policies saw in each
+    on-prem pool (recorded with the decision as ``forecast``)."""
+    clouds = {p.name for p in mesh.configured.pools if p.cloud}
+    out = {}
+    for view in queued:
+        found = runtimes[view.record.id]
+        source = (
+            found.source
+            if found is not None
+            else f"unknown: no max_runtime_s, no earlier run of {view.record.name!r} by team "
+            f"{view.record.team}; backfill does not count on it ending"
+        )
+        waits = mesh.waits.of(view.record.priority)
+        out[view.record.id] = {
+            "runtime_s": found.seconds if found is not None else None,
+            "runtime": source,
+            "expected_wait_s": {
+                p: round(w, 3) for p, w in sorted(waits.items()) if p not in clouds
+            },
+        }
+    return out
+
+
+def _seconds(found: Estimate | None) -> float | None:
+    return found.seconds if found is not None else None
 
 
 def _leaving_now(step: Step) -> set[str]:
@@ -157,8 +225,8 @@ def _snapshot(
     holding: Sequence[JobView],
     running: Sequence[Running],
     queued: Sequence[JobView],
-    runtimes: Mapping[str, float | None],
-    waits: Mapping[str, float],
+    runtimes: Mapping[str, Estimate | None],
+    mesh: MeshView,
     nodes: Sequence[Node],
 ) -> Snapshot:
     live: dict[str, int] = defaultdict(int)
@@ -166,7 +234,10 @@ def _snapshot(
     for instance in world.instances:
         live[instance.pool] += 1
         of_type[(instance.pool, instance.instance_type)] += 1
-    pools = pool_infos(configured_pools(rules.mesh.spec.pools), waits, live, world.pool_unavailable)
+    pools = pool_infos(
+        configured_pools(rules.mesh.spec.pools), mesh.waits.lowest(), live,
+        world.pool_unavailable,
+    )  # fmt: skip
     offers = offers_left(
         (
             o
@@ -189,7 +260,7 @@ def _snapshot(
             v.record.priority,
             Request.of(v.job),
             v.record.submitted_at_s,
-            runtimes[v.record.id],
+            _seconds(runtimes[v.record.id]),
             nominated.get(v.record.id, ()),
             provisioning=_launching(world, v),
         )
@@ -265,7 +336,8 @@ def _rule_errors(policies: PolicyView, queued: Sequence[JobView]) -> list[RuleEr
     return found
 
 
-def _note(decision: Decision) -> DecisionNote:
-    return DecisionNote(
-        decision.job_id, decision.status, decision.summary(), decision.explanation()
-    )
+def _note(decision: Decision, forecast: Mapping[str, Any] | None) -> DecisionNote:
+    explanation = decision.explanation()
+    if forecast is not None:
+        explanation["forecast"] = dict(forecast)
+    return DecisionNote(decision.job_id, decision.status, decision.summary(), explanation)

@@ -14,7 +14,7 @@ with every other command's, and ``docs/JSON.md`` is generated from there.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import with_config
 from typing_extensions import TypedDict
@@ -67,6 +67,15 @@ class QueueRow(TypedDict):
 
 
 @with_config(STRICT)
+class BudgetRow(TypedDict):
+    budget: str
+    scope: Annotated[str, "pool:NAME, provider:NAME or team:NAME"]
+    state: Literal["ok", "warn", "exceeded"]
+    spent_usd: Annotated[float, "this calendar month (UTC), at the price paid"]
+    limit_usd: float
+
+
+@with_config(STRICT)
 class StatusEvent(EventData):
     job_id: str | None
 
@@ -78,6 +87,7 @@ class Status(TypedDict):
     pools: list[StatusPool]
     jobs: Annotated[dict[str, int], "jobs per state"]
     queue: Annotated[list[QueueRow], "by priority class, highest first"]
+    budgets: Annotated[list[BudgetRow], "where each budget stands (as the running controller saw)"]
     events: Annotated[list[StatusEvent], "the latest ten"]
 
 
@@ -108,8 +118,24 @@ def status_document(
         "pools": pools,
         "jobs": _per_state(jobs),
         "queue": _queue(jobs, now_s),
+        "budgets": _budgets(live_beat(beat, pid)),
         "events": [_event(e) for e in store.events()[-EVENTS:]],
     }
+
+
+def _budgets(live: Mapping[str, Any]) -> list[BudgetRow]:
+    """Each budget's standing this month, as the running controller saw it in its last cycle
+    (none when no controller runs)."""
+    return [
+        {
+            "budget": str(b["budget"]),
+            "scope": str(b["scope"]),
+            "state": b["state"],
+            "spent_usd": round(float(b["spent_usd"]), 2),
+            "limit_usd": float(b["limit_usd"]),
+        }
+        for b in live.get("budgets", [])
+    ]
 
 
 def _gpus_used(

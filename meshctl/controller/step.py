@@ -11,6 +11,7 @@ from meshctl.lifecycle import BudgetCrossed
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import Mesh
 from meshctl.policy.compiled import PolicySet
+from meshctl.policy.tenancy import BudgetStanding
 from meshctl.pools.observed import Submission
 from meshctl.scheduler import Plan, SchedulerConfig
 from meshctl.state.records import AttemptRecord, JobState
@@ -146,6 +147,7 @@ class Step:
     decisions: list[DecisionNote] = field(default_factory=list)
     rule_errors: list[RuleError] = field(default_factory=list)
     budgets: list[BudgetCrossed] = field(default_factory=list)
+    standings: tuple[BudgetStanding, ...] = ()  # each budget this month, for the heartbeat
     # (team, job name, runtime s) of the jobs seen succeed: what runtime estimates learn
     successes: list[tuple[str, str, float]] = field(default_factory=list)
     plan: Plan | None = None

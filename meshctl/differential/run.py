@@ -157,12 +157,15 @@ class _Recording(Controller):
         return super().apply(step, now)
 
 
-def controller_side(scenario: Scenario, root: Path) -> list[Logged]:
+def controller_side(
+    scenario: Scenario, root: Path, store: MemoryStore | None = None
+) -> list[Logged]:
+    """The controller's actions; ``store``: the store to run over (a new one by default)."""
     catalogs = load_catalogs()
     storage = f"file://{root}/checkpoints"
     mesh = scenario.mesh(storage)
     policies = scenario.policy_set()
-    store = MemoryStore()
+    store = store if store is not None else MemoryStore()
     world: FakeWorld
     cloud = FakeCloud(clock=lambda: EPOCH_S + world.now) if scenario.cloud else None
     if cloud is not None and scenario.cloud is not None:

@@ -29,11 +29,11 @@ STOP_MARGIN_S = 15.0  # a job on a spot instance given notice is stopped this lo
 UNHEALTHY_GRACE_S = 30.0  # a job on a node found unhealthy may checkpoint this long first
 
 
-def of_plan(plan: Plan, leaving: Iterable[str] = ()) -> list[Action]:
+def of_plan(plan: Plan, leaving: Iterable[str] = ()) -> list[Start | Leave | Launch]:
     """The plan's actions as the lifecycle carries them out, in the plan's order; a victim or
     an evicted job already on its way out (``leaving``) is left alone."""
     now, gone = plan.now_s, set(leaving)
-    out: list[Action] = []
+    out: list[Start | Leave | Launch] = []
     for action in plan.actions:
         if isinstance(action, Place):
             out.append(Start(action.job_id, action.pool, action.allocations, action.backfill))

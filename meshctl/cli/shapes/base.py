@@ -63,6 +63,13 @@ class CandidateData(TypedDict):
 
 
 @with_config(STRICT)
+class ForecastData(TypedDict):
+    runtime_s: Annotated[float | None, "what backfill reckons the job runs (null: unknown)"]
+    runtime: Annotated[str, "where that came from: declared, or the team's last runs"]
+    expected_wait_s: Annotated[dict[str, float], "per on-prem pool, as the policies saw it"]
+
+
+@with_config(STRICT)
 class DecisionData(TypedDict):
     status: Literal["placed", "pending", "preempting", "provisioning", "unschedulable"]
     reason: Annotated[str | None, "why, when it is not placed"]
@@ -72,3 +79,4 @@ class DecisionData(TypedDict):
     exhausted: Annotated[str | None, "the dimension most nodes ran out of"]
     candidates: Annotated[list[CandidateData], "the best placements, best first"]
     notes: Annotated[list[str], "burst, quota and preemption remarks"]
+    forecast: Annotated[ForecastData | None, "the controller's: a waiting job's runtime, waits"]

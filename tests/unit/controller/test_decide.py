@@ -758,3 +758,28 @@ def test_the_hang_clock_waits_where_it_cannot_judge(
     seen = {"t": progress} if progress else {}
     step = decide(world(view, observed=pool(ray("meshctl-t-1", "RUNNING")), progress=seen), RULES)
     assert (("t", "evicted") in moves(step)) is evicted
+
+
+# --- runtime estimates and the wait forecast ------------------------------------------------------
+
+
+def test_a_waiting_job_says_what_runtime_backfill_reckons_with_and_where_it_came_from() -> None:
+    from meshctl.lifecycle import Estimator
+
+    busy = job("r", gpus=4, state=JobState.RUNNING, attempt=attempt("r", gpus=4, nodes=("n1",)))
+    other = job("o", gpus=4, state=JobState.RUNNING, attempt=attempt("o", gpus=4, nodes=("n2",)))
+    seen = pool(ray("meshctl-r-1", "RUNNING"), ray("meshctl-o-1", "RUNNING"))
+    estimator = Estimator()
+    estimator.observe_all([("t", "w", 100.0), ("t", "w", 300.0)])
+    step = decide(world(busy, other, job("w", gpus=4), observed=seen, estimator=estimator), RULES)
+    [note] = [d for d in step.decisions if d.job_id == "w"]
+    forecast = note.explanation["forecast"]
+    assert forecast["runtime_s"] == 200.0
+    assert forecast["runtime"] == "mean of team t's last 2 runs of 'w'"
+    # r and o started 5 s ago with nothing known: each is taken to run as long again, so the
+    # first frees its 4 GPUs in 5 s
+    assert forecast["expected_wait_s"] == {"onprem": 5.0}
+    unknown = decide(world(busy, other, job("x", gpus=4), observed=seen), RULES)
+    [said] = [d for d in unknown.decisions if d.job_id == "x"]
+    assert said.explanation["forecast"]["runtime_s"] is None
+    assert said.explanation["forecast"]["runtime"].startswith("unknown: no max_runtime_s")

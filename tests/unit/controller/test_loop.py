@@ -605,3 +605,34 @@ def test_a_ray_pool_whose_token_file_cannot_be_read_is_unavailable_and_says_why(
     ray_pool = mesh.pool("lab")
     assert ray_pool is not None
     assert unavailable(ray_pool, tmp_path) == expected
+
+
+def test_a_budget_crossing_is_an_event_once_and_the_heartbeat_shows_every_budget(tmp_path) -> None:
+    from meshctl.differential.run import controller_side
+    from meshctl.differential.table import TABLE
+
+    [scenario] = [s for s in TABLE if s.name == "a-budget-warns-then-stops-bursting"]
+    store = MemoryStore()
+    controller_side(scenario, tmp_path, store)
+    said = [(e.kind, e.data["budget"]) for e in store.events() if e.kind.startswith("budget.")]
+    assert said == [("budget.warn", "cloud"), ("budget.exceeded", "cloud")]
+    [exceeded] = [e for e in store.events() if e.kind == "budget.exceeded"]
+    assert exceeded.message.startswith("budget cloud (pool:aws) exhausted: bursting stops:")
+
+
+def test_the_heartbeat_carries_where_each_budget_stands(tmp_path) -> None:
+    import json
+
+    from meshctl.controller.burst import Burst
+
+    mesh, catalogs, shipped, clouds = clouds_mesh(2)
+    store, clock = MemoryStore(), Clock()
+    beat = tmp_path / "beat.json"
+    burst = Burst(store, mesh, catalogs, clouds, None)
+    loop = Controller(store, Rules(mesh, catalogs, shipped), {}, clock=clock, burst=burst,
+                      heartbeat=beat)  # fmt: skip
+    loop.cycle()
+    budgets = json.loads(beat.read_text())["budgets"]
+    assert budgets, "the shipped policies have budgets"
+    assert {b["state"] for b in budgets} <= {"ok", "warn", "exceeded"}
+    assert all(b["spent_usd"] == 0.0 for b in budgets)  # nothing launched yet

@@ -93,6 +93,7 @@ CASES = [
     pytest.param(
         [], {},
         {(): {"mesh": "t", "controller": NO_CONTROLLER, "jobs": {}, "queue": [], "events": [],
+              "budgets": [],
               "pools": [
                   {"pool": "onprem", "provider": "local", "state": "not up (meshctl up starts it)",
                    "nodes": None, "gpus": None, "gpus_used": 0.0, "available": False,
@@ -155,6 +156,21 @@ CASES = [
         {("controller",): {**NO_CONTROLLER, **LAST_CYCLE, "pid": 7, "policy_hash": "abc123",
                            "policy_commit": "0123456789abcdef", "policies": "/p"}},
         id="live-heartbeat-last-cycle-and-the-rules-it-enforces",
+    ),
+    pytest.param(
+        [], {"beat": {**BEAT, "budgets": [{"budget": "cloud", "scope": "pool:aws",
+                                            "state": "warn", "spent_usd": 812.3456,
+                                            "limit_usd": 1000.0}]}, "pid": 7},
+        {("budgets",): [{"budget": "cloud", "scope": "pool:aws", "state": "warn",
+                         "spent_usd": 812.35, "limit_usd": 1000.0}]},
+        id="budgets-as-the-running-controller-saw-them",
+    ),
+    pytest.param(
+        [], {"beat": {**BEAT, "budgets": [{"budget": "cloud", "scope": "pool:aws",
+                                            "state": "warn", "spent_usd": 1.0,
+                                            "limit_usd": 2.0}]}, "pid": 8},
+        {("budgets",): []},
+        id="budgets-of-a-controller-that-stopped-are-not-shown",
     ),
     pytest.param(
         [], {"beat": BEAT, "pid": 8},
