@@ -2,10 +2,11 @@
 
 Everything that can be decided is decided by ``decide`` (pure); this module only gathers the
 world (pool adapters and the store), applies the step in a crash-safe order (``apply.py``),
-and writes a heartbeat. Crash safety of a dispatch: the attempt (with its deterministic submission id) is
-recorded before Ray hears of it; Ray refuses a second job with the same id; and the next cycle
-adopts what Ray already runs or submits what it does not know. Failpoints
-(``MESHCTL_FAILPOINT=after-submit``) let tests kill the controller at exactly those points.
+and writes a heartbeat. Crash safety of a dispatch: the attempt (with its deterministic
+submission id) is recorded before Ray hears of it; Ray refuses a second job with the same
+id; and the next cycle adopts what Ray already runs or submits what it does not know.
+Failpoints (``MESHCTL_FAILPOINT=after-submit``) let tests kill the controller at exactly
+those points.
 """
 
 from __future__ import annotations
