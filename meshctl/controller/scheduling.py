@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from meshctl.controller.dispatch import dispatch, placement_nodes
@@ -23,7 +24,6 @@ from meshctl.controller.nodes import nodes as observed
 from meshctl.controller.nodes import running as running_of
 from meshctl.controller.step import (
     DecisionNote,
-    Launch,
     RuleError,
     Rules,
     Step,
@@ -31,8 +31,7 @@ from meshctl.controller.step import (
     launch_request_id,
 )
 from meshctl.controller.world import JobView, World
-from meshctl.lifecycle import Backlog, Estimate, Estimator, Leave, Start, effects
-from meshctl.lifecycle import Launch as Launching
+from meshctl.lifecycle import Backlog, Estimate, Estimator, Launch, Leave, Start, effects
 from meshctl.lifecycle.snapshot import (
     configured_pools,
     leaving,
@@ -157,13 +156,11 @@ def _carry_out(
             step.dispatches.append(dispatch(view, action, rules, world, seconds))
         elif isinstance(action, Leave):
             leave(view, rules, action, step)
-        elif isinstance(action, Launching):
+        elif isinstance(action, Launch):
             number = (view.attempt.number if view.attempt else 0) + 1
-            request = launch_request_id(action.job_id, number)
             step.launches.append(
-                Launch(action.job_id, action.pool, action.node_type, action.count, action.spot,
-                       request)
-            )  # fmt: skip
+                replace(action, request_id=launch_request_id(action.job_id, number))
+            )
 
 
 def _forecasts(

@@ -1,5 +1,6 @@
 """What one decision step says to do: plain frozen values that ``decide`` (pure) returns and
-the loop (``loop.py``) applies, and ``Rules``, what decide needs besides the world."""
+the loop (``loop.py``) applies, and ``Rules``, what decide needs besides the world. A launch
+is the lifecycle's own (``meshctl.lifecycle.Launch``), with its request id."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from meshctl.lifecycle import BudgetCrossed
+from meshctl.lifecycle import Launch as Launch  # a step's launch: the lifecycle's
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import Mesh
 from meshctl.policy.compiled import PolicySet
@@ -88,18 +90,6 @@ class NodeChange:
     node: str  # "pool/node"
     state: str
     reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Launch:
-    """Launch cloud capacity for a queued job (idempotent: the request id is the job's)."""
-
-    job_id: str
-    pool: str
-    node_type: str
-    count: int
-    spot: bool
-    request_id: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,8 @@ class Leave:
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """Launch cloud capacity for a waiting job."""
+    """Launch cloud capacity for a waiting job. ``request_id``: the controller's idempotency
+    key for the cloud request (``burst-<job>-<attempt>``: asking again launches nothing more)."""
 
     job_id: str
     pool: str
@@ -56,6 +57,7 @@ class Launch:
     count: int
     spot: bool
     usd_per_hour: float  # all its nodes, at the price paid
+    request_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,7 +78,9 @@ def test_a_gcp_burst_launches_joins_and_tears_down(tmp_path: Path) -> None:
         burst = Burst(store, mesh, catalogs, {"gcp-burst": cloud}, nodes)
         try:
             assert (
-                burst.launch(Launch("j", "gcp-burst", "g2-standard-8", 1, False, "burst-j-1"), 1.0)
+                burst.launch(
+                    Launch("j", "gcp-burst", "g2-standard-8", 1, False, 0.0, "burst-j-1"), 1.0
+                )
                 is None
             )
             [record] = store.list(InstanceRecord)
