@@ -282,7 +282,10 @@ def rows_of(report: dict[str, Any]) -> list[tuple[str, str]]:
     u, jobs, g = report["utilisation"], report["jobs"], report["gpu_hours"]
     rows = [
         ("jobs finished / arrived", f"{jobs['finished']:,} / {jobs['arrived']:,}"),
-        ("jobs rejected, unfinished", f"{jobs['rejected']:,}, {jobs['unfinished']:,}"),
+        (
+            "jobs rejected, failed, unfinished",
+            f"{jobs['rejected']:,}, {jobs['failed']:,}, {jobs['unfinished']:,}",
+        ),
         ("jobs that ran on cloud", f"{jobs['ran_on_cloud']:,}"),
         ("on-prem utilisation", f"{u['onprem']:.1%} ({u['onprem_available']:.1%} of up)"),
         ("cloud GPU-hours", f"{u['cloud_gpu_hours']:,.0f}"),
@@ -308,6 +311,7 @@ def rows_of(report: dict[str, Any]) -> list[tuple[str, str]]:
     rows += [
         ("cloud spend", f"${report['cloud_spend_usd']['total']:,.0f}"),
         ("preemptions", f"{report['preemptions']:,}"),
+        ("backfill starts", f"{report['backfill_starts']:,}"),
         ("node failures / spot reclaims", f"{f['node_failures']:,} / {f['spot_reclaims']:,}"),
         ("jobs interrupted", f"{f['jobs_interrupted']:,}"),
         ("GPU-hours lost to failures", f"{g['lost_to_failures']:,.0f}"),

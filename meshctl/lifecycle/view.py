@@ -147,13 +147,22 @@ class ByPriority:
         self.jobs, self.priority_of, self.victims = jobs, priorities, victims
         self.weights, self.packing = policies.weights, policies.packing
         self.pool_preference, self.quotas = policies.pool_preference, policies.quotas
-        self._engines: dict[int, FromPolicyEngine] = {}
+        self._engines: dict[tuple[tuple[str, float], ...], FromPolicyEngine] = {}
+        self._of_priority: dict[int, FromPolicyEngine] = {}
 
     def engine(self, priority: int) -> FromPolicyEngine:
-        found = self._engines.get(priority)
+        """The policies as a job of ``priority`` sees the mesh. Priorities that see the same
+        waits (or all, when no rule reads a wait) share one binding."""
+        found = self._of_priority.get(priority)
+        if found is not None:
+            return found
+        waits = self.mesh.waits.of(priority)
+        key = tuple(sorted(waits.items())) if self.policies.reads_waits else ()
+        found = self._engines.get(key)
         if found is None:
             bound = bind(self.policies, self.mesh.facts(priority), self.now)
-            found = self._engines[priority] = FromPolicyEngine(bound, self.jobs, self.victims)
+            found = self._engines[key] = FromPolicyEngine(bound, self.jobs, self.victims)
+        self._of_priority[priority] = found
         return found
 
     def verdict(self, job_id: str) -> Verdict | None:

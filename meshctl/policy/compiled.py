@@ -120,6 +120,10 @@ class PolicySet:
     packing: str
     pool_preference: tuple[str, ...]
     job_fields: frozenset[str] | None  # the job fields any expression reads (None: all)
+    # whether any expression reads a pool's expected wait (which differs by priority)
+    reads_waits: bool = True
+    # per preemption rule (by position): whether its `victims` reads neither runtime field
+    victims_static: tuple[bool, ...] = ()
 
 
 class _Builder:
@@ -355,7 +359,15 @@ def compile_policies(sources: Sequence[Source]) -> PolicySet:
         packing=str(b.scoring.get("packing", "binpack")),
         pool_preference=tuple(preference) if isinstance(preference, list) else (),
         job_fields=_union(fields_read(text, ("job", "victim")) for text in b.sources),
+        reads_waits=any("expected_wait_s" in text for text in b.sources),
+        victims_static=tuple(
+            not ((fields_read(r.victims.source, ("victim",)) or {"*"}) & VICTIM_DYNAMIC)
+            for r in b.preemption_rules
+        ),
     )
+
+
+VICTIM_DYNAMIC = frozenset({"runtime_s", "since_checkpoint_s", "*"})  # "*": victim used whole
 
 
 def _union(field_sets: Iterable[frozenset[str] | None]) -> frozenset[str] | None:

@@ -26,7 +26,7 @@ from meshctl.policy.explain import Scope, failure
 from meshctl.policy.facts import MeshSnapshot, PoolFacts, VictimFacts, job_map, mesh_map
 from meshctl.policy.facts import pool_map as build_pool_map
 from meshctl.policy.facts import victim_map as build_victim_map
-from meshctl.policy.refs import Compiled, fields_read
+from meshctl.policy.refs import Compiled
 from meshctl.policy.tenancy import budget_standings, quota_standing
 from meshctl.policy.verdict import (
     BurstTarget,
@@ -43,7 +43,6 @@ from meshctl.policy.verdict import (
 
 POOL_ONLY = frozenset({"pool", "mesh", "now"})
 MESH_ONLY = frozenset({"mesh", "now"})
-VICTIM_DYNAMIC = frozenset({"runtime_s", "since_checkpoint_s", "*"})  # "*": victim used whole
 Result = tuple[Outcome, str]
 
 
@@ -103,9 +102,9 @@ class BoundPolicies:
         self._victim_in_context: VictimFacts | None = None  # whose map "victim" holds now
         # preemptor -> the preemption rules whose `when` matches it (they read job and mesh)
         self._preempting: dict[int, tuple[Job, list[PreemptionRuleC]]] = {}
+        static = policies.victims_static or (False,) * len(policies.preemption_rules)
         self._victims_static = {
-            id(r): not ((fields_read(r.victims.source, ("victim",)) or {"*"}) & VICTIM_DYNAMIC)
-            for r in policies.preemption_rules
+            id(r): flag for r, flag in zip(policies.preemption_rules, static, strict=True)
         }
         self._victims_memo: dict[tuple[int, int, int, int, str], tuple[Job, Job, Result]] = {}
         rules: tuple[PoolRuleC | BurstRuleC | PreemptionRuleC, ...] = (
