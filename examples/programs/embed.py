@@ -16,7 +16,11 @@ import time
 import ray
 
 DIM, TOKENS, CHUNKS = 32, 4, 8
-LABEL = os.environ.get("MESHCTL_NODE_LABEL") or "meshctl.io/node"
+# What meshctl pins work by: a Ray label (Ray's own ray.io/node-id) and its value on each of
+# the job's nodes, in the order of MESHCTL_NODES (their names)
+LABEL = os.environ.get("MESHCTL_NODE_LABEL") or "ray.io/node-id"
+PINS = [v for v in os.environ.get("MESHCTL_NODE_IDS", "").split(",") if v]
+NAMES = dict(zip(PINS, os.environ.get("MESHCTL_NODES", "").split(","), strict=False))
 
 
 @ray.remote
@@ -33,7 +37,7 @@ def embed_chunk(shard, chunk, start, stop):
         "chunk": chunk,
         "items": stop - start,
         "checksum": digest.hexdigest(),
-        "node": ctx.get_node_labels().get(LABEL, ctx.get_node_id()[:8]),
+        "node": NAMES.get(ctx.get_node_labels().get(LABEL, ""), ctx.get_node_id()[:8]),
         "gpus": ray.get_gpu_ids(),
     }
 
@@ -44,12 +48,12 @@ def main():
     parser.add_argument("--items", type=int, default=2000)
     args = parser.parse_args()
 
-    nodes = [n for n in os.environ.get("MESHCTL_NODES", "").split(",") if n]
+    nodes = PINS
     gpus_per_node = float(os.environ.get("MESHCTL_GPUS_PER_NODE") or 0)
     print(
         f"embed: job={os.environ.get('MESHCTL_JOB_ID', 'local')} "
         f"attempt={os.environ.get('MESHCTL_ATTEMPT', '0')} shard={args.shard} "
-        f"items={args.items} nodes={nodes or 'any'} gpus/node={gpus_per_node}",
+        f"items={args.items} nodes={list(NAMES.values()) or 'any'} gpus/node={gpus_per_node}",
         flush=True,
     )
 

@@ -16,7 +16,11 @@ import time
 import ray
 
 DIM, SHARD = 16, 256
-LABEL = os.environ.get("MESHCTL_NODE_LABEL") or "meshctl.io/node"
+# What meshctl pins work by: a Ray label (Ray's own ray.io/node-id) and its value on each of
+# the job's nodes, in the order of MESHCTL_NODES (their names)
+LABEL = os.environ.get("MESHCTL_NODE_LABEL") or "ray.io/node-id"
+PINS = [v for v in os.environ.get("MESHCTL_NODE_IDS", "").split(",") if v]
+NAMES = dict(zip(PINS, os.environ.get("MESHCTL_NODES", "").split(","), strict=False))
 
 
 @ray.remote
@@ -29,7 +33,7 @@ class Rank:
     def info(self):
         ctx = ray.get_runtime_context()
         return {
-            "node": ctx.get_node_labels().get(LABEL, "-"),
+            "node": NAMES.get(ctx.get_node_labels().get(LABEL, ""), "-"),
             "node_id": ctx.get_node_id()[:8],
             "gpu_ids": ray.get_gpu_ids(),
             "cuda": os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"),
@@ -51,7 +55,7 @@ def main():
     parser.add_argument("--lr", type=float, default=0.2)
     parser.add_argument("--ready-timeout", type=float, default=60.0)
     args = parser.parse_args()
-    nodes = [n for n in os.environ.get("MESHCTL_NODES", "").split(",") if n] or [None]
+    nodes = PINS or [None]
     gpus = float(os.environ.get("MESHCTL_GPUS_PER_NODE") or 0)
     print(
         f"pretrain: job={os.environ.get('MESHCTL_JOB_ID', 'local')} "

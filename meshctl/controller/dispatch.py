@@ -14,7 +14,7 @@ from meshctl.controller.step import Dispatch, Rules, submission_id
 from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Start
 from meshctl.model.mesh import Pool
-from meshctl.pools.observed import NODE_LABEL, Submission
+from meshctl.pools.observed import NODE_LABEL, RAY_NODE_ID_LABEL, Submission
 from meshctl.scheduler import Allocation
 from meshctl.state.records import AttemptDetail, AttemptRecord, AttemptState, Held
 
@@ -61,6 +61,25 @@ def pool_mtbf_s(world: World) -> dict[str, float]:
     return {pool: watched[pool] / n for pool, n in failures.items() if n}
 
 
+def ray_node_ids(world: World, place: Start) -> tuple[str, ...]:
+    """The Ray node ids of the nodes a placement chose, in its order (empty when one is not
+    live in the pool's latest observation: the job is pinned by name, as before)."""
+    seen = world.pools.get(place.pool)
+    live = {n.name: n.ray_node_id for n in seen.nodes if n.alive} if seen else {}
+    ids = tuple(live.get(a.node, "") for a in place.allocations)
+    return ids if all(ids) else ()
+
+
+def pinned_by(attempt: AttemptRecord) -> tuple[str, list[str]]:
+    """The Ray label an attempt's nodes are pinned by and its value per node, in order: Ray's
+    own node id (any cluster), or for an attempt recorded without ids the meshctl.io/node
+    label (nodes meshctl started)."""
+    ids = attempt.detail.ray_node_ids
+    if ids:
+        return RAY_NODE_ID_LABEL, list(ids)
+    return NODE_LABEL, placement_nodes(attempt)
+
+
 def dispatch(
     view: JobView, place: Start, rules: Rules, world: World, runtime_s: float | None = None
 ) -> Dispatch:
@@ -69,6 +88,7 @@ def dispatch(
     number = (view.attempt.number if view.attempt else 0) + 1
     detail = AttemptDetail(
         allocations=tuple(held_of(a) for a in place.allocations),
+        ray_node_ids=ray_node_ids(world, place),
         failures_before=failures_after(view.attempt),  # what max_restarts is judged by
         runtime_s=runtime_s,  # None: no estimate then (not "unknown, estimate later")
     )
@@ -105,6 +125,7 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
     job, record = view.job, view.record
     spec, res = job.spec, job.spec.resources
     nodes = placement_nodes(attempt)
+    label, values = pinned_by(attempt)
     env = {
         **spec.runtime_env.env_vars,
         "MESHCTL_JOB_ID": record.id,
@@ -112,13 +133,15 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
         "MESHCTL_ATTEMPT": str(attempt.number),
         "MESHCTL_POOL": attempt.pool,
         "MESHCTL_NODES": ",".join(nodes),
-        "MESHCTL_NODE_LABEL": NODE_LABEL,
+        "MESHCTL_NODE_LABEL": label,
+        "MESHCTL_NODE_IDS": ",".join(values),
         "MESHCTL_GPUS_PER_NODE": f"{res.gpus:g}",
         "MESHCTL_CPUS_PER_NODE": f"{res.cpus:g}",
         **_checkpoint_env(checkpoint_of(attempt, rules, view)),
     }
     if spec.train is not None:
-        env["MESHCTL_TRAIN"] = json.dumps(_train_spec(view, attempt, nodes), sort_keys=True)
+        train = _train_spec(view, attempt, nodes) | {"node_label": label, "node_ids": values}
+        env["MESHCTL_TRAIN"] = json.dumps(train, sort_keys=True)
         # Ray Train's controller collects each worker's report when it polls (every 2 s by
         # default) and a report waits for that: a loop reporting every step would crawl.
         env.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.1")
@@ -134,7 +157,7 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
         entrypoint=spec.entrypoint or TRAIN_ENTRYPOINT,
         runtime_env=runtime_env,
         metadata={"meshctl_job_id": record.id, "meshctl_attempt": str(attempt.number)},
-        label_selector={NODE_LABEL: nodes[0]} if nodes else {},
+        label_selector={label: values[0]} if values else {},
         num_cpus=res.cpus if entrypoint_holds else None,
         num_gpus=res.gpus if entrypoint_holds and res.gpus else None,
         memory_bytes=int(res.memory_gib * 1024**3) if entrypoint_holds else None,

@@ -86,7 +86,7 @@ def nodes(
             if seen.head or (seen.gpus == 0 and seen.cpus == 0) or (cloud and not seen.alive):
                 continue
             key = f"{name}/{seen.name}"
-            shape = _shape(seen, groups.get(seen.name))
+            shape = _shape(seen, groups.get(seen.name), pool)
             price = prices.get((name, seen.name), usd)
             health = _health(world, key) if seen.alive else "down"
             mine = held[key] if seen.alive else ()
@@ -138,7 +138,7 @@ def observed_nodes(pool: Pool, observation: PoolObservation) -> list[Node]:
     """A pool's live nodes as the scheduler sees them, all free (for checks at submit)."""
     groups, usd = _groups(pool, observation, {}), pool.cost.usd_per_gpu_hour or 0.0
     return [
-        node_of(pool.name, seen.name, _shape(seen, groups.get(seen.name)), usd)
+        node_of(pool.name, seen.name, _shape(seen, groups.get(seen.name), pool), usd)
         for seen in observation.nodes
         if seen.alive and not seen.head and (seen.gpus or seen.cpus)
     ]
@@ -169,10 +169,15 @@ def _groups(
     return found
 
 
-def _shape(seen: ObservedNode, group: NodeGroup | None) -> NodeShape:
+def _shape(seen: ObservedNode, group: NodeGroup | None, pool: Pool) -> NodeShape:
     """A node as Ray reports it (GPUs, CPUs, memory, labels) with what its group or type
     says of the rest (GPU memory and model, vendor, NIC)."""
     accelerator = group.accelerator if group else None
+    labels = dict(group.labels) if group else {}  # what mesh.yaml says of it, then Ray
+    labels |= {k: v for k, v in seen.labels.items() if not k.startswith("ray.io/")}
+    for ours, theirs in (pool.node_labels if isinstance(pool, RayPool) else {}).items():
+        if theirs in seen.labels:  # e.g. rack from the operator's own topology label
+            labels[ours] = seen.labels[theirs]
     return NodeShape(
         gpus=seen.gpus,
         gpu_memory_gib=accelerator.memory_gib if accelerator else 0.0,
@@ -181,7 +186,7 @@ def _shape(seen: ObservedNode, group: NodeGroup | None) -> NodeShape:
         cpus=seen.cpus,
         memory_gib=seen.memory_gib,
         nic_gbps=group.nic_gbps if group else 0.0,
-        labels={k: v for k, v in seen.labels.items() if not k.startswith("ray.io/")},
+        labels=labels,
     )
 
 

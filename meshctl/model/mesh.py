@@ -20,6 +20,7 @@ from meshctl.model.base import (
     DurationS,
     GpuMemoryGiB,
     Gpus,
+    LabelKey,
     Labels,
     MemoryGiB,
     Model,
@@ -138,6 +139,13 @@ class RayPool(OnPremPoolBase):
     address: Annotated[str, Field(pattern=r"^https?://[^\s/]+(:\d+)?/?$")]
     auth: RayAuth = Field(default_factory=RayAuth)
     nodes: list[NodeGroup] = Field(default_factory=list)
+    node_labels: dict[LabelKey, LabelKey] = Field(
+        default_factory=dict,
+        description=(
+            "meshctl's node labels read from labels the cluster's nodes already carry: "
+            "{rack: topology.example.com/rack, switch: topology.example.com/leaf}"
+        ),
+    )
 
 
 class CloudNodeType(Model):

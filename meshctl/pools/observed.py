@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 NODE_LABEL = "meshctl.io/node"  # the Ray node label that names a node the way mesh.yaml does
+# Ray's own label, set on every node (Ray 2.60): what jobs and their workers are pinned by, so
+# a cluster started without meshctl's labels works as it is
+RAY_NODE_ID_LABEL = "ray.io/node-id"
 NODE_TYPE_LABEL = "meshctl.io/node-type"  # a cloud node's instance type
 ROLE_LABEL = "meshctl.io/role"  # "head" on a head node that takes no work
 
@@ -40,7 +43,7 @@ INFRA_ERRORS = frozenset(
 class ObservedNode:
     """A Ray node as its cluster reports it."""
 
-    name: str  # the meshctl.io/node label, else the Ray node id
+    name: str  # the meshctl.io/node label, else its host's name or address (pools/ray.py)
     ray_node_id: str
     alive: bool
     gpus: int
@@ -49,6 +52,7 @@ class ObservedNode:
     accelerator: str | None = None  # from an ``accelerator_type:<model>`` resource
     labels: Mapping[str, str] = field(default_factory=dict)
     head: bool = False
+    address: str = ""  # the node's IP address, as Ray reports it
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,13 @@ between submitting and recording adopts the job it already submitted.
 from __future__ import annotations
 
 import json
+import math
 import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -86,7 +88,7 @@ class RayPoolClient:
     def nodes(self) -> list[ObservedNode]:
         body = self._request("GET", "/api/v0/nodes?detail=1&limit=10000")
         data = body.get("data", {}).get("result", {}).get("result", [])
-        nodes = [_node(raw) for raw in data]
+        nodes = [_node(raw, name) for raw, name in zip(data, node_names(data), strict=True)]
         # Ray keeps listing dead nodes; a node that came back under the same name is that
         # node, and of several dead entries of one name the last is enough.
         alive = {n.name for n in nodes if n.alive}
@@ -243,7 +245,52 @@ def _quote(value: str) -> str:
     return urllib.parse.quote(value, safe="")
 
 
-def _node(raw: Mapping[str, Any]) -> ObservedNode:
+def node_names(raw_nodes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What each node of the dashboard's list is called: its ``meshctl.io/node`` label (nodes
+    meshctl started), else the name Ray gives it (the host's name or address, Ray's
+    ``node_name``), so a cluster started without meshctl works as it is.
+
+    A host that held two nodes at once (several ``ray start`` on one machine) has each told
+    apart by the start of its Ray node id, for as long as Ray lists them. A host whose nodes
+    came one after another (a node restarted) keeps its one name: the node that comes back is
+    that node, with its history, cordon and health."""
+    base = [_base_name(raw) for raw in raw_nodes]
+    lives: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for raw, name in zip(raw_nodes, base, strict=True):
+        if NODE_LABEL not in (raw.get("labels") or {}):
+            lives[name].append(_lifetime(raw))
+    shared = {name for name, spans in lives.items() if _overlap(spans)}
+    return [
+        f"{name}-{str(raw.get('node_id', ''))[:8]}"
+        if name in shared and NODE_LABEL not in (raw.get("labels") or {})
+        else name
+        for raw, name in zip(raw_nodes, base, strict=True)
+    ]
+
+
+def _lifetime(raw: Mapping[str, Any]) -> tuple[float, float]:
+    start = float(raw.get("start_time_ms") or 0)
+    end = float(raw.get("end_time_ms") or 0)
+    return start, end if end and raw.get("state") != "ALIVE" else math.inf
+
+
+def _overlap(spans: list[tuple[float, float]]) -> bool:
+    """Whether any two of these (start, end) spans were alive at once."""
+    latest_end = -math.inf
+    for start, end in sorted(spans):
+        if start < latest_end:
+            return True
+        latest_end = max(latest_end, end)
+    return False
+
+
+def _base_name(raw: Mapping[str, Any]) -> str:
+    labels = raw.get("labels") or {}
+    found = labels.get(NODE_LABEL) or raw.get("node_name") or raw.get("node_ip")
+    return str(found or raw.get("node_id", ""))
+
+
+def _node(raw: Mapping[str, Any], name: str) -> ObservedNode:
     resources: Mapping[str, float] = raw.get("resources_total") or {}
     labels = {str(k): str(v) for k, v in (raw.get("labels") or {}).items()}
     accelerator = next(
@@ -251,7 +298,7 @@ def _node(raw: Mapping[str, Any]) -> ObservedNode:
     )
     node_id = str(raw.get("node_id", ""))
     return ObservedNode(
-        name=labels.get(NODE_LABEL) or node_id,
+        name=name,
         ray_node_id=node_id,
         alive=raw.get("state") == "ALIVE",
         gpus=int(resources.get("GPU", 0)),
@@ -260,6 +307,7 @@ def _node(raw: Mapping[str, Any]) -> ObservedNode:
         accelerator=accelerator,
         labels=labels,
         head=labels.get(ROLE_LABEL) == "head",
+        address=str(raw.get("node_ip") or ""),
     )
 
 

@@ -155,6 +155,10 @@ class AttemptDetail:
     stop_at_s: float | None = None  # preempted or evicted: when it is stopped (its grace)
     for_job: str | None = None  # preempted: the job it makes room for
     submit_errors: int = 0  # submissions its pool refused
+    # The Ray node ids of its nodes when it was placed, in the order of its allocations: what
+    # it and its workers are pinned by (Ray's ray.io/node-id label). Empty: placed by a
+    # meshctl that pinned by the meshctl.io/node label.
+    ray_node_ids: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -173,6 +177,8 @@ class AttemptDetail:
         known, extra = _split(cls, data)
         if "allocations" in known:
             known["allocations"] = tuple(Held.of(a) for a in known["allocations"])
+        if "ray_node_ids" in known:
+            known["ray_node_ids"] = tuple(str(i) for i in known["ray_node_ids"])
         return cls(**known, extra=extra)
 
 

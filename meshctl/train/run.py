@@ -4,9 +4,10 @@ around the job's loop and fit it.
 What the job file says arrives in ``MESHCTL_TRAIN`` (JSON; the controller writes it):
 
 - ``loop``: ``module:function`` in the working directory, run on every worker;
-- ``workers``, ``min_workers`` (elastic), ``per_worker`` (CPU, GPU, memory), ``nodes`` and
-  ``workers_per_node``: worker ``i`` is pinned to node ``nodes[i // workers_per_node]`` by
-  the ``meshctl.io/node`` label, so the workers run where meshctl placed the job;
+- ``workers``, ``min_workers`` (elastic), ``per_worker`` (CPU, GPU, memory), ``nodes`` (their
+  names), ``node_label`` and ``node_ids`` (what they are pinned by: Ray's ``ray.io/node-id``
+  and each node's id) and ``workers_per_node``: worker ``i`` is pinned to
+  ``node_ids[i // workers_per_node]``, so the workers run where meshctl placed the job;
 - ``run_name``, ``storage`` and ``endpoint_url``: ``RunConfig(name, storage_path)``, the same
   on every attempt of the job, so Ray Train resumes from the latest checkpoint;
 - ``max_failures`` (``FailureConfig``), ``keep`` (``CheckpointConfig.num_to_keep``),
@@ -32,7 +33,6 @@ from ray.train.v2.api.callback import UserCallback
 from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.v2.torch.torch_trainer import TorchTrainer
 
-from meshctl.pools.observed import NODE_LABEL
 from meshctl.storage import filesystem
 from meshctl.train import progress
 
@@ -86,7 +86,7 @@ def cuda_here() -> bool:
 
 def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
     workers, per_node = int(spec["workers"]), int(spec.get("workers_per_node", 1))
-    nodes = list(spec.get("nodes") or [])
+    label, pins = str(spec["node_label"]), list(spec.get("node_ids") or [])
     per_worker = {k: v for k, v in spec.get("per_worker", {}).items() if v}
     use_gpu = bool(per_worker.get("GPU")) and cuda_here()
     if per_worker.get("GPU") and not use_gpu:  # GPUs declared on CPU nodes: an emulated mesh
@@ -96,8 +96,8 @@ def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
         num_workers=(int(spec["min_workers"]), workers) if spec.get("min_workers") else workers,
         use_gpu=use_gpu,
         resources_per_worker=per_worker or None,
-        label_selector=[{NODE_LABEL: nodes[i // per_node]} for i in range(workers)]
-        if len(nodes) * per_node >= workers
+        label_selector=[{label: pins[i // per_node]} for i in range(workers)]
+        if len(pins) * per_node >= workers
         else None,
     )
     storage, endpoint = spec.get("storage"), spec.get("endpoint_url")

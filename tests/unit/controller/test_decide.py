@@ -159,7 +159,10 @@ def test_a_queued_job_is_dispatched_with_a_deterministic_submission() -> None:
     assert dispatch.attempt.id == "a-1"
     sub = dispatch.submission
     assert sub.submission_id == "meshctl-a-1"
-    assert sub.label_selector == {"meshctl.io/node": dispatch.attempt.detail.allocations[0].node}
+    # pinned by Ray's own node id, recorded with the attempt (the pool reports n1 as id-n1)
+    node = dispatch.attempt.detail.allocations[0].node
+    assert dispatch.attempt.detail.ray_node_ids == (f"id-{node}",)
+    assert sub.label_selector == {"ray.io/node-id": f"id-{node}"}
     assert (sub.num_gpus, sub.num_cpus, sub.memory_bytes) == (1, 0.5, 1024**3)
     env = sub.runtime_env["env_vars"]
     assert env["MESHCTL_JOB_ID"] == "a"
@@ -173,7 +176,11 @@ def test_a_gang_reserves_for_its_workers_on_every_node() -> None:
     step = decide(world(job("g", gpus=4, nodes=2)), RULES)
     [dispatch] = step.dispatches
     sub = dispatch.submission
-    assert sub.runtime_env["env_vars"]["MESHCTL_NODES"] in ("n1,n2", "n2,n1")
+    env = sub.runtime_env["env_vars"]
+    assert env["MESHCTL_NODES"] in ("n1,n2", "n2,n1")
+    names = env["MESHCTL_NODES"].split(",")  # the ids to pin by, in the same order
+    assert env["MESHCTL_NODE_IDS"] == ",".join(f"id-{n}" for n in names)
+    assert env["MESHCTL_NODE_LABEL"] == "ray.io/node-id"
     assert (sub.num_gpus, sub.num_cpus, sub.memory_bytes) == (None, None, None)
 
 

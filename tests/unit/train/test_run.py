@@ -17,6 +17,8 @@ def spec(tmp_path: Path, **over: Any) -> dict[str, Any]:
         "workers_per_node": 2,
         "min_workers": None,
         "nodes": ["n1", "n2"],
+        "node_label": "ray.io/node-id",
+        "node_ids": ["id1", "id2"],
         "per_worker": {"CPU": 0.5, "GPU": 1.0, "memory": 2**30},
         "max_failures": 5,
         "keep": 2,
@@ -34,7 +36,7 @@ def test_workers_are_pinned_to_the_nodes_meshctl_chose_with_a_stable_run(tmp_pat
     built = trainer(spec(tmp_path), attempt=2)
     scaling, run = built.scaling_config, built.run_config
     assert scaling.num_workers == 4
-    assert [s["meshctl.io/node"] for s in scaling.label_selector] == ["n1", "n1", "n2", "n2"]
+    assert [s["ray.io/node-id"] for s in scaling.label_selector] == ["id1", "id1", "id2", "id2"]
     from meshctl.train.run import cuda_here
 
     if not cuda_here():  # GPUs emulated on CPU nodes: the workers use gloo
