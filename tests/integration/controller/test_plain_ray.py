@@ -1,0 +1,168 @@
+"""An existing Ray cluster used as it is: the test starts a plain one the way an operator
+would (`ray start --head`, then a second `ray start --address`, token auth, no meshctl labels
+at all), declares it in mesh.yaml as a `ray` pool and runs a single-node job and a two-node
+gang on it through the real CLI and controller.
+
+Both Ray nodes run on this machine, so Ray names both by the same address; meshctl tells
+them apart by Ray's own node id, and pins work with Ray's own `ray.io/node-id` label.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from meshctl.pools import local
+from meshctl.pools.ray import RayPoolClient
+from tests.conftest import wait_until
+from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[3]
+GPUS_PER_NODE = 2
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports: each socket is held until all are found."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+
+
+class PlainCluster:
+    """Two `ray start --block` processes, each in a session of its own; stopped by their pids."""
+
+    def __init__(self, folder: Path) -> None:
+        self.token_file = folder / "ray.token"
+        self.token_file.write_text(secrets.token_hex(32))
+        self.temp_dir = tempfile.mkdtemp(prefix="meshctl-plain-")  # short: Ray's socket paths
+        self.log_dir = folder
+        self.gcs_port, self.dashboard_port, self.client_port = free_ports(3)
+        self.dashboard = f"http://127.0.0.1:{self.dashboard_port}"
+        self.sessions: list[int] = []
+
+    def env(self) -> dict[str, str]:
+        import os
+
+        env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN")}
+        bin_dir = str(Path(sys.executable).parent)
+        return {
+            **env,
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(self.token_file),
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "PATH": bin_dir + ":" + env.get("PATH", ""),
+        }
+
+    def start(self, name: str, *args: str) -> None:
+        ports = iter(free_ports(6))  # two nodes on one machine: none of Ray's defaults
+        ray = str(Path(sys.executable).with_name("ray"))
+        with open(self.log_dir / f"{name}.log", "w") as log:
+            proc = subprocess.Popen(
+                [ray, "start", *args, f"--num-gpus={GPUS_PER_NODE}", "--num-cpus=2",
+                 f"--node-manager-port={next(ports)}", f"--object-manager-port={next(ports)}",
+                 f"--metrics-export-port={next(ports)}",
+                 f"--dashboard-agent-listen-port={next(ports)}",
+                 f"--dashboard-agent-grpc-port={next(ports)}",
+                 f"--runtime-env-agent-port={next(ports)}",
+                 "--object-store-memory=100000000", "--disable-usage-stats", "--block"],
+                env=self.env(), cwd=self.temp_dir, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        self.sessions.append(proc.pid)
+
+    def alive(self) -> int:
+        client = RayPoolClient("lab", self.dashboard, self.token_file.read_text(), timeout_s=5)
+        try:
+            return sum(n.alive for n in client.nodes())
+        except Exception:
+            return 0
+
+    def stop(self) -> None:
+        local.terminate(self.sessions, 5.0)
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlainCluster]:
+    cluster = PlainCluster(tmp_path_factory.mktemp("plain"))
+    try:
+        cluster.start(
+            "head",
+            "--head",
+            f"--port={cluster.gcs_port}",
+            f"--dashboard-port={cluster.dashboard_port}",
+            "--dashboard-host=127.0.0.1",
+            f"--ray-client-server-port={cluster.client_port}",
+            f"--temp-dir={cluster.temp_dir}",
+        )
+        wait_until("the plain head never came up", lambda: cluster.alive() == 1, WAIT_S, 0.5)
+        cluster.start("worker", f"--address=127.0.0.1:{cluster.gcs_port}")
+        wait_until("the second node never joined", lambda: cluster.alive() == 2, WAIT_S, 0.5)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def mesh(plain: PlainCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
+    base = tmp_path_factory.mktemp("lab")
+    (base / "mesh.yaml").write_text(
+        "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: lab}\nspec:\n  pools:\n"
+        f"    - {{name: lab, provider: ray, address: '{plain.dashboard}',\n"
+        f"       auth: {{token_file: '{plain.token_file}'}}}}\n"
+    )
+    m = Mesh(base / "home", base)
+    assert "existing Ray cluster" in m.run("--mesh", str(base / "mesh.yaml"), "up").stdout
+    try:
+        yield m
+    finally:
+        m.run("down", "--force", check=False)
+
+
+def node_names(mesh: Mesh) -> list[str]:
+    listed = json.loads(mesh.run("nodes", "list", "-o", "json").stdout)
+    return sorted(str(n["node"]).split("/", 1)[1] for n in listed)  # pool/name
+
+
+def test_the_nodes_are_named_by_address_and_told_apart_by_ray_node_id(mesh: Mesh) -> None:
+    names = node_names(mesh)
+    assert len(set(names)) == 2, names
+    host = names[0].rsplit("-", 1)[0]
+    assert all(name.startswith(host + "-") for name in names), names  # one host, two node ids
+
+
+def test_a_single_node_job_runs_on_the_plain_cluster(mesh: Mesh) -> None:
+    job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "print('on a plain cluster')")
+    assert mesh.run("jobs", "wait", job_id).returncode == 0
+    assert mesh.show(job_id)["pool"] == "lab"
+    assert "on a plain cluster" in mesh.run("jobs", "logs", job_id).stdout
+
+
+def test_a_two_node_gang_runs_one_rank_on_each_node(mesh: Mesh, tmp_path: Path) -> None:
+    spec = tmp_path / "gang.yaml"
+    spec.write_text(
+        "apiVersion: meshctl/v1\nkind: Job\nmetadata: {name: plain-gang}\nspec:\n"
+        "  kind: train\n  entrypoint: python pretrain.py --steps 3\n"
+        f"  working_dir: {ROOT / 'examples' / 'programs'}\n"
+        f"  resources: {{nodes: 2, gpus: {GPUS_PER_NODE}, cpus: 0.5, memory_gib: 256MiB}}\n"
+    )
+    job_id = mesh.submit(str(spec))
+    assert mesh.run("jobs", "wait", job_id).returncode == 0, mesh.run("jobs", "logs", job_id)
+    placed = mesh.show(job_id)["nodes"]
+    assert sorted(placed) == node_names(mesh)  # type: ignore[call-overload]
+    logs = mesh.run("jobs", "logs", job_id).stdout
+    assert "RESULT: gang of 2 ranks on" in logs
+    for name in placed:  # type: ignore[attr-defined]
+        assert str(name) in logs  # each rank found itself on the node meshctl chose
