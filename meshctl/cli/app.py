@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from meshctl.cli import (
+    agent_cmd,
     controller_cmd,
     down_cmd,
     explain_cmd,
@@ -59,6 +60,7 @@ app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(pools_cmd.app, name="pools")
 app.add_typer(providers_cmd.app, name="providers")
 app.add_typer(sim_cmd.app, name="sim")
+app.add_typer(agent_cmd.app, name="agent")
 
 
 def _default_home() -> Path:

@@ -68,11 +68,14 @@ def run(
         finally:
             if controller.burst is not None:
                 controller.burst.close()
+            if controller.agents is not None:
+                controller.agents.close()
 
 
 def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Controller:
     """The controller over the files given, with its cloud side, health signals and reloader
     (``once``: launches and credential checks in the cycle, not on worker threads)."""
+    from meshctl.agent.watch import AgentWatch
     from meshctl.cli.context import rules_from
     from meshctl.controller import daemon
     from meshctl.controller.access import CloudAccess
@@ -116,8 +119,18 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
         ),
         logs=LogCopier(home),
         hold=lambda: daemon.held(home),
+        agents=AgentWatch(
+            lambda pool: _agent_settings(controller.rules.mesh, pool),
+            lambda pool: getattr(controller.clients.get(pool), "token", None),
+        ),
     )
     return controller
+
+
+def _agent_settings(mesh: Any, pool: str) -> Any:
+    """The pool's node-agent settings (on-prem pools), or None."""
+    found = mesh.pool(pool)
+    return getattr(found, "agents", None)
 
 
 RELOAD_TIMEOUT_S = 60.0

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from meshctl.agent.watch import AgentReport, AgentWatch
 from meshctl.controller.apply import Applying
 from meshctl.controller.burst import Burst
 from meshctl.controller.decide import (
@@ -50,6 +51,11 @@ from meshctl.state.records import (
 from meshctl.state.store import Store
 
 log = logging.getLogger("meshctl.controller")
+
+
+def agents_file(heartbeat: Path) -> Path:
+    """Where each cycle leaves what the nodes' agents said (``meshctl nodes list``)."""
+    return heartbeat.with_name("agents.json")
 
 
 class PoolClient(Protocol):
@@ -90,6 +96,7 @@ class Controller(Applying):
         logs: LogCopier | None = None,
         hold: Callable[[], str | None] | None = None,
         progress: ProgressReader | None = None,
+        agents: AgentWatch | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
         comes back on new ports with a new token), and the Ray pools without a client, with
@@ -99,12 +106,16 @@ class Controller(Applying):
         are replaced at the start of a cycle, never within one.
         ``logs``: copies the jobs' driver logs into the state folder (``logs.py``).
         ``hold``: why nothing new may start now (``meshctl down --drain``), or None.
-        ``progress``: reads what running train jobs recorded (``progress.py``)."""
+        ``progress``: reads what running train jobs recorded (``progress.py``).
+        ``agents``: pulls each node's agent (``meshctl.agent.watch``): its verdict joins the
+        health signals, and a node whose agent is silent is suspect, then dead."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
         self.resolve = resolve
         self.unreachable: Mapping[str, str] = {}  # Ray pools without a client -> why
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
+        self.agents = agents
+        self.agent_report = AgentReport()  # the agents as of the last cycle
         self.logs, self.hold = logs, hold
         self.reloader = reloader
         if reloader is not None:
@@ -198,6 +209,9 @@ class Controller(Applying):
             self.estimator = Estimator()
             self.estimator.observe_all(past_runs(records, latest))
         health = dict(self.health()) if self.health is not None else {}
+        if self.agents is not None:
+            self.agent_report = self.agents.pull(observations, now)
+            health = self.agent_report.unhealthy | health  # the operator's reason first
         down = pools_down(self.rules.mesh, observations, self.unreachable)
         down |= self.burst.down() if self.burst is not None else {}
         world = World(
@@ -207,6 +221,7 @@ class Controller(Applying):
             {n.id: n for n in self.store.list(NodeRecord)},
             progress=self.progress.read(views),
             health=health,
+            suspect=self.agent_report.suspect,
             pool_unavailable=down,
             node_busy_s=node_busy(attempts, now),
             estimator=self.estimator,
@@ -276,6 +291,9 @@ class Controller(Applying):
         if self.reloader is not None:
             data |= self.reloader.status()
         write_private(self.heartbeat, json.dumps(data))
+        if self.agents is not None:
+            agents = {k: a.to_json() for k, a in sorted(self.agent_report.agents.items())}
+            write_private(agents_file(self.heartbeat), json.dumps(agents))
 
     # --- running ------------------------------------------------------------------------------
 

@@ -112,8 +112,8 @@ def _health(world: World, key: str) -> NodeHealth:
     health: NodeHealth = "ready"
     if record is not None and record.state in OUT_OF_SERVICE:
         health = OUT_OF_SERVICE[record.state]
-    if (pool, node) in world.reclaiming:
-        health = "cordoned"  # its instance is being taken back: nothing new goes there
+    if (pool, node) in world.reclaiming or key in world.suspect:
+        health = "cordoned"  # being taken back, or its agent is late: nothing new goes there
     if key in world.health:
         health = "unhealthy"  # its probe says so (the record follows this cycle)
     return health

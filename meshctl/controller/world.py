@@ -106,6 +106,8 @@ class World:
     # whose spot instance was given notice -> when the provider takes it back
     progress: Mapping[str, TrainProgress] = field(default_factory=dict)  # train jobs, by job id
     health: Mapping[str, str] = field(default_factory=dict)  # "pool/node" -> why unhealthy
+    # "pool/node" -> why suspect: its agent is late; nothing new goes there (agent/watch.py)
+    suspect: Mapping[str, str] = field(default_factory=dict)
     # pools that cannot be used now, and why: "not up", "dashboard at ... does not answer",
     # "no credentials", "AuthFailure: ..." (nothing is placed, launched or preempted there)
     pool_unavailable: Mapping[str, str] = field(default_factory=dict)

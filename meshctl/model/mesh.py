@@ -116,8 +116,37 @@ class Network(Model):
     oversubscription: Annotated[float, Field(ge=1, le=64)] = 1.0
 
 
+class NodeAgents(Model):
+    """Each node's meshctl agent (``meshctl agent run``), pulled by the controller every cycle:
+    a node whose agent stops answering is suspect (no new work) after ``suspect_after_s`` and
+    dead (its jobs moved) after ``dead_after_s``, whatever Ray says of it."""
+
+    port: Annotated[int, Field(ge=1, le=65535)] | None = Field(
+        None,
+        description=(
+            "the port every node's agent listens on, at the node's address (an existing "
+            "cluster); a node labelled meshctl.io/agent-port says its own"
+        ),
+    )
+    suspect_after_s: DurationS = 10.0
+    dead_after_s: DurationS = 30.0
+    interval_s: Annotated[float, Field(ge=0.1, le=600)] = Field(
+        2.0, description="how often the embedded pool's agents probe their node"
+    )
+    min_free_gib: Annotated[float, Field(ge=0)] = Field(
+        1.0, description="the embedded pool's agents: free GiB its state folder needs"
+    )
+
+    @model_validator(mode="after")
+    def _dead_after_suspect(self) -> NodeAgents:
+        if self.dead_after_s <= self.suspect_after_s:
+            raise ValueError("dead_after_s must be longer than suspect_after_s")
+        return self
+
+
 class OnPremPoolBase(PoolBase):
     network: Network | None = Field(None, description="the fabric, for the simulator")
+    agents: NodeAgents = Field(default_factory=NodeAgents)
 
 
 class LocalPool(OnPremPoolBase):

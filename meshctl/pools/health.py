@@ -1,27 +1,19 @@
-"""Node health signals: what a per-node health probe reports, where the controller reads it.
+"""The operator's node health signals: one small file per node said to be unhealthy, under
+``$MESHCTL_HOME/health/<pool>/<node>``, holding the reason; no file: nothing said. Written by
+``meshctl nodes health NODE --unhealthy REASON`` (and removed by ``--healthy``).
 
-In production a probe runs on every GPU node (a DaemonSet-like agent, a cron job, DCGM's
-health watches) and reads the GPUs' error state: ``nvidia-smi`` / DCGM XID errors (79: fallen
-off the bus, 48/94/95: uncorrectable ECC, 63/64: row remapping), thermal or power faults.
-Whatever it finds is a *signal*: one small file per unhealthy node, under
-``$MESHCTL_HOME/health/<pool>/<node>``, holding the reason. No file: healthy. Here the signal
-is injected by ``meshctl nodes health NODE --unhealthy REASON`` (and cleared by
-``--healthy``), so the controller's reaction is exercised exactly as in production.
-
-``nvidia_smi_reason`` turns ``nvidia-smi`` output into a reason (None: nothing wrong), for a
-probe on a real GPU node to write.
+Each node's agent (``meshctl.agent``) probes its GPUs, disks and NICs and the controller pulls
+its verdict every cycle; these files are the operator's word beside it: a reason here takes a
+node out of service whatever its agent says.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from meshctl.state.private import private_dir, write_private
 
 FOLDER = "health"
-XID = re.compile(r"\bXid\b\s*(?:\([^)]*\))?:\s*(\d+)", re.IGNORECASE)  # "Xid (PCI:..): 79"
-FATAL_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120})
 
 
 def signal_path(home: Path, pool: str, node: str) -> Path:
@@ -54,14 +46,3 @@ def set_signal(home: Path, pool: str, node: str, reason: str | None) -> None:
         return
     private_dir(path.parent)
     write_private(path, reason + "\n")
-
-
-def nvidia_smi_reason(kernel_log: str, ecc_uncorrected: int = 0) -> str | None:
-    """A reason to take the node out of service, from kernel log lines (``dmesg``) and the
-    uncorrected ECC error count ``nvidia-smi -q -d ECC`` reports; None when healthy."""
-    fatal = sorted({int(x) for x in XID.findall(kernel_log)} & FATAL_XIDS)
-    if fatal:
-        return "GPU XID " + ", ".join(str(x) for x in fatal)
-    if ecc_uncorrected > 0:
-        return f"{ecc_uncorrected} uncorrected ECC errors"
-    return None

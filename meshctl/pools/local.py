@@ -9,8 +9,11 @@ belongs to another program (a different start time) is left alone.
 
 GPUs are declared with ``--num-gpus`` (so GPU nodes exist on a CPU machine), the accelerator
 model as an ``accelerator_type:<model>`` resource, and mesh.yaml's labels plus
-``meshctl.io/node=<name>`` as Ray node labels. Nodes start one after another: Ray picks each
-node's socket names by looking at what exists, so nodes started at once on one machine race.
+``meshctl.io/node=<name>`` as Ray node labels. Each node's meshctl agent starts just before
+it, on loopback and a free port, in a session of its own; the node's labels say where it
+answers (``meshctl.io/agent-host``, ``meshctl.io/agent-port``). Nodes start one after
+another: Ray picks each node's socket names by looking at what exists, so nodes started at
+once on one machine race.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from meshctl.errors import Failure
-from meshctl.model.mesh import LocalPool, NodeGroup
-from meshctl.pools.observed import NODE_LABEL, ROLE_LABEL
+from meshctl.model.mesh import LocalPool, NodeAgents, NodeGroup
+from meshctl.pools.observed import AGENT_HOST_LABEL, AGENT_PORT_LABEL, NODE_LABEL, ROLE_LABEL
 from meshctl.pools.ray import PoolError, RayPoolClient
 from meshctl.state.private import open_private, private_dir, write_private
 
@@ -90,7 +93,7 @@ def start(pool: LocalPool, run_dir: Path, progress: Progress = lambda _: None) -
         for group in pool.nodes:
             for name in group.node_names():
                 progress(f"starting node {name} ({_shape(group)})")
-                add_node(cluster, name, group, run_dir)
+                add_node(cluster, name, group, run_dir, pool.agents)
     except BaseException:
         stop(cluster)
         run_file(run_dir, pool.name).unlink(missing_ok=True)
@@ -160,16 +163,25 @@ def _start_head(
     return cluster
 
 
-def add_node(cluster: LocalCluster, name: str, group: NodeGroup, run_dir: Path) -> None:
+def add_node(
+    cluster: LocalCluster,
+    name: str,
+    group: NodeGroup,
+    run_dir: Path,
+    agents: NodeAgents | None = None,
+) -> None:
     """One more node of ``group``'s shape, named ``name``; returns once the head sees it.
+    With ``agents``, its meshctl agent starts first, and the node's labels say where it is.
 
     Its log monitor stays off: every node of the cluster runs on this one machine and shares
     the head's session log folder, and each node's monitor tails every worker's output file
     in it and sends it to the job's driver, so a line printed by a Ray task or actor reached
     the driver's log once per node. Ray's advice is one log monitor per machine: the head's.
     """
-    args = [f"--address={cluster.gcs}", *_shape_args(group, name), "--include-log-monitor=False"]
     for attempt in (1, 2):  # like the head: tried again once, on fresh ports
+        labels = _start_agent(cluster, name, group, run_dir, agents) if agents else {}
+        shape = _shape_args(group, name, labels)
+        args = [f"--address={cluster.gcs}", *shape, "--include-log-monitor=False"]
         _launch(cluster, name, args, run_file(run_dir, cluster.pool))
         try:
             _wait_for(_node_up(cluster, name), f"node {name}", cluster)
@@ -252,6 +264,37 @@ def _gone(pids: set[int]) -> set[int]:
     return {pid for pid in pids if zombie(pid)}
 
 
+def _start_agent(
+    cluster: LocalCluster, name: str, group: NodeGroup, run_dir: Path, agents: NodeAgents
+) -> dict[str, str]:
+    """The node's agent, in a session of its own (stopped with the node), on loopback with
+    the cluster's token; returns the labels that tell the controller where it answers."""
+    port_file = run_dir / f"agent-{cluster.pool}-{name}.port"
+    port_file.unlink(missing_ok=True)
+    args = [
+        sys.executable, "-m", "meshctl", "agent", "run", f"--token-file={cluster.token_file}",
+        f"--node={name}", f"--gpus={int(group.gpus)}", "--host=127.0.0.1", "--port=0",
+        f"--port-file={port_file}", f"--interval={agents.interval_s:g}",
+        f"--disk={run_dir}", f"--min-free-gib={agents.min_free_gib:g}",
+    ]  # fmt: skip
+    log = open_private(Path(cluster.log_dir) / f"{cluster.pool}-{name}-agent.log")
+    with log:
+        proc = subprocess.Popen(
+            args,
+            env=_environment(cluster),
+            cwd=cluster.temp_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    cluster.processes.append(Process(name, proc.pid, start_ticks(proc.pid) or 0))
+    cluster.save(run_file(run_dir, cluster.pool))
+    _wait_for(port_file.exists, f"the agent of node {name}", cluster)
+    port = port_file.read_text().strip()
+    return {AGENT_PORT_LABEL: port, AGENT_HOST_LABEL: "127.0.0.1"}
+
+
 # --- processes ---------------------------------------------------------------------------------
 
 
@@ -298,8 +341,8 @@ def _environment(cluster: LocalCluster) -> dict[str, str]:
     return env
 
 
-def _shape_args(group: NodeGroup, name: str) -> list[str]:
-    labels = {**group.labels, NODE_LABEL: name}
+def _shape_args(group: NodeGroup, name: str, more: dict[str, str] | None = None) -> list[str]:
+    labels = {**group.labels, **(more or {}), NODE_LABEL: name}
     resources = {f"accelerator_type:{group.accelerator.model}": 1} if group.accelerator else {}
     return [
         f"--num-cpus={max(1, round(group.cpus))}",

@@ -13,6 +13,8 @@ NODE_LABEL = "meshctl.io/node"  # the Ray node label that names a node the way m
 # Ray's own label, set on every node (Ray 2.60): what jobs and their workers are pinned by, so
 # a cluster started without meshctl's labels works as it is
 RAY_NODE_ID_LABEL = "ray.io/node-id"
+AGENT_PORT_LABEL = "meshctl.io/agent-port"  # where the node's agent answers (agent/watch.py)
+AGENT_HOST_LABEL = "meshctl.io/agent-host"  # its address, when not the node's own
 NODE_TYPE_LABEL = "meshctl.io/node-type"  # a cloud node's instance type
 ROLE_LABEL = "meshctl.io/role"  # "head" on a head node that takes no work
 

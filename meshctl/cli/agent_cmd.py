@@ -1,0 +1,198 @@
+"""``meshctl agent run|probe|install``: the node agent (``meshctl.agent``).
+
+``run`` probes the node every few seconds and serves the verdict over HTTP, the cluster's
+token required; ``probe`` probes once and prints what it found (the same JSON); ``install``
+prints a systemd unit that runs the agent on a node of an existing Ray cluster.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from meshctl.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from meshctl.agent.server import Agent
+
+app = typer.Typer(help="The node agent: GPU, disk and NIC probes, served to the controller.")
+
+NodeOption = Annotated[
+    str | None, typer.Option(help="The node's name (default: this host's name).")
+]
+GpusOption = Annotated[int, typer.Option(help="GPUs the node declares (checked against).", min=0)]
+DiskOption = Annotated[
+    list[str] | None,
+    typer.Option("--disk", help="A checkpoint or cache folder whose free space is watched."),
+]
+NicOption = Annotated[
+    list[str] | None,
+    typer.Option("--nic", help="A NIC whose link is watched (default: the default route's)."),
+]
+KernelLogOption = Annotated[
+    str | None, typer.Option(help="A file holding the kernel log (default: dmesg).")
+]
+MinFreeOption = Annotated[
+    float, typer.Option(help="Free GiB under which a watched folder is unhealthy.", min=0)
+]
+NoNvmlOption = Annotated[
+    bool, typer.Option("--no-nvml", help="Never load NVML: probe with nvidia-smi only.")
+]
+
+
+class AgentInputError(InvalidInput):
+    """A flag the agent cannot start with."""
+
+
+@app.command("run")
+def run(
+    token_file: Annotated[
+        Path, typer.Option(help="The cluster's token: every request must bear it.")
+    ],
+    node: NodeOption = None,
+    gpus: GpusOption = 0,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "0.0.0.0",
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free one).")] = 9109,
+    interval: Annotated[float, typer.Option(help="Seconds between probes.", min=0.1)] = 5.0,
+    disk: DiskOption = None,
+    nic: NicOption = None,
+    kernel_log: KernelLogOption = None,
+    min_free_gib: MinFreeOption = 5.0,
+    no_nvml: NoNvmlOption = False,
+    port_file: Annotated[
+        Path | None, typer.Option(help="Write the port listened on here once serving.")
+    ] = None,
+) -> None:
+    """Probe every ``--interval`` seconds and serve ``GET /v1/probe`` until stopped."""
+    import contextlib
+    import logging
+    import signal
+    import threading
+
+    from meshctl.agent.server import serve
+    from meshctl.state.private import write_private
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    token = _token(token_file)
+    agent = _agent(node, gpus, disk, nic, kernel_log, min_free_gib, no_nvml)
+    agent.probe()  # the first probe before the first answer
+    try:
+        server = serve(agent, host, port, token)
+    except OSError as err:
+        raise AgentInputError(f"--port: cannot listen on {host}:{port}: {err.strerror}") from err
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    threading.Thread(target=agent.run, args=(interval, stop), daemon=True).start()
+    bound = server.server_address[1]
+    if port_file is not None:
+        write_private(port_file, f"{bound}\n")
+    logging.getLogger("meshctl.agent").info(
+        "agent for %s on %s:%s (GPU probe: %s)",
+        agent.node,
+        host,
+        bound,
+        agent.gpu.name if agent.gpu else "none",
+    )
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    with contextlib.suppress(KeyboardInterrupt):
+        stop.wait()
+    server.shutdown()
+    server.server_close()
+
+
+@app.command("probe")
+def probe(
+    node: NodeOption = None,
+    gpus: GpusOption = 0,
+    disk: DiskOption = None,
+    nic: NicOption = None,
+    kernel_log: KernelLogOption = None,
+    min_free_gib: MinFreeOption = 5.0,
+    no_nvml: NoNvmlOption = False,
+) -> None:
+    """Probe once and print the JSON the agent would serve; exit 1 when unhealthy."""
+    import json
+
+    agent = _agent(node, gpus, disk, nic, kernel_log, min_free_gib, no_nvml)
+    found = agent.answer()
+    typer.echo(json.dumps(found, indent=2))
+    if found["verdict"] == "unhealthy":
+        raise typer.Exit(1)
+
+
+@app.command("install")
+def install(
+    token_file: Annotated[Path, typer.Option(help="The cluster's token file, on the node.")] = Path(
+        "/etc/meshctl/ray.token"
+    ),
+    gpus: GpusOption = 0,
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 9109,
+    disk: DiskOption = None,
+    nic: NicOption = None,
+) -> None:
+    """Print a systemd unit running the agent on this node (``> /etc/systemd/system/
+    meshctl-agent.service``, then ``systemctl enable --now meshctl-agent``)."""
+    args = ["agent", "run", f"--token-file={token_file}", f"--gpus={gpus}", f"--port={port}"]
+    args += [f"--disk={d}" for d in disk or ()] + [f"--nic={n}" for n in nic or ()]
+    command = shlex.join([sys.executable, "-m", "meshctl", *args])
+    typer.echo(
+        "[Unit]\n"
+        "Description=meshctl node agent: GPU, disk and NIC probes for the controller\n"
+        "After=network-online.target\nWants=network-online.target\n\n"
+        "[Service]\n"
+        f"ExecStart={command}\n"
+        "Restart=always\nRestartSec=2\n"
+        "# root reads the kernel log (XIDs); the agent runs nothing it is sent\n"
+        "User=root\nNoNewPrivileges=true\nProtectSystem=strict\nProtectHome=read-only\n"
+        "PrivateTmp=true\n\n"
+        "[Install]\nWantedBy=multi-user.target"
+    )
+
+
+def _token(path: Path) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as err:
+        raise AgentInputError(f"--token-file: cannot read {path}: {err.strerror}") from err
+    if not token:
+        raise AgentInputError(f"--token-file: {path} is empty; expected the cluster's token")
+    return token
+
+
+def _agent(
+    node: str | None,
+    gpus: int,
+    disk: list[str] | None,
+    nic: list[str] | None,
+    kernel_log: str | None,
+    min_free_gib: float,
+    no_nvml: bool,
+) -> Agent:
+    import os
+    import socket
+
+    from meshctl.agent.probe import Limits
+    from meshctl.agent.server import Agent
+    from meshctl.agent.sources import KernelLog, default_route_nic, gpu_source
+
+    for folder in disk or ():
+        if not Path(folder).is_dir():
+            raise AgentInputError(f"--disk: {folder} is not a folder")
+    name = node or socket.gethostname()
+    os.environ["MESHCTL_AGENT_NODE"] = name  # what the tools it runs may read (a fake driver)
+    nics = list(nic or ())
+    if not nics and (default := default_route_nic()) is not None:
+        nics = [default]
+    return Agent(
+        name,
+        Limits(expected_gpus=gpus, min_free_gib=min_free_gib),
+        gpu_source(nvml=not no_nvml),
+        KernelLog(kernel_log),
+        disk or (),
+        nics,
+    )

@@ -1,0 +1,146 @@
+"""The agent's parsers (nvidia-smi's query, its NVLink status, the kernel log's XIDs) and the
+verdict drawn from a probe, against text in the real tools' formats."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from meshctl.agent.probe import (
+    Disk,
+    Gpu,
+    Limits,
+    Nic,
+    Probe,
+    Xid,
+    judge,
+    parse_lost,
+    parse_nvlink,
+    parse_smi_query,
+    throttle_reasons,
+    xids_in,
+)
+
+pytestmark = pytest.mark.unit
+
+SMI = (
+    "0, GPU-5d1e, NVIDIA H100 80GB HBM3, 00000000:1B:00.0, 81559, 1024, 41, 0, No, "
+    "0x0000000000000000\n"
+    "1, GPU-77aa, NVIDIA H100 80GB HBM3, 00000000:2B:00.0, 81559, 80000, 87, 2, Yes, "
+    "0x0000000000000040\n"
+    "2, GPU-9c0f, NVIDIA A10G, 00000000:3B:00.0, 23028, 0, 30, [N/A], [N/A], [Not Supported]\n"
+)
+LOST = (
+    "Unable to determine the device handle for GPU0000:4B:00.0: GPU is lost.  "
+    "Reboot the system to recover this GPU\n"
+)
+NVLINK = (
+    "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5d1e)\n"
+    "\t Link 0: 26.562 GB/s\n\t Link 1: <inactive>\n"
+    "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-77aa)\n"
+    "\t Link 0: 26.562 GB/s\n\t Link 1: 26.562 GB/s\n"
+)
+KERNEL = (
+    "[ 12.0] NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n"
+    "[ 4242.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
+    "[ 4243.0] NVRM: Xid (PCI:0000:1b:00): 13, pid=99, Graphics Exception\n"
+    "[ 4244.0] NVRM: Xid (0000:2b:00): 48, An uncorrectable double bit error\n"
+)
+
+
+def test_the_smi_query_gives_each_gpu_with_what_it_cannot_tell_as_none() -> None:
+    gpus = parse_smi_query(SMI + LOST)
+    assert [g.index for g in gpus] == [0, 1, 2]
+    assert gpus[0] == Gpu(0, "GPU-5d1e", "NVIDIA H100 80GB HBM3", "00000000:1B:00.0",
+                          81559, 1024, 41, 0, False, ())  # fmt: skip
+    assert gpus[1].ecc_uncorrected == 2
+    assert gpus[1].retired_pages_pending is True
+    assert gpus[1].throttle == ("hw-thermal",)
+    assert (gpus[2].ecc_uncorrected, gpus[2].retired_pages_pending, gpus[2].throttle) == (
+        None,
+        None,
+        (),
+    )
+
+
+def test_lost_gpus_nvlink_and_xids_are_read_from_the_tools_text() -> None:
+    assert parse_lost(SMI + LOST) == ["0000:4B:00.0"]
+    assert parse_nvlink(NVLINK) == {0: (1,)}
+    assert xids_in(KERNEL) == [Xid(79, "0000:3b:00"), Xid(13, "0000:1b:00"), Xid(48, "0000:2b:00")]
+
+
+def test_throttle_reasons_name_the_heat_and_power_bits_only() -> None:
+    assert throttle_reasons(0x1 | 0x4) == ()  # idle, the software power cap: normal
+    assert throttle_reasons(0x8 | 0x20 | 0x40 | 0x80) == (
+        "hw-slowdown",
+        "sw-thermal",
+        "hw-thermal",
+        "power-brake",
+    )
+
+
+def healthy_gpu(i: int) -> Gpu:
+    return Gpu(i, f"GPU-{i}", "NVIDIA H100", f"0000:{i}", 81559, 0, 40, 0, False)
+
+
+BASE = Probe("n1", 0.0, 1.0, "nvidia-smi", gpus=tuple(healthy_gpu(i) for i in range(4)))
+LIMITS = Limits(expected_gpus=4, min_free_gib=5.0)
+
+
+@pytest.mark.parametrize(
+    ("changes", "verdict", "reason"),
+    [
+        ({}, "healthy", None),
+        ({"gpus": BASE.gpus[:3]}, "unhealthy", "sees 3 of the 4 GPUs the node declares"),
+        ({"lost": ("0000:4B:00.0",)}, "unhealthy", "GPU 0000:4B:00.0 is lost"),
+        ({"xids": (Xid(79, "0000:3b:00"),)}, "unhealthy", "XID 79 on GPU 0000:3b:00"),
+        ({"xids": (Xid(13, "0000:3b:00"),)}, "healthy", None),
+        ({"gpus": (Gpu(0, "u", "n", "b", ecc_uncorrected=3), *BASE.gpus[1:])}, "unhealthy",
+         "GPU 0: 3 uncorrectable ECC errors"),
+        ({"gpus": (Gpu(0, "u", "n", "b", retired_pages_pending=True), *BASE.gpus[1:])},
+         "unhealthy", "GPU 0: retired pages pending (needs a reset)"),
+        ({"gpus": (Gpu(0, "u", "n", "b", nvlink_down=(1, 3)), *BASE.gpus[1:])}, "unhealthy",
+         "GPU 0: NVLink link 1, 3 down"),
+        ({"gpus": (Gpu(0, "u", "n", "b", throttle=("hw-thermal",)), *BASE.gpus[1:])},
+         "degraded", "GPU 0: throttled (hw-thermal)"),
+        ({"disks": (Disk("/ckpt", 2.0, 100.0),)}, "unhealthy", "/ckpt: 2.0 GiB free, under 5"),
+        ({"disks": (Disk("/ckpt", None),)}, "unhealthy", "/ckpt: cannot be read"),
+        ({"nics": (Nic("ib0", "down"),)}, "unhealthy", "NIC ib0 is down"),
+        ({"nics": (Nic("eth0", "up"),)}, "healthy", None),
+        ({"gpu_error": "NVIDIA-SMI has failed"}, "unhealthy",
+         "GPU driver not answering: NVIDIA-SMI has failed"),
+        ({"source": "none", "gpus": ()}, "degraded",
+         "no GPU probe: no NVIDIA driver library and no nvidia-smi on this node"),
+        ({"errors": ("kernel log: dmesg failed (denied)",)}, "degraded",
+         "kernel log: dmesg failed (denied)"),
+    ],
+    ids=["healthy", "a GPU missing", "a GPU lost", "XID 79", "XID 13 is the application's",
+         "ECC", "retired pages", "NVLink", "throttling", "disk nearly full", "disk unreadable",
+         "NIC down", "NIC up", "driver down", "no probe", "kernel log unreadable"],
+)  # fmt: skip
+def test_the_verdict_on_a_probe(changes: dict[str, object], verdict: str, reason: str) -> None:
+    from dataclasses import replace
+
+    got, reasons = judge(replace(BASE, **changes), LIMITS)  # type: ignore[arg-type]
+    assert got == verdict
+    assert reasons[:1] == ((reason,) if reason else ())
+
+
+@given(st.lists(st.sampled_from([13, 31, 43, 45, 48, 63, 64, 74, 79, 92, 94, 95]), max_size=6))
+def test_any_fatal_xid_in_the_log_makes_the_node_unhealthy_and_only_a_fatal_one(
+    xids: list[int],
+) -> None:
+    log = "".join(f"NVRM: Xid (PCI:0000:3b:00): {x}, pid=1, text\n" for x in xids)
+    probe = Probe("n1", 0.0, 1.0, "nvidia-smi", gpus=BASE.gpus, xids=tuple(xids_in(log)))
+    verdict, reasons = judge(probe, LIMITS)
+    fatal = {48, 63, 64, 74, 79, 92, 94, 95} & set(xids)
+    assert (verdict == "unhealthy") == bool(fatal)
+    assert {int(r.split()[1]) for r in reasons} == fatal
+
+
+def test_a_probe_serialises_with_its_verdict() -> None:
+    data = Probe("n1", 5.0, 1.0, "nvml", gpus=BASE.gpus[:1]).to_json(Limits(expected_gpus=1))
+    assert data["verdict"] == "healthy"
+    assert data["gpus"][0]["uuid"] == "GPU-0"
+    assert data["expected_gpus"] == 1

@@ -1,0 +1,153 @@
+"""The agent for real on loopback: its HTTP answers (the token required, GET only) and its
+probes through the fake nvidia-smi and fake kernel log in scripts/fake-gpu (a mock of the
+GPU driver only: no GPU here), whose state the test changes between probes."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from meshctl.agent.probe import Limits
+from meshctl.agent.server import PATH, Agent, serve
+from meshctl.agent.sources import KernelLog, SmiSource, disks, nics
+
+pytestmark = pytest.mark.unit
+
+FAKE = Path(__file__).resolve().parents[3] / "scripts" / "fake-gpu"
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture
+def fake_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("MESHCTL_FAKE_GPU_DIR", str(tmp_path))
+    monkeypatch.setenv("MESHCTL_AGENT_NODE", "n1")
+    (tmp_path / "n1.kmsg").write_text("[ 0.0] Linux version 6.1.0\n")
+    return tmp_path
+
+
+@pytest.fixture
+def agent(fake_gpus: Path, tmp_path: Path) -> Agent:
+    return Agent(
+        "n1",
+        Limits(expected_gpus=4, min_free_gib=0.0),
+        SmiSource(str(FAKE / "nvidia-smi")),
+        KernelLog(str(fake_gpus / "n1.kmsg")),
+        disk_paths=[str(tmp_path)],
+    )
+
+
+@pytest.fixture
+def url(agent: Agent) -> Iterator[str]:
+    server = serve(agent, "127.0.0.1", 0, TOKEN)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def call(url: str, token: str | None = TOKEN, method: str = "GET") -> tuple[int, dict[str, object]]:
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    request = urllib.request.Request(
+        url, headers=headers, method=method, data=b"rm -rf /" if method != "GET" else None
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+@pytest.mark.parametrize(
+    ("token", "method", "path", "status"),
+    [
+        (None, "GET", PATH, 401),
+        ("wrong", "GET", PATH, 401),
+        (TOKEN + "x", "GET", PATH, 401),
+        (None, "POST", PATH, 401),
+        (TOKEN, "POST", PATH, 405),
+        (TOKEN, "PUT", "/v1/run", 405),
+        (TOKEN, "GET", "/v1/exec?cmd=id", 404),
+        (TOKEN, "GET", PATH, 200),
+    ],
+    ids=["no token", "another token", "a longer token", "no token, POST", "POST", "PUT",
+         "another path", "the token"],
+)  # fmt: skip
+def test_the_agent_answers_only_a_get_with_the_token(
+    url: str, token: str | None, method: str, path: str, status: int
+) -> None:
+    got, body = call(url + path, token, method)
+    assert got == status, body
+    if status == 200:
+        assert body["verdict"] == "healthy"
+        assert body["source"] == "nvidia-smi"
+        assert [g["uuid"] for g in body["gpus"]] == [f"GPU-fake-n1-{i}" for i in range(4)]  # type: ignore[attr-defined]
+
+
+def test_a_gpu_fault_shows_at_the_next_probe_and_an_xid_at_once(
+    agent: Agent, fake_gpus: Path
+) -> None:
+    assert agent.probe().to_json(agent.limits)["verdict"] == "healthy"
+    (fake_gpus / "n1.json").write_text(json.dumps({"lost": [2], "nvlink_down": {"0": [1]}}))
+    _, reasons = agent.answer()["verdict"], agent.probe().to_json(agent.limits)["reasons"]
+    assert reasons == [
+        "sees 3 of the 4 GPUs the node declares",
+        "GPU 00000000:3B:00.0 is lost",
+        "GPU 0: NVLink link 1 down",
+    ]
+    (fake_gpus / "n1.json").write_text("{}")
+    agent.probe()
+    with (fake_gpus / "n1.kmsg").open("a") as log:
+        log.write("[ 99.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n")
+    agent.follow_kernel_log()  # between probes: the kernel log alone
+    answer = agent.answer()
+    assert answer["verdict"] == "unhealthy"
+    assert answer["reasons"] == ["XID 79 on GPU 0000:3b:00"]
+
+
+def test_a_driver_that_does_not_answer_makes_the_node_unhealthy(
+    agent: Agent, fake_gpus: Path
+) -> None:
+    (fake_gpus / "n1.json").write_text(json.dumps({"driver_down": True}))
+    answer = agent.probe().to_json(agent.limits)
+    assert answer["verdict"] == "unhealthy"
+    assert answer["reasons"][0].startswith(  # type: ignore[index]
+        "GPU driver not answering: NVIDIA-SMI has failed because it couldn't communicate"
+    )
+
+
+def test_a_missing_tool_or_folder_is_reported_not_raised(tmp_path: Path) -> None:
+    agent = Agent("n1", Limits(expected_gpus=1), SmiSource(str(tmp_path / "no-smi")),
+                  KernelLog(str(tmp_path / "no-log")))  # fmt: skip
+    answer = agent.probe().to_json(agent.limits)
+    assert answer["verdict"] == "unhealthy"
+    assert answer["reasons"][0].startswith("GPU driver not answering: no-smi:")  # type: ignore[index]
+    assert any("kernel log" in r for r in answer["reasons"])  # type: ignore[union-attr]
+    assert disks([str(tmp_path / "gone")])[0].free_gib is None
+    assert nics(["no-such-nic0"])[0].state == "missing"
+
+
+def test_the_agent_refuses_to_serve_without_a_token(agent: Agent) -> None:
+    with pytest.raises(ValueError, match="needs a token"):
+        serve(agent, "127.0.0.1", 0, "")
+
+
+def test_the_fake_driver_is_found_first_on_the_path(fake_gpus: Path) -> None:
+    from meshctl.agent.sources import gpu_source
+
+    path = os.environ["PATH"]
+    os.environ["PATH"] = f"{FAKE}{os.pathsep}{path}"
+    try:
+        source = gpu_source(nvml=False)
+    finally:
+        os.environ["PATH"] = path
+    assert isinstance(source, SmiSource)
+    assert source.command == str(FAKE / "nvidia-smi")
