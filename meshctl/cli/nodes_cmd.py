@@ -13,6 +13,7 @@ pool has it.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -61,7 +62,8 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
             key = f"{attempt.pool}/{held.node}"
             used[key] = used.get(key, 0.0) + held.gpus()
             jobs.setdefault(key, []).append(attempt.job_id)
-    rows = [_node_row(n, used.get(n.id, 0.0), jobs.get(n.id, [])) for n in nodes]
+    agents = _agents(app_context(ctx).home)
+    rows = [_node_row(n, used.get(n.id, 0.0), jobs.get(n.id, []), agents.get(n.id)) for n in nodes]
     render.emit(
         rows if output is not Output.table else [_node_cells(r) for r in rows],
         [
@@ -71,16 +73,39 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
             Column("gpus", "GPUs used", "right"),
             Column("accelerator", "GPU"),
             Column("jobs", "Jobs"),
+            Column("agent", "Agent"),
             Column("labels", "Labels"),
         ],
         output,
     )
 
 
-def _node_row(node: NodeRecord, gpus_used: float, jobs: list[str]) -> dict[str, Any]:
+def _agents(home: Path) -> dict[str, dict[str, Any]]:
+    """What each node's agent said at the controller's last cycle, by "pool/node"."""
+    import json
+
+    from meshctl.controller.daemon import heartbeat_file
+    from meshctl.controller.loop import agents_file
+
+    try:
+        found: dict[str, dict[str, Any]] = json.loads(agents_file(heartbeat_file(home)).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found
+
+
+def _node_row(
+    node: NodeRecord, gpus_used: float, jobs: list[str], agent: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A node as data (``shapes.NodeRow``)."""
     from meshctl.jsondata import timestamp
 
+    if agent is not None:
+        probed = agent.get("probed_at_s")
+        agent = {k: v for k, v in agent.items() if k != "probed_at_s"}
+        agent = {"url": agent.get("url", ""), "verdict": agent.get("verdict", "unknown"),
+                 "reasons": list(agent.get("reasons") or []), "probed_at": timestamp(probed),
+                 "error": agent.get("error")}  # fmt: skip
     gpus = node.resources.get("gpus")
     return {
         "node": node.id,
@@ -94,6 +119,7 @@ def _node_row(node: NodeRecord, gpus_used: float, jobs: list[str]) -> dict[str, 
         "accelerator": node.resources.get("accelerator") or None,
         "jobs": jobs,
         "labels": dict(sorted(node.labels.items())),
+        "agent": agent,
     }
 
 
@@ -109,7 +135,15 @@ def _node_cells(row: dict[str, Any]) -> dict[str, Any]:
         "alive": "yes" if row["alive"] else "no",
         "gpus": f"{row['gpus_used']:g} / {row['gpus'] if row['gpus'] is not None else '-'}",
         "labels": ", ".join(f"{k}={v}" for k, v in row["labels"].items()),
+        "agent": _agent_cell(row["agent"]),
     }
+
+
+def _agent_cell(agent: dict[str, Any] | None) -> str:
+    if agent is None:
+        return "-"
+    reasons = agent["reasons"]
+    return str(agent["verdict"]) + (f" ({reasons[0]})" if reasons else "")
 
 
 def _kept(node: NodeRecord, state: str, deadline_s: float | None) -> NodeDetail:

@@ -23,6 +23,7 @@ from meshctl.model.base import (
     LabelKey,
     Labels,
     MemoryGiB,
+    MemoryGiBTotal,
     Model,
     Name,
     NicGbps,
@@ -130,10 +131,10 @@ class NodeAgents(Model):
     )
     suspect_after_s: DurationS = 10.0
     dead_after_s: DurationS = 30.0
-    interval_s: Annotated[float, Field(ge=0.1, le=600)] = Field(
+    interval_s: DurationS = Field(
         2.0, description="how often the embedded pool's agents probe their node"
     )
-    min_free_gib: Annotated[float, Field(ge=0)] = Field(
+    min_free_gib: MemoryGiBTotal = Field(
         1.0, description="the embedded pool's agents: free GiB its state folder needs"
     )
 
@@ -141,6 +142,8 @@ class NodeAgents(Model):
     def _dead_after_suspect(self) -> NodeAgents:
         if self.dead_after_s <= self.suspect_after_s:
             raise ValueError("dead_after_s must be longer than suspect_after_s")
+        if self.interval_s < 0.1:
+            raise ValueError("interval_s must be at least 0.1 s")
         return self
 
 

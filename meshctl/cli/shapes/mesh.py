@@ -54,6 +54,15 @@ class PoolShowExtra(TypedDict):
 
 
 @with_config(STRICT)
+class NodeAgentData(TypedDict):
+    url: str
+    verdict: Annotated[str, "healthy, degraded, unhealthy; suspect or dead when silent; unknown"]
+    reasons: list[str]
+    probed_at: Annotated[Timestamp | None, "its last fresh probe"]
+    error: Annotated[str | None, "why the controller's last pull failed"]
+
+
+@with_config(STRICT)
 class NodeRow(TypedDict):
     node: Annotated[str, "pool/node"]
     pool: str
@@ -66,6 +75,7 @@ class NodeRow(TypedDict):
     accelerator: str | None
     jobs: Annotated[list[str], "ids of the jobs on it"]
     labels: dict[str, str]
+    agent: Annotated[NodeAgentData | None, "its meshctl agent, as the controller last heard it"]
 
 
 @with_config(STRICT)

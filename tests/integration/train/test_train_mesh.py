@@ -8,14 +8,21 @@ three emulated 1-GPU nodes and the controller daemon) runs the example PyTorch l
 - its node's health probe says unhealthy: the node leaves service, the job is asked to
   checkpoint, evicted and resumes elsewhere from its latest checkpoint (not from step 0);
 - its driver is killed: the controller resubmits it and it resumes;
-- it hangs: past its hang timeout it is stopped and restarted from its checkpoint.
+- it hangs: past its hang timeout it is stopped and restarted from its checkpoint;
+- its node's agent reports an XID (a fake one, in the fake kernel log of scripts/fake-gpu: no
+  GPU driver here): the node is cordoned, the job checkpoints on request, is evicted and
+  resumes elsewhere with the weights of an uninterrupted run;
+- its node's agent stops answering (SIGSTOP): the node is suspect, then dead and its job
+  moved, and back in service when the agent answers again.
 
-One mesh serves the module; each test leaves it with three live nodes.
+One mesh serves the module; each node has its agent, probing through the fake nvidia-smi;
+each test leaves the mesh with three live, healthy nodes.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -24,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from meshctl.model.mesh import NodeGroup
+from meshctl.model.mesh import NodeAgents, NodeGroup
 from meshctl.pools import local
 from meshctl.pools.checkpoints import read_progress
 from tests.conftest import ROOT
@@ -33,6 +40,8 @@ from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
 pytestmark = pytest.mark.integration
 
 STEPS, EVERY = 60, 10  # a checkpoint every 10 steps
+SUSPECT_S, DEAD_S = 3, 8  # a silent agent's node: suspect, then dead
+FAKE_GPU = ROOT / "scripts" / "fake-gpu"  # nvidia-smi and dmesg stand-ins (a driver mock)
 MESH = """\
 apiVersion: meshctl/v1
 kind: Mesh
@@ -42,6 +51,7 @@ spec:
     - name: onprem
       provider: local
       checkpoint_storage: {{uri: "file://{checkpoints}"}}
+      agents: {{suspect_after_s: {suspect}, dead_after_s: {dead}}}
       nodes:
         - {{name: n, count: 3, gpus: 1, cpus: 1, memory_gib: 2GiB,
            accelerator: {{model: A100, memory_gib: 80GiB}}}}
@@ -51,13 +61,23 @@ spec:
 @pytest.fixture(scope="module")
 def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
     base = tmp_path_factory.mktemp("train")
-    (base / "mesh.yaml").write_text(MESH.format(checkpoints=base / "checkpoints"))
+    mesh_file = base / "mesh.yaml"
+    mesh_file.write_text(MESH.format(checkpoints=base / "checkpoints", suspect=SUSPECT_S,
+                                     dead=DEAD_S))  # fmt: skip
     m = Mesh(base / "home", base)
-    m.run("--mesh", str(base / "mesh.yaml"), "up", "--interval", "0.5")
+    (base / "gpus").mkdir()
+    m.run("--mesh", str(mesh_file), "up", "--interval", "0.5", env=fake_gpus(m))
     try:
         yield m
     finally:
         m.run("down", "--force", check=False)
+
+
+def fake_gpus(mesh: Mesh) -> dict[str, str]:
+    """The environment a node's agent starts in: the fake nvidia-smi and dmesg first on its
+    PATH, each node's fake state in gpus/ (a node of one GPU unless its file says more)."""
+    return {"PATH": f"{FAKE_GPU}:{os.environ['PATH']}", "MESHCTL_FAKE_GPUS": "1",
+            "MESHCTL_FAKE_GPU_DIR": str(mesh.cwd / "gpus")}  # fmt: skip
 
 
 def train(mesh: Mesh, name: str, hang_timeout: str | None = None, **config: Any) -> str:
@@ -108,7 +128,11 @@ def restore_node(mesh: Mesh, name: str) -> None:
         {"name": name, "gpus": 1, "cpus": 1, "memory_gib": 2,
          "accelerator": {"model": "A100", "memory_gib": 80}}
     )  # fmt: skip
-    local.add_node(cluster, name, group, mesh.home / "run")
+    agents = NodeAgents(suspect_after_s=SUSPECT_S, dead_after_s=DEAD_S)
+    with pytest.MonkeyPatch.context() as patch:  # its agent, like the others, on the fakes
+        for key, value in fake_gpus(mesh).items():
+            patch.setenv(key, value)
+        local.add_node(cluster, name, group, mesh.home / "run", agents)
 
 
 def test_a_worker_crash_is_recovered_inside_the_attempt_by_ray_train(
@@ -209,6 +233,103 @@ def test_a_hung_job_is_restarted_from_its_checkpoint(mesh: Mesh, tmp_path: Path)
     events = shown["events"]  # type: ignore[assignment]
     assert any("no progress report" in e["message"] for e in events)  # type: ignore[union-attr]
     assert training(mesh, job_id)["attempts"][-1]["resumed_from_step"] >= 19
+
+
+def node_list(mesh: Mesh) -> dict[str, dict[str, Any]]:
+    return {n["node"]: n for n in json.loads(mesh.run("nodes", "list", "-o", "json").stdout)}
+
+
+def wait_for_node(mesh: Mesh, node: str, what: str, ready: Any) -> dict[str, Any]:
+    deadline = time.monotonic() + WAIT_S
+    while not ready(row := node_list(mesh)[f"onprem/{node}"]):
+        assert time.monotonic() < deadline, f"{node} never became {what}: {row}"
+        time.sleep(0.25)
+    return row
+
+
+def test_each_node_has_an_agent_that_answers_only_with_the_cluster_s_token(mesh: Mesh) -> None:
+    import urllib.error
+    import urllib.request
+
+    names = [n.split("/", 1)[1] for n in node_list(mesh)]
+    assert len(names) == 3
+    rows = [wait_for_node(mesh, name, "probed", lambda r: r["agent"]) for name in names]
+    assert {r["agent"]["verdict"] for r in rows} == {"healthy"}
+    url = rows[0]["agent"]["url"]
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(url, timeout=10)
+    assert refused.value.code == 401
+    asked = urllib.request.Request(url, headers={"Authorization": f"Bearer {mesh.cluster().token}"})
+    with urllib.request.urlopen(asked, timeout=10) as answer:
+        probe = json.loads(answer.read())
+    assert probe["source"] == "nvidia-smi"
+    assert [g["uuid"] for g in probe["gpus"]] == [f"GPU-fake-{probe['node']}-0"]
+
+
+def test_an_xid_found_by_the_agent_moves_the_job_with_identical_weights(
+    mesh: Mesh, reference: dict[str, Any], tmp_path: Path
+) -> None:
+    out = tmp_path / "weights.json"
+    # slow enough to outlive the 30 s a job on an unhealthy node has to checkpoint
+    job_id = train(mesh, "xid", output=str(out), step_delay_s=1.0)
+    wait_for_step(mesh, job_id, 12)
+    [sick] = mesh.show(job_id)["nodes"]
+    kernel_log = mesh.cwd / "gpus" / f"{sick}.kmsg"
+    kernel_log.write_text(
+        "[ 4242.0] NVRM: Xid (PCI:0000:1b:00): 79, pid=4242, GPU has fallen off the bus.\n"
+    )
+    try:
+        row = wait_for_node(mesh, sick, "unhealthy", lambda r: r["state"] == "unhealthy")
+        assert row["reason"] == "agent: XID 79 on GPU 0000:1b:00"
+        assert mesh.run("jobs", "wait", job_id, "--timeout", str(WAIT_S)).returncode == 0
+        shown = mesh.show(job_id)
+        assert shown["attempt"] == 2, shown["events"]
+        assert sick not in shown["nodes"]
+        kinds = [e["kind"] for e in shown["events"]]  # type: ignore[index, union-attr]
+        assert "job.checkpoint-request" in kinds
+        assert "job.evicted" in kinds
+        assert final(out)["sha256"] == reference["sha256"]  # bit for bit
+        row = node_list(mesh)[f"onprem/{sick}"]
+        assert row["state"] == "unhealthy"
+        assert row["reason"] == "agent: XID 79 on GPU 0000:1b:00"
+        assert row["agent"]["verdict"] == "unhealthy"
+    finally:
+        kernel_log.unlink()  # the node rebooted: its kernel log starts afresh
+    wait_for_node(mesh, sick, "ready", lambda r: r["state"] == "ready")
+
+
+def test_a_silent_agent_makes_its_node_suspect_then_dead_and_back_when_it_answers(
+    mesh: Mesh,
+) -> None:
+    job_id = train(mesh, "silent", steps=2000)
+    wait_for_step(mesh, job_id, 5)
+    [node] = mesh.show(job_id)["nodes"]
+    [agent] = [p.pid for p in mesh.cluster().processes if p.node == node and _is_agent(p.pid)]
+    uri = f"file://{mesh.cwd / 'checkpoints' / job_id}"
+    os.kill(agent, signal.SIGSTOP)  # hung: its port accepts, nothing answers
+    try:
+        row = wait_for_node(mesh, node, "suspect", lambda r: r["agent"]["verdict"] != "healthy")
+        assert row["agent"]["verdict"] == "suspect", row
+        assert row["state"] == "ready"  # no new work goes there; what runs stays
+        row = wait_for_node(mesh, node, "dead", lambda r: r["state"] == "unhealthy")
+        assert row["reason"] == f"agent: silent for over {DEAD_S} s"
+        deadline = time.monotonic() + WAIT_S
+        while read_progress(uri, 2) is None:  # evicted, and resumed on another node
+            assert time.monotonic() < deadline, "the job did not resume"
+            time.sleep(0.5)
+        assert node not in mesh.show(job_id)["nodes"]
+    finally:
+        os.kill(agent, signal.SIGCONT)
+        mesh.run("jobs", "cancel", job_id, check=False)
+    row = wait_for_node(mesh, node, "ready", lambda r: r["state"] == "ready")
+    assert row["agent"]["verdict"] == "healthy"
+
+
+def _is_agent(pid: int) -> bool:
+    try:
+        return b"agent\0run" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 def _is_driver(pid: int, job_id: str) -> bool:
