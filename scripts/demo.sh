@@ -7,10 +7,12 @@
 #   3. burst: with on-prem full, a best-effort job bursts to an AWS pool (EC2 emulated by
 #      moto_server; each instance a local Ray node), a critical job waits for on-prem, the idle
 #      cloud pool is torn down, the spend is shown;
-#   4. fault-tolerant training: a Ray Train job (examples/train) loses its node mid-run; the
-#      controller requeues it, it resumes on the other node from its latest checkpoint and
-#      finishes; `jobs show` gives the steps lost and the times to detect and resume; then the
-#      mesh comes down.
+#   4. fault-tolerant training: a Ray Train job (examples/train) meets a GPU fault that its
+#      node's agent finds (XID 79 in the kernel log of a fake NVIDIA driver: no GPU here): the
+#      node is taken out of service, the job checkpoints on request, is evicted and resumes on
+#      the other node; the first node is back once healthy; then the node the job is on dies,
+#      and the job resumes again from its latest checkpoint and finishes; `jobs show` gives
+#      the steps lost and the times to detect and resume; then the mesh comes down.
 set -euo pipefail
 MESHCTL=${MESHCTL:-.venv/bin/meshctl}
 MESHCTL=$(cd "$(dirname "$MESHCTL")" && pwd)/$(basename "$MESHCTL")
@@ -59,6 +61,10 @@ open("mesh.yaml", "w").write(text[:aws] + block + text[end:])
 burst = open("policies/burst.yaml").read().replace("> 600.0", "> 5.0", 1)  # best-effort only
 open("policies/burst.yaml", "w").write(burst)
 PY
+# Each node's agent probes its GPUs through a fake nvidia-smi and dmesg (scripts/fake-gpu: a
+# mock of the NVIDIA driver, which this machine lacks); part 4 puts a GPU fault in one.
+mkdir -p "$dir/gpus"
+export PATH="$repo/scripts/fake-gpu:$PATH" MESHCTL_FAKE_GPU_DIR="$dir/gpus" MESHCTL_FAKE_GPUS=4
 step up --interval 0.5
 train=$("$MESHCTL" submit jobs/train-resnet.yaml);  echo "train-resnet (critical, 4 GPUs, class production): $train"
 serve=$("$MESHCTL" submit jobs/serve-pii.yaml);     echo "serve-pii    (critical inference, pii data stays on-prem): $serve"
@@ -107,21 +113,40 @@ for _ in $(seq 1 120); do  # the cloud pool goes once idle for its idle_minutes 
 done
 step pools list
 
-echo; echo "== 4. Fault-tolerant training: a node dies mid-run"
+echo; echo "== 4. Fault-tolerant training: a GPU fault found by the node's agent, then a node dies"
 trainjob=$("$MESHCTL" train model:train_loop --name mlp --working-dir "$repo/examples/train" \
   --workers 1 --gpus-per-worker 1 --cpus-per-worker 0.5 --memory-per-worker 512MiB \
-  --config steps=150 --config checkpoint_every_steps=20 --config step_delay_s=0.1 --no-follow)
+  --config steps=900 --config checkpoint_every_steps=20 --config step_delay_s=0.1 --no-follow)
 echo "train (examples/train/model.py, Ray Train, a checkpoint every 20 steps): $trainjob"
 py="$(dirname "$MESHCTL")/python"
-for _ in $(seq 1 240); do  # until it has passed step 60 (and checkpointed at step 59)
-  "$MESHCTL" jobs show "$trainjob" -o json | "$py" -c '
+until_step() {  # until the job's attempt $1 has passed step $2
+  for _ in $(seq 1 600); do
+    "$MESHCTL" jobs show "$trainjob" -o json | "$py" -c '
 import json, sys
-attempts = (json.load(sys.stdin).get("training") or {}).get("attempts") or [{}]
-sys.exit(0 if (attempts[0].get("last_step") or 0) >= 60 else 1)' && break
-  sleep 0.5
-done
+attempts = (json.load(sys.stdin).get("training") or {}).get("attempts") or []
+mine = [a for a in attempts if a.get("attempt") == int(sys.argv[1])]
+sys.exit(0 if mine and (mine[0].get("last_step") or 0) >= int(sys.argv[2]) else 1)' "$1" "$2" && return
+    sleep 0.5
+  done
+}
+node_state() {  # the state of node $1, as meshctl nodes list gives it
+  "$MESHCTL" nodes list -o json | "$py" -c '
+import json, sys
+print({n["node"]: n["state"] for n in json.load(sys.stdin)}["onprem/" + sys.argv[1]])' "$1"
+}
+until_step 1 60
 node=$("$MESHCTL" jobs show "$trainjob" -o json | "$py" -c 'import json, sys; print(json.load(sys.stdin)["nodes"][0])')
-echo "a node failure: every Ray process of $node (the node the run is on) is killed"
+echo "a GPU fault on $node: XID 79 (fallen off the bus) in its kernel log (the fake driver's)"
+echo "[ 4242.000000] NVRM: Xid (PCI:0000:1b:00): 79, pid=4242, GPU has fallen off the bus." >> "$dir/gpus/$node.kmsg"
+for _ in $(seq 1 120); do [ "$(node_state "$node")" = unhealthy ] && break; sleep 0.25; done
+step nodes list  # its agent said so: the node is out of service, the job asked to checkpoint
+until_step 2 1  # evicted after its checkpoint, and resumed on the other node
+echo "$node rebooted: its kernel log starts afresh, its agent says healthy, it is back in service"
+rm -f "$dir/gpus/$node.kmsg"
+for _ in $(seq 1 120); do [ "$(node_state "$node")" = ready ] && break; sleep 0.25; done
+until_step 2 400
+node=$("$MESHCTL" jobs show "$trainjob" -o json | "$py" -c 'import json, sys; print(json.load(sys.stdin)["nodes"][0])')
+echo "a node failure: every Ray process of $node (the node the run is on now) is killed"
 "$py" - "$node" <<'PY'
 import os, sys
 from pathlib import Path

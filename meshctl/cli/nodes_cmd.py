@@ -134,7 +134,9 @@ def _node_cells(row: dict[str, Any]) -> dict[str, Any]:
         "state": row["state"] + until + (f" ({row['reason']})" if row["reason"] else ""),
         "alive": "yes" if row["alive"] else "no",
         "gpus": f"{row['gpus_used']:g} / {row['gpus'] if row['gpus'] is not None else '-'}",
-        "labels": ", ".join(f"{k}={v}" for k, v in row["labels"].items()),
+        "labels": ", ".join(  # where its agent answers: in the Agent column's JSON
+            f"{k}={v}" for k, v in row["labels"].items() if not k.startswith("meshctl.io/agent-")
+        ),
         "agent": _agent_cell(row["agent"]),
     }
 
