@@ -11,8 +11,10 @@ Two layers of recovery:
 
 Steps lost: the last step reported before the failure less the step of the checkpoint the
 run resumed from (all of them when it started from scratch). Time to detect: from the last
-report before the failure to the failure being seen. Time to resume: from then to the first
-report after it.
+report before the failure to the failure being seen (none for a job that reported on while
+given a grace to checkpoint). Time to resume: from when it stopped (seen, or its last report
+when later) to the first report after it. The cause of a recovery across attempts is the
+last eviction or preemption between the two attempts' first reports.
 """
 
 from __future__ import annotations
@@ -79,15 +81,15 @@ def history(
         before = progress.get(number - 1)
         if before is not None:  # resumed across attempts
             last_s = before.get("last_report_s") or 0.0
-            cause = next(
-                (e for e in events if e.get("kind") in CAUSES and float(e["at_s"]) >= last_s),
-                None,
-            )
+            first_s = doc.get("first_report_s")
+            cause = _cause(events, before.get("first_report_s") or 0.0, first_s)
             seen_s = float(cause["at_s"]) if cause else None
             unresumed = [f for f in before.get("failures", []) if f.get("resumed_s") is None]
             if unresumed:  # Ray Train saw it first (its workers' health check)
                 seen_s = min(float(unresumed[0]["at_s"]), seen_s or float("inf"))
-            first_s = doc.get("first_report_s")
+            # A job given a grace to checkpoint (an unhealthy node, a preemption) reports on
+            # after the decision: seen at once, and stopped at its last report.
+            stopped_s = max(seen_s, last_s) if seen_s is not None else None
             recoveries.append(
                 Recovery(
                     number,
@@ -95,8 +97,8 @@ def history(
                     before.get("step"),
                     resumed(mine[0] if mine else None),
                     _lost(before.get("step"), resumed(mine[0] if mine else None)),
-                    seen_s - last_s if seen_s is not None and last_s else None,
-                    first_s - seen_s if first_s and seen_s is not None else None,
+                    max(0.0, seen_s - last_s) if seen_s is not None and last_s else None,
+                    first_s - stopped_s if first_s and stopped_s is not None else None,
                 )
             )
         for failure in doc.get("failures", []):  # resumed inside the attempt
@@ -120,6 +122,18 @@ def history(
                 )
             )
     return attempts, recoveries
+
+
+def _cause(
+    events: Sequence[Mapping[str, Any]], since_s: float, until_s: float | None
+) -> Mapping[str, Any] | None:
+    """What ended the attempt that reported first at ``since_s``: the last eviction or
+    preemption before the next attempt's first report (``until_s``)."""
+    found = [
+        e for e in events
+        if e.get("kind") in CAUSES and since_s <= float(e["at_s"]) <= (until_s or float("inf"))
+    ]  # fmt: skip
+    return found[-1] if found else None
 
 
 def _lost(last_step: int | None, resumed_from: int | None) -> int | None:

@@ -74,3 +74,36 @@ def test_a_failure_ray_train_saw_but_did_not_resume_counts_for_the_next_attempt(
     assert (recovery.attempt, recovery.steps_lost, recovery.cause) == (2, 3, "node n-1 is dead")
     assert recovery.detect_s == pytest.approx(1.0)  # Ray Train's health check, before the event
     assert recovery.resume_s == pytest.approx(9.0)
+
+
+def test_an_eviction_with_a_grace_and_a_later_loss_are_each_told_by_their_own_cause() -> None:
+    """Attempt 1 is evicted (its node unhealthy) at 120 and reports on through its grace to
+    checkpoint until 150; attempt 2 then loses its node. Each recovery has its own cause."""
+    recorded = {
+        "progress": {
+            1: {"attempt": 1, "step": 368, "first_report_s": 100.0, "last_report_s": 150.0,
+                "checkpoints": [{"path": "/c/359", "step": 359}], "failures": []},
+            2: {"attempt": 2, "step": 420, "first_report_s": 160.0, "last_report_s": 170.0,
+                "checkpoints": [{"path": "/c/419", "step": 419}], "failures": []},
+            3: {"attempt": 3, "step": 899, "first_report_s": 200.0, "checkpoints": [],
+                "failures": []},
+        },
+        "starts": [{"attempt": 1, "at_s": 95.0, "checkpoint": None},
+                   {"attempt": 2, "at_s": 155.0, "checkpoint": "/c/359"},
+                   {"attempt": 3, "at_s": 195.0, "checkpoint": "/c/419"}],
+    }  # fmt: skip
+    events = [
+        {"at_s": 120.0, "kind": "job.evicted", "message": "node n1 is unhealthy: agent: XID 79"},
+        {"at_s": 180.0, "kind": "job.evicted", "message": "node n2 is dead"},
+    ]
+    _, recoveries = history(recorded, events)
+    graceful, lost = recoveries
+    assert (graceful.attempt, graceful.cause) == (2, "node n1 is unhealthy: agent: XID 79")
+    assert (graceful.detect_s, graceful.resume_s) == (0.0, 10.0)  # stopped at 150, back at 160
+    assert (graceful.steps_lost, lost.steps_lost) == (9, 1)
+    assert (lost.attempt, lost.cause, lost.detect_s, lost.resume_s) == (
+        3,
+        "node n2 is dead",
+        10.0,
+        20.0,
+    )
