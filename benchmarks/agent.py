@@ -9,9 +9,11 @@
    one disk and the default route's NIC; ``probe_ms_no_gpu``: the same with no GPU source.
 2. ``cpu_pct``: ``meshctl agent run`` as a process of its own at its default interval (5 s)
    for ``--cpu-window`` seconds: its CPU time and its children's (the fake tools), as a
-   percentage of one core. The target is under 1%.
+   percentage of one core. The target is under 1%. ``cpu_pct_no_gpu``: the same agent with
+   no GPU source (the kernel log, disk and NIC only): its own cost, what remains where NVML
+   answers without a process per probe.
 3. ``xid_to_cordon_s``: the embedded mesh (two emulated 4-GPU nodes, each with its agent
-   probing every 2 s and reading the kernel log every second; the controller cycling every
+   probing every 2 s and reading the kernel log every half second; the controller cycling every
    ``--interval`` s): an XID 79 line appended to one node's fake kernel log, until the node's
    record is unhealthy. ``--trials`` times (the log removed and the node back in service
    between trials); the median. The target is two controller cycles or less.
@@ -84,13 +86,21 @@ def probe_ms(probes: int, folder: Path) -> tuple[float, float]:
     )
 
 
-def cpu_pct(window_s: float, folder: Path) -> float:
+def cpu_pct(window_s: float, folder: Path, gpu: bool = True) -> float:
+    """``gpu``: through the fake nvidia-smi; else with no GPU source (the fake dmesg only):
+    the agent's own cost, what remains on a node where NVML answers in microseconds."""
     token = folder / "token"
     token.write_text("bench-token")
     env = {**os.environ, **fake_env(folder)}
+    if not gpu:
+        tools = folder / "no-gpu-tools"
+        tools.mkdir(exist_ok=True)
+        if not (tools / "dmesg").exists():
+            (tools / "dmesg").symlink_to(FAKE / "dmesg")
+        env["PATH"] = f"{tools}{os.pathsep}{os.environ['PATH']}"
     agent = subprocess.Popen(
         [sys.executable, "-m", "meshctl", "agent", "run", f"--token-file={token}", "--gpus=4",
-         "--node=bench", "--host=127.0.0.1", "--port=0", f"--disk={folder}"],
+         "--node=bench", "--host=127.0.0.1", "--port=0", f"--disk={folder}", "--no-nvml"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -211,6 +221,7 @@ def main() -> None:
         (base / "gpus").mkdir()
         probe, probe_no_gpu = probe_ms(args.probes, base / "gpus")
         cpu = cpu_pct(args.cpu_window, base / "gpus")
+        cpu_no_gpu = cpu_pct(args.cpu_window, base / "gpus", gpu=False)
         (base / "mesh.yaml").write_text(MESH.format(suspect=SUSPECT_S, dead=DEAD_S))
         home = base / "home"
         meshctl(home, "--mesh", str(base / "mesh.yaml"), "up", "--interval", str(args.interval),
@@ -226,6 +237,7 @@ def main() -> None:
         "probe_ms": round(probe, 2),
         "probe_ms_no_gpu": round(probe_no_gpu, 2),
         "cpu_pct": round(cpu, 3),
+        "cpu_pct_no_gpu": round(cpu_no_gpu, 3),
         "xid_to_cordon_s": round(statistics.median(xids), 2),
         "xid_to_cordon_samples_s": [round(x, 2) for x in xids],
         "controller_interval_s": args.interval,
@@ -239,7 +251,8 @@ def main() -> None:
         return
     print(f"probe: {result['probe_ms']} ms median through the fake nvidia-smi "
           f"({result['probe_ms_no_gpu']} ms without a GPU source)")  # fmt: skip
-    print(f"agent CPU at its default 5 s interval: {result['cpu_pct']}% of one core")
+    print(f"agent CPU at its default 5 s interval: {result['cpu_pct']}% of one core through the "
+          f"fake nvidia-smi, {result['cpu_pct_no_gpu']}% with no GPU source")  # fmt: skip
     samples = result["xid_to_cordon_samples_s"]
     print(f"XID to cordon: {result['xid_to_cordon_s']} s median "
           f"(controller cycle {args.interval:g} s; samples {samples})")  # fmt: skip

@@ -29,7 +29,7 @@ log = logging.getLogger("meshctl.agent")
 PATH = "/v1/probe"
 DEFAULT_PORT = 9109
 DEFAULT_INTERVAL_S = 5.0
-KERNEL_EVERY_S = 1.0  # the kernel log is read this often between probes (XIDs)
+KERNEL_EVERY_S = 0.5  # the kernel log is read this often between probes (XIDs)
 
 
 class Agent:
