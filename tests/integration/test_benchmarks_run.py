@@ -104,3 +104,20 @@ def test_differential_benchmark_counts_scenarios_and_no_mismatch():
     assert result["scenarios"] == result["named"] + 3 >= 20
     assert result["actions_compared"] > 0
     assert result["mismatches"] == 0
+
+
+def test_agent_benchmark_reports_probe_cost_and_detection_times():
+    """The embedded mesh with agents on the fake GPU driver: one XID trial and one silent
+    node, about 90 s on two cores."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "agent.py"),
+         "--probes", "3", "--cpu-window", "3", "--trials", "1", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["probe_ms"] > result["probe_ms_no_gpu"] > 0
+    assert result["cpu_pct"] > 0
+    assert 0 < result["xid_to_cordon_s"] < 30
+    # dead after 8 s of silence counted from the last fresh probe (every 2 s)
+    assert result["dead_after_s"] - 3 < result["silent_node_detect_s"] < 60
