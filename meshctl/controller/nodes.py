@@ -90,8 +90,19 @@ def nodes(
             price = prices.get((name, seen.name), usd)
             health = _health(world, key) if seen.alive else "down"
             mine = held[key] if seen.alive else ()
-            out.append(node_of(name, seen.name, shape, price, health, mine))
+            others = _others_gpus(seen, mine)
+            out.append(node_of(name, seen.name, shape, price, health, mine, others))
     return out
+
+
+def _others_gpus(seen: ObservedNode, mine: Sequence[Allocation]) -> float:
+    """GPUs Ray counts as taken on the node beyond what meshctl's own jobs hold there: work
+    submitted to the cluster another way, never given to a meshctl job. meshctl records a
+    job's hold before Ray hears of it, so its own jobs never count here."""
+    if seen.gpus_in_use is None:
+        return 0.0
+    held = sum(a.gpu_share * len(a.gpu_indices) for a in mine)
+    return max(0.0, round(seen.gpus_in_use - held, 6))
 
 
 def _latest(seen: Sequence[ObservedNode]) -> list[ObservedNode]:

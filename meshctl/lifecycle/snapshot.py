@@ -74,9 +74,11 @@ def node_of(
     usd_per_gpu_hour: float,
     health: NodeHealth = "ready",
     held: Sequence[Allocation] = (),
+    others_gpus: float = 0.0,
 ) -> Node:
     """The scheduler's node: ``shape`` less what ``held`` takes (a share of a GPU is taken
-    from the GPU it names; an index past the node's GPUs is ignored)."""
+    from the GPU it names; an index past the node's GPUs is ignored), and less ``others_gpus``
+    taken by work meshctl did not start (from the last GPUs free: which ones is not known)."""
     gpu_free = [1.0] * shape.gpus
     cpus, memory, nic = shape.cpus, shape.memory_gib, shape.nic_gbps
     for alloc in held:
@@ -84,6 +86,9 @@ def node_of(
             if i < len(gpu_free):
                 gpu_free[i] = max(0.0, gpu_free[i] - alloc.gpu_share)
         cpus, memory, nic = cpus - alloc.cpus, memory - alloc.memory_gib, nic - alloc.nic_gbps
+    for i in reversed(range(len(gpu_free))):
+        taken = min(others_gpus, gpu_free[i])
+        gpu_free[i], others_gpus = gpu_free[i] - taken, others_gpus - taken
     return Node(
         name=name,
         pool=pool,

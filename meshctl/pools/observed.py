@@ -55,6 +55,7 @@ class ObservedNode:
     labels: Mapping[str, str] = field(default_factory=dict)
     head: bool = False
     address: str = ""  # the node's IP address, as Ray reports it
+    gpus_in_use: float | None = None  # GPUs Ray counts as taken by any work (None: unknown)
 
 
 @dataclass(frozen=True, slots=True)

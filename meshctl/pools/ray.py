@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -88,12 +89,31 @@ class RayPoolClient:
     def nodes(self) -> list[ObservedNode]:
         body = self._request("GET", "/api/v0/nodes?detail=1&limit=10000")
         data = body.get("data", {}).get("result", {}).get("result", [])
-        nodes = [_node(raw, name) for raw, name in zip(data, node_names(data), strict=True)]
+        used = self.gpus_in_use()
+        nodes = [
+            _node(raw, name, used.get(str(raw.get("node_id", ""))))
+            for raw, name in zip(data, node_names(data), strict=True)
+        ]
         # Ray keeps listing dead nodes; a node that came back under the same name is that
         # node, and of several dead entries of one name the last is enough.
         alive = {n.name for n in nodes if n.alive}
         dead = {n.name: n for n in nodes if not n.alive and n.name not in alive}
         return [n for n in nodes if n.alive] + list(dead.values())
+
+    def gpus_in_use(self) -> dict[str, float]:
+        """GPUs Ray counts as taken on each node (by node id), by any work: meshctl's and what
+        was submitted to the cluster some other way. From the dashboard's node summary (its
+        logical resources, "1.0/4.0 GPU"); empty when the cluster does not give it."""
+        try:
+            body = self._request("GET", "/nodes?view=summary")
+        except PoolError:
+            return {}
+        found = body.get("data", {}).get("nodeLogicalResources") or {}
+        used = {}
+        for node_id, text in found.items():
+            if (m := _GPU_USAGE.search(str(text))) is not None:
+                used[str(node_id)] = float(m.group(1))
+        return used
 
     def jobs(self) -> dict[str, ObservedJob]:
         """Jobs submitted through the Jobs API, by submission id."""
@@ -290,7 +310,10 @@ def _base_name(raw: Mapping[str, Any]) -> str:
     return str(found or raw.get("node_id", ""))
 
 
-def _node(raw: Mapping[str, Any], name: str) -> ObservedNode:
+_GPU_USAGE = re.compile(r"^\s*([0-9.]+)/[0-9.]+ GPU\s*$", re.MULTILINE)  # "1.0/4.0 GPU"
+
+
+def _node(raw: Mapping[str, Any], name: str, gpus_in_use: float | None = None) -> ObservedNode:
     resources: Mapping[str, float] = raw.get("resources_total") or {}
     labels = {str(k): str(v) for k, v in (raw.get("labels") or {}).items()}
     accelerator = next(
@@ -308,6 +331,7 @@ def _node(raw: Mapping[str, Any], name: str) -> ObservedNode:
         labels=labels,
         head=labels.get(ROLE_LABEL) == "head",
         address=str(raw.get("node_ip") or ""),
+        gpus_in_use=gpus_in_use,
     )
 
 

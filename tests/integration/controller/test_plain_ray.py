@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from meshctl.pools import local
+from meshctl.pools.observed import Submission
 from meshctl.pools.ray import RayPoolClient
 from tests.conftest import wait_until
 from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
@@ -166,3 +167,35 @@ def test_a_two_node_gang_runs_one_rank_on_each_node(mesh: Mesh, tmp_path: Path) 
     assert "RESULT: gang of 2 ranks on" in logs
     for name in placed:  # type: ignore[attr-defined]
         assert str(name) in logs  # each rank found itself on the node meshctl chose
+
+
+def test_gpus_taken_by_a_job_submitted_straight_to_ray_are_never_given_to_meshctl(
+    mesh: Mesh, plain: PlainCluster
+) -> None:
+    """Someone runs `ray job submit` on the cluster, outside meshctl, holding every GPU of one
+    node: meshctl's jobs go to the other node, one after the other, never to that one."""
+    client = RayPoolClient("lab", plain.dashboard, plain.token_file.read_text())
+    [taken, *_] = [n for n in client.nodes() if n.alive]
+    other = Submission(
+        submission_id=f"not-meshctl-{secrets.token_hex(4)}",
+        entrypoint="python -c 'import time; time.sleep(300)'",
+        runtime_env={}, metadata={}, label_selector={"ray.io/node-id": taken.ray_node_id},
+        num_gpus=GPUS_PER_NODE,
+    )  # fmt: skip
+    client.submit(other)
+    try:
+        wait_until(
+            "Ray never counted the other job's GPUs",
+            lambda: client.gpus_in_use().get(taken.ray_node_id) == GPUS_PER_NODE,
+            WAIT_S,
+            0.5,
+        )
+        sleep = ["--", "python", "-c", "import time; time.sleep(3)"]
+        jobs = [mesh.submit("--gpus", str(GPUS_PER_NODE), *sleep) for _ in range(2)]
+        for job_id in jobs:
+            assert mesh.run("jobs", "wait", job_id).returncode == 0
+        placed = {n for job_id in jobs for n in mesh.show(job_id)["nodes"]}  # type: ignore[attr-defined]
+        assert taken.name not in placed
+        assert len(placed) == 1
+    finally:
+        client.stop(other.submission_id)
