@@ -106,7 +106,7 @@ class RayPoolClient:
         logical resources, "1.0/4.0 GPU"); empty when the cluster does not give it."""
         try:
             body = self._request("GET", "/nodes?view=summary")
-        except PoolError:
+        except (PoolError, _NotFound, ValueError):  # an older dashboard, a torn answer
             return {}
         found = body.get("data", {}).get("nodeLogicalResources") or {}
         used = {}
