@@ -14,7 +14,13 @@ from meshctl.controller.step import Dispatch, Rules, submission_id
 from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Start
 from meshctl.model.mesh import Pool
-from meshctl.pools.observed import NODE_LABEL, RAY_NODE_ID_LABEL, Submission
+from meshctl.pools.observed import (
+    GPU_MEMORY_RESOURCE,
+    NIC_RESOURCE,
+    NODE_LABEL,
+    RAY_NODE_ID_LABEL,
+    Submission,
+)
 from meshctl.scheduler import Allocation
 from meshctl.state.records import AttemptDetail, AttemptRecord, AttemptState, Held
 
@@ -70,6 +76,31 @@ def ray_node_ids(world: World, place: Start) -> tuple[str, ...]:
     return ids if all(ids) else ()
 
 
+def claims(view: JobView, place: Start, world: World) -> dict[str, float]:
+    """The Ray custom resources a job's entrypoint claims on its one node, of those the node
+    declares (``CLAIMED_RESOURCES``): its GPUs' memory (a whole GPU's for each GPU it holds;
+    for a share of one, the memory it asks for, else its share) and its NIC bandwidth. Jobs
+    whose Ray tasks hold their resources (``reserve: workers``) claim none here."""
+    if view.job.spec.reserves_for != "entrypoint" or len(place.allocations) != 1:
+        return {}
+    [alloc] = place.allocations
+    seen = world.pools.get(place.pool)
+    node = next((n for n in seen.nodes if n.alive and n.name == alloc.node), None) if seen else None
+    if node is None:
+        return {}
+    out: dict[str, float] = {}
+    total = node.claimable.get(GPU_MEMORY_RESOURCE)
+    gpus = alloc.gpu_share * len(alloc.gpu_indices)
+    if total and node.gpus and gpus:
+        asked = view.job.spec.resources.gpu_memory_gib
+        out[GPU_MEMORY_RESOURCE] = round(
+            asked if asked and gpus < 1 else total / node.gpus * gpus, 6
+        )
+    if node.claimable.get(NIC_RESOURCE) and alloc.nic_gbps:
+        out[NIC_RESOURCE] = alloc.nic_gbps
+    return out
+
+
 def pinned_by(attempt: AttemptRecord) -> tuple[str, list[str]]:
     """The Ray label an attempt's nodes are pinned by and its value per node, in order: Ray's
     own node id (any cluster), or for an attempt recorded without ids the meshctl.io/node
@@ -89,6 +120,7 @@ def dispatch(
     detail = AttemptDetail(
         allocations=tuple(held_of(a) for a in place.allocations),
         ray_node_ids=ray_node_ids(world, place),
+        ray_resources=claims(view, place, world),
         failures_before=failures_after(view.attempt),  # what max_restarts is judged by
         runtime_s=runtime_s,  # None: no estimate then (not "unknown, estimate later")
     )
@@ -161,6 +193,7 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
         num_cpus=res.cpus if entrypoint_holds else None,
         num_gpus=res.gpus if entrypoint_holds and res.gpus else None,
         memory_bytes=int(res.memory_gib * 1024**3) if entrypoint_holds else None,
+        resources=dict(attempt.detail.ray_resources) if entrypoint_holds else {},
     )
 
 

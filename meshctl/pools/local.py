@@ -35,7 +35,14 @@ from pathlib import Path
 
 from meshctl.errors import Failure
 from meshctl.model.mesh import LocalPool, NodeAgents, NodeGroup
-from meshctl.pools.observed import AGENT_HOST_LABEL, AGENT_PORT_LABEL, NODE_LABEL, ROLE_LABEL
+from meshctl.pools.observed import (
+    AGENT_HOST_LABEL,
+    AGENT_PORT_LABEL,
+    GPU_MEMORY_RESOURCE,
+    NIC_RESOURCE,
+    NODE_LABEL,
+    ROLE_LABEL,
+)
 from meshctl.pools.ray import PoolError, RayPoolClient
 from meshctl.state.private import open_private, private_dir, write_private
 
@@ -343,7 +350,13 @@ def _environment(cluster: LocalCluster) -> dict[str, str]:
 
 def _shape_args(group: NodeGroup, name: str, more: dict[str, str] | None = None) -> list[str]:
     labels = {**group.labels, **(more or {}), NODE_LABEL: name}
-    resources = {f"accelerator_type:{group.accelerator.model}": 1} if group.accelerator else {}
+    resources: dict[str, float] = {}
+    if group.accelerator:
+        resources[f"accelerator_type:{group.accelerator.model}"] = 1
+        if group.gpus:  # claimed by meshctl's jobs: Ray refuses to over-commit them too
+            resources[GPU_MEMORY_RESOURCE] = group.gpus * group.accelerator.memory_gib
+    if group.nic_gbps:
+        resources[NIC_RESOURCE] = group.nic_gbps
     return [
         f"--num-cpus={max(1, round(group.cpus))}",
         f"--num-gpus={int(group.gpus)}",

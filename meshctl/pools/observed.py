@@ -13,6 +13,11 @@ NODE_LABEL = "meshctl.io/node"  # the Ray node label that names a node the way m
 # Ray's own label, set on every node (Ray 2.60): what jobs and their workers are pinned by, so
 # a cluster started without meshctl's labels works as it is
 RAY_NODE_ID_LABEL = "ray.io/node-id"
+# Ray custom resources a node may declare, which meshctl's jobs then claim: its GPUs' memory
+# (all of them together) and its NIC bandwidth. The embedded pool declares both.
+GPU_MEMORY_RESOURCE = "gpu_memory_gib"
+NIC_RESOURCE = "nic_gbps"
+CLAIMED_RESOURCES = (GPU_MEMORY_RESOURCE, NIC_RESOURCE)
 AGENT_PORT_LABEL = "meshctl.io/agent-port"  # where the node's agent answers (agent/watch.py)
 AGENT_HOST_LABEL = "meshctl.io/agent-host"  # its address, when not the node's own
 NODE_TYPE_LABEL = "meshctl.io/node-type"  # a cloud node's instance type
@@ -56,6 +61,7 @@ class ObservedNode:
     head: bool = False
     address: str = ""  # the node's IP address, as Ray reports it
     gpus_in_use: float | None = None  # GPUs Ray counts as taken by any work (None: unknown)
+    claimable: Mapping[str, float] = field(default_factory=dict)  # CLAIMED_RESOURCES it has
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,3 +97,4 @@ class Submission:
     num_cpus: float | None = None
     num_gpus: float | None = None
     memory_bytes: int | None = None
+    resources: Mapping[str, float] = field(default_factory=dict)  # custom, for the entrypoint

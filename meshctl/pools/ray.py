@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from meshctl.errors import Failure
 from meshctl.pools.observed import (
+    CLAIMED_RESOURCES,
     NODE_LABEL,
     ROLE_LABEL,
     ObservedJob,
@@ -165,6 +166,7 @@ class RayPoolClient:
                     entrypoint_num_cpus=submission.num_cpus,
                     entrypoint_num_gpus=submission.num_gpus,
                     entrypoint_memory=submission.memory_bytes,
+                    entrypoint_resources=dict(submission.resources) or None,
                     entrypoint_label_selector=dict(submission.label_selector) or None,
                 )
             )
@@ -332,6 +334,7 @@ def _node(raw: Mapping[str, Any], name: str, gpus_in_use: float | None = None) -
         head=labels.get(ROLE_LABEL) == "head",
         address=str(raw.get("node_ip") or ""),
         gpus_in_use=gpus_in_use,
+        claimable={k: float(resources[k]) for k in CLAIMED_RESOURCES if k in resources},
     )
 
 

@@ -18,7 +18,7 @@ older meshctl's, a test's) still reads back.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum, StrEnum
 from typing import Any, Final, Self, TypeAlias
 
@@ -94,8 +94,9 @@ def _set(detail: AttemptDetail | NodeDetail) -> dict[str, Any]:
     out = dict(detail.extra)
     for f in fields(detail):
         value = getattr(detail, f.name)
-        if f.name != "extra" and value != f.default:
-            out[f.name] = value
+        unset = value == f.default or (f.default_factory is not MISSING and not value)
+        if f.name != "extra" and not unset:
+            out[f.name] = dict(value) if isinstance(value, Mapping) else value
     return out
 
 
@@ -159,6 +160,9 @@ class AttemptDetail:
     # it and its workers are pinned by (Ray's ray.io/node-id label). Empty: placed by a
     # meshctl that pinned by the meshctl.io/node label.
     ray_node_ids: tuple[str, ...] = ()
+    # Ray custom resources its entrypoint claims on its node (GPU memory, NIC bandwidth), so
+    # that Ray too refuses to over-commit them; empty where the node declares none.
+    ray_resources: Mapping[str, float] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -179,6 +183,8 @@ class AttemptDetail:
             known["allocations"] = tuple(Held.of(a) for a in known["allocations"])
         if "ray_node_ids" in known:
             known["ray_node_ids"] = tuple(str(i) for i in known["ray_node_ids"])
+        if "ray_resources" in known:
+            known["ray_resources"] = {str(k): float(v) for k, v in known["ray_resources"].items()}
         return cls(**known, extra=extra)
 
 

@@ -103,6 +103,33 @@ def test_a_job_runs_to_success_and_its_logs_come_back(mesh: Mesh) -> None:
     ]  # type: ignore[index]
 
 
+def test_ray_holds_the_gpu_memory_and_nic_a_job_claims(mesh: Mesh) -> None:
+    """Each embedded node declares its GPUs' memory and its NIC to Ray as custom resources;
+    a job's entrypoint claims its share of them, so Ray too refuses to over-commit them."""
+    client = mesh.ray()
+    nodes = {n.name: n for n in client.nodes() if n.alive}
+    assert nodes["gpu-rack1"].claimable == {"gpu_memory_gib": 320.0, "nic_gbps": 200.0}
+    job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "import time; time.sleep(30)")
+    try:
+        mesh.wait_for(job_id, "running")
+        [node] = mesh.show(job_id)["nodes"]  # type: ignore[misc]
+        held = wait_until(
+            "Ray never counted the job's GPU memory",
+            lambda: "80.0/320.0 gpu_memory_gib" in summary(client, nodes[str(node)].ray_node_id),
+            WAIT_S,
+            every_s=0.5,
+        )
+        assert held
+    finally:
+        mesh.run("jobs", "cancel", job_id)
+
+
+def summary(client: RayPoolClient, node_id: str) -> str:
+    """What Ray says is taken of each resource on the node ("80.0/320.0 gpu_memory_gib")."""
+    body = client._request("GET", "/nodes?view=summary")
+    return str(body["data"]["nodeLogicalResources"].get(node_id, ""))
+
+
 # A Ray program given inline, as people paste one: several statements, far longer than a job
 # name may be; the job is named after the interpreter (its text makes no name).
 LONG_PROGRAM = (

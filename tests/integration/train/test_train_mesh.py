@@ -325,6 +325,30 @@ def test_a_silent_agent_makes_its_node_suspect_then_dead_and_back_when_it_answer
     assert row["agent"]["verdict"] == "healthy"
 
 
+def test_two_half_gpu_jobs_share_one_gpu_and_a_third_waits(mesh: Mesh) -> None:
+    """One node in service (the others cordoned): two 0.5-GPU jobs run on its GPU together,
+    Ray holding half of it for each (the same GPU in CUDA_VISIBLE_DEVICES); a third waits."""
+    names = sorted(n.split("/", 1)[1] for n in node_list(mesh))
+    for name in names[1:]:
+        mesh.run("nodes", "cordon", name)
+    program = "import os, time; print('GPU', os.environ['CUDA_VISIBLE_DEVICES']); time.sleep(8)"
+    try:
+        jobs = [mesh.submit("--gpus", "0.5", "--", "python", "-c", program) for _ in range(3)]
+        deadline = time.monotonic() + WAIT_S
+        while [mesh.show(j)["state"] for j in jobs[:2]] != ["running", "running"]:
+            assert time.monotonic() < deadline, "the two halves never ran together"
+            time.sleep(0.25)
+        assert mesh.show(jobs[2])["state"] in ("pending", "admitted")  # no half GPU left for it
+        for job_id in jobs:
+            assert mesh.run("jobs", "wait", job_id).returncode == 0
+        assert {n for j in jobs for n in mesh.show(j)["nodes"]} == {names[0]}  # type: ignore[attr-defined]
+        seen = [mesh.run("jobs", "logs", j).stdout for j in jobs]
+        assert all("GPU 0" in out for out in seen), seen  # Ray gave each the GPU's half
+    finally:
+        for name in names[1:]:
+            mesh.run("nodes", "uncordon", name)
+
+
 def _is_agent(pid: int) -> bool:
     try:
         return b"agent\0run" in Path(f"/proc/{pid}/cmdline").read_bytes()

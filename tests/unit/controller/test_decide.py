@@ -184,6 +184,34 @@ def test_a_gang_reserves_for_its_workers_on_every_node() -> None:
     assert (sub.num_gpus, sub.num_cpus, sub.memory_bytes) == (None, None, None)
 
 
+@pytest.mark.parametrize(
+    ("gpus", "spec", "claimable", "claimed"),
+    [
+        (2, {}, {"gpu_memory_gib": 320.0, "nic_gbps": 100.0}, {"gpu_memory_gib": 160.0}),
+        (0.5, {}, {"gpu_memory_gib": 320.0}, {"gpu_memory_gib": 40.0}),
+        (0.5, {"gpu_memory_gib": "24GiB"}, {"gpu_memory_gib": 320.0}, {"gpu_memory_gib": 24.0}),
+        (1, {"nic_gbps": "25Gbps"}, {"nic_gbps": 100.0}, {"nic_gbps": 25.0}),
+        (1, {}, {}, {}),
+    ],
+    ids=["whole GPUs", "a half, its share", "a half, what it asks", "NIC", "nothing declared"],
+)
+def test_the_entrypoint_claims_the_gpu_memory_and_nic_its_node_declares_to_ray(
+    gpus: float, spec: dict[str, Any], claimable: dict[str, float], claimed: dict[str, float]
+) -> None:
+    nodes = tuple(replace(node(n), claimable=claimable) for n in ("n1", "n2"))
+    resources = {"gpus": gpus, "cpus": 0.5, "memory_gib": 1, **spec}
+    raw = MESH.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for group in raw["spec"]["pools"][0]["nodes"]:
+        group["nic_gbps"] = 100  # what the job's NIC share is placed against
+    rules = Rules(Mesh.model_validate(raw), {}, None)
+    step = decide(world(job("a", resources=resources), observed=pool(nodes=nodes)), rules)
+    [dispatch] = step.dispatches
+    assert dict(dispatch.attempt.detail.ray_resources) == claimed
+    assert dict(dispatch.submission.resources) == claimed
+    restored = AttemptDetail.of(json.loads(json.dumps(dispatch.attempt.detail.to_json())))
+    assert restored.ray_resources == claimed  # recorded: a resubmission claims the same
+
+
 def test_a_job_bigger_than_what_is_free_waits_while_another_runs() -> None:
     running = job("r", gpus=4, state=JobState.RUNNING, attempt=attempt("r", gpus=4))
     busy = pool(ray("meshctl-r-1", "RUNNING"))
