@@ -74,7 +74,16 @@ def fake_env(gpus: Path) -> dict[str, str]:
 
 
 def probe_ms(probes: int, folder: Path) -> tuple[float, float]:
+    saved = dict(os.environ)
     os.environ.update(fake_env(folder) | {"MESHCTL_AGENT_NODE": "bench"})
+    try:
+        return _probe_ms(probes, folder)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _probe_ms(probes: int, folder: Path) -> tuple[float, float]:
     nic = default_route_nic()
     kernel = KernelLog(None)  # the fake dmesg, first on the PATH
     with_gpu = Agent("bench", Limits(expected_gpus=4), SmiSource(str(FAKE / "nvidia-smi")), kernel,
@@ -98,13 +107,17 @@ def cpu_pct(window_s: float, folder: Path, gpu: bool = True) -> float:
         if not (tools / "dmesg").exists():
             (tools / "dmesg").symlink_to(FAKE / "dmesg")
         env["PATH"] = f"{tools}{os.pathsep}{os.environ['PATH']}"
+    port_file = folder / "agent.port"
+    port_file.unlink(missing_ok=True)
     agent = subprocess.Popen(
         [sys.executable, "-m", "meshctl", "agent", "run", f"--token-file={token}", "--gpus=4",
-         "--node=bench", "--host=127.0.0.1", "--port=0", f"--disk={folder}", "--no-nvml"],
+         "--node=bench", "--host=127.0.0.1", "--port=0", f"--disk={folder}", "--no-nvml",
+         f"--port-file={port_file}"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        time.sleep(3.0)  # past its start-up (imports, the first probe)
+        until("the agent serving", port_file.exists)  # past its start-up and first probe
+        time.sleep(1.0)
         before, started = _cpu_s(agent.pid), time.monotonic()
         time.sleep(window_s)
         used, elapsed = _cpu_s(agent.pid) - before, time.monotonic() - started
