@@ -135,7 +135,7 @@ class AgentWatch:
         del self._asking[key]
         try:
             answer = asked.result()
-        except (OSError, ValueError, urllib.error.URLError) as err:
+        except Exception as err:  # whatever went wrong, the agent did not answer
             why = getattr(err, "reason", None) or err
             return AgentStatus(url, last.verdict, last.reasons, last.probed_at_s, str(why))
         probed = now - float(answer.get("age_s") or 0.0)
