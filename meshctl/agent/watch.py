@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +57,12 @@ class AgentReport:
     unhealthy: dict[str, str] = field(default_factory=dict)  # "pool/node" -> why
     suspect: dict[str, str] = field(default_factory=dict)  # "pool/node" -> why
     agents: dict[str, AgentStatus] = field(default_factory=dict)  # "pool/node" -> its agent
+
+
+def said(verdict: str, reasons: Sequence[str]) -> str:
+    """A node's health signal in the agent's words: what the controller acts on, and what
+    the operator overrules (``meshctl nodes health --healthy``)."""
+    return "agent: " + ("; ".join(reasons) or verdict)
 
 
 def agent_url(node: ObservedNode, settings: NodeAgents) -> str | None:
@@ -116,11 +122,10 @@ class AgentWatch:
             status = self._status(key, url, now)
             self._last[key] = status = self._judge(key, status, settings, now)
             report.agents[key] = status
-            why = "; ".join(status.reasons) or status.verdict
             if status.verdict in ("unhealthy", "dead"):
-                report.unhealthy[key] = f"agent: {why}"
+                report.unhealthy[key] = said(status.verdict, status.reasons)
             elif status.verdict == "suspect":
-                report.suspect[key] = f"agent: {why}"
+                report.suspect[key] = said(status.verdict, status.reasons)
         for gone in set(self._since) - set(targets):  # a node gone from Ray: forget it
             self._since.pop(gone, None)
             self._last.pop(gone, None)

@@ -92,7 +92,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
         run_dir,
     )
     from meshctl.pools.emulated import EmulatedInstances
-    from meshctl.pools.health import unhealthy
+    from meshctl.pools.health import overruled, unhealthy
 
     rules = rules_from(home, files)
     make_run_dir(home)
@@ -123,6 +123,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
             lambda pool: _agent_settings(controller.rules.mesh, pool),
             lambda pool: getattr(controller.clients.get(pool), "token", None),
         ),
+        overruled=lambda: overruled(home),
     )
     return controller
 

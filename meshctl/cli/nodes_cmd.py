@@ -221,7 +221,20 @@ def uncordon(ctx: typer.Context, node: NodeArgument) -> None:
     with context.store() as store:
         pool, name = _find(store, node).id.split("/", 1)
     set_signal(context.home, pool, name, None)
+    _overrule_agent(context.home, pool, name)
     _set(ctx, node, NodeState.READY, "back in service")
+
+
+def _overrule_agent(home: Path, pool: str, name: str) -> None:
+    """The operator says the node is fine: what its agent says against it now is ignored
+    until the agent says something else."""
+    from meshctl.agent.watch import said
+    from meshctl.pools.health import overrule
+
+    agent = _agents(home).get(f"{pool}/{name}") or {}
+    verdict = str(agent.get("verdict") or "")
+    bad = verdict in ("unhealthy", "dead", "suspect")
+    overrule(home, pool, name, said(verdict, agent.get("reasons") or []) if bad else None)
 
 
 @app.command("health")
@@ -232,12 +245,16 @@ def health(
         str | None,
         typer.Option(help='Say the node is unhealthy, and why (e.g. "GPU XID 79").'),
     ] = None,
-    healthy: Annotated[bool, typer.Option(help="Clear the signal: healthy again.")] = False,
+    healthy: Annotated[
+        bool,
+        typer.Option(help="Clear the signal, and overrule what its agent says against it now."),
+    ] = False,
 ) -> None:
-    """Set the node's health signal as its probe would; the controller acts on it."""
+    """Set the node's health signal; the controller acts on it. --healthy also overrules the
+    node's agent: its present verdict is ignored until it says something else."""
     from meshctl.cli import render
     from meshctl.controller import daemon
-    from meshctl.pools.health import set_signal
+    from meshctl.pools.health import overrule, set_signal
 
     if (unhealthy is None) == (not healthy):
         raise InvalidRequestError("health: give --unhealthy REASON or --healthy")
@@ -248,5 +265,9 @@ def health(
         found = _find(store, node)
     pool, name = found.id.split("/", 1)
     set_signal(context.home, pool, name, unhealthy.strip() if unhealthy else None)
+    if unhealthy:
+        overrule(context.home, pool, name, None)  # the operator says unhealthy: nothing ignored
+    else:
+        _overrule_agent(context.home, pool, name)
     daemon.nudge(context.home)
     render.plain(f"{found.id}: " + (f"unhealthy ({unhealthy})" if unhealthy else "healthy"))

@@ -97,6 +97,7 @@ class Controller(Applying):
         hold: Callable[[], str | None] | None = None,
         progress: ProgressReader | None = None,
         agents: AgentWatch | None = None,
+        overruled: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
         comes back on new ports with a new token), and the Ray pools without a client, with
@@ -114,7 +115,7 @@ class Controller(Applying):
         self.unreachable: Mapping[str, str] = {}  # Ray pools without a client -> why
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
-        self.agents = agents
+        self.agents, self.overruled = agents, overruled
         self.agent_report = AgentReport()  # the agents as of the last cycle
         self.logs, self.hold = logs, hold
         self.reloader = reloader
@@ -209,9 +210,14 @@ class Controller(Applying):
             self.estimator = Estimator()
             self.estimator.observe_all(past_runs(records, latest))
         health = dict(self.health()) if self.health is not None else {}
+        suspect: Mapping[str, str] = {}
         if self.agents is not None:
             self.agent_report = self.agents.pull(observations, now)
-            health = self.agent_report.unhealthy | health  # the operator's reason first
+            ignored = dict(self.overruled()) if self.overruled is not None else {}
+            report = self.agent_report
+            said = {k: v for k, v in report.unhealthy.items() if ignored.get(k) != v}
+            health = said | health  # the operator's reason first
+            suspect = {k: v for k, v in report.suspect.items() if ignored.get(k) != v}
         down = pools_down(self.rules.mesh, observations, self.unreachable)
         down |= self.burst.down() if self.burst is not None else {}
         world = World(
@@ -221,7 +227,7 @@ class Controller(Applying):
             {n.id: n for n in self.store.list(NodeRecord)},
             progress=self.progress.read(views),
             health=health,
-            suspect=self.agent_report.suspect,
+            suspect=suspect,
             pool_unavailable=down,
             node_busy_s=node_busy(attempts, now),
             estimator=self.estimator,

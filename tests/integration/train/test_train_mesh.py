@@ -293,9 +293,12 @@ def test_an_xid_found_by_the_agent_moves_the_job_with_identical_weights(
         assert row["state"] == "unhealthy"
         assert row["reason"] == "agent: XID 79 on GPU 0000:1b:00"
         assert row["agent"]["verdict"] == "unhealthy"
+        mesh.run("nodes", "health", sick, "--healthy")  # the operator overrules its agent
+        row = wait_for_node(mesh, sick, "ready", lambda r: r["state"] == "ready")
+        assert row["agent"]["verdict"] == "unhealthy"  # the agent still says so
     finally:
         kernel_log.unlink()  # the node rebooted: its kernel log starts afresh
-    wait_for_node(mesh, sick, "ready", lambda r: r["state"] == "ready")
+    wait_for_node(mesh, sick, "healthy", lambda r: r["agent"]["verdict"] == "healthy")
 
 
 def test_a_silent_agent_makes_its_node_suspect_then_dead_and_back_when_it_answers(

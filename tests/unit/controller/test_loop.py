@@ -407,6 +407,44 @@ def test_a_health_signal_takes_a_node_out_of_service_and_back() -> None:
     assert (kinds.count("node.unhealthy"), kinds.count("node.healthy")) == (1, 1)
 
 
+class Agents:
+    """What the nodes' agents say this cycle (the controller's pull, without HTTP)."""
+
+    def __init__(self) -> None:
+        self.unhealthy: dict[str, str] = {}
+        self.suspect: dict[str, str] = {}
+
+    def pull(self, observations: Any, now: float) -> Any:
+        from meshctl.agent.watch import AgentReport
+
+        return AgentReport(dict(self.unhealthy), dict(self.suspect))
+
+
+def test_an_agent_s_verdict_the_operator_overruled_is_ignored_until_it_changes() -> None:
+    from meshctl.state import NodeRecord
+
+    store, clock, agents = MemoryStore(), Clock(), Agents()
+    overruled: dict[str, str] = {}
+    loop = Controller(store, Rules(MESH, {}, None), {"onprem": FakePool()}, clock=clock,
+                      agents=agents, overruled=lambda: overruled)  # type: ignore[arg-type]  # fmt: skip
+
+    def state() -> str:
+        node = store.get(NodeRecord, "onprem/n1")
+        assert node is not None
+        return node.state
+
+    loop.cycle()  # the nodes are recorded
+    agents.unhealthy["onprem/n1"] = "agent: XID 79 on GPU 0000:1b:00"
+    loop.cycle()
+    assert state() == "unhealthy"
+    overruled["onprem/n1"] = "agent: XID 79 on GPU 0000:1b:00"  # nodes health --healthy
+    loop.cycle()
+    assert state() == "ready"
+    agents.unhealthy["onprem/n1"] = "agent: XID 48 on GPU 0000:1b:00"  # something else
+    loop.cycle()
+    assert state() == "unhealthy"
+
+
 def test_a_node_lost_is_counted_as_a_failure_of_its_pool() -> None:
     from meshctl.state import NodeRecord
 

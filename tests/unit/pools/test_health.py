@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from meshctl.pools.health import set_signal, unhealthy
+from meshctl.pools.health import overrule, overruled, set_signal, unhealthy
 
 pytestmark = pytest.mark.unit
 
@@ -21,3 +21,12 @@ def test_a_signal_is_set_read_and_cleared(tmp_path: Path) -> None:
     }
     set_signal(tmp_path, "onprem", "gpu-1", None)
     assert unhealthy(tmp_path) == {"lab/n2": "3 uncorrected ECC errors"}
+
+
+def test_an_overruled_verdict_is_kept_until_cleared(tmp_path: Path) -> None:
+    assert overruled(tmp_path) == {}
+    overrule(tmp_path, "onprem", "gpu-1", "agent: XID 79 on GPU 0000:1b:00")
+    assert overruled(tmp_path) == {"onprem/gpu-1": "agent: XID 79 on GPU 0000:1b:00"}
+    assert unhealthy(tmp_path) == {}  # overruling says nothing is wrong
+    overrule(tmp_path, "onprem", "gpu-1", None)
+    assert overruled(tmp_path) == {}
