@@ -9,3 +9,7 @@
 - ``watch``: the controller's side: pulls every node's agent each cycle and says which nodes
   are unhealthy, suspect (their agent late) or dead (silent for longer).
 """
+
+# What the controller's last cycle heard from every node's agent, in the state folder's run/
+# (beside the controller's heartbeat; ``meshctl nodes list`` reads it).
+AGENTS_FILE = "agents.json"

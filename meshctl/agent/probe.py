@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 Verdict = Literal["healthy", "degraded", "unhealthy"]
@@ -238,8 +238,6 @@ def xids_in(kernel_log: str) -> list[Xid]:
 
 
 def with_nvlink(gpus: Sequence[Gpu], down: Mapping[int, tuple[int, ...]]) -> list[Gpu]:
-    from dataclasses import replace
-
     return [replace(g, nvlink_down=down.get(g.index, ())) for g in gpus]
 
 
@@ -249,7 +247,7 @@ def unique(xids: Iterable[Xid]) -> tuple[Xid, ...]:
 
 def _int(cell: str, base: int = 10) -> int | None:
     try:
-        return int(cell, base) if base != 16 else int(cell, 16)
+        return int(cell, base)
     except ValueError:
         try:
             return int(float(cell))

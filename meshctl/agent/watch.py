@@ -153,9 +153,7 @@ class AgentWatch:
         self, key: str, status: AgentStatus, settings: NodeAgents, now: float
     ) -> AgentStatus:
         silent_s = now - self._since[key]
-        if silent_s < settings.suspect_after_s:
-            if status.verdict in ("suspect", "dead"):  # it answered again, but said nothing new
-                return AgentStatus(status.url, "unknown", (), status.probed_at_s, status.error)
+        if silent_s < settings.suspect_after_s:  # silence only grows between answers
             return status
         dead = silent_s >= settings.dead_after_s
         after = settings.dead_after_s if dead else settings.suspect_after_s

@@ -84,11 +84,10 @@ def _agents(home: Path) -> dict[str, dict[str, Any]]:
     """What each node's agent said at the controller's last cycle, by "pool/node"."""
     import json
 
-    from meshctl.controller.daemon import heartbeat_file
-    from meshctl.controller.loop import agents_file
+    from meshctl.agent import AGENTS_FILE
 
-    try:
-        found: dict[str, dict[str, Any]] = json.loads(agents_file(heartbeat_file(home)).read_text())
+    try:  # the run folder, as cli.context reads it: no controller modules loaded for a name
+        found: dict[str, dict[str, Any]] = json.loads((home / "run" / AGENTS_FILE).read_text())
     except (OSError, ValueError):
         return {}
     return found
@@ -100,12 +99,10 @@ def _node_row(
     """A node as data (``shapes.NodeRow``)."""
     from meshctl.jsondata import timestamp
 
-    if agent is not None:
-        probed = agent.get("probed_at_s")
-        agent = {k: v for k, v in agent.items() if k != "probed_at_s"}
+    if agent is not None:  # AgentStatus.to_json, its time as a timestamp
         agent = {"url": agent.get("url", ""), "verdict": agent.get("verdict", "unknown"),
-                 "reasons": list(agent.get("reasons") or []), "probed_at": timestamp(probed),
-                 "error": agent.get("error")}  # fmt: skip
+                 "reasons": list(agent.get("reasons") or []), "error": agent.get("error"),
+                 "probed_at": timestamp(agent.get("probed_at_s"))}  # fmt: skip
     gpus = node.resources.get("gpus")
     return {
         "node": node.id,

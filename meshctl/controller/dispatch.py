@@ -19,6 +19,7 @@ from meshctl.pools.observed import (
     NIC_RESOURCE,
     NODE_LABEL,
     RAY_NODE_ID_LABEL,
+    ObservedNode,
     Submission,
 )
 from meshctl.scheduler import Allocation
@@ -67,12 +68,17 @@ def pool_mtbf_s(world: World) -> dict[str, float]:
     return {pool: watched[pool] / n for pool, n in failures.items() if n}
 
 
+def _live(world: World, pool: str) -> dict[str, ObservedNode]:
+    """The pool's live nodes in its latest observation, by name."""
+    seen = world.pools.get(pool)
+    return {n.name: n for n in seen.nodes if n.alive} if seen else {}
+
+
 def ray_node_ids(world: World, place: Start) -> tuple[str, ...]:
     """The Ray node ids of the nodes a placement chose, in its order (empty when one is not
     live in the pool's latest observation: the job is pinned by name, as before)."""
-    seen = world.pools.get(place.pool)
-    live = {n.name: n.ray_node_id for n in seen.nodes if n.alive} if seen else {}
-    ids = tuple(live.get(a.node, "") for a in place.allocations)
+    live = _live(world, place.pool)
+    ids = tuple(live[a.node].ray_node_id if a.node in live else "" for a in place.allocations)
     return ids if all(ids) else ()
 
 
@@ -84,13 +90,12 @@ def claims(view: JobView, place: Start, world: World) -> dict[str, float]:
     if view.job.spec.reserves_for != "entrypoint" or len(place.allocations) != 1:
         return {}
     [alloc] = place.allocations
-    seen = world.pools.get(place.pool)
-    node = next((n for n in seen.nodes if n.alive and n.name == alloc.node), None) if seen else None
+    node = _live(world, place.pool).get(alloc.node)
     if node is None:
         return {}
     out: dict[str, float] = {}
     total = node.claimable.get(GPU_MEMORY_RESOURCE)
-    gpus = alloc.gpu_share * len(alloc.gpu_indices)
+    gpus = alloc.gpus()
     if total and node.gpus and gpus:
         asked = view.job.spec.resources.gpu_memory_gib
         out[GPU_MEMORY_RESOURCE] = round(

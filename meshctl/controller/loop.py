@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from meshctl.agent import AGENTS_FILE
 from meshctl.agent.watch import AgentReport, AgentWatch
 from meshctl.controller.apply import Applying
 from meshctl.controller.burst import Burst
@@ -55,7 +56,7 @@ log = logging.getLogger("meshctl.controller")
 
 def agents_file(heartbeat: Path) -> Path:
     """Where each cycle leaves what the nodes' agents said (``meshctl nodes list``)."""
-    return heartbeat.with_name("agents.json")
+    return heartbeat.with_name(AGENTS_FILE)
 
 
 class PoolClient(Protocol):

@@ -101,8 +101,7 @@ def _others_gpus(seen: ObservedNode, mine: Sequence[Allocation]) -> float:
     job's hold before Ray hears of it, so its own jobs never count here."""
     if seen.gpus_in_use is None:
         return 0.0
-    held = sum(a.gpu_share * len(a.gpu_indices) for a in mine)
-    return max(0.0, round(seen.gpus_in_use - held, 6))
+    return max(0.0, round(seen.gpus_in_use - sum(a.gpus() for a in mine), 6))
 
 
 def _latest(seen: Sequence[ObservedNode]) -> list[ObservedNode]:

@@ -284,19 +284,7 @@ def _start_agent(
         f"--port-file={port_file}", f"--interval={agents.interval_s:g}",
         f"--disk={run_dir}", f"--min-free-gib={agents.min_free_gib:g}",
     ]  # fmt: skip
-    log = open_private(Path(cluster.log_dir) / f"{cluster.pool}-{name}-agent.log")
-    with log:
-        proc = subprocess.Popen(
-            args,
-            env=_environment(cluster),
-            cwd=cluster.temp_dir,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    cluster.processes.append(Process(name, proc.pid, start_ticks(proc.pid) or 0))
-    cluster.save(run_file(run_dir, cluster.pool))
+    _spawn(cluster, name, args, f"{cluster.pool}-{name}-agent.log", run_file(run_dir, cluster.pool))
     _wait_for(port_file.exists, f"the agent of node {name}", cluster)
     port = port_file.read_text().strip()
     return {AGENT_PORT_LABEL: port, AGENT_HOST_LABEL: "127.0.0.1"}
@@ -318,10 +306,16 @@ def _launch(cluster: LocalCluster, node: str, args: list[str], path: Path) -> No
         "--disable-usage-stats",
         "--block",
     ]
-    log = open_private(Path(cluster.log_dir) / f"{cluster.pool}-{node}.log")
+    _spawn(cluster, node, [ray, "start", *args, *common], f"{cluster.pool}-{node}.log", path)
+
+
+def _spawn(cluster: LocalCluster, node: str, argv: list[str], log_name: str, path: Path) -> None:
+    """Start ``argv`` for ``node`` in a session of its own, its output in ``log_name``, and
+    record it in the run file at ``path`` (stopped with the node, by pid)."""
+    log = open_private(Path(cluster.log_dir) / log_name)
     with log:
         proc = subprocess.Popen(
-            [ray, "start", *args, *common],
+            argv,
             env=_environment(cluster),
             cwd=cluster.temp_dir,  # never a folder holding a `ray` package
             stdin=subprocess.DEVNULL,

@@ -56,6 +56,10 @@ class Allocation:
     memory_gib: float
     nic_gbps: float
 
+    def gpus(self) -> float:
+        """The GPUs it holds (a shared GPU counts its share), as ``Held.gpus``."""
+        return len(self.gpu_indices) * self.gpu_share
+
 
 @dataclass(frozen=True, slots=True)
 class CheckpointPlan:
@@ -92,7 +96,7 @@ class Running:
 
     @property
     def gpus(self) -> float:
-        return sum(len(a.gpu_indices) * a.gpu_share for a in self.allocations)
+        return sum(a.gpus() for a in self.allocations)
 
     def checkpointed_at(self, now_s: float) -> float | None:
         """When its latest checkpoint finished, as of ``now_s``; None: none yet."""
