@@ -1,5 +1,5 @@
 """What a workload sees of meshctl, from inside the job: the standard library only, so any
-program on any pool can import it.
+program on any pool can import it (``bundle`` imports the job's own Ray when it is called).
 
 The controller asks a running job to checkpoint *now* when the job is about to be stopped:
 its spot instance was given notice (AWS: two minutes, GCE: about 30 s) or it was preempted
@@ -79,3 +79,26 @@ def _read_remote(uri: str) -> str:
         _filesystems[scheme] = filesystem(uri, endpoint, timeout_s=5.0)[0]
     with _filesystems[scheme].open_input_stream(uri.split("://", 1)[1]) as stream:
         return str(stream.read().decode("utf-8"))
+
+
+def bundle(index: int) -> dict[str, Any]:
+    """Ray options that schedule a task or actor into bundle ``index`` of the job's placement
+    group: what Ray holds for the job on node ``index`` of ``$MESHCTL_NODES`` (a job with
+    ``reserve: workers``; see ``meshctl.placement``). Empty outside such a job, so a program
+    run by hand still works::
+
+        Rank.options(num_gpus=gpus, **bundle(i)).remote(i)
+
+    The task's own resources must fit in the bundle: the job's per-node resources."""
+    group_id = os.environ.get("MESHCTL_PLACEMENT_GROUP")
+    if not group_id:
+        return {}
+    from ray._raylet import PlacementGroupID  # the job's own Ray: only inside a job
+    from ray.util.placement_group import PlacementGroup
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    group = PlacementGroup(PlacementGroupID(bytes.fromhex(group_id)))
+    strategy = PlacementGroupSchedulingStrategy(
+        group, placement_group_bundle_index=index, placement_group_capture_child_tasks=True
+    )
+    return {"scheduling_strategy": strategy}

@@ -1,7 +1,8 @@
 """Batch embedding job ("workers" mode): a Ray Tasks fan-out over 8 chunks.
 
 meshctl submits this with an entrypoint that holds no resources; the script
-places its own tasks. Each item gets a deterministic "embedding" (hash-seeded
+places its own tasks, in the placement group bundle that meshctl has Ray hold on
+the node it chose (meshctl.workload.bundle). Each item gets a deterministic "embedding" (hash-seeded
 token vectors, mean-pooled) so the final checksum is reproducible run to run.
 
     python embed.py --shard 0 --items 2000
@@ -14,6 +15,8 @@ import random
 import time
 
 import ray
+
+from meshctl.workload import bundle
 
 DIM, TOKENS, CHUNKS = 32, 4, 8
 # What meshctl pins work by: a Ray label (Ray's own ray.io/node-id) and its value on each of
@@ -60,7 +63,9 @@ def main():
     t0 = time.time()
     ray.init()
     options = {"num_cpus": 0.05, "num_gpus": gpus_per_node / CHUNKS, "memory": 64 * 2**20}
-    if nodes:
+    if os.environ.get("MESHCTL_PLACEMENT_GROUP"):  # what Ray holds for the job on its node
+        options |= bundle(0)
+    elif nodes:
         options["label_selector"] = {LABEL: nodes[0]}
     bounds = [(c * args.items // CHUNKS, (c + 1) * args.items // CHUNKS) for c in range(CHUNKS)]
     pending = [

@@ -1,7 +1,8 @@
 """Gang pretraining job ("workers" mode): one Ray actor per node in $MESHCTL_NODES.
 
-Each rank is pinned to its node with a label_selector, reports where it runs and
-which GPUs Ray gave it, then the ranks do a fake data-parallel loop: every rank
+Each rank runs in the bundle that meshctl's placement group holds for it on its node
+(meshctl.workload.bundle; pinned by a label_selector when run without one), reports where
+it runs and which GPUs Ray gave it, then the ranks do a fake data-parallel loop: every rank
 computes a least-squares gradient on its own data shard, the driver all-reduces
 (averages) the gradients and broadcasts the new weights.
 
@@ -14,6 +15,8 @@ import random
 import time
 
 import ray
+
+from meshctl.workload import bundle
 
 DIM, SHARD = 16, 256
 # What meshctl pins work by: a Ray label (Ray's own ray.io/node-id) and its value on each of
@@ -68,7 +71,9 @@ def main():
     ranks = []
     for i, node in enumerate(nodes):
         opts = {"num_cpus": 0.05, "num_gpus": gpus, "memory": 64 * 2**20}
-        if node:
+        if os.environ.get("MESHCTL_PLACEMENT_GROUP"):  # what Ray holds for rank i, on node i
+            opts |= bundle(i)
+        elif node:
             opts["label_selector"] = {LABEL: node}
         ranks.append(Rank.options(**opts).remote(i))
     refs = [r.info.remote() for r in ranks]

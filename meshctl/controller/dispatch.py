@@ -5,6 +5,7 @@ train job, what ``meshctl.train.run`` builds the trainer from. Pure, like ``deci
 from __future__ import annotations
 
 import json
+import shlex
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, replace
@@ -13,6 +14,7 @@ from typing import Any
 from meshctl.controller.step import Dispatch, Rules, submission_id
 from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Start
+from meshctl.model.job import Resources
 from meshctl.model.mesh import Pool
 from meshctl.pools.observed import (
     GPU_MEMORY_RESOURCE,
@@ -26,6 +28,9 @@ from meshctl.scheduler import Allocation
 from meshctl.state.records import AttemptDetail, AttemptRecord, AttemptState, Held
 
 TRAIN_ENTRYPOINT = "python -m meshctl.train.run"  # builds the TorchTrainer from MESHCTL_TRAIN
+# holds the job's placement group around its own command (MESHCTL_BUNDLES)
+PLACEMENT_ENTRYPOINT = "python -m meshctl.placement"
+GIB = 1024**3
 
 
 def failures_before(attempt: AttemptRecord | None) -> int:
@@ -83,27 +88,51 @@ def ray_node_ids(world: World, place: Start) -> tuple[str, ...]:
 
 
 def claims(view: JobView, place: Start, world: World) -> dict[str, float]:
-    """The Ray custom resources a job's entrypoint claims on its one node, of those the node
-    declares (``CLAIMED_RESOURCES``): its GPUs' memory (a whole GPU's for each GPU it holds;
-    for a share of one, the memory it asks for, else its share) and its NIC bandwidth. Jobs
-    whose Ray tasks hold their resources (``reserve: workers``) claim none here."""
+    """The Ray custom resources a job's entrypoint claims on its one node (``claimed_on``).
+    Jobs whose Ray tasks hold their resources (``reserve: workers``) claim none here: their
+    placement group's bundles do (``bundles``)."""
     if view.job.spec.reserves_for != "entrypoint" or len(place.allocations) != 1:
         return {}
     [alloc] = place.allocations
     node = _live(world, place.pool).get(alloc.node)
-    if node is None:
-        return {}
+    return {} if node is None else claimed_on(node, alloc, view.job.spec.resources)
+
+
+def claimed_on(node: ObservedNode, alloc: Allocation, res: Resources) -> dict[str, float]:
+    """The Ray custom resources a job claims on one of its nodes, of those the node declares
+    (``CLAIMED_RESOURCES``): its GPUs' memory (a whole GPU's for each GPU it holds; for a
+    share of one, the memory it asks for, else its share) and its NIC bandwidth."""
     out: dict[str, float] = {}
     total = node.claimable.get(GPU_MEMORY_RESOURCE)
     gpus = alloc.gpus()
     if total and node.gpus and gpus:
-        asked = view.job.spec.resources.gpu_memory_gib
+        asked = res.gpu_memory_gib
         out[GPU_MEMORY_RESOURCE] = round(
             asked if asked and gpus < 1 else total / node.gpus * gpus, 6
         )
     if node.claimable.get(NIC_RESOURCE) and alloc.nic_gbps:
         out[NIC_RESOURCE] = alloc.nic_gbps
     return out
+
+
+def bundles(view: JobView, place: Start, world: World) -> tuple[dict[str, float], ...]:
+    """The bundles of the placement group that holds what a job's workers use, one per node
+    meshctl chose (``meshctl.placement``): a job with ``reserve: workers`` and an entrypoint
+    of its own. None for a train job (Ray Train holds its workers in a group of its own,
+    pinned to the same nodes), nor when a node is not live in the pool's latest observation
+    (the job is then pinned by name, and Ray could not pin a bundle to it)."""
+    spec = view.job.spec
+    if spec.reserves_for != "workers" or spec.train is not None:
+        return ()
+    live = _live(world, place.pool)
+    if not all(a.node in live for a in place.allocations):
+        return ()
+    out = []
+    for alloc in place.allocations:
+        bundle = {"CPU": alloc.cpus, "GPU": alloc.gpus(), "memory": alloc.memory_gib * GIB}
+        bundle |= claimed_on(live[alloc.node], alloc, spec.resources)
+        out.append({k: round(v, 6) for k, v in bundle.items() if v > 0})
+    return tuple(out) if all(out) else ()  # Ray refuses an empty bundle: nothing to hold
 
 
 def pinned_by(attempt: AttemptRecord) -> tuple[str, list[str]]:
@@ -126,6 +155,7 @@ def dispatch(
         allocations=tuple(held_of(a) for a in place.allocations),
         ray_node_ids=ray_node_ids(world, place),
         ray_resources=claims(view, place, world),
+        ray_bundles=bundles(view, place, world),
         failures_before=failures_after(view.attempt),  # what max_restarts is judged by
         runtime_s=runtime_s,  # None: no estimate then (not "unknown, estimate later")
     )
@@ -188,10 +218,15 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
     runtime_env["env_vars"] = env
     if spec.working_dir:
         runtime_env["working_dir"] = spec.working_dir
+    entrypoint = spec.entrypoint or TRAIN_ENTRYPOINT
+    if attempt.detail.ray_bundles and spec.entrypoint:
+        env["MESHCTL_BUNDLES"] = json.dumps([dict(b) for b in attempt.detail.ray_bundles])
+        env["MESHCTL_PLACEMENT_GROUP_NAME"] = placement_group_name(attempt)
+        entrypoint = f"{PLACEMENT_ENTRYPOINT} {shlex.quote(spec.entrypoint)}"
     entrypoint_holds = spec.reserves_for == "entrypoint"
     return Submission(
         submission_id=attempt.submission_id,
-        entrypoint=spec.entrypoint or TRAIN_ENTRYPOINT,
+        entrypoint=entrypoint,
         runtime_env=runtime_env,
         metadata={"meshctl_job_id": record.id, "meshctl_attempt": str(attempt.number)},
         label_selector={label: values[0]} if values else {},
@@ -200,6 +235,11 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
         memory_bytes=int(res.memory_gib * 1024**3) if entrypoint_holds else None,
         resources=dict(attempt.detail.ray_resources) if entrypoint_holds else {},
     )
+
+
+def placement_group_name(attempt: AttemptRecord) -> str:
+    """The name of the Ray placement group that holds an attempt's nodes (when it has one)."""
+    return attempt.submission_id  # meshctl-<job id>-<attempt>
 
 
 def _checkpoint_target(pool: Pool | None, view: JobView) -> tuple[str, str | None] | None:

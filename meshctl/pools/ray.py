@@ -103,18 +103,16 @@ class RayPoolClient:
 
     def gpus_in_use(self) -> dict[str, float]:
         """GPUs Ray counts as taken on each node (by node id), by any work: meshctl's and what
-        was submitted to the cluster some other way. From the dashboard's node summary (its
-        logical resources, "1.0/4.0 GPU"); empty when the cluster does not give it."""
+        was submitted to the cluster some other way, held by placement groups too. From the
+        dashboard's node summary (its logical resources, ``gpus_taken``); empty when the
+        cluster does not give it."""
         try:
             body = self._request("GET", "/nodes?view=summary")
         except (PoolError, _NotFound, ValueError):  # an older dashboard, a torn answer
             return {}
         found = body.get("data", {}).get("nodeLogicalResources") or {}
-        used = {}
-        for node_id, text in found.items():
-            if (m := _GPU_USAGE.search(str(text))) is not None:
-                used[str(node_id)] = float(m.group(1))
-        return used
+        taken = {str(node_id): gpus_taken(str(text)) for node_id, text in found.items()}
+        return {node_id: gpus for node_id, gpus in taken.items() if gpus is not None}
 
     def jobs(self) -> dict[str, ObservedJob]:
         """Jobs submitted through the Jobs API, by submission id."""
@@ -128,6 +126,19 @@ class RayPoolClient:
         except _NotFound:
             return None
         return _job(raw)
+
+    def placement_group(self, name: str) -> ObservedGroup | None:
+        """The placement group of that name (a job's: its attempt's submission id) as the
+        state API reports it; of several (Ray keeps removed ones for a while), a live one
+        first. None when Ray knows none."""
+        query = urllib.parse.urlencode(
+            {"detail": 1, "limit": 1000, "filter_keys": "name", "filter_predicates": "=",
+             "filter_values": name}
+        )  # fmt: skip
+        body = self._request("GET", f"/api/v0/placement_groups?{query}")
+        found = [_group(raw) for raw in body.get("data", {}).get("result", {}).get("result", [])]
+        found.sort(key=lambda g: g.state != "REMOVED")
+        return found[-1] if found else None
 
     def logs(self, submission_id: str) -> str | None:
         """The whole driver log; None when the cluster does not know the submission."""
@@ -240,6 +251,25 @@ class RayPoolClient:
             raise PoolError(f"dashboard at {self.address} does not answer: {reason}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class ObservedGroup:
+    """A Ray placement group: its state (PENDING, CREATED, REMOVED, RESCHEDULING) and the
+    node each of its bundles is held on, in bundle order ("" while not placed)."""
+
+    name: str
+    state: str
+    node_ids: tuple[str, ...]
+
+
+def _group(raw: Mapping[str, Any]) -> ObservedGroup:
+    bundles = raw.get("bundles") or []
+    return ObservedGroup(
+        name=str(raw.get("name") or ""),
+        state=str(raw.get("state") or ""),
+        node_ids=tuple(str(b.get("node_id") or "") for b in bundles),
+    )
+
+
 class _NotFound(Exception):
     pass
 
@@ -312,7 +342,23 @@ def _base_name(raw: Mapping[str, Any]) -> str:
     return str(found or raw.get("node_id", ""))
 
 
-_GPU_USAGE = re.compile(r"^\s*([0-9.]+)/[0-9.]+ GPU\s*$", re.MULTILINE)  # "1.0/4.0 GPU"
+# "1.0/4.0 GPU", and where placement groups hold some "0.0/4.0 GPU (1.0 used of 2.0 reserved in
+# placement groups)": what the groups hold but do not use is not in the first figure.
+_GPU_USAGE = re.compile(
+    r"^\s*([0-9.]+)/[0-9.]+ GPU"
+    r"(?: \(([0-9.]+) used of ([0-9.]+) reserved in placement groups\))?\s*$",
+    re.MULTILINE,
+)
+
+
+def gpus_taken(summary: str) -> float | None:
+    """GPUs taken on a node, from its line in the dashboard's node summary: used by tasks
+    and actors, or held by a placement group; None when it has no GPU line."""
+    m = _GPU_USAGE.search(summary)
+    if m is None:
+        return None
+    used, pg_used, pg_reserved = (float(g) if g else 0.0 for g in m.groups())
+    return round(used + pg_reserved - pg_used, 6)
 
 
 def _node(raw: Mapping[str, Any], name: str, gpus_in_use: float | None = None) -> ObservedNode:

@@ -163,6 +163,11 @@ class AttemptDetail:
     # Ray custom resources its entrypoint claims on its node (GPU memory, NIC bandwidth), so
     # that Ray too refuses to over-commit them; empty where the node declares none.
     ray_resources: Mapping[str, float] = field(default_factory=dict)
+    # A job whose workers hold its resources: the bundles of the Ray placement group that
+    # holds them, one per allocation in its order (CPU, GPU, memory and the claims above);
+    # empty: no placement group (the entrypoint holds them, Ray Train makes its own group,
+    # or placed by a meshctl that made none).
+    ray_bundles: tuple[Mapping[str, float], ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -185,6 +190,10 @@ class AttemptDetail:
             known["ray_node_ids"] = tuple(str(i) for i in known["ray_node_ids"])
         if "ray_resources" in known:
             known["ray_resources"] = {str(k): float(v) for k, v in known["ray_resources"].items()}
+        if "ray_bundles" in known:
+            known["ray_bundles"] = tuple(
+                {str(k): float(v) for k, v in b.items()} for b in known["ray_bundles"]
+            )
         return cls(**known, extra=extra)
 
 

@@ -160,13 +160,89 @@ def test_a_two_node_gang_runs_one_rank_on_each_node(mesh: Mesh, tmp_path: Path) 
         f"  resources: {{nodes: 2, gpus: {GPUS_PER_NODE}, cpus: 0.5, memory_gib: 256MiB}}\n"
     )
     job_id = mesh.submit(str(spec))
-    assert mesh.run("jobs", "wait", job_id).returncode == 0, mesh.run("jobs", "logs", job_id)
+    done = mesh.run("jobs", "wait", job_id, check=False)
+    assert done.returncode == 0, mesh.run("jobs", "logs", job_id, check=False).stdout
     placed = mesh.show(job_id)["nodes"]
     assert sorted(placed) == node_names(mesh)  # type: ignore[call-overload]
     logs = mesh.run("jobs", "logs", job_id).stdout
     assert "RESULT: gang of 2 ranks on" in logs
     for name in placed:  # type: ignore[attr-defined]
         assert str(name) in logs  # each rank found itself on the node meshctl chose
+
+
+# A gang that runs one task in each bundle of the placement group meshctl has Ray hold for it,
+# says where each ran, then holds on until the test lets it finish (a file appears).
+HOLDING_GANG = """
+import os, pathlib, sys, time
+import ray
+from meshctl.workload import bundle
+
+ray.init()
+
+@ray.remote
+def where():
+    return ray.get_runtime_context().get_node_id(), ray.get_gpu_ids()
+
+pins = os.environ["MESHCTL_NODE_IDS"].split(",")
+gpus = float(os.environ["MESHCTL_GPUS_PER_NODE"])
+ranks = [where.options(num_cpus=0.1, num_gpus=gpus, **bundle(i)).remote() for i in range(len(pins))]
+for i, (node, ids) in enumerate(ray.get(ranks)):
+    print(f"rank {i} on {node} pinned {pins[i]} gpus {ids}", flush=True)
+print("HOLDING", os.environ["MESHCTL_PLACEMENT_GROUP"], flush=True)
+deadline = time.monotonic() + 300
+while not pathlib.Path(sys.argv[1]).exists() and time.monotonic() < deadline:
+    time.sleep(0.2)
+"""
+
+
+def test_a_gang_runs_in_a_placement_group_ray_holds_while_it_runs_and_removes_after(
+    mesh: Mesh, plain: PlainCluster, tmp_path: Path
+) -> None:
+    """reserve: workers: before the gang's command starts, a placement group holds its GPUs
+    on both nodes meshctl chose (Ray counts them taken); its ranks run in its bundles, on
+    those nodes; the group is removed when the job ends."""
+    (tmp_path / "gang.py").write_text(HOLDING_GANG)
+    go = tmp_path / "go"
+    spec = tmp_path / "gang.yaml"
+    spec.write_text(
+        "apiVersion: meshctl/v1\nkind: Job\nmetadata: {name: held-gang}\nspec:\n"
+        f"  kind: batch\n  entrypoint: python gang.py {go}\n  working_dir: {tmp_path}\n"
+        f"  resources: {{nodes: 2, gpus: {GPUS_PER_NODE}, cpus: 0.5, memory_gib: 256MiB}}\n"
+    )
+    client = RayPoolClient("lab", plain.dashboard, plain.token_file.read_text())
+    job_id = mesh.submit(str(spec))
+    name = f"meshctl-{job_id}-1"  # the attempt's submission id
+
+    def holding() -> str:
+        text = mesh.run("jobs", "logs", job_id, check=False).stdout  # none before it starts
+        return text if "HOLDING" in text else ""
+
+    logs = wait_until(
+        lambda: f"the gang never ran in its group:\n{mesh.run('jobs', 'logs', job_id).stdout}",
+        holding,
+        WAIT_S,
+        0.5,
+    )
+    try:
+        group = client.placement_group(name)
+        assert group is not None
+        assert group.state == "CREATED", group
+        ids = {n.name: n.ray_node_id for n in client.nodes() if n.alive}
+        chosen = [ids[str(node)] for node in mesh.show(job_id)["nodes"]]  # type: ignore[attr-defined]
+        assert list(group.node_ids) == chosen  # bundle i on node i, as meshctl chose
+        used = client.gpus_in_use()
+        assert all(used.get(node) == GPUS_PER_NODE for node in chosen), used
+        for i, node in enumerate(chosen):
+            assert f"rank {i} on {node} pinned {node}" in logs
+    finally:
+        go.touch()
+    assert mesh.run("jobs", "wait", job_id).returncode == 0
+    wait_until(
+        f"placement group {name} outlived its job",
+        lambda: (g := client.placement_group(name)) is None or g.state == "REMOVED",
+        WAIT_S,
+        0.5,
+    )
 
 
 def test_gpus_taken_by_a_job_submitted_straight_to_ray_are_never_given_to_meshctl(

@@ -184,6 +184,45 @@ def test_a_gang_reserves_for_its_workers_on_every_node() -> None:
     assert (sub.num_gpus, sub.num_cpus, sub.memory_bytes) == (None, None, None)
 
 
+def test_a_gang_gets_a_placement_group_with_a_bundle_on_each_node_meshctl_chose() -> None:
+    """reserve: workers: the entrypoint holds nothing; meshctl.placement has Ray hold one
+    bundle per node (the job's per-node GPUs, CPUs, memory and claims) before the command
+    runs. The bundles are recorded with the attempt: a resubmission holds the same."""
+    nodes = tuple(replace(node(n), claimable={"gpu_memory_gib": 320.0}) for n in ("n1", "n2"))
+    step = decide(world(job("g", gpus=4, nodes=2), observed=pool(nodes=nodes)), RULES)
+    [dispatch] = step.dispatches
+    sub, detail = dispatch.submission, dispatch.attempt.detail
+    bundle = {"CPU": 0.5, "GPU": 4.0, "memory": float(1024**3), "gpu_memory_gib": 320.0}
+    assert [dict(b) for b in detail.ray_bundles] == [bundle, bundle]
+    env = sub.runtime_env["env_vars"]
+    assert json.loads(env["MESHCTL_BUNDLES"]) == [bundle, bundle]
+    assert env["MESHCTL_PLACEMENT_GROUP_NAME"] == sub.submission_id
+    assert sub.entrypoint == "python -m meshctl.placement 'python x.py'"
+    restored = AttemptDetail.of(json.loads(json.dumps(detail.to_json())))
+    assert restored.ray_bundles == detail.ray_bundles
+
+
+@pytest.mark.parametrize(
+    ("spec", "bundles"),
+    [
+        ({}, ()),  # one node: the entrypoint holds
+        ({"reserve": "entrypoint"}, ()),
+        ({"reserve": "workers"}, ({"CPU": 0.5, "GPU": 1.0, "memory": float(1024**3)},)),
+    ],
+    ids=["single node", "entrypoint", "single node, workers"],
+)
+def test_a_placement_group_only_where_the_workers_hold_the_resources(
+    spec: dict[str, Any], bundles: tuple[dict[str, float], ...]
+) -> None:
+    [dispatch] = decide(world(job("a", **spec)), RULES).dispatches
+    assert dispatch.attempt.detail.ray_bundles == bundles
+    if bundles:
+        return
+
+    assert "MESHCTL_BUNDLES" not in dispatch.submission.runtime_env["env_vars"]
+    assert not dispatch.submission.entrypoint.startswith("python -m meshctl.placement")
+
+
 @pytest.mark.parametrize(
     ("gpus", "spec", "claimable", "claimed"),
     [
