@@ -92,7 +92,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
         run_dir,
     )
     from meshctl.pools.emulated import EmulatedInstances
-    from meshctl.pools.health import overruled, unhealthy
+    from meshctl.pools.health import forget_overruled, overruled, unhealthy
 
     rules = rules_from(home, files)
     make_run_dir(home)
@@ -124,6 +124,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
             lambda pool: getattr(controller.clients.get(pool), "token", None),
         ),
         overruled=lambda: overruled(home),
+        forget_overruled=lambda key: forget_overruled(home, key),
     )
     return controller
 

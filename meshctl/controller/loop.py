@@ -99,6 +99,7 @@ class Controller(Applying):
         progress: ProgressReader | None = None,
         agents: AgentWatch | None = None,
         overruled: Callable[[], Mapping[str, str]] | None = None,
+        forget_overruled: Callable[[str], None] | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
         comes back on new ports with a new token), and the Ray pools without a client, with
@@ -110,13 +111,16 @@ class Controller(Applying):
         ``hold``: why nothing new may start now (``meshctl down --drain``), or None.
         ``progress``: reads what running train jobs recorded (``progress.py``).
         ``agents``: pulls each node's agent (``meshctl.agent.watch``): its verdict joins the
-        health signals, and a node whose agent is silent is suspect, then dead."""
+        health signals, and a node whose agent is silent is suspect, then dead.
+        ``overruled``: the agents' verdicts the operator said to ignore, by "pool/node";
+        ``forget_overruled`` drops one once its agent says healthy again, so the same words
+        said later take the node out again."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
         self.resolve = resolve
         self.unreachable: Mapping[str, str] = {}  # Ray pools without a client -> why
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
-        self.agents, self.overruled = agents, overruled
+        self.agents, self.overruled, self.forget_overruled = agents, overruled, forget_overruled
         self.agent_report = AgentReport()  # the agents as of the last cycle
         self.logs, self.hold = logs, hold
         self.reloader = reloader
@@ -219,6 +223,7 @@ class Controller(Applying):
             said = {k: v for k, v in report.unhealthy.items() if ignored.get(k) != v}
             health = said | health  # the operator's reason first
             suspect = {k: v for k, v in report.suspect.items() if ignored.get(k) != v}
+            self._forget_overruled(ignored, report)
         down = pools_down(self.rules.mesh, observations, self.unreachable)
         down |= self.burst.down() if self.burst is not None else {}
         world = World(
@@ -245,6 +250,15 @@ class Controller(Applying):
             interrupted=self.burst.interrupted(),
             reclaiming=self.burst.reclaiming(),
         )
+
+    def _forget_overruled(self, ignored: Mapping[str, str], report: AgentReport) -> None:
+        """An overruled verdict is over once the node's agent says healthy again."""
+        if self.forget_overruled is None:
+            return
+        for key in ignored:
+            status = report.agents.get(key)
+            if status is not None and status.verdict == "healthy":
+                self.forget_overruled(key)
 
     def _budget_states(self) -> dict[str, str]:
         """What each budget was last said to be (``budget.*`` events; read from the store

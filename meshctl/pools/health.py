@@ -6,7 +6,8 @@ Each node's agent (``meshctl.agent``) probes its GPUs, disks and NICs and the co
 its verdict every cycle; these files are the operator's word beside it: a reason here takes a
 node out of service whatever its agent says. The operator can also overrule an agent: ``--healthy``
 on a node its agent calls unhealthy writes what the agent said under ``health-overruled/``,
-and the controller ignores that verdict (the same words) until the agent says something else.
+and the controller ignores that verdict (the same words) until the agent says something else;
+once the agent says healthy, the record is dropped, so the same words said later count again.
 """
 
 from __future__ import annotations
@@ -67,3 +68,9 @@ def overrule(home: Path, pool: str, node: str, verdict: str | None) -> None:
         return
     private_dir(path.parent)
     write_private(path, verdict + "\n")
+
+
+def forget_overruled(home: Path, key: str) -> None:
+    """Drop the overruled verdict of ``pool/node``."""
+    pool, _, node = key.partition("/")
+    overrule(home, pool, node, None)

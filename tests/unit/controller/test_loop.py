@@ -408,16 +408,23 @@ def test_a_health_signal_takes_a_node_out_of_service_and_back() -> None:
 
 
 class Agents:
-    """What the nodes' agents say this cycle (the controller's pull, without HTTP)."""
+    """What the nodes' agents say this cycle (the controller's pull, without HTTP): a node
+    neither unhealthy nor suspect is healthy."""
 
     def __init__(self) -> None:
         self.unhealthy: dict[str, str] = {}
         self.suspect: dict[str, str] = {}
 
     def pull(self, observations: Any, now: float) -> Any:
-        from meshctl.agent.watch import AgentReport
+        from meshctl.agent.watch import AgentReport, AgentStatus
 
-        return AgentReport(dict(self.unhealthy), dict(self.suspect))
+        nodes = [f"{p}/{n.name}" for p, seen in observations.items() for n in seen.nodes]
+        status = {
+            key: AgentStatus("http://agent", "unhealthy" if key in self.unhealthy else "healthy")
+            for key in nodes
+            if key not in self.suspect
+        }
+        return AgentReport(dict(self.unhealthy), dict(self.suspect), status)
 
 
 def test_an_agent_s_verdict_the_operator_overruled_is_ignored_until_it_changes() -> None:
@@ -426,7 +433,8 @@ def test_an_agent_s_verdict_the_operator_overruled_is_ignored_until_it_changes()
     store, clock, agents = MemoryStore(), Clock(), Agents()
     overruled: dict[str, str] = {}
     loop = Controller(store, Rules(MESH, {}, None), {"onprem": FakePool()}, clock=clock,
-                      agents=agents, overruled=lambda: overruled)  # type: ignore[arg-type]  # fmt: skip
+                      agents=agents, overruled=lambda: overruled,  # type: ignore[arg-type]
+                      forget_overruled=lambda key: overruled.pop(key))  # fmt: skip
 
     def state() -> str:
         node = store.get(NodeRecord, "onprem/n1")
@@ -443,6 +451,29 @@ def test_an_agent_s_verdict_the_operator_overruled_is_ignored_until_it_changes()
     agents.unhealthy["onprem/n1"] = "agent: XID 48 on GPU 0000:1b:00"  # something else
     loop.cycle()
     assert state() == "unhealthy"
+
+
+def test_an_overruled_verdict_is_forgotten_once_the_agent_says_healthy() -> None:
+    """The node was mended: the same words, said again later, take it out again."""
+    from meshctl.state import NodeRecord
+
+    store, clock, agents = MemoryStore(), Clock(), Agents()
+    xid = "agent: XID 79 on GPU 0000:1b:00"
+    overruled: dict[str, str] = {"onprem/n1": xid}
+    loop = Controller(store, Rules(MESH, {}, None), {"onprem": FakePool()}, clock=clock,
+                      agents=agents, overruled=lambda: overruled,  # type: ignore[arg-type]
+                      forget_overruled=lambda key: overruled.pop(key))  # fmt: skip
+    agents.unhealthy["onprem/n1"] = xid
+    loop.cycle()
+    assert overruled == {"onprem/n1": xid}  # still what the agent says: still ignored
+    del agents.unhealthy["onprem/n1"]
+    loop.cycle()
+    assert overruled == {}  # healthy again: nothing left to ignore
+    agents.unhealthy["onprem/n1"] = xid
+    loop.cycle()
+    node = store.get(NodeRecord, "onprem/n1")
+    assert node is not None
+    assert node.state == "unhealthy"
 
 
 def test_a_node_lost_is_counted_as_a_failure_of_its_pool() -> None:
