@@ -104,6 +104,9 @@ def hung(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> 
             last, limit = max(last, seen.last_report_s), train.hang_timeout
             if seen.restarting_since is not None:  # Ray Train is bringing the workers back
                 last, limit = max(last, seen.restarting_since), limit + STARTUP_ALLOWANCE_S
+            elif seen.loop_ended_s is not None and seen.loop_ended_s >= seen.last_report_s:
+                # the loop returned: no more reports while Ray Train winds the workers down
+                last, limit = max(last, seen.loop_ended_s), limit + STARTUP_ALLOWANCE_S
         if world.now_s - last <= limit:
             continue
         quiet = world.now_s - last

@@ -92,6 +92,7 @@ def _train_progress(doc: Mapping[str, Any]) -> TrainProgress:
     checkpoints = doc.get("checkpoints") or []
     step, last = doc.get("step"), doc.get("last_report_s")
     checkpointed = checkpoints[-1].get("at_s") if checkpoints else None
+    ended = doc.get("loop_ended_s")
     failing = [f for f in doc.get("failures") or [] if f.get("resumed_s") is None]
     return TrainProgress(
         attempt=int(doc.get("attempt", 0)),
@@ -101,4 +102,5 @@ def _train_progress(doc: Mapping[str, Any]) -> TrainProgress:
         checkpoint_step=checkpoints[-1].get("step") if checkpoints else None,
         restarting_since=float(failing[0]["at_s"]) if failing else None,
         checkpoint_at_s=float(checkpointed) if checkpointed is not None else None,
+        loop_ended_s=float(ended) if ended is not None else None,
     )

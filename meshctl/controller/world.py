@@ -86,6 +86,7 @@ class TrainProgress:
     checkpoint_step: int | None
     restarting_since: float | None = None  # a worker failure Ray Train has not recovered yet
     checkpoint_at_s: float | None = None  # when its latest checkpoint was recorded
+    loop_ended_s: float | None = None  # rank 0's loop returned: Ray Train is winding down
 
 
 @dataclass(frozen=True, slots=True)

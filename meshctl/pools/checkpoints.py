@@ -45,10 +45,16 @@ def request_checkpoint(
 def read_progress(
     checkpoint_uri: str, attempt: int, endpoint_url: str | None = None
 ) -> dict[str, Any] | None:
-    """The progress a train job's attempt recorded (``meshctl.train.progress``), or None."""
-    found = _documents(checkpoint_uri, endpoint_url, [f"progress-{attempt}.json"])
-    doc = found.get(f"progress-{attempt}.json")
-    return doc if isinstance(doc, dict) else None
+    """The progress a train job's attempt recorded (``meshctl.train.progress``), or None;
+    ``loop_ended_s`` in it once rank 0's loop has returned."""
+    names = [f"progress-{attempt}.json", f"end-{attempt}.json"]
+    found = _documents(checkpoint_uri, endpoint_url, names)
+    doc, end = found.get(names[0]), found.get(names[1])
+    if not isinstance(doc, dict):
+        return None
+    if isinstance(end, dict) and end.get("at_s") is not None:
+        return {**doc, "loop_ended_s": end["at_s"]}
+    return doc
 
 
 def read_history(checkpoint_uri: str, endpoint_url: str | None = None) -> dict[str, Any]:

@@ -10,6 +10,9 @@ Under ``<checkpoint uri>/.meshctl/``, written through ``meshctl.storage``:
   ``resumed_s``, the first report after it, once Ray Train has restarted the workers).
 - ``start-<attempt>-<ns>.json``, written by rank 0 each time the worker group (re)starts:
   ``at_s`` and the ``checkpoint`` path it resumed from (None: from scratch).
+- ``end-<attempt>.json``, written by rank 0 when the loop returns: ``at_s``. The reports stop
+  there while Ray Train shuts the workers down and the run ends, which can take a while on
+  a loaded node; the controller does not take that quiet for a hang.
 
 A step is the report's ``step`` metric when the loop reports one, else the report count.
 Times are wall-clock seconds (``time.time()``), comparable across machines.
@@ -95,3 +98,13 @@ def record_start(uri: str, endpoint_url: str | None, attempt: int, checkpoint: s
         write(fs, base, f"start-{attempt}-{time.time_ns()}.json", document)
     except Exception as err:
         print(f"meshctl train: could not record the start: {err}", file=sys.stderr)
+
+
+def record_end(uri: str, endpoint_url: str | None, attempt: int) -> None:
+    """Record that rank 0's loop returned; a storage error is reported, never fatal."""
+    document = {"attempt": attempt, "at_s": time.time()}
+    try:
+        fs, base = filesystem(uri, endpoint_url)
+        write(fs, base, f"end-{attempt}.json", document)
+    except Exception as err:
+        print(f"meshctl train: could not record the end: {err}", file=sys.stderr)

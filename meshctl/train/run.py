@@ -48,7 +48,8 @@ def load_loop(reference: str) -> Callable[..., Any]:
 
 
 def run_loop(reference: str, where: dict[str, Any], config: dict[str, Any]) -> Any:
-    """What every worker runs: record the start (rank 0), then the job's own loop."""
+    """What every worker runs: record the start (rank 0), the job's own loop, and (rank 0)
+    that the loop returned: what follows is Ray Train tearing the workers down, not a hang."""
     context = ray.train.get_context()
     if context.get_world_rank() == 0 and where.get("uri"):
         checkpoint = ray.train.get_checkpoint()
@@ -56,7 +57,10 @@ def run_loop(reference: str, where: dict[str, Any], config: dict[str, Any]) -> A
         progress.record_start(where["uri"], where.get("endpoint_url"), where["attempt"], path)
     loop = load_loop(reference)
     takes_config = bool(inspect.signature(loop).parameters)
-    return loop(config) if takes_config else loop()
+    returned = loop(config) if takes_config else loop()
+    if context.get_world_rank() == 0 and where.get("uri"):
+        progress.record_end(where["uri"], where.get("endpoint_url"), where["attempt"])
+    return returned
 
 
 class Progress(UserCallback):

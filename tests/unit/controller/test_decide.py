@@ -820,9 +820,15 @@ def test_a_train_job_that_never_reports_is_stopped_after_the_start_up_allowance(
         (None, False),
         (TrainProgress(1, 10, 10, NOW - 90, 9, restarting_since=NOW - 20), False),
         (TrainProgress(1, 10, 10, NOW - 90, 9), True),
+        (TrainProgress(1, 10, 10, NOW - 90, 9, loop_ended_s=NOW - 89), False),
+        (TrainProgress(1, 10, 10, NOW - 700, 9, loop_ended_s=NOW - 690), True),
+        (TrainProgress(1, 10, 10, NOW - 90, 9, loop_ended_s=NOW - 95), True),
     ],
     ids=["no checkpoint storage: nothing to judge by", "Ray Train is restarting its workers",
-         "quiet, and nothing is restarting"],
+         "quiet, and nothing is restarting",
+         "the loop returned 89 s ago: Ray Train is winding down (60 + 600 s allowed)",
+         "the loop returned 690 s ago: past 60 + 600 s, stuck winding down",
+         "an end older than the last report (a restart since) does not count"],
 )  # fmt: skip
 def test_the_hang_clock_waits_where_it_cannot_judge(
     progress: TrainProgress | None, evicted: bool

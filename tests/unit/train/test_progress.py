@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from meshctl.pools.checkpoints import read_history, read_progress
-from meshctl.train.progress import Recorder, record_start
+from meshctl.train.progress import Recorder, record_end, record_start
 
 pytestmark = pytest.mark.unit
 
@@ -33,3 +33,17 @@ def test_reports_checkpoints_failures_and_starts_round_trip(tmp_path: Path) -> N
     assert [s["checkpoint"] for s in history["starts"]] == [None, "/ck/9"]
     assert list(history["progress"]) == [1]
     assert read_progress(uri, 2) is None
+    assert "loop_ended_s" not in seen
+
+
+def test_the_loop_s_end_is_read_with_its_attempt_s_progress(tmp_path: Path) -> None:
+    uri = f"file://{tmp_path}/job"
+    record_end(uri, None, 1)  # an end alone is no progress
+    assert read_progress(uri, 1) is None
+    Recorder(uri, None, 1).reported({"step": 0}, "/ck/0")
+    seen = read_progress(uri, 1)
+    assert seen is not None
+    assert isinstance(seen["loop_ended_s"], float)
+    record_start(uri, None, 2, "/ck/0")
+    Recorder(uri, None, 2).reported({"step": 1}, None)
+    assert "loop_ended_s" not in (read_progress(uri, 2) or {})  # attempt 1's end is its own
