@@ -79,9 +79,9 @@ def _listed(pool: Pool, mesh: str) -> tuple[Cloud, list[Instance]] | str | None:
     """The pool's provider and this mesh's instances there; why not (a string) when the
     provider could not be reached; None for a pool that is not a cloud pool."""
     from meshctl.clouds.base import reason_of
-    from meshctl.controller.runtime import provider_for, refusal
+    from meshctl.controller.runtime import adapter_for, provider_for, refusal
 
-    cloud, why = provider_for(pool)
+    cloud, why = provider_for(pool, adapter_for)  # a leak is found whatever mesh.yaml lacks
     if cloud is None:
         return why  # None: not a cloud pool
     refused = refusal(cloud)

@@ -16,6 +16,7 @@ import typer
 from meshctl.cli.context import app_context
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Column, Output
+from meshctl.errors import InvalidInput
 
 if TYPE_CHECKING:
     from meshctl.model import Catalog
@@ -176,29 +177,94 @@ def _price_table(prices: list[dict[str, Any]]) -> None:
 
 
 @app.command("check")
-def check_pools(ctx: typer.Context, output: OutputOption = Output.table) -> None:
-    """Whether each pool can be used now: a local pool that is up, a Ray pool whose dashboard
-    answers, a cloud pool whose provider accepts its credentials. Exit 1 if any cannot."""
+def check_pools(
+    ctx: typer.Context,
+    pool: Annotated[str | None, typer.Argument(help="Check this pool only.")] = None,
+    output: OutputOption = Output.table,
+) -> None:
+    """Whether each pool can be used, one PASS, FAIL or SKIP line per check with the fix: a
+    local pool that is up, a Ray pool whose dashboard answers; for a cloud pool a preflight
+    that launches nothing (the settings a real account needs, credentials, zones, image,
+    subnets and security groups or network and firewall, instance types, GPU quota).
+    Exit 1 on any FAIL."""
     from meshctl.cli import render
     from meshctl.cli.errors import CommandError
 
     context = app_context(ctx)
-    rows = pool_health(context.mesh(), context.home)
-    table = [r | {"available": "yes" if r["available"] else "no"} for r in rows]
+    mesh = context.mesh()
+    if pool is not None and mesh.pool(pool) is None:
+        known = ", ".join(p.name for p in mesh.spec.pools)
+        raise InvalidInput(f"{context.mesh_file}: pool {pool!r}: not in the mesh; pools: {known}")
+    rows = preflight_rows(mesh, context.home, context.catalog_map(), pool)
+    lines = [
+        {"pool": r["pool"], **c, "result": c["result"].upper()} for r in rows for c in r["checks"]
+    ]
     render.emit(
-        rows if output is not Output.table else table,
+        rows if output is not Output.table else lines,
         [
             Column("pool", "Pool"),
-            Column("provider", "Provider"),
-            Column("available", "Available"),
-            Column("reason", "Why not"),
+            Column("check", "Check"),
+            Column("result", "Result"),
+            Column("detail", "Found"),
+            Column("fix", "Fix"),
         ],
         output,
-        title="Can each pool be used now?",
+        title="Can each pool be used?",
     )
     down = [r["pool"] for r in rows if not r["available"]]
     if down:
         raise CommandError(f"{len(down)} of {len(rows)} pools unavailable: {', '.join(down)}")
+
+
+FIXES = {  # what to do about a pool that cannot be reached at all
+    "local": "meshctl up starts it",
+    "ray": "check address and auth in mesh.yaml, and that the cluster's dashboard runs",
+    "aws": "check the pool's credentials: profile in mesh.yaml, or AWS_PROFILE and its files",
+    "gcp": "check the pool's credentials: credentials_file, or application default credentials",
+}
+
+
+def preflight_rows(
+    mesh: Any, home: Path, catalogs: Mapping[str, Catalog], only: str | None = None
+) -> list[dict[str, Any]]:
+    """``pool_health``'s rows with each pool's checks: a cloud pool that answers gets its
+    preflight; ``available`` is false when any check failed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from meshctl.cli import render
+    from meshctl.controller.runtime import preflight, settings_missing
+
+    rows = [r for r in pool_health(mesh, home) if only is None or r["pool"] == only]
+    clouds = [  # those that answer, or whose only fault is a setting mesh.yaml lacks
+        r
+        for r in rows
+        if r["provider"] in ("aws", "gcp")
+        and (r["available"] or r["reason"] == settings_missing(mesh.pool(r["pool"])))
+    ]
+    with render.progress(f"preflight of {len(clouds)} cloud pools"), ThreadPoolExecutor(4) as run:
+        found = dict(
+            zip(
+                [r["pool"] for r in clouds],
+                run.map(lambda r: preflight(mesh.pool(r["pool"]), catalogs), clouds),
+                strict=True,
+            )
+        )
+    for row in rows:
+        checks = found.get(row["pool"])
+        if checks is None:  # not a cloud pool, or its provider refused us: that one check
+            name = "credentials" if row["provider"] in ("aws", "gcp") else "reachable"
+            result, detail = ("pass", "yes") if row["available"] else ("fail", row["reason"])
+            fix = None if row["available"] else FIXES[row["provider"]]
+            row["checks"] = [{"check": name, "result": result, "detail": detail, "fix": fix}]
+            continue
+        row["checks"] = [
+            {"check": c.name, "result": c.result, "detail": c.detail, "fix": c.fix or None}
+            for c in checks
+        ]
+        first = next((c for c in checks if not c.ok), None)
+        if first is not None and row["available"]:
+            row["available"], row["reason"] = False, f"{first.name}: {first.detail}"
+    return rows
 
 
 def pool_health(mesh: Any, home: Path) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from meshctl.clouds.base import (
@@ -71,12 +71,27 @@ STATES: dict[str, InstanceState] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class AwsSetup:
+    """What a pool's instances launch with, from mesh.yaml (all optional: an emulator needs
+    none). A launch in a zone takes the pool's subnet in that zone."""
+
+    image: str | None = None
+    subnets: tuple[str, ...] = ()
+    security_groups: tuple[str, ...] = ()
+    instance_profile: str | None = None  # a name, or an ARN
+
+
 class AwsCloud:
     provider = "aws"
     notice_s = 120.0
 
     def __init__(
-        self, region: str, endpoint_url: str | None = None, profile: str | None = None
+        self,
+        region: str,
+        endpoint_url: str | None = None,
+        profile: str | None = None,
+        setup: AwsSetup | None = None,
     ) -> None:
         import boto3
         from botocore.config import Config
@@ -86,7 +101,9 @@ class AwsCloud:
             session = boto3.Session(profile_name=profile, region_name=region)
         except ProfileNotFound as err:
             raise Unavailable(f"no credentials: {err}") from None
-        self.region = region
+        self.region, self.setup, self.session = region, setup or AwsSetup(), session
+        self.endpoint_url = endpoint_url
+        self._subnet_zones: dict[str, str] | None = None  # subnet id -> its zone
         self.ec2: Any = session.client(
             "ec2",
             endpoint_url=endpoint_url,
@@ -119,7 +136,7 @@ class AwsCloud:
     def launch(self, request: LaunchRequest) -> LaunchResult:
         try:
             done = self._described([{"Name": f"tag:{TAG}request", "Values": [request.request_id]}])
-            image = request.image or self._default_image()
+            image = request.image or self.setup.image or self._default_image()
         except Exception as err:
             return LaunchResult((), (self._error(err, None),))
         if done:
@@ -154,6 +171,10 @@ class AwsCloud:
         }
         if request.startup_script:
             kwargs["UserData"] = request.startup_script
+        try:
+            kwargs |= self._network(zone)
+        except Exception as err:
+            return [], self._error(err, zone)
         if request.spot:
             kwargs["InstanceMarketOptions"] = {
                 "MarketType": "spot",
@@ -167,6 +188,27 @@ class AwsCloud:
         except Exception as err:
             return [], self._error(err, zone)
         return [_instance(raw, request.pool) for raw in reply["Instances"]], None
+
+    def _network(self, zone: str) -> dict[str, Any]:
+        """RunInstances' network and identity arguments for a launch in ``zone``."""
+        found: dict[str, Any] = {}
+        setup = self.setup
+        if setup.subnets:
+            if self._subnet_zones is None:
+                reply = self._call(lambda: self.ec2.describe_subnets(SubnetIds=list(setup.subnets)))
+                self._subnet_zones = {
+                    s["SubnetId"]: s["AvailabilityZone"] for s in reply["Subnets"]
+                }
+            subnet = next((s for s, z in self._subnet_zones.items() if z == zone), None)
+            if subnet is None:
+                raise LookupError(f"none of the pool's subnets is in {zone}")
+            found["SubnetId"] = subnet
+        if setup.security_groups:
+            found["SecurityGroupIds"] = list(setup.security_groups)
+        if setup.instance_profile:
+            key = "Arn" if setup.instance_profile.startswith("arn:") else "Name"
+            found["IamInstanceProfile"] = {key: setup.instance_profile}
+        return found
 
     def _described(self, filters: list[dict[str, Any]]) -> list[Instance]:
         alive = {"Name": "instance-state-name", "Values": ["pending", "running", "stopping"]}

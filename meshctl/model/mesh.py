@@ -35,6 +35,9 @@ TOPOLOGY_LABELS: Final = ("rack", "switch")
 STORAGE_SCHEMES: Final = ("file", "s3", "gs")
 AWS_REGION: Final = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
 GCP_REGION: Final = r"^[a-z]+-[a-z]+\d$"
+CIDR: Final = r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$"
+AGENT_PORT: Final = 9109  # ``meshctl agent run``'s default port
+GCE_TAG: Final = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 
 class Accelerator(Model):
@@ -194,6 +197,46 @@ class CloudPoolBase(PoolBase):
     idle_minutes: Annotated[DurationMinutes, Field(le=7 * 24 * 60)] = 10
     provision_timeout_s: DurationS = 900.0
     endpoint_url: str | None = Field(None, description="API endpoint override (emulators)")
+    image: str | None = Field(
+        None, description="the pinned image instances boot (AMI id; GCE image or image family)"
+    )
+    head_node_type: str | None = Field(
+        None,
+        description=(
+            "a small on-demand CPU instance type for the pool's Ray head, so a reclaimed "
+            "spot worker never takes the cluster down"
+        ),
+    )
+    controller_cidr: str | None = Field(
+        None,
+        pattern=CIDR,
+        description=(
+            "where the controller reaches the instances from (their Ray dashboard and agent "
+            "ports); default: the network's own range"
+        ),
+    )
+    agent_port: Annotated[int, Field(ge=1, le=65535)] = Field(
+        AGENT_PORT, description="the port each instance's meshctl agent listens on"
+    )
+
+    @property
+    def emulated(self) -> bool:
+        """Whether an emulator's endpoint stands in for the provider (it needs no image,
+        network or identity settings)."""
+        return self.endpoint_url is not None
+
+    def real_account_gaps(self) -> list[tuple[str, str]]:
+        """(field, what to set) for each setting a real account needs and this pool lacks;
+        none for an emulated pool."""
+        if self.emulated:
+            return []
+        return [(name, want) for name, want in self._needs() if not getattr(self, name)]
+
+    def _needs(self) -> list[tuple[str, str]]:
+        return [
+            ("image", "a pinned image id the instances boot"),
+            ("head_node_type", "a small on-demand CPU instance type for the pool's Ray head"),
+        ]
 
     @model_validator(mode="after")
     def _zones_in_region(self) -> CloudPoolBase:
@@ -212,6 +255,26 @@ class AwsPool(CloudPoolBase):
     provider: Literal["aws"]
     region: Annotated[str, Field(pattern=AWS_REGION, examples=["us-east-1"])]
     profile: str | None = Field(None, description="AWS profile (shared config files)")
+    image: Annotated[str, Field(pattern=r"^ami-[0-9a-f]{8,17}$")] | None = Field(
+        None, description="the pinned AMI id the instances boot", examples=["ami-0abcdef1234567890"]
+    )
+    subnets: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(
+        default_factory=list, description="one subnet per zone the pool launches in"
+    )
+    security_groups: list[Annotated[str, Field(pattern=r"^sg-[0-9a-f]{8,17}$")]] = Field(
+        default_factory=list, description="security group ids every instance gets"
+    )
+    instance_profile: str | None = Field(
+        None, description="the IAM instance profile (name or ARN) whose role reads the token"
+    )
+
+    def _needs(self) -> list[tuple[str, str]]:
+        return [
+            *super()._needs(),
+            ("subnets", "a subnet id (subnet-...) in each zone"),
+            ("security_groups", "a security group id (sg-...)"),
+            ("instance_profile", "an IAM instance profile that may read the cluster token"),
+        ]
 
 
 class GcpPool(CloudPoolBase):
@@ -219,6 +282,23 @@ class GcpPool(CloudPoolBase):
     project: Annotated[str, Field(pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")]
     region: Annotated[str, Field(pattern=GCP_REGION, examples=["us-central1"])]
     credentials_file: str | None = Field(None, description="default: application credentials")
+    network: str | None = Field(None, description="the VPC network (name or self link)")
+    subnetwork: str | None = Field(None, description="the subnetwork in the pool's region")
+    network_tags: list[Annotated[str, Field(pattern=GCE_TAG)]] = Field(
+        default_factory=list, description="tags the firewall rules for Ray and the agent name"
+    )
+    service_account: str | None = Field(
+        None, description="the instances' service account (its email); it reads the token"
+    )
+
+    def _needs(self) -> list[tuple[str, str]]:
+        return [
+            *super()._needs(),
+            ("network", "the VPC network"),
+            ("subnetwork", "a subnetwork in the pool's region"),
+            ("network_tags", "the network tags your firewall rules name"),
+            ("service_account", "a service account that may read the cluster token"),
+        ]
 
 
 Pool = Annotated[LocalPool | RayPool | AwsPool | GcpPool, Field(discriminator="provider")]

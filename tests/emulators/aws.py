@@ -11,6 +11,10 @@ request for a spot instance launched by RunInstances, so the proxy answers
         aws.spot_notice("i-0123")
         aws.refuse("AKIDREFUSED")     # requests signed with this key id: AuthFailure
 
+It also answers Service Quotas' ``GetServiceQuota`` for the EC2 vCPU quotas a test sets
+(``aws.set_quota("L-DB2E81BA", 64)``): moto serves VPC quotas only. A quota not set goes to
+moto, which answers ``NoSuchResourceException`` as it does for any EC2 quota.
+
 Everything else goes to the real moto_server unchanged. The injected error is EC2's XML error
 document with HTTP 400 (real EC2 answers a stock-out with a 5xx that botocore first retries;
 400 keeps the tests fast and the error the same).
@@ -18,6 +22,7 @@ document with HTTP 400 (real EC2 answers a stock-out with a 5xx that botocore fi
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -64,6 +69,7 @@ class MotoServer:
         self.faults: dict[str, tuple[str, str]] = {}  # zone -> (code, message)
         self.noticed: list[str] = []  # spot instances given their interruption notice
         self.refused: set[str] = set()  # access key ids whose requests EC2 refuses
+        self.quotas: dict[str, float] = {}  # EC2 quota code -> value (vCPUs)
         self.proc: subprocess.Popen[bytes] | None = None
         self.proxy: ThreadingHTTPServer | None = None
         self.endpoint = ""
@@ -88,6 +94,20 @@ class MotoServer:
         """Requests signed with this access key id are refused as EC2 refuses unknown or
         revoked credentials: HTTP 401, ``AuthFailure``."""
         self.refused.add(access_key_id)
+
+    def set_quota(self, code: str, value: float) -> None:
+        """Service Quotas answers this EC2 quota (a vCPU count) from now on."""
+        self.quotas[code] = value
+
+    def quota(self, body: bytes) -> bytes | None:
+        """The answer to GetServiceQuota for an EC2 quota set here; None: ask moto."""
+        asked = json.loads(body or b"{}")
+        code = asked.get("QuotaCode", "")
+        if asked.get("ServiceCode") != "ec2" or code not in self.quotas:
+            return None
+        quota = {"ServiceCode": "ec2", "QuotaCode": code, "QuotaName": code,
+                 "Value": self.quotas[code], "Unit": "None", "Adjustable": True}  # fmt: skip
+        return json.dumps({"Quota": quota}).encode()
 
     def start(self) -> MotoServer:
         moto_server = str(Path(sys.executable).with_name("moto_server"))
@@ -156,6 +176,10 @@ class MotoServer:
                 if signed and signed.group(1) in server.refused:
                     error = ERROR.format(code="AuthFailure", message=AUTH_FAILURE)
                     self._send(401, error.encode())
+                    return
+                target = self.headers.get("X-Amz-Target", "")
+                if target.endswith(".GetServiceQuota") and (answer := server.quota(body)):
+                    self._send(200, answer, "application/x-amz-json-1.1")
                     return
                 form = urllib.parse.parse_qs(body.decode(errors="replace"))
                 if form.get("Action") == ["RunInstances"]:

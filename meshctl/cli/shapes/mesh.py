@@ -33,11 +33,23 @@ class PoolRow(TypedDict):
 
 
 @with_config(STRICT)
+class PreflightCheck(TypedDict):
+    check: Annotated[str, "credentials, zones, image, subnets, security groups, ..."]
+    result: Literal["pass", "fail", "skip"]
+    detail: Annotated[str, "what was found"]
+    fix: Annotated[str | None, "what to do, when it failed; else null"]
+
+
+@with_config(STRICT)
 class PoolCheckRow(TypedDict):
     pool: str
     provider: Literal["local", "ray", "aws", "gcp"]
-    available: Annotated[bool, "the pool can be used now"]
-    reason: Annotated[str | None, "why not: not up, no credentials, ..."]
+    available: Annotated[bool, "the pool can be used now, and no check failed"]
+    reason: Annotated[str | None, "why not: not up, no credentials, the first failed check"]
+    checks: Annotated[
+        list[PreflightCheck],
+        "a cloud pool's preflight (nothing launched); a local or Ray pool: one, reachable",
+    ]
 
 
 @with_config(STRICT)

@@ -171,8 +171,14 @@ def test_pools_check_says_why_each_pool_cannot_be_used_and_exits_1(
     result = cli.invoke(app, ["--mesh", str(mesh), "pools", "check", "-o", "json"])
     assert result.exit_code == 1
     rows = {r["pool"]: r for r in json.loads(result.stdout)}
+    lab = {
+        "check": "reachable",
+        "result": "fail",
+        "detail": "not up",
+        "fix": "meshctl up starts it",
+    }
     assert rows["lab"] == {"pool": "lab", "provider": "local", "available": False,
-                           "reason": "not up"}  # fmt: skip
+                           "reason": "not up", "checks": [lab]}  # fmt: skip
     assert rows["dc"]["available"] is False
     assert rows["dc"]["reason"].startswith(f"dashboard at http://127.0.0.1:{port} does not answer")
     error = json.loads(result.stderr.splitlines()[-1])["error"]
