@@ -9,7 +9,7 @@ with the job pending.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -80,7 +80,7 @@ def explain(
 def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
     from meshctl.cli import render
     from meshctl.cli.jobs_cmd import find
-    from meshctl.cli.jobview import attempts_of, nodes_of
+    from meshctl.cli.jobview import attempts_of, nodes_of, offers_tried
     from meshctl.cli.views import decision_data
     from meshctl.jsondata import event_data
 
@@ -107,6 +107,7 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
             "last_event": event_data(events[-1]) if events else None,
             "decision": decision_data(decision) if decision else None,
             "policy_hash": policy_hash,
+            "offers_tried": offers_tried(events),
         }
         render.emit_data(data, output)
         return
@@ -115,6 +116,7 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
         render.say(f"  runs: {render.esc(where)}")
     if events:
         render.say(f"  last event: {events[-1].kind}: {render.esc(events[-1].message)}")
+    _say_offers(offers_tried(events))
     if not decision:
         render.say("  no scheduling decision recorded yet (is the controller running?)")
         return
@@ -142,6 +144,19 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
         if waits:
             shown = ", ".join(f"{pool} {_wait(w)}" for pool, w in waits.items())
             render.say(f"  expected wait: {render.esc(shown)}")
+
+
+def _say_offers(tried: list[dict[str, Any]]) -> None:
+    """Every cloud offer tried for the job and what came of it."""
+    from meshctl.cli import render
+
+    if tried:
+        render.say("  cloud offers tried:")
+    for offer in tried:
+        where = " ".join(x for x in (offer["pool"], offer["zone"], offer["node_type"]) if x)
+        spot = " (spot)" if offer["spot"] else ""
+        said = render.esc(f"{where}{spot}: {offer['outcome']}: {offer['message']}")
+        render.say(f"    {said}")
 
 
 def _wait(seconds: float) -> str:

@@ -152,3 +152,37 @@ def _train_data(train: Mapping[str, Any], nodes: int) -> dict[str, Any]:
         "hang_timeout_s": train.get("hang_timeout"),
         "config": dict(train.get("config") or {}),
     }
+
+
+OUTCOMES = {  # a launch's outcome, as an operator says it (``CloudError.kind``)
+    "launched": "launched",
+    "capacity": "stock-out",
+    "quota": "quota",
+    "auth": "permission",
+    "invalid": "invalid request",
+    "throttled": "throttled",
+    "other": "other",
+}
+
+
+def offers_tried(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """Every cloud offer a job's launches tried, in order: where (pool, zone, node type,
+    spot) and what came of it (launched, stock-out, quota, permission, invalid request,
+    throttled), from the burst side's ``instance.refused`` and ``instance.launched`` events."""
+    tried = []
+    for event in events:
+        said = event.data
+        if event.kind not in ("instance.refused", "instance.launched") or "pool" not in said:
+            continue
+        tried.append(
+            {
+                "tried_at": timestamp(event.at_s),
+                "pool": said["pool"],
+                "zone": said.get("zone"),
+                "node_type": said["node_type"],
+                "spot": bool(said.get("spot")),
+                "outcome": OUTCOMES.get(str(said.get("outcome")), "other"),
+                "message": said.get("message") or event.message,
+            }
+        )
+    return tried

@@ -161,11 +161,14 @@ class Burst:
             zones, want.spot, job=want.job_id,
         )  # fmt: skip
         result = cloud.launch(request)
-        for error in result.errors:
+        offer = {"pool": pool.name, "node_type": want.node_type, "spot": want.spot}
+        for error in result.errors:  # each offer tried and refused, for explain
             where = f"{pool.name} {error.zone or ''}".strip()
+            said = {**offer, "zone": error.zone, "outcome": error.kind, "message": error.message}
             self._event(
-                now, "instance.refused", want.job_id, f"{where}: {error.kind}: {error.message}"
-            )
+                now, "instance.refused", want.job_id,
+                f"{where}: {error.kind}: {error.message}", said,
+            )  # fmt: skip
         refused = next((e for e in result.errors if e.kind == "auth"), None)
         if refused is not None:  # the pool's credentials: unavailable now, every node type
             self._changed([self.pool_access.refused(pool.name, refused.message, now)], now)
@@ -182,8 +185,9 @@ class Burst:
                     InstanceState.JOINING, instance.launched_at_s or now, now, spot=instance.spot,
                 )  # fmt: skip
                 message = f"{instance.id} ({instance.node_type}, {instance.zone}) in {pool.name}"
+                said = {**offer, "zone": instance.zone, "outcome": "launched", "message": message}
                 self.store.create(
-                    record, events=[Event(now, "instance.launched", want.job_id, message)]
+                    record, events=[Event(now, "instance.launched", want.job_id, message, said)]
                 )
                 self._writes += 1
             self._join(pool, instance.id, instance.node_type, instance.zone, now)
@@ -333,8 +337,15 @@ class Burst:
             self.store.update(changed, expected_version=record.version)
         self._writes += 1  # also on another thread (a launch): any change of it counts
 
-    def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
-        self.store.append_event(Event(now, kind, job_id, message))
+    def _event(
+        self,
+        now: float,
+        kind: str,
+        job_id: str | None,
+        message: str,
+        data: Mapping[str, object] | None = None,
+    ) -> None:
+        self.store.append_event(Event(now, kind, job_id, message, data or {}))
 
     def _changed(self, changes: Sequence[Change | None], now: float) -> None:
         for change in changes:

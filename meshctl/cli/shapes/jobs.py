@@ -154,6 +154,19 @@ class Submitted(TypedDict):
 
 
 @with_config(STRICT)
+class OfferTried(TypedDict):
+    tried_at: Timestamp
+    pool: str
+    zone: Annotated[str | None, "null: refused before any zone was tried"]
+    node_type: str
+    spot: bool
+    outcome: Literal[
+        "launched", "stock-out", "quota", "permission", "invalid request", "throttled", "other"
+    ]
+    message: Annotated[str, "the provider's words, or what was launched"]
+
+
+@with_config(STRICT)
 class ExplainStored(TypedDict):
     id: str
     state: str
@@ -163,6 +176,7 @@ class ExplainStored(TypedDict):
     last_event: EventData | None
     decision: Annotated[DecisionData | None, "null: the controller has not decided yet"]
     policy_hash: Annotated[str | None, "the policy set that decision was made under"]
+    offers_tried: Annotated[list[OfferTried], "every cloud launch for it, in order, and outcome"]
 
 
 @with_config(STRICT)

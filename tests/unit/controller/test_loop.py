@@ -278,6 +278,7 @@ def test_a_queued_job_that_can_never_run_does_not_keep_an_idle_pool_up() -> None
 def test_a_region_out_of_capacity_fails_over_to_the_next_eligible_pool() -> None:
     """Every zone of us-east-1 is out of g6.xlarge: the launch fails there, the stock-out is
     remembered, and the next cycle's plan launches in us-west-2 instead."""
+    from meshctl.cli.jobview import offers_tried
     from meshctl.controller.burst import Burst
 
     mesh, catalogs, shipped, clouds = clouds_mesh()
@@ -297,6 +298,12 @@ def test_a_region_out_of_capacity_fails_over_to_the_next_eligible_pool() -> None
     kinds = [e.kind for e in store.events()]
     assert kinds.count("instance.refused") == 2  # both zones of us-east-1
     assert "instance.launched" in kinds
+    tried = offers_tried(store.events(job_id=record.id))  # what explain lists
+    assert [(o["pool"], o["zone"], o["node_type"], o["outcome"]) for o in tried] == [
+        ("east", "us-east-1a", "g6.xlarge", "stock-out"),
+        ("east", "us-east-1b", "g6.xlarge", "stock-out"),
+        ("west", "us-west-2a", "g6.xlarge", "launched"),
+    ]
 
 
 def test_a_spot_notice_marks_the_instance_reclaiming_until_it_is_taken_back() -> None:
