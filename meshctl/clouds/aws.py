@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -152,6 +152,17 @@ class AwsCloud:
                 if _code(err) != "InvalidInstanceID.NotFound":  # gone already is fine
                     errors.append(self._error(err, None))
         return errors
+
+    def put_secret(self, name: str, value: str, labels: Mapping[str, str]) -> None:
+        """The secret ``name`` in Secrets Manager, created or given a new version; tagged."""
+        client = self.session.client("secretsmanager", endpoint_url=self.endpoint_url)
+        tags = [{"Key": TAG + k, "Value": v} for k, v in labels.items()]
+        try:
+            self._call(lambda: client.create_secret(Name=name, SecretString=value, Tags=tags))
+        except Exception as err:
+            if _code(err) != "ResourceExistsException":
+                raise
+            self._call(lambda: client.put_secret_value(SecretId=name, SecretString=value))
 
     # --- inside -------------------------------------------------------------------------------
 

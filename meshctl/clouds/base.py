@@ -31,7 +31,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 from meshctl.errors import Failure
 
@@ -118,6 +118,15 @@ class Cloud(Protocol):
     def check(self) -> CloudError | None:
         """One cheap authenticated call: None when the provider accepts these credentials."""
         ...
+
+
+@runtime_checkable
+class SecretStore(Protocol):
+    """A provider whose secret manager holds a pool's cluster token (AWS Secrets Manager,
+    GCP Secret Manager), read by the instances' own role at boot. Writing a name again
+    adds a new version: the token rotates when the pool's cluster is recreated."""
+
+    def put_secret(self, name: str, value: str, labels: Mapping[str, str]) -> None: ...
 
 
 def labels_of(request: LaunchRequest) -> dict[str, str]:

@@ -17,8 +17,9 @@
   lifecycle's ledger at the price paid: one ``ledger`` per moment, which the pool records
   read too.
 
-How an instance joins a cluster is the seam in ``meshctl.pools.emulated``; on a real cloud its
-startup script does it (see the issue notes: not wired yet).
+An instance joins its pool's cluster by its own startup script (``joining.py``: the head of a
+new cluster first, alone, then the workers with its address); an emulated one runs that
+script here (``meshctl.pools.emulated``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dataclasses import InitVar, dataclass, field, replace
 
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.access import Change, CloudAccess
+from meshctl.controller.joining import Joiner
 from meshctl.controller.step import Launch, Teardown
 from meshctl.lifecycle import Charge, Ledger, Spend
 from meshctl.lifecycle.snapshot import offers_of, price_paid
@@ -45,6 +47,7 @@ log = logging.getLogger("meshctl.controller")
 BACKOFF_S = 300.0  # how long a stock-out of a (pool, node type) is remembered
 LIST_LAG_S = 60.0  # a new instance missing from its provider's listing is not yet "gone"
 ENDED = frozenset({InstanceState.INTERRUPTED, InstanceState.TERMINATED})  # for good
+WORKERS = ".w"  # a request's workers, launched once its head (a new cluster's) has joined
 
 
 @dataclass
@@ -61,6 +64,7 @@ class Burst:
     _inflight: dict[str, Future[str | None]] = field(default_factory=dict, init=False, repr=False)
     _joining: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     pool_access: CloudAccess = field(init=False, repr=False)
+    joiner: Joiner = field(init=False, repr=False)
     # The ledger of one moment, read by the cycle three times (pool and team budgets, the pool
     # records): kept until the moment changes or this side writes an instance record.
     _writes: int = field(default=0, init=False, repr=False)
@@ -68,6 +72,7 @@ class Burst:
 
     def __post_init__(self, access: CloudAccess | None) -> None:
         self.pool_access = access or CloudAccess(self.mesh, self.clouds)
+        self.joiner = Joiner(self.mesh, self.catalogs, self.nodes)
 
     def blocked(self, now: float) -> frozenset[tuple[str, str]]:
         """(pool, node type) pairs not to plan launches for: out of capacity lately. (A pool
@@ -81,6 +86,7 @@ class Burst:
     def use(self, mesh: Mesh, catalogs: Mapping[str, Catalog]) -> None:
         """New rules (a reload): the mesh and catalogs launches and spend are judged by."""
         self.mesh, self.catalogs = mesh, catalogs
+        self.joiner.mesh, self.joiner.catalogs = mesh, catalogs
         self._writes += 1  # other prices, maybe
         if self.nodes is not None:  # the shapes instances join their cluster with
             self.nodes.catalogs = dict(catalogs)
@@ -146,19 +152,55 @@ class Burst:
         if not isinstance(pool, AwsPool | GcpPool) or cloud is None:
             return f"pool {want.pool}: no provider to launch {want.node_type} with"
         # The store first: a request with live instances is launched already (a provider's
-        # listing may lag); one whose instances all died gets a new generation, so the
-        # provider's idempotency does not hand the dead ones back.
+        # listing may lag), unless only its head is (a restart between the head and its
+        # workers); one whose instances all died gets a new generation, so the provider's
+        # idempotency does not hand the dead ones back.
         mine = [r for r in self.store.list(InstanceRecord) if _of(r.request_id, want.request_id)]
-        if any(r.state in INSTANCE_LIVE for r in mine):
-            return None
-        generations = {r.request_id for r in mine}
+        live = [r for r in mine if r.state in INSTANCE_LIVE]
+        scripted = self.joiner.scripted(cloud)
+        if live:
+            if len(live) >= want.count or not scripted or any(_workers(r) for r in mine):
+                return None
+            head = self.joiner.head_address(pool)
+            script = self.joiner.script(pool, want.node_type, want.spot, head) if head else ""
+            rid = live[0].request_id + WORKERS
+            return self._phase(pool, cloud, want, rid, want.count - len(live), script, now)
+        generations = {r.request_id for r in mine if not _workers(r)}
         request_id = want.request_id + (f".{len(generations)}" if generations else "")
+        if not scripted:
+            return self._phase(pool, cloud, want, request_id, want.count, "", now)
+        head = self.joiner.head_address(pool)
+        if head is not None:  # the pool's cluster runs: every instance is a worker
+            script = self.joiner.script(pool, want.node_type, want.spot, head)
+            return self._phase(pool, cloud, want, request_id, want.count, script, now)
+        self.joiner.new_token(pool, cloud)  # a new cluster: its head first, alone
+        script = self.joiner.script(pool, want.node_type, want.spot, None)
+        error = self._phase(pool, cloud, want, request_id, 1, script, now, head=True)
+        head = self.joiner.head_address(pool)
+        if error or want.count == 1 or head is None:
+            return error
+        script = self.joiner.script(pool, want.node_type, want.spot, head)
+        return self._phase(pool, cloud, want, request_id + WORKERS, want.count - 1, script, now)
+
+    def _phase(
+        self,
+        pool: AwsPool | GcpPool,
+        cloud: Cloud,
+        want: Launch,
+        request_id: str,
+        count: int,
+        script: str,
+        now: float,
+        head: bool = False,
+    ) -> str | None:
+        """One provider request: ``count`` instances with the startup ``script`` (the head's
+        when ``head``), recorded, then joined."""
         zones = tuple(pool.zones) or (
             f"{pool.region}a" if isinstance(pool, AwsPool) else f"{pool.region}-a",
         )
         request = LaunchRequest(
-            self.mesh.metadata.name, pool.name, want.node_type, want.count, request_id,
-            zones, want.spot, job=want.job_id,
+            self.mesh.metadata.name, pool.name, want.node_type, count, request_id,
+            zones, want.spot, job=want.job_id, startup_script=script,
         )  # fmt: skip
         result = cloud.launch(request)
         offer = {"pool": pool.name, "node_type": want.node_type, "spot": want.spot}
@@ -190,19 +232,19 @@ class Burst:
                     record, events=[Event(now, "instance.launched", want.job_id, message, said)]
                 )
                 self._writes += 1
-            self._join(pool, instance.id, instance.node_type, instance.zone, now)
+            self._join(pool, cloud, instance, head, now)
         return None
 
     def _join(
-        self, pool: AwsPool | GcpPool, instance_id: str, node_type: str, zone: str, now: float
+        self, pool: AwsPool | GcpPool, cloud: Cloud, instance: Instance, head: bool, now: float
     ) -> None:
-        """The instance becomes a node of its pool's cluster (here; a startup script on a real
-        cloud); a join that fails is tried again by ``watch``."""
-        if self.nodes is not None and pool.endpoint_url:  # an emulated instance
-            instance = Instance(instance_id, pool.name, node_type, zone, "running", False, "")
+        """The instance joins its pool's cluster by its startup script (``joining``): ready
+        once its node is there and its agent answers. A join that fails is tried again by
+        ``watch``."""
+        if self.joiner.scripted(cloud):
             with self._joining:  # one node starts at a time; never beside a leave
-                self.nodes.join(pool.provider, instance)
-        self._set(instance_id, InstanceState.READY, now)
+                self.joiner.join(pool, cloud, instance, head)
+        self._set(instance.id, InstanceState.READY, now)
 
     # --- watching and tearing down ------------------------------------------------------------
 
@@ -244,8 +286,9 @@ class Burst:
                 ):
                     pool = self.mesh.pool(name)
                     if isinstance(pool, AwsPool | GcpPool):
+                        head = self.joiner.scripted(cloud) and not self.joiner.head_address(pool)
                         try:
-                            self._join(pool, record.id, record.instance_type, instance.zone, now)
+                            self._join(pool, cloud, instance, head, now)
                         except Exception as err:
                             log.warning("instance %s: join failed again: %s", record.id, err)
 
@@ -355,6 +398,11 @@ class Burst:
                 self._event(now, "pool.available", None, f"{change.pool}: available again")
             else:
                 self._event(now, "pool.unavailable", None, f"{change.pool}: {change.reason}")
+
+
+def _workers(record: InstanceRecord) -> bool:
+    """Whether the record is of a request's second half: the workers after its head."""
+    return record.request_id.endswith(WORKERS)
 
 
 def _of(request_id: str, base: str) -> bool:

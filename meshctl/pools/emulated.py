@@ -1,54 +1,84 @@
-"""How a launched cloud instance becomes a Ray node of its pool's cluster: the seam.
+"""Emulated cloud instances boot by running their own startup script, here.
 
-On a real cloud the instance's startup script (EC2 user data, GCE ``startup-script``) installs
-Ray and runs ``ray start`` against the pool's head with the pool's labels. On this machine an
-emulated instance (one that moto_server or the GCE emulator launched) is a local
-``ray start`` process instead, bound to the instance id:
+An instance that moto_server or the GCE emulator launched is no machine; this module plays
+the machine's part and nothing more. It reads the instance's startup script back from the
+provider (EC2 user data, GCE ``startup-script`` metadata) and runs it as a local process in a
+session of its own, with:
 
-- the pool's first instance is the head of the pool's cluster (and takes work too);
-- every node has its type's GPUs (declared with ``--num-gpus``, the catalog's model as an
-  ``accelerator_type`` resource) and scaled-down CPUs and memory (1 CPU, 2 GiB: a 2-core
-  machine must hold several), and the labels ``meshctl.io/node=<instance>`` and
-  ``meshctl.io/node-type=<type>``;
-- terminating the instance stops exactly that node (``leave``).
+- ``MESHCTL_METADATA_URL``: a metadata endpoint of its own (``metadata_server``) telling it
+  its id, zone, region or project and private address (127.0.0.1);
+- ``MESHCTL_BOOT_RAY_ARGS`` and ``MESHCTL_BOOT_AGENT_PORT``: what a machine holding several
+  instances must give each: free ports, and scaled-down CPUs, memory and object store (1
+  CPU, 2 GiB: a 2-core machine must hold several); the head's GCS and dashboard ports are
+  the pool cluster's (recorded in its run file, as the embedded pool's are);
+- the provider's endpoint for the secret manager the script reads the cluster token from.
 
-The cluster is kept like the embedded pool's (``local.LocalCluster``, a run file per pool), so
-``meshctl down`` stops it too.
+So what joins the instance to its pool's cluster (the Ray version check, the token from the
+secret manager, the agent, ``ray start``) is the script itself. ``boot`` returns once the
+instance's node is in the cluster and its agent answers. Terminating the instance stops
+exactly its session (``leave``); the head's takes the cluster with it.
 """
 
 from __future__ import annotations
 
+import base64
+import sys
+import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 from meshctl.clouds.base import Instance
 from meshctl.model.catalog import Catalog
-from meshctl.model.mesh import Accelerator, NodeGroup
 from meshctl.pools import local
-from meshctl.pools.observed import NODE_TYPE_LABEL, node_name
+from meshctl.pools.metadata_server import Entry, MetadataServer
+from meshctl.pools.observed import node_name
 
 __all__ = ["EmulatedInstances", "node_name"]
 
-CPUS, MEMORY_GIB = 1.0, 2.0  # per emulated instance, whatever its type says
+CPUS, MEMORY_GIB = 1, 2  # per emulated instance, whatever its type says
+LOOPBACK = "127.0.0.1"
 
 
 class EmulatedInstances:
     def __init__(self, run_dir: Path, catalogs: dict[str, Catalog]) -> None:
         self.run_dir, self.catalogs = run_dir, catalogs
+        self.metadata = MetadataServer()
 
     def cluster(self, pool: str) -> local.LocalCluster | None:
         path = local.run_file(self.run_dir, pool)
         return local.LocalCluster.load(path) if path.is_file() else None
 
-    def join(self, provider: str, instance: Instance) -> local.LocalCluster:
-        """Make the instance a node of its pool's cluster (the head if there is none yet)."""
-        group = self._group(provider, instance)
-        cluster = self.cluster(instance.pool)
-        if cluster is None or not local.running(cluster):
-            if cluster is not None:
-                local.stop(cluster)  # what is left of a cluster whose head died
-            return local.start_head(instance.pool, self.run_dir, head=group)
-        if all(p.node != group.name for p in cluster.processes):
-            local.add_node(cluster, group.name, group, self.run_dir)
+    def head_address(self, pool: str) -> str | None:
+        """The GCS address of the pool's running cluster, which workers join; None: none."""
+        cluster = self.cluster(pool)
+        return cluster.gcs if cluster is not None and local.running(cluster) else None
+
+    def token_file(self, pool: str) -> Path:
+        """Where the controller keeps its copy of the pool's cluster token."""
+        return self.run_dir / f"pool-{pool}.token"
+
+    def boot(
+        self, provider: str, instance: Instance, script: str, head: bool, endpoint_url: str
+    ) -> local.LocalCluster:
+        """Run the instance's startup script; return once its node has joined the pool's
+        cluster and its agent answers the cluster's token."""
+        name = node_name(instance.id)
+        cluster = self._head_cluster(instance.pool) if head else self.cluster(instance.pool)
+        if cluster is None:
+            raise LookupError(f"pool {instance.pool} has no cluster for {instance.id} to join")
+        if any(p.node == name for p in cluster.processes):  # a boot that failed: again
+            local.remove_node(cluster, name, self.run_dir)
+        agent_port = local.free_port()
+        env = self._environment(provider, instance, cluster, head, agent_port, endpoint_url)
+        path = local.run_file(self.run_dir, instance.pool)
+        local.spawn(cluster, name, ["bash", "-c", script], f"{instance.pool}-{name}.log", path, env)
+        local.wait_for(local.node_up(cluster, name), f"instance {instance.id}", cluster)
+        token = cluster.token
+        local.wait_for(
+            lambda: agent_answers(LOOPBACK, agent_port, token), f"the agent of {name}", cluster
+        )
         return cluster
 
     def leave(self, pool: str, instance_id: str) -> list[str]:
@@ -69,18 +99,95 @@ class EmulatedInstances:
         local.run_file(self.run_dir, pool).unlink(missing_ok=True)
         return others
 
-    def _group(self, provider: str, instance: Instance) -> NodeGroup:
-        catalog = self.catalogs.get(provider)
-        found = catalog.instance_type(instance.node_type) if catalog else None
-        if found is None:
-            raise LookupError(f"{instance.node_type}: not in the {provider} catalog")
-        acc = found.accelerator
-        return NodeGroup(
-            name=node_name(instance.id),
-            gpus=acc.count,
-            accelerator=Accelerator(vendor=acc.vendor, model=acc.model, memory_gib=acc.memory_gib),
-            cpus=CPUS,
-            memory_gib=MEMORY_GIB,
-            nic_gbps=found.nic_gbps,
-            labels={NODE_TYPE_LABEL: instance.node_type, "zone": instance.zone},
+    def close(self) -> None:
+        self.metadata.close()
+
+    def _head_cluster(self, pool: str) -> local.LocalCluster:
+        """A new cluster record for a head about to boot: its GCS and dashboard ports."""
+        old = self.cluster(pool)
+        if old is not None:
+            local.stop(old)  # what is left of a cluster whose head died
+        cluster = local.LocalCluster(
+            pool=pool,
+            dashboard=f"http://{LOOPBACK}:{local.free_port()}",
+            gcs=f"{LOOPBACK}:{local.free_port()}",
+            token_file=str(self.token_file(pool)),
+            temp_dir=tempfile.mkdtemp(prefix="meshctl-ray-"),  # short: Ray's socket paths
+            log_dir=str(self.run_dir / "logs"),
         )
+        Path(cluster.log_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+        cluster.save(local.run_file(self.run_dir, pool))
+        return cluster
+
+    def _environment(
+        self,
+        provider: str,
+        instance: Instance,
+        cluster: local.LocalCluster,
+        head: bool,
+        agent_port: int,
+        endpoint_url: str,
+    ) -> dict[str, str]:
+        region = instance.labels.get("region") or _region(provider, instance.zone)
+        entry = Entry(provider, instance.id, instance.zone, region, LOOPBACK)
+        env = local.environment(cluster)
+        env.pop("RAY_AUTH_TOKEN_PATH", None)  # the script reads its own, from the secret
+        env.update(
+            MESHCTL_METADATA_URL=self.metadata.url(node_name(instance.id), entry),
+            MESHCTL_PYTHON=sys.executable,
+            MESHCTL_BOOT_RAY_ARGS=" ".join(_ray_args(cluster, head)),
+            MESHCTL_BOOT_AGENT_PORT=str(agent_port),
+            MESHCTL_NODE_DIR=str(self.run_dir / "nodes" / node_name(instance.id)),
+        )
+        if provider == "aws":
+            env["AWS_ENDPOINT_URL"] = endpoint_url  # Secrets Manager on the emulator
+            env.setdefault("AWS_DEFAULT_REGION", region)
+        else:
+            env["MESHCTL_SECRETS_ENDPOINT"] = endpoint_url
+        return env
+
+
+def _ray_args(cluster: local.LocalCluster, head: bool) -> list[str]:
+    free = local.free_port
+    args = [
+        f"--node-manager-port={free()}", f"--object-manager-port={free()}",
+        f"--metrics-export-port={free()}", f"--dashboard-agent-listen-port={free()}",
+        f"--dashboard-agent-grpc-port={free()}", f"--runtime-env-agent-port={free()}",
+        f"--num-cpus={CPUS}", f"--memory={MEMORY_GIB * local.GIB}",
+        f"--object-store-memory={local.OBJECT_STORE_BYTES}",
+    ]  # fmt: skip
+    if head:
+        port = cluster.gcs.rsplit(":", 1)[1]
+        dashboard = cluster.dashboard.rsplit(":", 1)[1]
+        return [*args, f"--port={port}", f"--dashboard-port={dashboard}",
+                f"--dashboard-host={LOOPBACK}", f"--ray-client-server-port={free()}",
+                f"--temp-dir={cluster.temp_dir}"]  # fmt: skip
+    return [*args, "--include-log-monitor=False"]  # one log monitor per machine: the head's
+
+
+def _region(provider: str, zone: str) -> str:
+    return zone[:-1] if provider == "aws" else zone.rsplit("-", 1)[0]
+
+
+def agent_answers(address: str, port: int, token: str) -> bool:
+    """Whether the node's agent at ``address:port`` answers the cluster's token."""
+    request = urllib.request.Request(
+        f"http://{address}:{port}/v1/probe", headers={"Authorization": f"Bearer {token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as reply:
+            return bool(reply.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def startup_script(cloud: Any, instance_id: str) -> str:
+    """The startup script the provider holds for the instance: EC2 user data
+    (``DescribeInstanceAttribute``) or GCE's ``startup-script`` metadata item."""
+    if getattr(cloud, "provider", "") == "aws":
+        reply = cloud.ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")
+        return base64.b64decode(reply.get("UserData", {}).get("Value", "")).decode()
+    zone, name = instance_id.split("/", 1)
+    found = cloud.instances.get(project=cloud.project, zone=zone, instance=name)
+    items = found.metadata.items if found.metadata else []
+    return next((i.value for i in items if i.key == "startup-script"), "")

@@ -129,7 +129,7 @@ def _start_head(
     private_dir(run_dir)
     token_file = run_dir / f"pool-{pool}.token"
     write_private(token_file, secrets.token_hex(32))
-    gcs_port, dashboard_port = _free_port(), _free_port()
+    gcs_port, dashboard_port = free_port(), free_port()
     cluster = LocalCluster(
         pool=pool,
         dashboard=f"http://127.0.0.1:{dashboard_port}",
@@ -155,14 +155,14 @@ def _start_head(
             f"--port={gcs_port}",
             f"--dashboard-port={dashboard_port}",
             "--dashboard-host=127.0.0.1",
-            f"--ray-client-server-port={_free_port()}",
+            f"--ray-client-server-port={free_port()}",
             f"--temp-dir={cluster.temp_dir}",
             *shape,
         ]
         _launch(cluster, name, args, path)
-        _wait_for(lambda: _dashboard_up(cluster), f"the head of pool {pool}", cluster)
+        wait_for(lambda: _dashboard_up(cluster), f"the head of pool {pool}", cluster)
         if head is not None:  # a head that takes work: ready once the cluster lists it
-            _wait_for(_node_up(cluster, name), f"the head of pool {pool}", cluster)
+            wait_for(node_up(cluster, name), f"the head of pool {pool}", cluster)
     except BaseException:
         stop(cluster)
         path.unlink(missing_ok=True)
@@ -191,7 +191,7 @@ def add_node(
         args = [f"--address={cluster.gcs}", *shape, "--include-log-monitor=False"]
         _launch(cluster, name, args, run_file(run_dir, cluster.pool))
         try:
-            _wait_for(_node_up(cluster, name), f"node {name}", cluster)
+            wait_for(node_up(cluster, name), f"node {name}", cluster)
             return
         except LocalPoolError as err:
             if attempt == 2 or not _exited_starting(err):
@@ -284,8 +284,8 @@ def _start_agent(
         f"--port-file={port_file}", f"--interval={agents.interval_s:g}",
         f"--disk={run_dir}", f"--min-free-gib={agents.min_free_gib:g}",
     ]  # fmt: skip
-    _spawn(cluster, name, args, f"{cluster.pool}-{name}-agent.log", run_file(run_dir, cluster.pool))
-    _wait_for(port_file.exists, f"the agent of node {name}", cluster)
+    spawn(cluster, name, args, f"{cluster.pool}-{name}-agent.log", run_file(run_dir, cluster.pool))
+    wait_for(port_file.exists, f"the agent of node {name}", cluster)
     port = port_file.read_text().strip()
     return {AGENT_PORT_LABEL: port, AGENT_HOST_LABEL: "127.0.0.1"}
 
@@ -296,27 +296,35 @@ def _start_agent(
 def _launch(cluster: LocalCluster, node: str, args: list[str], path: Path) -> None:
     ray = str(Path(sys.executable).with_name("ray"))
     common = [
-        f"--node-manager-port={_free_port()}",
-        f"--object-manager-port={_free_port()}",
-        f"--metrics-export-port={_free_port()}",
-        f"--dashboard-agent-listen-port={_free_port()}",
-        f"--dashboard-agent-grpc-port={_free_port()}",
-        f"--runtime-env-agent-port={_free_port()}",
+        f"--node-manager-port={free_port()}",
+        f"--object-manager-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
         f"--object-store-memory={OBJECT_STORE_BYTES}",
         "--disable-usage-stats",
         "--block",
     ]
-    _spawn(cluster, node, [ray, "start", *args, *common], f"{cluster.pool}-{node}.log", path)
+    spawn(cluster, node, [ray, "start", *args, *common], f"{cluster.pool}-{node}.log", path)
 
 
-def _spawn(cluster: LocalCluster, node: str, argv: list[str], log_name: str, path: Path) -> None:
+def spawn(
+    cluster: LocalCluster,
+    node: str,
+    argv: list[str],
+    log_name: str,
+    path: Path,
+    env: dict[str, str] | None = None,
+) -> None:
     """Start ``argv`` for ``node`` in a session of its own, its output in ``log_name``, and
-    record it in the run file at ``path`` (stopped with the node, by pid)."""
+    record it in the run file at ``path`` (stopped with the node, by pid). ``env``: the
+    cluster's ``environment`` unless given."""
     log = open_private(Path(cluster.log_dir) / log_name)
     with log:
         proc = subprocess.Popen(
             argv,
-            env=_environment(cluster),
+            env=env if env is not None else environment(cluster),
             cwd=cluster.temp_dir,  # never a folder holding a `ray` package
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -327,7 +335,7 @@ def _spawn(cluster: LocalCluster, node: str, argv: list[str], log_name: str, pat
     cluster.save(path)
 
 
-def _environment(cluster: LocalCluster) -> dict[str, str]:
+def environment(cluster: LocalCluster) -> dict[str, str]:
     env = dict(os.environ)
     bin_dir = str(Path(sys.executable).parent)
     env.update(
@@ -415,7 +423,7 @@ def _signal(pid: int, sig: signal.Signals) -> None:
 # --- readiness ---------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
@@ -435,11 +443,11 @@ def _dashboard_up(cluster: LocalCluster) -> bool:
     return _alive_nodes(cluster) is not None
 
 
-def _node_up(cluster: LocalCluster, name: str) -> Callable[[], bool]:
+def node_up(cluster: LocalCluster, name: str) -> Callable[[], bool]:
     return lambda: name in (_alive_nodes(cluster) or set())
 
 
-def _wait_for(ready: Callable[[], bool], what: str, cluster: LocalCluster) -> None:
+def wait_for(ready: Callable[[], bool], what: str, cluster: LocalCluster) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     last = cluster.processes[-1]
     while not ready():

@@ -1,0 +1,137 @@
+"""How the controller's cloud side gets a launched instance into its pool's Ray cluster: by
+the instance's own startup script (``meshctl.boot``), never by the controller.
+
+For a provider with a secret manager (``clouds.base.SecretStore``: AWS, GCP):
+
+- a pool without a running cluster gets a new cluster token, written to the secret manager
+  (a new version when the name exists: rotated with the cluster) and kept in the run folder
+  for the controller's own calls; its next instance is the head;
+- each launch carries the startup script rendered for it (``boot.script``): the head's, or a
+  worker's with the head's GCS address; the token is never in it;
+- an emulated instance (an emulator's endpoint) boots here by running the script the
+  provider holds for it (``pools.emulated``); an instance on a real account boots itself.
+  Either counts as joined once its node is in the pool's cluster and its agent answers.
+
+Providers without a secret manager (the tests' fake) launch without a script, as before:
+their instances count as joined at once.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from meshctl.boot.script import StartupSpec, render, secret_name
+from meshctl.clouds.base import Cloud, Instance, SecretStore
+from meshctl.model.catalog import Catalog
+from meshctl.model.mesh import AwsPool, GcpPool, Mesh
+from meshctl.pools import local
+from meshctl.pools.emulated import EmulatedInstances, agent_answers, startup_script
+from meshctl.pools.observed import node_name
+from meshctl.pools.ray import PoolError, RayPoolClient
+from meshctl.state.private import private_dir, write_private
+
+DASHBOARD_PORT, GCS_PORT = 8265, 6379  # a real head's, as meshctl.boot.join starts it
+
+
+@dataclass
+class Joiner:
+    mesh: Mesh
+    catalogs: Mapping[str, Catalog]
+    nodes: EmulatedInstances | None
+
+    def scripted(self, cloud: Cloud) -> bool:
+        """Whether the provider's instances join by their startup script."""
+        return isinstance(cloud, SecretStore) and self.nodes is not None
+
+    def head_address(self, pool: AwsPool | GcpPool) -> str | None:
+        """The GCS address of the pool's running cluster (what workers join), or None."""
+        assert self.nodes is not None
+        if pool.emulated:
+            return self.nodes.head_address(pool.name)
+        cluster = self.nodes.cluster(pool.name)
+        return cluster.gcs if cluster is not None else None
+
+    def new_token(self, pool: AwsPool | GcpPool, cloud: Cloud) -> None:
+        """A fresh cluster token for the pool's next cluster: in the secret manager, and in
+        the run folder (0600) for the controller."""
+        assert isinstance(cloud, SecretStore)
+        assert self.nodes is not None
+        token = secrets.token_hex(32)
+        name = secret_name(self.mesh.metadata.name, pool.name)
+        cloud.put_secret(name, token, {"mesh": self.mesh.metadata.name, "pool": pool.name})
+        private_dir(self.nodes.run_dir)
+        write_private(self.nodes.token_file(pool.name), token)
+
+    def script(self, pool: AwsPool | GcpPool, node_type: str, spot: bool, head: str | None) -> str:
+        """The startup script of an instance of ``node_type``: the head's when ``head`` is
+        None, else a worker's joining that address."""
+        catalog = self.catalogs.get(pool.provider)
+        shape = catalog.instance_type(node_type) if catalog else None
+        acc = shape.accelerator if shape else None
+        spec = StartupSpec(
+            provider=pool.provider, mesh=self.mesh.metadata.name, pool=pool.name,
+            role="worker" if head else "head", ray_version=_ray_version(),
+            secret=secret_name(self.mesh.metadata.name, pool.name), node_type=node_type,
+            where=pool.region if isinstance(pool, AwsPool) else pool.project,
+            head_address=head, gpus=acc.count if acc else 0,
+            accelerator=acc.model if acc else None,
+            gpu_memory_gib=acc.count * acc.memory_gib if acc else 0.0,
+            nic_gbps=shape.nic_gbps if shape else 0.0, agent_port=pool.agent_port, spot=spot,
+        )  # fmt: skip
+        return render(spec)
+
+    def join(self, pool: AwsPool | GcpPool, cloud: Cloud, instance: Instance, head: bool) -> None:
+        """Return once the instance has joined its pool's cluster (raises when it did not
+        within the pool's provision timeout)."""
+        assert self.nodes is not None
+        if pool.emulated:
+            script = startup_script(cloud, instance.id)
+            self.nodes.boot(pool.provider, instance, script, head, pool.endpoint_url or "")
+            return
+        if head:
+            self._record_head(pool, instance)
+        self._wait(pool, instance)
+
+    def _record_head(self, pool: AwsPool | GcpPool, instance: Instance) -> None:
+        """A real head's cluster, as the controller reaches it: its private address."""
+        assert self.nodes is not None
+        cluster = local.LocalCluster(
+            pool=pool.name,
+            dashboard=f"http://{instance.address}:{DASHBOARD_PORT}",
+            gcs=f"{instance.address}:{GCS_PORT}",
+            token_file=str(self.nodes.token_file(pool.name)),
+            temp_dir="",
+            log_dir=str(self.nodes.run_dir / "logs"),
+        )
+        cluster.save(local.run_file(self.nodes.run_dir, pool.name))
+
+    def _wait(self, pool: AwsPool | GcpPool, instance: Instance) -> None:
+        """Until the instance's node is alive in the pool's cluster and its agent answers."""
+        assert self.nodes is not None
+        cluster = self.nodes.cluster(pool.name)
+        if cluster is None:
+            raise LookupError(f"pool {pool.name} has no head for {instance.id} to join")
+        name, token = node_name(instance.id), cluster.token
+        client = RayPoolClient(pool.name, cluster.dashboard, token, timeout_s=10)
+        deadline = time.monotonic() + pool.provision_timeout_s
+        while not (
+            _alive(client, name) and agent_answers(instance.address, pool.agent_port, token)
+        ):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{instance.id} did not join pool {pool.name} in time")
+            time.sleep(5.0)
+
+
+def _ray_version() -> str:
+    return importlib.metadata.version("ray")
+
+
+def _alive(client: RayPoolClient, name: str) -> bool:
+    try:
+        return any(n.name == name and n.alive for n in client.nodes())
+    except PoolError:
+        return False
