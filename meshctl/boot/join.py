@@ -145,9 +145,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"meshctl boot: {me.instance_id} ({me.zone}, {me.address}) joins pool {args.pool} "
           f"as its {args.role}", flush=True)  # fmt: skip
     ray = str(Path(sys.executable).with_name("ray"))
+    command = ["ray", "start", *ray_args(args, me, agent_port)]
+    print(f"meshctl boot: {shlex.join(command)}", flush=True)  # no secret in it
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token_file))
     os.environ.pop("RAY_AUTH_TOKEN", None)
-    os.execv(ray, [ray, "start", *ray_args(args, me, agent_port)])
+    os.execv(ray, [ray, *command[1:]])
 
 
 if __name__ == "__main__":

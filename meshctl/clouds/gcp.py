@@ -19,6 +19,9 @@ pool is first used, never at start-up.
   client does not retry 429 itself), 401/403 ``auth`` (as are credentials that cannot be
   found or refreshed), 400 ``invalid``.
 - ``check``: one page of one instance of the project's aggregated list, with a 10 s timeout.
+- A pool's ``GcpSetup`` (mesh.yaml's image, network, subnetwork, network tags and service
+  account) goes into every insert; bare names become the relative links GCE takes, so a pool
+  may name a subnetwork once for all the zones of its region.
 - An instance's id here is ``<zone>/<name>``: everything a delete needs.
 """
 
@@ -26,9 +29,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from meshctl.clouds.base import (
     CloudError,
@@ -43,8 +47,11 @@ from meshctl.clouds.base import (
     with_backoff,
 )
 
+T = TypeVar("T")
+
 LABEL = "meshctl-"
 DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11"
+SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # access is the account's IAM roles
 STATES: dict[str, InstanceState] = {
     "PROVISIONING": "pending",
     "STAGING": "pending",
@@ -57,23 +64,35 @@ STATES: dict[str, InstanceState] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class GcpSetup:
+    """What a pool's instances launch with, from mesh.yaml (all optional: an emulator needs
+    none). Names or links: ``network`` ``N`` or ``projects/P/global/networks/N`` (a shared
+    VPC's host project), ``subnetwork`` ``S`` (in the launch zone's region) or
+    ``regions/R/subnetworks/S``, ``image`` ``global/images/I`` or ``.../images/family/F``."""
+
+    image: str | None = None
+    network: str | None = None
+    subnetwork: str | None = None
+    network_tags: tuple[str, ...] = ()
+    service_account: str | None = None  # an email
+
+
 class GcpCloud:
     provider = "gcp"
     notice_s = 30.0
 
     def __init__(
-        self, project: str, endpoint_url: str | None = None, credentials_file: str | None = None
+        self,
+        project: str,
+        endpoint_url: str | None = None,
+        credentials_file: str | None = None,
+        setup: GcpSetup | None = None,
     ) -> None:
-        credentials = _credentials(credentials_file, endpoint_url)  # before the big import
+        kwargs = client_kwargs(endpoint_url, credentials_file)
         from google.cloud import compute_v1  # ~2 s to import: only once credentials exist
 
-        options = {"api_endpoint": endpoint_url} if endpoint_url else None
-        kwargs: dict[str, Any] = {
-            "credentials": credentials,
-            "client_options": options,
-            "transport": "rest",
-        }
-        self.project = project
+        self.project, self.setup = project, setup or GcpSetup()
         self.compute = compute_v1
         self.instances: Any = compute_v1.InstancesClient(**kwargs)
         self.operations: Any = compute_v1.ZoneOperationsClient(**kwargs)
@@ -114,7 +133,7 @@ class GcpCloud:
                 request_id=_uuid(request_id, instance_id),
             )
             try:
-                self._call(lambda d=delete: self.instances.delete(request=d))
+                retried(lambda d=delete: self.instances.delete(request=d))
             except exceptions.NotFound:
                 continue  # gone already: terminating twice is fine
             except Exception as err:
@@ -128,76 +147,133 @@ class GcpCloud:
     ) -> tuple[list[Instance], CloudError | None]:
         from google.api_core import exceptions
 
-        c = self.compute
         made: list[Instance] = []
         for k in range(request.count):
             name = _name(request, zone, k)
-            instance = c.Instance(
-                name=name,
-                machine_type=f"zones/{zone}/machineTypes/{request.node_type}",
-                labels={LABEL + key: _label(v) for key, v in labels_of(request).items()},
-                disks=[
-                    c.AttachedDisk(
-                        boot=True,
-                        auto_delete=True,
-                        initialize_params=c.AttachedDiskInitializeParams(
-                            source_image=request.image or DEFAULT_IMAGE, disk_size_gb=200
-                        ),
-                    )
-                ],
-                network_interfaces=[c.NetworkInterface(network="global/networks/default")],
-                scheduling=c.Scheduling(
-                    provisioning_model="SPOT" if request.spot else "STANDARD",
-                    instance_termination_action="STOP" if request.spot else None,
-                    on_host_maintenance="TERMINATE",
-                ),
-                metadata=c.Metadata(
-                    items=[c.Items(key="startup-script", value=request.startup_script)]
-                    if request.startup_script
-                    else []
-                ),
-            )
-            insert = c.InsertInstanceRequest(
+            insert = self.compute.InsertInstanceRequest(
                 project=self.project,
                 zone=zone,
-                instance_resource=instance,
+                instance_resource=self._resource(request, zone, name),
                 request_id=_uuid(request.request_id, f"{zone}/{name}"),
             )
             try:
-                operation = self._call(lambda i=insert: self.instances.insert(request=i))
-                self._call(lambda o=operation: o.result(timeout=300))
+                operation = retried(lambda i=insert: self.instances.insert(request=i))
+                retried(lambda o=operation: o.result(timeout=300))
             except exceptions.Conflict:
                 pass  # made by an earlier try of this same request
             except Exception as err:
                 if made:  # all or nothing: a gang needs every node; asking again starts over
                     self.terminate([i.id for i in made], f"{request.request_id}-partial")
                 return [], _error(err, zone)
-            got = self._call(
+            got = retried(
                 lambda n=name: self.instances.get(project=self.project, zone=zone, instance=n)
             )
             made.append(_instance(got, zone))
         return made, None
 
+    def _resource(self, request: LaunchRequest, zone: str, name: str) -> Any:
+        """The instance to insert: the request's shape, the pool's setup."""
+        c, setup = self.compute, self.setup
+        image = request.image or setup.image or DEFAULT_IMAGE
+        return c.Instance(
+            name=name,
+            machine_type=f"zones/{zone}/machineTypes/{request.node_type}",
+            labels={LABEL + key: _label(v) for key, v in labels_of(request).items()},
+            disks=[
+                c.AttachedDisk(
+                    boot=True,
+                    auto_delete=True,
+                    initialize_params=c.AttachedDiskInitializeParams(
+                        source_image=image_link(image), disk_size_gb=200
+                    ),
+                )
+            ],
+            network_interfaces=[c.NetworkInterface(**self._network(zone))],
+            tags=c.Tags(items=list(setup.network_tags)),
+            service_accounts=[c.ServiceAccount(email=setup.service_account, scopes=SCOPES)]
+            if setup.service_account
+            else [],
+            scheduling=c.Scheduling(
+                provisioning_model="SPOT" if request.spot else "STANDARD",
+                instance_termination_action="STOP" if request.spot else None,
+                on_host_maintenance="TERMINATE",
+            ),
+            metadata=c.Metadata(
+                items=[c.Items(key="startup-script", value=request.startup_script)]
+                if request.startup_script
+                else []
+            ),
+        )
+
+    def _network(self, zone: str) -> dict[str, str]:
+        """The network interface's network and subnetwork: the project's default network when
+        the pool names neither (GCE takes the network from a subnetwork alone)."""
+        setup, found = self.setup, {}
+        if setup.network:
+            found["network"] = network_link(self.project, setup.network)
+        if setup.subnetwork:
+            owner = project_of(found.get("network", ""), self.project)
+            found["subnetwork"] = subnetwork_link(owner, region_of(zone), setup.subnetwork)
+        return found or {"network": "global/networks/default"}
+
     def _listed(self, filter_: str) -> list[Instance]:
         listing = self.compute.AggregatedListInstancesRequest(project=self.project, filter=filter_)
         found = []
-        for scope, scoped in self._call(
-            lambda: list(self.instances.aggregated_list(request=listing))
-        ):
+        for scope, scoped in retried(lambda: list(self.instances.aggregated_list(request=listing))):
             zone = scope.removeprefix("zones/")
             found += [_instance(raw, zone) for raw in scoped.instances]
         return found
 
-    def _call(self, call: Any) -> Any:
-        from google.api_core import exceptions
 
-        return with_backoff(
-            call,
-            lambda err: (
-                isinstance(err, exceptions.TooManyRequests)
-                or "rateLimitExceeded" in " ".join(_codes(err))
-            ),
-        )
+def client_kwargs(endpoint_url: str | None, credentials_file: str | None) -> dict[str, Any]:
+    """What every compute_v1 client of a pool is built with (REST, the pool's credentials,
+    the emulator's endpoint); ``Unavailable`` when there are no credentials."""
+    credentials = _credentials(credentials_file, endpoint_url)  # before the big import
+    return {
+        "credentials": credentials,
+        "client_options": {"api_endpoint": endpoint_url} if endpoint_url else None,
+        "transport": "rest",
+    }
+
+
+def retried(call: Callable[..., T]) -> T:
+    """``call()``, backed off and retried while it is throttled (the client does not retry a
+    429 itself)."""
+    from google.api_core import exceptions
+
+    return with_backoff(
+        call,
+        lambda err: (
+            isinstance(err, exceptions.TooManyRequests)
+            or "rateLimitExceeded" in " ".join(_codes(err))
+        ),
+    )
+
+
+def region_of(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]  # us-central1-a -> us-central1
+
+
+def project_of(link: str, default: str) -> str:
+    """The project a ``projects/P/...`` link names (a shared VPC's host), else ``default``."""
+    found = re.search(r"(?:^|/)projects/([^/]+)/", link)
+    return found.group(1) if found else default
+
+
+def network_link(project: str, network: str) -> str:
+    """A bare network name as ``projects/P/global/networks/N``; a link as given."""
+    return network if "/" in network else f"projects/{project}/global/networks/{network}"
+
+
+def subnetwork_link(project: str, region: str, subnetwork: str) -> str:
+    """A bare subnetwork name as ``projects/P/regions/R/subnetworks/S``; a link as given."""
+    bare = "/" not in subnetwork
+    return f"projects/{project}/regions/{region}/subnetworks/{subnetwork}" if bare else subnetwork
+
+
+def image_link(image: str) -> str:
+    """A bare image name as ``global/images/I`` (the project's own); a link as given."""
+    return image if "/" in image else f"global/images/{image}"
 
 
 def _credentials(credentials_file: str | None, endpoint_url: str | None) -> Any:

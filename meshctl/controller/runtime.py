@@ -10,19 +10,22 @@ and the pool adapters.
 
 ``unavailable(pool, home)`` is the one-off health check of a pool (``up``, ``status``, ``pools
 check``): a local pool that is not up, a Ray pool whose dashboard does not answer or refuses
-the token, a cloud pool with no credentials or refused ones. The controller keeps its own view
-(``access.py`` for cloud pools, the observations for the others); the cloud half of the check
-(``provider_for``, ``refusal``) is one, shared by all three and by ``meshctl gc``.
+the token, a cloud pool with no credentials or refused ones. ``preflight`` then checks a cloud
+pool that answers in depth (``pools check``), launching nothing. The controller keeps its own
+view (``access.py`` for cloud pools, the observations for the others); the cloud half of the
+check (``provider_for``, ``refusal``) is one, shared by all three and by ``meshctl gc``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 
-from meshctl.clouds.base import Cloud, reason_of
+from meshctl.clouds.base import Cloud, Unavailable, reason_of
+from meshctl.clouds.preflight import Check, failed
+from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, Pool, RayPool
 from meshctl.pools import local
 from meshctl.pools.ray import RayPoolClient
@@ -100,6 +103,17 @@ def unavailable(pool: Pool, home: Path) -> str | None:
     return refusal(cloud) if cloud is not None else why
 
 
+def settings_missing(pool: Pool) -> str | None:
+    """Why a cloud pool on a real account must not launch yet: the settings mesh.yaml lacks
+    (its image, network, identity, head); None when it has them, or is emulated."""
+    if not isinstance(pool, AwsPool | GcpPool):
+        return None
+    gaps = [name for name, _ in pool.real_account_gaps()]
+    if not gaps:
+        return None
+    return f"not set for a real account: {', '.join(gaps)} (see meshctl pools check)"
+
+
 def provider_for(
     pool: Pool, build: Callable[[Pool], Cloud | None] | None = None
 ) -> tuple[Cloud | None, str | None]:
@@ -163,13 +177,53 @@ def _token(pool: RayPool) -> str | None:
 
 def cloud_for(pool: Pool) -> Cloud | None:
     """The provider adapter of a cloud pool (its SDK is imported here, on first use); raises
-    ``Unavailable`` when it cannot be built for lack of credentials."""
+    ``Unavailable`` when it cannot be built for lack of credentials, or when a real account's
+    pool lacks the settings its instances need (``settings_missing``): it would launch
+    instances that bill and never join, so it is never built to launch with."""
+    missing = settings_missing(pool)
+    if missing is not None:
+        raise Unavailable(missing)
+    return adapter_for(pool)
+
+
+def adapter_for(pool: Pool) -> Cloud | None:
+    """``cloud_for`` without the settings guard: for what launches nothing (the preflight,
+    ``meshctl gc``)."""
+    if isinstance(pool, AwsPool):
+        from meshctl.clouds.aws import AwsCloud, AwsSetup
+
+        setup = AwsSetup(
+            pool.image, tuple(pool.subnets), tuple(pool.security_groups), pool.instance_profile
+        )
+        return AwsCloud(pool.region, pool.endpoint_url, pool.profile, setup)
+    if isinstance(pool, GcpPool):
+        from meshctl.clouds.gcp import GcpCloud, GcpSetup
+
+        gcp_setup = GcpSetup(
+            pool.image,
+            pool.network,
+            pool.subnetwork,
+            tuple(pool.network_tags),
+            pool.service_account,
+        )
+        return GcpCloud(pool.project, pool.endpoint_url, pool.credentials_file, gcp_setup)
+    return None
+
+
+def preflight(pool: Pool, catalogs: Mapping[str, Catalog]) -> list[Check]:
+    """A cloud pool's preflight (``meshctl pools check``): launches nothing. A provider that
+    cannot even be built fails the credentials check."""
+    cloud, why = provider_for(pool, adapter_for)
+    if cloud is None:
+        return [failed("credentials", why or "no provider", "see the detail")]
     if isinstance(pool, AwsPool):
         from meshctl.clouds.aws import AwsCloud
+        from meshctl.clouds.aws_preflight import preflight as aws_preflight
 
-        return AwsCloud(pool.region, pool.endpoint_url, pool.profile)
+        assert isinstance(cloud, AwsCloud)
+        return aws_preflight(pool, cloud)
     if isinstance(pool, GcpPool):
-        from meshctl.clouds.gcp import GcpCloud
+        from meshctl.clouds.gcp_preflight import preflight as gcp_preflight
 
-        return GcpCloud(pool.project, pool.endpoint_url, pool.credentials_file)
-    return None
+        return gcp_preflight(pool, catalogs.get("gcp"))
+    return []

@@ -19,8 +19,15 @@ Served, under /compute/v1/projects/{project}/ (any other call answers 501 notImp
   GET    aggregated/instances          {"items": {"zones/{z}": {"instances": [...]}}}, only the
                                        zones holding matches; ?filter= as above; one page.
   GET    zones/{z}/operations[/{op}]   list (?filter=) / get; POST zones/{z}/operations/{op}/wait.
-  GET    zones/{z}/machineTypes        the ``catalog``, offered in every zone.
+  GET    zones/{z}/machineTypes[/{m}]  the ``catalog``'s types offered in the zone (a type's
+                                       ``zones``; none: every zone); get: 404 when not offered.
   GET    zones/{z}/acceleratorTypes    the catalog's accelerators.
+  And the project's resources, read-only (``gce_resources``): the project, regions (with
+  quotas), zones, images (and image families), networks, subnetworks, firewall rules.
+
+An insert keeps what it was sent: ``disks``, ``tags`` (with a fingerprint), ``serviceAccounts``
+and ``networkInterfaces``, whose links come back in full and whose network and subnetwork must
+exist (404) and agree with the zone (400); naming neither is the project's default network.
 
 Operations are DONE when first returned. That matters: google-cloud-compute's
 ``ExtendedOperation.result()`` would poll an unfinished one through an internal
@@ -43,6 +50,13 @@ Faults, as methods; a zone's fault stays until ``heal(zone)``:
       type "compute.instances.preempted" is recorded either way. Not SPOT: ValueError.
 ``instances()`` copies every live instance; ``requests`` logs (verb, path, query) of each call.
 Resource links use GCE's own base, https://www.googleapis.com/compute/v1/.
+
+Set up, as methods (``gce_resources.Resources`` says what a new project starts with):
+  set_quota(project, region, metric, limit, usage=0)  region None: the project-wide quota.
+  add_image(project, name, family=None), add_network(project, name, auto=False),
+  add_subnetwork(project, region, name, network, cidr), add_firewall(project, name, **fields)
+  with GCE's JSON fields (network, direction, allowed [{IPProtocol, ports}], sourceRanges,
+  sourceTags, targetTags, ...).
 """
 
 from __future__ import annotations
@@ -50,18 +64,21 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import operator
 import re
 import threading
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-LINK = "https://www.googleapis.com/compute/v1/"
-Json = dict[str, Any]
+from tests.emulators import gce_resources
+from tests.emulators.gce_resources import LINK, ApiError, Json, Resources
+from tests.emulators.gce_resources import last as _last
+from tests.emulators.gce_resources import not_found as _not_found
+from tests.emulators.gce_resources import now as _now
 
 
 @dataclass(frozen=True)
@@ -71,26 +88,20 @@ class MachineType:
     memory_mb: int
     accelerator: str | None = None
     accelerator_count: int = 0
+    zones: tuple[str, ...] = ()  # where it is offered; none: every zone
+
+    def offered(self, zone: str) -> bool:
+        return not self.zones or zone in self.zones
 
 
 DEFAULT_CATALOG = (
     MachineType("g2-standard-8", 8, 32768, "nvidia-l4", 1),
     MachineType("a2-highgpu-1g", 12, 87040, "nvidia-tesla-a100", 1),
     MachineType("a3-highgpu-8g", 208, 1904640, "nvidia-h100-80gb", 8),
+    MachineType("n2-standard-4", 4, 16384),  # a CPU type, for a pool's Ray head
+    # GCE offers A100 80GB in few zones
+    MachineType("a2-ultragpu-1g", 12, 174080, "nvidia-a100-80gb", 1, ("us-central1-a",)),
 )
-
-
-class ApiError(Exception):
-    """An HTTP error in Google's JSON error format."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.reason, self.message = status, reason, message
-
-    def body(self) -> Json:
-        domain = "usageLimits" if self.reason == "rateLimitExceeded" else "global"
-        error = {"message": self.message, "domain": domain, "reason": self.reason}
-        return {"error": {"code": self.status, "message": self.message, "errors": [error]}}
 
 
 @dataclass(frozen=True)
@@ -100,18 +111,6 @@ class _Fault:
     http_message: str
     message: str  # may name {project} and {zone}
     immediate: bool = False  # refuse the insert call rather than fail its operation
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def _last(url: str) -> str:
-    return url.rstrip("/").rsplit("/", 1)[-1]
-
-
-def _not_found(path: str) -> ApiError:
-    return ApiError(404, "notFound", f"The resource '{path}' was not found")
 
 
 _CLAUSE = re.compile(r'\s*(?:AND\s+)?\(?\s*([\w.-]+)\s*(!=|=)\s*("[^"]*"|[^\s()"]+)\s*\)?')
@@ -150,13 +149,16 @@ ROUTES = [
     ("GET", _Z + r"/operations/(?P<op>[^/]+)", "_get_operation"),
     ("POST", _Z + r"/operations/(?P<op>[^/]+)/wait", "_get_operation"),
     ("GET", _Z + r"/machineTypes", "_machine_types"),
+    ("GET", _Z + r"/machineTypes/(?P<name>[^/]+)", "_machine_type"),
     ("GET", _Z + r"/acceleratorTypes", "_accelerator_types"),
+    *[(verb, path, f"resources.{name}") for verb, path, name in gce_resources.ROUTES],
 ]
 
 
 class GceEmulator:
     def __init__(self, catalog: tuple[MachineType, ...] = DEFAULT_CATALOG) -> None:
         self.catalog = {m.name: m for m in catalog}
+        self.resources = Resources()
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.endpoint, self.port = "", 0
         self._lock = threading.Lock()
@@ -221,6 +223,30 @@ class GceEmulator:
         with self._lock:
             self._denied.discard(project)
 
+    def set_quota(
+        self, project: str, region: str | None, metric: str, limit: float, usage: float = 0
+    ) -> None:
+        with self._lock:
+            self.resources.set_quota(project, region, metric, limit, usage)
+
+    def add_image(self, project: str, name: str, family: str | None = None) -> Json:
+        with self._lock:
+            return copy.deepcopy(self.resources.add_image(project, name, family))
+
+    def add_network(self, project: str, name: str, auto: bool = False) -> Json:
+        with self._lock:
+            return copy.deepcopy(self.resources.add_network(project, name, auto))
+
+    def add_subnetwork(self, project: str, region: str, name: str, network: str, cidr: str) -> Json:
+        with self._lock:
+            return copy.deepcopy(
+                self.resources.add_subnetwork(project, region, name, network, cidr)
+            )
+
+    def add_firewall(self, project: str, name: str, **fields: Any) -> Json:
+        with self._lock:
+            return copy.deepcopy(self.resources.add_firewall(project, name, **fields))
+
     def preempt(self, name: str, notice: bool = False) -> Json:
         """Preempt the SPOT instance ``name`` (in whichever zone it is); returns its last state.
         ``notice=True`` only begins it: the instance is ``STOPPING``, as in the ~30 s Compute
@@ -261,7 +287,8 @@ class GceEmulator:
                         what = f"projects/{m['project']}"
                         raise ApiError(403, "forbidden", f"Required permission for '{what}'")
                     if m and method == verb:  # copy: the handler thread serializes it unlocked
-                        reply = getattr(self, handler)(query=query, body=body, **m.groupdict())
+                        serve = operator.attrgetter(handler)(self)
+                        reply = serve(query=query, body=body, **m.groupdict())
                         return 200, copy.deepcopy(reply)
                 raise ApiError(501, "notImplemented", f"GceEmulator does not serve {verb} {path}")
             except ApiError as err:
@@ -291,7 +318,7 @@ class GceEmulator:
         if not re.fullmatch(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?", name):
             raise ApiError(400, "invalid", f"Invalid value for field 'resource.name': '{name}'.")
         machine = self.catalog.get(_last(machine_link))
-        if machine is None:
+        if machine is None or not machine.offered(zone):
             where = f"Machine type '{_last(machine_link)}' does not exist in zone '{zone}'."
             raise ApiError(
                 400, "invalid", f"Invalid value for field 'resource.machineType': {where}"
@@ -319,11 +346,7 @@ class GceEmulator:
                 "acceleratorCount": int(a.get("acceleratorCount", 1))} for a in accelerators],
             "metadata": {"kind": "compute#metadata", **body.get("metadata", {})},
             "creationTimestamp": now, "lastStartTimestamp": now,
-            "selfLink": f"{zone_link}/instances/{name}",
-            "networkInterfaces": [{
-                "kind": "compute#networkInterface", "name": "nic0",
-                "network": f"{LINK}projects/{project}/global/networks/default",
-                "networkIP": f"10.128.{host // 250}.{host % 250 + 2}"}],
+            "selfLink": f"{zone_link}/instances/{name}", **self._sent(project, zone, body, host),
         }  # fmt: skip
         op = self._operation(project, zone, "insert", inst, rid)
         if fault:
@@ -333,6 +356,22 @@ class GceEmulator:
         else:
             self._instances[(project, zone, name)] = inst
         return op
+
+    def _sent(self, project: str, zone: str, body: Json, host: int) -> Json:
+        """What an instance keeps as it was sent: its disks, tags, service accounts and network
+        interfaces (these with full links and an address)."""
+        sent = body.get("networkInterfaces") or [{}]
+        interfaces = [
+            {"name": f"nic{n}", **self.resources.interface(project, zone, nic, host)}
+            for n, nic in enumerate(sent)
+        ]
+        tags = {"fingerprint": uuid.uuid5(uuid.NAMESPACE_URL, str(body.get("tags"))).hex[:16]}
+        return {
+            "networkInterfaces": interfaces,
+            "tags": {**body.get("tags", {}), **tags},
+            "serviceAccounts": list(body.get("serviceAccounts", [])),
+            "disks": [{"kind": "compute#attachedDisk", **d} for d in body.get("disks", [])],
+        }
 
     def _get(self, project: str, zone: str, name: str, **_: Any) -> Json:
         inst = self._instances.get((project, zone, name))
@@ -381,6 +420,14 @@ class GceEmulator:
         rows = [o for k, o in self._ops.items() if k[:2] == (project, zone)]
         return {"kind": "compute#operationList", "items": self._select(query, rows, "insertTime")}
 
+    def _machine_type(self, project: str, zone: str, name: str, **_: Any) -> Json:
+        self.resources.get_zone(project, zone)  # 404 for a zone that does not exist
+        found = self.catalog.get(name)
+        if found is None or not found.offered(zone):
+            raise _not_found(f"projects/{project}/zones/{zone}/machineTypes/{name}")
+        items: list[Json] = self._machine_types(project, zone)["items"]
+        return next(i for i in items if i["name"] == name)
+
     def _machine_types(self, project: str, zone: str, **_: Any) -> Json:
         items = [{
             "kind": "compute#machineType", "id": str(1000 + n), "name": m.name, "zone": zone,
@@ -389,13 +436,13 @@ class GceEmulator:
             "accelerators": [{"guestAcceleratorType": m.accelerator,
                               "guestAcceleratorCount": m.accelerator_count}][: m.accelerator_count],
             "selfLink": f"{LINK}projects/{project}/zones/{zone}/machineTypes/{m.name}",
-        } for n, m in enumerate(self.catalog.values())]  # fmt: skip
+        } for n, m in enumerate(self.catalog.values()) if m.offered(zone)]  # fmt: skip
         return {"kind": "compute#machineTypeList", "items": items}
 
     def _accelerator_types(self, project: str, zone: str, **_: Any) -> Json:
         cards: dict[str, int] = {}
         for m in self.catalog.values():
-            if m.accelerator:
+            if m.accelerator and m.offered(zone):
                 cards[m.accelerator] = max(cards.get(m.accelerator, 0), m.accelerator_count)
         zone_link = f"{LINK}projects/{project}/zones/{zone}"
         items = [{

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 import pytest
 from google.api_core import exceptions as gexc
@@ -19,8 +20,10 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
 from tests.emulators.gce import GceEmulator
+from tests.emulators.gce_resources import LINK
 
 pytestmark = pytest.mark.integration
+T = TypeVar("T")
 
 PROJECT, ZONE, OTHER_ZONE = "meshctl-test", "us-central1-a", "europe-west4-b"
 
@@ -228,7 +231,9 @@ def test_zone_operations_get_and_wait_return_the_done_operation(gcp: Clients) ->
 
 def test_machine_and_accelerator_types_come_from_the_catalog(gcp: Clients) -> None:
     machines = {m.name: m for m in gcp.machine_types.list(project=PROJECT, zone=ZONE)}
-    assert set(machines) == {"g2-standard-8", "a2-highgpu-1g", "a3-highgpu-8g"}
+    assert set(machines) == {
+        "g2-standard-8", "a2-highgpu-1g", "a3-highgpu-8g", "n2-standard-4", "a2-ultragpu-1g"
+    }  # fmt: skip
     a3 = machines["a3-highgpu-8g"]
     assert (a3.guest_cpus, a3.memory_mb) == (208, 1904640)
     assert a3.zone == ZONE
@@ -236,7 +241,7 @@ def test_machine_and_accelerator_types_come_from_the_catalog(gcp: Clients) -> No
         ("nvidia-h100-80gb", 8)
     ]
     accels = {a.name: a for a in gcp.accelerator_types.list(project=PROJECT, zone=ZONE)}
-    assert set(accels) == {"nvidia-l4", "nvidia-tesla-a100", "nvidia-h100-80gb"}
+    assert set(accels) == {"nvidia-l4", "nvidia-tesla-a100", "nvidia-h100-80gb", "nvidia-a100-80gb"}
     assert accels["nvidia-h100-80gb"].maximum_cards_per_instance == 8
 
 
@@ -343,3 +348,188 @@ def test_only_spot_instances_can_be_preempted(gce: GceEmulator, gcp: Clients) ->
 def test_an_unserved_call_answers_501(gcp: Clients) -> None:
     with pytest.raises(gexc.MethodNotImplemented):
         gcp.instances.start(project=PROJECT, zone=ZONE, instance="w")
+
+
+# --- the project's resources (what `meshctl pools check` reads) ---------------------------------
+
+
+def _client(gce: GceEmulator, kind: type[T]) -> T:
+    return kind(  # type: ignore[call-arg]
+        credentials=AnonymousCredentials(),
+        client_options={"api_endpoint": gce.endpoint},
+        transport="rest",
+    )
+
+
+def test_a_region_reports_its_zones_and_quotas_which_can_be_set(gce: GceEmulator) -> None:
+    regions = _client(gce, compute_v1.RegionsClient)
+    region = regions.get(project=PROJECT, region="us-central1")
+    assert [z.rsplit("/", 1)[-1] for z in region.zones] == [
+        "us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"
+    ]  # fmt: skip
+    quotas = {q.metric: (q.limit, q.usage) for q in region.quotas}
+    assert quotas["NVIDIA_L4_GPUS"][0] > 0
+    assert quotas["PREEMPTIBLE_NVIDIA_H100_GPUS"][0] > 0
+    gce.set_quota(PROJECT, "us-central1", "NVIDIA_L4_GPUS", 8, usage=6)
+    gce.set_quota(PROJECT, None, "GPUS_ALL_REGIONS", 0)
+    region = regions.get(project=PROJECT, region="us-central1")
+    assert {q.metric: (q.limit, q.usage) for q in region.quotas}["NVIDIA_L4_GPUS"] == (8, 6)
+    project = _client(gce, compute_v1.ProjectsClient).get(project=PROJECT)
+    assert {q.metric: q.limit for q in project.quotas}["GPUS_ALL_REGIONS"] == 0
+    other = regions.get(project="another-project", region="us-central1")  # quotas per project
+    assert {q.metric: q.limit for q in other.quotas}["NVIDIA_L4_GPUS"] > 8
+    with pytest.raises(gexc.NotFound):
+        regions.get(project=PROJECT, region="mars-north1")
+
+
+def test_a_zone_names_its_region_and_an_unknown_one_is_404(gce: GceEmulator) -> None:
+    zones = _client(gce, compute_v1.ZonesClient)
+    assert zones.get(project=PROJECT, zone="europe-west4-b").region.endswith(
+        "/regions/europe-west4"
+    )
+    with pytest.raises(gexc.NotFound):
+        zones.get(project=PROJECT, zone="us-central1-z")
+
+
+def test_images_by_name_and_by_family_in_any_project(gce: GceEmulator) -> None:
+    images = _client(gce, compute_v1.ImagesClient)
+    gce.add_image("debian-cloud", "debian-12-v1", family="debian-12")
+    gce.add_image("debian-cloud", "debian-12-v2", family="debian-12")
+    gce.add_image(PROJECT, "ray-gpu")
+    assert images.get_from_family(project="debian-cloud", family="debian-12").name == "debian-12-v2"
+    got = images.get(project=PROJECT, image="ray-gpu")
+    assert (got.status, got.self_link.endswith(f"/projects/{PROJECT}/global/images/ray-gpu")) == (
+        "READY", True
+    )  # fmt: skip
+    default = images.get_from_family(
+        project="deeplearning-platform-release", family="common-cu124-debian-11"
+    )
+    assert default.family == "common-cu124-debian-11"  # what a launch boots when none is set
+    with pytest.raises(gexc.NotFound):
+        images.get(project="debian-cloud", image="ray-gpu")
+    with pytest.raises(gexc.NotFound):
+        images.get_from_family(project=PROJECT, family="nope")
+
+
+def test_networks_subnetworks_and_the_default_network(gce: GceEmulator) -> None:
+    networks = _client(gce, compute_v1.NetworksClient)
+    subnetworks = _client(gce, compute_v1.SubnetworksClient)
+    assert networks.get(project=PROJECT, network="default").auto_create_subnetworks
+    default = subnetworks.get(project=PROJECT, region="us-central1", subnetwork="default")
+    assert default.ip_cidr_range == "10.128.0.0/20"
+    gce.add_network(PROJECT, "ray")
+    gce.add_subnetwork(PROJECT, "us-east1", "ray-east", "ray", "10.20.0.0/20")
+    got = subnetworks.get(project=PROJECT, region="us-east1", subnetwork="ray-east")
+    assert got.network.endswith(f"/projects/{PROJECT}/global/networks/ray")
+    assert got.ip_cidr_range == "10.20.0.0/20"
+    assert networks.get(project=PROJECT, network="ray").subnetworks == [got.self_link]
+    with pytest.raises(gexc.NotFound):
+        subnetworks.get(project=PROJECT, region="us-central1", subnetwork="ray-east")
+    with pytest.raises(gexc.NotFound):
+        networks.get(project=PROJECT, network="nope")
+
+
+def test_firewall_rules_list_with_the_fields_they_were_made_with(gce: GceEmulator) -> None:
+    gce.add_network(PROJECT, "ray")
+    gce.add_firewall(
+        PROJECT, "ray-agent", network="ray",
+        allowed=[{"IPProtocol": "tcp", "ports": ["8265", "9000-9200"]}],
+        sourceRanges=["10.8.0.0/16"], targetTags=["ray-node"],
+    )  # fmt: skip
+    rules = {r.name: r for r in _client(gce, compute_v1.FirewallsClient).list(project=PROJECT)}
+    assert set(rules) == {"default-allow-internal", "default-allow-ssh", "ray-agent"}
+    rule = rules["ray-agent"]
+    assert rule.network.endswith(f"/projects/{PROJECT}/global/networks/ray")
+    assert (rule.direction, rule.disabled) == ("INGRESS", False)
+    assert [(a.I_p_protocol, list(a.ports)) for a in rule.allowed] == [
+        ("tcp", ["8265", "9000-9200"])
+    ]
+    assert (list(rule.source_ranges), list(rule.target_tags)) == (["10.8.0.0/16"], ["ray-node"])
+    assert list(rules["default-allow-internal"].source_ranges) == ["10.128.0.0/9"]
+    with pytest.raises(TypeError, match="sourceRange"):
+        gce.add_firewall(PROJECT, "typo", sourceRange=["10.0.0.0/8"])
+
+
+def test_a_machine_type_is_got_only_in_the_zones_that_offer_it(
+    gce: GceEmulator, gcp: Clients
+) -> None:
+    got = gcp.machine_types.get(project=PROJECT, zone=ZONE, machine_type="a2-ultragpu-1g")
+    assert (got.name, got.guest_cpus) == ("a2-ultragpu-1g", 12)
+    assert gcp.machine_types.get(project=PROJECT, zone=ZONE, machine_type="n2-standard-4")
+    with pytest.raises(gexc.NotFound):
+        gcp.machine_types.get(project=PROJECT, zone="us-central1-b", machine_type="a2-ultragpu-1g")
+    with pytest.raises(gexc.NotFound):
+        gcp.machine_types.get(project=PROJECT, zone=ZONE, machine_type="n9-imaginary-4")
+    with pytest.raises(gexc.BadRequest):  # nor can it be launched there
+        _insert(gcp, _instance("w", "a2-ultragpu-1g", "us-central1-b"), zone="us-central1-b")
+
+
+def test_insert_keeps_network_interfaces_tags_service_accounts_and_disks(
+    gce: GceEmulator, gcp: Clients
+) -> None:
+    gce.add_network(PROJECT, "ray")
+    gce.add_subnetwork(PROJECT, "us-central1", "ray-us", "ray", "10.20.0.0/20")
+    inst = _instance("w")
+    inst.network_interfaces = [
+        compute_v1.NetworkInterface(
+            network=f"projects/{PROJECT}/global/networks/ray",
+            subnetwork=f"projects/{PROJECT}/regions/us-central1/subnetworks/ray-us",
+        )
+    ]
+    inst.tags = compute_v1.Tags(items=["ray-node"])
+    inst.service_accounts = [compute_v1.ServiceAccount(email="ray@x.iam", scopes=["s"])]
+    inst.disks = [
+        compute_v1.AttachedDisk(
+            boot=True,
+            initialize_params=compute_v1.AttachedDiskInitializeParams(
+                source_image="global/images/i"
+            ),
+        )
+    ]
+    _insert(gcp, inst).result()
+    got = gcp.instances.get(project=PROJECT, zone=ZONE, instance="w")
+    [nic] = got.network_interfaces
+    assert nic.network == f"{LINK}projects/{PROJECT}/global/networks/ray"
+    assert nic.subnetwork == f"{LINK}projects/{PROJECT}/regions/us-central1/subnetworks/ray-us"
+    assert nic.network_i_p.startswith("10.20.")
+    assert list(got.tags.items) == ["ray-node"]
+    assert got.tags.fingerprint
+    assert [(s.email, list(s.scopes)) for s in got.service_accounts] == [("ray@x.iam", ["s"])]
+    assert got.disks[0].initialize_params.source_image == "global/images/i"
+
+
+@pytest.mark.parametrize(
+    ("interface", "error"),
+    [
+        pytest.param({"network": "global/networks/nope"}, gexc.NotFound, id="no such network"),
+        pytest.param(
+            {"subnetwork": "regions/us-central1/subnetworks/nope"}, gexc.NotFound,
+            id="no such subnetwork",
+        ),
+        pytest.param(
+            {"subnetwork": "regions/us-east1/subnetworks/default"}, gexc.BadRequest,
+            id="a subnetwork of another region",
+        ),
+        pytest.param(
+            {"network": "global/networks/ray"}, gexc.BadRequest,
+            id="a custom network with no subnetwork in the region",
+        ),
+    ],
+)  # fmt: skip
+def test_insert_refuses_a_network_interface_that_cannot_be(
+    gce: GceEmulator, gcp: Clients, interface: dict[str, str], error: type[Exception]
+) -> None:
+    gce.add_network(PROJECT, "ray")
+    inst = _instance("w")
+    inst.network_interfaces = [compute_v1.NetworkInterface(**interface)]
+    with pytest.raises(error):
+        _insert(gcp, inst)
+    assert gce.instances() == []
+
+
+def test_a_denied_project_cannot_read_its_resources(gce: GceEmulator) -> None:
+    gce.deny(PROJECT)
+    with pytest.raises(gexc.Forbidden):
+        _client(gce, compute_v1.ProjectsClient).get(project=PROJECT)
+    with pytest.raises(gexc.Forbidden):
+        _client(gce, compute_v1.RegionsClient).get(project=PROJECT, region="us-central1")
