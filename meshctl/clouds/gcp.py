@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -93,9 +93,16 @@ class GcpCloud:
         from google.cloud import compute_v1  # ~2 s to import: only once credentials exist
 
         self.project, self.setup = project, setup or GcpSetup()
+        self.credentials, self.endpoint_url = kwargs["credentials"], endpoint_url
         self.compute = compute_v1
         self.instances: Any = compute_v1.InstancesClient(**kwargs)
         self.operations: Any = compute_v1.ZoneOperationsClient(**kwargs)
+
+    def put_secret(self, name: str, value: str, labels: Mapping[str, str]) -> None:
+        """The secret ``name`` in Secret Manager, created or given a new version."""
+        from meshctl.clouds.gcp_secrets import put_secret
+
+        put_secret(self.credentials, self.project, name, value, labels, self.endpoint_url)
 
     def check(self) -> CloudError | None:
         listing = self.compute.AggregatedListInstancesRequest(project=self.project, max_results=1)

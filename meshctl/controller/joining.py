@@ -90,7 +90,8 @@ class Joiner:
         assert self.nodes is not None
         if pool.emulated:
             script = startup_script(cloud, instance.id)
-            self.nodes.boot(pool.provider, instance, script, head, pool.endpoint_url or "")
+            where = pool.region if isinstance(pool, AwsPool) else pool.project
+            self.nodes.boot(pool.provider, instance, script, head, pool.endpoint_url or "", where)
             return
         if head:
             self._record_head(pool, instance)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -60,26 +61,38 @@ class EmulatedInstances:
         return self.run_dir / f"pool-{pool}.token"
 
     def boot(
-        self, provider: str, instance: Instance, script: str, head: bool, endpoint_url: str
+        self,
+        provider: str,
+        instance: Instance,
+        script: str,
+        head: bool,
+        endpoint_url: str,
+        where: str,
     ) -> local.LocalCluster:
         """Run the instance's startup script; return once its node has joined the pool's
-        cluster and its agent answers the cluster's token."""
+        cluster and its agent answers the cluster's token. ``where``: the AWS region, or the
+        GCP project."""
         name = node_name(instance.id)
-        cluster = self._head_cluster(instance.pool) if head else self.cluster(instance.pool)
-        if cluster is None:
-            raise LookupError(f"pool {instance.pool} has no cluster for {instance.id} to join")
-        if any(p.node == name for p in cluster.processes):  # a boot that failed: again
-            local.remove_node(cluster, name, self.run_dir)
-        agent_port = local.free_port()
-        env = self._environment(provider, instance, cluster, head, agent_port, endpoint_url)
-        path = local.run_file(self.run_dir, instance.pool)
-        local.spawn(cluster, name, ["bash", "-c", script], f"{instance.pool}-{name}.log", path, env)
-        local.wait_for(local.node_up(cluster, name), f"instance {instance.id}", cluster)
-        token = cluster.token
-        local.wait_for(
-            lambda: agent_answers(LOOPBACK, agent_port, token), f"the agent of {name}", cluster
-        )
-        return cluster
+        for attempt in (1, 2):  # on a loaded machine Ray's own start-up wait can run out
+            cluster = self._head_cluster(instance.pool) if head else self.cluster(instance.pool)
+            if cluster is None:
+                raise LookupError(f"pool {instance.pool} has no cluster for {instance.id}")
+            if any(p.node == name for p in cluster.processes):  # a boot that failed: again
+                local.remove_node(cluster, name, self.run_dir)
+            agent_port = local.free_port()
+            entry = Entry(provider, instance.id, instance.zone, where, LOOPBACK)
+            env = self._environment(provider, entry, cluster, head, agent_port, endpoint_url)
+            path = local.run_file(self.run_dir, instance.pool)
+            log_name = f"{instance.pool}-{name}.log"
+            local.spawn(cluster, name, ["bash", "-c", script], log_name, path, env)
+            try:
+                _wait_joined(cluster, name, agent_port, f"instance {instance.id}")
+                return cluster
+            except local.LocalPoolError as err:
+                if attempt == 2 or not local.exited_starting(err):
+                    raise
+                local.remove_node(cluster, name, self.run_dir)  # its agent too
+        raise AssertionError("unreachable")
 
     def leave(self, pool: str, instance_id: str) -> list[str]:
         """The instance is gone: stop its node. When it was the head (or the last), the
@@ -122,26 +135,25 @@ class EmulatedInstances:
     def _environment(
         self,
         provider: str,
-        instance: Instance,
+        entry: Entry,
         cluster: local.LocalCluster,
         head: bool,
         agent_port: int,
         endpoint_url: str,
     ) -> dict[str, str]:
-        region = instance.labels.get("region") or _region(provider, instance.zone)
-        entry = Entry(provider, instance.id, instance.zone, region, LOOPBACK)
+        name = node_name(entry.instance_id)
         env = local.environment(cluster)
         env.pop("RAY_AUTH_TOKEN_PATH", None)  # the script reads its own, from the secret
         env.update(
-            MESHCTL_METADATA_URL=self.metadata.url(node_name(instance.id), entry),
+            MESHCTL_METADATA_URL=self.metadata.url(name, entry),
             MESHCTL_PYTHON=sys.executable,
             MESHCTL_BOOT_RAY_ARGS=" ".join(_ray_args(cluster, head)),
             MESHCTL_BOOT_AGENT_PORT=str(agent_port),
-            MESHCTL_NODE_DIR=str(self.run_dir / "nodes" / node_name(instance.id)),
+            MESHCTL_NODE_DIR=str(self.run_dir / "nodes" / name),
         )
         if provider == "aws":
             env["AWS_ENDPOINT_URL"] = endpoint_url  # Secrets Manager on the emulator
-            env.setdefault("AWS_DEFAULT_REGION", region)
+            env.setdefault("AWS_DEFAULT_REGION", entry.region)
         else:
             env["MESHCTL_SECRETS_ENDPOINT"] = endpoint_url
         return env
@@ -165,8 +177,21 @@ def _ray_args(cluster: local.LocalCluster, head: bool) -> list[str]:
     return [*args, "--include-log-monitor=False"]  # one log monitor per machine: the head's
 
 
-def _region(provider: str, zone: str) -> str:
-    return zone[:-1] if provider == "aws" else zone.rsplit("-", 1)[0]
+def _wait_joined(cluster: local.LocalCluster, name: str, agent_port: int, what: str) -> None:
+    """Until the node is in the cluster and its agent answers; fails at once when the boot's
+    own process (the script, then ``ray start``) has exited: its agent may live on."""
+    booted = cluster.processes[-1]
+    up, token = local.node_up(cluster, name), cluster.token
+    deadline = time.monotonic() + local.START_TIMEOUT_S
+    while not (up() and agent_answers(LOOPBACK, agent_port, token)):
+        log = Path(cluster.log_dir) / f"{cluster.pool}-{name}.log"
+        if local.zombie(booted.pid):
+            raise local.LocalPoolError(f"{what} exited while starting; see {log}")
+        if time.monotonic() > deadline:
+            raise local.LocalPoolError(
+                f"{what} did not join within {local.START_TIMEOUT_S:.0f} s; see {log}"
+            )
+        time.sleep(0.25)
 
 
 def agent_answers(address: str, port: int, token: str) -> bool:

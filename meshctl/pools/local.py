@@ -117,7 +117,7 @@ def start_head(
     try:
         return _start_head(pool, run_dir, progress, head)
     except LocalPoolError as err:
-        if not _exited_starting(err):
+        if not exited_starting(err):
             raise
         progress(f"the head of pool {pool} exited while starting; trying again")
         return _start_head(pool, run_dir, progress, head)
@@ -194,12 +194,12 @@ def add_node(
             wait_for(node_up(cluster, name), f"node {name}", cluster)
             return
         except LocalPoolError as err:
-            if attempt == 2 or not _exited_starting(err):
+            if attempt == 2 or not exited_starting(err):
                 raise
             remove_node(cluster, name, run_dir)
 
 
-def _exited_starting(err: LocalPoolError) -> bool:
+def exited_starting(err: LocalPoolError) -> bool:
     """Whether the node's process exited while starting (worth one more try: Ray's fixed
     start-up wait ran out, a port was taken meanwhile), not merely slow to come up."""
     return " exited while starting" in str(err)

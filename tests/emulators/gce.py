@@ -29,6 +29,9 @@ An insert keeps what it was sent: ``disks``, ``tags`` (with a fingerprint), ``se
 and ``networkInterfaces``, whose links come back in full and whose network and subnetwork must
 exist (404) and agree with the zone (400); naming neither is the project's default network.
 
+Secret Manager's v1 calls meshctl makes are served on the same endpoint (``secrets``:
+tests/emulators/secret_manager.py).
+
 Operations are DONE when first returned. That matters: google-cloud-compute's
 ``ExtendedOperation.result()`` would poll an unfinished one through an internal
 ZoneOperationsClient built WITHOUT the caller's client_options (so at compute.googleapis.com).
@@ -74,11 +77,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.emulators import gce_resources
+from tests.emulators import gce_resources, secret_manager
 from tests.emulators.gce_resources import LINK, ApiError, Json, Resources
 from tests.emulators.gce_resources import last as _last
 from tests.emulators.gce_resources import not_found as _not_found
 from tests.emulators.gce_resources import now as _now
+from tests.emulators.secret_manager import SecretManager
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,7 @@ ROUTES = [
     ("GET", _Z + r"/machineTypes/(?P<name>[^/]+)", "_machine_type"),
     ("GET", _Z + r"/acceleratorTypes", "_accelerator_types"),
     *[(verb, path, f"resources.{name}") for verb, path, name in gce_resources.ROUTES],
+    *[(verb, path, f"secrets.{name}") for verb, path, name in secret_manager.ROUTES],
 ]
 
 
@@ -159,6 +164,7 @@ class GceEmulator:
     def __init__(self, catalog: tuple[MachineType, ...] = DEFAULT_CATALOG) -> None:
         self.catalog = {m.name: m for m in catalog}
         self.resources = Resources()
+        self.secrets = SecretManager()  # Secret Manager's API, on the same endpoint
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.endpoint, self.port = "", 0
         self._lock = threading.Lock()

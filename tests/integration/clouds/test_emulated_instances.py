@@ -101,7 +101,8 @@ def test_instances_boot_from_their_startup_script_join_and_leave(
 
 def test_a_gcp_burst_launches_joins_and_tears_down(tmp_path: Path) -> None:
     """The controller's cloud side against the GCE emulator: a launch becomes an instance
-    and a Ray node of the pool's cluster; the teardown deletes it in the emulator."""
+    that boots from its startup-script metadata (the token from Secret Manager, served by
+    the emulator) and joins as a Ray node of the pool's cluster; the teardown deletes it."""
     from meshctl.clouds.gcp import GcpCloud
     from tests.emulators.gce import GceEmulator
 
@@ -132,7 +133,13 @@ def test_a_gcp_burst_launches_joins_and_tears_down(tmp_path: Path) -> None:
             ray = RayPoolClient("gcp-burst", cluster.dashboard, cluster.token)
             [node] = [n for n in ray.nodes() if n.alive]
             assert (node.name, node.gpus, node.accelerator) == (node_name(record.id), 1, "L4")
-            assert len(gce.instances()) == 1
+            [instance] = gce.instances()
+            [script] = [i["value"] for i in instance["metadata"]["items"]
+                        if i["key"] == "startup-script"]  # fmt: skip
+            assert "--role head" in script
+            token = gce.secrets.value("meshctl-test", "meshctl-g-gcp-burst-ray-token")
+            assert token == cluster.token
+            assert token not in script
             burst.teardown(Teardown("gcp-burst", (record.id,), "idle"), 2.0)
             assert gce.instances() == []
             assert store.list(InstanceRecord)[0].state == "terminated"
