@@ -102,7 +102,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
         rules.mesh,
         rules.catalogs,
         access.clouds,
-        EmulatedInstances(run_dir(home), dict(rules.catalogs)),
+        EmulatedInstances(run_dir(home)),
         background=not once,
         access=access,
     )

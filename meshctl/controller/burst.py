@@ -30,6 +30,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field, replace
+from typing import Protocol
 
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.access import Change, CloudAccess
@@ -50,13 +51,22 @@ ENDED = frozenset({InstanceState.INTERRUPTED, InstanceState.TERMINATED})  # for 
 WORKERS = ".w"  # a request's workers, launched once its head (a new cluster's) has joined
 
 
+class StandIn(Protocol):
+    """What plays the instances' machines in a harness whose provider has no secret manager
+    (the differential check's fake world): it is told an instance joins or leaves."""
+
+    def join(self, provider: str, instance: Instance) -> None: ...
+
+    def leave(self, pool: str, instance_id: str) -> list[str]: ...
+
+
 @dataclass
 class Burst:
     store: Store
     mesh: Mesh
     catalogs: Mapping[str, Catalog]
     clouds: dict[str, Cloud]
-    nodes: EmulatedInstances | None
+    nodes: EmulatedInstances | StandIn | None  # who plays the instances' machines here
     unavailable: dict[tuple[str, str], float] = field(default_factory=dict)  # -> until
     background: bool = False  # launch on a worker thread, not in the controller's cycle
     access: InitVar[CloudAccess | None] = None  # which pools' credentials work
@@ -72,7 +82,8 @@ class Burst:
 
     def __post_init__(self, access: CloudAccess | None) -> None:
         self.pool_access = access or CloudAccess(self.mesh, self.clouds)
-        self.joiner = Joiner(self.mesh, self.catalogs, self.nodes)
+        emulated = self.nodes if isinstance(self.nodes, EmulatedInstances) else None
+        self.joiner = Joiner(self.mesh, self.catalogs, emulated)
 
     def blocked(self, now: float) -> frozenset[tuple[str, str]]:
         """(pool, node type) pairs not to plan launches for: out of capacity lately. (A pool
@@ -88,8 +99,6 @@ class Burst:
         self.mesh, self.catalogs = mesh, catalogs
         self.joiner.mesh, self.joiner.catalogs = mesh, catalogs
         self._writes += 1  # other prices, maybe
-        if self.nodes is not None:  # the shapes instances join their cluster with
-            self.nodes.catalogs = dict(catalogs)
         self.pool_access.use(mesh)
 
     def live(self) -> list[InstanceRecord]:
@@ -244,6 +253,8 @@ class Burst:
         if self.joiner.scripted(cloud):
             with self._joining:  # one node starts at a time; never beside a leave
                 self.joiner.join(pool, cloud, instance, head)
+        elif self.nodes is not None and not isinstance(self.nodes, EmulatedInstances):
+            self.nodes.join(pool.provider, instance)  # a harness's stand-in machine
         self._set(instance.id, InstanceState.READY, now)
 
     # --- watching and tearing down ------------------------------------------------------------

@@ -189,7 +189,7 @@ def controller_side(
     burst = None
     if cloud is not None:
         clients["aws"] = FakePool(world, "aws")
-        burst = Burst(store, mesh, catalogs, {"aws": cloud}, FakeJoiner(world))  # type: ignore[arg-type]
+        burst = Burst(store, mesh, catalogs, {"aws": cloud}, FakeJoiner(world))
     clock = lambda: EPOCH_S + world.now  # noqa: E731
     loop = _Recording(
         store,

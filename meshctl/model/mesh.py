@@ -215,9 +215,15 @@ class CloudPoolBase(PoolBase):
             "ports); default: the network's own range"
         ),
     )
-    agent_port: Annotated[int, Field(ge=1, le=65535)] = Field(
-        AGENT_PORT, description="the port each instance's meshctl agent listens on"
+    agents: NodeAgents = Field(
+        default_factory=NodeAgents,
+        description="each instance's meshctl agent: its port (default 9109) and timeouts",
     )
+
+    @property
+    def agent_port(self) -> int:
+        """The port every instance's agent listens on."""
+        return self.agents.port or AGENT_PORT
 
     @property
     def emulated(self) -> bool:

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from meshctl.clouds.base import Instance
-from meshctl.model.catalog import Catalog
 from meshctl.pools import local
 from meshctl.pools.metadata_server import Entry, MetadataServer
 from meshctl.pools.observed import node_name
@@ -43,8 +42,8 @@ LOOPBACK = "127.0.0.1"
 
 
 class EmulatedInstances:
-    def __init__(self, run_dir: Path, catalogs: dict[str, Catalog]) -> None:
-        self.run_dir, self.catalogs = run_dir, catalogs
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
         self.metadata = MetadataServer()
 
     def cluster(self, pool: str) -> local.LocalCluster | None:

@@ -141,7 +141,7 @@ CASES = [
      "set zones to some of"),
     ("security groups", {"security_groups": ["closed"]}, "tcp 9109 not open to 10.20.0.0/16",
      "--port 9109 --cidr 10.20.0.0/16"),
-    ("security groups", {"security_groups": ["closed"], "agent_port": 8265},
+    ("security groups", {"security_groups": ["closed"], "agents": {"port": 8265}},
      "cannot reach each other", "--protocol -1 --source-group"),
     ("security groups", {"controller_cidr": "192.168.7.0/24"},
      "tcp 8265, 9109 not open to 192.168.7.0/24", "--cidr 192.168.7.0/24"),

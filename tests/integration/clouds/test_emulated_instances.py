@@ -41,7 +41,7 @@ def test_instances_boot_from_their_startup_script_join_and_leave(
                              "zones": ["us-east-1a"], "endpoint_url": moto.endpoint,
                              "node_types": [{"name": "g6e.12xlarge", "max_nodes": 2}]}]}}
     )  # fmt: skip
-    store, nodes = MemoryStore(), EmulatedInstances(tmp_path / "run", catalogs)
+    store, nodes = MemoryStore(), EmulatedInstances(tmp_path / "run")
     cloud = AwsCloud("us-east-1", endpoint_url=moto.endpoint)
     burst = Burst(store, mesh, catalogs, {"aws-burst": cloud}, nodes)
     try:
@@ -116,7 +116,7 @@ def test_a_gcp_burst_launches_joins_and_tears_down(tmp_path: Path) -> None:
                                  "node_types": [{"name": "g2-standard-8", "max_nodes": 2}]}]}}
         )  # fmt: skip
         store = MemoryStore()
-        nodes = EmulatedInstances(tmp_path / "run", catalogs)
+        nodes = EmulatedInstances(tmp_path / "run")
         cloud = GcpCloud("meshctl-test", endpoint_url=gce.endpoint)
         burst = Burst(store, mesh, catalogs, {"gcp-burst": cloud}, nodes)
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from meshctl.pools.local import LocalPoolError, _exited_starting
+from meshctl.pools.local import LocalPoolError, exited_starting
 
 pytestmark = pytest.mark.unit
 
@@ -19,4 +19,4 @@ pytestmark = pytest.mark.unit
     ids=["the head exited: fresh ports, once more", "a node exited", "slow, not gone: no"],
 )
 def test_a_node_that_exited_while_starting_is_tried_again(message: str, retried: bool) -> None:
-    assert _exited_starting(LocalPoolError(message)) is retried
+    assert exited_starting(LocalPoolError(message)) is retried
