@@ -5,8 +5,9 @@
 #      nodes, and the controller), submit jobs of different kinds and priorities, show where
 #      each went and why, wait for them, show their results;
 #   3. burst: with on-prem full, a best-effort job bursts to an AWS pool (EC2 emulated by
-#      moto_server; each instance a local Ray node), a critical job waits for on-prem, the idle
-#      cloud pool is torn down, the spend is shown;
+#      moto_server; each instance joins by running its own startup script, its cluster token
+#      from Secrets Manager on moto), a critical job waits for on-prem, the idle cloud pool is
+#      torn down, the spend is shown;
 #   4. fault-tolerant training: a Ray Train job (examples/train) meets a GPU fault that its
 #      node's agent finds (XID 79 in the kernel log of a fake NVIDIA driver: no GPU here): the
 #      node is taken out of service, the job checkpoints on request, is evicted and resumes on
@@ -102,6 +103,19 @@ embed2=$("$MESHCTL" submit jobs/batch-embed.yaml); echo "batch-embed (best-effor
 serve2=$("$MESHCTL" submit jobs/serve-pii.yaml);   echo "serve-pii   (critical, pii stays on-prem): $serve2"
 step jobs wait "$embed2" --timeout 300
 step explain "$embed2"
+# The cloud instance joined by its own startup script: EC2 user data, read back from moto; on
+# this machine the emulator runs that very script as a local process (docs/CLOUD.md).
+node=$("$MESHCTL" jobs show "$embed2" -o json | "$(dirname "$MESHCTL")/python" -c 'import json,sys; print(json.load(sys.stdin)["nodes"][0])')
+printf '\n\033[1m# the startup script of %s (EC2 user data): no token in it\033[0m\n' "$node"
+"$(dirname "$MESHCTL")/python" - "$node" "$port" <<'PY'
+import base64, sys, boto3
+ec2 = boto3.client("ec2", endpoint_url=f"http://127.0.0.1:{sys.argv[2]}")
+data = ec2.describe_instance_attribute(InstanceId=sys.argv[1], Attribute="userData")
+lines = base64.b64decode(data["UserData"]["Value"]).decode().splitlines()
+print("\n".join(lines[:4] + ["..."] + [l for l in lines if "meshctl.boot.join" in l or "--role" in l]))
+PY
+printf '\n\033[1m# what it said as it booted\033[0m\n'
+grep -h "^meshctl boot" "$MESHCTL_HOME/run/logs/aws-burst-$node.log" | cut -c1-160
 step explain "$serve2"
 printf '\n\033[1m$ meshctl jobs logs %s | tail -1\033[0m\n' "$embed2"
 "$MESHCTL" jobs logs "$embed2" | tail -1

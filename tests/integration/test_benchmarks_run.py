@@ -121,3 +121,20 @@ def test_agent_benchmark_reports_probe_cost_and_detection_times():
     assert 0 < result["xid_to_cordon_s"] < 30
     # dead after 8 s of silence counted from the last fresh probe (every 2 s)
     assert result["dead_after_s"] - 3 < result["silent_node_detect_s"] < 60
+
+
+def test_burst_benchmark_boots_joins_runs_and_leaks_nothing():
+    """One burst to each emulated cloud, booted from its startup script; about 30 s here."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "burst.py"), "--trials", "1", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    for provider in ("aws", "gcp"):
+        row = result[provider]
+        assert 0 < row["request_to_joined_s"] < row["request_to_running_s"]
+        assert row["teardown_s"] > 0
+        assert row["leaked"] == 0
+    assert result["leaked"] == 0
+    assert result["plain_ray_start_s"] > 0
