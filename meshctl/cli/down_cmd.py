@@ -163,17 +163,18 @@ def _terminate_instances(store: Store | None, mesh: Mesh | None) -> list[str]:
     from dataclasses import replace
 
     from meshctl.cli import render
-    from meshctl.controller.runtime import cloud_for
+    from meshctl.controller.runtime import adapter_for
     from meshctl.state import INSTANCE_LIVE, InstanceRecord, InstanceState
 
     if store is None or mesh is None:
         return []
-    live = [i for i in store.list(InstanceRecord) if i.state in INSTANCE_LIVE]
+    going = INSTANCE_LIVE | {InstanceState.TERMINATING}  # asked to go, not yet confirmed
+    live = [i for i in store.list(InstanceRecord) if i.state in going]
     problems = []
     for pool in mesh.spec.pools:
         mine = [i for i in live if i.pool == pool.name]
         try:
-            cloud = cloud_for(pool) if mine else None
+            cloud = adapter_for(pool) if mine else None  # whatever mesh.yaml lacks now
         except Exception as err:  # no SDK or credentials: say so, stop the rest anyway
             problems.append(f"pool {pool.name}: cannot terminate {len(mine)} instances: {err}")
             continue

@@ -96,9 +96,10 @@ def _listed(pool: Pool, mesh: str) -> tuple[Cloud, list[Instance]] | str | None:
 def _leaked(store: Store, pool: str, found: list[Instance], min_age_s: float) -> list[Instance]:
     """Instances no live record owns. The provider was listed first: one launched meanwhile
     is recorded by now, or younger than ``min_age_s``."""
-    from meshctl.state import INSTANCE_LIVE, InstanceRecord
+    from meshctl.state import INSTANCE_LIVE, InstanceRecord, InstanceState
 
-    owned = {i.id for i in store.list(InstanceRecord) if i.state in INSTANCE_LIVE}
+    going = INSTANCE_LIVE | {InstanceState.TERMINATING}  # asked to go, not yet confirmed
+    owned = {i.id for i in store.list(InstanceRecord) if i.state in going}
     now = time.time()
     return [
         i

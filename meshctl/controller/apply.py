@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import signal
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -31,6 +29,7 @@ from meshctl.controller.decide import (
     Step,
     Transition,
 )
+from meshctl.controller.failpoints import failpoint
 from meshctl.controller.records import Recorder
 from meshctl.controller.states import ALLOWED
 from meshctl.lifecycle import BudgetCrossed, Estimator
@@ -49,13 +48,6 @@ BUDGET_SAID = {
     "exceeded": "exhausted: bursting stops",
     "ok": "back within its warning share",
 }
-
-
-def failpoint(name: str) -> None:
-    """Die here, as SIGKILL would, when ``MESHCTL_FAILPOINT`` names this point (tests)."""
-    if os.environ.get("MESHCTL_FAILPOINT") == name:
-        log.warning("failpoint %s: killing the controller", name)
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Applying:

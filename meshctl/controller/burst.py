@@ -34,14 +34,23 @@ from typing import Protocol
 
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.access import Change, CloudAccess
+from meshctl.controller.failpoints import failpoint
 from meshctl.controller.joining import Joiner
 from meshctl.controller.step import Launch, Teardown
+from meshctl.controller.sweep import SWEEP_S, Orphan, ask_again, confirmed, orphans
 from meshctl.lifecycle import Charge, Ledger, Spend
 from meshctl.lifecycle.snapshot import offers_of, price_paid
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh
 from meshctl.pools.emulated import EmulatedInstances, node_name
-from meshctl.state.records import INSTANCE_LIVE, Event, InstanceRecord, InstanceState, JobRecord
+from meshctl.state.records import (
+    INSTANCE_LIVE,
+    Event,
+    InstanceRecord,
+    InstanceState,
+    JobRecord,
+    JobState,
+)
 from meshctl.state.store import ConflictError, NotFoundError, Store
 
 log = logging.getLogger("meshctl.controller")
@@ -79,6 +88,7 @@ class Burst:
     # records): kept until the moment changes or this side writes an instance record.
     _writes: int = field(default=0, init=False, repr=False)
     _books: tuple[tuple[float, int], Spend] | None = field(default=None, init=False, repr=False)
+    _next_sweep: float = field(default=float("-inf"), init=False, repr=False)  # the first: now
 
     def __post_init__(self, access: CloudAccess | None) -> None:
         self.pool_access = access or CloudAccess(self.mesh, self.clouds)
@@ -211,7 +221,9 @@ class Burst:
             self.mesh.metadata.name, pool.name, want.node_type, count, request_id,
             zones, want.spot, job=want.job_id, startup_script=script,
         )  # fmt: skip
+        failpoint("before-launch")
         result = cloud.launch(request)
+        failpoint("after-launch")
         offer = {"pool": pool.name, "node_type": want.node_type, "spot": want.spot}
         for error in result.errors:  # each offer tried and refused, for explain
             where = f"{pool.name} {error.zone or ''}".strip()
@@ -242,6 +254,7 @@ class Burst:
                 )
                 self._writes += 1
             self._join(pool, cloud, instance, head, now)
+        failpoint("after-join")
         return None
 
     def _join(
@@ -261,61 +274,104 @@ class Burst:
 
     def watch(self, now: float) -> None:
         """Instances preempted or gone at the provider leave their cluster and are terminated
-        (a stopped spot instance still bills its disk); joins that failed are tried again."""
+        (a stopped spot instance still bills its disk); joins that failed are tried again;
+        terminations are confirmed; what the records do not account for is adopted or
+        terminated (``sweep``: on the first watch, then every ``SWEEP_S``)."""
         self._changed(self.pool_access.refresh(now), now)
-        mine, down = self.live(), self.down()
+        down, records = self.down(), self.store.list(InstanceRecord)
+        sweeping = now >= self._next_sweep
+        if sweeping:
+            self._next_sweep = now + SWEEP_S
         for name, cloud in self.clouds.items():
-            records = [r for r in mine if r.pool == name]
-            if not records or name in down:  # its provider refuses us: nothing to learn
+            mine = [r for r in records if r.pool == name and r.state not in ENDED]
+            if name in down or not (mine or sweeping):  # refused: nothing to learn
                 continue
             try:
                 seen = {i.id: i for i in cloud.list_instances(self.mesh.metadata.name)}
             except Exception as err:
                 log.warning("pool %s: cannot list instances: %s", name, err)
                 continue
-            for record in records:
-                instance = seen.get(record.id)
-                young = now - (record.launched_at_s or now) < LIST_LAG_S  # listings lag
-                if instance is None and young and record.state != InstanceState.RECLAIMING:
-                    continue
-                if instance is None or instance.state in ("preempted", "terminated"):
-                    state = instance.state if instance else "gone"
-                    self._event(
-                        now, "instance.interrupted", None, f"{record.id} in {name}: {state}"
-                    )
-                    self._set(record.id, InstanceState.INTERRUPTED, now)
-                    cloud.terminate([record.id], f"interrupted-{record.id}")
-                    self._leave(record.pool, record.id, now)
-                elif instance.state == "interrupting" and record.state != InstanceState.RECLAIMING:
-                    within = f"within {cloud.notice_s:.0f} s"
-                    self._event(
-                        now, "instance.notice", None, f"{record.id} in {name}: taken back {within}"
-                    )
-                    self._set(record.id, InstanceState.RECLAIMING, now)
-                elif record.state == InstanceState.JOINING and not self._in_flight(
-                    record.request_id
-                ):
-                    pool = self.mesh.pool(name)
-                    if isinstance(pool, AwsPool | GcpPool):
-                        head = self.joiner.scripted(cloud) and not self.joiner.head_address(pool)
-                        try:
-                            self._join(pool, cloud, instance, head, now)
-                        except Exception as err:
-                            log.warning("instance %s: join failed again: %s", record.id, err)
+            for record in mine:
+                self._watch_one(name, cloud, record, seen.get(record.id), now)
+            if sweeping:
+                owned = {r.id: r for r in records if r.pool == name}
+                listed = [i for i in seen.values() if i.pool in ("", name)]
+                self._sweep(name, cloud, orphans(listed, owned, self._in_flight, self._job), now)
+
+    def _watch_one(
+        self, name: str, cloud: Cloud, record: InstanceRecord, instance: Instance | None, now: float
+    ) -> None:
+        if record.state == InstanceState.TERMINATING:
+            if confirmed(record, instance):
+                self._set(record.id, InstanceState.TERMINATED, now)
+            elif ask_again(record, instance, now):
+                self._leave(name, record.id, now)  # if a dead controller had not yet
+                cloud.terminate([record.id], f"teardown-{record.id}")
+            return
+        young = now - (record.launched_at_s or now) < LIST_LAG_S  # listings lag
+        if instance is None and young and record.state != InstanceState.RECLAIMING:
+            return
+        if instance is None or instance.state in ("preempted", "terminated"):
+            state = instance.state if instance else "gone"
+            self._event(now, "instance.interrupted", None, f"{record.id} in {name}: {state}")
+            self._set(record.id, InstanceState.INTERRUPTED, now)
+            cloud.terminate([record.id], f"interrupted-{record.id}")
+            self._leave(record.pool, record.id, now)
+        elif instance.state == "interrupting" and record.state != InstanceState.RECLAIMING:
+            within = f"within {cloud.notice_s:.0f} s"
+            message = f"{record.id} in {name}: taken back {within}"
+            self._event(now, "instance.notice", None, message)
+            self._set(record.id, InstanceState.RECLAIMING, now)
+        elif record.state == InstanceState.JOINING and not self._in_flight(record.request_id):
+            pool = self.mesh.pool(name)
+            if isinstance(pool, AwsPool | GcpPool):
+                head = self.joiner.scripted(cloud) and not self.joiner.head_address(pool)
+                try:
+                    self._join(pool, cloud, instance, head, now)
+                except Exception as err:
+                    log.warning("instance %s: join failed again: %s", record.id, err)
+
+    def _sweep(self, name: str, cloud: Cloud, found: list[Orphan], now: float) -> None:
+        """Adopt or terminate what the records did not account for (a controller that died
+        between a launch and its record)."""
+        pool = self.mesh.pool(name)
+        for orphan in found:
+            instance = orphan.instance
+            state = InstanceState.JOINING if orphan.fate == "adopt" else InstanceState.TERMINATING
+            record = InstanceRecord(
+                instance.id, name, pool.provider if pool else "", instance.request_id,
+                instance.node_type, state, instance.launched_at_s or now, now, spot=instance.spot,
+            )  # fmt: skip
+            kind = "instance.adopted" if orphan.fate == "adopt" else "instance.swept"
+            message = f"{instance.id} in {name}: {orphan.why}"
+            job = instance.labels.get("job")
+            with contextlib.suppress(ConflictError):
+                self.store.create(record, events=[Event(now, kind, job, message)])
+                self._writes += 1
+            if orphan.fate == "terminate":
+                cloud.terminate([instance.id], f"swept-{instance.id}")
+
+    def _job(self, job_id: str) -> JobState | None:
+        found = self.store.get(JobRecord, job_id)
+        return found.state if found is not None else None
 
     def teardown(self, down: Teardown, now: float) -> None:
+        """Workers first, the head last: each recorded ``terminating`` before the call (so a
+        controller that dies mid-way asks again), its node out of the cluster, then the
+        provider asked; ``terminated`` once the provider confirms it gone (``watch``)."""
         cloud = self.clouds.get(down.pool)
         if cloud is None:
             return
         count = len(down.instance_ids)
         self._event(now, "pool.teardown", None, f"{down.pool}: terminating {count} ({down.reason})")
-        for instance_id in down.instance_ids:  # workers first, the head last
+        for instance_id in down.instance_ids:
+            self._set(instance_id, InstanceState.TERMINATING, now)
+            self._leave(down.pool, instance_id, now)
             errors = cloud.terminate([instance_id], f"teardown-{instance_id}")
+            failpoint("mid-teardown")
             if errors:
                 log.warning("pool %s: terminate %s: %s", down.pool, instance_id, errors[0].message)
                 return
-            self._leave(down.pool, instance_id, now)
-            self._set(instance_id, InstanceState.TERMINATED, now)
 
     def ledger(self, now: float) -> Spend:
         """USD this month (UTC) per pool and team, from the lifecycle's ledger: each
@@ -360,7 +416,8 @@ class Burst:
             if job_id not in teams:
                 job = self.store.get(JobRecord, job_id)
                 teams[job_id] = job.team if job is not None else "-"
-            end = None if record.state in INSTANCE_LIVE else record.updated_at_s
+            billed = record.state in INSTANCE_LIVE or record.state == InstanceState.TERMINATING
+            end = None if billed else record.updated_at_s
             usd = price_paid(offer, record.spot)
             charges.append(Charge(record.pool, teams[job_id], usd, record.launched_at_s, end))
         return charges

@@ -281,7 +281,8 @@ class InstanceState(StrEnum):
     READY = "ready"
     RECLAIMING = "reclaiming"  # a spot instance given notice
     INTERRUPTED = "interrupted"  # taken back, for good
-    TERMINATED = "terminated"  # by meshctl, for good
+    TERMINATING = "terminating"  # asked to go (recorded before the call); still billed
+    TERMINATED = "terminated"  # by meshctl, for good: its provider confirmed it gone
 
 
 INSTANCE_LIVE = frozenset({InstanceState.JOINING, InstanceState.READY, InstanceState.RECLAIMING})

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from meshctl.clouds.aws import AwsCloud
+from meshctl.controller import daemon
 from meshctl.state import InstanceRecord, JobRecord, JobState, PoolRecord, open_store
 from tests.conftest import ROOT, wait_until
 from tests.emulators.aws import MotoServer
@@ -250,4 +251,38 @@ def test_a_spot_notice_checkpoints_the_job_and_it_resumes_on_a_new_instance(
     assert "job.checkpoint-request" in kinds
     assert "job.evicted" not in kinds
     assert "job.requeued" in kinds
+    mesh.run("jobs", "cancel", blocker)
+
+
+def test_a_controller_killed_between_a_launch_and_its_record_adopts_the_instance(
+    burst: tuple[Mesh, MotoServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL right after EC2 accepted the launch, before the instance was recorded: the
+    restarted controller's first reconcile finds it under this mesh, owned by no record, for
+    a job that still waits, and adopts it; it boots from its script, the job runs on it, and
+    nothing is launched twice."""
+    mesh, moto = burst
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    blocker = mesh.submit("--gpus", "1", "--criticality", "critical", "--name", "blocker4", "--",
+                          "python", "-c", "import time; time.sleep(600)")  # fmt: skip
+    mesh.wait_for(blocker, "running")
+    daemon.stop(mesh.home)
+    args = ["--home", str(mesh.home), "controller", "run", "--interval", "0.5"]
+    pid = daemon.start(mesh.home, args, env={**ENV, "MESHCTL_FAILPOINT": "after-launch"})
+    job = mesh.submit("--gpus", "1", "--criticality", "best-effort", "--name", "adopted", "--",
+                      "python", "-c", "print('on the adopted instance')")  # fmt: skip
+    wait_until("the failpoint never fired", lambda: daemon.running(mesh.home) != pid, WAIT_S)
+    cloud = AwsCloud("us-east-1", endpoint_url=moto.endpoint)
+    [launched] = [i for i in cloud.list_instances("burst-test") if i.labels.get("job") == job]
+    with open_store(mesh.home) as store:
+        assert store.get(InstanceRecord, launched.id) is None  # EC2 has it; the store does not
+    mesh.run("up", env=ENV)  # restarts the controller
+    assert mesh.run("jobs", "wait", job, "--timeout", str(WAIT_S)).returncode == 0
+    shown = mesh.show(job)
+    assert (shown["pool"], shown["nodes"]) == ("aws-burst", [launched.id])
+    kinds = [e["kind"] for e in shown["events"]]  # type: ignore[index, union-attr]
+    assert kinds.count("instance.adopted") == 1
+    mine = [i for i in cloud.list_instances("burst-test") if i.labels.get("job") == job]
+    assert len(mine) <= 1  # never launched twice (the idle pool may be gone already)
     mesh.run("jobs", "cancel", blocker)

@@ -272,6 +272,8 @@ def test_a_queued_job_that_can_never_run_does_not_keep_an_idle_pool_up() -> None
     clock.now += 3600
     loop.cycle()
     assert clouds["east"].list_instances("m") == []
+    assert {r.state for r in store.list(InstanceRecord)} == {"terminating"}  # asked to go
+    loop.cycle()  # the next watch sees it gone: confirmed
     assert {r.state for r in store.list(InstanceRecord)} == {"terminated"}
 
 
