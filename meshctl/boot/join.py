@@ -41,6 +41,7 @@ from meshctl.pools.observed import (
 )
 
 GCS_PORT, DASHBOARD_PORT = 6379, 8265
+SPOT_LABEL = "meshctl.io/spot"  # on a spot (preemptible) instance's node
 GCP_SECRETS = "https://secretmanager.googleapis.com"
 
 
@@ -64,15 +65,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def read_token(provider: Literal["aws", "gcp"], secret: str, me: Identity, meta: Metadata) -> str:
-    """The cluster token, from the secret manager, with the instance's own credentials."""
+def read_token(provider: Literal["aws", "gcp"], secret: str, where: str, meta: Metadata) -> str:
+    """The cluster token, from the secret manager where the controller wrote it (``where``:
+    the pool's AWS region, or its GCP project), with the instance's own credentials."""
     if provider == "aws":
         import boto3  # the image carries meshctl[aws]
 
-        client = boto3.client("secretsmanager", region_name=me.region)
+        client = boto3.client("secretsmanager", region_name=where)
         return str(client.get_secret_value(SecretId=secret)["SecretString"]).strip()
     endpoint = os.environ.get("MESHCTL_SECRETS_ENDPOINT", GCP_SECRETS).rstrip("/")
-    url = f"{endpoint}/v1/projects/{me.project}/secrets/{secret}/versions/latest:access"
+    url = f"{endpoint}/v1/projects/{where}/secrets/{secret}/versions/latest:access"
     request = urllib.request.Request(
         url, headers={"Authorization": f"Bearer {meta.access_token()}"}
     )
@@ -93,6 +95,8 @@ def labels(args: argparse.Namespace, me: Identity, agent_port: int) -> dict[str,
     found.update({NODE_LABEL: node_name(me.instance_id), NODE_TYPE_LABEL: args.node_type,
                   "zone": me.zone, AGENT_HOST_LABEL: me.address,
                   AGENT_PORT_LABEL: str(agent_port)})  # fmt: skip
+    if args.spot:
+        found[SPOT_LABEL] = "true"
     return found
 
 
@@ -139,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     me = meta.identity()
     home = Path(os.environ.get("MESHCTL_NODE_DIR", "/var/lib/meshctl"))
     token_file = home / "ray-token"
-    write_private(token_file, read_token(args.provider, args.secret, me, meta))
+    write_private(token_file, read_token(args.provider, args.secret, args.where, meta))
     agent_port = int(os.environ.get("MESHCTL_BOOT_AGENT_PORT", args.agent_port))
     start_agent(args, me, token_file, agent_port)
     print(f"meshctl boot: {me.instance_id} ({me.zone}, {me.address}) joins pool {args.pool} "

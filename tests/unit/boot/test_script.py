@@ -77,7 +77,7 @@ def test_the_head_starts_ray_on_the_fixed_ports_with_the_node_s_labels(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("MESHCTL_BOOT_RAY_ARGS", raising=False)
-    found = join.ray_args(args("--role", "head"), ME, 9109)
+    found = join.ray_args(args("--role", "head", "--spot"), ME, 9109)
     assert found[:4] == ["--head", "--port=6379", "--dashboard-host=0.0.0.0",
                          "--dashboard-port=8265"]  # fmt: skip
     assert "--node-ip-address=10.0.1.7" in found
@@ -86,6 +86,7 @@ def test_the_head_starts_ray_on_the_fixed_ports_with_the_node_s_labels(
     assert "meshctl.io/node=i-0abc" in labels
     assert "meshctl.io/agent-host=10.0.1.7" in labels
     assert "meshctl.io/agent-port=9109" in labels
+    assert "meshctl.io/spot=true" in labels
     assert found[-1] == "--block"
 
 
