@@ -230,8 +230,12 @@ def test_a_gang_runs_in_a_placement_group_ray_holds_while_it_runs_and_removes_af
         ids = {n.name: n.ray_node_id for n in client.nodes() if n.alive}
         chosen = [ids[str(node)] for node in mesh.show(job_id)["nodes"]]  # type: ignore[attr-defined]
         assert list(group.node_ids) == chosen  # bundle i on node i, as meshctl chose
-        used = client.gpus_in_use()
-        assert all(used.get(node) == GPUS_PER_NODE for node in chosen), used
+        wait_until(  # the dashboard's node summary reports usage every few seconds
+            lambda: f"Ray never counted the group's GPUs taken: {client.gpus_in_use()}",
+            lambda: all(client.gpus_in_use().get(n) == GPUS_PER_NODE for n in chosen),
+            WAIT_S,
+            0.5,
+        )
         for i, node in enumerate(chosen):
             assert f"rank {i} on {node} pinned {node}" in logs
     finally:
