@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -38,6 +39,12 @@ from meshctl.pools.observed import (
 
 GIB = 1024**3
 DRIVER_LOG = "job-driver-{}.log"  # Ray's name for a submission's driver log, per node
+
+
+# The last node summary each dashboard gave (by address), for a read that fails: a busy
+# dashboard that times out must not make GPUs taken by other work look free.
+_LAST_IN_USE: dict[str, tuple[float, dict[str, float]]] = {}
+IN_USE_KEPT_S = 120.0
 
 
 class PoolError(Failure):
@@ -108,11 +115,16 @@ class RayPoolClient:
         cluster does not give it."""
         try:
             body = self._request("GET", "/nodes?view=summary")
-        except (PoolError, _NotFound, ValueError):  # an older dashboard, a torn answer
+        except _NotFound:  # an older dashboard: it never says
             return {}
+        except (PoolError, ValueError):  # slow or torn this time: what it said last, if lately
+            at, known = _LAST_IN_USE.get(self.address, (float("-inf"), {}))
+            return dict(known) if time.monotonic() - at < IN_USE_KEPT_S else {}
         found = body.get("data", {}).get("nodeLogicalResources") or {}
         taken = {str(node_id): gpus_taken(str(text)) for node_id, text in found.items()}
-        return {node_id: gpus for node_id, gpus in taken.items() if gpus is not None}
+        used = {node_id: gpus for node_id, gpus in taken.items() if gpus is not None}
+        _LAST_IN_USE[self.address] = (time.monotonic(), used)
+        return used
 
     def jobs(self) -> dict[str, ObservedJob]:
         """Jobs submitted through the Jobs API, by submission id."""

@@ -142,6 +142,8 @@ def test_a_gcp_burst_launches_joins_and_tears_down(tmp_path: Path) -> None:
             assert token not in script
             burst.teardown(Teardown("gcp-burst", (record.id,), "idle"), 2.0)
             assert gce.instances() == []
+            assert store.list(InstanceRecord)[0].state == "terminating"  # asked to go
+            burst.watch(3.0)  # the emulator no longer lists it: confirmed
             assert store.list(InstanceRecord)[0].state == "terminated"
             assert nodes.cluster("gcp-burst") is None  # the last instance took the cluster along
             assert local.leftover(cluster) == []

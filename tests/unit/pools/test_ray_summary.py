@@ -27,3 +27,29 @@ pytestmark = pytest.mark.unit
 )
 def test_gpus_taken_counts_what_placement_groups_hold(summary: str, taken: float | None) -> None:
     assert gpus_taken(summary) == taken
+
+
+def test_a_summary_read_that_fails_keeps_what_the_dashboard_said_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A busy dashboard that times out must not make GPUs taken by other work look free; an
+    older dashboard that has no summary (404) never says anything."""
+    from meshctl.pools import ray
+
+    client = ray.RayPoolClient("lab", "http://dashboard.invalid", None)
+    answers: list[object] = [
+        {"data": {"nodeLogicalResources": {"n1": "0.0/1.0 CPU\n 2.0/2.0 GPU"}}},
+        ray.PoolError("timed out"),
+        ray._NotFound(),
+    ]
+
+    def request(self: object, method: str, path: str) -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(ray.RayPoolClient, "_request", request)
+    assert client.gpus_in_use() == {"n1": 2.0}
+    assert client.gpus_in_use() == {"n1": 2.0}  # the timeout: what it said last
+    assert client.gpus_in_use() == {}  # no summary at all
