@@ -264,12 +264,20 @@ def test_gpus_taken_by_a_job_submitted_straight_to_ray_are_never_given_to_meshct
     )  # fmt: skip
     client.submit(other)
     try:
-        wait_until(
-            "Ray never counted the other job's GPUs",
-            lambda: client.gpus_in_use().get(taken.ray_node_id) == GPUS_PER_NODE,
-            WAIT_S,
-            0.5,
-        )
+        # Running, and counted on its node alone: the summary lags, and what it said of the
+        # previous test's placement group (both nodes held) must not pass for this job.
+        def counted() -> bool:
+            job = client.job(other.submission_id)
+            used = client.gpus_in_use()
+            free = [n for n in used if n != taken.ray_node_id]
+            return (
+                job is not None
+                and job.status == "RUNNING"
+                and used.get(taken.ray_node_id) == GPUS_PER_NODE
+                and all(used[n] == 0 for n in free)
+            )
+
+        wait_until("Ray never counted the other job's GPUs alone", counted, WAIT_S, 0.5)
         sleep = ["--", "python", "-c", "import time; time.sleep(3)"]
         jobs = [mesh.submit("--gpus", str(GPUS_PER_NODE), *sleep) for _ in range(2)]
         for job_id in jobs:
