@@ -106,6 +106,8 @@ step explain "$embed2"
 # The cloud instance joined by its own startup script: EC2 user data, read back from moto; on
 # this machine the emulator runs that very script as a local process (docs/CLOUD.md).
 node=$("$MESHCTL" jobs show "$embed2" -o json | "$(dirname "$MESHCTL")/python" -c 'import json,sys; print(json.load(sys.stdin)["nodes"][0])')
+boot_log="$MESHCTL_HOME/run/logs/aws-burst-$node.log"
+if [ -f "$boot_log" ]; then
 printf '\n\033[1m# the startup script of %s (EC2 user data): no token in it\033[0m\n' "$node"
 "$(dirname "$MESHCTL")/python" - "$node" "$port" <<'PY'
 import base64, sys, boto3
@@ -115,7 +117,10 @@ lines = base64.b64decode(data["UserData"]["Value"]).decode().splitlines()
 print("\n".join(lines[:4] + ["..."] + [l for l in lines if "meshctl.boot.join" in l or "--role" in l]))
 PY
 printf '\n\033[1m# what it said as it booted\033[0m\n'
-grep -h "^meshctl boot" "$MESHCTL_HOME/run/logs/aws-burst-$node.log" | cut -c1-160
+grep -h "^meshctl boot" "$boot_log" | cut -c1-160 || true
+else
+  echo "(batch-embed ran on $node, on-prem: nothing burst this time)"
+fi
 step explain "$serve2"
 printf '\n\033[1m$ meshctl jobs logs %s | tail -1\033[0m\n' "$embed2"
 "$MESHCTL" jobs logs "$embed2" | tail -1
