@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 from meshctl.boot.metadata import Identity, Metadata
+from meshctl.model.mesh import RAY_DASHBOARD_PORT, RAY_GCS_PORT
 from meshctl.pools.observed import (
     AGENT_HOST_LABEL,
     AGENT_PORT_LABEL,
@@ -40,7 +41,7 @@ from meshctl.pools.observed import (
     node_name,
 )
 
-GCS_PORT, DASHBOARD_PORT = 6379, 8265
+GCS_PORT, DASHBOARD_PORT = RAY_GCS_PORT, RAY_DASHBOARD_PORT
 SPOT_LABEL = "meshctl.io/spot"  # on a spot (preemptible) instance's node
 GCP_SECRETS = "https://secretmanager.googleapis.com"
 

@@ -22,6 +22,7 @@ at start-up.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import uuid
 from collections.abc import Mapping, Sequence
@@ -163,6 +164,15 @@ class AwsCloud:
             if _code(err) != "ResourceExistsException":
                 raise
             self._call(lambda: client.put_secret_value(SecretId=name, SecretString=value))
+
+    def startup_script(self, instance_id: str) -> str:
+        """The instance's user data (``DescribeInstanceAttribute``), decoded."""
+        reply = self._call(
+            lambda: self.ec2.describe_instance_attribute(
+                InstanceId=instance_id, Attribute="userData"
+            )
+        )
+        return base64.b64decode(reply.get("UserData", {}).get("Value", "")).decode()
 
     # --- inside -------------------------------------------------------------------------------
 

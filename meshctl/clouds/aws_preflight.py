@@ -19,10 +19,12 @@ from meshctl.clouds.preflight import (
     Check,
     failed,
     guarded,
+    head_types,
     missing_ports,
     needed_per_quota,
     passed,
     settings,
+    skipped,
 )
 from meshctl.model.mesh import AwsPool
 
@@ -41,7 +43,6 @@ QUOTA_NAMES = {
     "L-7212CCBC": "All P Spot Instance Requests",
 }
 STANDARD = frozenset("acdhimrtz")
-FIX_AGAIN = "fix it and run pools check again"
 
 
 def quota_code(instance_type: str, spot: bool) -> str | None:
@@ -58,18 +59,14 @@ def quota_code(instance_type: str, spot: bool) -> str | None:
 def preflight(pool: AwsPool, cloud: AwsCloud) -> list[Check]:
     """Every check of ``pool``, through ``cloud``'s session; nothing is launched."""
     found = settings(pool)
-    identity = guarded("credentials", lambda: _credentials(cloud), _why)
+    identity = guarded("credentials", lambda: _credentials(cloud), _reason)
     found.append(identity)
     if not identity.ok:  # every other call would be refused the same way
         return found
     runs = Runs(pool, cloud)
     for name, check in runs.checks():
-        found.append(guarded(name, check, _why))
+        found.append(guarded(name, check, _reason))
     return found
-
-
-def _why(err: Exception) -> str:
-    return _reason(err)
 
 
 def _credentials(cloud: AwsCloud) -> Check:
@@ -199,7 +196,7 @@ class Runs:
         return _ports(self.pool, groups, source, vpc)
 
     def instance_types(self) -> Check:
-        types = sorted({t.name for t in self.pool.node_types} | _head(self.pool))
+        types = sorted({t.name for t in self.pool.node_types} | head_types(self.pool))
         reply = self.ec2.describe_instance_type_offerings(
             LocationType="availability-zone",
             Filters=[
@@ -229,7 +226,7 @@ class Runs:
                 )
             except Exception as err:
                 if self.pool.emulated and _code(err) == "NoSuchResourceException":
-                    return _skip("GPU quota", f"the endpoint serves no EC2 quota {code}")
+                    return skipped("GPU quota", f"the endpoint serves no EC2 quota {code}")
                 raise
             seen.append(f"{code} {vcpus}/{value:g} vCPUs")
             if value < vcpus:
@@ -243,7 +240,7 @@ class Runs:
         return passed("GPU quota", ", ".join(seen) or "no quota limits these types")
 
     def vcpus_wanted(self) -> list[tuple[str | None, int]]:
-        types = sorted({t.name for t in self.pool.node_types} | _head(self.pool))
+        types = sorted({t.name for t in self.pool.node_types} | head_types(self.pool))
         reply = self.ec2.describe_instance_types(InstanceTypes=types)
         vcpus = {
             t["InstanceType"]: int(t["VCpuInfo"]["DefaultVCpus"]) for t in reply["InstanceTypes"]
@@ -252,23 +249,15 @@ class Runs:
             (quota_code(t.name, t.spot), min(t.max_nodes, self.pool.max_nodes) * vcpus[t.name])
             for t in self.pool.node_types
         ]
-        for head in _head(self.pool):
+        for head in head_types(self.pool):
             wants.append((quota_code(head, False), vcpus[head]))
         return wants
 
 
-def _head(pool: AwsPool) -> set[str]:
-    return {pool.head_node_type} if pool.head_node_type else set()
-
-
 def _unset(name: str, pool: AwsPool, default: str) -> Check:
     if pool.emulated:
-        return _skip(name, f"not set: {default} (an emulated endpoint)")
+        return skipped(name, f"not set: {default} (an emulated endpoint)")
     return failed(name, "not set", f"set {name.replace(' ', '_')} in mesh.yaml")
-
-
-def _skip(name: str, detail: str) -> Check:
-    return Check(name, "skip", detail)
 
 
 def _ports(pool: AwsPool, groups: list[dict[str, Any]], source: str, vpc: str | None) -> Check:

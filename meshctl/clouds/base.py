@@ -121,12 +121,17 @@ class Cloud(Protocol):
 
 
 @runtime_checkable
-class SecretStore(Protocol):
-    """A provider whose secret manager holds a pool's cluster token (AWS Secrets Manager,
-    GCP Secret Manager), read by the instances' own role at boot. Writing a name again
-    adds a new version: the token rotates when the pool's cluster is recreated."""
+class Scripted(Protocol):
+    """A provider whose instances boot from a startup script: its secret manager holds a
+    pool's cluster token (AWS Secrets Manager, GCP Secret Manager), read by the instances'
+    own role at boot (writing a name again adds a new version: the token rotates when the
+    pool's cluster is recreated), and it gives back the script an instance holds."""
 
     def put_secret(self, name: str, value: str, labels: Mapping[str, str]) -> None: ...
+
+    def startup_script(self, instance_id: str) -> str:
+        """The script the instance boots from: EC2 user data, GCE ``startup-script``."""
+        ...
 
 
 def labels_of(request: LaunchRequest) -> dict[str, str]:

@@ -104,6 +104,13 @@ class GcpCloud:
 
         put_secret(self.credentials, self.project, name, value, labels, self.endpoint_url)
 
+    def startup_script(self, instance_id: str) -> str:
+        """The instance's ``startup-script`` metadata item ("" when it has none)."""
+        zone, name = instance_id.split("/", 1)
+        found = self.instances.get(project=self.project, zone=zone, instance=name)
+        items = found.metadata.items if found.metadata else []
+        return next((i.value for i in items if i.key == "startup-script"), "")
+
     def check(self) -> CloudError | None:
         listing = self.compute.AggregatedListInstancesRequest(project=self.project, max_results=1)
         try:

@@ -39,10 +39,12 @@ from meshctl.clouds.preflight import (
     Check,
     failed,
     guarded,
+    head_types,
     missing_ports,
     needed_per_quota,
     passed,
     settings,
+    skipped,
 )
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import GcpPool
@@ -254,7 +256,7 @@ class Probe:
                 return check()
             except Exception as err:
                 if self.pool.emulated and _unserved(err):
-                    return Check(name, "skip", f"the emulator does not serve it: {_reason(err)}")
+                    return skipped(name, f"the emulator does not serve it: {_reason(err)}")
                 raise
 
         return guarded(name, judged, _reason)
@@ -322,7 +324,7 @@ class Probe:
         if image is None:
             if pool.emulated:
                 return passed(IMAGE, "not set: the default image")
-            return Check(IMAGE, "skip", "not set (see setting image)")
+            return skipped(IMAGE, "not set (see setting image)")
         ref = image_ref(image, pool.project)
         fix = (
             "set image to projects/P/global/images/NAME or projects/P/global/images/family/F "
@@ -371,7 +373,7 @@ class Probe:
     def ports(self) -> Check:
         pool, subnet_range = self.pool, self.subnet_range
         if self.net is None or subnet_range is None:
-            return Check(PORTS, "skip", "not judged: see the network check")
+            return skipped(PORTS, "not judged: see the network check")
         project, name = self.net
         link = f"projects/{project}/global/networks/{name}"
         rules = [
@@ -398,7 +400,7 @@ class Probe:
         return passed(PORTS, f"{opened}; every TCP port between the pool's instances")
 
     def instance_types(self) -> Check:
-        types = sorted({t.name for t in self.pool.node_types} | _head(self.pool))
+        types = sorted({t.name for t in self.pool.node_types} | head_types(self.pool))
         offered = {t: [z for z in self.zones if self._offered(t, z)] for t in types}
         missing = [t for t in types if not offered[t]]
         if missing:
@@ -415,12 +417,12 @@ class Probe:
 
     def quota(self) -> Check:
         if self.catalog is None:
-            return Check(QUOTA, "skip", "no GCP catalog to count the node types' GPUs from")
+            return skipped(QUOTA, "no GCP catalog to count the node types' GPUs from")
         needed = needed_per_quota(gpus_wanted(self.pool, self.catalog))
         if not needed:
             return passed(QUOTA, "no GPU quota limits these types")
         if self.region() is None:
-            return Check(QUOTA, "skip", "not judged: see the zones check")
+            return skipped(QUOTA, "not judged: see the zones check")
         left = {q.metric: (q.limit - q.usage, q.limit) for q in self.region().quotas}
         short, seen = [], []
         for metric, gpus in sorted(needed.items()):
@@ -478,10 +480,6 @@ def _targets(pool: GcpPool) -> str:
 
 def _stem(pool: GcpPool) -> str:
     return ("meshctl-" + re.sub(r"[^a-z0-9-]", "-", pool.name.lower())).rstrip("-")[:50]
-
-
-def _head(pool: GcpPool) -> set[str]:
-    return {pool.head_node_type} if pool.head_node_type else set()
 
 
 def _last(link: str) -> str:

@@ -19,11 +19,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from meshctl.model.mesh import CloudPoolBase
+from meshctl.model.mesh import RAY_DASHBOARD_PORT, RAY_GCS_PORT, CloudPoolBase
 
 Result = Literal["pass", "fail", "skip"]
-DASHBOARD_PORT = 8265  # Ray's dashboard and Jobs API on the head: what the controller calls
-GCS_PORT = 6379  # Ray's GCS on the head: what worker nodes join
+DASHBOARD_PORT, GCS_PORT = RAY_DASHBOARD_PORT, RAY_GCS_PORT  # on the head
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +43,15 @@ def passed(name: str, detail: str) -> Check:
 
 def failed(name: str, detail: str, fix: str) -> Check:
     return Check(name, "fail", detail, fix)
+
+
+def skipped(name: str, detail: str) -> Check:
+    return Check(name, "skip", detail)
+
+
+def head_types(pool: CloudPoolBase) -> set[str]:
+    """The pool's head node type, as a set to join its node types with (empty: none set)."""
+    return {pool.head_node_type} if pool.head_node_type else set()
 
 
 def settings(pool: CloudPoolBase) -> list[Check]:

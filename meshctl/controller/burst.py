@@ -180,26 +180,37 @@ class Burst:
         if live:
             if len(live) >= want.count or not scripted or any(_workers(r) for r in mine):
                 return None
-            head = self.joiner.head_address(pool)
-            script = self.joiner.script(pool, want.node_type, want.spot, head) if head else ""
             rid = live[0].request_id + WORKERS
-            return self._phase(pool, cloud, want, rid, want.count - len(live), script, now)
+            return self._launch_workers(pool, cloud, want, rid, want.count - len(live), now)
         generations = {r.request_id for r in mine if not _workers(r)}
         request_id = want.request_id + (f".{len(generations)}" if generations else "")
         if not scripted:
             return self._phase(pool, cloud, want, request_id, want.count, "", now)
-        head = self.joiner.head_address(pool)
-        if head is not None:  # the pool's cluster runs: every instance is a worker
-            script = self.joiner.script(pool, want.node_type, want.spot, head)
-            return self._phase(pool, cloud, want, request_id, want.count, script, now)
+        if self.joiner.head_address(pool) is not None:  # its cluster runs: all are workers
+            return self._launch_workers(pool, cloud, want, request_id, want.count, now)
         self.joiner.new_token(pool, cloud)  # a new cluster: its head first, alone
         script = self.joiner.script(pool, want.node_type, want.spot, None)
         error = self._phase(pool, cloud, want, request_id, 1, script, now, head=True)
-        head = self.joiner.head_address(pool)
-        if error or want.count == 1 or head is None:
+        if error or want.count == 1:
             return error
+        return self._launch_workers(pool, cloud, want, request_id + WORKERS, want.count - 1, now)
+
+    def _launch_workers(
+        self,
+        pool: AwsPool | GcpPool,
+        cloud: Cloud,
+        want: Launch,
+        request_id: str,
+        count: int,
+        now: float,
+    ) -> str | None:
+        """``count`` workers joining the head of the pool's running cluster; none while it
+        has no head (a later cycle asks again)."""
+        head = self.joiner.head_address(pool)
+        if head is None:
+            return None
         script = self.joiner.script(pool, want.node_type, want.spot, head)
-        return self._phase(pool, cloud, want, request_id + WORKERS, want.count - 1, script, now)
+        return self._phase(pool, cloud, want, request_id, count, script, now)
 
     def _phase(
         self,

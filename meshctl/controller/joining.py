@@ -1,7 +1,7 @@
 """How the controller's cloud side gets a launched instance into its pool's Ray cluster: by
 the instance's own startup script (``meshctl.boot``), never by the controller.
 
-For a provider with a secret manager (``clouds.base.SecretStore``: AWS, GCP):
+For a provider whose instances boot from a script (``clouds.base.Scripted``: AWS, GCP):
 
 - a pool without a running cluster gets a new cluster token, written to the secret manager
   (a new version when the name exists: rotated with the cluster) and kept in the run folder
@@ -25,16 +25,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from meshctl.boot.script import StartupSpec, render, secret_name
-from meshctl.clouds.base import Cloud, Instance, SecretStore
+from meshctl.clouds.base import Cloud, Instance, Scripted
 from meshctl.model.catalog import Catalog
-from meshctl.model.mesh import AwsPool, GcpPool, Mesh
+from meshctl.model.mesh import RAY_DASHBOARD_PORT, RAY_GCS_PORT, AwsPool, GcpPool, Mesh
 from meshctl.pools import local
-from meshctl.pools.emulated import EmulatedInstances, agent_answers, startup_script
+from meshctl.pools.emulated import EmulatedInstances, agent_answers
 from meshctl.pools.observed import node_name
 from meshctl.pools.ray import PoolError, RayPoolClient
 from meshctl.state.private import private_dir, write_private
-
-DASHBOARD_PORT, GCS_PORT = 8265, 6379  # a real head's, as meshctl.boot.join starts it
 
 
 @dataclass
@@ -45,7 +43,7 @@ class Joiner:
 
     def scripted(self, cloud: Cloud) -> bool:
         """Whether the provider's instances join by their startup script."""
-        return isinstance(cloud, SecretStore) and self.nodes is not None
+        return isinstance(cloud, Scripted) and self.nodes is not None
 
     def head_address(self, pool: AwsPool | GcpPool) -> str | None:
         """The GCS address of the pool's running cluster (what workers join), or None."""
@@ -58,7 +56,7 @@ class Joiner:
     def new_token(self, pool: AwsPool | GcpPool, cloud: Cloud) -> None:
         """A fresh cluster token for the pool's next cluster: in the secret manager, and in
         the run folder (0600) for the controller."""
-        assert isinstance(cloud, SecretStore)
+        assert isinstance(cloud, Scripted)
         assert self.nodes is not None
         token = secrets.token_hex(32)
         name = secret_name(self.mesh.metadata.name, pool.name)
@@ -76,7 +74,7 @@ class Joiner:
             provider=pool.provider, mesh=self.mesh.metadata.name, pool=pool.name,
             role="worker" if head else "head", ray_version=_ray_version(),
             secret=secret_name(self.mesh.metadata.name, pool.name), node_type=node_type,
-            where=pool.region if isinstance(pool, AwsPool) else pool.project,
+            where=_where(pool),
             head_address=head, gpus=acc.count if acc else 0,
             accelerator=acc.model if acc else None,
             gpu_memory_gib=acc.count * acc.memory_gib if acc else 0.0,
@@ -89,9 +87,11 @@ class Joiner:
         within the pool's provision timeout)."""
         assert self.nodes is not None
         if pool.emulated:
-            script = startup_script(cloud, instance.id)
-            where = pool.region if isinstance(pool, AwsPool) else pool.project
-            self.nodes.boot(pool.provider, instance, script, head, pool.endpoint_url or "", where)
+            assert isinstance(cloud, Scripted)
+            script = cloud.startup_script(instance.id)
+            self.nodes.boot(
+                pool.provider, instance, script, head, pool.endpoint_url or "", _where(pool)
+            )
             return
         if head:
             self._record_head(pool, instance)
@@ -102,8 +102,8 @@ class Joiner:
         assert self.nodes is not None
         cluster = local.LocalCluster(
             pool=pool.name,
-            dashboard=f"http://{instance.address}:{DASHBOARD_PORT}",
-            gcs=f"{instance.address}:{GCS_PORT}",
+            dashboard=f"http://{instance.address}:{RAY_DASHBOARD_PORT}",
+            gcs=f"{instance.address}:{RAY_GCS_PORT}",
             token_file=str(self.nodes.token_file(pool.name)),
             temp_dir="",
             log_dir=str(self.nodes.run_dir / "logs"),
@@ -125,6 +125,11 @@ class Joiner:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{instance.id} did not join pool {pool.name} in time")
             time.sleep(5.0)
+
+
+def _where(pool: AwsPool | GcpPool) -> str:
+    """Where the pool's secret lives: its AWS region, or its GCP project."""
+    return pool.region if isinstance(pool, AwsPool) else pool.project
 
 
 def _ray_version() -> str:

@@ -37,6 +37,8 @@ AWS_REGION: Final = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
 GCP_REGION: Final = r"^[a-z]+-[a-z]+\d$"
 CIDR: Final = r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$"
 AGENT_PORT: Final = 9109  # ``meshctl agent run``'s default port
+RAY_GCS_PORT: Final = 6379  # a cloud pool's head: what its workers join
+RAY_DASHBOARD_PORT: Final = 8265  # a cloud pool's head: the dashboard and Jobs API
 GCE_TAG: Final = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 

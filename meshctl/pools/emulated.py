@@ -21,14 +21,12 @@ exactly its session (``leave``); the head's takes the cluster with it.
 
 from __future__ import annotations
 
-import base64
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from meshctl.clouds.base import Instance
 from meshctl.pools import local
@@ -80,12 +78,13 @@ class EmulatedInstances:
                 local.remove_node(cluster, name, self.run_dir)
             agent_port = local.free_port()
             entry = Entry(provider, instance.id, instance.zone, where, LOOPBACK)
-            env = self._environment(provider, entry, cluster, head, agent_port, endpoint_url)
+            env = self._environment(entry, cluster, head, agent_port, endpoint_url)
             path = local.run_file(self.run_dir, instance.pool)
             log_name = f"{instance.pool}-{name}.log"
             local.spawn(cluster, name, ["bash", "-c", script], log_name, path, env)
-            try:
-                _wait_joined(cluster, name, agent_port, f"instance {instance.id}")
+            try:  # its agent may outlive a ray start that exited: watch the script's own
+                joined = _joined(cluster, name, agent_port)
+                local.wait_for(joined, f"instance {instance.id}", cluster, leader_only=True)
                 return cluster
             except local.LocalPoolError as err:
                 if attempt == 2 or not local.exited_starting(err):
@@ -133,7 +132,6 @@ class EmulatedInstances:
 
     def _environment(
         self,
-        provider: str,
         entry: Entry,
         cluster: local.LocalCluster,
         head: bool,
@@ -150,7 +148,7 @@ class EmulatedInstances:
             MESHCTL_BOOT_AGENT_PORT=str(agent_port),
             MESHCTL_NODE_DIR=str(self.run_dir / "nodes" / name),
         )
-        if provider == "aws":
+        if entry.provider == "aws":
             env["AWS_ENDPOINT_URL"] = endpoint_url  # Secrets Manager on the emulator
             env.setdefault("AWS_DEFAULT_REGION", entry.region)
         else:
@@ -160,13 +158,7 @@ class EmulatedInstances:
 
 def _ray_args(cluster: local.LocalCluster, head: bool) -> list[str]:
     free = local.free_port
-    args = [
-        f"--node-manager-port={free()}", f"--object-manager-port={free()}",
-        f"--metrics-export-port={free()}", f"--dashboard-agent-listen-port={free()}",
-        f"--dashboard-agent-grpc-port={free()}", f"--runtime-env-agent-port={free()}",
-        f"--num-cpus={CPUS}", f"--memory={MEMORY_GIB * local.GIB}",
-        f"--object-store-memory={local.OBJECT_STORE_BYTES}",
-    ]  # fmt: skip
+    args = [*local.node_ports(), f"--num-cpus={CPUS}", f"--memory={MEMORY_GIB * local.GIB}"]
     if head:
         port = cluster.gcs.rsplit(":", 1)[1]
         dashboard = cluster.dashboard.rsplit(":", 1)[1]
@@ -176,21 +168,10 @@ def _ray_args(cluster: local.LocalCluster, head: bool) -> list[str]:
     return [*args, "--include-log-monitor=False"]  # one log monitor per machine: the head's
 
 
-def _wait_joined(cluster: local.LocalCluster, name: str, agent_port: int, what: str) -> None:
-    """Until the node is in the cluster and its agent answers; fails at once when the boot's
-    own process (the script, then ``ray start``) has exited: its agent may live on."""
-    booted = cluster.processes[-1]
+def _joined(cluster: local.LocalCluster, name: str, agent_port: int) -> Callable[[], bool]:
+    """Whether the node is in the cluster and its agent answers the cluster's token."""
     up, token = local.node_up(cluster, name), cluster.token
-    deadline = time.monotonic() + local.START_TIMEOUT_S
-    while not (up() and agent_answers(LOOPBACK, agent_port, token)):
-        log = Path(cluster.log_dir) / f"{cluster.pool}-{name}.log"
-        if local.zombie(booted.pid):
-            raise local.LocalPoolError(f"{what} exited while starting; see {log}")
-        if time.monotonic() > deadline:
-            raise local.LocalPoolError(
-                f"{what} did not join within {local.START_TIMEOUT_S:.0f} s; see {log}"
-            )
-        time.sleep(0.25)
+    return lambda: up() and agent_answers(LOOPBACK, agent_port, token)
 
 
 def agent_answers(address: str, port: int, token: str) -> bool:
@@ -203,15 +184,3 @@ def agent_answers(address: str, port: int, token: str) -> bool:
             return bool(reply.status == 200)
     except (urllib.error.URLError, OSError):
         return False
-
-
-def startup_script(cloud: Any, instance_id: str) -> str:
-    """The startup script the provider holds for the instance: EC2 user data
-    (``DescribeInstanceAttribute``) or GCE's ``startup-script`` metadata item."""
-    if getattr(cloud, "provider", "") == "aws":
-        reply = cloud.ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")
-        return base64.b64decode(reply.get("UserData", {}).get("Value", "")).decode()
-    zone, name = instance_id.split("/", 1)
-    found = cloud.instances.get(project=cloud.project, zone=zone, instance=name)
-    items = found.metadata.items if found.metadata else []
-    return next((i.value for i in items if i.key == "startup-script"), "")

@@ -295,7 +295,14 @@ def _start_agent(
 
 def _launch(cluster: LocalCluster, node: str, args: list[str], path: Path) -> None:
     ray = str(Path(sys.executable).with_name("ray"))
-    common = [
+    common = [*node_ports(), "--disable-usage-stats", "--block"]
+    spawn(cluster, node, [ray, "start", *args, *common], f"{cluster.pool}-{node}.log", path)
+
+
+def node_ports() -> list[str]:
+    """``ray start``'s arguments for one of several nodes on this machine: a free port for
+    each of its servers, and a small object store."""
+    return [
         f"--node-manager-port={free_port()}",
         f"--object-manager-port={free_port()}",
         f"--metrics-export-port={free_port()}",
@@ -303,10 +310,7 @@ def _launch(cluster: LocalCluster, node: str, args: list[str], path: Path) -> No
         f"--dashboard-agent-grpc-port={free_port()}",
         f"--runtime-env-agent-port={free_port()}",
         f"--object-store-memory={OBJECT_STORE_BYTES}",
-        "--disable-usage-stats",
-        "--block",
     ]
-    spawn(cluster, node, [ray, "start", *args, *common], f"{cluster.pool}-{node}.log", path)
 
 
 def spawn(
@@ -447,11 +451,15 @@ def node_up(cluster: LocalCluster, name: str) -> Callable[[], bool]:
     return lambda: name in (_alive_nodes(cluster) or set())
 
 
-def wait_for(ready: Callable[[], bool], what: str, cluster: LocalCluster) -> None:
+def wait_for(
+    ready: Callable[[], bool], what: str, cluster: LocalCluster, leader_only: bool = False
+) -> None:
+    """Until ``ready()``; fails at once when the last process started has gone (its session
+    empty, or with ``leader_only`` its leader exited: what it started may live on)."""
     deadline = time.monotonic() + START_TIMEOUT_S
     last = cluster.processes[-1]
     while not ready():
-        if not session_members(last.pid):
+        if zombie(last.pid) if leader_only else not session_members(last.pid):
             raise LocalPoolError(f"{what} exited while starting; see {_log_of(cluster, last)}")
         if time.monotonic() > deadline:
             raise LocalPoolError(

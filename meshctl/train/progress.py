@@ -91,20 +91,22 @@ class Recorder:
 
 
 def record_start(uri: str, endpoint_url: str | None, attempt: int, checkpoint: str | None) -> None:
-    """Record a worker-group start; a storage error is reported, never fatal to the run."""
+    """Record a worker-group start."""
     document = {"attempt": attempt, "at_s": time.time(), "checkpoint": checkpoint}
-    try:
-        fs, base = filesystem(uri, endpoint_url)
-        write(fs, base, f"start-{attempt}-{time.time_ns()}.json", document)
-    except Exception as err:
-        print(f"meshctl train: could not record the start: {err}", file=sys.stderr)
+    _record(uri, endpoint_url, f"start-{attempt}-{time.time_ns()}.json", document, "start")
 
 
 def record_end(uri: str, endpoint_url: str | None, attempt: int) -> None:
-    """Record that rank 0's loop returned; a storage error is reported, never fatal."""
-    document = {"attempt": attempt, "at_s": time.time()}
+    """Record that rank 0's loop returned."""
+    _record(uri, endpoint_url, f"end-{attempt}.json", {"attempt": attempt, "at_s": time.time()},
+            "end")  # fmt: skip
+
+
+def _record(uri: str, endpoint_url: str | None, name: str, document: dict[str, Any],
+            what: str) -> None:  # fmt: skip
+    """Write one document; a storage error is reported, never fatal to the run."""
     try:
         fs, base = filesystem(uri, endpoint_url)
-        write(fs, base, f"end-{attempt}.json", document)
+        write(fs, base, name, document)
     except Exception as err:
-        print(f"meshctl train: could not record the end: {err}", file=sys.stderr)
+        print(f"meshctl train: could not record the {what}: {err}", file=sys.stderr)
