@@ -1,7 +1,8 @@
 """Cross-file checks: every cloud node type a mesh names must be in its provider's catalog,
-priced in the pool's region; every accelerator model a mesh's on-prem nodes or a job name must
-be one the catalogs know (for a job, or one of the mesh's own nodes), so ``H100-SXM`` is an
-error with "did you mean 'H100'?" instead of a job that waits forever for a GPU nobody has.
+priced in the pool's region (a pool's ``head_node_type`` among the catalog's head types);
+every accelerator model a mesh's on-prem nodes or a job name must be one the catalogs know
+(for a job, or one of the mesh's own nodes), so ``H100-SXM`` is an error with "did you mean
+'H100'?" instead of a job that waits forever for a GPU nobody has.
 
 Models compare without regard to case, as the scheduler matches them.
 """
@@ -35,7 +36,31 @@ def mesh_node_types(loaded: Loaded, catalogs: Mapping[str, Catalog]) -> list[Pro
             if message:
                 field = f"spec.pools[{i}].node_types[{j}].name"
                 problems.append(Problem(loaded.path, loaded.line_of(*loc), field, message))
+        if pool.head_node_type:
+            message = _head_type_problem(pool.head_node_type, pool.region, catalog)
+            if message:
+                line = loaded.line_of("spec", "pools", i, "head_node_type")
+                field = f"spec.pools[{i}].head_node_type"
+                problems.append(Problem(loaded.path, line, field, message))
     return problems
+
+
+def _head_type_problem(name: str, region: str, catalog: Catalog) -> str | None:
+    provider = catalog.spec.provider
+    found = catalog.head_type(name)
+    if found is None:
+        names = [t.name for t in catalog.spec.head_types]
+        listed = f"one of: {', '.join(names) or 'none'}"
+        close = difflib.get_close_matches(name, names, n=1)
+        if catalog.instance_type(name) is not None:
+            got, hint = f"{name!r}, a GPU type (the head takes no work)", listed
+        else:
+            got, hint = repr(name), f"did you mean {close[0]!r}?" if close else listed
+        return f"expected a head type of the {provider} catalog (a CPU type), got {got}; {hint}"
+    if region not in found.prices:
+        priced = ", ".join(sorted(found.prices)) or "no region"
+        return f"{name} has no price for {region} in the {provider} catalog (priced in: {priced})"
+    return None
 
 
 def _node_type_problem(name: str, region: str, catalog: Catalog) -> str | None:

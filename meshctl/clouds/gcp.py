@@ -50,6 +50,7 @@ from meshctl.clouds.base import (
 T = TypeVar("T")
 
 LABEL = "meshctl-"
+REQUEST_ITEM = "meshctl-request"  # metadata: the exact request id (labels hold no dots)
 DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11"
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # access is the account's IAM roles
 STATES: dict[str, InstanceState] = {
@@ -212,11 +213,7 @@ class GcpCloud:
                 instance_termination_action="STOP" if request.spot else None,
                 on_host_maintenance="TERMINATE",
             ),
-            metadata=c.Metadata(
-                items=[c.Items(key="startup-script", value=request.startup_script)]
-                if request.startup_script
-                else []
-            ),
+            metadata=c.Metadata(items=_items(c, request)),
         )
 
     def _network(self, zone: str) -> dict[str, str]:
@@ -387,6 +384,15 @@ def _name(request: LaunchRequest, zone: str, k: int) -> str:
     return f"{stem}-{digest}-{k}"
 
 
+def _items(c: Any, request: LaunchRequest) -> list[Any]:
+    """The instance's metadata: its exact request id (a label turns its dots into dashes),
+    and its startup script."""
+    items = [c.Items(key=REQUEST_ITEM, value=request.request_id)]
+    if request.startup_script:
+        items.append(c.Items(key="startup-script", value=request.startup_script))
+    return items
+
+
 def _uuid(request_id: str, what: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"meshctl/{request_id}/{what}"))
 
@@ -401,6 +407,8 @@ def _instance(raw: Any, zone: str) -> Instance:
         state = "interrupting"  # being preempted: about 30 s left
     created = raw.creation_timestamp
     interfaces = list(raw.network_interfaces)
+    items = raw.metadata.items if raw.metadata else []
+    request = next((i.value for i in items if i.key == REQUEST_ITEM), labels.get("request", ""))
     return Instance(
         id=f"{zone}/{raw.name}",
         pool=labels.get("pool", ""),
@@ -408,7 +416,7 @@ def _instance(raw: Any, zone: str) -> Instance:
         zone=zone,
         state=state,
         spot=spot,
-        request_id=labels.get("request", ""),
+        request_id=request,
         launched_at_s=datetime.fromisoformat(created).timestamp() if created else None,
         address=interfaces[0].network_i_p if interfaces else "",
         labels=labels,

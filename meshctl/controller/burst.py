@@ -36,9 +36,10 @@ from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.access import Change, CloudAccess
 from meshctl.controller.failpoints import failpoint
 from meshctl.controller.joining import Joiner
-from meshctl.controller.step import Launch, Teardown
+from meshctl.controller.step import HEAD_PART, WORKERS_PART, Launch, Teardown, own_head
 from meshctl.controller.sweep import SWEEP_S, Orphan, ask_again, confirmed, orphans
 from meshctl.lifecycle import Charge, Ledger, Spend
+from meshctl.lifecycle.clusters import Part, head_of, parts
 from meshctl.lifecycle.snapshot import offers_of, price_paid
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh
@@ -57,7 +58,6 @@ log = logging.getLogger("meshctl.controller")
 BACKOFF_S = 300.0  # how long a stock-out of a (pool, node type) is remembered
 LIST_LAG_S = 60.0  # a new instance missing from its provider's listing is not yet "gone"
 ENDED = frozenset({InstanceState.INTERRUPTED, InstanceState.TERMINATED})  # for good
-WORKERS = ".w"  # a request's workers, launched once its head (a new cluster's) has joined
 
 
 class StandIn(Protocol):
@@ -178,22 +178,35 @@ class Burst:
         live = [r for r in mine if r.state in INSTANCE_LIVE]
         scripted = self.joiner.scripted(cloud)
         if live:
-            if len(live) >= want.count or not scripted or any(_workers(r) for r in mine):
+            workers = [r for r in live if not own_head(r.request_id)]
+            if len(workers) >= want.count or any(_workers(r) for r in mine):
                 return None
-            rid = live[0].request_id + WORKERS
-            return self._launch_workers(pool, cloud, want, rid, want.count - len(live), now)
+            if workers and not scripted:  # launched whole, in one request
+                return None
+            rid = live[0].request_id.removesuffix(HEAD_PART) + WORKERS_PART
+            worker = Part(want.node_type, want.count - len(workers), want.spot)
+            return self._launch_workers(pool, cloud, want, rid, worker, now)
         generations = {r.request_id for r in mine if not _workers(r)}
         request_id = want.request_id + (f".{len(generations)}" if generations else "")
-        if not scripted:
-            return self._phase(pool, cloud, want, request_id, want.count, "", now)
-        if self.joiner.head_address(pool) is not None:  # its cluster runs: all are workers
-            return self._launch_workers(pool, cloud, want, request_id, want.count, now)
-        self.joiner.new_token(pool, cloud)  # a new cluster: its head first, alone
-        script = self.joiner.script(pool, want.node_type, want.spot, None)
-        error = self._phase(pool, cloud, want, request_id, 1, script, now, head=True)
-        if error or want.count == 1:
-            return error
-        return self._launch_workers(pool, cloud, want, request_id + WORKERS, want.count - 1, now)
+        running = (
+            self.joiner.head_address(pool) is not None
+            if scripted
+            else any(r.pool == pool.name and r.state in INSTANCE_LIVE for r in self.live())
+        )
+        split = parts(want, running, head_of(pool, self.catalogs))
+        if scripted and not running:
+            self.joiner.new_token(pool, cloud)  # a new cluster: its head first, alone
+        for part in split:
+            if part.head:
+                rid = request_id + (HEAD_PART if part.dedicated else "")
+                script = self.joiner.script(pool, part, None) if scripted else ""
+                error = self._phase(pool, cloud, want, rid, part, script, now)
+            else:
+                rid = request_id if running else request_id + WORKERS_PART
+                error = self._launch_workers(pool, cloud, want, rid, part, now)
+            if error:
+                return error
+        return None
 
     def _launch_workers(
         self,
@@ -201,16 +214,18 @@ class Burst:
         cloud: Cloud,
         want: Launch,
         request_id: str,
-        count: int,
+        part: Part,
         now: float,
     ) -> str | None:
-        """``count`` workers joining the head of the pool's running cluster; none while it
+        """``part``'s workers joining the head of the pool's running cluster; none while it
         has no head (a later cycle asks again)."""
+        if not self.joiner.scripted(cloud):
+            return self._phase(pool, cloud, want, request_id, part, "", now)
         head = self.joiner.head_address(pool)
         if head is None:
             return None
-        script = self.joiner.script(pool, want.node_type, want.spot, head)
-        return self._phase(pool, cloud, want, request_id, count, script, now)
+        script = self.joiner.script(pool, part, head)
+        return self._phase(pool, cloud, want, request_id, part, script, now)
 
     def _phase(
         self,
@@ -218,24 +233,23 @@ class Burst:
         cloud: Cloud,
         want: Launch,
         request_id: str,
-        count: int,
+        part: Part,
         script: str,
         now: float,
-        head: bool = False,
     ) -> str | None:
-        """One provider request: ``count`` instances with the startup ``script`` (the head's
-        when ``head``), recorded, then joined."""
+        """One provider request: ``part``'s instances with the startup ``script``,
+        recorded, then joined."""
         zones = tuple(pool.zones) or (
             f"{pool.region}a" if isinstance(pool, AwsPool) else f"{pool.region}-a",
         )
         request = LaunchRequest(
-            self.mesh.metadata.name, pool.name, want.node_type, count, request_id,
-            zones, want.spot, job=want.job_id, startup_script=script,
+            self.mesh.metadata.name, pool.name, part.node_type, part.count, request_id,
+            zones, part.spot, job=want.job_id, startup_script=script,
         )  # fmt: skip
         failpoint("before-launch")
         result = cloud.launch(request)
         failpoint("after-launch")
-        offer = {"pool": pool.name, "node_type": want.node_type, "spot": want.spot}
+        offer = {"pool": pool.name, "node_type": part.node_type, "spot": part.spot}
         for error in result.errors:  # each offer tried and refused, for explain
             where = f"{pool.name} {error.zone or ''}".strip()
             said = {**offer, "zone": error.zone, "outcome": error.kind, "message": error.message}
@@ -250,21 +264,24 @@ class Burst:
         if not result.ok:  # look elsewhere for a while: longer when it is not capacity
             kinds = {e.kind for e in result.errors}
             wait = BACKOFF_S if kinds <= {"capacity", "quota", "throttled"} else 4 * BACKOFF_S
-            self.unavailable[(pool.name, want.node_type)] = now + wait
-            return f"pool {pool.name}: could not launch {want.node_type}"
+            self.unavailable[(pool.name, want.node_type)] = now + wait  # the head's too
+            return f"pool {pool.name}: could not launch {part.node_type}"
         for instance in result.instances:
             if self.store.get(InstanceRecord, instance.id) is None:
                 record = InstanceRecord(
                     instance.id, pool.name, pool.provider, request_id, instance.node_type,
                     InstanceState.JOINING, instance.launched_at_s or now, now, spot=instance.spot,
                 )  # fmt: skip
-                message = f"{instance.id} ({instance.node_type}, {instance.zone}) in {pool.name}"
+                role = " as the pool's head" if part.dedicated else ""
+                message = (
+                    f"{instance.id} ({instance.node_type}, {instance.zone}) in {pool.name}{role}"
+                )
                 said = {**offer, "zone": instance.zone, "outcome": "launched", "message": message}
                 self.store.create(
                     record, events=[Event(now, "instance.launched", want.job_id, message, said)]
                 )
                 self._writes += 1
-            self._join(pool, cloud, instance, head, now)
+            self._join(pool, cloud, instance, part.head, now)
         failpoint("after-join")
         return None
 
@@ -277,7 +294,11 @@ class Burst:
         if self.joiner.scripted(cloud):
             with self._joining:  # one node starts at a time; never beside a leave
                 self.joiner.join(pool, cloud, instance, head)
-        elif self.nodes is not None and not isinstance(self.nodes, EmulatedInstances):
+        elif (
+            self.nodes is not None
+            and not isinstance(self.nodes, EmulatedInstances)
+            and not own_head(instance.request_id)  # a pool's own head is no node of work
+        ):
             self.nodes.join(pool.provider, instance)  # a harness's stand-in machine
         self._set(instance.id, InstanceState.READY, now)
 
@@ -412,16 +433,17 @@ class Burst:
 
     def _charges(self) -> list[Charge]:
         """Every instance record as the ledger books it (those priced by the catalogs)."""
-        offers = {
-            (o.pool, o.node_type): o
-            for p in self.mesh.spec.pools
-            for o in offers_of(p, self.catalogs)
+        pools = self.mesh.spec.pools
+        offers = {(o.pool, o.node_type): o for p in pools for o in offers_of(p, self.catalogs)}
+        heads = {
+            (h.pool, h.node_type): h.usd_per_hour for p in pools if (h := head_of(p, self.catalogs))
         }
         teams: dict[str, str] = {}
         charges = []
         for record in self.store.list(InstanceRecord):
             offer = offers.get((record.pool, record.instance_type))
-            if offer is None or record.launched_at_s is None:
+            head = heads.get((record.pool, record.instance_type))
+            if (offer is None and head is None) or record.launched_at_s is None:
                 continue
             job_id = record.request_id.removeprefix("burst-").rsplit("-", 1)[0]  # -<n>[.<gen>]
             if job_id not in teams:
@@ -429,7 +451,7 @@ class Burst:
                 teams[job_id] = job.team if job is not None else "-"
             billed = record.state in INSTANCE_LIVE or record.state == InstanceState.TERMINATING
             end = None if billed else record.updated_at_s
-            usd = price_paid(offer, record.spot)
+            usd = price_paid(offer, record.spot) if offer is not None else head or 0.0
             charges.append(Charge(record.pool, teams[job_id], usd, record.launched_at_s, end))
         return charges
 
@@ -481,7 +503,7 @@ class Burst:
 
 def _workers(record: InstanceRecord) -> bool:
     """Whether the record is of a request's second half: the workers after its head."""
-    return record.request_id.endswith(WORKERS)
+    return record.request_id.endswith(WORKERS_PART)
 
 
 def _of(request_id: str, base: str) -> bool:

@@ -5,7 +5,9 @@ For a provider whose instances boot from a script (``clouds.base.Scripted``: AWS
 
 - a pool without a running cluster gets a new cluster token, written to the secret manager
   (a new version when the name exists: rotated with the cluster) and kept in the run folder
-  for the controller's own calls; its next instance is the head;
+  for the controller's own calls; its next instance is the head: one of its own
+  (``head_node_type``, labelled ``meshctl.io/role=head``: it takes no work), else the first
+  worker (``lifecycle.clusters``);
 - each launch carries the startup script rendered for it (``boot.script``): the head's, or a
   worker's with the head's GCS address; the token is never in it;
 - an emulated instance (an emulator's endpoint) boots here by running the script the
@@ -26,11 +28,12 @@ from dataclasses import dataclass
 
 from meshctl.boot.script import StartupSpec, render, secret_name
 from meshctl.clouds.base import Cloud, Instance, Scripted
+from meshctl.lifecycle.clusters import Part
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import RAY_DASHBOARD_PORT, RAY_GCS_PORT, AwsPool, GcpPool, Mesh
 from meshctl.pools import local
 from meshctl.pools.emulated import EmulatedInstances, agent_answers
-from meshctl.pools.observed import node_name
+from meshctl.pools.observed import ROLE_LABEL, node_name
 from meshctl.pools.ray import PoolError, RayPoolClient
 from meshctl.state.private import private_dir, write_private
 
@@ -64,21 +67,23 @@ class Joiner:
         private_dir(self.nodes.run_dir)
         write_private(self.nodes.token_file(pool.name), token)
 
-    def script(self, pool: AwsPool | GcpPool, node_type: str, spot: bool, head: str | None) -> str:
-        """The startup script of an instance of ``node_type``: the head's when ``head`` is
-        None, else a worker's joining that address."""
+    def script(self, pool: AwsPool | GcpPool, part: Part, head: str | None) -> str:
+        """The startup script of ``part``'s instances: the head's when ``head`` is None
+        (a pool's own head labelled as one that takes no work), else a worker's joining
+        that address."""
         catalog = self.catalogs.get(pool.provider)
-        shape = catalog.instance_type(node_type) if catalog else None
+        shape = catalog.instance_type(part.node_type) if catalog else None
         acc = shape.accelerator if shape else None
         spec = StartupSpec(
             provider=pool.provider, mesh=self.mesh.metadata.name, pool=pool.name,
             role="worker" if head else "head", ray_version=_ray_version(),
-            secret=secret_name(self.mesh.metadata.name, pool.name), node_type=node_type,
+            secret=secret_name(self.mesh.metadata.name, pool.name), node_type=part.node_type,
             where=_where(pool),
             head_address=head, gpus=acc.count if acc else 0,
             accelerator=acc.model if acc else None,
             gpu_memory_gib=acc.count * acc.memory_gib if acc else 0.0,
-            nic_gbps=shape.nic_gbps if shape else 0.0, agent_port=pool.agent_port, spot=spot,
+            nic_gbps=shape.nic_gbps if shape else 0.0, agent_port=pool.agent_port,
+            spot=part.spot, labels=((ROLE_LABEL, "head"),) if part.dedicated else (),
         )  # fmt: skip
         return render(spec)
 

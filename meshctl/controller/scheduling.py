@@ -29,6 +29,7 @@ from meshctl.controller.step import (
     Step,
     Teardown,
     launch_request_id,
+    own_head,
 )
 from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Backlog, Estimate, Estimator, Launch, Leave, Start, effects
@@ -229,6 +230,8 @@ def _snapshot(
     live: dict[str, int] = defaultdict(int)
     of_type: dict[tuple[str, str], int] = defaultdict(int)
     for instance in world.instances:
+        if own_head(instance.request_id):
+            continue  # a pool's own head: outside its max_nodes, as in the simulator
         live[instance.pool] += 1
         of_type[(instance.pool, instance.instance_type)] += 1
     pools = pool_infos(
@@ -273,6 +276,7 @@ def _launching(world: World, view: JobView) -> bool:
     request = launch_request_id(view.record.id, number)
     return any(
         (i.request_id == request or i.request_id.startswith(request + "."))
+        and not own_head(i.request_id)  # no node of work: the workers tell
         and not _joined(world, i)
         for i in world.instances
     )
@@ -293,8 +297,8 @@ def _joined(world: World, instance: InstanceRecord) -> bool:
 
 def idle_pools(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
     """Idle cloud instances go (the lifecycle's rule): each idle for its pool's
-    ``idle_minutes`` since its launch or the end of the last job on it; a pool's first
-    instance, the head of its cluster, last."""
+    ``idle_minutes`` since its launch or the end of the last job on it; the head of a
+    pool's cluster (its own, else its first instance) last."""
     busy = {
         f"{v.attempt.pool}/{n}" for v in holding if v.attempt for n in placement_nodes(v.attempt)
     }
@@ -302,14 +306,17 @@ def idle_pools(world: World, rules: Rules, holding: Sequence[JobView], step: Ste
     for pool in rules.mesh.spec.pools:
         if not isinstance(pool, AwsPool | GcpPool):
             continue
-        mine = sorted(
+        mine = sorted(  # the head first: the pool's own (if any), else the first launched
             (i for i in world.instances if i.pool == pool.name),
-            key=lambda i: (i.launched_at_s or 0.0, i.id),
+            key=lambda i: (not own_head(i.request_id), i.launched_at_s or 0.0, i.id),
         )
         nodes = []
         for i in mine:
             key = f"{pool.name}/{node_name(i.id)}"
-            if key in busy or not _joined(world, i):
+            if own_head(i.request_id):  # takes no work: idle since it is up
+                up = i.state != InstanceState.JOINING
+                nodes.append(CloudNode(pool.name, i.id, i.launched_at_s or 0.0 if up else None))
+            elif key in busy or not _joined(world, i):
                 nodes.append(CloudNode(pool.name, i.id, None))
             else:
                 since = max(i.launched_at_s or 0.0, world.node_busy_s.get(key, 0.0))

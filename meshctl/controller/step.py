@@ -160,3 +160,13 @@ def submission_id(job_id: str, number: int) -> str:
 def launch_request_id(job_id: str, number: int) -> str:
     """The cloud request of a job's attempt: asking again launches nothing more."""
     return f"burst-{job_id}-{number}"
+
+
+# The parts of one launch request, by the suffix of their request ids (after a generation's
+# ``.<n>``): a pool's own head starting its cluster, and the workers launched once it runs.
+HEAD_PART, WORKERS_PART = ".h", ".w"
+
+
+def own_head(request_id: str) -> bool:
+    """Whether an instance of this request id is a pool's own head (no GPUs, no work)."""
+    return request_id.endswith(HEAD_PART)

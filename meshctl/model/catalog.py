@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, model_validator
 
 from meshctl.model.base import (
     Cpus,
@@ -61,21 +61,37 @@ class InstanceType(Model):
         return self.accelerator.count
 
 
+class HeadType(Model):
+    """A small CPU instance type a cloud pool's Ray head runs on (``head_node_type``): it
+    takes no work, so only its shape and on-demand prices matter."""
+
+    name: Annotated[str, Field(min_length=1)]
+    family: Annotated[str, Field(min_length=1)]
+    vcpus: Cpus
+    memory_gib: MemoryGiB
+    notes: str = ""
+    prices: dict[str, RegionPrice] = Field(
+        default_factory=dict, description="on-demand list prices by region (a head is never spot)"
+    )
+
+
 class CatalogSpec(Model):
     provider: Literal["aws", "gcp"]
     as_of: dt.date
     source: Annotated[str, Field(min_length=1)]
     currency: Literal["USD"] = "USD"
     instance_types: Annotated[list[InstanceType], Field(min_length=1)]
+    head_types: list[HeadType] = Field(
+        default_factory=list, description="CPU instance types for cloud pools' Ray heads"
+    )
 
-    @field_validator("instance_types")
-    @classmethod
-    def _unique_names(cls, types: list[InstanceType]) -> list[InstanceType]:
-        names = [t.name for t in types]
+    @model_validator(mode="after")
+    def _unique_names(self) -> CatalogSpec:
+        names = [t.name for t in self.instance_types] + [t.name for t in self.head_types]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"instance types listed twice: {', '.join(twice)}")
-        return types
+        return self
 
 
 class Catalog(DocumentModel):
@@ -84,6 +100,9 @@ class Catalog(DocumentModel):
 
     def instance_type(self, name: str) -> InstanceType | None:
         return next((t for t in self.spec.instance_types if t.name == name), None)
+
+    def head_type(self, name: str) -> HeadType | None:
+        return next((t for t in self.spec.head_types if t.name == name), None)
 
     def price_uncertain(self, node_type: str, region: str) -> bool:
         """Whether this type's list price in this region is marked uncertain."""

@@ -106,12 +106,21 @@ class Engine(WorldEvents):
     def _finish_run(self) -> Result:
         end_s = self.now
         self._sample(None, again=False)
+        last: dict[str, float] = {}  # per pool: when its last worker would go
+        heads = []
         for instance in list(self.fleet.live.values()):  # billed until they would go
             node, until_s = instance.node, end_s
+            if instance.offer is None:  # a pool's own head: it goes with the last worker
+                heads.append(instance)
+                continue
             if node is not None and not node.jobs:
                 since = max(instance.launched_s, node.idle_since)
                 until_s = max(until_s, since + self._idle_after(instance.pool))
+            last[instance.pool] = max(last.get(instance.pool, end_s), until_s)
             self.fleet.ledger.close(instance.charge(until_s))
+        for head in heads:
+            alone = max(end_s, head.launched_s + self._idle_after(head.pool))  # no worker left
+            self.fleet.ledger.close(head.charge(last.get(head.pool, alone)))
         self.totals.spend_usd = dict(self.fleet.ledger.total_usd)
         self.totals.launches = self.fleet.launches
         window = self.config.window_s

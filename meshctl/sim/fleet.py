@@ -4,8 +4,11 @@ A launch asks for ``count`` instances of an offer; each joins its pool after the
 ``provision_s`` (a node of the offer's shape, labelled with the pool's labels, priced at
 what is paid for it per GPU). A spot instance lives an exponentially drawn time with the
 pool's mean, is given ``notice_s`` of notice, then is taken back. Idle instances go by the
-lifecycle's rule (``meshctl.lifecycle.teardown``). Every instance is booked in the
-lifecycle's ledger when it ends; budgets read this month's spend from it.
+lifecycle's rule (``meshctl.lifecycle.teardown``). A launch in a pool with no live instance
+starts its cluster: its head first, as the lifecycle splits launches
+(``meshctl.lifecycle.clusters``); a pool's own head (``head``) is billed, joins no node and
+takes no work, and goes with the last worker. Every instance is booked in the lifecycle's
+ledger when it ends; budgets read this month's spend from it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from meshctl.lifecycle.actions import Launch, Teardown
+from meshctl.lifecycle.clusters import HeadOffer, parts
 from meshctl.lifecycle.ledger import Charge, Ledger
 from meshctl.lifecycle.snapshot import NodeShape, node_of
 from meshctl.lifecycle.teardown import CloudNode, idle
@@ -33,13 +37,14 @@ class CloudPool:
     notice_s: float = 120.0  # warning before a spot node is taken back
     idle_s: float = 600.0  # an idle node is torn down after this long
     labels: Mapping[str, str] = field(default_factory=dict)
+    head: HeadOffer | None = None  # the pool's own head; None: its first worker is
 
 
 @dataclass(slots=True)
 class Instance:
     id: str
     pool: str
-    offer: Offer
+    offer: Offer | None  # None: the pool's own head (no GPUs, no work)
     spot: bool
     usd_per_hour: float
     launched_s: float
@@ -70,32 +75,43 @@ class Fleet:
         self.launches = 0
 
     def launch(self, action: Launch, team: str, now_s: float) -> list[Instance]:
-        """Instances for ``action`` (each to join after its pool's provisioning delay)."""
-        offer = self.offers[(action.pool, action.node_type)]
+        """Instances for ``action`` (each to join after its pool's provisioning delay): the
+        pool's own head first when its cluster does not run (it joins no node)."""
+        running = any(i.pool == action.pool for i in self.live.values())
+        head = self.clouds[action.pool].head
         made = []
-        for _ in range(action.count):
-            instance = Instance(
-                f"{action.pool}-{len(self.instances):05d}",
-                action.pool,
-                offer,
-                action.spot,
-                action.usd_per_hour / action.count,
-                now_s,
-                action.job_id,
-                team,
-            )
-            self.instances[instance.id] = instance
-            self.live[instance.id] = instance
-            self.live_per_pool[action.pool] += 1
-            self.live_type[(action.pool, action.node_type)] += 1
-            self.launching[action.job_id] += 1
-            self.launches += 1
-            made.append(instance)
+        for part in parts(action, running, head):
+            if part.dedicated:
+                assert head is not None
+                self._add(Instance(self._id(action.pool), action.pool, None, False,
+                                   head.usd_per_hour, now_s, action.job_id, team))  # fmt: skip
+                continue
+            offer = self.offers[(action.pool, part.node_type)]
+            for _ in range(part.count):
+                usd = action.usd_per_hour / action.count
+                instance = Instance(
+                    self._id(action.pool), action.pool, offer, action.spot, usd, now_s,
+                    action.job_id, team,
+                )  # fmt: skip
+                self._add(instance)
+                self.live_per_pool[action.pool] += 1
+                self.live_type[(action.pool, action.node_type)] += 1
+                self.launching[action.job_id] += 1
+                made.append(instance)
         return made
+
+    def _id(self, pool: str) -> str:
+        return f"{pool}-{len(self.instances):05d}"
+
+    def _add(self, instance: Instance) -> None:
+        self.instances[instance.id] = instance
+        self.live[instance.id] = instance
+        self.launches += 1
 
     def join(self, instance: Instance) -> SimNode:
         """The instance's node, as it joins its pool."""
         cloud, offer = self.clouds[instance.pool], instance.offer
+        assert offer is not None  # a pool's own head joins no node
         shape = NodeShape.of_offer(offer, cloud.labels)
         usd = instance.usd_per_hour / max(offer.gpus, 1)
         node = instance.node = SimNode(node_of(instance.pool, instance.id, shape, usd), instance)
@@ -105,9 +121,16 @@ class Fleet:
     def terminate(self, instance: Instance, now_s: float) -> None:
         instance.gone = True
         self.live.pop(instance.id, None)
-        self.live_per_pool[instance.pool] -= 1
-        self.live_type[(instance.pool, instance.offer.node_type)] -= 1
+        if instance.offer is not None:
+            self.live_per_pool[instance.pool] -= 1
+            self.live_type[(instance.pool, instance.offer.node_type)] -= 1
         self.ledger.close(instance.charge(now_s))
+
+    def head_alone(self, pool: str) -> Instance | None:
+        """The pool's own head when it is all that is left of the pool (idle since its
+        launch, it goes by the idle rule)."""
+        left = [i for i in self.live.values() if i.pool == pool]
+        return left[0] if len(left) == 1 and left[0].offer is None else None
 
     def spot_life(self, instance: Instance) -> float | None:
         """How long a spot instance lives, drawn when it joins; None: it is never taken."""
@@ -123,6 +146,8 @@ class Fleet:
 
     def _cloud_node(self, instance: Instance, busy: set[str]) -> CloudNode:
         node = instance.node
+        if instance.offer is None:  # the pool's own head: never holds work
+            return CloudNode(instance.pool, instance.id, instance.launched_s)
         if node is None or node.jobs or node.name in busy:
             return CloudNode(instance.pool, instance.id, None)
         return CloudNode(instance.pool, instance.id, max(instance.launched_s, node.idle_since))

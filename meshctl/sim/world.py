@@ -103,6 +103,9 @@ class WorldEvents(Attempts):
                 attempt.stopped_s = attempt.stopped_s if attempt.stopped_s is not None else self.now
                 self._end_early(attempt, why)
         self._terminate(instance)
+        head = self.fleet.head_alone(instance.pool)
+        if head is not None:  # the pool's own head, left with no worker: it goes when idle
+            self._idle_later(instance.pool, head.launched_s)
 
     def _node_fails(self, event: NodeFails) -> None:
         """A node fails: its jobs lose what they did since their last checkpoint and wait

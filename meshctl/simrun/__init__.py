@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from meshctl.lifecycle.clusters import head_of
 from meshctl.lifecycle.mesh import snapshot_from_mesh
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, RayPool
@@ -96,6 +97,7 @@ def sim_mesh(mesh: Mesh, catalogs: Mapping[str, Catalog], comm_fraction: float) 
                 notice_s=how.notice_s,
                 idle_s=pool.idle_minutes * 60.0,
                 labels=dict(pool.labels),
+                head=head_of(pool, catalogs),
             )
     return SimMesh(
         base.nodes, base.pools, base.offers, clouds, networks, mesh_snapshot(mesh, catalogs)

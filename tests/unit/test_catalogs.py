@@ -112,6 +112,57 @@ def test_mesh_node_types_must_be_in_the_catalog(name, region, expected):
     assert problems == ([expected] if expected else [])
 
 
+HEADED = MESH + "      head_node_type: {head}\n"
+
+
+@pytest.mark.parametrize(
+    ("head", "region", "expected"),
+    [
+        pytest.param("m7i.large", "us-east-1", None, id="a-head-type-priced-there"),
+        pytest.param(
+            "m7i.lrge",
+            "us-east-1",
+            "f.yaml:11: spec.pools[0].head_node_type: expected a head type of the aws catalog"
+            " (a CPU type), got 'm7i.lrge'; did you mean 'm7i.large'?",
+            id="typo-suggests",
+        ),
+        pytest.param(
+            "g6.xlarge",
+            "us-east-1",
+            "f.yaml:11: spec.pools[0].head_node_type: expected a head type of the aws catalog"
+            " (a CPU type), got 'g6.xlarge', a GPU type (the head takes no work); one of: m7i.large,"
+            " m7i.xlarge",
+            id="a-gpu-type-is-no-head",
+        ),
+        pytest.param(
+            "m7i.large",
+            "ap-south-1",
+            "f.yaml:11: spec.pools[0].head_node_type: m7i.large has no price for ap-south-1 in"
+            " the aws catalog (priced in: eu-central-1, eu-north-1, eu-west-1, us-east-1,"
+            " us-west-2)",
+            id="region-not-priced",
+        ),
+    ],
+)
+def test_a_pools_head_type_must_be_a_head_type_of_the_catalog(head, region, expected):
+    text = textwrap.dedent(HEADED.format(name="g6.xlarge", region="us-east-1", head=head))
+    if region != "us-east-1":  # the node type is priced in us-east-1 only of these
+        text = text.replace("g6.xlarge, max", "g5.xlarge, max").replace("us-east-1", region)
+    (loaded,) = load_text(text, "f.yaml")
+    catalogs = {f.provider: f.catalog for f in load_catalogs()}
+    problems = [str(p) for p in mesh_node_types(loaded, catalogs) if "head_node_type" in str(p)]
+    assert problems == ([expected] if expected else [])
+
+
+def test_a_name_listed_both_as_a_gpu_type_and_a_head_type_is_refused():
+    catalog = {f.provider: f.catalog for f in load_catalogs()}["aws"]
+    head = catalog.spec.head_types[0].model_copy(update={"name": "g6.xlarge"})
+    raw = catalog.model_dump(mode="json")
+    raw["spec"]["head_types"] = [head.model_dump(mode="json")]
+    with pytest.raises(ValueError, match="instance types listed twice: g6.xlarge"):
+        type(catalog).model_validate(raw)
+
+
 # --- accelerator models ------------------------------------------------------------------------
 
 ONPREM = """\
