@@ -177,13 +177,15 @@ class Burst:
         mine = [r for r in self.store.list(InstanceRecord) if _of(r.request_id, want.request_id)]
         live = [r for r in mine if r.state in INSTANCE_LIVE]
         scripted = self.joiner.scripted(cloud)
-        if live:
+        if live:  # workers to launch: none yet (a restart came between), or all died
             workers = [r for r in live if not own_head(r.request_id)]
-            if len(workers) >= want.count or any(_workers(r) for r in mine):
-                return None
-            if workers and not scripted:  # launched whole, in one request
+            second = {r.request_id for r in mine if _workers(r)}
+            if workers and (len(workers) >= want.count or second or not scripted):
+                return None  # launched (a non-scripted request is launched whole)
+            if any(r.state in INSTANCE_LIVE for r in mine if r.request_id in second):
                 return None
             rid = live[0].request_id.removesuffix(HEAD_PART) + WORKERS_PART
+            rid += f".{len(second)}" if second else ""  # the dead ones' ids are spent
             worker = Part(want.node_type, want.count - len(workers), want.spot)
             return self._launch_workers(pool, cloud, want, rid, worker, now)
         generations = {r.request_id for r in mine if not _workers(r)}
@@ -294,11 +296,7 @@ class Burst:
         if self.joiner.scripted(cloud):
             with self._joining:  # one node starts at a time; never beside a leave
                 self.joiner.join(pool, cloud, instance, head)
-        elif (
-            self.nodes is not None
-            and not isinstance(self.nodes, EmulatedInstances)
-            and not own_head(instance.request_id)  # a pool's own head is no node of work
-        ):
+        elif self.nodes is not None and not isinstance(self.nodes, EmulatedInstances):
             self.nodes.join(pool.provider, instance)  # a harness's stand-in machine
         self._set(instance.id, InstanceState.READY, now)
 
@@ -502,8 +500,12 @@ class Burst:
 
 
 def _workers(record: InstanceRecord) -> bool:
-    """Whether the record is of a request's second half: the workers after its head."""
-    return record.request_id.endswith(WORKERS_PART)
+    """Whether the record is of a request's second half: the workers after its head (of
+    any generation: ``.w``, ``.w.1``, ...)."""
+    stem, _, number = record.request_id.rpartition(".")
+    return record.request_id.endswith(WORKERS_PART) or (
+        number.isdigit() and stem.endswith(WORKERS_PART)
+    )
 
 
 def _of(request_id: str, base: str) -> bool:

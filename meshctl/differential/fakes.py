@@ -24,6 +24,7 @@ from typing import Any
 
 from meshctl.clouds.base import Instance
 from meshctl.clouds.fake import FakeCloud
+from meshctl.controller.step import own_head
 from meshctl.differential.scenario import AWS_TYPE, CPUS_PER_GPU, MEMORY_GIB_PER_GPU, Scenario
 from meshctl.model.catalog import Catalog
 from meshctl.pools.observed import (
@@ -319,7 +320,8 @@ class FakePool:
 
 
 class FakeJoiner:
-    """A launched instance becomes a node of its pool's cluster ``provision_s`` later."""
+    """A launched instance becomes a node of its pool's cluster ``provision_s`` later (a
+    pool's own head is named in launch order, and is no node)."""
 
     def __init__(self, world: FakeWorld) -> None:
         self.world = world
@@ -330,6 +332,8 @@ class FakeJoiner:
         assert world.cloud is not None
         if instance.id not in world.launched:
             world.launched.append(instance.id)
+            if own_head(instance.request_id):
+                return  # a pool's own head: the cluster's, no node of work
             [launched] = [
                 i.launched_at_s for i in world.cloud.list_instances("diff") if i.id == instance.id
             ]

@@ -33,6 +33,7 @@ from meshctl.differential.fakes import FakeJoiner, FakePool, FakeWorld
 from meshctl.differential.scenario import CPUS_PER_GPU, EPOCH_S, MEMORY_GIB_PER_GPU, Scenario
 from meshctl.differential.scenario import catalogs as load_catalogs
 from meshctl.lifecycle import BudgetCrossed, Fail, Launch, Leave, Requeue, Start, Teardown
+from meshctl.lifecycle.clusters import head_of
 from meshctl.pools.observed import node_name
 from meshctl.scheduler import SchedulerConfig
 from meshctl.sim.engine import Engine, SimConfig
@@ -80,8 +81,12 @@ def simulator_side(scenario: Scenario) -> list[Logged]:
     mesh = sim_mesh(scenario.mesh("file:///nowhere"), catalogs, 0.3)
     if scenario.cloud is not None:
         c = scenario.cloud
+        pool = scenario.mesh("file:///nowhere").pool("aws")
+        head = head_of(pool, catalogs) if pool is not None else None
         clouds = {
-            "aws": CloudPool("aws", c.provision_s, None, c.notice_s, c.idle_s, {"tier": "burst"})
+            "aws": CloudPool(
+                "aws", c.provision_s, None, c.notice_s, c.idle_s, {"tier": "burst"}, head
+            )
         }
         mesh = replace(mesh, clouds=clouds)
     config = SimConfig(

@@ -24,6 +24,7 @@ from meshctl.sim.workload import SimJob, job_document
 
 EPOCH_S = 1_798_761_600.0  # 2027-01-01T00:00:00Z: both clocks start here
 AWS_TYPE = "g6.xlarge"  # 1 L4 GPU, 4 vCPUs, 16 GiB, in the shipped catalog
+HEAD_TYPE = "m7i.large"  # a head type of the shipped catalog
 CPUS_PER_GPU, MEMORY_GIB_PER_GPU = 2.0, 8.0
 
 
@@ -37,6 +38,7 @@ class Cloud:
     provision_s: float = 30.0
     notice_s: float = 60.0
     discount_pct: float = 0.0
+    head: bool = False  # the pool names a head_node_type: its cluster's head of its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,7 @@ class Scenario:
                     "cost": {"discount_pct": c.discount_pct},
                     "checkpoint_storage": {"uri": checkpoints},
                     "node_types": [{"name": AWS_TYPE, "max_nodes": c.max_nodes, "spot": c.spot}],
+                    **({"head_node_type": HEAD_TYPE} if c.head else {}),
                 }
             )
         return Mesh.model_validate(

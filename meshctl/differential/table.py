@@ -169,6 +169,23 @@ TABLE: tuple[Scenario, ...] = (
         cloud=Cloud(idle_s=60.0),
     ),
     Scenario(
+        "a-pool-with-its-own-head-bills-it-and-ends-it-with-the-last-worker",
+        (
+            job("a", 0, 3000, 4, nodes=2, max_runtime_s=3000),
+            job("b", 10, 400, 1),
+            job("c", 20, 200, 1),
+        ),
+        policies=BUDGET,
+        cloud=Cloud(idle_s=60.0, head=True),
+    ),
+    Scenario(
+        "a-spot-worker-taken-back-leaves-the-pools-own-head-up",
+        (job("a", 0, 2000, 4, nodes=2, max_runtime_s=2000), job("b", 10, 600, 1)),
+        policies=BURST,
+        cloud=Cloud(spot=True, notice_s=60.0, head=True),
+        notices=((200.0, 1),),  # the first worker: aws#0 is the head
+    ),
+    Scenario(
         "a-spot-notice-preempts-checkpoints-and-requeues",
         (job("a", 0, 2000, 4, nodes=2, max_runtime_s=2000), job("b", 10, 600, 1)),
         policies=BURST,
@@ -267,7 +284,10 @@ def generate(rng: random.Random, name: str = "random") -> Scenario:
     if rng.random() < 0.5:
         spot = rng.random() < 0.5
         cloud = Cloud(
-            max_nodes=rng.randint(1, 3), spot=spot, idle_s=float(rng.choice([30, 60, 300]))
+            max_nodes=rng.randint(1, 3),
+            spot=spot,
+            idle_s=float(rng.choice([30, 60, 300])),
+            head=rng.random() < 0.5,
         )
         policies = (
             BURST_AND_PRIORITIES

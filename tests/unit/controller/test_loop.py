@@ -201,8 +201,9 @@ def test_a_submission_its_pool_keeps_refusing_fails_the_job_and_frees_its_gpus()
     assert "refused it 5 times" in store.events(job_id=record.id)[-1].message
 
 
-def clouds_mesh(max_nodes: int = 2) -> tuple[Any, Any, Any, Any]:
-    """Two AWS pools (east, west) over fake clouds, the shipped catalogs and policies."""
+def clouds_mesh(max_nodes: int = 2, head: str | None = None) -> tuple[Any, Any, Any, Any]:
+    """Two AWS pools (east, west) over fake clouds, the shipped catalogs and policies;
+    ``head``: the pools' head_node_type."""
     from meshctl.catalog import load_catalogs
     from meshctl.clouds.fake import FakeCloud
     from meshctl.model import Mesh
@@ -213,7 +214,8 @@ def clouds_mesh(max_nodes: int = 2) -> tuple[Any, Any, Any, Any]:
     pools = [
         {"name": name, "provider": "aws", "region": region, "zones": [f"{region}a", f"{region}b"],
          "labels": {"tier": "burst"}, "idle_minutes": 1,
-         "node_types": [{"name": "g6.xlarge", "max_nodes": max_nodes}]}
+         "node_types": [{"name": "g6.xlarge", "max_nodes": max_nodes}],
+         **({"head_node_type": head} if head else {})}
         for name, region in (("east", "us-east-1"), ("west", "us-west-2"))
     ]  # fmt: skip
     mesh = Mesh.model_validate(

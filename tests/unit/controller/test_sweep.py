@@ -47,23 +47,31 @@ def unowned(store: MemoryStore, clouds: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("point", "cancelled", "expected"),
+    ("point", "cancelled", "head", "expected"),
     [
-        ("before-launch", False, set()),
-        ("after-launch", False, {"ready"}),  # adopted (the job still waits), then joined
-        ("after-launch", True, {"terminated"}),  # swept: nothing waits for it any more
-        ("after-join", False, {"ready"}),
-        ("mid-teardown", False, {"terminated"}),
+        ("before-launch", False, None, set()),
+        ("after-launch", False, None, {"ready"}),  # adopted (the job still waits), joined
+        ("after-launch", True, None, {"terminated"}),  # swept: nothing waits for it any more
+        ("after-join", False, None, {"ready"}),
+        ("mid-teardown", False, None, {"terminated"}),
+        ("after-launch", False, "m7i.large", {"ready"}),  # its own head, adopted
+        ("after-launch", True, "m7i.large", {"terminated"}),
+        ("after-join", False, "m7i.large", {"ready"}),  # the head; its workers come next
+        ("mid-teardown", False, "m7i.large", {"terminated", "ready"}),  # the head: next time
     ],
     ids=["before the launch: nothing to find",
          "after the launch, before its record: adopted and joined",
          "after the launch, its job cancelled since: terminated",
-         "after the join, before the dispatch: ready", "mid-teardown: confirmed terminated"],
+         "after the join, before the dispatch: ready", "mid-teardown: confirmed terminated",
+         "its own head launched, not recorded: adopted",
+         "its own head launched, its job cancelled since: terminated",
+         "its own head joined, before the workers: ready",
+         "mid-teardown, the worker went: the head stays for the next teardown"],
 )  # fmt: skip
 def test_a_controller_killed_at_each_step_leaks_nothing_after_a_restart(
-    dying: pytest.MonkeyPatch, point: str, cancelled: bool, expected: set[str]
+    dying: pytest.MonkeyPatch, point: str, cancelled: bool, head: str | None, expected: set[str]
 ) -> None:
-    world = clouds_mesh()
+    world = clouds_mesh(head=head)
     clouds = world[3]
     store = MemoryStore()
     job = queue(store, "spill")

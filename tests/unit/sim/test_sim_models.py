@@ -180,3 +180,51 @@ def test_synthetic_is_seeded_and_shaped() -> None:
 )
 def test_percentile(values, q, expected) -> None:
     assert percentile(values, q) == pytest.approx(expected)
+
+
+# --- a cloud pool's own head -------------------------------------------------------------------
+
+
+def _fleet(head: bool):
+    from meshctl.lifecycle.clusters import HeadOffer
+    from meshctl.scheduler import Offer
+    from meshctl.sim.fleet import CloudPool, Fleet
+
+    offer = Offer("aws", "g6.xlarge", 1, 24.0, "L4", "nvidia", 4, 16, 10, 0.8, 0.3, True, 4)
+    own = HeadOffer("aws", "m7i.large", 0.1) if head else None
+    return Fleet({"aws": CloudPool("aws", idle_s=60.0, head=own)}, [offer], 1, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("head", "types", "live"),
+    [(True, ["m7i.large", "g6.xlarge", "g6.xlarge"], 2), (False, ["g6.xlarge"] * 2, 2)],
+    ids=["its own head first, outside the pool's count", "the first worker is the head"],
+)  # fmt: skip
+def test_a_launch_that_starts_a_cluster_starts_its_head(head, types, live):
+    from meshctl.lifecycle import Launch
+
+    fleet = _fleet(head)
+    made = fleet.launch(Launch("j", "aws", "g6.xlarge", 2, True, 0.6), "t", 0.0)
+    assert [
+        i.offer.node_type if i.offer else "m7i.large" for i in fleet.instances.values()
+    ] == types
+    assert len(made) == 2  # the job's workers: what joins as nodes
+    assert fleet.live_per_pool["aws"] == live
+    fleet.launch(Launch("k", "aws", "g6.xlarge", 1, True, 0.3), "t", 10.0)  # it runs: no head
+    assert len(fleet.instances) == len(types) + 1
+
+
+def test_the_own_head_is_billed_and_left_alone_once_its_workers_are_gone():
+    from meshctl.lifecycle import Launch
+
+    fleet = _fleet(head=True)
+    [worker] = fleet.launch(Launch("j", "aws", "g6.xlarge", 1, True, 0.3), "t", 0.0)
+    assert fleet.head_alone("aws") is None
+    fleet.terminate(worker, 3600.0)  # taken back after an hour
+    head = fleet.head_alone("aws")
+    assert head is not None
+    assert head.offer is None
+    assert [t.instance_id for t in fleet.idle("aws", 3600.0, set())] == [head.id]  # idle since up
+    by_pool, by_team = fleet.spend(3600.0)
+    assert by_pool["aws"] == pytest.approx(0.3 + 0.1)  # the worker's hour and the head's
+    assert by_team == {"t": pytest.approx(0.4)}

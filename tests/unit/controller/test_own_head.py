@@ -1,0 +1,95 @@
+"""A cloud pool that names a ``head_node_type``: its cluster starts with a head of its own (a
+small on-demand CPU instance that takes no work), then the job's workers; the head is
+charged at its price, counts outside the pool's max_nodes, outlives a worker taken back, and
+goes with the last worker (never while a launch this cycle needs it)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from meshctl.controller.burst import Burst
+from meshctl.controller.loop import Controller
+from meshctl.controller.step import Rules
+from meshctl.state import InstanceRecord, JobRecord, JobState, MemoryStore, PoolRecord
+from tests.unit.controller.test_loop import Clock, clouds_mesh, queue
+
+pytestmark = pytest.mark.unit
+M7I, G6 = 0.1008, 0.8048  # USD an hour in us-east-1, the shipped catalog
+
+
+def headed(max_nodes: int = 1) -> tuple[MemoryStore, Clock, Any, Controller]:
+    mesh, catalogs, shipped, clouds = clouds_mesh(max_nodes, head="m7i.large")
+    store, clock = MemoryStore(), Clock()
+    burst = Burst(store, mesh, catalogs, clouds, None)
+    loop = Controller(store, Rules(mesh, catalogs, shipped), {}, clock=clock, burst=burst)
+    return store, clock, clouds, loop
+
+
+def kinds(store: MemoryStore) -> dict[str, tuple[str, str]]:
+    """Each instance record's request id -> (type, state)."""
+    return {r.request_id: (r.instance_type, r.state) for r in store.list(InstanceRecord)}
+
+
+def test_a_new_cluster_starts_with_its_own_on_demand_head_then_the_workers() -> None:
+    store, _, clouds, loop = headed(max_nodes=1)  # the head is outside the cap of one
+    job = queue(store, "spill")
+    loop.cycle()
+    launched = clouds["east"].list_instances("m")
+    assert sorted((i.node_type, i.spot) for i in launched) == [
+        ("g6.xlarge", False),
+        ("m7i.large", False),  # never spot: a head taken back takes the cluster with it
+    ]
+    assert kinds(store) == {
+        f"burst-{job.id}-1.h": ("m7i.large", "ready"),
+        f"burst-{job.id}-1.w": ("g6.xlarge", "ready"),
+    }
+    loop.cycle()  # asked again: the request is launched, nothing more
+    assert len(clouds["east"].list_instances("m")) == 2
+
+
+def test_the_head_is_charged_beside_its_workers() -> None:
+    store, clock, _, loop = headed()
+    queue(store, "spill")
+    loop.cycle()
+    clock.now += 3599  # the next cycle is an hour after the launch
+    loop.cycle()
+    east = store.get(PoolRecord, "east")
+    assert east is not None
+    assert east.observed["spend_usd"] == pytest.approx(M7I + G6)
+
+
+def test_a_worker_taken_back_leaves_the_head_and_its_replacement_joins_it() -> None:
+    store, clock, clouds, loop = headed()
+    job = queue(store, "spill")
+    loop.cycle()
+    [worker] = [i for i in clouds["east"].list_instances("m") if i.node_type == "g6.xlarge"]
+    clouds["east"].interrupt(worker.id)
+    clock.now += 120  # past the listing lag; the head has been idle that long
+    loop.cycle()  # seen preempted; the job still waits: its workers again, the head kept
+    loop.cycle()
+    states = kinds(store)
+    assert states[f"burst-{job.id}-1.h"] == ("m7i.large", "ready")
+    assert sorted(s for r, s in states.items() if ".w" in r) == [
+        ("g6.xlarge", "interrupted"),
+        ("g6.xlarge", "ready"),
+    ]
+    assert not any(r.endswith(".1.h") for r in states)  # no second head
+
+
+def test_the_head_goes_with_the_last_worker_workers_first() -> None:
+    store, clock, clouds, loop = headed()
+    spill = queue(store, "spill")
+    loop.cycle()
+    current = store.get(JobRecord, spill.id)
+    assert current is not None
+    store.update(replace(current, state=JobState.CANCELLED), expected_version=current.version)
+    clock.now += 3600
+    loop.cycle()
+    events = [e.message for e in store.events() if e.kind == "pool.teardown"]
+    assert events == ["east: terminating 2 (idle for 1 min)"]
+    assert clouds["east"].list_instances("m") == []
+    loop.cycle()
+    assert {r.state for r in store.list(InstanceRecord)} == {"terminated"}
