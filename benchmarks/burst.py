@@ -8,13 +8,14 @@ the controller's cloud side (``Burst``, launching in the foreground) against a p
 cluster:
 
 1. ``request_to_joined_s``: ``Burst.launch`` of one spot GPU instance until it returns: the
-   token written to the secret manager, the launch, the startup script read back and run
-   (Ray version check, metadata, the token, the agent, ``ray start --head``), the node seen in
-   the pool's cluster and its agent answering;
-2. ``request_to_running_s``: then a one-line Ray job submitted to the pool's cluster, until
-   Ray reports it running (from the same request);
-3. ``teardown_s``: ``Burst.teardown`` of the instance until it returns (terminated at the
-   provider, its node's processes stopped);
+   token written to the secret manager, the pool's own head launched (on demand, its
+   ``head_node_type``) and booted from its startup script (Ray version check, metadata, the
+   token, the agent, ``ray start --head``), then the worker launched and booted the same way
+   (``ray start --address``), each node seen in the pool's cluster and its agent answering;
+2. ``request_to_running_s``: then a one-line Ray job submitted to the pool's cluster, pinned
+   to the worker, until Ray reports it running (from the same request);
+3. ``teardown_s``: ``Burst.teardown`` of both instances until it returns (terminated at the
+   provider, the worker first, their nodes' processes stopped);
 4. ``leaked``: instances the provider still lists and processes of the pool's cluster still
    alive after the teardown (must be 0).
 
@@ -46,17 +47,17 @@ from meshctl.controller.decide import Launch, Teardown  # noqa: E402
 from meshctl.model import Catalog, Mesh, NodeGroup  # noqa: E402
 from meshctl.pools import local  # noqa: E402
 from meshctl.pools.emulated import EmulatedInstances  # noqa: E402
-from meshctl.pools.observed import Submission  # noqa: E402
+from meshctl.pools.observed import NODE_LABEL, Submission, node_name  # noqa: E402
 from meshctl.pools.ray import RayPoolClient  # noqa: E402
 from meshctl.state import InstanceRecord, MemoryStore  # noqa: E402
 
 DEADLINE_S = 180.0
 POOLS = {
     "aws": {"name": "aws-burst", "provider": "aws", "region": "us-east-1",
-            "zones": ["us-east-1a"], "node_types": [{"name": "g6.xlarge", "max_nodes": 1,
-                                                      "spot": True}]},
+            "zones": ["us-east-1a"], "head_node_type": "m7i.large",
+            "node_types": [{"name": "g6.xlarge", "max_nodes": 1, "spot": True}]},
     "gcp": {"name": "gcp-burst", "provider": "gcp", "project": "meshctl-bench",
-            "region": "us-central1", "zones": ["us-central1-a"],
+            "region": "us-central1", "zones": ["us-central1-a"], "head_node_type": "n2-standard-4",
             "node_types": [{"name": "g2-standard-8", "max_nodes": 1, "spot": True}]},
 }  # fmt: skip
 
@@ -86,8 +87,10 @@ def one_burst(provider: str, endpoint: str, catalogs: dict[str, Catalog], n: int
         if error:
             raise RuntimeError(error)
         joined = time.monotonic() - start
-        running = _run_a_job(nodes, name, start)
-        ids = tuple(r.id for r in store.list(InstanceRecord))
+        [worker] = [r.id for r in store.list(InstanceRecord) if r.instance_type == node_type]
+        running = _run_a_job(nodes, name, worker, start)
+        records = sorted(store.list(InstanceRecord), key=lambda r: r.request_id.endswith(".h"))
+        ids = tuple(r.id for r in records)  # the worker first, the head last
         cluster = nodes.cluster(name)
         down = time.monotonic()
         burst.teardown(Teardown(name, ids, "bench"), 1.0)
@@ -104,13 +107,14 @@ def one_burst(provider: str, endpoint: str, catalogs: dict[str, Catalog], n: int
         nodes.close()
 
 
-def _run_a_job(nodes: EmulatedInstances, pool: str, start: float) -> float:
+def _run_a_job(nodes: EmulatedInstances, pool: str, worker: str, start: float) -> float:
     cluster = nodes.cluster(pool)
     assert cluster is not None
     client = RayPoolClient(pool, cluster.dashboard, cluster.token, log_root=cluster.temp_dir)
     sid = f"bench-{int(start * 1000)}"
     code = "import time; print('running'); time.sleep(2)"
-    client.submit(Submission(sid, f'{sys.executable} -c "{code}"', {}, {}, {}))
+    on_worker = {NODE_LABEL: node_name(worker)}  # not on the head: it takes no work
+    client.submit(Submission(sid, f'{sys.executable} -c "{code}"', {}, {}, on_worker))
     deadline = time.monotonic() + DEADLINE_S
     while (job := client.job(sid)) is None or job.status not in ("RUNNING", "SUCCEEDED"):
         if time.monotonic() > deadline or (job is not None and job.status == "FAILED"):

@@ -19,7 +19,10 @@
 
 An instance joins its pool's cluster by its own startup script (``joining.py``: the head of a
 new cluster first, alone, then the workers with its address); an emulated one runs that
-script here (``meshctl.pools.emulated``).
+script here (``meshctl.pools.emulated``). What a launch asks for is the lifecycle's split
+(``lifecycle.clusters``): the pool's own head (request ``<id>.h``, on demand) or its first
+worker (``<id>``), then the workers (``<id>.w``; ``<id>.w.<n>`` once an earlier generation of
+them died beside a live head).
 """
 
 from __future__ import annotations
@@ -34,13 +37,13 @@ from typing import Protocol
 
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.access import Change, CloudAccess
+from meshctl.controller.charges import charges
 from meshctl.controller.failpoints import failpoint
 from meshctl.controller.joining import Joiner
 from meshctl.controller.step import HEAD_PART, WORKERS_PART, Launch, Teardown, own_head
 from meshctl.controller.sweep import SWEEP_S, Orphan, ask_again, confirmed, orphans
-from meshctl.lifecycle import Charge, Ledger, Spend
+from meshctl.lifecycle import Ledger, Spend
 from meshctl.lifecycle.clusters import Part, head_of, parts
-from meshctl.lifecycle.snapshot import offers_of, price_paid
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh
 from meshctl.pools.emulated import EmulatedInstances, node_name
@@ -413,7 +416,7 @@ class Burst:
         key = (now, self._writes)
         if self._books is None or self._books[0] != key:
             books, live = Ledger(), []
-            for charge in self._charges():
+            for charge in charges(self.store, self.mesh, self.catalogs):
                 if charge.ended_at_s is None:
                     live.append(charge)
                 else:
@@ -428,30 +431,6 @@ class Burst:
     def team_spend(self, now: float) -> dict[str, float]:
         """USD per team this month; what the team budget rules read."""
         return self.ledger(now).by_team
-
-    def _charges(self) -> list[Charge]:
-        """Every instance record as the ledger books it (those priced by the catalogs)."""
-        pools = self.mesh.spec.pools
-        offers = {(o.pool, o.node_type): o for p in pools for o in offers_of(p, self.catalogs)}
-        heads = {
-            (h.pool, h.node_type): h.usd_per_hour for p in pools if (h := head_of(p, self.catalogs))
-        }
-        teams: dict[str, str] = {}
-        charges = []
-        for record in self.store.list(InstanceRecord):
-            offer = offers.get((record.pool, record.instance_type))
-            head = heads.get((record.pool, record.instance_type))
-            if (offer is None and head is None) or record.launched_at_s is None:
-                continue
-            job_id = record.request_id.removeprefix("burst-").rsplit("-", 1)[0]  # -<n>[.<gen>]
-            if job_id not in teams:
-                job = self.store.get(JobRecord, job_id)
-                teams[job_id] = job.team if job is not None else "-"
-            billed = record.state in INSTANCE_LIVE or record.state == InstanceState.TERMINATING
-            end = None if billed else record.updated_at_s
-            usd = price_paid(offer, record.spot) if offer is not None else head or 0.0
-            charges.append(Charge(record.pool, teams[job_id], usd, record.launched_at_s, end))
-        return charges
 
     # --- inside -------------------------------------------------------------------------------
 

@@ -2,9 +2,10 @@
 
 Per instance, not per pool: an instance is idle from its launch or from the end of the last
 job that held it, whichever is later; one that is still joining, that a job holds, or that a
-job is placed on this cycle is busy. A pool's first instance is the head of its Ray cluster:
-it goes only with the last of the others (a head taken away takes its cluster's nodes with
-it), workers first, the head last.
+job is placed on this cycle is busy. The first instance given is the head of the pool's Ray
+cluster (its own, ``clusters``, idle since it is up; else its first worker): it goes only
+with the last of the others (a head taken away takes its cluster's nodes with it), workers
+first, the head last.
 
 The controller asks every cycle, the simulator when an instance's idle time is up; the same
 instances give the same answer. Pure: time is an argument.

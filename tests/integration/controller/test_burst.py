@@ -1,7 +1,10 @@
 """Bursting for real: the on-prem pool (one 1-GPU node) is full, a best-effort job bursts to
-an AWS pool (EC2 on moto_server; each instance a local Ray node), runs there and succeeds; a
-critical job waits for on-prem as its policy says; the idle cloud pool is torn down and its
-instances are terminated in the emulator; the spend is recorded.
+an AWS pool (EC2 on moto_server; each instance a local Ray node booted by its own startup
+script: the pool's own on-demand m7i.large head first, then a spot g6.xlarge worker), runs
+there and succeeds; a critical job waits for on-prem as its policy says; the idle cloud pool
+is torn down (the worker, then the head) and its instances are terminated in the emulator;
+the spend is recorded, the head's included. A spot worker taken back leaves the head, and
+its cluster, up.
 
 A second burst pool, on GCP (the GCE emulator), is cheaper for spot work but its credentials
 may not use its project: it shows as unavailable, with why, and every burst goes to AWS.
@@ -49,6 +52,7 @@ spec:
       endpoint_url: {endpoint}
       labels: {{tier: burst, vendor: aws}}
       node_types: [{{name: g6.xlarge, max_nodes: 2, spot: true}}]
+      head_node_type: m7i.large
       max_nodes: 2
       idle_minutes: 0.1
       checkpoint_storage: {{uri: "file://{checkpoints}"}}
@@ -134,9 +138,13 @@ def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(
             every_s=0.5,
         )
         instances = store.list(InstanceRecord)
-        assert instances
         assert {i.state for i in instances} == {"terminated"}
-        assert all(i.instance_type == "g6.xlarge" for i in instances)
+        heads = [i for i in instances if i.request_id.endswith(".h")]
+        assert [(i.instance_type, i.spot) for i in heads] == [("m7i.large", False)]
+        assert {i.instance_type for i in instances if i not in heads} == {"g6.xlarge"}
+        assert mesh.show(job)["nodes"] != [heads[0].id]  # the head took no work
+        launched = [e for e in store.events() if e.kind == "instance.launched"]
+        assert "as the pool's head" in launched[0].message
         kinds = [e.kind for e in store.events()]
         assert "instance.refused" in kinds  # us-east-1a was out of capacity
         assert "pool.teardown" in kinds
@@ -251,16 +259,21 @@ def test_a_spot_notice_checkpoints_the_job_and_it_resumes_on_a_new_instance(
     assert "job.checkpoint-request" in kinds
     assert "job.evicted" not in kinds
     assert "job.requeued" in kinds
+    with open_store(mesh.home) as store:  # the head outlived the worker: no new cluster
+        again = [r for r in store.list(InstanceRecord) if r.request_id.startswith(f"burst-{job}-2")]
+    assert again
+    assert not [r for r in again if r.request_id.endswith(".h")]
     mesh.run("jobs", "cancel", blocker)
 
 
 def test_a_controller_killed_between_a_launch_and_its_record_leaks_nothing(
     burst: tuple[Mesh, MotoServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SIGKILL right after EC2 accepted the launch, before the instance was recorded: the
-    restarted controller records that very instance once (its reconcile adopts it, or the
-    relaunch of the same request finds it), it boots from its script, the job runs on it,
-    and nothing is launched twice."""
+    """SIGKILL right after EC2 accepted the launch, before the instance was recorded (the
+    pool's head, when its cluster had gone idle; else the worker): the restarted controller
+    records that very instance once (its reconcile adopts it, or the relaunch of the same
+    request finds it), it boots from its script, the job runs, and nothing is launched
+    twice."""
     mesh, moto = burst
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
@@ -280,12 +293,18 @@ def test_a_controller_killed_between_a_launch_and_its_record_leaks_nothing(
     mesh.run("up", env=ENV)  # restarts the controller
     assert mesh.run("jobs", "wait", job, "--timeout", str(WAIT_S)).returncode == 0
     shown = mesh.show(job)
-    assert (shown["pool"], shown["nodes"]) == ("aws-burst", [launched.id])  # that very one
-    kinds = [e["kind"] for e in shown["events"]]  # type: ignore[index, union-attr]
+    with open_store(mesh.home) as store:
+        mine = [r for r in store.list(InstanceRecord) if r.request_id.startswith(f"burst-{job}-")]
+    assert launched.id in {r.id for r in mine}
+    assert len(mine) == len({r.request_id for r in mine})  # one instance per request part
+    [worker] = [r.id for r in mine if r.instance_type == "g6.xlarge"]
+    assert (shown["pool"], shown["nodes"]) == ("aws-burst", [worker])
+    if launched.node_type == "g6.xlarge":
+        assert worker == launched.id  # that very one
+    said = [e for e in shown["events"] if e["message"].startswith(launched.id)]  # type: ignore[index, union-attr]
     # recorded once: adopted by the reconcile, or found again by the relaunch of the same
     # request (EC2's idempotency), whichever came first
-    assert kinds.count("instance.adopted") + kinds.count("instance.launched") == 1
-    with open_store(mesh.home) as store:
-        assert [r.id for r in store.list(InstanceRecord) if r.request_id.startswith(
-            f"burst-{job}-")] == [launched.id]  # fmt: skip
+    assert [e["kind"] for e in said if e["kind"] in ("instance.adopted", "instance.launched")] in (
+        ["instance.adopted"], ["instance.launched"],
+    )  # fmt: skip
     mesh.run("jobs", "cancel", blocker)
