@@ -33,14 +33,21 @@ import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field, replace
-from typing import Protocol
 
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.access import Change, CloudAccess
 from meshctl.controller.charges import charges
 from meshctl.controller.failpoints import failpoint
-from meshctl.controller.joining import Joiner
-from meshctl.controller.step import HEAD_PART, WORKERS_PART, Launch, Teardown, own_head
+from meshctl.controller.joining import Joiner, StandIn
+from meshctl.controller.step import (
+    HEAD_PART,
+    WORKERS_PART,
+    Launch,
+    Teardown,
+    of_request,
+    own_head,
+    workers_part,
+)
 from meshctl.controller.sweep import SWEEP_S, Orphan, ask_again, confirmed, orphans
 from meshctl.lifecycle import Ledger, Spend
 from meshctl.lifecycle.clusters import Part, head_of, parts
@@ -63,15 +70,6 @@ LIST_LAG_S = 60.0  # a new instance missing from its provider's listing is not y
 ENDED = frozenset({InstanceState.INTERRUPTED, InstanceState.TERMINATED})  # for good
 
 
-class StandIn(Protocol):
-    """What plays the instances' machines in a harness whose provider has no secret manager
-    (the differential check's fake world): it is told an instance joins or leaves."""
-
-    def join(self, provider: str, instance: Instance) -> None: ...
-
-    def leave(self, pool: str, instance_id: str) -> list[str]: ...
-
-
 @dataclass
 class Burst:
     store: Store
@@ -84,6 +82,7 @@ class Burst:
     access: InitVar[CloudAccess | None] = None  # which pools' credentials work
     _worker: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
     _inflight: dict[str, Future[str | None]] = field(default_factory=dict, init=False, repr=False)
+    _inflight_pool: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     _joining: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     pool_access: CloudAccess = field(init=False, repr=False)
     joiner: Joiner = field(init=False, repr=False)
@@ -143,10 +142,12 @@ class Burst:
             return self._launch(want, now)
         for request_id in [r for r, f in self._inflight.items() if f.done()]:
             del self._inflight[request_id]
+            self._inflight_pool.pop(request_id, None)
         if want.request_id not in self._inflight:
             if self._worker is None:
                 self._worker = ThreadPoolExecutor(1, thread_name_prefix="meshctl-launch")
             self._inflight[want.request_id] = self._worker.submit(self._logged, want, now)
+            self._inflight_pool[want.request_id] = want.pool
         return None
 
     def _logged(self, want: Launch, now: float) -> str | None:
@@ -161,6 +162,11 @@ class Burst:
     def launching(self) -> bool:
         """Whether a launch is still in flight (on the worker thread)."""
         return any(not f.done() for f in self._inflight.values())
+
+    def launching_pools(self) -> frozenset[str]:
+        """The pools a launch is in flight to: their clusters' heads must stay (the workers
+        on their way join them)."""
+        return frozenset(self._inflight_pool[r] for r, f in self._inflight.items() if not f.done())
 
     def close(self) -> None:
         """Let a launch in flight finish (its instances recorded), start no other."""
@@ -177,12 +183,14 @@ class Burst:
         # listing may lag), unless only its head is (a restart between the head and its
         # workers); one whose instances all died gets a new generation, so the provider's
         # idempotency does not hand the dead ones back.
-        mine = [r for r in self.store.list(InstanceRecord) if _of(r.request_id, want.request_id)]
+        mine = [
+            r for r in self.store.list(InstanceRecord) if of_request(r.request_id, want.request_id)
+        ]
         live = [r for r in mine if r.state in INSTANCE_LIVE]
         scripted = self.joiner.scripted(cloud)
         if live:  # workers to launch: none yet (a restart came between), or all died
             workers = [r for r in live if not own_head(r.request_id)]
-            second = {r.request_id for r in mine if _workers(r)}
+            second = {r.request_id for r in mine if workers_part(r.request_id)}
             if workers and (len(workers) >= want.count or second or not scripted):
                 return None  # launched (a non-scripted request is launched whole)
             if any(r.state in INSTANCE_LIVE for r in mine if r.request_id in second):
@@ -191,7 +199,7 @@ class Burst:
             rid += f".{len(second)}" if second else ""  # the dead ones' ids are spent
             worker = Part(want.node_type, want.count - len(workers), want.spot)
             return self._launch_workers(pool, cloud, want, rid, worker, now)
-        generations = {r.request_id for r in mine if not _workers(r)}
+        generations = {r.request_id for r in mine if not workers_part(r.request_id)}
         request_id = want.request_id + (f".{len(generations)}" if generations else "")
         running = (
             self.joiner.head_address(pool) is not None
@@ -358,7 +366,11 @@ class Burst:
         elif record.state == InstanceState.JOINING and not self._in_flight(record.request_id):
             pool = self.mesh.pool(name)
             if isinstance(pool, AwsPool | GcpPool):
-                head = self.joiner.scripted(cloud) and not self.joiner.head_address(pool)
+                scripted = self.joiner.scripted(cloud)
+                head = scripted and not self.joiner.head_address(pool)
+                if head and pool.head_node_type and not own_head(record.request_id):
+                    self._orphaned(name, cloud, record.id, now)  # a worker never heads
+                    return
                 try:
                     self._join(pool, cloud, instance, head, now)
                 except Exception as err:
@@ -435,7 +447,7 @@ class Burst:
     # --- inside -------------------------------------------------------------------------------
 
     def _in_flight(self, request_id: str) -> bool:
-        return any(_of(request_id, r) and not f.done() for r, f in self._inflight.items())
+        return any(of_request(request_id, r) and not f.done() for r, f in self._inflight.items())
 
     def _leave(self, pool: str, instance_id: str, now: float) -> None:
         if self.nodes is None:
@@ -444,10 +456,14 @@ class Burst:
             orphans = self.nodes.leave(pool, instance_id)
         cloud = self.clouds.get(pool)
         for other in orphans:  # the head went: its cluster with it; its workers must go too
-            self._event(now, "instance.orphaned", None, f"{other} in {pool}: its head is gone")
-            self._set(other, InstanceState.INTERRUPTED, now)
-            if cloud is not None:
-                cloud.terminate([other], f"orphaned-{other}")
+            self._orphaned(pool, cloud, other, now)
+
+    def _orphaned(self, pool: str, cloud: Cloud | None, instance_id: str, now: float) -> None:
+        """A worker whose head is gone: taken out (its job, if any, is requeued)."""
+        self._event(now, "instance.orphaned", None, f"{instance_id} in {pool}: its head is gone")
+        self._set(instance_id, InstanceState.INTERRUPTED, now)
+        if cloud is not None:
+            cloud.terminate([instance_id], f"orphaned-{instance_id}")
 
     def _set(self, instance_id: str, state: str, now: float) -> None:
         record = self.store.get(InstanceRecord, instance_id)
@@ -476,17 +492,3 @@ class Burst:
                 self._event(now, "pool.available", None, f"{change.pool}: available again")
             else:
                 self._event(now, "pool.unavailable", None, f"{change.pool}: {change.reason}")
-
-
-def _workers(record: InstanceRecord) -> bool:
-    """Whether the record is of a request's second half: the workers after its head (of
-    any generation: ``.w``, ``.w.1``, ...)."""
-    stem, _, number = record.request_id.rpartition(".")
-    return record.request_id.endswith(WORKERS_PART) or (
-        number.isdigit() and stem.endswith(WORKERS_PART)
-    )
-
-
-def _of(request_id: str, base: str) -> bool:
-    """Whether a recorded request id is ``base`` or one of its later generations."""
-    return request_id == base or request_id.startswith(base + ".")

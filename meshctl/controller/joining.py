@@ -25,6 +25,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from meshctl.boot.script import StartupSpec, render, secret_name
 from meshctl.clouds.base import Cloud, Instance, Scripted
@@ -36,6 +37,15 @@ from meshctl.pools.emulated import EmulatedInstances, agent_answers
 from meshctl.pools.observed import ROLE_LABEL, node_name
 from meshctl.pools.ray import PoolError, RayPoolClient
 from meshctl.state.private import private_dir, write_private
+
+
+class StandIn(Protocol):
+    """What plays the instances' machines in a harness whose provider has no secret manager
+    (the differential check's fake world): it is told an instance joins or leaves."""
+
+    def join(self, provider: str, instance: Instance) -> None: ...
+
+    def leave(self, pool: str, instance_id: str) -> list[str]: ...
 
 
 @dataclass

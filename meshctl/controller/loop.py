@@ -245,6 +245,7 @@ class Controller(Applying):
             world,
             instances=tuple(self.burst.live()),
             unavailable=self.burst.blocked(now),
+            launching=self.burst.launching_pools(),
             spend_usd=self.burst.spend(now),
             team_spend_usd=self.burst.team_spend(now),
             interrupted=self.burst.interrupted(),

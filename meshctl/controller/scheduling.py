@@ -298,8 +298,9 @@ def _joined(world: World, instance: InstanceRecord) -> bool:
 def idle_pools(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
     """Idle cloud instances go (the lifecycle's rule): each idle for its pool's
     ``idle_minutes`` since its launch or the end of the last job on it; the head of a
-    pool's cluster (its own, else its first instance) last, and not while this cycle
-    launches workers to join it (as in the simulator, where a launch comes first)."""
+    pool's cluster (its own, else its first instance) last, and not while workers are on
+    their way to join it: launched this cycle (as in the simulator, where a launch comes
+    first) or in flight on the launch thread."""
     busy = {
         f"{v.attempt.pool}/{n}" for v in holding if v.attempt for n in placement_nodes(v.attempt)
     }
@@ -322,7 +323,8 @@ def idle_pools(world: World, rules: Rules, holding: Sequence[JobView], step: Ste
             else:
                 since = max(i.launched_at_s or 0.0, world.node_busy_s.get(key, 0.0))
                 nodes.append(CloudNode(pool.name, i.id, since))
-        if nodes and any(launch.pool == pool.name for launch in step.launches):
+        launching = pool.name in world.launching  # in flight on the launch thread
+        if nodes and (launching or any(launch.pool == pool.name for launch in step.launches)):
             nodes[0] = CloudNode(pool.name, nodes[0].instance_id, None)  # they join its head
         going = idle(nodes, pool.idle_minutes * 60, world.now_s)
         if going:

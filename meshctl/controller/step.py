@@ -170,3 +170,15 @@ HEAD_PART, WORKERS_PART = ".h", ".w"
 def own_head(request_id: str) -> bool:
     """Whether an instance of this request id is a pool's own head (no GPUs, no work)."""
     return request_id.endswith(HEAD_PART)
+
+
+def workers_part(request_id: str) -> bool:
+    """Whether the request id is of a request's second half: the workers after its head (of
+    any generation: ``.w``, ``.w.1``, ...)."""
+    stem, _, number = request_id.rpartition(".")
+    return request_id.endswith(WORKERS_PART) or (number.isdigit() and stem.endswith(WORKERS_PART))
+
+
+def of_request(request_id: str, base: str) -> bool:
+    """Whether a recorded request id is ``base`` or one of its parts or later generations."""
+    return request_id == base or request_id.startswith(base + ".")

@@ -97,6 +97,7 @@ class World:
     nodes: Mapping[str, NodeRecord] = field(default_factory=dict)  # by "pool/node"
     instances: tuple[InstanceRecord, ...] = ()  # cloud instances launched and not terminated
     unavailable: frozenset[tuple[str, str]] = frozenset()  # (pool, node type) out of capacity
+    launching: frozenset[str] = frozenset()  # pools with a launch in flight (a worker thread)
     # "pool/node" -> when a job last held the node (now, while one does): idle teardown
     node_busy_s: Mapping[str, float] = field(default_factory=dict)
     spend_usd: Mapping[str, float] = field(default_factory=dict)  # per pool, this month

@@ -93,3 +93,59 @@ def test_the_head_goes_with_the_last_worker_workers_first() -> None:
     assert clouds["east"].list_instances("m") == []
     loop.cycle()
     assert {r.state for r in store.list(InstanceRecord)} == {"terminated"}
+
+
+@pytest.mark.parametrize(
+    ("in_flight", "going"),
+    [(frozenset(), 2), (frozenset({"east"}), 1)],
+    ids=["nothing on its way: the worker and the head go",
+         "a launch in flight to the pool: the idle worker goes, the head stays"],
+)  # fmt: skip
+def test_the_head_stays_while_a_launch_to_its_pool_is_in_flight(
+    in_flight: frozenset[str], going: int
+) -> None:
+    from meshctl.controller.scheduling import idle_pools
+    from meshctl.controller.step import Step
+
+    store, clock, _, loop = headed()
+    spill = queue(store, "spill")
+    loop.cycle()
+    current = store.get(JobRecord, spill.id)
+    assert current is not None
+    store.update(replace(current, state=JobState.CANCELLED), expected_version=current.version)
+    clock.now += 3600
+    world = replace(loop.world(clock.now), launching=in_flight)
+    step = Step()
+    idle_pools(world, loop.rules, [], step)
+    [down] = step.teardowns
+    assert len(down.instance_ids) == going
+    head = next(r.id for r in store.list(InstanceRecord) if r.request_id.endswith(".h"))
+    assert (head in down.instance_ids) == (going == 2)
+    assert down.instance_ids[-1] == head or going == 1  # the head last
+
+
+def test_a_worker_left_joining_without_a_head_is_taken_out_never_made_the_head(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The head went while a worker was on its way (its join found no cluster): in a pool
+    with a head of its own, the worker is orphaned (interrupted, terminated), not booted as
+    a new cluster's head."""
+    mesh, catalogs, shipped, clouds = clouds_mesh(head="m7i.large")
+    store, clock = MemoryStore(), Clock()
+    burst = Burst(store, mesh, catalogs, clouds, None)
+    queue(store, "spill")
+    loop = Controller(store, Rules(mesh, catalogs, shipped), {}, clock=clock, burst=burst)
+    loop.cycle()
+    head = next(r for r in store.list(InstanceRecord) if r.request_id.endswith(".h"))
+    worker = next(r for r in store.list(InstanceRecord) if r.request_id.endswith(".w"))
+    store.update(replace(worker, state="joining"), expected_version=worker.version)  # type: ignore[arg-type]
+    clouds["east"].terminate([head.id], "gone")  # the head is gone, the worker still joins
+    monkeypatch.setattr(burst.joiner, "scripted", lambda cloud: True)
+    monkeypatch.setattr(burst.joiner, "head_address", lambda pool: None)
+    burst.watch(clock.now + 1)
+    after = store.get(InstanceRecord, worker.id)
+    assert after is not None
+    assert after.state == "interrupted"
+    assert worker.id not in {i.id for i in clouds["east"].list_instances("m")}
+    said = [e.message for e in store.events() if e.kind == "instance.orphaned"]
+    assert said == [f"{worker.id} in east: its head is gone"]
