@@ -116,8 +116,9 @@ data = ec2.describe_instance_attribute(InstanceId=sys.argv[1], Attribute="userDa
 lines = base64.b64decode(data["UserData"]["Value"]).decode().splitlines()
 print("\n".join(lines[:4] + ["..."] + [l for l in lines if "meshctl.boot.join" in l or "--role" in l]))
 PY
-printf '\n\033[1m# what it said as it booted\033[0m\n'
+printf '\n\033[1m# what it said as it booted, and what the pool'"'"'s own head (m7i.large, on demand) said\033[0m\n'
 grep -h "^meshctl boot" "$boot_log" | cut -c1-160 || true
+grep -h "as its head" "$MESHCTL_HOME"/run/logs/aws-burst-i-*.log | head -1 | cut -c1-160 || true
 else
   echo "(batch-embed ran on $node, on-prem: nothing burst this time)"
 fi
