@@ -1,28 +1,20 @@
 """The controller's cloud side: launch what the plan asks for, watch instances, tear down.
 
-- ``launch``: a ``Launch`` step becomes ``Cloud.launch`` (idempotent by the job's request
-  id), an ``InstanceRecord`` per instance (``joining``), the instance joining its pool's Ray
-  cluster (``ready``). With ``background=True`` (the daemon) this runs on a worker thread, one
-  launch at a time, so a slow provider (a GCE insert waits for its operation) or a slow join
-  never stalls the controller's cycle; a request already in flight is not started twice, and
-  what goes wrong there is logged. Capacity and quota errors are remembered for
-  ``BACKOFF_S`` per (pool, node type), so the next cycle's plan picks another offer or pool
-  instead of the same wall; an auth error makes the whole pool unavailable at once
-  (``access.py``: checked again after a few minutes, or when its credentials change).
-- ``watch``: a spot instance given notice is ``reclaiming`` (``decide`` asks its jobs to
-  checkpoint and preempts them); instances the provider reports preempted or no longer lists
-  leave their pool's cluster (their node dies; ``decide`` requeues the jobs on it).
+- ``launch``: a ``Launch`` step becomes ``Cloud.launch`` (idempotent by its request id),
+  an ``InstanceRecord`` per instance (``joining``), then the join (``ready``). The daemon
+  (``background=True``) launches, and retries failed joins, on a worker thread, one at a
+  time: a slow provider or join never stalls the cycle. Capacity and quota errors block the
+  (pool, node type) for ``BACKOFF_S``; an auth error makes the pool unavailable (``access``).
+- ``watch``: a spot instance given notice is ``reclaiming``; one preempted or gone leaves
+  its pool's cluster (its node dies; ``decide`` requeues its jobs); leaks are swept.
 - ``teardown``: terminate, workers first and the head last; each leaves the cluster.
-- ``spend``: USD this month per pool (and ``team_spend`` per team), booked in the
-  lifecycle's ledger at the price paid: one ``ledger`` per moment, which the pool records
-  read too.
+- ``spend``: USD this month per pool and team, from the lifecycle's ledger (``charges``).
 
-An instance joins its pool's cluster by its own startup script (``joining.py``: the head of a
-new cluster first, alone, then the workers with its address); an emulated one runs that
-script here (``meshctl.pools.emulated``). What a launch asks for is the lifecycle's split
-(``lifecycle.clusters``): the pool's own head (request ``<id>.h``, on demand) or its first
-worker (``<id>``), then the workers (``<id>.w``; ``<id>.w.<n>`` once an earlier generation of
-them died beside a live head).
+An instance joins its pool's cluster by its own startup script (``joining.py``); an emulated
+one runs that script here (``meshctl.pools.emulated``). A launch into a pool without a
+running cluster is the lifecycle's split (``lifecycle.clusters``): the pool's own head
+(request ``<id>.h``, on demand) or its first worker (``<id>``), then the workers (``<id>.w``;
+``<id>.w.<n>`` once an earlier generation died beside a live head).
 """
 
 from __future__ import annotations
@@ -30,9 +22,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field, replace
+from functools import partial
 
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.access import Change, CloudAccess
@@ -140,15 +133,20 @@ class Burst:
         it (once per request) and report it when a later cycle finds it done."""
         if not self.background:
             return self._launch(want, now)
+        self._start(want.request_id, want.pool, lambda: self._logged(want, now))
+        return None
+
+    def _start(self, key: str, pool: str, work: Callable[[], str | None]) -> None:
+        """Run ``work`` on the launch thread, once while one for ``key`` (a request id) is in
+        flight; the pool's head stays meanwhile (``launching_pools``)."""
         for request_id in [r for r, f in self._inflight.items() if f.done()]:
             del self._inflight[request_id]
             self._inflight_pool.pop(request_id, None)
-        if want.request_id not in self._inflight:
+        if key not in self._inflight:
             if self._worker is None:
                 self._worker = ThreadPoolExecutor(1, thread_name_prefix="meshctl-launch")
-            self._inflight[want.request_id] = self._worker.submit(self._logged, want, now)
-            self._inflight_pool[want.request_id] = want.pool
-        return None
+            self._inflight[key] = self._worker.submit(work)
+            self._inflight_pool[key] = pool
 
     def _logged(self, want: Launch, now: float) -> str | None:
         try:
@@ -371,10 +369,19 @@ class Burst:
                 if head and pool.head_node_type and not own_head(record.request_id):
                     self._orphaned(name, cloud, record.id, now)  # a worker never heads
                     return
-                try:
-                    self._join(pool, cloud, instance, head, now)
-                except Exception as err:
-                    log.warning("instance %s: join failed again: %s", record.id, err)
+                if self.background:  # a join may wait minutes: never in the cycle
+                    rejoin = partial(self._rejoin, pool, cloud, instance, head, now)
+                    self._start(record.request_id, name, rejoin)
+                else:
+                    self._rejoin(pool, cloud, instance, head, now)
+
+    def _rejoin(
+        self, pool: AwsPool | GcpPool, cloud: Cloud, instance: Instance, head: bool, now: float
+    ) -> None:
+        try:
+            self._join(pool, cloud, instance, head, now)
+        except Exception as err:
+            log.warning("instance %s: join failed again: %s", instance.id, err)
 
     def _sweep(self, name: str, cloud: Cloud, found: list[Orphan], now: float) -> None:
         """Adopt or terminate what the records did not account for (a controller that died

@@ -149,3 +149,39 @@ def test_a_worker_left_joining_without_a_head_is_taken_out_never_made_the_head(
     assert worker.id not in {i.id for i in clouds["east"].list_instances("m")}
     said = [e.message for e in store.events() if e.kind == "instance.orphaned"]
     assert said == [f"{worker.id} in east: its head is gone"]
+
+
+def test_a_join_tried_again_runs_on_the_launch_thread_never_in_the_cycle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A join can wait minutes (a boot that does not come up): in the daemon its retry runs
+    on the launch thread, so the controller's cycle goes on; the pool's head stays meanwhile,
+    and the retry is not started twice."""
+    import threading
+
+    mesh, catalogs, shipped, clouds = clouds_mesh(head="m7i.large")
+    store, clock = MemoryStore(), Clock()
+    burst = Burst(store, mesh, catalogs, clouds, None)
+    queue(store, "spill")
+    Controller(store, Rules(mesh, catalogs, shipped), {}, clock=clock, burst=burst).cycle()
+    worker = next(r for r in store.list(InstanceRecord) if r.request_id.endswith(".w"))
+    store.update(replace(worker, state="joining"), expected_version=worker.version)  # type: ignore[arg-type]
+    burst.background = True
+    release, calls = threading.Event(), []
+
+    def slow_join(*args: object) -> None:
+        calls.append(args)
+        release.wait(30)
+
+    monkeypatch.setattr(burst.joiner, "scripted", lambda cloud: True)
+    monkeypatch.setattr(burst.joiner, "head_address", lambda pool: "10.0.0.1:6379")
+    monkeypatch.setattr(burst.joiner, "join", slow_join)
+    burst.watch(clock.now + 1)  # returns at once: the join waits on the launch thread
+    assert burst.launching_pools() == {"east"}
+    burst.watch(clock.now + 2)  # in flight: not started twice
+    release.set()
+    burst.close()
+    assert len(calls) == 1
+    after = store.get(InstanceRecord, worker.id)
+    assert after is not None
+    assert after.state == "ready"
