@@ -183,6 +183,54 @@ def prices(
     render.emit(rows, columns, output, title="List prices (USD)", caption=caption)
 
 
+@app.command("heads")
+def heads(
+    ctx: typer.Context,
+    provider: ProviderOption = None,
+    output: OutputOption = Output.table,
+) -> None:
+    """CPU types a cloud pool's own Ray head may run on (head_node_type), on demand."""
+    from meshctl.cli import render
+
+    found = _catalogs(ctx, provider)
+    types = [(f.provider, t) for f in found for t in f.catalog.spec.head_types]
+    rows = [
+        {
+            "provider": name,
+            "node_type": t.name,
+            "vcpus": t.vcpus,
+            "memory_gib": t.memory_gib,
+            "prices": [
+                {
+                    "region": region,
+                    "on_demand_usd_per_hour": price.on_demand_usd_per_hour,
+                    "price_uncertain": price.uncertain,
+                }
+                for region, price in sorted(t.prices.items())
+            ],
+        }
+        for name, t in types
+    ]
+    columns = [
+        Column("provider", "Provider"),
+        Column("node_type", "Type"),
+        Column("vcpus", "vCPUs", "right"),
+        Column("memory_gib", "RAM GiB", "right"),
+        Column("prices", "On-demand $/h by region"),
+    ]
+    shown = rows
+    if output is Output.table:  # ``~`` before a price the catalog marks uncertain
+        shown = [
+            {**row, "prices": ", ".join(
+                f"{region} {'~' if price.uncertain else ''}{price.on_demand_usd_per_hour:g}"
+                for region, price in sorted(t.prices.items())
+            )}
+            for row, (_, t) in zip(rows, types, strict=True)
+        ]  # fmt: skip
+    marked = any(p.uncertain for _, t in types for p in t.prices.values())
+    render.emit(shown, columns, output, title="Head types", caption=_caption(found, marked))
+
+
 @app.command("refresh")
 def refresh(
     ctx: typer.Context,

@@ -125,6 +125,22 @@ def test_providers_list_filters_by_gpu(cli):
     assert {"p5.48xlarge", "a3-highgpu-8g"} <= {r["node_type"] for r in rows}
 
 
+def test_providers_heads_lists_the_head_types_and_marks_uncertain_prices(cli):
+    rows = json.loads(cli.invoke(app, ["providers", "heads", "-p", "aws", "-o", "json"]).stdout)
+    east = [(r["node_type"], p) for r in rows for p in r["prices"] if p["region"] == "us-east-1"]
+    assert east == [
+        ("m7i.large", {"region": "us-east-1", "on_demand_usd_per_hour": 0.1008,
+                       "price_uncertain": False}),
+        ("m7i.xlarge", {"region": "us-east-1", "on_demand_usd_per_hour": 0.2016,
+                        "price_uncertain": False}),
+    ]  # fmt: skip
+    marked = {p["region"] for r in rows for p in r["prices"] if p["price_uncertain"]}
+    assert marked == {"eu-central-1", "eu-north-1", "eu-west-1"}
+    table = cli.invoke(app, ["providers", "heads", "-p", "aws"]).stdout
+    assert "eu-west-1 ~0.1124" in table
+    assert "us-east-1 0.1008" in table
+
+
 def test_providers_prices_are_sorted_by_gpu_hour(cli):
     result = cli.invoke(
         app, ["providers", "prices", "-p", "aws", "--region", "us-east-1", "-o", "yaml"]

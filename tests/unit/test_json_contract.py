@@ -117,6 +117,7 @@ def commands(ids: dict[str, str]) -> list[tuple[list[str], Any]]:
         (["policy", "explain", "jobs/gang-llm.yaml"], by["meshctl policy explain JOB.yaml"]),
         (["providers", "list"], by["meshctl providers list"]),
         (["providers", "prices"], by["meshctl providers prices"]),
+        (["providers", "heads"], by["meshctl providers heads"]),
         (["validate", "."], by["meshctl validate PATH..."]),
         (["jobs", "cancel", ids["waiting"], ids["done"]], by["meshctl jobs cancel JOB..."]),
     ]

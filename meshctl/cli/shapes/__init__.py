@@ -35,6 +35,7 @@ from meshctl.cli.shapes.mesh import (
     PoolCheckRow,
     PoolRow,
     PoolShowExtra,
+    ProviderHead,
     ProviderPrice,
     ProviderType,
     ReloadResult,
@@ -81,6 +82,7 @@ OUTPUTS: tuple[Output, ...] = (
     Output("meshctl policy explain JOB.yaml", VerdictData),
     Output("meshctl providers list", list[ProviderType]),
     Output("meshctl providers prices", list[ProviderPrice]),
+    Output("meshctl providers heads", list[ProviderHead]),
     Output("meshctl validate PATH...", list[ValidatedFile]),
     Output("meshctl gc", list[LeakedInstance], "With or without `--dry-run`."),
     Output(

@@ -119,6 +119,22 @@ class ProviderPrice(TypedDict):
 
 
 @with_config(STRICT)
+class HeadPrice(TypedDict):
+    region: str
+    on_demand_usd_per_hour: float
+    price_uncertain: bool
+
+
+@with_config(STRICT)
+class ProviderHead(TypedDict):
+    provider: Literal["aws", "gcp"]
+    node_type: Annotated[str, "a CPU type a cloud pool's own Ray head may run on"]
+    vcpus: float
+    memory_gib: float
+    prices: Annotated[list[HeadPrice], "by region"]
+
+
+@with_config(STRICT)
 class LeakedInstance(TypedDict):
     pool: str
     instance: Annotated[str, "the cloud's instance id"]
