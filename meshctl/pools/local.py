@@ -50,6 +50,7 @@ GIB = 1024**3
 OBJECT_STORE_BYTES = 100 * 1024**2  # Ray's minimum is 75 MiB; keep nodes small
 HEAD_MEMORY_BYTES = GIB // 2
 START_TIMEOUT_S = 90.0
+PORT_TAKEN = "lost a port it was given"  # to another process, between our pick and its bind
 
 Progress = Callable[[str], None]
 
@@ -200,9 +201,10 @@ def add_node(
 
 
 def exited_starting(err: LocalPoolError) -> bool:
-    """Whether the node's process exited while starting (worth one more try: Ray's fixed
-    start-up wait ran out, a port was taken meanwhile), not merely slow to come up."""
-    return " exited while starting" in str(err)
+    """Whether the node's process exited while starting, or lost a port it was given (worth
+    one more try, on other ports: Ray's fixed start-up wait ran out, a port was taken
+    meanwhile), not merely slow to come up."""
+    return " exited while starting" in str(err) or PORT_TAKEN in str(err)
 
 
 def remove_node(cluster: LocalCluster, name: str, run_dir: Path, grace_s: float = 3.0) -> None:
@@ -458,15 +460,30 @@ def wait_for(
     empty, or with ``leader_only`` its leader exited: what it started may live on)."""
     deadline = time.monotonic() + START_TIMEOUT_S
     last = cluster.processes[-1]
+    log = Path(_log_of(cluster, last))
+    since = log.stat().st_size if log.exists() else 0  # what an earlier try wrote stays there
     while not ready():
         if zombie(last.pid) if leader_only else not session_members(last.pid):
-            raise LocalPoolError(f"{what} exited while starting; see {_log_of(cluster, last)}")
+            raise LocalPoolError(f"{what} exited while starting; see {log}")
+        if _port_taken(log, since):  # Ray goes on without its dashboard: never comes up
+            raise LocalPoolError(f"{what} {PORT_TAKEN} while starting; see {log}")
         if time.monotonic() > deadline:
             raise LocalPoolError(
                 f"{what} did not come up within {START_TIMEOUT_S:.0f} s; "
                 f"see {_log_of(cluster, last)}"
             )
         time.sleep(0.25)
+
+
+def _port_taken(log: Path, since: int = 0) -> bool:
+    """Whether the node's log, from byte ``since`` on, says Ray could not bind a port it was
+    given (another process took it between our pick and Ray's bind)."""
+    try:
+        with log.open("rb") as text:
+            text.seek(max(since, log.stat().st_size - 65536))
+            return b"Failed to find a valid port" in text.read()
+    except OSError:
+        return False
 
 
 def _log_of(cluster: LocalCluster, process: Process) -> str:
