@@ -29,7 +29,7 @@ from functools import partial
 
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.access import Change, CloudAccess
-from meshctl.controller.charges import charges
+from meshctl.controller.charges import this_month
 from meshctl.controller.failpoints import failpoint
 from meshctl.controller.joining import Joiner, StandIn
 from meshctl.controller.step import (
@@ -42,7 +42,7 @@ from meshctl.controller.step import (
     workers_part,
 )
 from meshctl.controller.sweep import SWEEP_S, Orphan, ask_again, confirmed, orphans
-from meshctl.lifecycle import Ledger, Spend
+from meshctl.lifecycle import Spend
 from meshctl.lifecycle.clusters import Part, head_of, parts
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh
@@ -74,8 +74,10 @@ class Burst:
     background: bool = False  # launch on a worker thread, not in the controller's cycle
     access: InitVar[CloudAccess | None] = None  # which pools' credentials work
     _worker: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
-    _inflight: dict[str, Future[str | None]] = field(default_factory=dict, init=False, repr=False)
-    _inflight_pool: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    # request id -> (its pool, the work on the launch thread)
+    _inflight: dict[str, tuple[str, Future[str | None]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
     _joining: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     pool_access: CloudAccess = field(init=False, repr=False)
     joiner: Joiner = field(init=False, repr=False)
@@ -139,14 +141,12 @@ class Burst:
     def _start(self, key: str, pool: str, work: Callable[[], str | None]) -> None:
         """Run ``work`` on the launch thread, once while one for ``key`` (a request id) is in
         flight; the pool's head stays meanwhile (``launching_pools``)."""
-        for request_id in [r for r, f in self._inflight.items() if f.done()]:
+        for request_id in [r for r, (_, f) in self._inflight.items() if f.done()]:
             del self._inflight[request_id]
-            self._inflight_pool.pop(request_id, None)
         if key not in self._inflight:
             if self._worker is None:
                 self._worker = ThreadPoolExecutor(1, thread_name_prefix="meshctl-launch")
-            self._inflight[key] = self._worker.submit(work)
-            self._inflight_pool[key] = pool
+            self._inflight[key] = (pool, self._worker.submit(work))
 
     def _logged(self, want: Launch, now: float) -> str | None:
         try:
@@ -159,12 +159,12 @@ class Burst:
 
     def launching(self) -> bool:
         """Whether a launch is still in flight (on the worker thread)."""
-        return any(not f.done() for f in self._inflight.values())
+        return any(not f.done() for _, f in self._inflight.values())
 
     def launching_pools(self) -> frozenset[str]:
         """The pools a launch is in flight to: their clusters' heads must stay (the workers
         on their way join them)."""
-        return frozenset(self._inflight_pool[r] for r, f in self._inflight.items() if not f.done())
+        return frozenset(pool for pool, f in self._inflight.values() if not f.done())
 
     def close(self) -> None:
         """Let a launch in flight finish (its instances recorded), start no other."""
@@ -202,7 +202,7 @@ class Burst:
         running = (
             self.joiner.head_address(pool) is not None
             if scripted
-            else any(r.pool == pool.name and r.state in INSTANCE_LIVE for r in self.live())
+            else any(r.pool == pool.name for r in self.live())
         )
         split = parts(want, running, head_of(pool, self.catalogs))
         if scripted and not running:
@@ -434,13 +434,7 @@ class Burst:
         was written since. Callers must not change it."""
         key = (now, self._writes)
         if self._books is None or self._books[0] != key:
-            books, live = Ledger(), []
-            for charge in charges(self.store, self.mesh, self.catalogs):
-                if charge.ended_at_s is None:
-                    live.append(charge)
-                else:
-                    books.close(charge)
-            self._books = (key, books.this_month(now, live))
+            self._books = (key, this_month(self.store, self.mesh, self.catalogs, now))
         return self._books[1]
 
     def spend(self, now: float) -> dict[str, float]:
@@ -454,7 +448,9 @@ class Burst:
     # --- inside -------------------------------------------------------------------------------
 
     def _in_flight(self, request_id: str) -> bool:
-        return any(of_request(request_id, r) and not f.done() for r, f in self._inflight.items())
+        return any(
+            of_request(request_id, r) and not f.done() for r, (_, f) in self._inflight.items()
+        )
 
     def _leave(self, pool: str, instance_id: str, now: float) -> None:
         if self.nodes is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from meshctl.lifecycle import Charge
+from meshctl.lifecycle import Charge, Ledger, Spend
 from meshctl.lifecycle.clusters import head_of
 from meshctl.lifecycle.snapshot import offers_of, price_paid
 from meshctl.model.catalog import Catalog
@@ -42,6 +42,18 @@ def charges(store: Store, mesh: Mesh, catalogs: Mapping[str, Catalog]) -> list[C
         usd = price_paid(offer, record.spot) if offer is not None else head or 0.0
         found.append(Charge(record.pool, teams[job_id], usd, record.launched_at_s, end))
     return found
+
+
+def this_month(store: Store, mesh: Mesh, catalogs: Mapping[str, Catalog], now: float) -> Spend:
+    """USD this month (UTC) per pool and team: the instances that ended booked into the
+    lifecycle's ledger, the live ones up to ``now``."""
+    books, live = Ledger(), []
+    for charge in charges(store, mesh, catalogs):
+        if charge.ended_at_s is None:
+            live.append(charge)
+        else:
+            books.close(charge)
+    return books.this_month(now, live)
 
 
 def _job_of(request_id: str) -> str:

@@ -317,7 +317,8 @@ def idle_pools(world: World, rules: Rules, holding: Sequence[JobView], step: Ste
             key = f"{pool.name}/{node_name(i.id)}"
             if own_head(i.request_id):  # takes no work: idle since it is up
                 up = i.state != InstanceState.JOINING
-                nodes.append(CloudNode(pool.name, i.id, i.launched_at_s or 0.0 if up else None))
+                since = (i.launched_at_s or 0.0) if up else None
+                nodes.append(CloudNode(pool.name, i.id, since))
             elif key in busy or not _joined(world, i):
                 nodes.append(CloudNode(pool.name, i.id, None))
             else:

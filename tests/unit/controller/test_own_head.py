@@ -130,11 +130,10 @@ def test_a_worker_left_joining_without_a_head_is_taken_out_never_made_the_head(
     """The head went while a worker was on its way (its join found no cluster): in a pool
     with a head of its own, the worker is orphaned (interrupted, terminated), not booted as
     a new cluster's head."""
-    mesh, catalogs, shipped, clouds = clouds_mesh(head="m7i.large")
-    store, clock = MemoryStore(), Clock()
-    burst = Burst(store, mesh, catalogs, clouds, None)
+    store, clock, clouds, loop = headed(max_nodes=2)
+    burst = loop.burst
+    assert burst is not None
     queue(store, "spill")
-    loop = Controller(store, Rules(mesh, catalogs, shipped), {}, clock=clock, burst=burst)
     loop.cycle()
     head = next(r for r in store.list(InstanceRecord) if r.request_id.endswith(".h"))
     worker = next(r for r in store.list(InstanceRecord) if r.request_id.endswith(".w"))
@@ -159,11 +158,11 @@ def test_a_join_tried_again_runs_on_the_launch_thread_never_in_the_cycle(
     and the retry is not started twice."""
     import threading
 
-    mesh, catalogs, shipped, clouds = clouds_mesh(head="m7i.large")
-    store, clock = MemoryStore(), Clock()
-    burst = Burst(store, mesh, catalogs, clouds, None)
+    store, clock, _, loop = headed(max_nodes=2)
+    burst = loop.burst
+    assert burst is not None
     queue(store, "spill")
-    Controller(store, Rules(mesh, catalogs, shipped), {}, clock=clock, burst=burst).cycle()
+    loop.cycle()
     worker = next(r for r in store.list(InstanceRecord) if r.request_id.endswith(".w"))
     store.update(replace(worker, state="joining"), expected_version=worker.version)  # type: ignore[arg-type]
     burst.background = True
