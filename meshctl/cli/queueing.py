@@ -130,7 +130,7 @@ def _show_plan(job: Job, admission: Any) -> None:
 # there and callable. It prints one line saying what is wrong, and exits 3, if not.
 _LOOP_CHECK = """
 import importlib, sys
-module, function = sys.argv[1], sys.argv[2]
+module, function, want_callable = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 try:
     found = importlib.import_module(module)
 except BaseException as err:
@@ -139,7 +139,7 @@ except BaseException as err:
 if not hasattr(found, function):
     print(f"module {module} has no {function}")
     sys.exit(3)
-if not callable(getattr(found, function)):
+if want_callable and not callable(getattr(found, function)):
     print(f"{module}.{function} is not callable")
     sys.exit(3)
 """
@@ -157,27 +157,30 @@ def check_loop(job: Job, work: Path | None, timeout_s: float = LOOP_CHECK_TIMEOU
 
     from meshctl.cli import render
 
-    if job.spec.train is None:
+    if job.spec.train is not None:
+        field, loop, want_callable = "train.loop", job.spec.train.loop, "1"
+    elif job.spec.serve is not None:
+        field, loop, want_callable = "serve.app", job.spec.serve.app, "0"
+    else:
         return
-    loop = job.spec.train.loop
     module, _, function = loop.partition(":")
     python = job.spec.runtime_env.py_executable or sys.executable
     cwd = work if work is not None else Path.cwd()
     env = {**os.environ, **job.spec.runtime_env.env_vars}
     try:
         done = subprocess.run(
-            [python, "-c", _LOOP_CHECK, module, function],
+            [python, "-c", _LOOP_CHECK, module, function, want_callable],
             cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
-        render.warnings([f"train.loop: {loop} did not import within {timeout_s:g} s; not checked"])
+        render.warnings([f"{field}: {loop} did not import within {timeout_s:g} s; not checked"])
         return
     except OSError as err:
         raise InvalidRequestError(
-            f"train.loop: cannot run {python} to check {loop}: {err}"
+            f"{field}: cannot run {python} to check {loop}: {err}"
         ) from None
     if done.returncode != 0:
         why = (done.stdout.strip() or done.stderr.strip()).splitlines() or [
             f"exit {done.returncode}"
         ]
-        raise InvalidRequestError(f"train.loop: {loop} in {cwd}: {why[-1]}")
+        raise InvalidRequestError(f"{field}: {loop} in {cwd}: {why[-1]}")

@@ -30,6 +30,7 @@ JobKind = Literal["train", "inference", "batch", "interactive"]
 Reserve = Literal["entrypoint", "workers"]
 Criticality = Literal["critical", "standard", "best-effort"]
 LOOP = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*")
+ROUTE = re.compile(r"/[A-Za-z0-9_./-]*")
 
 
 class AcceleratorSelector(Model):
@@ -99,6 +100,67 @@ class Checkpoint(Model):
     keep: Annotated[int, Field(ge=1, le=1000)] = 3
 
 
+class WorkerRange(Model):
+    """An elastic train job's workers: it runs with ``max`` and lends GPUs to services (or
+    higher-priority work) down to ``min``, then grows back when they are returned."""
+
+    min: Annotated[int, Field(ge=1, le=4096)]
+    max: Annotated[int, Field(ge=1, le=4096)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> WorkerRange:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) is more than max ({self.max})")
+        return self
+
+
+class ReplicaRange(Model):
+    min: Annotated[int, Field(ge=0, le=4096)] = 1
+    max: Annotated[int, Field(ge=1, le=4096)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ReplicaRange:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) is more than max ({self.max})")
+        return self
+
+
+class Serve(Model):
+    """A Ray Serve application: meshctl deploys it on its pool's cluster through Serve's REST
+    API and owns its replica count. Each replica holds the job's ``resources`` (one node's
+    worth) and is placed like any other request; the count follows the traffic Serve reports
+    (ongoing requests per replica against ``target_ongoing_requests``)."""
+
+    app: str = Field(
+        description="module:attribute of the bound Serve application in the working directory",
+        examples=["app:app"],
+    )
+    route_prefix: str = Field("/", description="the HTTP path it answers under")
+    replicas: ReplicaRange
+    target_ongoing_requests: Annotated[float, Field(gt=0, le=100_000)] = Field(
+        2.0, description="requests in flight per replica the count aims at"
+    )
+    max_ongoing_requests: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        5, description="a replica takes at most this many at once; more wait in Serve's queue"
+    )
+    upscale_delay: DurationS = Field(30.0, description="above target this long: scale out")
+    downscale_delay: DurationS = Field(600.0, description="below target this long: scale in")
+
+    @field_validator("app")
+    @classmethod
+    def _module_attribute(cls, value: str) -> str:
+        if not LOOP.fullmatch(value):
+            raise ValueError(f"expected module:attribute, e.g. app:app, got {value!r}")
+        return value
+
+    @field_validator("route_prefix")
+    @classmethod
+    def _route(cls, value: str) -> str:
+        if not ROUTE.fullmatch(value):
+            raise ValueError(f"expected a path starting with /, e.g. /classify, got {value!r}")
+        return value
+
+
 class Train(Model):
     """A Ray Train job: meshctl builds the ``TorchTrainer`` around the job's train loop (a
     function written the normal Ray Train V2 way) with a stable run name and the job's
@@ -113,6 +175,13 @@ class Train(Model):
     workers_per_node: Annotated[int, Field(ge=1, le=64)] = 1
     min_workers: Annotated[int, Field(ge=1)] | None = Field(
         None, description="elastic: run with as few as this many workers when nodes are lost"
+    )
+    workers: WorkerRange | None = Field(
+        None,
+        description=(
+            "elastic: one worker per node, each with the job's resources; runs with max, "
+            "lends down to min (resources.nodes is max)"
+        ),
     )
     max_failures: Annotated[int, Field(ge=-1, le=10_000)] = Field(
         3, description="worker or node failures Ray Train recovers from inside one attempt"
@@ -151,6 +220,7 @@ class JobSpec(Model):
     data: list[Dataset] = Field(default_factory=list)
     checkpoint: Checkpoint | None = None
     train: Train | None = None
+    serve: Serve | None = None
     limits: Limits = Field(default_factory=Limits)
     reserve: Reserve | None = Field(
         None,
@@ -163,6 +233,20 @@ class JobSpec(Model):
         ),
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _elastic_nodes(cls, data: Any) -> Any:
+        """An elastic train job's nodes are its most workers: ``resources.nodes`` defaults to
+        ``train.workers.max`` (one worker per node)."""
+        if not isinstance(data, dict):
+            return data
+        train, resources = data.get("train"), data.get("resources", {})
+        workers = train.get("workers") if isinstance(train, dict) else None
+        most = workers.get("max") if isinstance(workers, dict) else None
+        if isinstance(most, int) and isinstance(resources, dict) and "nodes" not in resources:
+            return {**data, "resources": {**resources, "nodes": most}}
+        return data
+
     @model_validator(mode="after")
     def _gang_reserves_for_workers(self) -> JobSpec:
         if self.reserve == "entrypoint" and self.resources.nodes > 1:
@@ -173,8 +257,10 @@ class JobSpec(Model):
 
     @model_validator(mode="after")
     def _one_way_to_run(self) -> JobSpec:
-        if self.entrypoint is None and self.train is None:
-            raise ValueError("needs an entrypoint (the command to run), or a train section")
+        if self.entrypoint is None and self.train is None and self.serve is None:
+            raise ValueError(
+                "needs an entrypoint (the command to run), a train section or a serve section"
+            )
         if self.entrypoint is not None and self.train is not None:
             raise ValueError("give an entrypoint or a train section, not both")
         if self.train is not None:
@@ -184,6 +270,28 @@ class JobSpec(Model):
                 raise ValueError("a train job's workers hold its resources: use reserve: workers")
             if self.train.min_workers is not None and self.train.min_workers > self.workers:
                 raise ValueError(f"train.min_workers is more than the {self.workers} workers")
+            if self.train.workers is not None:
+                if self.train.min_workers is not None:
+                    raise ValueError("give train.workers (elastic) or train.min_workers, not both")
+                if self.train.workers_per_node != 1:
+                    raise ValueError("an elastic train job (train.workers) runs one worker a node")
+                if self.resources.nodes != self.train.workers.max:
+                    raise ValueError(
+                        f"resources.nodes ({self.resources.nodes}) must be train.workers.max "
+                        f"({self.train.workers.max}), or left out"
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _service(self) -> JobSpec:
+        if self.serve is None:
+            return self
+        if self.kind != "inference":
+            raise ValueError("a serve section is for kind: inference")
+        if self.entrypoint is not None or self.train is not None:
+            raise ValueError("a service runs its serve section: give no entrypoint or train")
+        if self.resources.nodes != 1:
+            raise ValueError("resources are per replica: a service's resources.nodes is 1")
         return self
 
     @property
@@ -191,6 +299,11 @@ class JobSpec(Model):
         """Ray Train workers (a train job), one per node otherwise."""
         per_node = self.train.workers_per_node if self.train else 1
         return self.resources.nodes * per_node
+
+    @property
+    def elastic(self) -> WorkerRange | None:
+        """The worker range of an elastic train job; None for any other job."""
+        return self.train.workers if self.train is not None else None
 
     @property
     def reserves_for(self) -> Reserve:

@@ -10,7 +10,7 @@ labels, region) from the mesh file the test names.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Literal
+from typing import Any, Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -34,8 +34,16 @@ class CaseJob(JobSpec):
     metadata: CaseMetadata | None = Field(
         None, description="as in a job file: the name and labels (or give them at the top)"
     )
-    entrypoint: Annotated[str, Field(min_length=1)] = "python main.py"
+    entrypoint: Annotated[str, Field(min_length=1)] | None = None
     kind: Literal["train", "inference", "batch", "interactive"] = "batch"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _some_command(cls, data: Any) -> Any:
+        """A case's job runs ``python main.py`` unless it gives a train or serve section."""
+        if isinstance(data, dict) and not {"entrypoint", "train", "serve"} & data.keys():
+            return {**data, "entrypoint": "python main.py"}
+        return data
 
     @model_validator(mode="after")
     def _said_once(self) -> CaseJob:

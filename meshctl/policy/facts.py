@@ -182,6 +182,13 @@ def _job_map(job: Job, priority_class: str) -> dict[str, Any]:
             "max_usd_per_hour": float(spec.limits.max_usd_per_hour or 0.0),
             "max_runtime_s": float(spec.limits.max_runtime_s or 0.0),
         },
+        # an elastic train job lends nodes down to workers.min; any other runs all or none
+        "elastic": spec.elastic is not None,
+        "workers": {
+            "min": int(spec.elastic.min if spec.elastic else spec.workers),
+            "max": int(spec.elastic.max if spec.elastic else spec.workers),
+        },
+        "service": spec.serve is not None,
     }
 
 

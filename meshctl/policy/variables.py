@@ -46,6 +46,9 @@ JOB: Final[Schema] = {
         "sets": {"[]": _DATASET},
     },
     "limits": {"max_usd_per_hour": "double", "max_runtime_s": "double"},
+    "elastic": "bool",
+    "workers": {"min": "int", "max": "int"},
+    "service": "bool",
 }
 VICTIM: Final[Schema] = {
     **JOB,

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from meshctl.scheduler.config import SchedulerConfig
 from meshctl.scheduler.cycle import schedule
-from meshctl.scheduler.plan import Decision, Evict, Place, Plan, Preempt, Provision
+from meshctl.scheduler.plan import (
+    Decision,
+    Evict,
+    Grow,
+    Place,
+    Plan,
+    Preempt,
+    Provision,
+    Shrink,
+)
 from meshctl.scheduler.policies import FromPolicyEngine, Permissive, PolicyView
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.snapshot import Allocation, Node, Offer, Pending, PoolInfo, Running, Snapshot
@@ -19,6 +28,7 @@ __all__ = [
     "Decision",
     "Evict",
     "FromPolicyEngine",
+    "Grow",
     "Node",
     "Offer",
     "Pending",
@@ -32,6 +42,7 @@ __all__ = [
     "Request",
     "Running",
     "SchedulerConfig",
+    "Shrink",
     "Snapshot",
     "schedule",
 ]

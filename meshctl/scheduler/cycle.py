@@ -10,15 +10,19 @@ The stages, in the order each pending job meets them (and why that order):
    cheaper one;
 5. burst: launch cloud capacity if policy allows it;
 6. otherwise the job waits; the first such job gets a backfill reservation.
-Jobs go through in queue order (queue.py). Unhealthy nodes' jobs are evicted first. A pool
-the snapshot marks unavailable is usable by no job: nothing is placed, preempted or launched
-there, and a job that waits for it says why ("gcp-spill: no credentials").
+Jobs go through in queue order (queue.py). A running elastic job below its size (it lent
+nodes, and the loans are closed) waits in that order too, to grow onto free nodes of its pool
+(``Grow``): ahead of work of lower priority, never by preempting or launching. Unhealthy
+nodes' jobs are evicted first. A pool the snapshot marks unavailable is usable by no job:
+nothing is placed, preempted or launched there, and a job that waits for it says why
+("gcp-spill: no credentials").
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from dataclasses import replace
 
 from meshctl.policy.facts import TeamUsage
 from meshctl.policy.tenancy import borrowable_gpus, quota_ceiling
@@ -29,7 +33,16 @@ from meshctl.scheduler.config import DEFAULT_CONFIG, SchedulerConfig
 from meshctl.scheduler.filters import FILTERS, AcceleratorFilter, EligibilityFilter, HealthFilter
 from meshctl.scheduler.framework import CycleContext, Filter, Rejection
 from meshctl.scheduler.placement import Choice, Weighted, choose, rejections
-from meshctl.scheduler.plan import Decision, Evict, Place, Plan, Preempt, Provision
+from meshctl.scheduler.plan import (
+    Decision,
+    Evict,
+    Grow,
+    Place,
+    Plan,
+    Preempt,
+    Provision,
+    Shrink,
+)
 from meshctl.scheduler.policies import PolicyView
 from meshctl.scheduler.queue import Totals, dominant_share, ordered
 from meshctl.scheduler.request import Request
@@ -89,6 +102,7 @@ class _Cycle:
         self.offers = list(snap.offers)
         self.headroom = burst.Headroom.of(snap.pools)
         self.preempted: set[str] = {job.job_id for job in snap.running if job.leaving}
+        self.lent: dict[str, int] = {}  # elastic job -> nodes it lends this cycle
         self.never: dict[tuple[Request, frozenset[str]], str | None] = {}
         self.static: dict[tuple[object, ...], list[NodeState]] = {}
         self.unplaceable: set[tuple[Request, frozenset[str]]] = set()
@@ -174,6 +188,9 @@ class _Cycle:
         ):
             if depth is not None and i >= depth:
                 break  # the rest wait for a later cycle, undecided (Slurm's default_queue_depth)
+            if job.grows_in is not None:
+                self._grow(job)  # a running job: no decision of its own to record
+                continue
             self.plan.decisions[job.job_id] = self._decide(job)
         if self.config.explain:
             self._explain_pending()
@@ -364,7 +381,8 @@ class _Cycle:
             return Decision(job.job_id, "preempting", f"waiting for {freed} to be freed for it")
 
         def allowed(victim: Running) -> tuple[bool, float, str | None]:
-            if victim.priority >= job.priority or victim.job_id in self.preempted:
+            taken = victim.job_id in self.preempted and not preempt.can_lend(victim, self.lent)
+            if victim.priority >= job.priority or taken:
                 return False, 0.0, None
             decided = self.policies.may_preempt(job.job_id, victim.job_id)
             if decided is None or not decided.allowed:
@@ -380,8 +398,9 @@ class _Cycle:
                 return None
             self.verdicts_seen.append(verdict)
         free_to_take = self._not_held_for_others(self._static_candidates(ctx, job), job)
+        lent = dict(self.lent)
         sets = preempt.plan_preemption(
-            job.request, free_to_take, self.running_on, self.snap.now_s, allowed, job.priority
+            job.request, free_to_take, self.running_on, self.snap.now_s, allowed, job.priority, lent
         )
         if sets is None:
             if job.job_id not in self.nominees:
@@ -389,11 +408,20 @@ class _Cycle:
             return None
         self._use(job.team, job.request)  # the freed GPUs are its from now on
         self.nominees.add(job.job_id)
+        self.lent = lent
         names = []
         for found in sets:
             self.nominated[found.node].add(job.job_id)
-            for victim, grace, rule in zip(found.victims, found.grace_s, found.rules, strict=True):
+            for victim, grace, rule, lends in zip(
+                found.victims, found.grace_s, found.rules, found.lends, strict=True
+            ):
                 self.preempted.add(victim.job_id)
+                if lends:
+                    self.plan.actions.append(
+                        Shrink(victim.job_id, job.job_id, found.node, grace, rule)
+                    )
+                    names.append(f"{victim.job_id} lending {found.node} (grace {grace:g} s)")
+                    continue
                 self.plan.actions.append(Preempt(victim.job_id, job.job_id, grace, rule))
                 names.append(f"{victim.job_id} (grace {grace:g} s)")
         return Decision(
@@ -401,6 +429,41 @@ class _Cycle:
             "preempting",
             f"preempting {', '.join(names)} on {', '.join(s.node for s in sets)}",
         )
+
+    def _grow(self, job: Pending) -> None:
+        """A running elastic job below its size takes as many of the nodes it lacks as are
+        free in its pool (none it runs on, none held for others), at least one."""
+        pool = job.grows_in
+        index = self.indexes.get(pool) if pool is not None else None
+        if pool is None or index is None or pool in self.avail.names:
+            return
+        ctx = self.avail.context(self.base, frozenset({pool}), frozenset({pool}))
+        mine, held = frozenset(job.holds), self._held(job)
+
+        def extra(node: NodeState) -> Rejection | None:
+            if node.name in mine:
+                return Rejection("own", "runs a worker of it already")
+            return held(node)
+
+        for count in range(job.request.nodes, 0, -1):
+            req = replace(job.request, nodes=count)
+            if self._over_quota(replace(job, request=req)) is not None:
+                continue
+            choice = choose(
+                req, {pool: index}, ctx, FILTERS, self.scorers,
+                limit=self.config.max_candidates, spread=self.policies.packing == "spread",
+                top=1, topology_weight=0.0, rank=lambda _: 0, extra=extra,
+            )  # fmt: skip
+            if choice is None:
+                continue
+            allocations = []
+            for state in choice.nodes:
+                before = state.whole_free
+                allocations.append(state.allocate(req))
+                self.indexes[pool].moved(state, before)
+            self._use(job.team, req)
+            self.plan.actions.append(Grow(job.job_id, pool, tuple(allocations)))
+            return
 
     def _burst(self, job: Pending, verdict: Verdict | None) -> Decision | None:
         if verdict is None or not verdict.burst.allowed:

@@ -34,6 +34,28 @@ class Preempt:
 
 
 @dataclass(frozen=True, slots=True)
+class Shrink:
+    """An elastic job lends its node ``node`` to ``for_job_id``: it is asked to checkpoint,
+    stopped after its grace and runs on with one worker fewer (a loan, given back later)."""
+
+    victim_job_id: str
+    for_job_id: str
+    node: str
+    grace_s: float
+    rule: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Grow:
+    """A running elastic job below its size grows onto these nodes: checkpointed, stopped
+    and resumed with their workers added (the nodes are held for it meanwhile)."""
+
+    job_id: str
+    pool: str
+    allocations: tuple[Allocation, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Provision:
     job_id: str
     pool: str
@@ -49,7 +71,7 @@ class Evict:
     reason: str
 
 
-Action = Place | Preempt | Provision | Evict
+Action = Place | Preempt | Shrink | Grow | Provision | Evict
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,13 +3,20 @@
 On every node the job could use (healthy, usable, right GPU), victims are taken cheapest
 first (lowest priority, then least work lost since their last checkpoint) until the job
 fits. A victim must have strictly lower priority and be allowed by a preemption rule. Among
-nodes, the victim set with the lowest (highest victim priority, GPU-seconds lost, number of
-jobs) wins. A gang repeats this for each of its nodes, never sharing victims.
+nodes, the victim set with the lowest (any job stopped for good, highest victim priority,
+GPU-seconds lost, number of jobs) wins. A gang repeats this for each of its nodes, never
+sharing victims.
+
+An elastic job (``Running.elastic_min``) is asked first, and lends the node instead of being
+preempted: it loses a worker, not its run (it checkpoints before it stops, and resumes on the
+rest), so a set of loans only is cheaper than any with a job stopped for good. It lends one
+node at a time, to any number of preemptors, down to its ``elastic_min`` nodes; one that has
+lent this cycle is never also preempted in it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
 from meshctl.scheduler.filters import fit
@@ -26,7 +33,8 @@ class VictimSet:
     victims: tuple[Running, ...]
     grace_s: tuple[float, ...]
     rules: tuple[str | None, ...]
-    cost: tuple[int, float, int]
+    cost: tuple[int, int, float, int]
+    lends: tuple[bool, ...] = ()  # per victim: it lends the node (Shrink), else it is preempted
 
 
 def lost_work_s(job: Running, now_s: float) -> float:
@@ -34,6 +42,26 @@ def lost_work_s(job: Running, now_s: float) -> float:
     checkpointed = job.checkpointed_at(now_s)
     since = checkpointed if checkpointed is not None else job.started_at_s
     return max(0.0, now_s - since) * job.gpus
+
+
+def can_lend(victim: Running, lent: Mapping[str, int]) -> bool:
+    """An elastic job with more nodes than its least, counting those it lends this cycle."""
+    least = victim.elastic_min
+    return least is not None and len(victim.allocations) - lent.get(victim.job_id, 0) > least
+
+
+def _candidates(
+    victims: Sequence[Running], priority: int, taken: set[str], lent: Mapping[str, int]
+) -> list[Running]:
+    """Who may give way: lower priority, not taken already; one that lent this cycle only
+    while it can lend again."""
+    return [
+        v
+        for v in victims
+        if v.priority < priority
+        and v.job_id not in taken
+        and (v.job_id not in lent or can_lend(v, lent))
+    ]
 
 
 def _on_node(
@@ -44,15 +72,21 @@ def _on_node(
     allowed: MayPreempt,
     taken: set[str],
     priority: int,
+    lent: Mapping[str, int],
 ) -> VictimSet | None:
-    victims = [v for v in victims if v.priority < priority and v.job_id not in taken]
+    victims = _candidates(victims, priority, taken, lent)
     if not victims:
         return None  # nothing here it could take: no copy, no policy question
     twin = node.copy()
     chosen: list[Running] = []
     graces: list[float] = []
     rules: list[str | None] = []
-    for victim in sorted(victims, key=lambda v: (v.priority, lost_work_s(v, now_s), v.job_id)):
+    lends: list[bool] = []
+
+    def order(v: Running) -> tuple[bool, int, float, str]:
+        return (not can_lend(v, lent), v.priority, lost_work_s(v, now_s), v.job_id)
+
+    for victim in sorted(victims, key=order):
         if fit.check(req, twin) is None:
             break
         ok, grace, rule = allowed(victim)
@@ -64,28 +98,38 @@ def _on_node(
         chosen.append(victim)
         graces.append(grace)
         rules.append(rule)
+        lends.append(can_lend(victim, lent))
     if not chosen or fit.check(req, twin) is not None:
         return None
+    stopped = [v for v, lends_it in zip(chosen, lends, strict=True) if not lends_it]
     cost = (
+        1 if stopped else 0,
         max(v.priority for v in chosen),
-        sum(lost_work_s(v, now_s) for v in chosen),
+        sum(lost_work_s(v, now_s) for v in stopped),
         len(chosen),
     )
-    return VictimSet(node.name, tuple(chosen), tuple(graces), tuple(rules), cost)
+    return VictimSet(node.name, tuple(chosen), tuple(graces), tuple(rules), cost, tuple(lends))
 
 
 def _bound(
-    victims: Sequence[Running], priority: int, taken: set[str], now_s: float
-) -> tuple[int, float, int] | None:
-    """A lower bound of the cost of any victim set on a node: its victims' lowest priority,
-    least work lost, one job; None when the node has no possible victim. Cheap: no policy."""
-    lowest, least = None, None
-    for v in victims:
-        if v.priority < priority and v.job_id not in taken:
-            lost = lost_work_s(v, now_s)
-            lowest = v.priority if lowest is None else min(lowest, v.priority)
-            least = lost if least is None else min(least, lost)
-    return None if lowest is None or least is None else (lowest, least, 1)
+    victims: Sequence[Running],
+    priority: int,
+    taken: set[str],
+    now_s: float,
+    lent: Mapping[str, int],
+) -> tuple[int, int, float, int] | None:
+    """A lower bound of the cost of any victim set on a node: loans only if any victim can
+    lend, its victims' lowest priority, least work lost (none, if loans), one job; None when
+    the node has no possible victim. Cheap: no policy."""
+    lowest, least, lender = None, None, False
+    for v in _candidates(victims, priority, taken, lent):
+        lost = lost_work_s(v, now_s)
+        lender = lender or can_lend(v, lent)
+        lowest = v.priority if lowest is None else min(lowest, v.priority)
+        least = lost if least is None else min(least, lost)
+    if lowest is None or least is None:
+        return None
+    return (0, lowest, 0.0, 1) if lender else (1, lowest, least, 1)
 
 
 def plan_preemption(
@@ -95,9 +139,11 @@ def plan_preemption(
     now_s: float,
     allowed: MayPreempt,
     priority: int,
+    lent: MutableMapping[str, int] | None = None,
 ) -> list[VictimSet] | None:
     """Victim sets on ``req.nodes`` distinct nodes, cheapest first; None if it cannot be done.
-    Only jobs of lower ``priority`` than the preemptor's are ever victims.
+    Only jobs of lower ``priority`` than the preemptor's are ever victims. ``lent``: nodes
+    each elastic job lends this cycle so far, updated with the loans of the answer.
 
     Branch and bound: nodes are tried in order of a cheap lower bound of their cost, and the
     search stops once the next bound is above the best set found, so the policy (``allowed``)
@@ -105,13 +151,14 @@ def plan_preemption(
     cheapest set, as if every node had been tried."""
     taken: set[str] = set()
     picked: list[VictimSet] = []
+    lending: dict[str, int] = dict(lent or {})
     for _ in range(req.nodes):
         used = {p.node for p in picked}
         bounded = []
         for node in nodes:
             if node.name in used:
                 continue
-            bound = _bound(running_on.get(node.name, []), priority, taken, now_s)
+            bound = _bound(running_on.get(node.name, []), priority, taken, now_s, lending)
             if bound is not None:
                 bounded.append((bound, node.name, node))
         bounded.sort(key=lambda b: (b[0], b[1]))
@@ -119,7 +166,8 @@ def plan_preemption(
         for bound, name, node in bounded:
             if best is not None and (bound, name) > (best.cost, best.node):
                 break
-            found = _on_node(node, req, running_on.get(name, []), now_s, allowed, taken, priority)
+            victims = running_on.get(name, [])
+            found = _on_node(node, req, victims, now_s, allowed, taken, priority, lending)
             if found is not None and (
                 best is None or (found.cost, found.node) < (best.cost, best.node)
             ):
@@ -127,7 +175,13 @@ def plan_preemption(
         if best is None:
             return None
         picked.append(best)
-        taken |= {v.job_id for v in best.victims}
+        for victim, lends in zip(best.victims, best.lends, strict=True):
+            if lends:
+                lending[victim.job_id] = lending.get(victim.job_id, 0) + 1
+            else:
+                taken.add(victim.job_id)
+    if lent is not None:
+        lent.update(lending)
     return picked
 
 

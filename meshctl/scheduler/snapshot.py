@@ -93,6 +93,9 @@ class Running:
     expected_end_s: float | None = None
     leaving: bool = False  # already preempted or evicted, still stopping: never a victim again
     checkpoints: CheckpointPlan | None = None  # later checkpoints at known times, if any
+    # An elastic job (one worker a node): it may lend its nodes, one at a time, to jobs of
+    # higher priority down to this many (``Shrink``), instead of being preempted whole.
+    elastic_min: int | None = None
 
     @property
     def gpus(self) -> float:
@@ -116,6 +119,10 @@ class Pending:
     max_runtime_s: float | None = None  # declared, or estimated: what backfill reckons with
     provisioning: bool = False  # a cloud launch for it is already under way
     nominated: tuple[str, ...] = ()  # nodes being freed for it by preemption
+    # The growth of a running elastic job back towards its size: ``request.nodes`` more nodes
+    # in pool ``grows_in``, none of those it ``holds`` already (``Grow``).
+    grows_in: str | None = None
+    holds: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,12 @@ spec:
 """
 DATA = {"name": "d", "location": "s3://x", "residency": "eu", "tags": ["pii"], "size_gib": 5}
 
+ELASTIC = {"kind": "train", "train": {"loop": "m:f", "workers": {"min": 2, "max": 4}}}
+SERVICE = {
+    "kind": "inference",
+    "priority_class": "low",
+    "serve": {"app": "app:app", "replicas": {"max": 2}},
+}
 # field -> (how a case's job sets it, the value a rule reads as CEL)
 JOB: dict[str, tuple[dict[str, Any], str]] = {
     "name": ({}, '"{name}"'),
@@ -73,6 +79,10 @@ JOB: dict[str, tuple[dict[str, Any], str]] = {
     "data.sets[].size_gib": ({"data": [DATA]}, "5.0"),
     "limits.max_usd_per_hour": ({"limits": {"max_usd_per_hour": 3}}, "3.0"),
     "limits.max_runtime_s": ({"limits": {"max_runtime_s": "1h"}}, "3600.0"),
+    "elastic": (ELASTIC, "true"),
+    "workers.min": (ELASTIC, "2"),
+    "workers.max": ({"resources": {"nodes": 3}}, "3"),
+    "service": (SERVICE, "true"),
 }
 VICTIM_ONLY: dict[str, tuple[dict[str, Any], str]] = {
     "priority": ({"priority": 3}, "3"),

@@ -4,6 +4,8 @@ set as trying every node."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -40,6 +42,7 @@ def test_without_explanations_a_waiting_job_has_no_filter_counts_but_the_same_ou
 def exhaustive(req_, nodes, running_on, now, allowed, priority):
     """The reference: every node tried, the cheapest set per gang node."""
     taken: set[str] = set()
+    lent: dict[str, int] = {}
     picked: list[preempt.VictimSet] = []
     for _ in range(req_.nodes):
         options = [
@@ -48,7 +51,7 @@ def exhaustive(req_, nodes, running_on, now, allowed, priority):
             if n.name not in {p.node for p in picked}
             if (
                 found := preempt._on_node(
-                    n, req_, running_on.get(n.name, []), now, allowed, taken, priority
+                    n, req_, running_on.get(n.name, []), now, allowed, taken, priority, lent
                 )
             )
         ]
@@ -56,7 +59,11 @@ def exhaustive(req_, nodes, running_on, now, allowed, priority):
             return None
         best = min(options, key=lambda o: (o.cost, o.node))
         picked.append(best)
-        taken |= {v.job_id for v in best.victims}
+        for victim, lends in zip(best.victims, best.lends, strict=True):
+            if lends:
+                lent[victim.job_id] = lent.get(victim.job_id, 0) + 1
+            else:
+                taken.add(victim.job_id)
     return picked
 
 
@@ -67,6 +74,7 @@ victims_st = st.lists(
         st.sampled_from([0, 100, 200, 500]),  # priority
         st.floats(0, 900),  # started
         st.booleans(),  # allowed by policy
+        st.booleans(),  # elastic: lends its node rather than being preempted
     ),
     max_size=20,
 )
@@ -81,12 +89,13 @@ def test_branch_and_bound_finds_the_same_victims_as_trying_every_node(
     free = {n.name: list(range(8)) for n in nodes}
     jobs: list[Running] = []
     refused: set[str] = set()
-    for i, (where, g, prio, started, ok) in enumerate(drawn):
+    for i, (where, g, prio, started, ok, lends) in enumerate(drawn):
         name = f"n{where}"
         if len(free[name]) < g:
             continue
         held, free[name] = free[name][:g], free[name][g:]
-        jobs.append(running(f"v{i}", name, held, priority=prio, started=started))
+        job = running(f"v{i}", name, held, priority=prio, started=started)
+        jobs.append(dataclasses.replace(job, elastic_min=0) if lends else job)
         if not ok:
             refused.add(f"v{i}")
     snap = snapshot(nodes, [], jobs)
