@@ -26,7 +26,11 @@ from meshctl.state.records import AttemptRecord, JobState, NodeState
 __all__ = ["STOP_MARGIN_S", "UNHEALTHY_GRACE_S"]
 ON_ITS_WAY = frozenset({JobState.ADMITTED, JobState.DISPATCHED, JobState.RUNNING})
 STARTUP_ALLOWANCE_S = 600.0  # before its first report a run may be waiting for its workers
-STATE_OF = {Left.PREEMPTED: JobState.PREEMPTED, Left.EVICTED: JobState.EVICTED}
+STATE_OF = {
+    Left.PREEMPTED: JobState.PREEMPTED,
+    Left.EVICTED: JobState.EVICTED,
+    Left.RESIZED: JobState.PREEMPTED,  # it stops, and resumes at its new size
+}
 
 
 def reclaimed(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:

@@ -21,6 +21,9 @@ class Left(StrEnum):
 
     PREEMPTED = "preempted"
     EVICTED = "evicted"
+    # An elastic job resized: it lends nodes to a job of higher priority (``lent``), or grows
+    # back onto free nodes (``grows_onto``); it checkpoints, stops and resumes at its new size.
+    RESIZED = "resized"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +47,8 @@ class Leave:
     stop_at_s: float
     checkpoint: bool
     for_job: str | None = None  # the preemptor its GPUs are freed for
+    lent: tuple[tuple[str, str], ...] = ()  # resized: (node, borrower) for each node it lends
+    grows_onto: tuple[str, ...] = ()  # resized: the free nodes it is held to resume on too
 
 
 @dataclass(frozen=True, slots=True)

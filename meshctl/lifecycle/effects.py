@@ -4,6 +4,10 @@ simulator.
 - A placement starts the job; a launch asks for cloud capacity.
 - A preemption gives the victim its grace: it is asked to checkpoint now when the grace is
   more than nothing, and stopped when the grace ends.
+- An elastic job that lends nodes (``Shrink``) leaves the same way, resized: every node it
+  lends in one plan in one ``Leave``; one that grows (``Grow``) is asked to checkpoint and
+  stopped after ``GROW_GRACE_S``, the free nodes held for it meanwhile. Either resumes from
+  that checkpoint at its new size; a resize is never a failure.
 - A spot notice preempts the jobs on the instance: asked to checkpoint (however short the
   notice), stopped ``STOP_MARGIN_S`` before the provider takes the instance back (at once
   when the notice is shorter than that).
@@ -20,13 +24,15 @@ Pure: time is an argument.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from meshctl.lifecycle.actions import Action, Fail, Launch, Leave, Left, Requeue, Start
-from meshctl.scheduler import Evict, Place, Plan, Preempt, Provision
+from meshctl.scheduler import Evict, Grow, Place, Plan, Preempt, Provision, Shrink
 
 STOP_MARGIN_S = 15.0  # a job on a spot instance given notice is stopped this long before it goes
 UNHEALTHY_GRACE_S = 30.0  # a job on a node found unhealthy may checkpoint this long first
+GROW_GRACE_S = 30.0  # an elastic job growing back checkpoints this long before it stops
 
 
 def of_plan(plan: Plan, leaving: Iterable[str] = ()) -> list[Start | Leave | Launch]:
@@ -34,12 +40,22 @@ def of_plan(plan: Plan, leaving: Iterable[str] = ()) -> list[Start | Leave | Lau
     an evicted job already on its way out (``leaving``) is left alone."""
     now, gone = plan.now_s, set(leaving)
     out: list[Start | Leave | Launch] = []
+    loans: dict[str, list[Shrink]] = defaultdict(list)
+    for action in plan.actions:
+        if isinstance(action, Shrink) and action.victim_job_id not in gone:
+            loans[action.victim_job_id].append(action)
     for action in plan.actions:
         if isinstance(action, Place):
             out.append(Start(action.job_id, action.pool, action.allocations, action.backfill))
         elif isinstance(action, Preempt) and action.victim_job_id not in gone:
             gone.add(action.victim_job_id)
             out.append(preempted(action, now))
+        elif isinstance(action, Shrink) and action.victim_job_id in loans:
+            out.append(lends(loans.pop(action.victim_job_id), now))
+            gone.add(action.victim_job_id)
+        elif isinstance(action, Grow) and action.job_id not in gone:
+            gone.add(action.job_id)
+            out.append(grows(action, now))
         elif isinstance(action, Evict) and action.job_id not in gone:
             gone.add(action.job_id)
             out.append(Leave(action.job_id, Left.EVICTED, action.reason, now, False))
@@ -67,6 +83,26 @@ def preempted(action: Preempt, now_s: float) -> Leave:
         action.grace_s > 0,
         action.for_job_id,
     )
+
+
+def lends(shrinks: Sequence[Shrink], now_s: float) -> Leave:
+    """An elastic job lends these nodes: it leaves once, after the shortest grace of them
+    (asked to checkpoint when that is more than nothing), and resumes on the rest."""
+    first = shrinks[0]
+    grace = min(s.grace_s for s in shrinks)
+    lent = tuple((s.node, s.for_job_id) for s in shrinks)
+    borrowers = ", ".join(sorted({s.for_job_id for s in shrinks}))
+    rule = f" ({first.rule})" if first.rule else ""
+    why = f"lending {len(lent)} node(s) to {borrowers}{rule}"
+    return Leave(
+        first.victim_job_id, Left.RESIZED, why, now_s + grace, grace > 0, first.for_job_id, lent
+    )
+
+
+def grows(action: Grow, now_s: float) -> Leave:
+    nodes = tuple(a.node for a in action.allocations)
+    why = f"growing onto {', '.join(nodes)}"
+    return Leave(action.job_id, Left.RESIZED, why, now_s + GROW_GRACE_S, True, grows_onto=nodes)
 
 
 def noticed(job_id: str, node: str, taken_at_s: float, now_s: float) -> Leave:

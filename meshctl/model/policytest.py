@@ -10,7 +10,7 @@ labels, region) from the mesh file the test names.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 

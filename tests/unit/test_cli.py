@@ -62,7 +62,8 @@ def test_validate_reports_problems_on_stderr_with_exit_2(cli, tmp_path: Path):
     result = cli.invoke(app, ["validate", str(bad)])
     assert result.exit_code == 2
     assert result.stderr == (
-        f"error: {bad}:4: spec: needs an entrypoint (the command to run), a train section or a serve section\n"
+        f"error: {bad}:4: spec: needs an entrypoint (the command to run), a train section"
+        " or a serve section\n"
     )
     assert "Traceback" not in result.output
 

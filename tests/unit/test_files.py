@@ -88,7 +88,8 @@ BAD = [
     ),
     pytest.param(
         JOB.replace("  entrypoint: python run.py\n", ""),
-        "f.yaml:5: spec: needs an entrypoint (the command to run), a train section or a serve section",
+        "f.yaml:5: spec: needs an entrypoint (the command to run), a train section"
+        " or a serve section",
         id="nothing-to-run",
     ),
     pytest.param(
