@@ -106,6 +106,13 @@ def test_differential_benchmark_counts_scenarios_and_no_mismatch():
     assert result["mismatches"] == 0
 
 
+def test_surge_model_benchmark_reports_the_gain_over_a_static_split():
+    result = _json("surge_model.py", "--days", "1")
+    assert 0 < result["utilisation_static"] < result["utilisation_shared"] <= 1
+    assert result["gain_pp"] > 0
+    assert result["gpu_hours_lent"] > 0
+
+
 def test_agent_benchmark_reports_probe_cost_and_detection_times():
     """The embedded mesh with agents on the fake GPU driver: one XID trial and one silent
     node, about 90 s on two cores."""
