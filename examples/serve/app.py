@@ -48,7 +48,7 @@ class Model:
         body = await request.body()
         x = parse(body) if body else [self.inputs.gauss(0, 1) for _ in range(IN)]
         if x is None:
-            return JSONResponse({"error": f"expected {{\"x\": [{IN} numbers]}}"}, 400)
+            return JSONResponse({"error": f'expected {{"x": [{IN} numbers]}}'}, 400)
         await asyncio.sleep(self.cost_s)  # the forward pass a GPU would do
         scores = self.scores(x)
         return JSONResponse({"scores": scores, "class": scores.index(max(scores))})
@@ -63,4 +63,4 @@ def parse(body: bytes) -> list[float] | None:
         return None
 
 
-app = Model.bind()
+app = Model.bind()  # type: ignore[attr-defined]  # Serve's decorator is untyped

@@ -176,9 +176,7 @@ def check_loop(job: Job, work: Path | None, timeout_s: float = LOOP_CHECK_TIMEOU
         render.warnings([f"{field}: {loop} did not import within {timeout_s:g} s; not checked"])
         return
     except OSError as err:
-        raise InvalidRequestError(
-            f"{field}: cannot run {python} to check {loop}: {err}"
-        ) from None
+        raise InvalidRequestError(f"{field}: cannot run {python} to check {loop}: {err}") from None
     if done.returncode != 0:
         why = (done.stdout.strip() or done.stderr.strip()).splitlines() or [
             f"exit {done.returncode}"

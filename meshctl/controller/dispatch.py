@@ -277,7 +277,8 @@ def _train_spec(view: JobView, attempt: AttemptRecord, nodes: Sequence[str]) -> 
     return {
         "loop": train.loop,
         "workers": spec.workers,
-        "min_workers": train.min_workers,
+        # an elastic job (train.workers) also recovers within an attempt down to its least
+        "min_workers": train.min_workers or (train.workers.min if train.workers else None),
         "workers_per_node": per_node,
         "nodes": list(nodes),
         "per_worker": {

@@ -14,7 +14,11 @@ both would otherwise write twice:
 - ``effects`` and ``actions``: what a plan and the world's events do to jobs: grace and stop
   margins, checkpoint or not, requeue or fail by max_restarts, deadlines, maximum runtimes;
 - ``teardown``: which idle cloud instances go;
-- ``ledger``: the monthly spend at the price paid.
+- ``ledger``: the monthly spend at the price paid;
+- ``lending``: the loans of elastic jobs to higher-priority work, the lender's size, its
+  growth back;
+- ``serving``: a service's replica count from its traffic (target, upscale and downscale
+  delays).
 
 No I/O, no clock, no Ray or cloud SDK: an import-linter contract says so.
 """

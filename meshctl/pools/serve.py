@@ -14,8 +14,11 @@ meshctl owns the replica count and the nodes replicas may run on; Serve runs the
 - Scaling: applications are deployed with ``external_scaler_enabled: true``, and
   ``scale()`` uses ``POST /api/v1/applications/{app}/deployments/{dep}/scale``
   ``{"target_num_replicas": N}`` (Ray 2.60's endpoint for an external scaler: no redeploy, no
-  restart of running replicas). The next ``deploy`` carries meshctl's count again in
-  ``num_replicas``, so the two never disagree. A change of nodes goes through ``deploy``.
+  restart of running replicas); Serve's own autoscaling is then refused. Serve applies a
+  config's ``num_replicas`` only when that application's config changed: a count set by
+  ``scale`` survives a redeploy of an unchanged config, so ``deploy`` must always be given
+  meshctl's current count (then the two never disagree). A change of nodes goes through
+  ``deploy`` (it changes ``ray_actor_options``: a rolling restart).
 - Working directories: Serve's REST config takes only remote URIs, so ``upload_working_dir``
   zips a folder the way Ray's ``JobSubmissionClient`` does (Ray's own packaging helpers: the
   content hash names it ``gcs://_ray_pkg_<hash>.zip``) and ``PUT``s it to
@@ -171,8 +174,9 @@ class ServeClient:
         self, apps: Sequence[ServeApp], http_port: int, proxy_location: ProxyLocation = "EveryNode"
     ) -> None:
         """Make these the cluster's applications, all of them (others are deleted)."""
-        self._request("PUT", "/api/serve/applications/", deploy_config(apps, http_port,
-                                                                       proxy_location))
+        self._request(
+            "PUT", "/api/serve/applications/", deploy_config(apps, http_port, proxy_location)
+        )
 
     def scale(self, app: str, deployment: str, replicas: int) -> None:
         """Set a deployment's replica count now, without a redeploy (external scaler)."""
@@ -403,8 +407,9 @@ def app_loads(now: Samples, before: Samples | None, interval_s: float | None) ->
     seconds = interval_s if before is not None and interval_s else None
     ongoing, queued = total(now, ONGOING, BY_DEPLOYMENT), total(now, QUEUED, BY_DEPLOYMENT)
     done, latency = total(grown, REQUESTS, BY_DEPLOYMENT), buckets(grown, LATENCY, BY_DEPLOYMENT)
-    http, http_latency = total(grown, HTTP_REQUESTS, ("application",)), buckets(
-        grown, HTTP_LATENCY, ("application",)
+    http, http_latency = (
+        total(grown, HTTP_REQUESTS, ("application",)),
+        buckets(grown, HTTP_LATENCY, ("application",)),
     )
     deployments: dict[str, dict[str, DeploymentLoad]] = {}
     for key in sorted({*ongoing, *queued, *done, *latency}):
