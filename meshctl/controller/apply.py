@@ -34,7 +34,15 @@ from meshctl.controller.records import Recorder
 from meshctl.controller.states import ALLOWED
 from meshctl.lifecycle import BudgetCrossed, Estimator
 from meshctl.pools.checkpoints import request_checkpoint
-from meshctl.state.records import AttemptRecord, AttemptState, Decision, Event, JobRecord, JobState
+from meshctl.state.records import (
+    AttemptRecord,
+    AttemptState,
+    Decision,
+    Event,
+    JobRecord,
+    JobState,
+    LoanRecord,
+)
 from meshctl.state.store import ConflictError, NotFoundError, Store
 
 if TYPE_CHECKING:
@@ -71,6 +79,8 @@ class Applying:
             self._attempt(change, now)
         for transition in step.transitions:
             self._transition(transition, now)
+        for loan in step.loans:
+            self._loan(loan, now)
         for stop in step.stops:
             if now - self._stopped.get(stop.submission_id, -STOP_RESEND_S) < STOP_RESEND_S:
                 continue  # asked already; Ray is stopping it
@@ -219,6 +229,8 @@ class Applying:
             detail = replace(detail, stop_at_s=change.stop_at_s)
         if change.for_job is not None and detail.for_job is None:
             detail = replace(detail, for_job=change.for_job)
+        if change.lent or change.grows_onto:
+            detail = replace(detail, lent=change.lent, grows_onto=change.grows_onto)
         if change.failures is not None:
             detail = replace(detail, failures=change.failures)
         updated = replace(
@@ -263,6 +275,26 @@ class Applying:
         self.store.append_event(Event(now, f"budget.{crossed.state}", None, message, data))
         self._budget_states()[crossed.budget] = crossed.state
         log.log(logging.INFO if crossed.state == "ok" else logging.WARNING, "%s", message)
+
+    def _loan(self, loan: LoanRecord, now: float) -> None:
+        """The lending ledger: a loan opened (new) or closed (its record updated)."""
+        if loan.closed_at_s is None:
+            if self.store.get(LoanRecord, loan.id) is not None:
+                return  # recorded by an earlier try of this step
+            what = f"lends {loan.node} ({loan.gpus:g} GPUs) to {loan.borrower}"
+            self.store.create(loan, events=[Event(now, "loan.opened", loan.lender, what)])
+            return
+        found = self.store.get(LoanRecord, loan.id)
+        if found is None or found.closed_at_s is not None:
+            return
+        hours = (loan.closed_at_s - found.opened_at_s) * found.gpus / 3600
+        what = f"{found.node} back from {found.borrower} ({hours:.2f} GPU-hours lent)"
+        closed = replace(found, closed_at_s=loan.closed_at_s)
+        self.store.update(
+            closed,
+            expected_version=found.version,
+            events=[Event(now, "loan.closed", found.lender, what)],
+        )
 
     def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
         self.store.append_event(Event(now, kind, job_id, message))

@@ -276,9 +276,10 @@ def _train_spec(view: JobView, attempt: AttemptRecord, nodes: Sequence[str]) -> 
     checkpoint = spec.checkpoint
     return {
         "loop": train.loop,
-        "workers": spec.workers,
-        # an elastic job (train.workers) also recovers within an attempt down to its least
-        "min_workers": train.min_workers or (train.workers.min if train.workers else None),
+        # an elastic job (train.workers) runs one worker on each node it was placed on (its
+        # size now), and recovers within an attempt down to its least
+        "workers": len(nodes) if train.workers else spec.workers,
+        "min_workers": min(train.workers.min, len(nodes)) if train.workers else train.min_workers,
         "workers_per_node": per_node,
         "nodes": list(nodes),
         "per_worker": {

@@ -83,10 +83,19 @@ def leave(view: JobView, rules: Rules, leaving: Leave, step: Step) -> None:
         return
     stop_at = leaving.stop_at_s
     step.attempts.append(
-        AttemptChange(attempt.id, None, stop_at_s=stop_at, for_job=leaving.for_job)
+        AttemptChange(
+            attempt.id,
+            None,
+            stop_at_s=stop_at,
+            for_job=leaving.for_job,
+            lent=leaving.lent,
+            grows_onto=leaving.grows_onto,
+        )
     )
     if leaving.checkpoint:
-        why = f"preempted for {leaving.for_job}" if leaving.for_job else leaving.reason
+        resized = leaving.left is Left.RESIZED
+        preempted = leaving.for_job and not resized
+        why = f"preempted for {leaving.for_job}" if preempted else leaving.reason
         step.checkpoints.append(checkpoint_request(view, rules, attempt, why, stop_at))
 
 

@@ -47,6 +47,7 @@ from meshctl.state.records import (
     AttemptRecord,
     Event,
     JobRecord,
+    LoanRecord,
     NodeRecord,
 )
 from meshctl.state.store import Store
@@ -238,6 +239,7 @@ class Controller(Applying):
             node_busy_s=node_busy(attempts, now),
             estimator=self.estimator,
             budget_states=self._budget_states(),
+            loans=tuple(x for x in self.store.list(LoanRecord) if x.closed_at_s is None),
         )
         if self.burst is None:
             return world

@@ -6,8 +6,10 @@ runtime, declared or estimated, and the nodes being freed for them), the observe
 (``nodes.py``), the cloud offers at the price paid less what runs, the pools' facts (the wait
 forecast, what each may still launch, why one cannot be used), and what the policies see
 (capacity, waits per priority, this month's spend, victims). Out: dispatches, preemptions and
-evictions (a transition, a stop time, a checkpoint request when there is a grace), launches,
-idle teardowns, budget crossings, and a decision note per waiting job. Pure, like ``decide``.
+evictions (a transition, a stop time, a checkpoint request when there is a grace), resizes of
+elastic jobs (a loan opened per node lent, closed when its borrower or lender ends; a job
+below its size asks to grow back), launches, idle teardowns, budget crossings, and a decision
+note per waiting job. Pure, like ``decide``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from meshctl.controller.dispatch import dispatch, placement_nodes
 from meshctl.controller.leaving import leave
+from meshctl.controller.nodes import FINISHED_STATES
 from meshctl.controller.nodes import nodes as observed
 from meshctl.controller.nodes import running as running_of
 from meshctl.controller.step import (
@@ -32,7 +35,7 @@ from meshctl.controller.step import (
     own_head,
 )
 from meshctl.controller.world import JobView, World
-from meshctl.lifecycle import Backlog, Estimate, Estimator, Launch, Leave, Start, effects
+from meshctl.lifecycle import Backlog, Estimate, Estimator, Launch, Leave, Start, effects, lending
 from meshctl.lifecycle.snapshot import (
     configured_pools,
     leaving,
@@ -54,9 +57,15 @@ from meshctl.lifecycle.view import (
 from meshctl.model.mesh import AwsPool, GcpPool
 from meshctl.policy.facts import mesh_snapshot
 from meshctl.pools.observed import node_name
-from meshctl.scheduler import Node, PolicyView, Request, Running, Snapshot, schedule
+from meshctl.scheduler import Node, PolicyView, Request, Running, Snapshot, preempt, schedule
 from meshctl.scheduler.plan import Decision, Plan
-from meshctl.state.records import InstanceRecord, InstanceState, JobState
+from meshctl.state.records import (
+    AttemptRecord,
+    InstanceRecord,
+    InstanceState,
+    JobState,
+    LoanRecord,
+)
 
 JOIN_TIMEOUT_S = 600.0  # an instance whose node has not joined by then is idle, not joining
 
@@ -71,18 +80,26 @@ def scheduling(
 ) -> None:
     """Decide the waiting jobs (place, preempt, burst, wait) and what each decision does."""
     leaving_now = _leaving_now(step)
-    running = [_running(v, world, estimator, leaving_now) for v in holding if v.attempt]
+    # loans whose borrower or lender ended (this step included) close before the cycle, so
+    # their lenders grow back in it, as in the simulator
+    ended = {t.job_id for t in step.transitions if t.to in FINISHED_STATES}
+    active = {v.record.id for v in (*holding, *queued)} - ended
+    loans = [_as_loan(r) for r in world.loans]
+    closed = lending.closing(loans, active, world.now_s)
+    step.loans += [_loan_record(x) for x in closed]
+    lent = lending.lent_nodes(x for x in loans if x.id not in {c.id for c in closed})
+    running = [_running(v, world, estimator, leaving_now, lent) for v in holding if v.attempt]
     nodes = observed(world, rules.mesh, running, rules.catalogs)
     runtimes = {v.record.id: _runtime(v, estimator) for v in queued}
     mesh = _mesh_view(world, rules, nodes, running, queued, runtimes)
-    snapshot = _snapshot(world, rules, holding, running, queued, runtimes, mesh, nodes)
+    snapshot = _snapshot(world, rules, holding, running, queued, runtimes, mesh, nodes, lent)
     views = {v.record.id: v for v in (*holding, *queued)}
     policies = _policies(world, rules, mesh, views, running)
     step.standings = budgets(rules.policies, mesh)
     step.budgets += budget_crossings(world.budget_states, step.standings)
     plan = schedule(snapshot, policies, rules.config)
     step.plan = plan
-    _carry_out(plan, views, runtimes, leaving_now, world, rules, step)
+    _carry_out(plan, views, runtimes, leaving_now, world, rules, step, running)
     forecasts = _forecasts(queued, runtimes, mesh)
     step.decisions += [_note(d, forecasts.get(d.job_id)) for d in plan.decisions.values()]
     step.rule_errors += _rule_errors(policies, queued)
@@ -148,8 +165,10 @@ def _carry_out(
     world: World,
     rules: Rules,
     step: Step,
+    running: Sequence[Running],
 ) -> None:
     """The plan's actions, as the lifecycle carries them out, into the step."""
+    by_id = {r.job_id: r for r in running}
     for action in effects.of_plan(plan, leaving_now):
         view = views[action.job_id]
         if isinstance(action, Start):
@@ -157,11 +176,30 @@ def _carry_out(
             step.dispatches.append(dispatch(view, action, rules, world, seconds))
         elif isinstance(action, Leave):
             leave(view, rules, action, step)
+            lender = by_id.get(action.job_id)
+            if action.lent and lender is not None:
+                lost = preempt.lost_work_s(lender, action.stop_at_s)
+                for loan in lending.opened(action, lender, world.now_s, lost):
+                    step.loans.append(_loan_record(loan))
         elif isinstance(action, Launch):
             number = (view.attempt.number if view.attempt else 0) + 1
             step.launches.append(
                 replace(action, request_id=launch_request_id(action.job_id, number))
             )
+
+
+def _loan_record(loan: lending.Loan) -> LoanRecord:
+    return LoanRecord(
+        loan.id, loan.lender, loan.borrower, loan.pool, loan.node, loan.gpus,
+        loan.opened_at_s, loan.closed_at_s, loan.lost_gpu_s,
+    )  # fmt: skip
+
+
+def _as_loan(record: LoanRecord) -> lending.Loan:
+    return lending.Loan(
+        record.id, record.lender, record.borrower, record.pool, record.node,
+        record.gpus, record.opened_at_s, record.closed_at_s, record.lost_gpu_s,
+    )  # fmt: skip
 
 
 def _forecasts(
@@ -204,8 +242,21 @@ def _leaving_now(step: Step) -> set[str]:
     }
 
 
-def _running(view: JobView, world: World, estimator: Estimator, leaving_now: set[str]) -> Running:
+def _running(
+    view: JobView,
+    world: World,
+    estimator: Estimator,
+    leaving_now: set[str],
+    lent: Mapping[str, int],
+) -> Running:
     found = running_of(view, world, estimator)
+    elastic = view.job.spec.elastic
+    if elastic is not None:  # at its size now: one node a worker; it may lend to its least
+        found = replace(
+            found,
+            request=lending.sized(found.request, len(found.allocations)),
+            elastic_min=elastic.min,
+        )
     if view.record.id in leaving_now and not found.leaving:
         stop_at = _stop_at(view, world)
         return leaving(found, stop_at)
@@ -226,6 +277,7 @@ def _snapshot(
     runtimes: Mapping[str, Estimate | None],
     mesh: MeshView,
     nodes: Sequence[Node],
+    lent: Mapping[str, int],
 ) -> Snapshot:
     live: dict[str, int] = defaultdict(int)
     of_type: dict[tuple[str, str], int] = defaultdict(int)
@@ -248,9 +300,10 @@ def _snapshot(
         of_type,
     )
     freeing = [
-        (v.attempt.detail.for_job or "", placement_nodes(v.attempt))
+        pair
         for v in holding
         if v.attempt is not None and v.record.state is JobState.PREEMPTED
+        for pair in _freeing(v.record.id, v.attempt)
     ]
     nominated = nominations(freeing)
     pending = [
@@ -258,7 +311,7 @@ def _snapshot(
             v.record.id,
             v.record.team,
             v.record.priority,
-            Request.of(v.job),
+            _request(v, lent),
             v.record.submitted_at_s,
             _seconds(runtimes[v.record.id]),
             nominated.get(v.record.id, ()),
@@ -266,7 +319,43 @@ def _snapshot(
         )
         for v in queued
     ]
+    by_id = {v.record.id: v for v in holding}
+    for job in running:  # elastic jobs below their size (their loans closed) grow back
+        view = by_id.get(job.job_id)
+        if view is None or view.record.state is not JobState.RUNNING:
+            continue
+        wanted = _size(view, lent)
+        grow = lending.growth(job, wanted, view.record.submitted_at_s) if wanted else None
+        if grow is not None:
+            pending.append(grow)
     return Snapshot(world.now_s, tuple(nodes), pools, tuple(running), tuple(pending), offers)
+
+
+def _size(view: JobView, lent: Mapping[str, int]) -> int | None:
+    """An elastic job's nodes now (its most, less what it lends); None for any other job."""
+    elastic = view.job.spec.elastic
+    if elastic is None:
+        return None
+    return lending.size(elastic.max, elastic.min, lent.get(view.record.id, 0))
+
+
+def _request(view: JobView, lent: Mapping[str, int]) -> Request:
+    request = Request.of(view.job)
+    nodes = _size(view, lent)
+    return request if nodes is None else lending.sized(request, nodes)
+
+
+def _freeing(job_id: str, attempt: AttemptRecord) -> list[tuple[str, Sequence[str]]]:
+    """Whom a stopping attempt's nodes are held for: a preempted job's for its preemptor; a
+    resized one's: each node it lends for its borrower, the rest (and the free nodes it grows
+    onto) for itself, to resume on."""
+    detail, nodes = attempt.detail, placement_nodes(attempt)
+    if not detail.lent and not detail.grows_onto:
+        return [(detail.for_job or "", nodes)]
+    lent = dict(detail.lent)
+    out: list[tuple[str, Sequence[str]]] = [(b, [n]) for n, b in detail.lent]
+    out.append((job_id, [n for n in nodes if n not in lent] + list(detail.grows_onto)))
+    return out
 
 
 def _launching(world: World, view: JobView) -> bool:

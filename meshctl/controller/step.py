@@ -16,7 +16,7 @@ from meshctl.policy.compiled import PolicySet
 from meshctl.policy.tenancy import BudgetStanding
 from meshctl.pools.observed import Submission
 from meshctl.scheduler import Plan, SchedulerConfig
-from meshctl.state.records import AttemptRecord, JobState
+from meshctl.state.records import AttemptRecord, JobState, LoanRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,8 @@ class AttemptChange:
     stop_at_s: float | None = None
     for_job: str | None = None  # the preemptor its GPUs are freed for
     failures: int | None = None  # the job's failures once this attempt has ended
+    lent: tuple[tuple[str, str], ...] = ()  # resized: (node, borrower) per node it lends
+    grows_onto: tuple[str, ...] = ()  # resized: the free nodes held for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +142,7 @@ class Step:
     standings: tuple[BudgetStanding, ...] = ()  # each budget this month, for the heartbeat
     # (team, job name, runtime s) of the jobs seen succeed: what runtime estimates learn
     successes: list[tuple[str, str, float]] = field(default_factory=list)
+    loans: list[LoanRecord] = field(default_factory=list)  # opened (version 0) or closed
     plan: Plan | None = None
 
 

@@ -19,6 +19,7 @@ from meshctl.state.records import (
     InstanceRecord,
     JobRecord,
     JobState,
+    LoanRecord,
     NodeRecord,
 )
 
@@ -116,3 +117,4 @@ class World:
     hold: str | None = None  # why nothing new starts now (meshctl down --drain), or None
     estimator: Estimator = field(default_factory=Estimator)  # runtimes of the jobs that ended
     budget_states: Mapping[str, str] = field(default_factory=dict)  # what each budget last was
+    loans: tuple[LoanRecord, ...] = ()  # open: elastic jobs' nodes lent to other jobs

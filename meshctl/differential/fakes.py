@@ -59,6 +59,7 @@ class Run:
     message: str = ""
     end_s: float | None = None
     written: int = -1  # checkpoints recorded in its progress file
+    scale: float = 1.0  # an elastic job on fewer nodes than its most: that much slower
 
     def observed(self, submission_id: str) -> ObservedJob:
         return ObservedJob(
@@ -185,7 +186,7 @@ class FakeWorld:
         if asked is not None and asked <= at:
             computed, _ = run.segment.computed_at(asked - run.started_s)
             saved = max(saved, computed)
-        self.saved[run.job] = self.saved.get(run.job, 0.0) + saved
+        self.saved[run.job] = self.saved.get(run.job, 0.0) + saved / run.scale
         run.end_s = at
 
     def _asked(self, run: Run) -> float | None:
@@ -271,12 +272,14 @@ class FakeWorld:
             return "adopted"
         env = submission.runtime_env["env_vars"]
         job = self.ids[env["MESHCTL_JOB_ID"]]
-        duration = self.scenario_job(job).duration_s
-        remaining = max(0.0, duration - self.saved.get(job, 0.0))
-        segment = Segment(0.0, remaining, self.scenario.checkpoint_s, 0.0)
+        found = self.scenario_job(job)
+        remaining = max(0.0, found.duration_s - self.saved.get(job, 0.0))
         nodes = tuple(env["MESHCTL_NODES"].split(","))
+        scale = found.nodes / len(nodes) if found.elastic_min is not None else 1.0
+        segment = Segment(0.0, remaining * scale, self.scenario.checkpoint_s, 0.0)
         uri = env.get("MESHCTL_CHECKPOINT_URI")
-        self.runs[sid] = Run(job, int(env["MESHCTL_ATTEMPT"]), pool, nodes, self.now, segment, uri)
+        attempt = int(env["MESHCTL_ATTEMPT"])
+        self.runs[sid] = Run(job, attempt, pool, nodes, self.now, segment, uri, scale=scale)
         return "submitted"
 
     def stop(self, submission_id: str) -> bool:

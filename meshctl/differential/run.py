@@ -32,7 +32,7 @@ from meshctl.controller.submit import Rejected, check, enqueue
 from meshctl.differential.fakes import FakeJoiner, FakePool, FakeWorld
 from meshctl.differential.scenario import CPUS_PER_GPU, EPOCH_S, MEMORY_GIB_PER_GPU, Scenario
 from meshctl.differential.scenario import catalogs as load_catalogs
-from meshctl.lifecycle import BudgetCrossed, Fail, Launch, Leave, Requeue, Start, Teardown
+from meshctl.lifecycle import BudgetCrossed, Fail, Launch, Leave, Left, Requeue, Start, Teardown
 from meshctl.lifecycle.clusters import head_of
 from meshctl.pools.observed import node_name
 from meshctl.scheduler import SchedulerConfig
@@ -247,6 +247,7 @@ def _steps(t: float, step: Step, ids: dict[str, str], names: dict[str, str]) -> 
         )
         yield (at, "start", ids[d.job_id], d.attempt.pool, nodes, d.job_id in backfilled)
     for_job = {c.attempt_id.rsplit("-", 1)[0]: c.for_job for c in step.attempts if c.for_job}
+    resized = {c.attempt_id.rsplit("-", 1)[0] for c in step.attempts if c.lent or c.grows_onto}
     for tr in step.transitions:
         job = ids.get(tr.job_id, tr.job_id)
         if tr.to in (JobState.PREEMPTED, JobState.EVICTED):
@@ -255,7 +256,7 @@ def _steps(t: float, step: Step, ids: dict[str, str], names: dict[str, str]) -> 
                 at,
                 "leave",
                 job,
-                tr.to.value,
+                Left.RESIZED.value if tr.job_id in resized else tr.to.value,
                 ids.get(preemptor, preemptor) if preemptor else None,
             )
         elif tr.to is JobState.REQUEUED:

@@ -120,8 +120,11 @@ class Scenario:
         job keeping its checkpoints in ``storage``."""
         document = job_document(job, CPUS_PER_GPU, MEMORY_GIB_PER_GPU, "switch")
         spec = document["spec"]
-        del spec["entrypoint"]
+        spec.pop("entrypoint", None)
+        workers = spec.get("train", {}).get("workers")  # an elastic job's range
         spec["train"] = {"loop": "differential:loop", "max_failures": 0}
+        if workers is not None:
+            spec["train"]["workers"] = workers
         spec["checkpoint"] = {"storage": storage, "interval": self.checkpoint_s}
         if job.deadline_s is not None:
             spec["limits"]["deadline"] = _iso(EPOCH_S + job.deadline_s)

@@ -147,6 +147,29 @@ TABLE: tuple[Scenario, ...] = (
         policies=PRIORITIES,
     ),
     Scenario(
+        # hi borrows one of e's three nodes: e checkpoints for 30 s, resumes on two; when hi
+        # ends, the loan closes and e grows back onto the free node, resuming on three
+        "an-elastic-job-lends-a-node-and-grows-back",
+        (
+            job("e", 0, 3000, 4, nodes=3, elastic_min=1),
+            job("hi", 100, 200, 4, priority_class="high"),
+        ),
+        nodes=3,
+        policies=PRIORITIES,
+    ),
+    Scenario(
+        # a two-node gang borrows two nodes of e, never below its least of one; then a
+        # third high job finds only e's last node: e is at its least and is preempted whole
+        "lending-stops-at-the-least-then-the-lender-is-preempted",
+        (
+            job("e", 0, 3000, 4, nodes=3, elastic_min=1),
+            job("g", 100, 300, 4, nodes=2, priority_class="high"),
+            job("hi", 200, 100, 4, priority_class="high"),
+        ),
+        nodes=3,
+        policies=PRIORITIES,
+    ),
+    Scenario(
         "burst-when-the-wait-is-long-and-teardown-when-idle",
         (job("a", 0, 600, 4, nodes=2, max_runtime_s=600), job("b", 10, 100, 1)),
         policies=BURST,
@@ -259,6 +282,8 @@ def generate(rng: random.Random, name: str = "random") -> Scenario:
         if rng.random() < 0.2:
             extra["criticality"] = "critical"
         extra["max_restarts"] = rng.choice([0, 1, 3])
+        if width > 1 and rng.random() < 0.4:
+            extra["elastic_min"] = 1
         jobs.append(
             job(
                 f"j{i}",

@@ -10,8 +10,10 @@ controller would see it stopped. Then it waits again, or fails for good
 
 from __future__ import annotations
 
-from meshctl.lifecycle import effects
-from meshctl.lifecycle.actions import Fail, Leave, Requeue, Start
+from dataclasses import replace
+
+from meshctl.lifecycle import effects, lending
+from meshctl.lifecycle.actions import Fail, Leave, Left, Requeue, Start
 from meshctl.lifecycle.snapshot import leaving
 from meshctl.lifecycle.snapshot import running_of as running
 from meshctl.sim.events import At, JobEvent, Kind, PoolEvent
@@ -33,6 +35,11 @@ class Attempts(EngineState):
             self.cluster.hold(node, job_id, alloc, 1.0)
             labels.append(node.base.labels)
         speed = slowdown(self.mesh.networks.get(start.pool), labels)
+        request, scale = self.requests[job_id], 1.0
+        if job.elastic_min is not None:  # on fewer nodes than its most: that much slower
+            scale = job.nodes / len(start.allocations)
+            speed *= scale
+            request = lending.sized(request, len(start.allocations))
         c = self.config.checkpoints
         restart = c.restart_s if result.attempts > 0 else 0.0
         interval = c.interval_for(job.nodes, self.mtbf_s)
@@ -46,16 +53,26 @@ class Attempts(EngineState):
             result.priority,
             start.pool,
             start.allocations,
-            self.requests[job_id],
+            request,
             self.now,
             runtime,
             checkpoints=checkpoint_plan(self.now, seg),
         )
+        if job.elastic_min is not None:
+            run = replace(run, elastic_min=job.elastic_min)
         self.running[job_id] = Attempt(
-            job_id, self.tokens, start.pool, start.allocations, self.now, speed, seg, run
+            job_id,
+            self.tokens,
+            start.pool,
+            start.allocations,
+            self.now,
+            speed,
+            seg,
+            run,
+            scale=scale,
         )
-        self.backlog.run(job_id, start.pool, run.expected_end_s, job.total_gpus, self.now)
-        self.cluster.busy[start.pool] += job.total_gpus
+        self.backlog.run(job_id, start.pool, run.expected_end_s, run.request.total_gpus, self.now)
+        self.cluster.busy[start.pool] += run.request.total_gpus
         result.attempts += 1
         result.backfilled += start.backfill
         self.totals.backfill_starts += start.backfill
@@ -76,7 +93,7 @@ class Attempts(EngineState):
         attempt.why = why
         if isinstance(why, Leave) and why.checkpoint:
             attempt.asked_s = now
-        gpus = self.results[attempt.job_id].job.total_gpus
+        gpus = attempt.running.request.total_gpus
         self.backlog.run(
             attempt.job_id, attempt.pool, attempt.running.expected_end_s, gpus, attempt.started_s
         )
@@ -117,13 +134,17 @@ class Attempts(EngineState):
             min(stop - attempt.started_s, seg.restart_s),
             attempt.speed,
             cost,
+            attempt.running.request.total_gpus,
+            attempt.scale,
         )
         result.progress_s += work
         self._free(attempt, stop)
         if isinstance(why, Fail):
             self._finished_for_good(attempt.job_id, why.reason)
             return
-        if why.for_job is not None:
+        if why.left is Left.RESIZED:
+            result.resized += 1
+        elif why.for_job is not None:
             result.preempted += 1
         else:
             result.failed += 1
@@ -155,7 +176,17 @@ class Attempts(EngineState):
         result = self.results[event.job_id]
         seg, cost = attempt.segment, self.config.checkpoints.cost_s
         work = seg.compute_s / attempt.speed
-        result.account(seg.wall_s, work, seg.checkpoints, seg.restart_s, attempt.speed, cost)
+        gpus = attempt.running.request.total_gpus
+        result.account(
+            seg.wall_s,
+            work,
+            seg.checkpoints,
+            seg.restart_s,
+            attempt.speed,
+            cost,
+            gpus,
+            attempt.scale,
+        )
         result.progress_s += work
         result.end_s = self.now
         job = result.job
@@ -182,7 +213,7 @@ class Attempts(EngineState):
             if node.cloud is not None and not node.jobs:
                 node.idle_since = stopped_s
                 self._idle_later(node.base.pool, stopped_s)
-        self.cluster.busy[attempt.pool] -= self.results[job_id].job.total_gpus
+        self.cluster.busy[attempt.pool] -= attempt.running.request.total_gpus
 
     def _idle_later(self, pool: str, since_s: float) -> None:
         if not self.config.tick_s:  # on the tick every cycle looks

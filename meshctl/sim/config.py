@@ -69,6 +69,7 @@ class Totals:
     node_failures: int = 0
     spot_reclaims: int = 0
     preemptions: int = 0
+    resizes: int = 0  # elastic jobs resized: lending nodes, or growing back
     launches: int = 0
     backfill_starts: int = 0
     budget_crossings: int = 0

@@ -26,16 +26,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from meshctl.lifecycle import effects
-from meshctl.lifecycle.actions import Action, Launch, Leave, Start
+from meshctl.lifecycle import effects, lending
+from meshctl.lifecycle.actions import Action, Launch, Leave, Left, Start
 from meshctl.lifecycle.snapshot import nominations, offers_left, pool_infos
 from meshctl.lifecycle.view import MeshView, Victims, budget_crossings, budgets, policy_view
 from meshctl.model.job import Job
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import BoundPolicies, bind
 from meshctl.policy.facts import MeshSnapshot
-from meshctl.scheduler import Request, Snapshot
+from meshctl.scheduler import Pending, Request, Snapshot
 from meshctl.scheduler import schedule as run_scheduler
+from meshctl.scheduler.preempt import lost_work_s
 from meshctl.sim.config import Result, SimConfig, SimMesh
 from meshctl.sim.events import Arrival, At, Kind, PoolEvent
 from meshctl.sim.fleet import CloudPool
@@ -150,6 +151,7 @@ class Engine(WorldEvents):
             job.max_runtime_s,
             job.max_restarts,
             job.priority_class,
+            job.elastic_min,
         )
         found = self._classes.get(key)
         if found is None:
@@ -238,6 +240,10 @@ class Engine(WorldEvents):
             if over is not None and attempt is not None and not attempt.leaving:
                 self._record(over)
                 self._leave(attempt, over, now)
+        active = set(self.running) | set(self.pending)
+        closed = {x.id: x for x in lending.closing(self.loans, active, now)}
+        if closed:
+            self.loans = [closed.get(x.id, x) for x in self.loans]
         snapshot, mesh = self._snapshot()
         view = policy_view(
             self.policies, mesh, self._date(), self.models, self._priority, self._victims()
@@ -270,23 +276,36 @@ class Engine(WorldEvents):
         capacity = self.cluster.capacity.of_pools(self.pool_names)
         waits = self.backlog.waits(capacity, self.cloud_pools, now)
         pools = pool_infos(self.mesh.pools, waits.lowest(), fleet.live_per_pool, {})
-        nominated = nominations(self.freeing.values())
-        pending = tuple(
-            replace(p, nominated=nominated[p.job_id]) if p.job_id in nominated else p
-            for p in self.pending.values()
-        )
+        nominated = nominations(pair for pairs in self.freeing.values() for pair in pairs)
+        pending = [self._pending_now(p, nominated) for p in self.pending.values()]
+        for attempt in self.running.values():  # elastic jobs below their size grow back
+            wanted = self._size(attempt.job_id)
+            if wanted is not None and attempt.stopped_s is None:
+                job = self.results[attempt.job_id].job
+                grow = lending.growth(attempt.running, wanted, job.arrival_s)
+                if grow is not None:
+                    pending.append(grow)
         snapshot = Snapshot(
             now,
             nodes,
             pools,
             tuple(a.running for a in self.running.values()),
-            pending,
+            tuple(pending),
             offers_left(self.mesh.offers, fleet.live_type),
         )
         spend, team_spend = fleet.spend(now)
         configured = self.mesh.configured or MeshSnapshot(())
         mesh = MeshView(configured, capacity, waits, len(self.pending), spend, team_spend)
         return snapshot, mesh
+
+    def _pending_now(self, pending: Pending, nominated: dict[str, tuple[str, ...]]) -> Pending:
+        """A waiting job as this cycle sees it: the nodes freed for it, its size now."""
+        if pending.job_id in nominated:
+            pending = replace(pending, nominated=nominated[pending.job_id])
+        size = self._size(pending.job_id)
+        if size is not None:
+            pending = replace(pending, request=lending.sized(pending.request, size))
+        return pending
 
     def _apply(self, action: Action) -> None:
         self._record(action)
@@ -295,10 +314,18 @@ class Engine(WorldEvents):
         elif isinstance(action, Leave):
             attempt = self.running.get(action.job_id)
             if attempt is not None and not attempt.leaving:
-                if action.for_job is not None:
+                nodes = tuple(a.node for a in attempt.allocations)
+                if action.left is Left.RESIZED:
+                    self.totals.resizes += 1
+                    lent = dict(action.lent)
+                    pairs = [(b, (n,)) for n, b in action.lent]
+                    rest = tuple(n for n in nodes if n not in lent) + action.grows_onto
+                    self.freeing[action.job_id] = [*pairs, (action.job_id, rest)]
+                    lost = lost_work_s(attempt.running, action.stop_at_s)
+                    self.loans += lending.opened(action, attempt.running, self.now, lost)
+                elif action.for_job is not None:
                     self.totals.preemptions += 1
-                    nodes = tuple(a.node for a in attempt.allocations)
-                    self.freeing[action.job_id] = (action.for_job, nodes)
+                    self.freeing[action.job_id] = [(action.for_job, nodes)]
                 self._leave(attempt, action, self.now)
         elif isinstance(action, Launch):
             self._launch(action)

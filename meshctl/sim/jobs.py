@@ -30,6 +30,7 @@ class JobResult:
     pools: set[str] = field(default_factory=set)
     attempts: int = 0
     preempted: int = 0
+    resized: int = 0  # an elastic job: stopped to lend nodes or to grow back
     failed: int = 0  # attempts ended by a node failure or a spot reclaim
     failures: int = 0  # what max_restarts is judged against (evictions)
     backfilled: int = 0  # attempts started around a reservation held for another job
@@ -49,11 +50,16 @@ class JobResult:
         restart_s: float,
         speed: float,
         checkpoint_cost_s: float,
+        gpus: float | None = None,
+        scale: float = 1.0,
     ) -> None:
-        g = self.job.total_gpus
+        """``gpus``: what the attempt held (default: the job's); ``scale``: its most nodes
+        over those it ran on (an elastic job on fewer: as much work in as many GPU-seconds,
+        over a longer time, not a slowdown; ``speed`` includes it)."""
+        g = self.job.total_gpus if gpus is None else gpus
         held = wall_s * g
-        useful = work_s * g
-        slow = work_s * (speed - 1.0) * g
+        useful = work_s * g * scale
+        slow = work_s * (speed - scale) * g
         ckpt = min(checkpoints * checkpoint_cost_s, wall_s) * g
         restart = restart_s * g
         self.held_gpu_s += held
@@ -74,6 +80,7 @@ class Attempt:
     speed: float  # slowdown: wall seconds per work second
     segment: Segment
     running: Running
+    scale: float = 1.0  # an elastic job: its most nodes over those it runs on (in speed)
     asked_s: float | None = None  # when it was asked to checkpoint (it is leaving)
     stopped_s: float | None = None  # when it stopped working (its GPUs are still held)
     why: Leave | Fail | None = None  # why it is leaving

@@ -16,8 +16,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from meshctl.lifecycle import lending
 from meshctl.lifecycle.actions import Action
 from meshctl.lifecycle.estimates import Estimator
+from meshctl.lifecycle.lending import Loan
 from meshctl.lifecycle.snapshot import pending_of
 from meshctl.lifecycle.waits import Backlog
 from meshctl.model.job import Job
@@ -56,7 +58,10 @@ class EngineState:
         self.models: dict[str, Job] = {}
         self.requests: dict[str, Request] = {}
         self.names: dict[str, str] = {}  # what runtime estimates know a job by
-        self.freeing: dict[str, tuple[str, tuple[str, ...]]] = {}  # victim -> (for, its nodes)
+        # victim -> (for whom, nodes) pairs: a preempted job's nodes for its preemptor; a
+        # resized one's for its borrowers and itself
+        self.freeing: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+        self.loans: list[Loan] = []  # the lending ledger: every loan, open or closed
         self.deadlines: dict[str, float] = {}  # waiting jobs with a deadline
         self.limits: dict[str, float] = {}  # running jobs with a maximum runtime
         self.decided: set[str] = set()  # jobs the scheduler has decided about once
@@ -124,6 +129,14 @@ class EngineState:
         )
         self.backlog.queue(job_id, result.priority, job.total_gpus, runtime)
         self.waiting_by_key.setdefault((job.team, self.names[job_id]), set()).add(job_id)
+
+    def _size(self, job_id: str) -> int | None:
+        """An elastic job's nodes now (its most, less what it lends); None for any other."""
+        job = self.results[job_id].job
+        if job.elastic_min is None:
+            return None
+        lent = sum(1 for x in self.loans if x.open and x.lender == job_id)
+        return lending.size(job.nodes, job.elastic_min, lent)
 
     def _unwait(self, job_id: str) -> None:
         if self.pending.pop(job_id, None) is not None:

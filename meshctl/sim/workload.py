@@ -44,6 +44,9 @@ class SimJob:
     max_restarts: int = 3  # limits.max_restarts: failures it may be requeued after
     deadline_s: float | None = None  # limits.deadline: fails if it has not started by then
     priority_class: str | None = None  # default: the policies' class for its kind
+    # An elastic train job (one worker a node, ``nodes`` at most): lends nodes down to this
+    # many to jobs of higher priority, and grows back (``train.workers``).
+    elastic_min: int | None = None
 
     @property
     def total_gpus(self) -> float:
@@ -80,17 +83,23 @@ def job_document(
     limits: dict[str, Any] = {"max_restarts": job.max_restarts}
     if job.max_runtime_s is not None:
         limits["max_runtime_s"] = job.max_runtime_s
+    run: dict[str, Any] = {"entrypoint": "trace"}
+    if job.elastic_min is not None:
+        resources.pop("topology", None)
+        run = {
+            "train": {"loop": "trace:run", "workers": {"min": job.elastic_min, "max": job.nodes}}
+        }
     return {
         "apiVersion": "meshctl/v1",
         "kind": "Job",
         "metadata": {"name": job.name or f"{job.kind}-{job.criticality}-{job.team}"},
         "spec": {
             "kind": job.kind,
-            "entrypoint": "trace",
+            **run,
             "criticality": job.criticality,
             "team": job.team,
             "resources": resources,
-            "reserve": "workers" if job.nodes > 1 else None,
+            "reserve": "workers" if job.nodes > 1 or job.elastic_min is not None else None,
             "limits": limits,
             **({"priority_class": job.priority_class} if job.priority_class else {}),
         },

@@ -23,6 +23,7 @@ from meshctl.state.records import (
     InstanceRecord,
     JobRecord,
     JobState,
+    LoanRecord,
     LogEntry,
     NodeDetail,
     NodeRecord,
@@ -78,6 +79,7 @@ KINDS: Mapping[type[Record | LogEntry], KindSpec] = {
         "node", "nodes", "id", "pool state", "labels resources", details={"detail": NodeDetail}
     ),
     InstanceRecord: _spec("instance", "instances", "id", "pool state"),
+    LoanRecord: _spec("loan", "loans", "id", "lender borrower pool"),
     Event: _spec("event", "events", "seq", "job_id", "data"),
     Decision: _spec("decision", "decisions", "seq", "job_id", "explanation"),
 }
@@ -88,6 +90,7 @@ RECORD_KINDS: tuple[type[Record], ...] = (
     PoolRecord,
     NodeRecord,
     InstanceRecord,
+    LoanRecord,
 )
 
 

@@ -74,6 +74,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE instances ADD COLUMN spot INTEGER NOT NULL DEFAULT 0;
     """,
+    # 5: the lending ledger: an elastic job's nodes lent to jobs of higher priority.
+    """
+    CREATE TABLE loans (
+        id TEXT PRIMARY KEY, lender TEXT NOT NULL, borrower TEXT NOT NULL, pool TEXT NOT NULL,
+        node TEXT NOT NULL, gpus REAL NOT NULL, opened_at_s REAL NOT NULL, closed_at_s REAL,
+        lost_gpu_s REAL NOT NULL, version INTEGER NOT NULL
+    );
+    CREATE INDEX loans_lender ON loans (lender);
+    CREATE INDEX loans_borrower ON loans (borrower);
+    CREATE INDEX loans_pool ON loans (pool);
+    """,
 )
 
 

@@ -155,6 +155,10 @@ class AttemptDetail:
     pool_mtbf_s: float | None = None  # its pool's MTBF over its nodes, for interval auto
     stop_at_s: float | None = None  # preempted or evicted: when it is stopped (its grace)
     for_job: str | None = None  # preempted: the job it makes room for
+    # resized (an elastic job): (node, borrower) for each node it lends, the nodes it grows
+    # onto; held for them while it stops
+    lent: tuple[tuple[str, str], ...] = ()
+    grows_onto: tuple[str, ...] = ()
     submit_errors: int = 0  # submissions its pool refused
     # The Ray node ids of its nodes when it was placed, in the order of its allocations: what
     # it and its workers are pinned by (Ray's ray.io/node-id label). Empty: placed by a
@@ -188,6 +192,10 @@ class AttemptDetail:
             known["allocations"] = tuple(Held.of(a) for a in known["allocations"])
         if "ray_node_ids" in known:
             known["ray_node_ids"] = tuple(str(i) for i in known["ray_node_ids"])
+        if "lent" in known:
+            known["lent"] = tuple((str(n), str(b)) for n, b in known["lent"])
+        if "grows_onto" in known:
+            known["grows_onto"] = tuple(str(n) for n in known["grows_onto"])
         if "ray_resources" in known:
             known["ray_resources"] = {str(k): float(v) for k, v in known["ray_resources"].items()}
         if "ray_bundles" in known:
@@ -307,6 +315,23 @@ class InstanceRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class LoanRecord:
+    """An elastic job's node lent to a job of higher priority (the lending ledger,
+    ``meshctl.lifecycle.lending.Loan``): open until the borrower or the lender ends."""
+
+    id: str
+    lender: str
+    borrower: str
+    pool: str
+    node: str
+    gpus: float
+    opened_at_s: float
+    closed_at_s: float | None = None
+    lost_gpu_s: float = 0.0  # the lender's work lost when it stopped to lend
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Event:
     """An append-only log entry, e.g. kind ``"job.transition"``; ``seq`` is set by the store."""
 
@@ -330,7 +355,9 @@ class Decision:
     seq: int = 0
 
 
-Record: TypeAlias = JobRecord | AttemptRecord | PoolRecord | NodeRecord | InstanceRecord
+Record: TypeAlias = (
+    JobRecord | AttemptRecord | PoolRecord | NodeRecord | InstanceRecord | LoanRecord
+)
 """A mutable, versioned record."""
 
 LogEntry: TypeAlias = Event | Decision
