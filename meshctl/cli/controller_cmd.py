@@ -91,6 +91,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
         make_run_dir,
         run_dir,
     )
+    from meshctl.controller.serving_apply import ServeDeployer
     from meshctl.pools.emulated import EmulatedInstances
     from meshctl.pools.health import forget_overruled, overruled, unhealthy
 
@@ -125,6 +126,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
         ),
         overruled=lambda: overruled(home),
         forget_overruled=lambda key: forget_overruled(home, key),
+        serve=ServeDeployer(home),
     )
     return controller
 

@@ -36,7 +36,7 @@ def queue(
     from meshctl.controller import daemon
     from meshctl.controller.submit import check, enqueue
 
-    check_loop(job, work)  # a train job's loop imports, before anything is queued
+    job = check_loop(job, work)  # a train loop or Serve app imports, before anything is queued
     now = dt.datetime.now(dt.UTC)
     rules = context.rules(held=held)
     observed = _unlisted_inventory(context, rules.mesh)
@@ -142,11 +142,17 @@ if not hasattr(found, function):
 if want_callable and not callable(getattr(found, function)):
     print(f"{module}.{function} is not callable")
     sys.exit(3)
+if not want_callable:  # a Serve application: the name of its ingress deployment
+    bound = getattr(getattr(found, function), "_bound_deployment", None)
+    if bound is None:
+        print(f"{module}.{function} is not a Serve application (Deployment.bind())")
+        sys.exit(3)
+    print(f"DEPLOYMENT={bound.name}")
 """
 LOOP_CHECK_TIMEOUT_S = 60.0  # importing torch on a cold cache takes seconds, not minutes
 
 
-def check_loop(job: Job, work: Path | None, timeout_s: float = LOOP_CHECK_TIMEOUT_S) -> None:
+def check_loop(job: Job, work: Path | None, timeout_s: float = LOOP_CHECK_TIMEOUT_S) -> Job:
     """A train job's ``module:function``, imported in a subprocess (user code may import
     torch: never in this process) with the interpreter the cluster runs it with and the job's
     environment variables. Not importable or not a function: InvalidRequestError (exit 2,
@@ -162,7 +168,7 @@ def check_loop(job: Job, work: Path | None, timeout_s: float = LOOP_CHECK_TIMEOU
     elif job.spec.serve is not None:
         field, loop, want_callable = "serve.app", job.spec.serve.app, "0"
     else:
-        return
+        return job
     module, _, function = loop.partition(":")
     python = job.spec.runtime_env.py_executable or sys.executable
     cwd = work if work is not None else Path.cwd()
@@ -174,7 +180,7 @@ def check_loop(job: Job, work: Path | None, timeout_s: float = LOOP_CHECK_TIMEOU
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         render.warnings([f"{field}: {loop} did not import within {timeout_s:g} s; not checked"])
-        return
+        return job
     except OSError as err:
         raise InvalidRequestError(f"{field}: cannot run {python} to check {loop}: {err}") from None
     if done.returncode != 0:
@@ -182,3 +188,9 @@ def check_loop(job: Job, work: Path | None, timeout_s: float = LOOP_CHECK_TIMEOU
             f"exit {done.returncode}"
         ]
         raise InvalidRequestError(f"{field}: {loop} in {cwd}: {why[-1]}")
+    serve = job.spec.serve
+    said = [line for line in done.stdout.splitlines() if line.startswith("DEPLOYMENT=")]
+    if serve is None or serve.deployment is not None or not said:
+        return job
+    named = serve.model_copy(update={"deployment": said[-1].removeprefix("DEPLOYMENT=")})
+    return job.model_copy(update={"spec": job.spec.model_copy(update={"serve": named})})

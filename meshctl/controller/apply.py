@@ -32,6 +32,7 @@ from meshctl.controller.decide import (
 from meshctl.controller.failpoints import failpoint
 from meshctl.controller.records import Recorder
 from meshctl.controller.states import ALLOWED
+from meshctl.controller.step import ServiceChange
 from meshctl.lifecycle import BudgetCrossed, Estimator
 from meshctl.pools.checkpoints import request_checkpoint
 from meshctl.state.records import (
@@ -79,6 +80,8 @@ class Applying:
             self._attempt(change, now)
         for transition in step.transitions:
             self._transition(transition, now)
+        for service in step.services:
+            self._service(service, now)
         for loan in step.loans:
             self._loan(loan, now)
         for stop in step.stops:
@@ -275,6 +278,34 @@ class Applying:
         self.store.append_event(Event(now, f"budget.{crossed.state}", None, message, data))
         self._budget_states()[crossed.budget] = crossed.state
         log.log(logging.INFO if crossed.state == "ok" else logging.WARNING, "%s", message)
+
+    def _service(self, change: ServiceChange, now: float) -> None:
+        """A service's one attempt: its replicas and scaling, recorded; what changed, an
+        event."""
+        attempt_id = f"{change.job_id}-1"
+        found = self.store.get(AttemptRecord, attempt_id)
+        scaling = change.scaling
+        if found is None:
+            found = self.store.create(
+                AttemptRecord(
+                    attempt_id, change.job_id, 1, change.pool, f"serve-{change.job_id}",
+                    AttemptState.RUNNING, now, None,
+                )
+            )  # fmt: skip
+        detail = replace(
+            found.detail,
+            allocations=change.allocations,
+            replica_ids=change.replica_ids,
+            replicas_wanted=change.wanted,
+            above_since_s=scaling.above_since_s,
+            below_since_s=scaling.below_since_s,
+            most_below=scaling.most_below,
+            next_replica=change.next_replica,
+        )
+        events = [Event(now, "service.replicas", change.job_id, change.why)] if change.why else []
+        self.store.update(
+            replace(found, detail=detail), expected_version=found.version, events=events
+        )
 
     def _loan(self, loan: LoanRecord, now: float) -> None:
         """The lending ledger: a loan opened (new) or closed (its record updated)."""

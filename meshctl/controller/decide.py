@@ -81,12 +81,15 @@ def decide(world: World, rules: Rules) -> Step:
     step = Step()
     holding: list[JobView] = []
     queued: list[JobView] = []
+    serving: list[JobView] = []
     for view in world.jobs:
         kept = reconcile(view, world, rules, step)
         if kept == "holding":
             holding.append(view)
         elif kept == "queued":
             queued.append(view)
+        elif kept == "service":
+            serving.append(view)
     queued += _requeued(world, step)  # they wait from now on: this cycle decides them too
     _drain_deadlines(world, holding, step)
     reclaimed(world, rules, holding, step)
@@ -97,11 +100,11 @@ def decide(world: World, rules: Rules) -> Step:
     queued = _past_deadline(world, queued, step)
     estimator = world.estimator.plus(step.successes)  # what ended this cycle counts already
     if world.hold is None:
-        scheduling(world, rules, holding, queued, step, estimator)
+        scheduling(world, rules, holding, queued, step, estimator, serving)
     else:  # nothing new starts, nothing is preempted for it: the running jobs may end
         held = {"status": "held", "reason": world.hold}
         step.decisions += [DecisionNote(v.record.id, "held", world.hold, held) for v in queued]
-    idle_pools(world, rules, holding, step)
+    idle_pools(world, rules, [*holding, *serving], step)
     return step
 
 

@@ -204,7 +204,8 @@ class LogCopier:
         """Copy what is new of each active attempt's log (each at most every READ_EVERY_S);
         finish the copies of attempts that ended. Never raises: a failed read is retried."""
         reachable = {n: s for n, s in sources.items() if _reachable(world, n)}
-        attempts = [v.attempt for v in world.jobs if v.attempt is not None]
+        # a service's attempt is no Ray job: it has no driver log (its replicas log in Ray)
+        attempts = [v.attempt for v in world.jobs if v.attempt is not None and not v.job.spec.serve]
         active = {a.id: a for a in attempts if a.state in ACTIVE_ATTEMPT}
         opened = self._opened()
         now = self.clock()

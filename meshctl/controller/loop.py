@@ -35,6 +35,7 @@ from meshctl.controller.nodes import pools_down
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
 from meshctl.controller.reload import Reloader, in_use_removed
+from meshctl.controller.serving_apply import ServeDeployer
 from meshctl.controller.world import JobView, World, latest_attempts, node_busy, past_runs
 from meshctl.lifecycle import Estimator
 from meshctl.model.job import Job
@@ -101,6 +102,7 @@ class Controller(Applying):
         agents: AgentWatch | None = None,
         overruled: Callable[[], Mapping[str, str]] | None = None,
         forget_overruled: Callable[[str], None] | None = None,
+        serve: ServeDeployer | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
         comes back on new ports with a new token), and the Ray pools without a client, with
@@ -117,6 +119,7 @@ class Controller(Applying):
         ``forget_overruled`` drops one once its agent says healthy again, so the same words
         said later take the node out again."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
+        self.serve = serve  # the services' Serve applications: read and deployed
         self.resolve = resolve
         self.unreachable: Mapping[str, str] = {}  # Ray pools without a client -> why
         self.burst = burst  # the cloud side: launches, instance watch, teardown
@@ -155,6 +158,10 @@ class Controller(Applying):
         step = decide(world, self.rules)
         self.standings = step.standings if world.hold is None else self.standings
         errors = self.apply(step, now)
+        if self.serve is not None:
+            errors += self.serve.sync(
+                self.store, self.rules.mesh, self.clients, world.pools, world.serve, now
+            )
         if self.logs is not None:
             self.logs.follow(world, self.clients)
         self.recorder.record(world, self.rules.mesh, self.burst, now)
@@ -240,6 +247,7 @@ class Controller(Applying):
             estimator=self.estimator,
             budget_states=self._budget_states(),
             loans=tuple(x for x in self.store.list(LoanRecord) if x.closed_at_s is None),
+            serve=self.serve.observe(views, self.clients) if self.serve is not None else {},
         )
         if self.burst is None:
             return world

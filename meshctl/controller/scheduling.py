@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from meshctl.controller import services
 from meshctl.controller.dispatch import dispatch, placement_nodes
 from meshctl.controller.leaving import leave
 from meshctl.controller.nodes import FINISHED_STATES
@@ -77,31 +78,39 @@ def scheduling(
     queued: Sequence[JobView],
     step: Step,
     estimator: Estimator,
+    serving: Sequence[JobView] = (),
 ) -> None:
-    """Decide the waiting jobs (place, preempt, burst, wait) and what each decision does."""
+    """Decide the waiting jobs (place, preempt, burst, wait) and what each decision does;
+    the services' replicas (``services.py``) go through the cycle as units of their own."""
     leaving_now = _leaving_now(step)
+    loans = [_as_loan(r) for r in world.loans]
+    borrowers = {x.borrower for x in loans}
+    units = services.units(serving, world.serve, borrowers, world.now_s)
     # loans whose borrower or lender ended (this step included) close before the cycle, so
     # their lenders grow back in it, as in the simulator
     ended = {t.job_id for t in step.transitions if t.to in FINISHED_STATES}
-    active = {v.record.id for v in (*holding, *queued)} - ended
-    loans = [_as_loan(r) for r in world.loans]
+    active = ({v.record.id for v in (*holding, *queued)} | units.active) - ended
     closed = lending.closing(loans, active, world.now_s)
     step.loans += [_loan_record(x) for x in closed]
     lent = lending.lent_nodes(x for x in loans if x.id not in {c.id for c in closed})
     running = [_running(v, world, estimator, leaving_now, lent) for v in holding if v.attempt]
+    running += units.running
     nodes = observed(world, rules.mesh, running, rules.catalogs)
     runtimes = {v.record.id: _runtime(v, estimator) for v in queued}
     mesh = _mesh_view(world, rules, nodes, running, queued, runtimes)
     snapshot = _snapshot(world, rules, holding, running, queued, runtimes, mesh, nodes, lent)
-    views = {v.record.id: v for v in (*holding, *queued)}
+    snapshot = replace(snapshot, pending=snapshot.pending + tuple(units.pending))
+    views = {v.record.id: v for v in (*holding, *queued)} | units.views
     policies = _policies(world, rules, mesh, views, running)
     step.standings = budgets(rules.policies, mesh)
     step.budgets += budget_crossings(world.budget_states, step.standings)
     plan = schedule(snapshot, policies, rules.config)
     step.plan = plan
-    _carry_out(plan, views, runtimes, leaving_now, world, rules, step, running)
+    _carry_out(plan, views, runtimes, leaving_now, world, rules, step, running, units)
+    services.settle(units, world.serve, step)
     forecasts = _forecasts(queued, runtimes, mesh)
-    step.decisions += [_note(d, forecasts.get(d.job_id)) for d in plan.decisions.values()]
+    decided = services.decisions(plan.decisions.values(), units)
+    step.decisions += [_note(d, forecasts.get(d.job_id)) for d in decided]
     step.rule_errors += _rule_errors(policies, queued)
 
 
@@ -166,10 +175,14 @@ def _carry_out(
     rules: Rules,
     step: Step,
     running: Sequence[Running],
+    units: services.Units,
 ) -> None:
-    """The plan's actions, as the lifecycle carries them out, into the step."""
+    """The plan's actions, as the lifecycle carries them out, into the step (a service's
+    replicas: into the service)."""
     by_id = {r.job_id: r for r in running}
     for action in effects.of_plan(plan, leaving_now):
+        if services.carry(action, units):
+            continue
         view = views[action.job_id]
         if isinstance(action, Start):
             seconds = _seconds(runtimes[action.job_id])

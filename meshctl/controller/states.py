@@ -112,13 +112,15 @@ def _allowed() -> frozenset[tuple[JobState | None, JobState]]:
 
 ALLOWED = _allowed()  # (from, to): what TRANSITIONS allows; None is a job being stored
 
-Kept = Literal["holding", "queued"] | None
+Kept = Literal["holding", "queued", "service"] | None
 
 
 def reconcile(view: JobView, world: World, rules: Rules, step: Step) -> Kept:
     """Bring one job in line with its pool; say whether it holds resources or waits."""
     record, attempt = view.record, view.attempt
     state = record.state
+    if view.job.spec.serve is not None:  # a service: no Ray job; services.py follows it
+        return None if state in FINISHED else "service"
     if state in QUEUED:
         return "queued"
     if attempt is None or attempt.state not in ACTIVE_ATTEMPT:

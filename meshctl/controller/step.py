@@ -10,13 +10,14 @@ from typing import Any
 
 from meshctl.lifecycle import BudgetCrossed
 from meshctl.lifecycle import Launch as Launch  # a step's launch: the lifecycle's
+from meshctl.lifecycle.serving import Scaling
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import Mesh
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.tenancy import BudgetStanding
 from meshctl.pools.observed import Submission
 from meshctl.scheduler import Plan, SchedulerConfig
-from meshctl.state.records import AttemptRecord, JobState, LoanRecord
+from meshctl.state.records import AttemptRecord, Held, JobState, LoanRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,20 @@ class AttemptChange:
     failures: int | None = None  # the job's failures once this attempt has ended
     lent: tuple[tuple[str, str], ...] = ()  # resized: (node, borrower) per node it lends
     grows_onto: tuple[str, ...] = ()  # resized: the free nodes held for it
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceChange:
+    """A service's replicas and scaling, as its attempt records them from now on."""
+
+    job_id: str
+    pool: str
+    allocations: tuple[Held, ...]
+    replica_ids: tuple[str, ...]
+    wanted: int
+    scaling: Scaling
+    next_replica: int
+    why: str = ""  # what changed, for the service's events ("scaled out to 4: ...")
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +158,7 @@ class Step:
     # (team, job name, runtime s) of the jobs seen succeed: what runtime estimates learn
     successes: list[tuple[str, str, float]] = field(default_factory=list)
     loans: list[LoanRecord] = field(default_factory=list)  # opened (version 0) or closed
+    services: list[ServiceChange] = field(default_factory=list)
     plan: Plan | None = None
 
 

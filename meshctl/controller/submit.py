@@ -78,11 +78,6 @@ def check(
     ``ray`` pools whose mesh entry lists no nodes (an existing cluster is what it is; its
     nodes are read from it)."""
     name = job.metadata.name
-    if job.spec.serve is not None:
-        raise Rejected(
-            f"job {name}: serve: the controller does not deploy services yet (the scheduler "
-            "lends and the simulator models them); run the app from an entrypoint for now"
-        )
     priority, klass, view, headroom = _policy_view(job, mesh, catalogs, policies, now)
     pending = Pending(name, job.spec.team, priority, Request.of(job), now.timestamp(), None)
     snapshot = snapshot_from_mesh(mesh, catalogs, None, [pending], now.timestamp(), headroom)

@@ -91,6 +91,21 @@ class TrainProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class ServeSeen:
+    """What Serve says of a service's application: its status and message, its replicas
+    running, and its traffic (requests in flight and queued, per second, latency); None where
+    there is no reading yet."""
+
+    status: str
+    message: str = ""
+    running: int = 0
+    ongoing: float | None = None
+    rps: float | None = None
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class World:
     now_s: float
     pools: Mapping[str, PoolObservation]  # the pools this controller drives
@@ -118,3 +133,4 @@ class World:
     estimator: Estimator = field(default_factory=Estimator)  # runtimes of the jobs that ended
     budget_states: Mapping[str, str] = field(default_factory=dict)  # what each budget last was
     loans: tuple[LoanRecord, ...] = ()  # open: elastic jobs' nodes lent to other jobs
+    serve: Mapping[str, ServeSeen] = field(default_factory=dict)  # services, by job id

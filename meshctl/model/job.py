@@ -136,6 +136,11 @@ class Serve(Model):
         examples=["app:app"],
     )
     route_prefix: str = Field("/", description="the HTTP path it answers under")
+    deployment: Annotated[str, Field(min_length=1)] | None = Field(
+        None,
+        description="the deployment whose replicas meshctl scales (default: the app's ingress, "
+        "read when it is submitted)",
+    )
     replicas: ReplicaRange
     target_ongoing_requests: Annotated[float, Field(gt=0, le=100_000)] = Field(
         2.0, description="requests in flight per replica the count aims at"

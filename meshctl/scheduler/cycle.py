@@ -225,6 +225,9 @@ class _Cycle:
     def _decide(self, job: Pending) -> Decision:
         verdict = self.policies.verdict(job.job_id)
         asked, usable, eligible = self.avail.pools(verdict)
+        if job.only_pool is not None:  # a replica joins its service's others
+            only = frozenset({job.only_pool})
+            asked, usable, eligible = asked & only, usable & only, eligible & only
         if verdict is not None and verdict.priority_problem:
             return Decision(job.job_id, "unschedulable", verdict.priority_problem)
         key = (job.request, eligible)

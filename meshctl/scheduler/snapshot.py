@@ -123,6 +123,7 @@ class Pending:
     # in pool ``grows_in``, none of those it ``holds`` already (``Grow``).
     grows_in: str | None = None
     holds: tuple[str, ...] = ()
+    only_pool: str | None = None  # a service's replica: where its other replicas run
 
 
 @dataclass(frozen=True, slots=True)

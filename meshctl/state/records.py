@@ -159,6 +159,15 @@ class AttemptDetail:
     # onto; held for them while it stops
     lent: tuple[tuple[str, str], ...] = ()
     grows_onto: tuple[str, ...] = ()
+    # A service (its one attempt): each replica's id, in the order of the allocations; the
+    # replicas its traffic wants and since when it has asked for more or fewer
+    # (``meshctl.lifecycle.serving.Scaling``); the number the next replica takes.
+    replica_ids: tuple[str, ...] = ()
+    replicas_wanted: int | None = None
+    above_since_s: float | None = None
+    below_since_s: float | None = None
+    most_below: int = 0
+    next_replica: int = 0
     submit_errors: int = 0  # submissions its pool refused
     # The Ray node ids of its nodes when it was placed, in the order of its allocations: what
     # it and its workers are pinned by (Ray's ray.io/node-id label). Empty: placed by a
@@ -194,6 +203,8 @@ class AttemptDetail:
             known["ray_node_ids"] = tuple(str(i) for i in known["ray_node_ids"])
         if "lent" in known:
             known["lent"] = tuple((str(n), str(b)) for n, b in known["lent"])
+        if "replica_ids" in known:
+            known["replica_ids"] = tuple(str(n) for n in known["replica_ids"])
         if "grows_onto" in known:
             known["grows_onto"] = tuple(str(n) for n in known["grows_onto"])
         if "ray_resources" in known:

@@ -35,8 +35,8 @@ BAD = [
                  "than max (2)", id="min over max"),
     pytest.param(("app:app", 1, 2, "0"), "error: {job}:10: spec.serve.target_ongoing_requests: "
                  "expected greater than 0, got 0", id="a target of 0"),
-    pytest.param(("app:app", 1, 2, "2"), "error: job svc: serve: the controller does not deploy "
-                 "services yet", id="the controller does not run services yet"),
+    pytest.param(("app:app", 1, 2, "2"), "error: serve.app: app:app in {work}: app.app is not a "
+                 "Serve application (Deployment.bind())", id="not a Serve application"),
 ]  # fmt: skip
 
 
@@ -53,6 +53,39 @@ def test_a_bad_service_is_refused_before_queueing(cli, tmp_path: Path, fields, m
     assert result.stderr.startswith(message.format(work=work, job=job))
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (home / "state.db").exists()
+
+
+SERVE_APP = """\
+class _Deployment:
+    name = "Classifier"
+
+
+class _Application:  # what Deployment.bind() gives, as far as submit looks
+    _bound_deployment = _Deployment()
+
+
+app = _Application()
+"""
+
+
+def test_a_service_is_queued_with_its_ingress_deployment(cli, tmp_path: Path) -> None:
+    import json
+
+    work = tmp_path / "code"
+    work.mkdir()
+    (work / "app.py").write_text(SERVE_APP)
+    job = tmp_path / "job.yaml"
+    job.write_text(SERVICE % ("app:app", 1, 2, "2"))
+    home = tmp_path / "home"
+    result = cli.invoke(app, ["--home", str(home), "submit", str(job), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    job_id = json.loads(result.stdout)["id"]
+    from meshctl.state import JobRecord, SqliteStore
+
+    with SqliteStore(home / "state.db") as store:
+        record = store.get(JobRecord, job_id)
+    assert record is not None
+    assert record.spec["spec"]["serve"]["deployment"] == "Classifier"
 
 
 ELASTIC = """\

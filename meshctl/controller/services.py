@@ -1,0 +1,277 @@
+"""Services: inference jobs with a ``serve`` section, run as Ray Serve applications whose
+replicas meshctl places. Pure, like ``decide``.
+
+A service's replicas are units of the scheduler's own: each one holds the job's resources
+on one node and is placed, preempted, evicted and explained like a one-node job
+(``<job>/r<n>``), in the pool of the service's other replicas. How many it wants follows its
+traffic (``meshctl.lifecycle.serving``: ongoing requests per replica against its target,
+after the upscale or downscale delay), read from Serve every cycle (``World.serve``). A
+replica that finds no free GPU borrows from elastic training as policy allows (a loan, whose
+borrower is the replica); scaling in lets the borrowed replicas go first, newest first, so
+their lenders grow back.
+
+The service's one attempt (its number 1) records its replicas (``AttemptDetail``:
+allocations and ``replica_ids`` in step) and its scaling; ``ServiceChange`` rewrites them.
+The job is ``admitted`` once it has a replica, ``running`` once Serve says the application
+runs. The apply side (``serving_apply.py``) deploys every service of a pool to its cluster
+whenever what they hold changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from meshctl.controller.dispatch import held_of
+from meshctl.controller.nodes import allocation_of
+from meshctl.controller.step import ServiceChange, Step, Transition
+from meshctl.controller.world import JobView, ServeSeen
+from meshctl.lifecycle import Launch, Leave, Start, serving
+from meshctl.model.job import Serve
+from meshctl.scheduler import Allocation, Pending, Request, Running
+from meshctl.scheduler.plan import Decision
+from meshctl.state.records import JobState
+
+SEP = "/r"  # a replica's id: "<job>/r<n>"
+
+
+def replica_id(job_id: str, number: int) -> str:
+    return f"{job_id}{SEP}{number}"
+
+
+def service_of(unit_id: str) -> str | None:
+    """The service a replica id belongs to; None for a job's own id."""
+    job, sep, number = unit_id.rpartition(SEP)
+    return job if sep and number.isdigit() else None
+
+
+def spec_of(serve: Serve) -> serving.ServeSpec:
+    return serving.ServeSpec(
+        serve.replicas.min,
+        serve.replicas.max,
+        serve.target_ongoing_requests,
+        serve.upscale_delay,
+        serve.downscale_delay,
+    )
+
+
+@dataclass
+class Service:
+    """One service through one cycle: what it holds, wants and becomes."""
+
+    view: JobView
+    pool: str | None
+    replicas: dict[str, Allocation]  # id -> where, in the order placed
+    scaling: serving.Scaling
+    next_replica: int
+    why: list[str] = field(default_factory=list)
+
+    @property
+    def job_id(self) -> str:
+        return self.view.record.id
+
+    def change(self) -> ServiceChange:
+        assert self.pool is not None
+        held = tuple(held_of(a) for a in self.replicas.values())
+        return ServiceChange(
+            self.job_id,
+            self.pool,
+            held,
+            tuple(self.replicas),
+            self.scaling.replicas,
+            self.scaling,
+            self.next_replica,
+            "; ".join(self.why),
+        )
+
+
+@dataclass
+class Units:
+    """The services' replicas as the scheduler sees them, and the views their ids stand for."""
+
+    services: dict[str, Service] = field(default_factory=dict)
+    running: list[Running] = field(default_factory=list)
+    pending: list[Pending] = field(default_factory=list)
+    views: dict[str, JobView] = field(default_factory=dict)  # replica id -> its service
+
+    @property
+    def active(self) -> set[str]:
+        """Replicas running or wanted: their loans stay open."""
+        return {r.job_id for r in self.running} | {p.job_id for p in self.pending}
+
+
+def units(
+    views: Sequence[JobView],
+    seen: Mapping[str, ServeSeen],
+    lent_to: Iterable[str],
+    now_s: float,
+) -> Units:
+    """Each service's count after its traffic, its replicas (less those it scales in: the
+    borrowed ones first, newest first) and those it still wants, as scheduler units."""
+    out, borrowers = Units(), set(lent_to)
+    for view in views:
+        serve = view.job.spec.serve
+        assert serve is not None
+        service = _service(view)
+        spec = spec_of(serve)
+        reading = seen.get(view.record.id)
+        if reading is not None and reading.ongoing is not None:
+            before = service.scaling.replicas
+            service.scaling = serving.scale(spec, service.scaling, reading.ongoing, now_s)
+            after = service.scaling.replicas
+            if after != before:
+                way = "out" if after > before else "in"
+                service.why.append(
+                    f"scaled {way} to {after}: {reading.ongoing:g} requests in flight, "
+                    f"target {spec.target:g} a replica"
+                )
+        _scale_in(service, borrowers)
+        out.services[service.job_id] = service
+        record = view.record
+        request = Request.of(view.job)
+        started = view.attempt.started_at_s if view.attempt else None
+        for rid, alloc in service.replicas.items():
+            assert service.pool is not None
+            out.running.append(
+                Running(
+                    rid, record.team, record.priority, service.pool, (alloc,), request,
+                    started if started is not None else now_s,
+                )
+            )  # fmt: skip
+            out.views[rid] = view
+        for number in range(service.scaling.replicas - len(service.replicas)):
+            rid = replica_id(record.id, service.next_replica + number)
+            out.pending.append(
+                Pending(
+                    rid, record.team, record.priority, request, record.submitted_at_s,
+                    only_pool=service.pool,
+                )
+            )  # fmt: skip
+            out.views[rid] = view
+    return out
+
+
+def _service(view: JobView) -> Service:
+    attempt = view.attempt
+    serve = view.job.spec.serve
+    assert serve is not None
+    if attempt is None:
+        return Service(view, None, {}, serving.start(spec_of(serve)), 0)
+    detail = attempt.detail
+    replicas = {
+        rid: allocation_of(held)
+        for rid, held in zip(detail.replica_ids, detail.allocations, strict=False)
+    }
+    wanted = detail.replicas_wanted if detail.replicas_wanted is not None else serve.replicas.min
+    scaling = serving.Scaling(wanted, detail.above_since_s, detail.below_since_s, detail.most_below)
+    return Service(view, attempt.pool, replicas, scaling, detail.next_replica)
+
+
+def _scale_in(service: Service, borrowers: set[str]) -> None:
+    """Down to the count wanted: the replicas that borrowed GPUs go first (their lenders grow
+    back), then the newest."""
+    extra = len(service.replicas) - service.scaling.replicas
+    if extra <= 0:
+        return
+    order = list(service.replicas)  # oldest first
+    going = sorted(order, key=lambda rid: (rid not in borrowers, -order.index(rid)))[:extra]
+    for rid in going:
+        del service.replicas[rid]
+    service.why.append(f"replicas {', '.join(going)} gone")
+
+
+def placed(service: Service, unit_id: str, pool: str, allocation: Allocation) -> None:
+    """A replica the scheduler placed."""
+    service.replicas[unit_id] = allocation
+    service.pool = service.pool or pool
+    number = int(unit_id.rpartition(SEP)[2])
+    service.next_replica = max(service.next_replica, number + 1)
+    service.why.append(f"replica {unit_id} on {allocation.node}")
+
+
+def removed(service: Service, unit_id: str, why: str) -> None:
+    """A replica preempted or evicted: it goes at once (Serve drains it)."""
+    if service.replicas.pop(unit_id, None) is not None:
+        service.why.append(f"replica {unit_id} gone: {why}")
+
+
+def transitions(services: Iterable[Service], seen: Mapping[str, ServeSeen]) -> list[Transition]:
+    """A service with replicas is admitted; running once Serve says so; back to admitted
+    never (Serve's own status is what ``jobs show`` gives)."""
+    out = []
+    for service in services:
+        state = service.view.record.state
+        if state in (JobState.PENDING, JobState.REQUEUED) and service.replicas:
+            first = next(iter(service.replicas.values())).node
+            out.append(
+                Transition(service.job_id, JobState.ADMITTED, f"replica on {first}", service.pool)
+            )
+        reading = seen.get(service.job_id)
+        if state is JobState.ADMITTED and reading is not None and reading.status == "RUNNING":
+            out.append(Transition(service.job_id, JobState.RUNNING, "Serve runs it"))
+    return out
+
+
+def changed(service: Service) -> bool:
+    """Whether its record must be written: replicas, count or scaling moved."""
+    attempt = service.view.attempt
+    if service.pool is None:
+        return False
+    if attempt is None:
+        return bool(service.replicas)
+    d = attempt.detail
+    now = (
+        tuple(service.replicas),
+        tuple(held_of(a) for a in service.replicas.values()),
+        service.scaling.replicas,
+        service.scaling.above_since_s,
+        service.scaling.below_since_s,
+        service.scaling.most_below,
+        service.next_replica,
+    )
+    was = (
+        d.replica_ids,
+        d.allocations,
+        d.replicas_wanted,
+        d.above_since_s,
+        d.below_since_s,
+        d.most_below,
+        d.next_replica,
+    )
+    return now != was
+
+
+def carry(action: Start | Leave | Launch, units: Units) -> bool:
+    """A plan's action for a replica, carried out on its service; False: not a replica's.
+    Services do not burst: a launch for a replica is dropped (it waits on the mesh)."""
+    owner = service_of(action.job_id)
+    service = units.services.get(owner) if owner is not None else None
+    if service is None:
+        return False
+    if isinstance(action, Start):
+        placed(service, action.job_id, action.pool, action.allocations[0])
+    elif isinstance(action, Leave):
+        removed(service, action.job_id, action.reason)
+    return True
+
+
+def settle(units: Units, seen: Mapping[str, ServeSeen], step: Step) -> None:
+    """What the cycle made of the services, into the step: their records, their states."""
+    for service in units.services.values():
+        if changed(service):
+            step.services.append(service.change())
+    step.transitions += transitions(units.services.values(), seen)
+
+
+def decisions(found: Iterable[Decision], units: Units) -> list[Decision]:
+    """The plan's decisions, a service's under its own id: the first of its replicas that
+    is not placed says why the service waits for it."""
+    out, said = [], set()
+    for decision in found:
+        owner = service_of(decision.job_id)
+        if owner is None or owner not in units.services:
+            out.append(decision)
+        elif decision.status != "placed" and owner not in said:
+            said.add(owner)
+            out.append(replace(decision, job_id=owner))
+    return out
