@@ -116,12 +116,21 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
     """One job: what it asks for, its attempts (and why the last one failed), events, and the
     scheduler's latest decision."""
     from meshctl.cli import jobview, render
+    from meshctl.controller.services import service_of
+    from meshctl.controller.serving_apply import serve_ports
+    from meshctl.state import LoanRecord
 
-    with app_context(ctx).store() as store:
+    context = app_context(ctx)
+    with context.store() as store:
         record = find(store, job)
         attempts = jobview.attempts_of(store, record.id)
         events = store.events(job_id=record.id)
         decisions = store.decisions(job_id=record.id)
+        loans = [
+            x
+            for x in store.list(LoanRecord)
+            if record.id in (x.lender, x.borrower, service_of(x.borrower))
+        ]
     decision = decisions[-1].explanation.get("summary") if decisions else None
     data = {
         **_row(record, attempts[-1] if attempts else None, time.time()),
@@ -132,10 +141,26 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
     training = _training(record, attempts, said)
     if training is not None:
         data["training"] = training
+    pool = attempts[-1].pool if attempts else None
+    port = serve_ports(context.home).get(pool) if pool else None
+    service = jobview.service_data(record.spec, attempts, port)
+    if service is not None:
+        data["service"] = service
+    if loans:
+        now = time.time()
+        data["loans"] = [
+            jobview.loan_data(x, now) for x in sorted(loans, key=lambda x: x.opened_at_s)
+        ]
     if output is not Output.table:
         render.emit_data(data, output)
         return
     _show_job(record, data, attempts)
+    if service is not None:
+        render.say(f"  service: {render.esc(jobview.service_text(service))}")
+        if service["message"]:
+            render.say(f"    Serve: {render.esc(service['message'])}")
+    for loan in data.get("loans", []):
+        render.say(f"  loan: {render.esc(jobview.loan_text(loan))}")
     _show_training(training)
     for e in events:
         render.say(f"  {render.clock(e.at_s)} {e.kind}: {render.esc(e.message)}")

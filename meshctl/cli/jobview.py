@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from meshctl.jsondata import event_data, timestamp
 
 if TYPE_CHECKING:
-    from meshctl.state import AttemptRecord, Event, Store
+    from meshctl.state import AttemptRecord, Event, LoanRecord, Store
 
 ERROR_LINES = 3  # of Ray's message on a failed attempt; the rest is in the job's log
 
@@ -186,3 +186,74 @@ def offers_tried(events: Sequence[Event]) -> list[dict[str, Any]]:
             }
         )
     return tried
+
+
+def service_data(
+    spec: Mapping[str, Any], attempts: Sequence[AttemptRecord], port: int | None
+) -> dict[str, Any] | None:
+    """A service's replicas as meshctl placed them and Serve runs them (``jobs show``)."""
+    serve = spec.get("spec", {}).get("serve")
+    if serve is None:
+        return None
+    detail = attempts[-1].detail if attempts else None
+    said = dict(detail.serving) if detail is not None else {}
+    prefix = serve.get("route_prefix", "/")
+    return {
+        "app": serve["app"],
+        "deployment": serve.get("deployment"),
+        "url": f"http://127.0.0.1:{port}{prefix}" if port else None,
+        "replicas_min": int(serve["replicas"].get("min", 1)),
+        "replicas_max": int(serve["replicas"]["max"]),
+        "replicas_wanted": detail.replicas_wanted if detail is not None else None,
+        "replicas_placed": len(detail.replica_ids) if detail is not None else 0,
+        "replicas_running": said.get("running"),
+        "status": said.get("status"),
+        "message": said.get("message") or None,
+        "in_flight": said.get("in_flight"),
+        "rps": said.get("rps"),
+        "p50_ms": said.get("p50_ms"),
+        "p99_ms": said.get("p99_ms"),
+    }
+
+
+def loan_data(loan: LoanRecord, now_s: float) -> dict[str, Any]:
+    end = loan.closed_at_s if loan.closed_at_s is not None else now_s
+    return {
+        "lender": loan.lender,
+        "borrower": loan.borrower,
+        "pool": loan.pool,
+        "node": loan.node,
+        "gpus": loan.gpus,
+        "opened_at": timestamp(loan.opened_at_s),
+        "closed_at": timestamp(loan.closed_at_s),
+        "gpu_hours": round(max(0.0, end - loan.opened_at_s) * loan.gpus / 3600, 4),
+        "lost_gpu_hours": round(loan.lost_gpu_s / 3600, 4),
+    }
+
+
+def service_text(service: Mapping[str, Any]) -> str:
+    """``3 replicas wanted, 3 placed, 3 running (RUNNING); 41 requests/s, p50 22 ms ...``"""
+    text = (
+        f"{service['replicas_wanted'] or 0} replicas wanted "
+        f"({service['replicas_min']} to {service['replicas_max']}), "
+        f"{service['replicas_placed']} placed, {service['replicas_running'] or 0} running"
+    )
+    if service["status"]:
+        text += f" ({service['status']})"
+    if service["rps"] is not None:
+        text += f"; {service['rps']:g} requests/s"
+    if service["p50_ms"] is not None and service["p99_ms"] is not None:
+        text += f", p50 {service['p50_ms']:g} ms, p99 {service['p99_ms']:g} ms"
+    if service["in_flight"] is not None:
+        text += f", {service['in_flight']:g} in flight"
+    if service["url"]:
+        text += f"; {service['url']}"
+    return text
+
+
+def loan_text(loan: Mapping[str, Any]) -> str:
+    until = loan["closed_at"] or "now"
+    return (
+        f"{loan['lender']} lent {loan['node']} ({loan['gpus']:g} GPUs) to {loan['borrower']} "
+        f"from {loan['opened_at']} to {until}: {loan['gpu_hours']:g} GPU-hours"
+    )

@@ -301,6 +301,7 @@ class Applying:
             below_since_s=scaling.below_since_s,
             most_below=scaling.most_below,
             next_replica=change.next_replica,
+            serving=change.serving,
         )
         events = [Event(now, "service.replicas", change.job_id, change.why)] if change.why else []
         self.store.update(

@@ -318,6 +318,13 @@ def _snapshot(
         if v.attempt is not None and v.record.state is JobState.PREEMPTED
         for pair in _freeing(v.record.id, v.attempt)
     ]
+    freeing += [  # a resized job that stopped keeps its nodes held until it runs again
+        pair
+        for v in queued
+        if v.attempt is not None and (v.attempt.detail.lent or v.attempt.detail.grows_onto)
+        for pair in _freeing(v.record.id, v.attempt)
+        if pair[0] == v.record.id
+    ]
     nominated = nominations(freeing)
     pending = [
         pending_of(

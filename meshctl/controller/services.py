@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from meshctl.controller.dispatch import held_of
 from meshctl.controller.nodes import allocation_of
@@ -65,6 +66,7 @@ class Service:
     scaling: serving.Scaling
     next_replica: int
     why: list[str] = field(default_factory=list)
+    serving: dict[str, Any] = field(default_factory=dict)  # what Serve last said of it
 
     @property
     def job_id(self) -> str:
@@ -82,6 +84,7 @@ class Service:
             self.scaling,
             self.next_replica,
             "; ".join(self.why),
+            self.serving,
         )
 
 
@@ -115,6 +118,8 @@ def units(
         service = _service(view)
         spec = spec_of(serve)
         reading = seen.get(view.record.id)
+        if reading is not None:
+            service.serving = _said(reading)
         if reading is not None and reading.ongoing is not None:
             before = service.scaling.replicas
             service.scaling = serving.scale(spec, service.scaling, reading.ongoing, now_s)
@@ -151,6 +156,23 @@ def units(
     return out
 
 
+def _said(reading: ServeSeen) -> dict[str, Any]:
+    """What ``jobs show`` gives of Serve's word, rounded so a cycle writes only news."""
+
+    def r(value: float | None, digits: int) -> float | None:
+        return None if value is None else round(value, digits)
+
+    return {
+        "status": reading.status,
+        "message": reading.message,
+        "running": reading.running,
+        "in_flight": r(reading.ongoing, 1),
+        "rps": r(reading.rps, 1),
+        "p50_ms": r(reading.p50_ms, 0),
+        "p99_ms": r(reading.p99_ms, 0),
+    }
+
+
 def _service(view: JobView) -> Service:
     attempt = view.attempt
     serve = view.job.spec.serve
@@ -164,7 +186,9 @@ def _service(view: JobView) -> Service:
     }
     wanted = detail.replicas_wanted if detail.replicas_wanted is not None else serve.replicas.min
     scaling = serving.Scaling(wanted, detail.above_since_s, detail.below_since_s, detail.most_below)
-    return Service(view, attempt.pool, replicas, scaling, detail.next_replica)
+    return Service(
+        view, attempt.pool, replicas, scaling, detail.next_replica, serving=dict(detail.serving)
+    )
 
 
 def _scale_in(service: Service, borrowers: set[str]) -> None:
@@ -228,6 +252,7 @@ def changed(service: Service) -> bool:
         service.scaling.below_since_s,
         service.scaling.most_below,
         service.next_replica,
+        service.serving,
     )
     was = (
         d.replica_ids,
@@ -237,6 +262,7 @@ def changed(service: Service) -> bool:
         d.below_since_s,
         d.most_below,
         d.next_replica,
+        dict(d.serving),
     )
     return now != was
 

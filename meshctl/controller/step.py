@@ -54,6 +54,7 @@ class ServiceChange:
     scaling: Scaling
     next_replica: int
     why: str = ""  # what changed, for the service's events ("scaled out to 4: ...")
+    serving: Mapping[str, Any] = field(default_factory=dict)  # what Serve last said
 
 
 @dataclass(frozen=True, slots=True)

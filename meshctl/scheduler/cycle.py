@@ -385,7 +385,7 @@ class _Cycle:
 
         def allowed(victim: Running) -> tuple[bool, float, str | None]:
             taken = victim.job_id in self.preempted and not preempt.can_lend(victim, self.lent)
-            if victim.priority >= job.priority or taken:
+            if victim.priority >= job.priority or taken or victim.leaving:
                 return False, 0.0, None
             decided = self.policies.may_preempt(job.job_id, victim.job_id)
             if decided is None or not decided.allowed:

@@ -59,6 +59,7 @@ def _candidates(
         v
         for v in victims
         if v.priority < priority
+        and not v.leaving  # on its way out already (preempted, resizing): never again
         and v.job_id not in taken
         and (v.job_id not in lent or can_lend(v, lent))
     ]

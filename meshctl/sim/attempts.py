@@ -29,6 +29,7 @@ class Attempts(EngineState):
         result = self.results[job_id]
         job = result.job
         self._unwait(job_id)
+        self.freeing.pop(job_id, None)  # running again: nothing held for it any more
         labels = []
         for alloc in start.allocations:
             node = self.cluster.nodes[alloc.node]
@@ -202,7 +203,9 @@ class Attempts(EngineState):
         the attempt stopped working."""
         job_id = attempt.job_id
         del self.running[job_id]
-        self.freeing.pop(job_id, None)  # its nodes are free: no longer held for its preemptor
+        mine = [p for p in self.freeing.pop(job_id, []) if p[0] == job_id]
+        if mine:  # a resized job keeps its nodes held for itself until it runs again
+            self.freeing[job_id] = mine
         self.limits.pop(job_id, None)
         self.backlog.stop(job_id)
         for alloc in attempt.allocations:

@@ -168,6 +168,9 @@ class AttemptDetail:
     below_since_s: float | None = None
     most_below: int = 0
     next_replica: int = 0
+    # what Serve last said of it: status, message, replicas running, requests in flight and
+    # per second, p50 and p99 latency (ms); for ``jobs show``
+    serving: Mapping[str, Any] = field(default_factory=dict)
     submit_errors: int = 0  # submissions its pool refused
     # The Ray node ids of its nodes when it was placed, in the order of its allocations: what
     # it and its workers are pinned by (Ray's ray.io/node-id label). Empty: placed by a

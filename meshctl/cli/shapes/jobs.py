@@ -53,6 +53,37 @@ class ResourcesAsked(TypedDict):
 
 
 @with_config(STRICT)
+class ServiceData(TypedDict):
+    app: Annotated[str, "module:attribute of its Serve application"]
+    deployment: str | None
+    url: Annotated[str | None, "where it answers (its pool's Serve port and route prefix)"]
+    replicas_min: int
+    replicas_max: int
+    replicas_wanted: Annotated[int | None, "what its traffic asks for now"]
+    replicas_placed: Annotated[int, "placed by meshctl on nodes"]
+    replicas_running: Annotated[int | None, "running, as Serve last said"]
+    status: Annotated[str | None, "Serve's: DEPLOYING, RUNNING, DEPLOY_FAILED, ..."]
+    message: str | None
+    in_flight: Annotated[float | None, "requests at its replicas and queued for them"]
+    rps: float | None
+    p50_ms: float | None
+    p99_ms: float | None
+
+
+@with_config(STRICT)
+class LoanData(TypedDict):
+    lender: str
+    borrower: Annotated[str, "a job, or a service's replica (<job>/r<n>)"]
+    pool: str
+    node: str
+    gpus: float
+    opened_at: Timestamp
+    closed_at: Annotated[Timestamp | None, "null: still lent"]
+    gpu_hours: float
+    lost_gpu_hours: Annotated[float, "the lender's work lost when it stopped to lend"]
+
+
+@with_config(STRICT)
 class TrainData(TypedDict):
     loop: Annotated[str, "module:function"]
     workers: int
@@ -127,6 +158,8 @@ class JobShow(JobRow):
     decision: Annotated[str | None, "the scheduler's latest word on it"]
     policy_hash: Annotated[str | None, "the policy set its latest decision was made under"]
     training: NotRequired[Annotated[TrainingData, "a train job's recoveries, when recorded"]]
+    service: NotRequired[Annotated[ServiceData, "a service (a serve section): its replicas"]]
+    loans: NotRequired[Annotated[list[LoanData], "GPUs it lent, or borrowed, and when"]]
 
 
 @with_config(STRICT)
