@@ -276,10 +276,12 @@ def _train_spec(view: JobView, attempt: AttemptRecord, nodes: Sequence[str]) -> 
     checkpoint = spec.checkpoint
     return {
         "loop": train.loop,
-        # an elastic job (train.workers) runs one worker on each node it was placed on (its
-        # size now), and recovers within an attempt down to its least
+        # an elastic job (train.workers) runs one worker on each node it was placed on: its
+        # size now, fixed for the attempt (a range would let Ray Train 2.60 start with fewer
+        # workers than its nodes, after earlier attempts' requests linger in its autoscaling
+        # coordinator); meshctl resizes it between attempts
         "workers": len(nodes) if train.workers else spec.workers,
-        "min_workers": min(train.workers.min, len(nodes)) if train.workers else train.min_workers,
+        "min_workers": train.min_workers,
         "workers_per_node": per_node,
         "nodes": list(nodes),
         "per_worker": {

@@ -85,7 +85,11 @@ def scheduling(
     leaving_now = _leaving_now(step)
     loans = [_as_loan(r) for r in world.loans]
     borrowers = {x.borrower for x in loans}
-    units = services.units(serving, world.serve, borrowers, world.now_s)
+    names = {
+        pool: {n.ray_node_id: n.name for n in seen.nodes if n.alive}
+        for pool, seen in world.pools.items()
+    }
+    units = services.units(serving, world.serve, borrowers, world.now_s, names)
     # loans whose borrower or lender ended (this step included) close before the cycle, so
     # their lenders grow back in it, as in the simulator
     ended = {t.job_id for t in step.transitions if t.to in FINISHED_STATES}

@@ -108,6 +108,7 @@ def units(
     seen: Mapping[str, ServeSeen],
     lent_to: Iterable[str],
     now_s: float,
+    names: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Units:
     """Each service's count after its traffic, its replicas (less those it scales in: the
     borrowed ones first, newest first) and those it still wants, as scheduler units."""
@@ -120,6 +121,8 @@ def units(
         reading = seen.get(view.record.id)
         if reading is not None:
             service.serving = _said(reading)
+            where = (names or {}).get(service.pool or "", {})
+            _follow(service, [where[i] for i in reading.nodes if i in where])
         if reading is not None and reading.ongoing is not None:
             before = service.scaling.replicas
             service.scaling = serving.scale(spec, service.scaling, reading.ongoing, now_s)
@@ -189,6 +192,24 @@ def _service(view: JobView) -> Service:
     return Service(
         view, attempt.pool, replicas, scaling, detail.next_replica, serving=dict(detail.serving)
     )
+
+
+def _follow(service: Service, running_on: Sequence[str]) -> None:
+    """Replicas where Serve runs them: once as many run as meshctl placed, a replica placed
+    on a node where none runs moves to one where one runs that meshctl did not place (Ray put
+    it on another free GPU of the cluster, or Serve let a different one go when scaling in)."""
+    if not running_on or len(running_on) != len(service.replicas):
+        return
+    left = list(running_on)
+    for alloc in service.replicas.values():
+        if alloc.node in left:
+            left.remove(alloc.node)
+    for rid, alloc in list(service.replicas.items()):
+        if alloc.node in running_on or not left:
+            continue
+        node = left.pop(0)
+        service.replicas[rid] = replace(alloc, node=node)
+        service.why.append(f"replica {rid} runs on {node}, not {alloc.node}")
 
 
 def _scale_in(service: Service, borrowers: set[str]) -> None:

@@ -3,14 +3,20 @@ pool's Serve applications report (their status and traffic: ``World.serve``), an
 every service of a pool to its cluster whenever what they hold changes.
 
 A pool's applications are deployed together (Serve's REST API replaces the whole set), each
-with the replica count and the nodes meshctl placed its replicas on (pinned by Ray's
-``ray.io/node-id`` label) and the job's resources per replica; its working directory is
-uploaded once (Ray's package store). A deploy that fails, or an application Serve reports
-failed (its own message, e.g. the import error, as a ``service.failed`` event, once per
-message), is tried again with backoff: 5 s, doubling, at most 5 minutes; never in a tight
-loop. Serve's HTTP port per pool is chosen free the first time and kept in
-``$MESHCTL_HOME/serve.json`` (Serve cannot move it while it runs); a local pool's proxy runs
-on its head only (its nodes share one host), any other's on every node.
+with its replica count and the job's resources per replica; its working directory is uploaded
+once (Ray's package store). A change of count alone goes through Serve's outside scaler
+(``ServeClient.scale``): no replica restarts. Replicas are not pinned to nodes by label (a
+change of the node set would restart every replica, one at a time, in the middle of a
+surge): meshctl frees the GPU a new replica is to take (a loan), Ray puts it on the free GPU
+of its cluster, and where each replica runs is read back from Serve every cycle
+(``services.units`` moves a replica meshctl placed elsewhere to where it runs).
+
+A deploy that fails, or an application Serve reports failed (its own message, e.g. the
+import error, as a ``service.failed`` event, once per message), is tried again with backoff:
+5 s, doubling, at most 5 minutes; never in a tight loop. Serve's HTTP port per pool is
+chosen free the first time and kept in ``$MESHCTL_HOME/serve.json`` (Serve cannot move it
+while it runs); a local pool's proxy runs on its head only (its nodes share one host), any
+other's on every node.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import json
 import logging
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +79,7 @@ class ServeDeployer:
     uploaded: dict[str, str] = field(default_factory=dict)  # working dir -> its package URI
     said: dict[str, str] = field(default_factory=dict)  # job -> the failure last told
     pool_of: dict[str, str] = field(default_factory=dict)  # service -> its pool, as seen
+    counts: dict[str, int] = field(default_factory=dict)  # service -> replicas asked of Serve
     _clients: dict[tuple[str, str], ServeClient] = field(default_factory=dict)
 
     def client(self, pool: Any) -> ServeClient:
@@ -103,6 +110,12 @@ class ServeDeployer:
             for app, found in status.items():
                 deployments = found.deployments
                 running = sum(d.counts.get("RUNNING", 0) for d in deployments.values())
+                on = tuple(
+                    r.node_id
+                    for d in deployments.values()
+                    for r in d.replicas
+                    if r.state == "RUNNING"
+                )
                 traffic = load.get(app)
                 ongoing = rps = p50 = p99 = None
                 if traffic is not None:
@@ -111,7 +124,10 @@ class ServeDeployer:
                     ongoing = sum(counts) if counts else None
                     rps, p50, p99 = traffic.rps, traffic.p50_ms, traffic.p99_ms
                 self.pool_of[app] = name
-                seen[app] = ServeSeen(found.status, found.message, running, ongoing, rps, p50, p99)
+                self.pool_of[app] = name
+                seen[app] = ServeSeen(
+                    found.status, found.message, running, ongoing, rps, p50, p99, on
+                )
         return seen
 
     # --- deploying ----------------------------------------------------------------------------
@@ -139,14 +155,10 @@ class ServeDeployer:
             if attempt is None or not attempt.detail.replica_ids:
                 continue
             job = Job.model_validate(record.spec)
-            ray_ids = {n.name: n.ray_node_id for n in _nodes(observations.get(attempt.pool))}
-            nodes = tuple(
-                sorted({ray_ids[h.node] for h in attempt.detail.allocations if h.node in ray_ids})
-            )
             pool = clients.get(attempt.pool)
             if pool is None:
                 continue
-            app = self._app(record, job, len(attempt.detail.replica_ids), nodes, pool)
+            app = self._app(record, job, len(attempt.detail.replica_ids), (), pool)
             wanted.setdefault(attempt.pool, []).append(app)
         for name in {*wanted, *self.deployed}:
             error = self._deploy(name, mesh, clients, wanted.get(name, []), now)
@@ -187,20 +199,27 @@ class ServeDeployer:
         pool = clients.get(name)
         if pool is None:
             return None
-        config = json.dumps([repr(a) for a in sorted(apps, key=lambda a: a.name)])
+        # What needs a deploy (Serve restarts replicas on it) is the set of applications and
+        # their settings; a count alone goes through Serve's outside scaler, restarting none.
+        config = json.dumps([repr(replace(a, num_replicas=0)) for a in _sorted(apps)])
+        counts = {a.name: a.num_replicas for a in apps}
         retry = self.retries.setdefault(name, _Retry())
         if retry.due_s > now:
             return None  # failed: not again before its backoff
-        if self.deployed.get(name) == config and retry.due_s == 0.0:
-            return None  # deployed, and nothing failed since
-        port = self._port(name)
-        local = isinstance(mesh.pool(name), LocalPool)
+        serve = self.client(pool)
         try:
-            self.client(pool).deploy(apps, port, "HeadOnly" if local else "EveryNode")
+            if self.deployed.get(name) != config or retry.due_s != 0.0:
+                local = isinstance(mesh.pool(name), LocalPool)
+                serve.deploy(apps, self._port(name), "HeadOnly" if local else "EveryNode")
+            else:
+                for app in apps:
+                    if self.counts.get(app.name) != app.num_replicas:
+                        serve.scale(app.name, app.deployment, app.num_replicas)
         except Exception as err:
             retry.failed(now)
             return f"serve deploy on {name}: {err}"
         self.deployed[name] = config
+        self.counts.update(counts)
         self.retries[name] = _Retry()
         return None
 
@@ -228,10 +247,10 @@ class ServeDeployer:
                 self.retries.setdefault(pool, _Retry()).failed(now)
 
 
+def _sorted(apps: Sequence[ServeApp]) -> list[ServeApp]:
+    return sorted(apps, key=lambda a: a.name)
+
+
 def _is_service(record: JobRecord) -> bool:
     spec = record.spec.get("spec", {}) if isinstance(record.spec, dict) else {}
     return isinstance(spec, dict) and spec.get("serve") is not None
-
-
-def _nodes(observation: PoolObservation | None) -> Sequence[Any]:
-    return [n for n in observation.nodes if n.alive] if observation is not None else []

@@ -103,6 +103,7 @@ class ServeSeen:
     rps: float | None = None
     p50_ms: float | None = None
     p99_ms: float | None = None
+    nodes: tuple[str, ...] = ()  # the Ray node ids its running replicas are on, one each
 
 
 @dataclass(frozen=True, slots=True)

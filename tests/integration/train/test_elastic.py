@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -32,7 +32,10 @@ from meshctl.state import LoanRecord, open_store
 from tests.conftest import wait_until
 from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
 
-pytestmark = pytest.mark.integration
+# three Ray Train starts and the 30 s a growing job is given to checkpoint: about 3.5 min on a
+# quiet 2-core machine, past the suite's 300 s default when the machine is loaded
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(480)]
+T = TypeVar("T")
 
 EVERY = 5  # a checkpoint every 5 steps
 STEP_DELAY_S = 0.1
@@ -202,6 +205,13 @@ class Run:
         return sorted(found, key=lambda w: w["rank"])
 
 
+def until(what: str | Callable[[], str], ready: Callable[[], T | None], timeout_s: float) -> T:
+    """``wait_until``, typed for a ``ready`` that answers None until it is."""
+    found = wait_until(what, ready, timeout_s, every_s=0.25)
+    assert found is not None
+    return found
+
+
 def progress(mesh: Mesh, job_id: str, attempt: int) -> dict[str, Any] | None:
     found: dict[str, Any] | None = read_progress(
         f"file://{mesh.cwd / 'checkpoints' / job_id}", attempt
@@ -216,14 +226,13 @@ def wait_for_step(mesh: Mesh, job_id: str, attempt: int, step: int) -> dict[str,
         seen = progress(mesh, job_id, attempt)
         return seen if seen is not None and (seen.get("step") or -1) >= step else None
 
-    return wait_until(
+    return until(
         lambda: (
             f"{job_id} attempt {attempt} never reached step {step}: "
             f"{progress(mesh, job_id, attempt)}; {mesh.show(job_id)['events']}"
         ),
         reached,
         WAIT_S,
-        every_s=0.25,
     )
 
 
@@ -240,8 +249,8 @@ def wait_for_event(mesh: Mesh, job_id: str, kind: str, starts: str = "") -> dict
             None,
         )  # fmt: skip
 
-    return wait_until(
-        lambda: f"{job_id}: no {kind} event {starts!r}: {events(mesh, job_id)}", seen, WAIT_S, 0.5
+    return until(
+        lambda: f"{job_id}: no {kind} event {starts!r}: {events(mesh, job_id)}", seen, WAIT_S
     )
 
 
@@ -252,11 +261,10 @@ def ray_nodes(mesh: Mesh) -> dict[str, str]:
 
 def worker_nodes(mesh: Mesh, run: Run, attempt: int, count: int) -> list[str]:
     """The nodes the ``count`` workers of ``attempt`` run on, once they have all started."""
-    workers = wait_until(
+    workers = until(
         lambda: f"attempt {attempt}: expected {count} workers, saw {run.workers(attempt)}",
         lambda: run.workers(attempt) if len(run.workers(attempt)) >= count else None,
         WAIT_S,
-        0.25,
     )
     assert [w["world_size"] for w in workers] == [count] * count, workers
     names = ray_nodes(mesh)
@@ -286,8 +294,9 @@ def test_an_elastic_job_lends_a_node_to_urgent_work_and_grows_back(
     opened = wait_for_event(mesh, job_id, "loan.opened")
     mesh.wait_for(urgent, "running")
     urgent_running_s = time.monotonic() - submitted
-    [lent] = mesh.show(urgent)["nodes"]  # type: ignore[misc]
-    kept = wait_until("the train job never ran again", lambda: _attempt(mesh, job_id, 2), WAIT_S)
+    borrowed: list[str] = mesh.show(urgent)["nodes"]  # type: ignore[assignment]
+    [lent] = borrowed
+    kept = until("the train job never ran again", lambda: _attempt(mesh, job_id, 2), WAIT_S)
     assert kept["nodes"] == [n for n in ("n-0", "n-1") if n != lent], kept
     assert worker_nodes(mesh, run, 2, 1) == kept["nodes"]
     [worker] = run.workers(2)
@@ -304,7 +313,7 @@ def test_an_elastic_job_lends_a_node_to_urgent_work_and_grows_back(
     closed = wait_for_event(mesh, job_id, "loan.closed")
     grown = wait_for_event(mesh, job_id, "job.preempted", "growing onto")
     assert grown["message"] == f"growing onto {lent}", grown
-    back = wait_until(
+    back = until(
         "the train job never ran on 2 nodes again",
         lambda: _attempt(mesh, job_id, 3),
         WAIT_S + GROW_GRACE_S,

@@ -1,0 +1,238 @@
+"""An inference surge on the embedded mesh: a Ray Serve service borrows a GPU from an elastic
+Ray Train job, and gives it back.
+
+    python benchmarks/surge.py [--surge-s 60] [--json]
+
+A temporary embedded mesh (a local Ray cluster: three emulated 1-GPU nodes, the controller
+cycling every 0.5 s) runs, with the policy "services may borrow from elastic training":
+
+- ``pretrain``: the example loop (examples/train/model.py) as an elastic train job,
+  ``train.workers: {min: 1, max: 2}``, a checkpoint every 10 steps (0.1 s a step);
+- ``classify``: the example Serve app (examples/serve/app.py, 100 ms a request) as a service
+  of 1 to 2 replicas, 2 requests in flight per replica as its target, out after 5 s above
+  target, in after 20 s below.
+
+Once both run, an open-loop load generator (``meshctl.loadgen``) sends 5 requests a second
+for 15 s, then eight times that (40 a second: 4 in flight, 2 replicas' worth) for
+``--surge-s``, then 5 a second for 40 s. The service scales out: its second replica borrows
+one of the training job's nodes (it checkpoints, stops and resumes on one worker); the
+traffic falls, the replica goes, the loan closes and the training job grows back to two.
+
+Printed (and with ``--json``, one line):
+
+- ``surge_to_serving_s``: from the surge to Serve reporting a second replica running;
+- ``shrink_s``: from the loan opening to the training job running again on one node;
+- ``grow_back_s``: from the loan closing to the training job running again on two;
+- ``training_steps_lost``: steps the training job did again after its two resizes (its last
+  step reported before each stop less the checkpoint it resumed from), and
+  ``checkpoint_every_steps``, the most one resize should lose;
+- ``requests_failed`` and ``requests_total``: every request of the load, failures counted
+  (an HTTP error, a refused connection, a 30 s timeout); ``p50_ms`` / ``p99_ms`` over all.
+
+Takes about five minutes on a 2-core machine, most of it starting the cluster, the training
+job and Serve. Exits 1 when the surge does not play out (no loan, no growth) in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from recovery import Mesh
+
+from meshctl import loadgen
+from meshctl.controller.serving_apply import serve_ports
+from meshctl.pools.serve import ServeClient
+
+ROOT = Path(__file__).resolve().parents[1]
+DEADLINE_S = 240.0
+BASE_RPS, SURGE = 5.0, 8
+CHECKPOINT_EVERY = 10
+MESH = """\
+apiVersion: meshctl/v1
+kind: Mesh
+metadata: {{name: surge-bench}}
+spec:
+  pools:
+    - name: onprem
+      provider: local
+      checkpoint_storage: {{uri: "file://{checkpoints}"}}
+      nodes:
+        - {{name: n, count: 3, gpus: 1, cpus: 1, memory_gib: 2GiB,
+           accelerator: {{model: A100, memory_gib: 80GiB}}}}
+"""
+POLICY = """\
+apiVersion: meshctl/v1
+kind: Policy
+metadata: {name: surge}
+spec:
+  priority_classes: [{name: serving, value: 1000}, {name: training, value: 100}]
+  default_priority_class: {inference: serving, train: training, batch: training}
+  preemption:
+    - name: services-borrow-from-elastic-training
+      when: job.service
+      victims: victim.elastic
+      grace_s: 10s
+"""
+TRAIN = f"""\
+apiVersion: meshctl/v1
+kind: Job
+metadata: {{name: pretrain}}
+spec:
+  kind: train
+  working_dir: train
+  train:
+    loop: model:train_loop
+    workers: {{min: 1, max: 2}}
+    config: {{steps: 100000, step_delay_s: 0.1, checkpoint_every_steps: {CHECKPOINT_EVERY}}}
+  resources: {{gpus: 1, cpus: 250m, memory_gib: 512MiB}}
+"""
+SERVICE = """\
+apiVersion: meshctl/v1
+kind: Job
+metadata: {name: classify}
+spec:
+  kind: inference
+  working_dir: serve
+  runtime_env: {env_vars: {MESHCTL_SERVE_COST_MS: "100"}}
+  serve:
+    app: app:app
+    route_prefix: /classify
+    replicas: {min: 1, max: 2}
+    target_ongoing_requests: 2
+    max_ongoing_requests: 8
+    upscale_delay: 5s
+    downscale_delay: 20s
+  resources: {gpus: 1, cpus: 250m, memory_gib: 256MiB}
+"""
+
+
+def wait(what: str, check: Callable[[], Any], deadline_s: float = DEADLINE_S) -> Any:
+    """Poll ``check`` every half second until it answers (not None or False)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.5)
+    raise SystemExit(f"surge: {what}: not within {deadline_s:g} s")
+
+
+def events(mesh: Mesh, job_id: str) -> list[dict[str, Any]]:
+    shown: list[dict[str, Any]] = mesh.show(job_id)["events"]
+    return shown
+
+
+def running_on(mesh: Mesh, job_id: str, count: int) -> bool:
+    shown = mesh.show(job_id)
+    return shown["state"] == "running" and len(shown["nodes"]) == count
+
+
+def at_s(event: dict[str, Any]) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(event["occurred_at"].replace("Z", "+00:00")).timestamp()
+
+
+def first_after(found: list[dict[str, Any]], kind: str, after_s: float) -> float | None:
+    times = [at_s(e) for e in found if e["kind"] == kind and at_s(e) >= after_s]
+    return min(times) if times else None
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="meshctl-surge-"))
+    try:
+        (work / "policies").mkdir()
+        (work / "policies" / "surge.yaml").write_text(POLICY)
+        shutil.copytree(ROOT / "examples" / "train", work / "train")
+        shutil.copytree(ROOT / "examples" / "serve", work / "serve")
+        (work / "train.yaml").write_text(TRAIN)
+        (work / "service.yaml").write_text(SERVICE)
+        (work / "mesh.yaml").write_text(MESH.format(checkpoints=work / "checkpoints"))
+        mesh = Mesh(work)
+        mesh.run("--mesh", str(work / "mesh.yaml"), "up", "--interval", "0.5")
+        try:
+            return surge(mesh, args)
+        finally:
+            mesh.run("down", "--force", check=False)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def surge(mesh: Mesh, args: argparse.Namespace) -> dict[str, Any]:
+    train = mesh.run("submit", "train.yaml").stdout.strip().splitlines()[-1]
+    wait("the training job on two nodes", lambda: running_on(mesh, train, 2))
+    service = mesh.run("submit", "service.yaml").stdout.strip().splitlines()[-1]
+    wait("the service running", lambda: mesh.show(service)["state"] == "running")
+    port = serve_ports(mesh.home)["onprem"]
+    url = f"http://127.0.0.1:{port}/classify"
+    cluster = mesh.cluster()
+    serve = ServeClient(cluster.dashboard, cluster.token)
+    schedule = [(15.0, BASE_RPS), (float(args.surge_s), BASE_RPS * SURGE), (40.0, BASE_RPS)]
+    result: list[loadgen.LoadResult] = []
+    started = time.time()
+    load = threading.Thread(target=lambda: result.append(loadgen.run(url, schedule)))
+    load.start()
+    surge_at = started + schedule[0][0]
+
+    def replicas() -> int:
+        apps = serve.status()
+        found = apps.get(service)
+        return (
+            0
+            if found is None
+            else sum(d.counts.get("RUNNING", 0) for d in found.deployments.values())
+        )
+
+    serving_at = wait("a second replica serving", lambda: replicas() >= 2 and time.time())
+    load.join()
+    wait("the training job back on two nodes", lambda: running_on(mesh, train, 2))
+    found = events(mesh, train)
+    opened = first_after(found, "loan.opened", started)
+    closed = first_after(found, "loan.closed", started)
+    if opened is None or closed is None:
+        raise SystemExit(f"surge: no loan opened and closed: {[e['kind'] for e in found]}")
+    shrunk = first_after(found, "job.running", opened)
+    grown = first_after(found, "job.running", closed)
+    training = mesh.show(train).get("training", {})
+    lost = [r["steps_lost"] for r in training.get("recoveries", []) if r["steps_lost"] is not None]
+    mesh.run("jobs", "cancel", train, check=False)
+    (done,) = result
+    return {
+        "surge_to_serving_s": round(serving_at - surge_at, 2),
+        "shrink_s": None if shrunk is None else round(shrunk - opened, 2),
+        "grow_back_s": None if grown is None else round(grown - closed, 2),
+        "training_steps_lost": sum(lost) if lost else None,
+        "resizes": len(lost),
+        "checkpoint_every_steps": CHECKPOINT_EVERY,
+        "requests_failed": done.failed,
+        "requests_total": done.total,
+        "p50_ms": done.p50_ms,
+        "p99_ms": done.p99_ms,
+        "failures": done.failures,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--surge-s", type=float, default=60.0)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    figures = run(args)
+    if args.json:
+        print(json.dumps(figures))
+        return
+    for key, value in figures.items():
+        print(f"{key:>24}: {value}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
