@@ -3,17 +3,19 @@ training, against a static split of the same GPUs.
 
     python benchmarks/surge_model.py [--days 7] [--seed 0] [--json]
 
-The service (the lifecycle's replica count, ``meshctl.lifecycle.serving``, with its default
-delays: out after 30 s above target, in after 10 minutes below): one H100 a replica, 0.25 s a
-request, 2 requests in flight per replica as the target, 100 to 4,000 replicas. Traffic:
-8,000 requests a second at 14:00, half that at 02:00 (``meshctl.sim.inference``), and on
-average two surges a day, each 30 minutes at eight times the rate, at seeded random times.
-A scale-out takes GPUs from the elastic training job (a 30 s checkpoint, then 10 s for the
-replica to start). The static split holds the replicas the highest rate needs all week.
+The service is ``meshctl.sim.inference.diurnal``'s, what ``meshctl sim run --inference
+diurnal`` adds to a mesh: one GPU a replica, 0.25 s a request, 2 requests in flight per
+replica as the target, Serve's default delays (out after 30 s above target, in after 10
+minutes below); at the daily peak its traffic needs a tenth of the GPUs, at the trough half
+that, and on average two surges a day, each 30 minutes at eight times the rate, at seeded
+random times (capped at four tenths of the GPUs). A scale-out takes GPUs from the elastic
+training job (a 30 s checkpoint, then 10 s for the replica to start). The static split holds
+the replicas the highest rate needs all the time.
 
 Printed (and with ``--json``): ``utilisation`` (serving or training, of all GPU-seconds) for
 both and the gain in percentage points, ``surge_to_serving_s`` p50 and p99 (a surge's onset
-to its first new replica serving), ``gpu_hours_lent`` (replicas above the least).
+to its first new replica serving), ``gpu_hours_lent`` (replicas above the least) and
+``training_gpu_hours_lost`` (GPUs changing hands).
 
 This is the fluid model: replicas move as counts, the scheduler is not in the loop (the
 event engine's service jobs are the next step).
@@ -23,10 +25,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
-from meshctl.lifecycle.serving import ServeSpec
-from meshctl.sim.inference import DAY_S, Service, Traffic, replay, static, surges
+from meshctl.sim.inference import DAY_S, diurnal, figures
 
 GPUS = 10_000.0
 
@@ -37,31 +37,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    spec = ServeSpec(least=100, most=4000, target=2.0, upscale_delay_s=30, downscale_delay_s=600)
-    service = Service(spec, gpus_per_replica=1.0, service_s=0.25, grace_s=30.0, start_s=10.0)
-    found = surges(args.seed, args.days, per_day=2, factor=8.0, duration_s=1800.0)
-    traffic = Traffic(peak_rps=8000.0, trough=0.5, surges=found)
-    seconds = args.days * DAY_S
-    shared = replay(service, traffic, GPUS, seconds)
-    split = static(service, traffic, GPUS, seconds)
-    waits = sorted(shared.surge_to_serving_s)
-    p99 = waits[min(len(waits) - 1, int(0.99 * len(waits)))] if waits else None
-    figures = {
-        "gpus": GPUS,
-        "days": args.days,
-        "surges": len(found),
-        "utilisation_shared": round(shared.utilisation, 4),
-        "utilisation_static": round(split.utilisation, 4),
-        "gain_pp": round(100 * (shared.utilisation - split.utilisation), 2),
-        "surge_to_serving_p50_s": statistics.median(waits) if waits else None,
-        "surge_to_serving_p99_s": p99,
-        "gpu_hours_lent": round(shared.lent_gpu_s / 3600, 1),
-        "gpu_hours_changing_hands": round(shared.moving_gpu_s / 3600, 1),
-    }
+    service, traffic = diurnal(GPUS, args.days, args.seed)
+    found = {"days": args.days, **figures(service, traffic, GPUS, args.days * DAY_S)}
     if args.json:
-        print(json.dumps(figures))
+        print(json.dumps(found))
         return
-    for key, value in figures.items():
+    for key, value in found.items():
         print(f"{key:>26}: {value}")
 
 

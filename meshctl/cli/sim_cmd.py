@@ -180,11 +180,22 @@ def run_cmd(
     queue_depth: QueueDepth = 500,
     out: Out = None,
     charts: Charts = True,
+    inference: Annotated[
+        str,
+        typer.Option(
+            help="none, or diurnal: a service beside the training on the on-prem GPUs "
+            "(diurnal traffic with surges; utilisation against a static split)."
+        ),
+    ] = "none",
     output: OutputOption = Output.table,
 ) -> None:
     """Replay a trace on the mesh under the policies; print what it measured."""
+    import dataclasses
+
     from meshctl.simrun import write
 
+    if inference not in ("none", "diurnal"):
+        raise InvalidRequestError(f"--inference: expected none or diurnal, got {inference!r}")
     context = app_context(ctx)
     _charts_possible(out, charts)
     paths = list(policy or [])
@@ -193,6 +204,7 @@ def run_cmd(
         failures, seed, cycle, checkpoint_interval, checkpoint_cost, restart, comm_fraction,
         jobs_per_hour, candidates, queue_depth,
     )  # fmt: skip
+    spec = dataclasses.replace(spec, inference=inference)
     outcome = _simulate(context, spec, paths, _label(paths))
     if out is not None:
         write(outcome, out, charts)
@@ -318,6 +330,24 @@ def rows_of(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("goodput (useful / held)", f"{report['goodput']:.1%}"),
         ("ETTR (mean per job)", f"{report['ettr']:.1%}"),
     ]
+    served = report.get("inference")
+    if served:
+        p50, p99 = served["surge_to_serving_p50_s"], served["surge_to_serving_p99_s"]
+        rows += [
+            (
+                "inference: utilisation shared / static split",
+                f"{served['utilisation_shared']:.1%} / {served['utilisation_static']:.1%} "
+                f"(+{served['gain_pp']:g} points)",
+            ),
+            (
+                "inference: surge to serving (p50/p99)",
+                "-" if p50 is None else f"{_h(p50)} / {_h(p99)}",
+            ),
+            (
+                "inference: GPU-hours lent / training lost",
+                f"{served['gpu_hours_lent']:,.0f} / {served['training_gpu_hours_lost']:,.0f}",
+            ),
+        ]
     return rows
 
 

@@ -25,6 +25,7 @@ from meshctl.policy.compiled import PolicySet
 from meshctl.policy.facts import mesh_snapshot
 from meshctl.problems import InvalidFileError, Problem
 from meshctl.scheduler import SchedulerConfig
+from meshctl.sim import inference
 from meshctl.sim import workload as wl
 from meshctl.sim.engine import CloudPool, Result, SimConfig, SimMesh, simulate
 from meshctl.sim.failures import LLAMA3, Checkpoints, FailureModel
@@ -70,6 +71,7 @@ class RunSpec:
     synthetic_jobs_per_hour: float = 60.0
     candidates: int = 8  # feasible nodes scored per pool for a single-node job (controller: 32)
     queue_depth: int | None = 500  # pending jobs decided per cycle (controller: all)
+    inference: str = "none"  # "diurnal": a service beside the training (sim.inference)
 
 
 @dataclass
@@ -187,7 +189,13 @@ def run(
         "cloud_pools": list(clouds),
         "assigned": "kind, criticality, team: seeded rules (meshctl.sim.workload)",
     }
-    return Outcome(spec, name, result, build_report(result, meta))
+    report = build_report(result, meta)
+    if spec.inference == "diurnal":
+        gpus = float(result.onprem_gpus)
+        days = spec.days if spec.days is not None else max(1.0, result.end_s / wl.DAY_S)
+        service, traffic = inference.diurnal(gpus, days, spec.seed)
+        report["inference"] = inference.figures(service, traffic, gpus, days * wl.DAY_S)
+    return Outcome(spec, name, result, report)
 
 
 def write(outcome: Outcome, out: Path, charts: bool = True) -> list[Path]:

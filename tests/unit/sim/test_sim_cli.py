@@ -99,13 +99,28 @@ def test_compare_runs_each_policy_set_on_the_same_trace(cli, mesh_file, tmp_path
         pytest.param(["--trace", "nope.csv"], "nope.csv: expected a trace name", id="trace"),
         pytest.param(["--replicate", "0"], "--replicate", id="replicate"),
         pytest.param(["--days", "-1"], "--days", id="days"),
+        pytest.param(["--inference", "hourly"], "--inference: expected none or diurnal",
+                     id="inference"),
     ],
-)
+)  # fmt: skip
 def test_bad_flags_are_one_line_and_exit_2(cli, mesh_file, args, message) -> None:
     result = cli.invoke(app, ["sim", "run", "--mesh", str(mesh_file), *SMALL, *args])
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_inference_diurnal_reports_the_gain_over_a_static_split(cli, mesh_file) -> None:
+    args = ["sim", "run", "--mesh", str(mesh_file), *SMALL, "--inference", "diurnal"]
+    result = cli.invoke(app, [*args, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    served = json.loads(result.stdout)["inference"]
+    assert 0 < served["utilisation_static"] < served["utilisation_shared"] <= 1
+    assert served["gain_pp"] == pytest.approx(
+        100 * (served["utilisation_shared"] - served["utilisation_static"]), abs=0.01
+    )
+    table = cli.invoke(app, args)
+    assert "inference: utilisation shared / static split" in table.stdout
 
 
 def test_a_bad_mesh_file_names_the_line(cli, tmp_path) -> None:
