@@ -203,6 +203,10 @@ def surge(mesh: Mesh, args: argparse.Namespace) -> dict[str, Any]:
     shrunk = first_after(found, "job.running", opened)
     grown = first_after(found, "job.running", closed)
     training = mesh.show(train).get("training", {})
+    if args.show:  # the story, as meshctl tells it: each job's events, its loans
+        for job_id in (service, train):
+            print(f"\n$ meshctl jobs show {job_id}", flush=True)
+            print(mesh.run("jobs", "show", job_id).stdout, flush=True)
     lost = [r["steps_lost"] for r in training.get("recoveries", []) if r["steps_lost"] is not None]
     mesh.run("jobs", "cancel", train, check=False)
     (done,) = result
@@ -225,6 +229,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--surge-s", type=float, default=60.0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--show", action="store_true", help="print both jobs as meshctl shows them")
     args = parser.parse_args()
     figures = run(args)
     if args.json:

@@ -13,7 +13,11 @@
 #      node is taken out of service, the job checkpoints on request, is evicted and resumes on
 #      the other node; the first node is back once healthy; then the node the job is on dies,
 #      and the job resumes again from its latest checkpoint and finishes; `jobs show` gives
-#      the steps lost and the times to detect and resume; then the mesh comes down.
+#      the steps lost and the times to detect and resume; then the mesh comes down;
+#   5. an inference surge (a mesh of its own): a Ray Serve service at one replica beside an
+#      elastic Ray Train job on the other GPUs; traffic from a load generator rises eightfold,
+#      the training job lends a node (checkpoint, resume on one worker), the service scales
+#      out; traffic falls, the replica goes, the loan closes, the training job grows back.
 set -euo pipefail
 MESHCTL=${MESHCTL:-.venv/bin/meshctl}
 MESHCTL=$(cd "$(dirname "$MESHCTL")" && pwd)/$(basename "$MESHCTL")
@@ -179,4 +183,9 @@ step jobs show "$trainjob"
 printf '\n\033[1m$ meshctl jobs logs %s | grep -E "resumed|RESULT"\033[0m\n' "$trainjob"
 "$MESHCTL" jobs logs "$trainjob" | grep -E "resumed from|RESULT" | sort -u | tail -2
 step down
+
+echo; echo "== 5. An inference surge: a service borrows a GPU from elastic training and gives it back"
+echo "(a mesh of its own: three emulated 1-GPU nodes; an elastic Ray Train job on two, a Ray Serve"
+echo " service on one; its traffic rises eightfold, then falls: benchmarks/surge.py plays it)"
+"$py" "$repo/benchmarks/surge.py" --show
 echo; echo "demo finished in $(( $(date +%s) - started )) s"

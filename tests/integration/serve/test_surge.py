@@ -1,0 +1,38 @@
+"""The surge end to end, on the embedded mesh with real Ray Serve and Ray Train: a service's
+traffic rises eightfold, its second replica borrows a node of an elastic training job (which
+resumes from its checkpoint on one worker), the traffic falls, the replica goes, the loan
+closes and the training job grows back; no request fails throughout. It runs
+``benchmarks/surge.py`` (the figures the closing notes quote) and holds it to that."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_a_surge_borrows_from_elastic_training_and_gives_it_back() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "surge.py"), "--surge-s", "40", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=840,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["requests_total"] > 0
+    assert found["requests_failed"] == 0, found["failures"]  # queued, never dropped
+    assert found["surge_to_serving_s"] > 0  # a second replica served during the surge
+    assert found["shrink_s"] is not None  # the training job lent a node and ran on one
+    assert found["grow_back_s"] is not None  # and ran on two again once the loan closed
+    lost = found["training_steps_lost"]
+    assert lost is not None
+    assert lost <= found["checkpoint_every_steps"] * max(1, found["resizes"])
