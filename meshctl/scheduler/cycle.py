@@ -22,16 +22,16 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import replace
 
 from meshctl.policy.facts import TeamUsage
-from meshctl.policy.tenancy import borrowable_gpus, quota_ceiling
+from meshctl.policy.tenancy import quota_ceiling
 from meshctl.policy.verdict import Verdict
 from meshctl.scheduler import burst, preempt, reserve
 from meshctl.scheduler.availability import Availability
 from meshctl.scheduler.config import DEFAULT_CONFIG, SchedulerConfig
 from meshctl.scheduler.filters import FILTERS, AcceleratorFilter, EligibilityFilter, HealthFilter
 from meshctl.scheduler.framework import CycleContext, Filter, Rejection
+from meshctl.scheduler.grow import growth
 from meshctl.scheduler.placement import Choice, Weighted, choose, rejections
 from meshctl.scheduler.plan import (
     Decision,
@@ -45,6 +45,7 @@ from meshctl.scheduler.plan import (
 )
 from meshctl.scheduler.policies import PolicyView
 from meshctl.scheduler.queue import Totals, dominant_share, ordered
+from meshctl.scheduler.quota import over_quota
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.scorers import (
     BinPackScorer,
@@ -274,27 +275,8 @@ class _Cycle:
         )
 
     def _over_quota(self, job: Pending) -> str | None:
-        quota = self.policies.quotas.get(job.team)
-        if quota is None:
-            return None
-        req = job.request
-        if quota.gpu_memory_gib is not None:
-            memory = self.usage[job.team][3] + req.gpu_memory_gib * req.total_gpus
-            if memory > quota.gpu_memory_gib + 1e-9:
-                return (
-                    f"team {job.team} over its GPU memory quota: {memory:g} GiB >"
-                    f" {quota.gpu_memory_gib:g}"
-                )
-        need = self.usage[job.team][0] + req.total_gpus
-        if need <= quota.gpus + 1e-9:
-            return None
-        borrowable = borrowable_gpus(job.team, self.policies.quotas, self)
-        if need - quota.gpus <= borrowable + 1e-9:
-            return None
-        return (
-            f"team {job.team} over quota: {need:g} GPUs > {quota.gpus:g}"
-            f" + {borrowable:g} borrowable"
-        )
+        quotas = self.policies.quotas
+        return over_quota(job.team, job.request, self.usage[job.team], quotas, self)
 
     def _held(self, job: Pending) -> Callable[[NodeState], Rejection | None]:
         """Rejects nodes nominated for another job or reserved past this job's end."""
@@ -434,39 +416,26 @@ class _Cycle:
         )
 
     def _grow(self, job: Pending) -> None:
-        """A running elastic job below its size takes as many of the nodes it lacks as are
-        free in its pool (none it runs on, none held for others), at least one."""
+        """A running elastic job below its size grows onto free nodes of its pool (grow.py)."""
         pool = job.grows_in
         index = self.indexes.get(pool) if pool is not None else None
         if pool is None or index is None or pool in self.avail.names:
             return
         ctx = self.avail.context(self.base, frozenset({pool}), frozenset({pool}))
-        mine, held = frozenset(job.holds), self._held(job)
-
-        def extra(node: NodeState) -> Rejection | None:
-            if node.name in mine:
-                return Rejection("own", "runs a worker of it already")
-            return held(node)
-
-        for count in range(job.request.nodes, 0, -1):
-            req = replace(job.request, nodes=count)
-            if self._over_quota(replace(job, request=req)) is not None:
-                continue
-            choice = choose(
-                req, {pool: index}, ctx, FILTERS, self.scorers,
-                limit=self.config.max_candidates, spread=self.policies.packing == "spread",
-                top=1, topology_weight=0.0, rank=lambda _: 0, extra=extra,
-            )  # fmt: skip
-            if choice is None:
-                continue
-            allocations = []
-            for state in choice.nodes:
-                before = state.whole_free
-                allocations.append(state.allocate(req))
-                self.indexes[pool].moved(state, before)
-            self._use(job.team, req)
-            self.plan.actions.append(Grow(job.job_id, pool, tuple(allocations)))
+        spread = self.policies.packing == "spread"
+        found = growth(
+            job, index, ctx, self.scorers, self.config, spread, self._held(job), self._over_quota
+        )
+        if found is None:
             return
+        req, choice = found
+        allocations = []
+        for state in choice.nodes:
+            before = state.whole_free
+            allocations.append(state.allocate(req))
+            index.moved(state, before)
+        self._use(job.team, req)
+        self.plan.actions.append(Grow(job.job_id, pool, tuple(allocations)))
 
     def _burst(self, job: Pending, verdict: Verdict | None) -> Decision | None:
         if verdict is None or not verdict.burst.allowed:
