@@ -89,7 +89,11 @@ def scheduling(
         pool: {n.ray_node_id: n.name for n in seen.nodes if n.alive}
         for pool, seen in world.pools.items()
     }
-    units = services.units(serving, world.serve, borrowers, world.now_s, names)
+    taken: dict[str, set[str]] = defaultdict(set)  # nodes other jobs hold, per pool
+    for view in holding:
+        if view.attempt is not None:
+            taken[view.attempt.pool].update(placement_nodes(view.attempt))
+    units = services.units(serving, world.serve, borrowers, world.now_s, names, taken)
     # loans whose borrower or lender ended (this step included) close before the cycle, so
     # their lenders grow back in it, as in the simulator
     ended = {t.job_id for t in step.transitions if t.to in FINISHED_STATES}

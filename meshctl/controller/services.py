@@ -109,6 +109,7 @@ def units(
     lent_to: Iterable[str],
     now_s: float,
     names: Mapping[str, Mapping[str, str]] | None = None,
+    taken: Mapping[str, set[str]] | None = None,
 ) -> Units:
     """Each service's count after its traffic, its replicas (less those it scales in: the
     borrowed ones first, newest first) and those it still wants, as scheduler units."""
@@ -122,7 +123,8 @@ def units(
         if reading is not None:
             service.serving = _said(reading)
             where = (names or {}).get(service.pool or "", {})
-            _follow(service, [where[i] for i in reading.nodes if i in where])
+            others = (taken or {}).get(service.pool or "", set())
+            _follow(service, [where[i] for i in reading.nodes if i in where], others)
         if reading is not None and reading.ongoing is not None:
             before = service.scaling.replicas
             service.scaling = serving.scale(spec, service.scaling, reading.ongoing, now_s)
@@ -194,13 +196,15 @@ def _service(view: JobView) -> Service:
     )
 
 
-def _follow(service: Service, running_on: Sequence[str]) -> None:
+def _follow(service: Service, running_on: Sequence[str], others: set[str]) -> None:
     """Replicas where Serve runs them: once as many run as meshctl placed, a replica placed
     on a node where none runs moves to one where one runs that meshctl did not place (Ray put
-    it on another free GPU of the cluster, or Serve let a different one go when scaling in)."""
+    it on another free GPU of the cluster, or Serve let a different one go when scaling in),
+    unless that node is held by another job (``others``): then Ray's count of that node's
+    GPUs is not meshctl's (emulated GPUs, a CPU-only worker) and meshctl's placement stands."""
     if not running_on or len(running_on) != len(service.replicas):
         return
-    left = list(running_on)
+    left = [n for n in running_on if n not in others]
     for alloc in service.replicas.values():
         if alloc.node in left:
             left.remove(alloc.node)

@@ -179,3 +179,21 @@ def test_scaling_in_lets_borrowed_replicas_go_first_and_their_loans_close():
     # the lender is below its size now: it grows back onto n2 (checkpoint, stop, resume)
     (grow,) = [c for c in step.attempts if c.grows_onto]
     assert grow.grows_onto == ("n2",)
+
+
+@pytest.mark.parametrize(
+    ("serve_says", "recorded"),
+    [("id-n3", "n3"), ("id-n2", "n1")],
+    ids=["moved to a free node: followed", "on a node training holds: meshctl's stands"],
+)
+def test_meshctl_follows_where_serve_runs_a_replica_unless_another_job_holds_it(
+    serve_says: str, recorded: str
+) -> None:
+    svc = view("svc", SERVICE, JobState.RUNNING, service_attempt({"svc/r0": "n1"},
+               replicas_wanted=1), 100)  # fmt: skip
+    train = view("tr", TRAIN, JobState.RUNNING, train_attempt(("n2",)), 10)
+    seen = {"svc": ServeSeen("RUNNING", running=1, ongoing=1.0, nodes=(serve_says,))}
+    step = decide(World(NOW, observed(TRAINING), (svc, train), serve=seen), rules())
+    changes = [c for c in step.services if c.job_id == "svc"]
+    where = changes[0].allocations[0].node if changes else "n1"
+    assert where == recorded
