@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -149,6 +151,24 @@ def first_after(found: list[dict[str, Any]], kind: str, after_s: float) -> float
     return min(times) if times else None
 
 
+def up(mesh: Mesh) -> None:
+    """``meshctl up`` with Ray exporting its metrics (a service's traffic, as the controller
+    reads it) every 2 s instead of Ray's 10 s: the surge is seen sooner. Ray reads the
+    setting from the environment its nodes start in, which ``up`` passes on."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    args = ["--mesh", str(mesh.work / "mesh.yaml"), "up", "--interval", "0.5"]
+    done = subprocess.run(
+        [sys.executable, "-m", "meshctl", *args],
+        capture_output=True,
+        text=True,
+        cwd=mesh.work,
+        env={**env, "MESHCTL_HOME": str(mesh.home), "RAY_metrics_report_interval_ms": "2000"},
+        timeout=DEADLINE_S + 60,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"meshctl up exited {done.returncode}:\n{done.stdout}{done.stderr}")
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="meshctl-surge-"))
     try:
@@ -160,7 +180,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         (work / "service.yaml").write_text(SERVICE)
         (work / "mesh.yaml").write_text(MESH.format(checkpoints=work / "checkpoints"))
         mesh = Mesh(work)
-        mesh.run("--mesh", str(work / "mesh.yaml"), "up", "--interval", "0.5")
+        up(mesh)
         try:
             return surge(mesh, args)
         finally:

@@ -348,9 +348,6 @@ def environment(cluster: LocalCluster) -> dict[str, str]:
         RAY_AUTH_MODE="token",
         RAY_AUTH_TOKEN_PATH=cluster.token_file,
         RAY_USAGE_STATS_ENABLED="0",
-        # a service's traffic reaches the controller through Ray's metrics: every 2 s, not
-        # Ray's default 10 s, so a surge is seen sooner (the embedded mesh is small)
-        RAY_metrics_report_interval_ms=env.get("RAY_metrics_report_interval_ms", "2000"),
         # a job's `python` is this interpreter, the one the cluster runs
         PATH=bin_dir + os.pathsep + env.get("PATH", ""),
     )
