@@ -16,10 +16,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from meshctl.agent import AGENTS_FILE
 from meshctl.agent.watch import AgentReport, AgentWatch
@@ -35,10 +35,17 @@ from meshctl.controller.nodes import pools_down
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
 from meshctl.controller.reload import Reloader, in_use_removed
-from meshctl.controller.serving_apply import ServeDeployer
-from meshctl.controller.world import JobView, World, latest_attempts, node_busy, past_runs
+from meshctl.controller.world import (
+    JobView,
+    ServeSeen,
+    World,
+    latest_attempts,
+    node_busy,
+    past_runs,
+)
 from meshctl.lifecycle import Estimator
 from meshctl.model.job import Job
+from meshctl.model.mesh import Mesh
 from meshctl.policy.tenancy import BudgetStanding
 from meshctl.pools.observed import PoolObservation, Submission
 from meshctl.pools.ray import LogChunk
@@ -73,6 +80,24 @@ class PoolClient(Protocol):
     def read_log(self, submission_id: str, offset: int, limit: int) -> LogChunk | None: ...
 
 
+class ServeSide(Protocol):
+    """What the loop needs of Serve on the pools (``serving_apply.ServeDeployer``)."""
+
+    def observe(
+        self, views: Sequence[JobView], clients: Mapping[str, Any]
+    ) -> dict[str, ServeSeen]: ...
+
+    def sync(
+        self,
+        store: Store,
+        mesh: Mesh,
+        clients: Mapping[str, Any],
+        observations: Mapping[str, PoolObservation],
+        seen: Mapping[str, ServeSeen],
+        now: float,
+    ) -> list[str]: ...
+
+
 @dataclass
 class CycleReport:
     at_s: float
@@ -102,7 +127,7 @@ class Controller(Applying):
         agents: AgentWatch | None = None,
         overruled: Callable[[], Mapping[str, str]] | None = None,
         forget_overruled: Callable[[str], None] | None = None,
-        serve: ServeDeployer | None = None,
+        serve: ServeSide | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
         comes back on new ports with a new token), and the Ray pools without a client, with

@@ -58,7 +58,16 @@ from meshctl.lifecycle.view import (
 from meshctl.model.mesh import AwsPool, GcpPool
 from meshctl.policy.facts import mesh_snapshot
 from meshctl.pools.observed import node_name
-from meshctl.scheduler import Node, PolicyView, Request, Running, Snapshot, preempt, schedule
+from meshctl.scheduler import (
+    Node,
+    Pending,
+    PolicyView,
+    Request,
+    Running,
+    Snapshot,
+    preempt,
+    schedule,
+)
 from meshctl.scheduler.plan import Decision, Plan
 from meshctl.state.records import (
     AttemptRecord,
@@ -93,7 +102,10 @@ def scheduling(
     for view in holding:
         if view.attempt is not None:
             taken[view.attempt.pool].update(placement_nodes(view.attempt))
-    units = services.units(serving, world.serve, borrowers, world.now_s, names, taken)
+    alive = {
+        pool: set(by_id.values()) for pool, by_id in names.items() if world.pools[pool].reachable
+    }
+    units = services.units(serving, world.serve, borrowers, world.now_s, names, taken, alive)
     # loans whose borrower or lender ended (this step included) close before the cycle, so
     # their lenders grow back in it, as in the simulator
     ended = {t.job_id for t in step.transitions if t.to in FINISHED_STATES}
@@ -106,8 +118,9 @@ def scheduling(
     nodes = observed(world, rules.mesh, running, rules.catalogs)
     runtimes = {v.record.id: _runtime(v, estimator) for v in queued}
     mesh = _mesh_view(world, rules, nodes, running, queued, runtimes)
-    snapshot = _snapshot(world, rules, holding, running, queued, runtimes, mesh, nodes, lent)
-    snapshot = replace(snapshot, pending=snapshot.pending + tuple(units.pending))
+    snapshot = _snapshot(
+        world, rules, holding, running, queued, runtimes, mesh, nodes, lent, units.pending
+    )
     views = {v.record.id: v for v in (*holding, *queued)} | units.views
     policies = _policies(world, rules, mesh, views, running)
     step.standings = budgets(rules.policies, mesh)
@@ -299,6 +312,7 @@ def _snapshot(
     mesh: MeshView,
     nodes: Sequence[Node],
     lent: Mapping[str, int],
+    replicas: Sequence[Pending] = (),
 ) -> Snapshot:
     live: dict[str, int] = defaultdict(int)
     of_type: dict[tuple[str, str], int] = defaultdict(int)
@@ -356,6 +370,9 @@ def _snapshot(
         grow = lending.growth(job, wanted, view.record.submitted_at_s) if wanted else None
         if grow is not None:
             pending.append(grow)
+    pending += [  # services' replicas: the nodes lent to them are theirs
+        replace(p, nominated=nominated[p.job_id]) if p.job_id in nominated else p for p in replicas
+    ]
     return Snapshot(world.now_s, tuple(nodes), pools, tuple(running), tuple(pending), offers)
 
 

@@ -33,17 +33,7 @@ from meshctl.scheduler import Allocation, Pending, Request, Running
 from meshctl.scheduler.plan import Decision
 from meshctl.state.records import JobState
 
-SEP = "/r"  # a replica's id: "<job>/r<n>"
-
-
-def replica_id(job_id: str, number: int) -> str:
-    return f"{job_id}{SEP}{number}"
-
-
-def service_of(unit_id: str) -> str | None:
-    """The service a replica id belongs to; None for a job's own id."""
-    job, sep, number = unit_id.rpartition(SEP)
-    return job if sep and number.isdigit() else None
+SEP, replica_id, service_of = serving.SEP, serving.replica_id, serving.service_of
 
 
 def spec_of(serve: Serve) -> serving.ServeSpec:
@@ -57,20 +47,25 @@ def spec_of(serve: Serve) -> serving.ServeSpec:
 
 
 @dataclass
-class Service:
-    """One service through one cycle: what it holds, wants and becomes."""
+class Service(serving.Replicas):
+    """One service through one cycle: its replicas (``serving.Replicas``: where they run,
+    the count, what changed) and the view and Serve's word they come from."""
 
-    view: JobView
-    pool: str | None
-    replicas: dict[str, Allocation]  # id -> where, in the order placed
-    scaling: serving.Scaling
-    next_replica: int
-    why: list[str] = field(default_factory=list)
+    view: JobView | None = None
     serving: dict[str, Any] = field(default_factory=dict)  # what Serve last said of it
 
     @property
+    def job_view(self) -> JobView:
+        assert self.view is not None
+        return self.view
+
+    @property
     def job_id(self) -> str:
-        return self.view.record.id
+        return self.job_view.record.id
+
+    @property
+    def replicas(self) -> dict[str, Allocation]:
+        return self.placed
 
     def change(self) -> ServiceChange:
         assert self.pool is not None
@@ -110,9 +105,11 @@ def units(
     now_s: float,
     names: Mapping[str, Mapping[str, str]] | None = None,
     taken: Mapping[str, set[str]] | None = None,
+    alive: Mapping[str, set[str]] | None = None,
 ) -> Units:
     """Each service's count after its traffic, its replicas (less those it scales in: the
-    borrowed ones first, newest first) and those it still wants, as scheduler units."""
+    borrowed ones first, newest first; less those on nodes no longer up in a pool ``alive``
+    names) and those it still wants, as scheduler units."""
     out, borrowers = Units(), set(lent_to)
     for view in views:
         serve = view.job.spec.serve
@@ -126,38 +123,21 @@ def units(
             others = (taken or {}).get(service.pool or "", set())
             _follow(service, [where[i] for i in reading.nodes if i in where], others)
         if reading is not None and reading.ongoing is not None:
-            before = service.scaling.replicas
-            service.scaling = serving.scale(spec, service.scaling, reading.ongoing, now_s)
-            after = service.scaling.replicas
-            if after != before:
-                way = "out" if after > before else "in"
-                service.why.append(
-                    f"scaled {way} to {after}: {reading.ongoing:g} requests in flight, "
-                    f"target {spec.target:g} a replica"
-                )
-        _scale_in(service, borrowers)
+            service.rescale(spec, reading.ongoing, now_s)
+        if service.pool is not None and alive is not None and service.pool in alive:
+            service.lost(alive[service.pool])
+        service.scale_in(borrowers)
         out.services[service.job_id] = service
         record = view.record
-        request = Request.of(view.job)
         started = view.attempt.started_at_s if view.attempt else None
-        for rid, alloc in service.replicas.items():
-            assert service.pool is not None
-            out.running.append(
-                Running(
-                    rid, record.team, record.priority, service.pool, (alloc,), request,
-                    started if started is not None else now_s,
-                )
-            )  # fmt: skip
-            out.views[rid] = view
-        for number in range(service.scaling.replicas - len(service.replicas)):
-            rid = replica_id(record.id, service.next_replica + number)
-            out.pending.append(
-                Pending(
-                    rid, record.team, record.priority, request, record.submitted_at_s,
-                    only_pool=service.pool,
-                )
-            )  # fmt: skip
-            out.views[rid] = view
+        running, pending = service.units(
+            record.id, record.team, record.priority, Request.of(view.job),
+            started if started is not None else now_s, record.submitted_at_s,
+        )  # fmt: skip
+        out.running += running
+        out.pending += pending
+        out.views.update({r.job_id: view for r in running})
+        out.views.update({p.job_id: view for p in pending})
     return out
 
 
@@ -183,7 +163,7 @@ def _service(view: JobView) -> Service:
     serve = view.job.spec.serve
     assert serve is not None
     if attempt is None:
-        return Service(view, None, {}, serving.start(spec_of(serve)), 0)
+        return Service(None, {}, serving.start(spec_of(serve)), 0, view=view)
     detail = attempt.detail
     replicas = {
         rid: allocation_of(held)
@@ -192,8 +172,9 @@ def _service(view: JobView) -> Service:
     wanted = detail.replicas_wanted if detail.replicas_wanted is not None else serve.replicas.min
     scaling = serving.Scaling(wanted, detail.above_since_s, detail.below_since_s, detail.most_below)
     return Service(
-        view, attempt.pool, replicas, scaling, detail.next_replica, serving=dict(detail.serving)
-    )
+        attempt.pool, replicas, scaling, detail.next_replica, view=view,
+        serving=dict(detail.serving),
+    )  # fmt: skip
 
 
 def _follow(service: Service, running_on: Sequence[str], others: set[str]) -> None:
@@ -216,40 +197,12 @@ def _follow(service: Service, running_on: Sequence[str], others: set[str]) -> No
         service.why.append(f"replica {rid} runs on {node}, not {alloc.node}")
 
 
-def _scale_in(service: Service, borrowers: set[str]) -> None:
-    """Down to the count wanted: the replicas that borrowed GPUs go first (their lenders grow
-    back), then the newest."""
-    extra = len(service.replicas) - service.scaling.replicas
-    if extra <= 0:
-        return
-    order = list(service.replicas)  # oldest first
-    going = sorted(order, key=lambda rid: (rid not in borrowers, -order.index(rid)))[:extra]
-    for rid in going:
-        del service.replicas[rid]
-    service.why.append(f"replicas {', '.join(going)} gone")
-
-
-def placed(service: Service, unit_id: str, pool: str, allocation: Allocation) -> None:
-    """A replica the scheduler placed."""
-    service.replicas[unit_id] = allocation
-    service.pool = service.pool or pool
-    number = int(unit_id.rpartition(SEP)[2])
-    service.next_replica = max(service.next_replica, number + 1)
-    service.why.append(f"replica {unit_id} on {allocation.node}")
-
-
-def removed(service: Service, unit_id: str, why: str) -> None:
-    """A replica preempted or evicted: it goes at once (Serve drains it)."""
-    if service.replicas.pop(unit_id, None) is not None:
-        service.why.append(f"replica {unit_id} gone: {why}")
-
-
 def transitions(services: Iterable[Service], seen: Mapping[str, ServeSeen]) -> list[Transition]:
     """A service with replicas is admitted; running once Serve says so; back to admitted
     never (Serve's own status is what ``jobs show`` gives)."""
     out = []
     for service in services:
-        state = service.view.record.state
+        state = service.job_view.record.state
         if state in (JobState.PENDING, JobState.REQUEUED) and service.replicas:
             first = next(iter(service.replicas.values())).node
             out.append(
@@ -263,7 +216,7 @@ def transitions(services: Iterable[Service], seen: Mapping[str, ServeSeen]) -> l
 
 def changed(service: Service) -> bool:
     """Whether its record must be written: replicas, count or scaling moved."""
-    attempt = service.view.attempt
+    attempt = service.job_view.attempt
     if service.pool is None:
         return False
     if attempt is None:
@@ -300,9 +253,9 @@ def carry(action: Start | Leave | Launch, units: Units) -> bool:
     if service is None:
         return False
     if isinstance(action, Start):
-        placed(service, action.job_id, action.pool, action.allocations[0])
+        service.add(action.job_id, action.pool, action.allocations[0])
     elif isinstance(action, Leave):
-        removed(service, action.job_id, action.reason)
+        service.remove(action.job_id, action.reason)
     return True
 
 

@@ -17,7 +17,7 @@ Ray jobs on it (Ray fails a job whose node died); a spot instance given notice i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 from meshctl.clouds.base import Instance
 from meshctl.clouds.fake import FakeCloud
 from meshctl.controller.step import own_head
+from meshctl.controller.world import JobView, ServeSeen
 from meshctl.differential.scenario import AWS_TYPE, CPUS_PER_GPU, MEMORY_GIB_PER_GPU, Scenario
 from meshctl.model.catalog import Catalog
 from meshctl.pools.observed import (
@@ -352,3 +353,32 @@ class FakeJoiner:
 
 def _at(t: float | None) -> float | None:
     return None if t is None else t + FakeWorld.epoch()
+
+
+class FakeServe:
+    """A stand-in for Serve on the pools (``ServeDeployer``: ``observe``, ``sync``): each
+    service that has replicas reads the requests in flight its scenario's traffic gives now,
+    as the simulator's inference model does; deploying does nothing (the replicas are where
+    the controller placed them)."""
+
+    def __init__(self, world: FakeWorld) -> None:
+        self.world = world
+
+    def observe(self, views: Sequence[JobView], clients: Mapping[str, Any]) -> dict[str, ServeSeen]:
+        seen = {}
+        for view in views:
+            scenario_id = self.world.ids.get(view.record.id)
+            if view.attempt is None or scenario_id is None:
+                continue  # no replica yet: Serve has nothing to say of it
+            job = self.world.scenario_job(scenario_id)
+            if job.serve is None:
+                continue
+            held = len(view.attempt.detail.allocations)
+            status = "RUNNING" if held else "DEPLOYING"
+            seen[view.record.id] = ServeSeen(
+                status, running=held, ongoing=job.serve.ongoing(self.world.now)
+            )
+        return seen
+
+    def sync(self, *_: Any) -> list[str]:
+        return []

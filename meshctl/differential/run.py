@@ -29,10 +29,21 @@ from meshctl.controller.loop import Controller
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.step import Rules, Step
 from meshctl.controller.submit import Rejected, check, enqueue
-from meshctl.differential.fakes import FakeJoiner, FakePool, FakeWorld
+from meshctl.differential.fakes import FakeJoiner, FakePool, FakeServe, FakeWorld
 from meshctl.differential.scenario import CPUS_PER_GPU, EPOCH_S, MEMORY_GIB_PER_GPU, Scenario
 from meshctl.differential.scenario import catalogs as load_catalogs
-from meshctl.lifecycle import BudgetCrossed, Fail, Launch, Leave, Left, Requeue, Start, Teardown
+from meshctl.lifecycle import (
+    BudgetCrossed,
+    Fail,
+    Launch,
+    Leave,
+    Left,
+    Requeue,
+    Start,
+    Teardown,
+    effects,
+    serving,
+)
 from meshctl.lifecycle.clusters import head_of
 from meshctl.pools.observed import node_name
 from meshctl.scheduler import SchedulerConfig
@@ -40,7 +51,7 @@ from meshctl.sim.engine import Engine, SimConfig
 from meshctl.sim.failures import Checkpoints
 from meshctl.sim.fleet import CloudPool
 from meshctl.simrun import sim_mesh
-from meshctl.state import JobRecord, JobState, MemoryStore
+from meshctl.state import AttemptRecord, JobRecord, JobState, MemoryStore
 
 Logged = tuple[Any, ...]  # (t, what, ...): one action, as both sides are compared on it
 
@@ -203,13 +214,14 @@ def controller_side(
         clock=clock,
         burst=burst,
         progress=ProgressReader(store, clock),
+        serve=FakeServe(world) if any(j.serve for j in scenario.jobs) else None,
     )
     loop.steps = []
     t = 0.0
     while t <= scenario.until_s:
         world.advance(t)
         loop.cycle()
-        if t > max(j.arrival_s for j in scenario.jobs) and _all_done(store):
+        if t > max(j.arrival_s for j in scenario.jobs) and _all_done(store, world):
             break
         t = round(t + scenario.tick_s, 6)
     names = _instance_names(world)
@@ -225,9 +237,16 @@ def _moment(t_s: float) -> Any:
     return dt.datetime.fromtimestamp(t_s, dt.UTC)
 
 
-def _all_done(store: MemoryStore) -> bool:
+def _all_done(store: MemoryStore, world: FakeWorld) -> bool:
+    """Every job has ended, services aside (they never end: the run ends with the last other
+    job, as the simulator's)."""
     finished = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
-    return all(r.state in finished for r in store.list(JobRecord))
+    jobs = [r for r in store.list(JobRecord) if world.scenario_job(world.ids[r.id]).serve is None]
+    ids = {r.id for r in jobs}
+    stopping = any(  # failed while it ran: done once its stop is seen, as in the simulator
+        a.ended_at_s is None for a in store.list(AttemptRecord) if a.job_id in ids
+    )
+    return all(r.state in finished for r in jobs) and not stopping
 
 
 def _instance_names(world: FakeWorld) -> dict[str, str]:
@@ -238,9 +257,31 @@ def _instance_names(world: FakeWorld) -> dict[str, str]:
     return names
 
 
+def _unit(ids: dict[str, str], unit_id: str) -> str:
+    """A job's or a service replica's id as the scenario names it."""
+    owner = serving.service_of(unit_id)
+    if owner is not None and owner in ids:
+        return ids[owner] + unit_id[len(owner) :]
+    return ids.get(unit_id, unit_id)
+
+
 def _steps(t: float, step: Step, ids: dict[str, str], names: dict[str, str]) -> Iterable[Logged]:
     at = round(t, 6)
     backfilled = {p.job_id for p in step.plan.placed() if p.backfill} if step.plan else set()
+    for action in effects.of_plan(step.plan) if step.plan else ():  # services' replicas
+        if serving.service_of(action.job_id) is None:
+            continue
+        if isinstance(action, Start):
+            nodes = tuple(sorted(names.get(a.node, a.node) for a in action.allocations))
+            yield (at, "start", _unit(ids, action.job_id), action.pool, nodes, action.backfill)
+        elif isinstance(action, Leave):
+            yield (
+                at,
+                "leave",
+                _unit(ids, action.job_id),
+                action.left.value,
+                action.for_job and _unit(ids, action.for_job),
+            )
     for d in step.dispatches:
         nodes = tuple(
             sorted(names.get(held.node, held.node) for held in d.attempt.detail.allocations)
@@ -257,7 +298,7 @@ def _steps(t: float, step: Step, ids: dict[str, str], names: dict[str, str]) -> 
                 "leave",
                 job,
                 Left.RESIZED.value if tr.job_id in resized else tr.to.value,
-                ids.get(preemptor, preemptor) if preemptor else None,
+                _unit(ids, preemptor) if preemptor else None,
             )
         elif tr.to is JobState.REQUEUED:
             yield (at, "requeue", job)

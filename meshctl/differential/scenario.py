@@ -120,6 +120,8 @@ class Scenario:
         job keeping its checkpoints in ``storage``."""
         document = job_document(job, CPUS_PER_GPU, MEMORY_GIB_PER_GPU, "switch")
         spec = document["spec"]
+        if job.serve is not None:  # a service: its Serve application, as the simulator's
+            return Job.model_validate(document)
         spec.pop("entrypoint", None)
         workers = spec.get("train", {}).get("workers")  # an elastic job's range
         spec["train"] = {"loop": "differential:loop", "max_failures": 0}

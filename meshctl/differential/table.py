@@ -11,6 +11,8 @@ import random
 from dataclasses import replace
 
 from meshctl.differential.scenario import Cloud, Scenario
+from meshctl.lifecycle.serving import ServeSpec
+from meshctl.sim.inference import SimServe, Surge, Traffic
 from meshctl.sim.workload import SimJob
 
 PRIORITIES = """
@@ -69,6 +71,27 @@ def job(
         name=name or job_id,
         **kw,  # type: ignore[arg-type]
     )
+
+
+def service(
+    job_id: str,
+    arrival: float,
+    rps: float,
+    surges: tuple[tuple[float, float, float], ...] = (),
+    least: int = 1,
+    most: int = 3,
+    gpus: float = 4,
+    downscale_s: float = 120.0,
+) -> SimJob:
+    """A service of team t at priority high: one request a second in flight is one replica
+    (1 s a request, a target of 1); flat traffic of ``rps`` times each surge's factor during
+    it ((start, seconds, factor)); out after 30 s above, in after ``downscale_s`` below."""
+    spec = ServeSpec(least, most, 1.0, 30.0, downscale_s)
+    traffic = Traffic(rps, trough=1.0, surges=tuple(Surge(*x) for x in surges))
+    return SimJob(
+        job_id, arrival, 0.0, gpus, 1, "inference", "standard", "t", name=job_id,
+        priority_class="high", serve=SimServe(spec, 1.0, traffic),
+    )  # fmt: skip
 
 
 TABLE: tuple[Scenario, ...] = (
@@ -167,6 +190,32 @@ TABLE: tuple[Scenario, ...] = (
             job("hi", 200, 100, 4, priority_class="high"),
         ),
         nodes=3,
+        policies=PRIORITIES,
+    ),
+    Scenario(
+        # s runs one replica on n1; its traffic doubles at 300 s for 600 s: after 30 s above
+        # its target it wants a second replica, which borrows a node of e (e checkpoints for
+        # 30 s, resumes on one); 120 s after the surge it scales in, the borrowed replica
+        # goes, the loan closes and e grows back onto two nodes
+        "a-surge-borrows-from-elastic-training-and-gives-back",
+        (
+            service("s", 0, 1.0, surges=((300, 600, 2.0),)),
+            job("e", 20, 3000, 4, nodes=2, elastic_min=1),
+        ),
+        nodes=3,
+        policies=PRIORITIES,
+    ),
+    Scenario(
+        # a surge of s wants three replicas: e lends down to its least (one node), then is
+        # preempted whole for the third (the policy lets high take low); a node failure
+        # under a replica takes it, and it is placed again when the node is back
+        "a-surge-stops-at-the-lenders-least-and-replicas-come-back-after-a-failure",
+        (
+            service("s", 0, 1.0, surges=((200, 900, 3.0),)),
+            job("e", 20, 3000, 4, nodes=2, elastic_min=1),
+        ),
+        nodes=3,
+        failures=((600.0, "n1", 300.0),),
         policies=PRIORITIES,
     ),
     Scenario(
@@ -284,6 +333,24 @@ def generate(rng: random.Random, name: str = "random") -> Scenario:
         extra["max_restarts"] = rng.choice([0, 1, 3])
         if width > 1 and rng.random() < 0.4:
             extra["elastic_min"] = 1
+        if rng.random() < 0.1:
+            surges = tuple(
+                (float(rng.randrange(0, 900, 10)), float(rng.randrange(60, 600, 10)), 2.0 + k)
+                for k in range(rng.choice([0, 1, 2]))
+            )
+            jobs.append(
+                service(
+                    f"s{i}",
+                    float(rng.randrange(0, 600, 10)),
+                    rng.choice([0.5, 1.0, 1.5]),
+                    surges,
+                    least=rng.choice([1, 1, 2]),
+                    most=rng.choice([2, 3]),
+                    gpus=rng.choice([1, 2, 4]),
+                    downscale_s=float(rng.choice([60, 120, 300])),
+                )
+            )
+            continue
         jobs.append(
             job(
                 f"j{i}",

@@ -100,6 +100,7 @@ class _Cycle:
             self.usage[team][3] += gpu_memory
         every = frozenset(self.indexes) | frozenset(p.name for p in snap.pools)
         self.avail = Availability.of(snap, every)
+        self.onprem = every - frozenset(p.name for p in snap.pools if p.cloud)
         self.offers = list(snap.offers)
         self.headroom = burst.Headroom.of(snap.pools)
         self.preempted: set[str] = {job.job_id for job in snap.running if job.leaving}
@@ -226,8 +227,8 @@ class _Cycle:
     def _decide(self, job: Pending) -> Decision:
         verdict = self.policies.verdict(job.job_id)
         asked, usable, eligible = self.avail.pools(verdict)
-        if job.only_pool is not None:  # a replica joins its service's others
-            only = frozenset({job.only_pool})
+        if job.only_pool is not None or job.onprem_only:  # a service's replica
+            only = self.onprem if job.only_pool is None else frozenset({job.only_pool})
             asked, usable, eligible = asked & only, usable & only, eligible & only
         if verdict is not None and verdict.priority_problem:
             return Decision(job.job_id, "unschedulable", verdict.priority_problem)

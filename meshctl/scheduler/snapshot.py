@@ -124,6 +124,7 @@ class Pending:
     grows_in: str | None = None
     holds: tuple[str, ...] = ()
     only_pool: str | None = None  # a service's replica: where its other replicas run
+    onprem_only: bool = False  # a service's replica: never on a cloud pool (no burst)
 
 
 @dataclass(frozen=True, slots=True)

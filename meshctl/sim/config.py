@@ -36,6 +36,7 @@ class SimConfig:
     seed: int = 0
     cycle_s: float = 0.0  # 0: a cycle at every instant something changed; else at most this often
     recheck_s: float = 300.0  # a cycle at least this often while jobs wait
+    serve_every_s: float = 10.0  # and this often while services run (their traffic is read)
     tick_s: float | None = None  # a cycle at every multiple of this, as the controller's loop
     failures: FailureModel | None = None
     injected_failures: tuple[tuple[float, str, float], ...] = ()  # (time, node, repair s)

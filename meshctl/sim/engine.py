@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from meshctl.lifecycle import effects, lending
+from meshctl.lifecycle import effects, lending, serving
 from meshctl.lifecycle.actions import Action, Launch, Leave, Left, Start
 from meshctl.lifecycle.snapshot import nominations, offers_left, pool_infos
 from meshctl.lifecycle.view import MeshView, Victims, budget_crossings, budgets, policy_view
@@ -41,13 +41,13 @@ from meshctl.sim.config import Result, SimConfig, SimMesh
 from meshctl.sim.events import Arrival, At, Kind, PoolEvent
 from meshctl.sim.fleet import CloudPool
 from meshctl.sim.jobs import JobResult
+from meshctl.sim.services import Services
 from meshctl.sim.workload import SimJob, job_document
-from meshctl.sim.world import WorldEvents
 
 __all__ = ["CloudPool", "Engine", "JobResult", "Result", "SimConfig", "SimMesh", "simulate"]
 
 
-class Engine(WorldEvents):
+class Engine(Services):
     """One simulation run: ``Engine(mesh, jobs, config, policies).run()``."""
 
     # --- the loop ----------------------------------------------------------------------------
@@ -152,6 +152,7 @@ class Engine(WorldEvents):
             job.max_restarts,
             job.priority_class,
             job.elastic_min,
+            job.serve,
         )
         found = self._classes.get(key)
         if found is None:
@@ -177,6 +178,10 @@ class Engine(WorldEvents):
             nxt = self.jobs[event.index + 1]
             self.clock.push(nxt.arrival_s, Kind.ARRIVE, Arrival(event.index + 1))
         model, request, priority = self._class_of(job)
+        if job.serve is not None:
+            self._serve(job, model, request, priority)
+            self._want_cycle()
+            return
         self.models[job.id] = model
         self.requests[job.id] = request
         self.names[job.id] = job.class_name
@@ -210,7 +215,7 @@ class Engine(WorldEvents):
         if tick:
             self.next_cycle = self.now + tick
             self.clock.push(self.now + tick, Kind.CYCLE, At(self.now + tick))
-        elif not self.pending:
+        elif not self.pending and not self.services:
             return
         self.last_cycle = self.now
         self.totals.cycles += 1
@@ -218,8 +223,9 @@ class Engine(WorldEvents):
         if tick:
             for pool in sorted(self.mesh.clouds):
                 self._teardown(pool)
-        elif self.pending:  # waiting work is looked at again even if nothing happens
-            t_next = self.now + max(self.config.recheck_s, self.config.cycle_s)
+        elif self.pending or self.services:  # waiting work is looked at again, services' traffic
+            again = self.config.serve_every_s if self.services else self.config.recheck_s
+            t_next = self.now + max(again, self.config.cycle_s)
             if self.next_cycle is None or self.next_cycle > t_next:
                 self.next_cycle = t_next
                 self.clock.push(t_next, Kind.CYCLE, At(t_next))
@@ -241,6 +247,8 @@ class Engine(WorldEvents):
                 self._record(over)
                 self._leave(attempt, over, now)
         active = set(self.running) | set(self.pending)
+        if self.services:
+            active |= self._services_cycle()
         closed = {x.id: x for x in lending.closing(self.loans, active, now)}
         if closed:
             self.loans = [closed.get(x.id, x) for x in self.loans]
@@ -264,10 +272,14 @@ class Engine(WorldEvents):
                 self.done += 1
 
     def _priority(self, job_id: str) -> int:
-        return self.results[job_id].priority
+        return self.results[serving.service_of(job_id) or job_id].priority
 
     def _victims(self) -> Victims:
-        return Victims(self.running, self.models, self.now, lambda attempt: attempt.running)
+        if not self.replica_running:
+            return Victims(self.running, self.models, self.now, lambda attempt: attempt.running)
+        held: dict[str, Any] = {r.job_id: r for r in self.replica_running}
+        held.update((job_id, a.running) for job_id, a in self.running.items())
+        return Victims(held, self.models, self.now)
 
     def _snapshot(self) -> tuple[Snapshot, MeshView]:
         """The scheduler's snapshot and what the policies see, as the lifecycle builds them."""
@@ -285,11 +297,12 @@ class Engine(WorldEvents):
                 grow = lending.growth(attempt.running, wanted, job.arrival_s)
                 if grow is not None:
                     pending.append(grow)
+        pending += [self._pending_now(p, nominated) for p in self.replica_pending]
         snapshot = Snapshot(
             now,
             nodes,
             pools,
-            tuple(a.running for a in self.running.values()),
+            tuple(a.running for a in self.running.values()) + tuple(self.replica_running),
             tuple(pending),
             offers_left(self.mesh.offers, fleet.live_type),
         )
@@ -308,6 +321,8 @@ class Engine(WorldEvents):
         return pending
 
     def _apply(self, action: Action) -> None:
+        if self.services and self._replica_action(action):
+            return
         self._record(action)
         if isinstance(action, Start):
             self._start(action)

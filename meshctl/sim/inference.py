@@ -80,6 +80,22 @@ class Service:
     start_s: float = 10.0  # a replica's start once it has its GPUs
 
 
+@dataclass(frozen=True, slots=True)
+class SimServe:
+    """A service in the event engine: its replicas' range, target and delays (decided by
+    the lifecycle, as the controller decides them), the seconds a request takes, its traffic,
+    and a replica's start once placed (until then it does not serve)."""
+
+    spec: serving.ServeSpec
+    service_s: float
+    traffic: Traffic
+    start_s: float = 10.0
+
+    def ongoing(self, t_s: float) -> float:
+        """Requests in flight at ``t_s`` (Little's law: rate times the time each takes)."""
+        return self.traffic.rate(t_s) * self.service_s
+
+
 @dataclass
 class Outcome:
     gpus: float

@@ -14,7 +14,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from meshctl.lifecycle import lending
 from meshctl.lifecycle.actions import Action
@@ -25,13 +25,16 @@ from meshctl.lifecycle.waits import Backlog
 from meshctl.model.job import Job
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import BoundPolicies
-from meshctl.scheduler import Pending, Request
+from meshctl.scheduler import Allocation, Pending, Request, Running
 from meshctl.sim.cluster import Cluster
 from meshctl.sim.config import Sample, SimConfig, SimMesh, Totals
 from meshctl.sim.events import At, Clock, Kind
 from meshctl.sim.fleet import Fleet
 from meshctl.sim.jobs import Attempt, JobResult
 from meshctl.sim.workload import SimJob
+
+if TYPE_CHECKING:
+    from meshctl.sim.services import Served
 
 
 class EngineState:
@@ -62,6 +65,10 @@ class EngineState:
         # resized one's for its borrowers and itself
         self.freeing: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
         self.loans: list[Loan] = []  # the lending ledger: every loan, open or closed
+        self.services: dict[str, Served] = {}  # services by job id (``services.py``)
+        self.replica_running: list[Running] = []  # their replicas this cycle, placed
+        self.replica_pending: list[Pending] = []  # and wanted
+        self.replica_allocs: dict[str, Allocation] = {}  # each replica placed: where
         self.deadlines: dict[str, float] = {}  # waiting jobs with a deadline
         self.limits: dict[str, float] = {}  # running jobs with a maximum runtime
         self.decided: set[str] = set()  # jobs the scheduler has decided about once
@@ -132,11 +139,12 @@ class EngineState:
 
     def _size(self, job_id: str) -> int | None:
         """An elastic job's nodes now (its most, less what it lends); None for any other."""
-        job = self.results[job_id].job
-        if job.elastic_min is None:
-            return None
+        result = self.results.get(job_id)
+        least = result.job.elastic_min if result is not None else None
+        if result is None or least is None:
+            return None  # not elastic, or a service's replica
         lent = sum(1 for x in self.loans if x.open and x.lender == job_id)
-        return lending.size(job.nodes, job.elastic_min, lent)
+        return lending.size(result.job.nodes, least, lent)
 
     def _unwait(self, job_id: str) -> None:
         if self.pending.pop(job_id, None) is not None:

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from meshctl.sim.inference import SimServe
+
 DAY_S = 86_400.0
 
 
@@ -47,6 +49,9 @@ class SimJob:
     # An elastic train job (one worker a node, ``nodes`` at most): lends nodes down to this
     # many to jobs of higher priority, and grows back (``train.workers``).
     elastic_min: int | None = None
+    # A service (kind inference): replicas of ``gpus`` on one node each, as many as its
+    # traffic asks for (``sim/services.py``); ``duration_s`` is not used.
+    serve: SimServe | None = None
 
     @property
     def total_gpus(self) -> float:
@@ -88,6 +93,20 @@ def job_document(
         resources.pop("topology", None)
         run = {
             "train": {"loop": "trace:run", "workers": {"min": job.elastic_min, "max": job.nodes}}
+        }
+    if job.serve is not None:
+        spec = job.serve.spec
+        resources.pop("topology", None)
+        run = {
+            "serve": {
+                "app": "trace:app",
+                "route_prefix": f"/{job.id}",
+                "deployment": "trace",
+                "replicas": {"min": spec.least, "max": spec.most},
+                "target_ongoing_requests": spec.target,
+                "upscale_delay": spec.upscale_delay_s,
+                "downscale_delay": spec.downscale_delay_s,
+            }
         }
     return {
         "apiVersion": "meshctl/v1",

@@ -82,8 +82,8 @@ class WorldEvents(Attempts):
             self.clock.push(self.now + notice, Kind.RECLAIM, InstanceEvent(instance))
         self.cluster.set_health(node, "cordoned")
         for job_id in sorted(node.jobs):
-            attempt = self.running[job_id]
-            if not attempt.leaving:
+            attempt = self.running.get(job_id)  # None: a service's replica (it stays)
+            if attempt is not None and not attempt.leaving:
                 leave = effects.noticed(job_id, node.name, self.now + notice, self.now)
                 self._record(leave)
                 self._leave(attempt, leave, self.now)
@@ -96,7 +96,9 @@ class WorldEvents(Attempts):
         self.totals.spot_reclaims += 1
         if node is not None:
             for job_id in sorted(node.jobs):
-                attempt = self.running[job_id]
+                attempt = self.running.get(job_id)
+                if attempt is None:
+                    continue  # a service's replica: gone at the next cycle, its node down
                 why = attempt.why or effects.taken_back(job_id, node.name, self.now)
                 if attempt.why is None:
                     self._record(why)
@@ -119,7 +121,9 @@ class WorldEvents(Attempts):
             return
         self.totals.node_failures += 1
         for job_id in sorted(node.jobs):
-            attempt = self.running[job_id]
+            attempt = self.running.get(job_id)
+            if attempt is None:
+                continue  # a service's replica: gone at the next cycle, its node down
             why = attempt.why or effects.node_died(job_id, name, self.now)
             if attempt.why is None:
                 self._record(why)

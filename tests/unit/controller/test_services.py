@@ -197,3 +197,25 @@ def test_meshctl_follows_where_serve_runs_a_replica_unless_another_job_holds_it(
     changes = [c for c in step.services if c.job_id == "svc"]
     where = changes[0].allocations[0].node if changes else "n1"
     assert where == recorded
+
+
+def test_a_replica_whose_node_is_down_goes_and_is_placed_again():
+    svc = view("svc", SERVICE, JobState.RUNNING, service_attempt({"svc/r0": "n1"},
+               replicas_wanted=1), 100)  # fmt: skip
+    pools = observed()
+    nodes = tuple(replace(n, alive=n.name != "n1") for n in pools["onprem"].nodes)
+    pools = {"onprem": replace(pools["onprem"], nodes=nodes)}
+    seen = {"svc": ServeSeen("RUNNING", running=0, ongoing=1.0)}
+    step = decide(World(NOW, pools, (svc,), serve=seen), rules())
+    (change,) = step.services
+    assert change.replica_ids == ("svc/r1",)  # r0 went with n1; r1 took a node that is up
+    assert change.allocations[0].node in ("n2", "n3")
+    assert "svc/r0 gone: its node is down" in change.why
+
+
+def test_a_pool_that_does_not_answer_keeps_its_replicas():
+    svc = view("svc", SERVICE, JobState.RUNNING, service_attempt({"svc/r0": "n1"},
+               replicas_wanted=1), 100)  # fmt: skip
+    pools = {"onprem": PoolObservation("onprem", False, "connection refused")}
+    step = decide(World(NOW, pools, (svc,)), rules())
+    assert all(c.replica_ids == ("svc/r0",) for c in step.services)
