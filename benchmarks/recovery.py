@@ -300,14 +300,17 @@ class Mesh:
     def __init__(self, work: Path) -> None:
         self.work, self.home = work, work / "home"
 
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    def run(
+        self, *args: str, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """``env``: more environment (the rest is this one's, less Ray's own settings)."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
         done = subprocess.run(
             [sys.executable, "-m", "meshctl", *args],
             capture_output=True,
             text=True,
             cwd=self.work,
-            env={**env, "MESHCTL_HOME": str(self.home)},
+            env={**base, "MESHCTL_HOME": str(self.home), **(env or {})},
             timeout=DEADLINE_S + 60,
         )
         if check and done.returncode != 0:

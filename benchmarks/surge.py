@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -155,18 +153,8 @@ def up(mesh: Mesh) -> None:
     """``meshctl up`` with Ray exporting its metrics (a service's traffic, as the controller
     reads it) every 2 s instead of Ray's 10 s: the surge is seen sooner. Ray reads the
     setting from the environment its nodes start in, which ``up`` passes on."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     args = ["--mesh", str(mesh.work / "mesh.yaml"), "up", "--interval", "0.5"]
-    done = subprocess.run(
-        [sys.executable, "-m", "meshctl", *args],
-        capture_output=True,
-        text=True,
-        cwd=mesh.work,
-        env={**env, "MESHCTL_HOME": str(mesh.home), "RAY_metrics_report_interval_ms": "2000"},
-        timeout=DEADLINE_S + 60,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"meshctl up exited {done.returncode}:\n{done.stdout}{done.stderr}")
+    mesh.run(*args, env={"RAY_metrics_report_interval_ms": "2000"})
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -135,9 +135,25 @@ class Replicas:
         """A replica the scheduler placed."""
         self.placed[unit_id] = allocation
         self.pool = self.pool or pool
-        number = int(unit_id.rpartition(SEP)[2])
-        self.next_replica = max(self.next_replica, number + 1)
+        taken = self._numbers()
+        while self.next_replica in taken:  # the lowest number never placed, or waiting
+            self.next_replica += 1
         self.why.append(f"replica {unit_id} on {allocation.node}")
+
+    def _numbers(self) -> set[int]:
+        return {int(rid.rpartition(SEP)[2]) for rid in self.placed}
+
+    def waiting(self, job_id: str) -> list[str]:
+        """The ids of the replicas wanted besides those placed: from ``next_replica`` up,
+        skipping those placed, so that a replica keeps its id from cycle to cycle until it is
+        placed (a loan names its borrower by it) whichever of them is placed first."""
+        taken, number = self._numbers(), self.next_replica
+        out: list[str] = []
+        while len(out) < self.scaling.replicas - len(self.placed):
+            if number not in taken:
+                out.append(replica_id(job_id, number))
+            number += 1
+        return out
 
     def remove(self, unit_id: str, why: str) -> bool:
         """A replica preempted or evicted: it goes at once (Serve drains it)."""
@@ -159,7 +175,7 @@ class Replicas:
             running.append(Running(rid, team, priority, self.pool, (alloc,), request, started_s))
         pending = [
             Pending(
-                replica_id(job_id, self.next_replica + n),
+                rid,
                 team,
                 priority,
                 request,
@@ -167,6 +183,6 @@ class Replicas:
                 only_pool=self.pool,
                 onprem_only=True,
             )
-            for n in range(self.scaling.replicas - len(self.placed))
+            for rid in self.waiting(job_id)
         ]
         return running, pending

@@ -12,8 +12,11 @@ elastic training job (a loan: it checkpoints for ``grace_s`` and the replica sta
 ``start_s``: it serves ``grace_s + start_s`` after the decision), a scale-in gives them back
 at once. Every GPU-second of the pool is one of: serving a request, a replica idle, training,
 changing hands. ``static`` is the same traffic on a fixed split: the replicas the peak needs,
-held all day, training on the rest. This is the fluid model of a surge; the event engine's
-service jobs (replicas placed one by one through the scheduler) are not built yet.
+held all day, training on the rest. This is the fluid model of a surge, what
+``meshctl sim run --inference diurnal`` reports at 10,000 GPUs. The event engine runs
+services too (``SimServe`` on a job: ``sim/services.py``), their replicas placed one by one
+through the scheduler and checked against the controller by the differential check; the
+report does not take its figures from there yet.
 
 Pure: no I/O, no clock; surges from a seeded ``random.Random``.
 """

@@ -44,6 +44,7 @@ class Served:
     replicas: serving.Replicas
     started_s: float | None = None  # its first replica placed
     placed_s: list[float] = field(default_factory=list)  # every replica placed, when
+    up_since: dict[str, float] = field(default_factory=dict)  # replicas up: when placed
     held_gpu_s: float = 0.0  # replicas up
     serving_gpu_s: float = 0.0  # replicas busy with requests
 
@@ -117,6 +118,7 @@ class Services(WorldEvents):
             # as every replica is seen: running since the service's first (its one attempt)
             self.backlog.run(action.job_id, action.pool, None, served.gpus(), served.started_s)
             served.placed_s.append(self.now)
+            served.up_since[action.job_id] = self.now
         elif isinstance(action, Leave):
             self._replica_free(action.job_id, action.reason)
         return True
@@ -127,6 +129,7 @@ class Services(WorldEvents):
         assert owner is not None
         served = self.services[owner]
         alloc = self.replica_allocs.pop(rid, None)
+        served.up_since.pop(rid, None)
         if why is not None:
             served.replicas.remove(rid, why)
         self.models.pop(rid, None)
@@ -146,17 +149,16 @@ class Services(WorldEvents):
         super()._advance(t)
 
     def _services_advance(self, dt_s: float) -> None:
-        """What the services did over the next ``dt_s``: GPU-seconds held and serving (the
-        requests in flight now, at most ``target`` a replica)."""
+        """What the services did over the next ``dt_s``: GPU-seconds held, and serving (the
+        requests in flight now, at most ``target`` a replica, on replicas past their start)."""
         for served in self.services.values():
-            up = len(served.replicas.placed)
-            if not up:
+            if not served.up_since:
                 continue
-            gpus = served.gpus()
-            busy = min(float(up), served.serve.ongoing(self.now) / served.serve.spec.target)
-            served.held_gpu_s += up * gpus * dt_s
+            gpus, start_s = served.gpus(), served.serve.start_s
+            ready = sum(1 for t in served.up_since.values() if t + start_s <= self.now)
+            busy = min(float(ready), served.serve.ongoing(self.now) / served.serve.spec.target)
+            served.held_gpu_s += len(served.up_since) * gpus * dt_s
             served.serving_gpu_s += busy * gpus * dt_s
-
 
 def surge_to_serving(served: Served) -> list[float]:
     """Per surge: from its start to the first replica placed during it serving (placed, then

@@ -113,6 +113,17 @@ def test_surge_model_benchmark_reports_the_gain_over_a_static_split():
     assert result["gpu_hours_lent"] > 0
 
 
+def test_surge_engine_benchmark_runs_both_splits_through_the_engine():
+    # 256 GPUs, half a day, seed 1: one surge
+    result = _json("surge_engine.py", "--gpus", "256", "--days", "0.5", "--seed", "1")
+    shared, static = result["shared"], result["static"]
+    assert 0 < static["utilisation"] < shared["utilisation"] <= 1
+    assert static["loans"] == 0  # held at its peak: it never borrows
+    assert shared["loans"] > 0
+    assert shared["replica_gpu_hours"] >= shared["serving_gpu_hours"] > 0
+    assert shared["surge_to_serving_p99_s"] < 90
+
+
 def test_agent_benchmark_reports_probe_cost_and_detection_times():
     """The embedded mesh with agents on the fake GPU driver: one XID trial and one silent
     node, about 90 s on two cores."""

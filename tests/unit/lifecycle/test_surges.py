@@ -110,3 +110,22 @@ def test_the_count_stays_in_range_and_only_moves_towards_what_traffic_asked(step
             assert state.replicas == serving.wanted(SPEC, ongoing)
         if state.replicas < before:
             assert state.replicas >= serving.wanted(SPEC, ongoing)
+
+
+def test_a_waiting_replica_keeps_its_id_whichever_is_placed_first() -> None:
+    # s wants 12 replicas, 9 placed (r0..r8): r9, r10 and r11 wait. The scheduler takes
+    # them in id order ("s/r10" < "s/r9"): r10 is placed first; r9 (which a loan may name
+    # as its borrower) and r11 still wait, under the same ids
+    spec = serving.ServeSpec(1, 20, 1.0, 30.0, 600.0)
+    replicas = serving.Replicas("onprem", {}, serving.Scaling(12), 0)
+    request = Request(1, 0, frozenset(), None, 1, 4, 0)
+    for n in range(9):
+        replicas.add(f"s/r{n}", "onprem", Allocation(f"n{n}", (0,), 1.0, 1.0, 4.0, 0.0))
+    _, pending = replicas.units("s", "t", 10, request, 0.0, 0.0)
+    assert [p.job_id for p in pending] == ["s/r9", "s/r10", "s/r11"]
+    replicas.add("s/r10", "onprem", Allocation("n10", (0,), 1.0, 1.0, 4.0, 0.0))
+    _, pending = replicas.units("s", "t", 10, request, 0.0, 0.0)
+    assert [p.job_id for p in pending] == ["s/r9", "s/r11"]
+    assert all(p.onprem_only and p.only_pool == "onprem" for p in pending)
+    replicas.rescale(spec, 13.0, 0.0)  # above its count: not yet (the upscale delay)
+    assert replicas.scaling.replicas == 12
