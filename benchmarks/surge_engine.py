@@ -22,10 +22,11 @@ replica past its 10 s start), ``gpu_hours_lent``, ``training_gpu_hours_lost`` (w
 cost the lenders: computed, not checkpointed), the run's wall time; and the gain in
 percentage points. The figures come from one seeded run each (the engine is deterministic).
 
-On this machine (2 cores), ``--gpus 1000 --days 1``: shared 91.4 % against static 69.1 %
-(+22.3 points), surge to serving p50 43.0 s, p99 48.2 s; 130 s and 74 s of wall time. The
-10,000-GPU figures of ``meshctl sim run --inference diurnal`` come from the fluid model
-(``sim/inference.py``): a day at 10,000 GPUs with a service cycle every 10 s is too slow here.
+On this machine (2 cores), ``--gpus 1000 --days 1``: shared 90.0 % against static 69.1 %
+(+20.9 points), surge to serving p50 45.4 s, p99 48.2 s, 2,541 GPU-hours lent, 323 lost;
+136 s and 85 s of wall time. The 10,000-GPU figures of ``meshctl sim run --inference
+diurnal`` come from the fluid model (``sim/inference.py``): a day at 10,000 GPUs with a
+service cycle every 10 s is too slow here.
 """
 
 from __future__ import annotations
