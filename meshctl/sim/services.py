@@ -160,6 +160,7 @@ class Services(WorldEvents):
             served.held_gpu_s += len(served.up_since) * gpus * dt_s
             served.serving_gpu_s += busy * gpus * dt_s
 
+
 def surge_to_serving(served: Served) -> list[float]:
     """Per surge: from its start to the first replica placed during it serving (placed, then
     its start-up); surges that needed no new replica are not counted."""
