@@ -9,6 +9,7 @@ no work, counting for no capacity) until its repair; its jobs keep their last ch
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 
@@ -57,8 +58,15 @@ class WorldEvents(Attempts):
             self._record(down)
             self._terminate(self.fleet.instances[down.instance_id])
 
-    def _terminate(self, instance: Instance) -> None:
-        self.fleet.terminate(instance, self.now)
+    def _terminate(self, instance: Instance, sent: bool = True) -> None:
+        """The instance goes: torn down (``sent``: by a cycle) or taken back. On the tick it
+        bills until the controller sees it gone, as the controller's ledger books it: the
+        next cycle after one that sent its teardown, else the first at or after now."""
+        tick, billed_to = self.config.tick_s, self.now
+        if tick:
+            seen = math.ceil(self.now / tick - 1e-9) * tick
+            billed_to = seen + tick if sent and seen <= self.now + 1e-9 else seen
+        self.fleet.terminate(instance, billed_to)
         node = instance.node
         if node is not None and node.name in self.cluster.nodes:
             self.cluster.remove(node)
@@ -104,7 +112,7 @@ class WorldEvents(Attempts):
                     self._record(why)
                 attempt.stopped_s = attempt.stopped_s if attempt.stopped_s is not None else self.now
                 self._end_early(attempt, why)
-        self._terminate(instance)
+        self._terminate(instance, sent=False)
         head = self.fleet.head_alone(instance.pool)
         if head is not None:  # the pool's own head, left with no worker: it goes when idle
             self._idle_later(instance.pool, head.launched_s)
