@@ -38,10 +38,12 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from schedule import GPUS_PER_NODE, POOL, pool_nodes
+
 from meshctl.lifecycle.serving import ServeSpec
 from meshctl.policy.compiled import PolicySet, Source, compile_policies
 from meshctl.policy.facts import MeshSnapshot, PoolFacts
-from meshctl.scheduler import Node, PoolInfo, SchedulerConfig
+from meshctl.scheduler import PoolInfo, SchedulerConfig
 from meshctl.sim.engine import Engine, SimConfig, SimMesh
 from meshctl.sim.failures import Checkpoints
 from meshctl.sim.inference import DAY_S, SimServe, diurnal
@@ -72,26 +74,11 @@ def policies() -> PolicySet:
 
 
 def mesh(gpus: int) -> SimMesh:
-    nodes = tuple(
-        Node(
-            name=f"n{i:05d}",
-            pool="onprem",
-            gpu_free=(1.0,) * 8,
-            gpu_memory_gib=80.0,
-            accelerator="H100",
-            vendor="nvidia",
-            cpus=64.0,
-            cpus_free=64.0,
-            memory_gib=1024.0,
-            memory_gib_free=1024.0,
-            labels={"rack": f"r{i // 16}", "switch": f"s{i // 16}"},
-            usd_per_gpu_hour=1.0,
-        )
-        for i in range(gpus // 8)
-    )
-    total = 8 * len(nodes)
-    facts = PoolFacts("onprem", "local", "", {"tier": "strategic"}, ("H100",), total, 1.0, total)
-    return SimMesh(nodes, (PoolInfo("onprem", cloud=False),), configured=MeshSnapshot((facts,)))
+    """``gpus`` on nodes of 8 H100s (``schedule.pool_nodes``: racks of 16 nodes)."""
+    nodes = pool_nodes(gpus // GPUS_PER_NODE)
+    total = GPUS_PER_NODE * len(nodes)
+    facts = PoolFacts(POOL, "local", "", {"tier": "strategic"}, ("H100",), total, 1.0, total)
+    return SimMesh(nodes, (PoolInfo(POOL, cloud=False),), configured=MeshSnapshot((facts,)))
 
 
 def jobs(gpus: int, seconds: float, serve: SimServe) -> list[SimJob]:

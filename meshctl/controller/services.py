@@ -29,7 +29,7 @@ from meshctl.controller.step import ServiceChange, Step, Transition
 from meshctl.controller.world import JobView, ServeSeen
 from meshctl.lifecycle import Launch, Leave, Start, serving
 from meshctl.model.job import Serve
-from meshctl.scheduler import Allocation, Pending, Request, Running
+from meshctl.scheduler import Pending, Request, Running
 from meshctl.scheduler.plan import Decision
 from meshctl.state.records import JobState
 
@@ -51,30 +51,21 @@ class Service(serving.Replicas):
     """One service through one cycle: its replicas (``serving.Replicas``: where they run,
     the count, what changed) and the view and Serve's word they come from."""
 
-    view: JobView | None = None
+    view: JobView = field(kw_only=True)
     serving: dict[str, Any] = field(default_factory=dict)  # what Serve last said of it
 
     @property
-    def job_view(self) -> JobView:
-        assert self.view is not None
-        return self.view
-
-    @property
     def job_id(self) -> str:
-        return self.job_view.record.id
-
-    @property
-    def replicas(self) -> dict[str, Allocation]:
-        return self.placed
+        return self.view.record.id
 
     def change(self) -> ServiceChange:
         assert self.pool is not None
-        held = tuple(held_of(a) for a in self.replicas.values())
+        held = tuple(held_of(a) for a in self.placed.values())
         return ServiceChange(
             self.job_id,
             self.pool,
             held,
-            tuple(self.replicas),
+            tuple(self.placed),
             self.scaling.replicas,
             self.scaling,
             self.next_replica,
@@ -183,17 +174,17 @@ def _follow(service: Service, running_on: Sequence[str], others: set[str]) -> No
     it on another free GPU of the cluster, or Serve let a different one go when scaling in),
     unless that node is held by another job (``others``): then Ray's count of that node's
     GPUs is not meshctl's (emulated GPUs, a CPU-only worker) and meshctl's placement stands."""
-    if not running_on or len(running_on) != len(service.replicas):
+    if not running_on or len(running_on) != len(service.placed):
         return
     left = [n for n in running_on if n not in others]
-    for alloc in service.replicas.values():
+    for alloc in service.placed.values():
         if alloc.node in left:
             left.remove(alloc.node)
-    for rid, alloc in list(service.replicas.items()):
+    for rid, alloc in list(service.placed.items()):
         if alloc.node in running_on or not left:
             continue
         node = left.pop(0)
-        service.replicas[rid] = replace(alloc, node=node)
+        service.placed[rid] = replace(alloc, node=node)
         service.why.append(f"replica {rid} runs on {node}, not {alloc.node}")
 
 
@@ -202,9 +193,9 @@ def transitions(services: Iterable[Service], seen: Mapping[str, ServeSeen]) -> l
     never (Serve's own status is what ``jobs show`` gives)."""
     out = []
     for service in services:
-        state = service.job_view.record.state
-        if state in (JobState.PENDING, JobState.REQUEUED) and service.replicas:
-            first = next(iter(service.replicas.values())).node
+        state = service.view.record.state
+        if state in (JobState.PENDING, JobState.REQUEUED) and service.placed:
+            first = next(iter(service.placed.values())).node
             out.append(
                 Transition(service.job_id, JobState.ADMITTED, f"replica on {first}", service.pool)
             )
@@ -216,15 +207,15 @@ def transitions(services: Iterable[Service], seen: Mapping[str, ServeSeen]) -> l
 
 def changed(service: Service) -> bool:
     """Whether its record must be written: replicas, count or scaling moved."""
-    attempt = service.job_view.attempt
+    attempt = service.view.attempt
     if service.pool is None:
         return False
     if attempt is None:
-        return bool(service.replicas)
+        return bool(service.placed)
     d = attempt.detail
     now = (
-        tuple(service.replicas),
-        tuple(held_of(a) for a in service.replicas.values()),
+        tuple(service.placed),
+        tuple(held_of(a) for a in service.placed.values()),
         service.scaling.replicas,
         service.scaling.above_since_s,
         service.scaling.below_since_s,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from meshctl.policy.verdict import BurstTarget, Verdict
+from meshctl.scheduler.plan import Decision, Provision
 from meshctl.scheduler.request import Request, shortfall
 from meshctl.scheduler.snapshot import Offer, PoolInfo
 
@@ -137,3 +138,17 @@ def note(verdict: Verdict | None) -> str:
     if b.blocked:
         return "burst blocked: " + "; ".join(f"{pool}: {why}" for pool, why in b.blocked)
     return "burst not allowed: no burst rule applies to this job now"
+
+
+def provisioned(job_id: str, launch: Launch) -> tuple[Provision, Decision]:
+    """What a launch chosen for a job does: the action, and the job's decision saying it."""
+    offer = launch.offer
+    action = Provision(
+        job_id, offer.pool, offer.node_type, launch.count, launch.spot, launch.usd_per_hour
+    )
+    kind = "spot" if launch.spot else "on-demand"
+    said = (
+        f"launching {launch.count} x {offer.node_type} ({kind}, "
+        f"{launch.usd_per_hour:g} USD/h) in {offer.pool}"
+    )
+    return action, Decision(job_id, "provisioning", said)

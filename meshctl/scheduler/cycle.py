@@ -40,7 +40,6 @@ from meshctl.scheduler.plan import (
     Place,
     Plan,
     Preempt,
-    Provision,
     Shrink,
 )
 from meshctl.scheduler.policies import PolicyView
@@ -461,23 +460,9 @@ class _Cycle:
         self.offers = [o if o is not offer else burst.less(o, launch.count) for o in self.offers]
         self.headroom.charge(launch)
         self._use(job.team, job.request)  # the capacity being launched is its
-        self.plan.actions.append(
-            Provision(
-                job.job_id,
-                offer.pool,
-                offer.node_type,
-                launch.count,
-                launch.spot,
-                launch.usd_per_hour,
-            )
-        )
-        kind = "spot" if launch.spot else "on-demand"
-        return Decision(
-            job.job_id,
-            "provisioning",
-            f"launching {launch.count} x {offer.node_type} ({kind}, "
-            f"{launch.usd_per_hour:g} USD/h) in {offer.pool}",
-        )
+        action, decision = burst.provisioned(job.job_id, launch)
+        self.plan.actions.append(action)
+        return decision
 
     def _wait(
         self, job: Pending, verdict: Verdict | None, ctx: CycleContext, down: str | None = None

@@ -140,8 +140,7 @@ class Services(WorldEvents):
         if node is not None:
             self.cluster.hold(node, rid, alloc, -1.0)
         self.cluster.busy[served.replicas.pool or ""] -= served.gpus()
-        if self.pending or self.services:
-            self._want_cycle()
+        self._want_cycle()
 
     def _advance(self, t: float) -> None:
         if self.services and t > self.now:

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from meshctl.differential.scenario import Scenario
 from meshctl.differential.table import PRIORITIES, service
 from meshctl.lifecycle.serving import ServeSpec
-from meshctl.policy.compiled import PolicySet, Source, compile_policies
+from meshctl.policy.compiled import PolicySet
 from meshctl.sim.engine import Engine, Result, SimMesh
 from meshctl.sim.inference import SimServe, Surge, Traffic
 from meshctl.sim.services import surge_to_serving
@@ -24,16 +25,9 @@ pytestmark = pytest.mark.unit
 
 
 def policies(text: str = PRIORITIES) -> PolicySet:
-    import textwrap
-
-    from meshctl.files import load_text
-    from meshctl.model.policy import Policy
-
-    body = "apiVersion: meshctl/v1\nkind: Policy\nmetadata: {name: p}\nspec:\n"
-    body += textwrap.indent(textwrap.dedent(text), "  ")
-    (loaded,) = load_text(body, "p.yaml")
-    assert isinstance(loaded.document, Policy)
-    return compile_policies([Source("p.yaml", loaded.document, loaded.lines)])
+    found = Scenario("policies", (), policies=text).policy_set()
+    assert found is not None
+    return found
 
 
 def elastic(job_id: str, arrival: float, duration: float, nodes: int, least: int) -> SimJob:
