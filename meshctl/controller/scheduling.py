@@ -446,12 +446,16 @@ def idle_pools(world: World, rules: Rules, holding: Sequence[JobView], step: Ste
             (i for i in world.instances if i.pool == pool.name),
             key=lambda i: (not own_head(i.request_id), i.launched_at_s or 0.0, i.id),
         )
+        held = max(  # when a job last held a node of the pool (now, while one does)
+            (t for k, t in world.node_busy_s.items() if k.startswith(f"{pool.name}/")),
+            default=0.0,
+        )
         nodes = []
         for i in mine:
             key = f"{pool.name}/{node_name(i.id)}"
-            if own_head(i.request_id):  # takes no work: idle since it is up
-                up = i.state != InstanceState.JOINING
-                since = (i.launched_at_s or 0.0) if up else None
+            if own_head(i.request_id):  # takes no work: idle since it is up and no job held
+                up = i.state != InstanceState.JOINING  # a node of its cluster
+                since = max(i.launched_at_s or 0.0, held) if up else None
                 nodes.append(CloudNode(pool.name, i.id, since))
             elif key in busy or not _joined(world, i):
                 nodes.append(CloudNode(pool.name, i.id, None))

@@ -258,6 +258,13 @@ TABLE: tuple[Scenario, ...] = (
         notices=((200.0, 1),),  # the first worker: aws#0 is the head
     ),
     Scenario(
+        "a-head-left-alone-by-a-spot-worker-stays-the-idle-time-from-its-jobs-end",
+        (job("a", 0, 265, 4, nodes=2, max_runtime_s=300), job("b", 10, 600, 1)),
+        policies=BURST,
+        cloud=Cloud(spot=True, notice_s=60.0, head=True),
+        notices=((200.0, 1),),  # b requeued as a ends: it runs on-prem, the head waits
+    ),
+    Scenario(
         "a-spot-notice-preempts-checkpoints-and-requeues",
         (job("a", 0, 2000, 4, nodes=2, max_runtime_s=2000), job("b", 10, 600, 1)),
         policies=BURST,

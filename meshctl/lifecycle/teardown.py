@@ -3,9 +3,10 @@
 Per instance, not per pool: an instance is idle from its launch or from the end of the last
 job that held it, whichever is later; one that is still joining, that a job holds, or that a
 job is placed on this cycle is busy. The first instance given is the head of the pool's Ray
-cluster (its own, ``clusters``, idle since it is up; else its first worker): it goes only
-with the last of the others (a head taken away takes its cluster's nodes with it), workers
-first, the head last.
+cluster (its own, ``clusters``, idle since it is up or since the last job on any node of the
+pool ended, whichever is later: a worker taken back leaves its job the pool's idle time to
+come back to the same cluster; else its first worker): it goes only with the last of the
+others (a head taken away takes its cluster's nodes with it), workers first, the head last.
 
 The controller asks every cycle, the simulator when an instance's idle time is up; the same
 instances give the same answer. Pure: time is an argument.

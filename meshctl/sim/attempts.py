@@ -208,6 +208,10 @@ class Attempts(EngineState):
             self.freeing[job_id] = mine
         self.limits.pop(job_id, None)
         self.backlog.stop(job_id)
+        if attempt.pool in self.fleet.clouds:  # its pool's head is idle from then at least
+            self.fleet.held(attempt.pool, stopped_s)
+            if not self.fleet.live_per_pool[attempt.pool]:  # its workers gone: the head alone
+                self._idle_later(attempt.pool, stopped_s)
         for alloc in attempt.allocations:
             node = self.cluster.nodes.get(alloc.node)
             if node is None:

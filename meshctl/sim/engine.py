@@ -120,7 +120,8 @@ class Engine(Services):
             last[instance.pool] = max(last.get(instance.pool, end_s), until_s)
             self.fleet.ledger.close(instance.charge(until_s))
         for head in heads:
-            alone = max(end_s, head.launched_s + self._idle_after(head.pool))  # no worker left
+            since = self.fleet.head_idle_since(head)
+            alone = max(end_s, since + self._idle_after(head.pool))  # no worker left
             self.fleet.ledger.close(head.charge(last.get(head.pool, alone)))
         self.totals.spend_usd = dict(self.fleet.ledger.total_usd)
         self.totals.launches = self.fleet.launches

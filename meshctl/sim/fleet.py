@@ -72,6 +72,7 @@ class Fleet:
         self.live_per_pool: dict[str, int] = defaultdict(int)
         self.live_type: dict[tuple[str, str], int] = defaultdict(int)
         self.launching: dict[str, int] = defaultdict(int)  # job -> its instances not yet up
+        self.held_s: dict[str, float] = {}  # pool -> when a job last stopped holding a node
         self.launches = 0
 
     def launch(self, action: Launch, team: str, now_s: float) -> list[Instance]:
@@ -126,9 +127,18 @@ class Fleet:
             self.live_type[(instance.pool, instance.offer.node_type)] -= 1
         self.ledger.close(instance.charge(now_s))
 
+    def held(self, pool: str, stopped_s: float) -> None:
+        """A job stopped holding a node of ``pool`` at ``stopped_s``."""
+        self.held_s[pool] = max(self.held_s.get(pool, 0.0), stopped_s)
+
+    def head_idle_since(self, head: Instance) -> float:
+        """When a pool's own head became idle: its launch, or the end of the last job that
+        held a node of its pool, whichever is later."""
+        return max(head.launched_s, self.held_s.get(head.pool, 0.0))
+
     def head_alone(self, pool: str) -> Instance | None:
-        """The pool's own head when it is all that is left of the pool (idle since its
-        launch, it goes by the idle rule)."""
+        """The pool's own head when it is all that is left of the pool (it goes by the idle
+        rule)."""
         left = [i for i in self.live.values() if i.pool == pool]
         return left[0] if len(left) == 1 and left[0].offer is None else None
 
@@ -147,7 +157,7 @@ class Fleet:
     def _cloud_node(self, instance: Instance, busy: set[str]) -> CloudNode:
         node = instance.node
         if instance.offer is None:  # the pool's own head: never holds work
-            return CloudNode(instance.pool, instance.id, instance.launched_s)
+            return CloudNode(instance.pool, instance.id, self.head_idle_since(instance))
         if node is None or node.jobs or node.name in busy:
             return CloudNode(instance.pool, instance.id, None)
         return CloudNode(instance.pool, instance.id, max(instance.launched_s, node.idle_since))

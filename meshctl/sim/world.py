@@ -115,7 +115,7 @@ class WorldEvents(Attempts):
         self._terminate(instance, sent=False)
         head = self.fleet.head_alone(instance.pool)
         if head is not None:  # the pool's own head, left with no worker: it goes when idle
-            self._idle_later(instance.pool, head.launched_s)
+            self._idle_later(instance.pool, self.fleet.head_idle_since(head))
 
     def _node_fails(self, event: NodeFails) -> None:
         """A node fails: its jobs lose what they did since their last checkpoint and wait

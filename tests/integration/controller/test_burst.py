@@ -108,15 +108,26 @@ def burst(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Mesh, Moto
             assert [r for r in gce.requests if r[0] == "POST"] == []  # nothing launched there
 
 
+@pytest.fixture
+def blocked(burst: tuple[Mesh, MotoServer]) -> Iterator[str]:
+    """A critical job holding the on-prem pool's one GPU for the test, so that best-effort
+    work bursts; cancelled after it, whatever happened (a failed test leaves the GPU free)."""
+    mesh, _ = burst
+    blocker = mesh.submit("--gpus", "1", "--criticality", "critical", "--name", "blocker", "--",
+                          "python", "-c", "import time; time.sleep(600)")  # fmt: skip
+    mesh.wait_for(blocker, "running")
+    try:
+        yield blocker
+    finally:
+        mesh.run("jobs", "cancel", blocker, check=False)
+
+
 def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(
-    burst: tuple[Mesh, MotoServer], monkeypatch: pytest.MonkeyPatch
+    burst: tuple[Mesh, MotoServer], blocked: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mesh, moto = burst
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    blocker = mesh.submit("--gpus", "1", "--criticality", "critical", "--name", "blocker", "--",
-                          "python", "-c", "import time; time.sleep(600)")  # fmt: skip
-    mesh.wait_for(blocker, "running")
     critical = mesh.submit("--gpus", "1", "--criticality", "critical", "--name", "waits", "--",
                            "python", "-c", "print('on-prem at last')")  # fmt: skip
     job = mesh.submit("--gpus", "1", "--criticality", "best-effort", "--name", "spill", "--",
@@ -155,13 +166,13 @@ def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(
         waiting = store.get(JobRecord, critical)
         assert waiting is not None
         assert waiting.state is JobState.PENDING
-    mesh.run("jobs", "cancel", blocker)
+    mesh.run("jobs", "cancel", blocked)
     assert mesh.run("jobs", "wait", critical, "--timeout", str(WAIT_S)).returncode == 0
     assert mesh.show(critical)["pool"] == "onprem"
 
 
 def test_a_pool_with_refused_credentials_is_unavailable_and_bursts_go_to_the_next(
-    burst: tuple[Mesh, MotoServer],
+    burst: tuple[Mesh, MotoServer], blocked: str
 ) -> None:
     mesh, _ = burst
     checked = mesh.run("pools", "check", "-o", "json", check=False, env=ENV)
@@ -179,9 +190,6 @@ def test_a_pool_with_refused_credentials_is_unavailable_and_bursts_go_to_the_nex
         every_s=0.5,
     )
     assert _status_pools(mesh)["aws-burst"] == (True, None)
-    blocker = mesh.submit("--gpus", "1", "--criticality", "critical", "--name", "blocker3", "--",
-                          "python", "-c", "import time; time.sleep(600)")  # fmt: skip
-    mesh.wait_for(blocker, "running")
     job = mesh.submit("--gpus", "1", "--criticality", "best-effort", "--name", "spill2", "--",
                       "python", "-c", "print('not on gcp')")  # fmt: skip
     assert mesh.run("jobs", "wait", job, "--timeout", str(WAIT_S)).returncode == 0
@@ -189,7 +197,6 @@ def test_a_pool_with_refused_credentials_is_unavailable_and_bursts_go_to_the_nex
     with open_store(mesh.home) as store:
         told = [e.message for e in store.events() if e.kind == "pool.unavailable"]
     assert told == [f"gcp-spill: {DENIED}"]
-    mesh.run("jobs", "cancel", blocker)
 
 
 def _status_pools(mesh: Mesh) -> dict[str, tuple[bool, str | None]]:
@@ -219,7 +226,7 @@ print("done on attempt", os.environ["MESHCTL_ATTEMPT"], flush=True)
 
 
 def test_a_spot_notice_checkpoints_the_job_and_it_resumes_on_a_new_instance(
-    burst: tuple[Mesh, MotoServer], monkeypatch: pytest.MonkeyPatch
+    burst: tuple[Mesh, MotoServer], blocked: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """AWS gives the spot instance its two-minute notice: the job is asked to checkpoint and
     does, is preempted, the instance is taken back, and the job is requeued, runs on a new
@@ -227,9 +234,6 @@ def test_a_spot_notice_checkpoints_the_job_and_it_resumes_on_a_new_instance(
     mesh, moto = burst
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    blocker = mesh.submit("--gpus", "1", "--criticality", "critical", "--name", "blocker2", "--",
-                          "python", "-c", "import time; time.sleep(600)")  # fmt: skip
-    mesh.wait_for(blocker, "running")
     job = mesh.submit("--gpus", "1", "--criticality", "best-effort", "--name", "spot", "--",
                       "python", "-c", SPOT_JOB)  # fmt: skip
     mesh.wait_for(job, "running")
@@ -263,11 +267,10 @@ def test_a_spot_notice_checkpoints_the_job_and_it_resumes_on_a_new_instance(
         again = [r for r in store.list(InstanceRecord) if r.request_id.startswith(f"burst-{job}-2")]
     assert again
     assert not [r for r in again if r.request_id.endswith(".h")]
-    mesh.run("jobs", "cancel", blocker)
 
 
 def test_a_controller_killed_between_a_launch_and_its_record_leaks_nothing(
-    burst: tuple[Mesh, MotoServer], monkeypatch: pytest.MonkeyPatch
+    burst: tuple[Mesh, MotoServer], blocked: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SIGKILL right after EC2 accepted the launch, before the instance was recorded (the
     pool's head, when its cluster had gone idle; else the worker): the restarted controller
@@ -277,9 +280,6 @@ def test_a_controller_killed_between_a_launch_and_its_record_leaks_nothing(
     mesh, moto = burst
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    blocker = mesh.submit("--gpus", "1", "--criticality", "critical", "--name", "blocker4", "--",
-                          "python", "-c", "import time; time.sleep(600)")  # fmt: skip
-    mesh.wait_for(blocker, "running")
     daemon.stop(mesh.home)
     args = ["--home", str(mesh.home), "controller", "run", "--interval", "0.5"]
     pid = daemon.start(mesh.home, args, env={**ENV, "MESHCTL_FAILPOINT": "after-launch"})
@@ -307,4 +307,3 @@ def test_a_controller_killed_between_a_launch_and_its_record_leaks_nothing(
     assert [e["kind"] for e in said if e["kind"] in ("instance.adopted", "instance.launched")] in (
         ["instance.adopted"], ["instance.launched"],
     )  # fmt: skip
-    mesh.run("jobs", "cancel", blocker)

@@ -79,6 +79,37 @@ def test_a_worker_taken_back_leaves_the_head_and_its_replacement_joins_it() -> N
     assert not any(r.endswith(".1.h") for r in states)  # no second head
 
 
+@pytest.mark.parametrize(
+    ("ended_ago_s", "goes"),
+    [(30.0, False), (61.0, True), (None, True)],
+    ids=["its worker's job ended 30 s ago: the head stays",
+         "its worker's job ended 61 s ago: the head goes",
+         "no job ever held a node of the pool: idle since its launch, an hour ago"],
+)  # fmt: skip
+def test_a_head_left_alone_is_idle_from_the_last_job_on_its_pool(
+    ended_ago_s: float | None, goes: bool
+) -> None:
+    """The head's worker taken back an hour after they came up, its job ended then: the head
+    is idle from the end of that job, not from its own launch (a requeued job gets the pool's
+    idle time to come back to the same cluster)."""
+    from meshctl.controller.scheduling import idle_pools
+    from meshctl.controller.step import Step
+    from meshctl.pools.observed import node_name
+
+    store, clock, _, loop = headed()
+    queue(store, "spill")
+    loop.cycle()
+    clock.now += 3600
+    records = store.list(InstanceRecord)
+    [head] = [r for r in records if r.request_id.endswith(".h")]
+    [worker] = [r for r in records if r.request_id.endswith(".w")]
+    held = {} if ended_ago_s is None else {f"east/{node_name(worker.id)}": clock.now - ended_ago_s}
+    world = replace(loop.world(clock.now), instances=(head,), node_busy_s=held)  # worker gone
+    step = Step()
+    idle_pools(world, loop.rules, [], step)
+    assert [d.instance_ids for d in step.teardowns] == ([(head.id,)] if goes else [])
+
+
 def test_the_head_goes_with_the_last_worker_workers_first() -> None:
     store, clock, clouds, loop = headed()
     spill = queue(store, "spill")
