@@ -1,9 +1,17 @@
 """The node agent: probes the node every ``interval_s`` in a thread of its own and answers
 ``GET /v1/probe`` with the latest probe, its verdict and its age.
 
+With a data cache (``meshctl.data.cache``), it also keeps the node's datasets:
+
+- ``POST /v1/prefetch`` ``{"datasets": [{"location", "endpoint_url"}], "peers": [url]}``:
+  fetch them into the cache in the background (202); the probe's ``cache`` says how it went;
+- ``POST /v1/pins`` ``{"locations": [...]}``: what jobs on this node need (never evicted);
+- ``GET /v1/data/<key>`` and ``GET /v1/data/<key>/files/<path>``: a complete entry's manifest
+  and files, for the other nodes of the pool (peer fetch).
+
 Every request needs the cluster's token (``Authorization: Bearer <token>``): without it, or
-with another, the answer is 401. The agent only ever reads: it takes no other path, no other
-method (405) and no body, and runs nothing it is sent. The HTTP server is the standard
+with another, the answer is 401. The agent runs nothing it is sent: it only reads its node,
+and writes nothing but datasets into its cache folder. The HTTP server is the standard
 library's (a thread per request); an answer is a copy of the latest probe, so a slow probe
 never holds up the controller's pull.
 """
@@ -17,16 +25,23 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from meshctl.agent.probe import Limits, Probe, Xid, unique, xids_in
 from meshctl.agent.sources import GpuSource, KernelLog, disks, nics
 
+if TYPE_CHECKING:
+    from meshctl.data.cache import NodeCache
+
 log = logging.getLogger("meshctl.agent")
 
 PATH = "/v1/probe"
+PREFETCH_PATH, PINS_PATH, DATA_PATH = "/v1/prefetch", "/v1/pins", "/v1/data"
+MAX_BODY = 64 * 1024
 DEFAULT_PORT = 9109
 DEFAULT_INTERVAL_S = 5.0
 KERNEL_EVERY_S = 0.5  # the kernel log is read this often between probes (XIDs)
@@ -44,8 +59,11 @@ class Agent:
         disk_paths: Sequence[str] = (),
         nic_names: Sequence[str] = (),
         clock: Callable[[], float] = time.time,
+        cache: NodeCache | None = None,
     ) -> None:
         self.node, self.limits, self.gpu, self.kernel = node, limits, gpu, kernel
+        self.cache = cache
+        self._fetches = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prefetch")
         self.disk_paths, self.nic_names, self.clock = tuple(disk_paths), tuple(nic_names), clock
         self.started_s = clock()
         self.probes = 0
@@ -101,10 +119,42 @@ class Agent:
             latest = self._latest
         probe = latest if latest is not None else self.probe()
         now = self.clock()
-        return probe.to_json(self.limits) | {
+        found = probe.to_json(self.limits) | {
             "age_s": round(max(0.0, now - probe.at_s), 3),
             "agent": {"pid": os.getpid(), "started_at_s": self.started_s, "probes": self.probes},
         }
+        if self.cache is not None:
+            found["cache"] = self.cache.inventory()
+        return found
+
+    def prefetch(self, body: dict[str, Any]) -> list[str]:
+        """Fetch the datasets named into the cache, in the background; the locations taken.
+        ValueError when the request is malformed."""
+        if self.cache is None:
+            raise ValueError("this agent keeps no data cache (start it with --cache-dir)")
+        datasets, peers = body.get("datasets"), body.get("peers", [])
+        if not isinstance(datasets, list) or not isinstance(peers, list):
+            raise ValueError('expected {"datasets": [{"location": ...}], "peers": [...]}')
+        taken = []
+        for d in datasets:
+            if not isinstance(d, dict) or not isinstance(d.get("location"), str):
+                raise ValueError('each dataset needs a "location" (a string)')
+            endpoint = d.get("endpoint_url")
+            peer_urls = [str(u) for u in peers]
+            self._fetches.submit(self._fetch, d["location"], endpoint, peer_urls)
+            taken.append(d["location"])
+        return taken
+
+    def _fetch(self, location: str, endpoint: str | None, peers: list[str]) -> None:
+        from meshctl.data.cache import CacheError
+
+        assert self.cache is not None
+        try:
+            self.cache.ensure(location, endpoint, peers)
+        except CacheError as err:
+            log.warning("prefetch of %s failed: %s", location, err)
+        except Exception:
+            log.exception("prefetch of %s failed", location)
 
     def run(self, interval_s: float, stop: threading.Event) -> None:
         """Probe every ``interval_s`` until ``stop`` is set; a failing probe is logged."""
@@ -136,16 +186,76 @@ def serve(agent: Agent, host: str, port: int, token: str) -> ThreadingHTTPServer
         def do_GET(self) -> None:
             if not self._authorised():
                 return
-            if self.path.split("?", 1)[0] != PATH:
-                self._send(404, {"error": f"the agent answers {PATH} only"})
+            path = self.path.split("?", 1)[0]
+            if path == PATH:
+                self._send(200, agent.answer())
+            elif path.startswith(DATA_PATH + "/") and agent.cache is not None:
+                self._data(unquote(path[len(DATA_PATH) + 1 :]))
+            else:
+                self._send(404, {"error": f"the agent answers {PATH} and {DATA_PATH}/ only"})
+
+        def _data(self, rest: str) -> None:
+            """An entry's manifest (``<key>``) or one of its files (``<key>/files/<path>``)."""
+            assert agent.cache is not None
+            key, _, relative = rest.partition("/files/")
+            entry = agent.cache.entry(key)
+            if entry is None:
+                self._send(404, {"error": f"{key}: not held here"})
                 return
-            self._send(200, agent.answer())
+            if not rest.count("/"):
+                self._send(200, entry.to_json())
+                return
+            found = agent.cache.file(key, relative)
+            if found is None or ".." in relative.split("/"):
+                self._send(404, {"error": f"{key}: no file {relative}"})
+                return
+            try:
+                stream = found.open("rb")
+            except OSError:
+                self._send(404, {"error": f"{key}: {relative} is gone"})
+                return
+            with stream:
+                size = os.fstat(stream.fileno()).st_size
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                while chunk := stream.read(1024 * 1024):
+                    self.wfile.write(chunk)
+
+        def do_POST(self) -> None:
+            if not self._authorised():
+                return
+            path = self.path.split("?", 1)[0]
+            if path not in (PREFETCH_PATH, PINS_PATH):
+                self._send(
+                    405, {"error": f"the agent takes POST at {PREFETCH_PATH} and {PINS_PATH} only"}
+                )
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY:
+                self._send(413, {"error": f"a request body is at most {MAX_BODY} bytes"})
+                return
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not isinstance(body, dict):
+                    raise ValueError("expected a JSON object")
+                if path == PINS_PATH:
+                    locations = body.get("locations")
+                    if agent.cache is None or not isinstance(locations, list):
+                        raise ValueError('expected {"locations": [...]} and a data cache')
+                    agent.cache.pin(str(x) for x in locations)
+                    self._send(200, {"pinned": len(locations)})
+                    return
+                self._send(202, {"prefetching": agent.prefetch(body)})
+            except ValueError as err:  # JSON errors are ValueErrors too
+                self._send(400, {"error": str(err).splitlines()[0]})
 
         def _refuse(self) -> None:
             if self._authorised():
-                self._send(405, {"error": "the agent only answers GET"})
+                self._send(405, {"error": "the agent answers GET, and POST for its data cache"})
 
-        do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
+        do_PUT = do_DELETE = do_PATCH = _refuse
 
         def _send(self, status: int, body: dict[str, Any]) -> None:
             data = json.dumps(body).encode()

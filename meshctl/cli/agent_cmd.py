@@ -18,6 +18,7 @@ from meshctl.errors import InvalidInput
 
 if TYPE_CHECKING:
     from meshctl.agent.server import Agent
+    from meshctl.data.cache import NodeCache
 
 app = typer.Typer(help="The node agent: GPU, disk and NIC probes, served to the controller.")
 
@@ -42,6 +43,11 @@ MinFreeOption = Annotated[
 NoNvmlOption = Annotated[
     bool, typer.Option("--no-nvml", help="Never load NVML: probe with nvidia-smi only.")
 ]
+CacheDirOption = Annotated[
+    Path | None,
+    typer.Option(help="The node's dataset cache folder (a local disk); none: no cache."),
+]
+CacheGibOption = Annotated[float, typer.Option(help="The dataset cache's size limit, GiB.", min=0)]
 
 
 class AgentInputError(InvalidInput):
@@ -66,8 +72,11 @@ def run(
     port_file: Annotated[
         Path | None, typer.Option(help="Write the port listened on here once serving.")
     ] = None,
+    cache_dir: CacheDirOption = None,
+    cache_gib: CacheGibOption = 100.0,
 ) -> None:
-    """Probe every ``--interval`` seconds and serve ``GET /v1/probe`` until stopped."""
+    """Probe every ``--interval`` seconds and serve ``GET /v1/probe`` until stopped; with
+    ``--cache-dir``, keep the node's datasets there and serve them to its peers."""
     import contextlib
     import logging
     import signal
@@ -79,6 +88,8 @@ def run(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     token = _token(token_file)
     agent = _agent(node, gpus, disk, nic, kernel_log, min_free_gib, no_nvml)
+    if cache_dir is not None:
+        agent.cache = _cache(cache_dir, cache_gib, token)
     agent.probe()  # the first probe before the first answer
     try:
         server = serve(agent, host, port, token)
@@ -134,11 +145,15 @@ def install(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 9109,
     disk: DiskOption = None,
     nic: NicOption = None,
+    cache_dir: CacheDirOption = None,
+    cache_gib: CacheGibOption = 100.0,
 ) -> None:
     """Print a systemd unit running the agent on this node (``> /etc/systemd/system/
     meshctl-agent.service``, then ``systemctl enable --now meshctl-agent``)."""
     args = ["agent", "run", f"--token-file={token_file}", f"--gpus={gpus}", f"--port={port}"]
     args += [f"--disk={d}" for d in disk or ()] + [f"--nic={n}" for n in nic or ()]
+    if cache_dir is not None:
+        args += [f"--cache-dir={cache_dir}", f"--cache-gib={cache_gib:g}"]
     command = shlex.join([sys.executable, "-m", "meshctl", *args])
     typer.echo(
         "[Unit]\n"
@@ -152,6 +167,16 @@ def install(
         "PrivateTmp=true\n\n"
         "[Install]\nWantedBy=multi-user.target"
     )
+
+
+def _cache(folder: Path, gib: float, token: str) -> NodeCache:
+    from meshctl.data.cache import NodeCache
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return NodeCache(folder, int(gib * 1024**3), token)
+    except OSError as err:
+        raise AgentInputError(f"--cache-dir: cannot use {folder}: {err.strerror}") from err
 
 
 def _token(path: Path) -> str:

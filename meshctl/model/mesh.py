@@ -62,6 +62,11 @@ class NodeGroup(Model):
         default_factory=dict,
         description="topology labels `rack` and `switch` place nodes for the scheduler",
     )
+    cache_gib: MemoryGiBTotal = Field(
+        0,
+        description="each node's dataset cache (kept by its agent, on its local disk), GiB; "
+        "0: none (jobs read their data from its source)",
+    )
 
     @model_validator(mode="after")
     def _gpus_need_an_accelerator(self) -> NodeGroup:

@@ -286,6 +286,9 @@ def _start_agent(
         f"--port-file={port_file}", f"--interval={agents.interval_s:g}",
         f"--disk={run_dir}", f"--min-free-gib={agents.min_free_gib:g}",
     ]  # fmt: skip
+    if group.cache_gib:  # the node's own folder: every node of the embedded pool is here
+        cache = run_dir / "cache" / f"{cluster.pool}-{name}"
+        args += [f"--cache-dir={cache}", f"--cache-gib={group.cache_gib:g}"]
     spawn(cluster, name, args, f"{cluster.pool}-{name}-agent.log", run_file(run_dir, cluster.pool))
     wait_for(port_file.exists, f"the agent of node {name}", cluster)
     port = port_file.read_text().strip()

@@ -70,6 +70,7 @@ class MotoServer:
         self.noticed: list[str] = []  # spot instances given their interruption notice
         self.refused: set[str] = set()  # access key ids whose requests EC2 refuses
         self.quotas: dict[str, float] = {}  # EC2 quota code -> value (vCPUs)
+        self.s3_reads: list[tuple[str, int]] = []  # S3 objects read: (path, bytes sent)
         self.proc: subprocess.Popen[bytes] | None = None
         self.proxy: ThreadingHTTPServer | None = None
         self.endpoint = ""
@@ -170,6 +171,15 @@ class MotoServer:
             def do_GET(self) -> None:
                 self._forward(b"")
 
+            def do_HEAD(self) -> None:
+                self._forward(b"")
+
+            def do_PUT(self) -> None:
+                self._forward(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+
+            def do_DELETE(self) -> None:
+                self._forward(b"")
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 signed = SIGNED_BY.search(self.headers.get("Authorization", ""))
@@ -200,7 +210,10 @@ class MotoServer:
                 )
                 try:
                     with urllib.request.urlopen(request, timeout=30) as reply:
-                        self._send(reply.status, reply.read(), reply.headers.get("Content-Type"))
+                        payload = reply.read()
+                        if self.command == "GET" and _s3_object(self.path):
+                            server.s3_reads.append((self.path, len(payload)))
+                        self._send(reply.status, payload, reply.headers.get("Content-Type"))
                 except urllib.error.HTTPError as err:
                     self._send(err.code, err.read(), err.headers.get("Content-Type"))
 
@@ -209,6 +222,13 @@ class MotoServer:
                 self.send_header("Content-Type", ctype or "text/xml")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
 
         return Forward
+
+
+def _s3_object(path: str) -> bool:
+    """Whether a GET reads an S3 object (path-style ``/bucket/key``, no listing query)."""
+    bare, _, query = path.partition("?")
+    return bare.count("/") >= 2 and not bare.endswith("/") and "list-type" not in query
