@@ -102,3 +102,24 @@ def bundle(index: int) -> dict[str, Any]:
         group, placement_group_bundle_index=index, placement_group_capture_child_tasks=True
     )
     return {"scheduling_strategy": strategy}
+
+
+def dataset(name: str, wait_s: float = 600.0, every_s: float = 0.5) -> str:
+    """Where to read the job's dataset ``name`` (its ``data`` section): the local path of the
+    node's cached copy (``$MESHCTL_DATA_<NAME>``) once it is complete, waiting up to
+    ``wait_s`` for a fetch under way; else its source location (``..._SOURCE``: a URI, with
+    ``..._ENDPOINT_URL`` for S3), so a job is never held forever by its cache. KeyError when
+    the job declares no such dataset."""
+    key = "MESHCTL_DATA_" + "".join(c if c.isalnum() else "_" for c in name).upper()
+    source = os.environ.get(f"{key}_SOURCE")
+    if source is None:
+        raise KeyError(f"the job declares no dataset {name!r} (in its data section)")
+    local = os.environ.get(key)
+    deadline = time.monotonic() + wait_s
+    while local:  # the cache links it there only once it is whole
+        if os.path.exists(local):
+            return local
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(every_s)
+    return source

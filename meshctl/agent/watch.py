@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from meshctl.agent.server import PATH
@@ -41,6 +41,7 @@ class AgentStatus:
     reasons: tuple[str, ...] = ()
     probed_at_s: float | None = None  # its last fresh probe, on the controller's clock
     error: str | None = None  # why the last pull failed
+    cache: Mapping[str, Any] | None = None  # its data cache's report (None: it keeps none)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,6 +50,7 @@ class AgentStatus:
             "reasons": list(self.reasons),
             "probed_at_s": self.probed_at_s,
             "error": self.error,
+            "cache": dict(self.cache) if self.cache is not None else None,
         }
 
 
@@ -136,18 +138,21 @@ class AgentWatch:
         asked = self._asking[key]
         last = self._last.get(key, AgentStatus(url, "unknown"))
         if not asked.done():
-            return AgentStatus(url, last.verdict, last.reasons, last.probed_at_s, "no answer yet")
+            return replace(last, url=url, error="no answer yet")
         del self._asking[key]
         try:
             answer = asked.result()
         except Exception as err:  # whatever went wrong, the agent did not answer
             why = getattr(err, "reason", None) or err
-            return AgentStatus(url, last.verdict, last.reasons, last.probed_at_s, str(why))
+            return replace(last, url=url, error=str(why))
         probed = now - float(answer.get("age_s") or 0.0)
         self._since[key] = probed  # its answer says how fresh it is
         verdict = str(answer.get("verdict") or "unknown")
         reasons = tuple(str(r) for r in answer.get("reasons") or ())
-        return AgentStatus(url, verdict, reasons, probed)
+        cache = answer.get("cache")
+        return AgentStatus(
+            url, verdict, reasons, probed, cache=cache if isinstance(cache, dict) else None
+        )
 
     def _judge(
         self, key: str, status: AgentStatus, settings: NodeAgents, now: float
@@ -159,7 +164,7 @@ class AgentWatch:
         after = settings.dead_after_s if dead else settings.suspect_after_s
         why = f"silent for over {after:g} s"  # the same words every cycle: one event
         verdict = "dead" if dead else "suspect"
-        return AgentStatus(status.url, verdict, (why,), status.probed_at_s, status.error)
+        return replace(status, verdict=verdict, reasons=(why,))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -80,6 +80,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
     from meshctl.controller import daemon
     from meshctl.controller.access import CloudAccess
     from meshctl.controller.burst import Burst
+    from meshctl.controller.data import DataSync
     from meshctl.controller.logs import LogCopier
     from meshctl.controller.loop import Controller
     from meshctl.controller.reload import Reloader
@@ -127,6 +128,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
         overruled=lambda: overruled(home),
         forget_overruled=lambda key: forget_overruled(home, key),
         serve=ServeDeployer(home),
+        data=DataSync(lambda pool: getattr(controller.clients.get(pool), "token", None)),
     )
     return controller
 

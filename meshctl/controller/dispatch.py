@@ -7,14 +7,15 @@ from __future__ import annotations
 import json
 import shlex
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
 from meshctl.controller.step import Dispatch, Rules, submission_id
 from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Start
-from meshctl.model.job import Resources
+from meshctl.lifecycle.datacache import env_name, location_name
+from meshctl.model.job import Dataset, Resources
 from meshctl.model.mesh import Pool
 from meshctl.pools.observed import (
     GPU_MEMORY_RESOURCE,
@@ -169,6 +170,12 @@ def dispatch(
     )
     if target is not None:
         detail = replace(detail, checkpoint_uri=target[0], checkpoint_endpoint=target[1])
+    if view.job.spec.data and place.allocations:  # read from its first node's cache
+        cache = world.caches.get(f"{place.pool}/{place.allocations[0].node}")
+        if cache is not None and cache.root:
+            paths = {d.name: f"{cache.root}/current/{location_name(d.location)}"
+                     for d in view.job.spec.data}  # fmt: skip
+            detail = replace(detail, data_paths=paths)
     mtbf = pool_mtbf_s(world).get(place.pool) if view.job.spec.train is not None else None
     if mtbf:  # for checkpoint interval auto: the job fails when any of its nodes does
         detail = replace(detail, pool_mtbf_s=mtbf / max(1, len(place.allocations)))
@@ -205,6 +212,7 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
         "MESHCTL_GPUS_PER_NODE": f"{res.gpus:g}",
         "MESHCTL_CPUS_PER_NODE": f"{res.cpus:g}",
         **_checkpoint_env(checkpoint_of(attempt, rules, view)),
+        **_data_env(spec.data, attempt.detail.data_paths),
     }
     if spec.train is not None:
         train = _train_spec(view, attempt, nodes) | {"node_label": label, "node_ids": values}
@@ -308,4 +316,18 @@ def _checkpoint_env(target: tuple[str, str | None] | None) -> dict[str, str]:
         env["MESHCTL_CHECKPOINT_DIR"] = uri.removeprefix("file://")
     if endpoint:
         env["MESHCTL_CHECKPOINT_ENDPOINT_URL"] = endpoint
+    return env
+
+
+def _data_env(data: Sequence[Dataset], paths: Mapping[str, str]) -> dict[str, str]:
+    """Where a job finds each dataset (``meshctl.workload.dataset`` reads these): its source
+    always, and its path in the node's cache where the node has one."""
+    env = {}
+    for d in data:
+        name = env_name(d.name)
+        env[f"{name}_SOURCE"] = d.location
+        if d.endpoint_url:
+            env[f"{name}_ENDPOINT_URL"] = d.endpoint_url
+        if d.name in paths:
+            env[name] = paths[d.name]
     return env

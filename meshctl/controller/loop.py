@@ -25,6 +25,7 @@ from meshctl.agent import AGENTS_FILE
 from meshctl.agent.watch import AgentReport, AgentWatch
 from meshctl.controller.apply import Applying
 from meshctl.controller.burst import Burst
+from meshctl.controller.data import DataSync, caches_of
 from meshctl.controller.decide import (
     FINISHED,
     Rules,
@@ -128,6 +129,7 @@ class Controller(Applying):
         overruled: Callable[[], Mapping[str, str]] | None = None,
         forget_overruled: Callable[[str], None] | None = None,
         serve: ServeSide | None = None,
+        data: DataSync | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
         comes back on new ports with a new token), and the Ray pools without a client, with
@@ -142,8 +144,10 @@ class Controller(Applying):
         health signals, and a node whose agent is silent is suspect, then dead.
         ``overruled``: the agents' verdicts the operator said to ignore, by "pool/node";
         ``forget_overruled`` drops one once its agent says healthy again, so the same words
-        said later take the node out again."""
+        said later take the node out again.
+        ``data``: tells the nodes' agents which datasets to fetch and keep (``data.py``)."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
+        self.data = data
         self.serve = serve  # the services' Serve applications: read and deployed
         self.resolve = resolve
         self.unreachable: Mapping[str, str] = {}  # Ray pools without a client -> why
@@ -183,6 +187,8 @@ class Controller(Applying):
         step = decide(world, self.rules)
         self.standings = step.standings if world.hold is None else self.standings
         errors = self.apply(step, now)
+        if self.data is not None:
+            self.data.sync(world, step)
         if self.serve is not None:
             errors += self.serve.sync(
                 self.store, self.rules.mesh, self.clients, world.pools, world.serve, now
@@ -273,6 +279,7 @@ class Controller(Applying):
             budget_states=self._budget_states(),
             loans=tuple(x for x in self.store.list(LoanRecord) if x.closed_at_s is None),
             serve=self.serve.observe(views, self.clients) if self.serve is not None else {},
+            caches=caches_of(self.agent_report),
         )
         if self.burst is None:
             return world

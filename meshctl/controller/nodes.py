@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Estimator
@@ -91,7 +91,9 @@ def nodes(
             health = _health(world, key) if seen.alive else "down"
             mine = held[key] if seen.alive else ()
             others = _others_gpus(seen, mine)
-            out.append(node_of(name, seen.name, shape, price, health, mine, others))
+            node = node_of(name, seen.name, shape, price, health, mine, others)
+            cache = world.caches.get(key)
+            out.append(replace(node, datasets=cache.complete) if cache is not None else node)
     return out
 
 

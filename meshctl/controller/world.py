@@ -107,6 +107,17 @@ class ServeSeen:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheSeen:
+    """A node's dataset cache as its agent last reported it (``meshctl.data.cache``)."""
+
+    root: str  # the cache folder on the node
+    agent: str  # the agent's base URL (what peers fetch from)
+    complete: frozenset[str] = frozenset()  # locations held whole, current version
+    fetching: frozenset[str] = frozenset()
+    failed: Mapping[str, str] = field(default_factory=dict)  # location -> why
+
+
+@dataclass(frozen=True, slots=True)
 class World:
     now_s: float
     pools: Mapping[str, PoolObservation]  # the pools this controller drives
@@ -135,3 +146,4 @@ class World:
     budget_states: Mapping[str, str] = field(default_factory=dict)  # what each budget last was
     loans: tuple[LoanRecord, ...] = ()  # open: elastic jobs' nodes lent to other jobs
     serve: Mapping[str, ServeSeen] = field(default_factory=dict)  # services, by job id
+    caches: Mapping[str, CacheSeen] = field(default_factory=dict)  # "pool/node" -> its cache

@@ -90,6 +90,7 @@ class Dataset(Model):
     residency: str | None = Field(None, description="where the data must stay, e.g. eu, onprem")
     tags: list[str] = Field(default_factory=list, description="e.g. pii")
     size_gib: MemoryGiB | None = None
+    endpoint_url: str | None = Field(None, description="S3-compatible endpoint override")
 
 
 class Checkpoint(Model):

@@ -50,7 +50,7 @@ class Request:
             nodes=res.nodes,
             topology=res.topology.domain if res.topology else None,
             topology_required=bool(res.topology and res.topology.mode == "required"),
-            datasets=frozenset(d.name for d in job.spec.data),
+            datasets=frozenset(d.location for d in job.spec.data),
             accelerator_names=tuple(acc.any_of) if acc else (),
         )
 

@@ -184,6 +184,9 @@ class AttemptDetail:
     # empty: no placement group (the entrypoint holds them, Ray Train makes its own group,
     # or placed by a meshctl that made none).
     ray_bundles: tuple[Mapping[str, float], ...] = ()
+    # Its datasets' paths in the cache of its first node (where its driver runs), by name:
+    # what it reads through MESHCTL_DATA_<NAME>; a dataset absent here has no cache there.
+    data_paths: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -212,6 +215,8 @@ class AttemptDetail:
             known["grows_onto"] = tuple(str(n) for n in known["grows_onto"])
         if "ray_resources" in known:
             known["ray_resources"] = {str(k): float(v) for k, v in known["ray_resources"].items()}
+        if "data_paths" in known:
+            known["data_paths"] = {str(k): str(v) for k, v in known["data_paths"].items()}
         if "ray_bundles" in known:
             known["ray_bundles"] = tuple(
                 {str(k): float(v) for k, v in b.items()} for b in known["ray_bundles"]

@@ -213,19 +213,36 @@ class MotoServer:
                         payload = reply.read()
                         if self.command == "GET" and _s3_object(self.path):
                             server.s3_reads.append((self.path, len(payload)))
-                        self._send(reply.status, payload, reply.headers.get("Content-Type"))
+                        kept = {k.title(): v for k, v in reply.headers.items() if k.lower() in KEPT}
+                        ctype = reply.headers.get("Content-Type")
+                        self._send(reply.status, payload, ctype, kept)
                 except urllib.error.HTTPError as err:
                     self._send(err.code, err.read(), err.headers.get("Content-Type"))
 
-            def _send(self, status: int, payload: bytes, ctype: str | None = "text/xml") -> None:
+            def _send(
+                self,
+                status: int,
+                payload: bytes,
+                ctype: str | None = "text/xml",
+                headers: dict[str, str] | None = None,
+            ) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", ctype or "text/xml")
-                self.send_header("Content-Length", str(len(payload)))
+                headers = dict(headers or {})
+                length = headers.pop("Content-Length", None) if self.command == "HEAD" else None
+                headers.pop("Content-Length", None)
+                self.send_header("Content-Length", length or str(len(payload)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(payload)
 
         return Forward
+
+
+# what an S3 client reads from the answer's headers (a HEAD's size, an object's version)
+KEPT = {"content-length", "etag", "last-modified", "content-range", "accept-ranges"}
 
 
 def _s3_object(path: str) -> bool:
