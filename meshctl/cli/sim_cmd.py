@@ -187,6 +187,17 @@ def run_cmd(
             "(diurnal traffic with surges; utilisation against a static split)."
         ),
     ] = "none",
+    data: Annotated[
+        str,
+        typer.Option(
+            help="none; cache: each job class reads a dataset through the nodes' caches "
+            "(peer fetch, LRU); no-cache: every attempt reads it from central storage."
+        ),
+    ] = "none",
+    data_gib_per_gpu: Annotated[
+        float, typer.Option(help="A job class's dataset, GiB per GPU (10 to 2000).", min=0)
+    ] = 50.0,
+    cache_gib: Annotated[float, typer.Option(help="Each node's data cache, GiB.", min=0)] = 3000.0,
     output: OutputOption = Output.table,
 ) -> None:
     """Replay a trace on the mesh under the policies; print what it measured."""
@@ -196,6 +207,8 @@ def run_cmd(
 
     if inference not in ("none", "diurnal"):
         raise InvalidRequestError(f"--inference: expected none or diurnal, got {inference!r}")
+    if data not in ("none", "cache", "no-cache"):
+        raise InvalidRequestError(f"--data: expected none, cache or no-cache, got {data!r}")
     context = app_context(ctx)
     _charts_possible(out, charts)
     paths = list(policy or [])
@@ -204,7 +217,10 @@ def run_cmd(
         failures, seed, cycle, checkpoint_interval, checkpoint_cost, restart, comm_fraction,
         jobs_per_hour, candidates, queue_depth,
     )  # fmt: skip
-    spec = dataclasses.replace(spec, inference=inference)
+    spec = dataclasses.replace(
+        spec, inference=inference, data=data, data_gib_per_gpu=data_gib_per_gpu,
+        cache_gib=cache_gib,
+    )  # fmt: skip
     outcome = _simulate(context, spec, paths, _label(paths))
     if out is not None:
         write(outcome, out, charts)
@@ -289,6 +305,17 @@ def _h(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def _data_rows(d: dict[str, Any] | None) -> list[tuple[str, str]]:
+    if d is None:
+        return []
+    return [
+        ("data stall (GPU-h, share)", f"{d['stall_gpu_hours']:,.0f} h, {d['stall_share']:.2%}"),
+        ("data read: central / peers", f"{d['central_gib']:,.0f} / {d['peer_gib']:,.0f} GiB"),
+        ("data egress", f"{d['egress_gib']:,.0f} GiB, ${d['egress_usd']:,.0f}"),
+        ("cache hit rate", f"{d['cache_hit_rate']:.1%}"),
+    ]
+
+
 def rows_of(report: dict[str, Any]) -> list[tuple[str, str]]:
     """(metric, value) pairs in the order the table shows them."""
     u, jobs, g = report["utilisation"], report["jobs"], report["gpu_hours"]
@@ -328,6 +355,7 @@ def rows_of(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("jobs interrupted", f"{f['jobs_interrupted']:,}"),
         ("GPU-hours lost to failures", f"{g['lost_to_failures']:,.0f}"),
         ("goodput (useful / held)", f"{report['goodput']:.1%}"),
+        *_data_rows(report.get("data")),
         ("ETTR (mean per job)", f"{report['ettr']:.1%}"),
     ]
     served = report.get("inference")

@@ -43,9 +43,13 @@ class Attempts(EngineState):
             request = lending.sized(request, len(start.allocations))
         c = self.config.checkpoints
         restart = c.restart_s if result.attempts > 0 else 0.0
+        stall = 0.0
+        if self.data is not None and job.data is not None:
+            nodes = [a.node for a in start.allocations]
+            stall = self.data.start(job.data, start.pool, nodes, request.total_gpus, self.now)
         interval = c.interval_for(job.nodes, self.mtbf_s)
         remaining = max(0.0, job.duration_s - result.progress_s)
-        seg = Segment(restart, remaining * speed, interval, c.cost_s)
+        seg = Segment(restart + stall, remaining * speed, interval, c.cost_s)
         self.tokens += 1
         runtime = self._runtime(job_id)
         run = running(
@@ -71,6 +75,7 @@ class Attempts(EngineState):
             seg,
             run,
             scale=scale,
+            stall_s=stall,
         )
         self.backlog.run(job_id, start.pool, run.expected_end_s, run.request.total_gpus, self.now)
         self.cluster.busy[start.pool] += run.request.total_gpus
@@ -137,6 +142,7 @@ class Attempts(EngineState):
             cost,
             attempt.running.request.total_gpus,
             attempt.scale,
+            attempt.stall_s,
         )
         result.progress_s += work
         self._free(attempt, stop)
@@ -187,6 +193,7 @@ class Attempts(EngineState):
             cost,
             gpus,
             attempt.scale,
+            attempt.stall_s,
         )
         result.progress_s += work
         result.end_s = self.now
@@ -208,6 +215,9 @@ class Attempts(EngineState):
             self.freeing[job_id] = mine
         self.limits.pop(job_id, None)
         self.backlog.stop(job_id)
+        data = self.results[job_id].job.data
+        if self.data is not None and data is not None:
+            self.data.stop(data, [a.node for a in attempt.allocations])
         if attempt.pool in self.fleet.clouds:  # its pool's head is idle from then at least
             self.fleet.held(attempt.pool, stopped_s)
             if not self.fleet.live_per_pool[attempt.pool]:  # its workers gone: the head alone

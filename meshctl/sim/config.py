@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from meshctl.lifecycle.actions import Action
 from meshctl.policy.facts import MeshSnapshot
 from meshctl.scheduler import Node, Offer, PoolInfo, SchedulerConfig
+from meshctl.sim.data import DataModel, DataStats
 from meshctl.sim.failures import Checkpoints, FailureModel
 from meshctl.sim.fleet import CloudPool
 from meshctl.sim.jobs import JobResult
@@ -50,6 +51,7 @@ class SimConfig:
     window_s: float | None = None  # on-prem utilisation is measured over [0, window]
     until_s: float | None = None  # stop here even if jobs remain (default: a year after the last)
     record: bool = False  # keep every action the lifecycle decided (``Result.actions``)
+    data: DataModel | None = None  # datasets through the nodes' caches (jobs with ``data``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +91,4 @@ class Result:
     totals: Totals
     onprem_gpus: int
     actions: list[tuple[float, Action]] = field(default_factory=list)  # with ``record``
+    data: DataStats | None = None  # with a data model

@@ -135,6 +135,7 @@ class Engine(Services):
             self.totals,
             self.cluster.onprem_gpus,
             self.actions,
+            self.data.stats if self.data is not None else None,
         )
 
     # --- jobs arriving -------------------------------------------------------------------------

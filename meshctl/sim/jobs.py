@@ -40,6 +40,7 @@ class JobResult:
     checkpoint_gpu_s: float = 0.0
     restart_gpu_s: float = 0.0
     slowdown_gpu_s: float = 0.0
+    data_stall_gpu_s: float = 0.0  # waiting for its dataset to reach its nodes
     progress_s: float = 0.0  # work done and saved, in seconds at full speed
 
     def account(
@@ -52,22 +53,26 @@ class JobResult:
         checkpoint_cost_s: float,
         gpus: float | None = None,
         scale: float = 1.0,
+        stall_s: float = 0.0,
     ) -> None:
         """``gpus``: what the attempt held (default: the job's); ``scale``: its most nodes
         over those it ran on (an elastic job on fewer: as much work in as many GPU-seconds,
-        over a longer time, not a slowdown; ``speed`` includes it)."""
+        over a longer time, not a slowdown; ``speed`` includes it); ``stall_s``: of
+        ``restart_s``, the time its nodes fetched its dataset."""
         g = self.job.total_gpus if gpus is None else gpus
         held = wall_s * g
         useful = work_s * g * scale
         slow = work_s * (speed - scale) * g
         ckpt = min(checkpoints * checkpoint_cost_s, wall_s) * g
-        restart = restart_s * g
+        stall = min(stall_s, restart_s) * g
+        restart = restart_s * g - stall
+        self.data_stall_gpu_s += stall
         self.held_gpu_s += held
         self.useful_gpu_s += useful
         self.slowdown_gpu_s += slow
         self.checkpoint_gpu_s += ckpt
         self.restart_gpu_s += restart
-        self.lost_gpu_s += max(0.0, held - useful - slow - ckpt - restart)
+        self.lost_gpu_s += max(0.0, held - useful - slow - ckpt - restart - stall)
 
 
 @dataclass(slots=True)
@@ -81,6 +86,7 @@ class Attempt:
     segment: Segment
     running: Running
     scale: float = 1.0  # an elastic job: its most nodes over those it runs on (in speed)
+    stall_s: float = 0.0  # of its restart, waiting for its dataset (``data.py``)
     asked_s: float | None = None  # when it was asked to checkpoint (it is leaving)
     stopped_s: float | None = None  # when it stopped working (its GPUs are still held)
     why: Leave | Fail | None = None  # why it is leaving

@@ -12,7 +12,8 @@ Definitions (docs/SIMULATOR.md says the same):
   lost to failures. ETTR (effective training time ratio): for jobs that finished, work time
   over the time from first start to end (Meta's definition for a training run, per job,
   then the mean).
-- conservation: held = useful + slowdown + checkpoints + restarts + lost, per job and in all.
+- conservation: held = useful + slowdown + checkpoints + restarts + data stall + lost, per
+  job and in all (data stall: with a data model, GPUs held while their nodes fetched data).
 Numbers are rounded to fixed digits so that the same seed gives byte-identical reports.
 """
 
@@ -22,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from meshctl.sim.data import DataStats
 from meshctl.sim.engine import JobResult, Result
 
 CLASSES = ("critical", "standard", "best-effort")
@@ -118,6 +120,22 @@ def build_report(result: Result, meta: Mapping[str, Any]) -> dict[str, Any]:
         "goodput": _r(useful / held if held else 0.0, 4),
         "ettr": _r(sum(ettr) / len(ettr) if ettr else 0.0, 4),
         "engine": {"events": t.events, "cycles": t.cycles},
+        **({"data": data_figures(result.data, held)} if result.data is not None else {}),
+    }
+
+
+def data_figures(d: DataStats, held_gpu_s: float) -> dict[str, Any]:
+    """What the data model measured: GPU time stalled for data (and its share of all GPU
+    time held), what was read from central storage and from peers, egress, cache hits."""
+    return {
+        "stall_gpu_hours": _r(d.stall_gpu_s / 3600.0, 1),
+        "stall_share": _r(d.stall_gpu_s / held_gpu_s if held_gpu_s else 0.0, 4),
+        "central_gib": _r(d.central_gib, 1),
+        "peer_gib": _r(d.peer_gib, 1),
+        "egress_gib": _r(d.egress_gib, 1),
+        "egress_usd": _r(d.egress_usd, 2),
+        "cache_hit_rate": _r(d.hit_rate, 4),
+        "lookups": d.lookups,
     }
 
 

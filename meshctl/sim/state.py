@@ -28,6 +28,7 @@ from meshctl.policy.evaluate import BoundPolicies
 from meshctl.scheduler import Allocation, Pending, Request, Running
 from meshctl.sim.cluster import Cluster
 from meshctl.sim.config import Sample, SimConfig, SimMesh, Totals
+from meshctl.sim.data import NodeCaches
 from meshctl.sim.events import At, Clock, Kind
 from meshctl.sim.fleet import Fleet
 from meshctl.sim.jobs import Attempt, JobResult
@@ -55,6 +56,7 @@ class EngineState:
         self.now = 0.0  # the clock's time, read often
         self.cluster = Cluster(mesh.nodes)
         self.fleet = Fleet(mesh.clouds, mesh.offers, config.seed, config.start_epoch_s)
+        self.data = NodeCaches(config.data) if config.data is not None else None
         self.pending: dict[str, Pending] = {}
         self.running: dict[str, Attempt] = {}
         self.results: dict[str, JobResult] = {}

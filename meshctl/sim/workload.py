@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from meshctl.sim.data import SimData
 from meshctl.sim.inference import SimServe
 
 DAY_S = 86_400.0
@@ -52,6 +53,7 @@ class SimJob:
     # A service (kind inference): replicas of ``gpus`` on one node each, as many as its
     # traffic asks for (``sim/services.py``); ``duration_s`` is not used.
     serve: SimServe | None = None
+    data: SimData | None = None  # the dataset it reads (``data.py``), when data is modelled
 
     @property
     def total_gpus(self) -> float:
@@ -217,6 +219,23 @@ def classify(jobs: Sequence[TraceJob], seed: int, rules: ClassRules = ClassRules
 
 
 # --- a synthetic workload -----------------------------------------------------------------------
+
+
+def with_data(
+    jobs: Sequence[SimJob], gib_per_gpu: float, least_gib: float = 10.0, most_gib: float = 2000.0
+) -> list[SimJob]:
+    """Each job given the dataset of its class: the same team's jobs of one kind and shape
+    read the same data (a team's training runs of one model, again and again), of
+    ``gib_per_gpu`` for each of the class's GPUs, between ``least_gib`` and ``most_gib``.
+    Services read none (their weights are their image's)."""
+    out = []
+    for job in jobs:
+        if job.serve is not None:
+            out.append(job)
+            continue
+        size = min(most_gib, max(least_gib, gib_per_gpu * job.total_gpus))
+        out.append(replace(job, data=SimData(f"{job.team}/{job.class_name}", size)))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

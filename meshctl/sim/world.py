@@ -70,6 +70,8 @@ class WorldEvents(Attempts):
         node = instance.node
         if node is not None and node.name in self.cluster.nodes:
             self.cluster.remove(node)
+        if node is not None and self.data is not None:
+            self.data.lose(instance.pool, node.name)
 
     def _instance(self, event: InstanceEvent | PoolEvent) -> Instance | None:
         """The instance an event is about; an injected notice names the n-th launched in a
@@ -138,6 +140,8 @@ class WorldEvents(Attempts):
             attempt.stopped_s = attempt.stopped_s if attempt.stopped_s is not None else self.now
             self._end_early(attempt, why)
         self.cluster.set_health(node, "down")
+        if self.data is not None:  # a failed node's cache is not trusted when it is back
+            self.data.lose(node.base.pool, name)
         self.clock.push(self.now + event.repair_s, Kind.REPAIR, NodeEvent(name))
 
     def _repair(self, event: NodeEvent) -> None:

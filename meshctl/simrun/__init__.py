@@ -11,6 +11,7 @@ life); their shapes and prices come from the provider catalogs, less the pool's 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from meshctl.problems import InvalidFileError, Problem
 from meshctl.scheduler import SchedulerConfig
 from meshctl.sim import inference
 from meshctl.sim import workload as wl
+from meshctl.sim.data import DataModel
 from meshctl.sim.engine import CloudPool, Result, SimConfig, SimMesh, simulate
 from meshctl.sim.failures import LLAMA3, Checkpoints, FailureModel
 from meshctl.sim.network import Network
@@ -72,6 +74,17 @@ class RunSpec:
     candidates: int = 8  # feasible nodes scored per pool for a single-node job (controller: 32)
     queue_depth: int | None = 500  # pending jobs decided per cycle (controller: all)
     inference: str = "none"  # "diurnal": a service beside the training (sim.inference)
+    data: str = "none"  # "cache": datasets through the nodes' caches; "no-cache": from central
+    data_gib_per_gpu: float = 50.0  # a job class's dataset, per GPU (sim.workload.with_data)
+    cache_gib: float = 3000.0  # each node's cache
+
+
+# What a cloud node pays a GiB to read from the mesh's central storage, which stays at home
+# on-prem: the clouds' list price for data moved in from outside their network is nil, the
+# site's transit is not; taken as AWS's first-tier internet egress rate, 0.09 USD/GB (EC2
+# on-demand pricing, "Data Transfer OUT From Amazon EC2 To Internet"), the cost of serving
+# the same bytes from a cloud bucket instead. An assumption the report states.
+EGRESS_USD_PER_GIB = 0.09
 
 
 @dataclass
@@ -137,7 +150,8 @@ def jobs_of(spec: RunSpec, gpus_per_node: int) -> list[wl.SimJob]:
 
         raw = wl.window(load(spec.trace), spec.start_day * wl.DAY_S, spec.days)
     raw = wl.replicate(wl.scale_arrivals(raw, spec.arrival_scale), spec.replicate)
-    return wl.classify(raw, spec.seed, wl.ClassRules(gpus_per_node=gpus_per_node))
+    jobs = wl.classify(raw, spec.seed, wl.ClassRules(gpus_per_node=gpus_per_node))
+    return wl.with_data(jobs, spec.data_gib_per_gpu) if spec.data != "none" else jobs
 
 
 def config_of(spec: RunSpec) -> SimConfig:
@@ -165,7 +179,13 @@ def run(
     simmesh = sim_mesh(mesh, catalogs, spec.comm_fraction)
     most = max((n.gpus for n in simmesh.nodes), default=8) or 8
     jobs = jobs_of(spec, most)
-    result = simulate(simmesh, jobs, config_of(spec), policies, progress)
+    config = config_of(spec)
+    if spec.data != "none":
+        egress = {p.name: EGRESS_USD_PER_GIB for p in simmesh.pools if p.cloud}
+        model = DataModel(cache_gib=spec.cache_gib, cache=spec.data == "cache",
+                          egress_usd_per_gib=egress)  # fmt: skip
+        config = dataclasses.replace(config, data=model)
+    result = simulate(simmesh, jobs, config, policies, progress)
     clouds = tuple(p.name for p in simmesh.pools if p.cloud)
     meta = {
         "mesh": mesh.metadata.name,
@@ -189,6 +209,14 @@ def run(
         "cloud_pools": list(clouds),
         "assigned": "kind, criticality, team: seeded rules (meshctl.sim.workload)",
     }
+    if spec.data != "none":
+        meta["data"] = {
+            "model": spec.data,
+            "gib_per_gpu": spec.data_gib_per_gpu,
+            "cache_gib": spec.cache_gib,
+            "egress_usd_per_gib": EGRESS_USD_PER_GIB,
+            "assigned": "one dataset per team and job class (meshctl.sim.workload.with_data)",
+        }
     report = build_report(result, meta)
     if spec.inference == "diurnal":
         gpus = float(result.onprem_gpus)

@@ -69,6 +69,26 @@ def test_run_prints_a_table_and_writes_the_report_and_charts(cli, mesh_file, tmp
     assert (again / "report.json").read_bytes() == (out / "report.json").read_bytes()
 
 
+def test_run_with_data_reports_stalls_reads_and_hits(cli, mesh_file) -> None:
+    """The same jobs with their datasets through the nodes' caches and without: the cache
+    reads central storage less and stalls less."""
+    figures = {}
+    for model in ("cache", "no-cache"):
+        args = ["sim", "run", "--mesh", str(mesh_file), *SMALL, "--data", model, "-o", "json"]
+        result = cli.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.output)
+        assert report["meta"]["data"]["model"] == model
+        figures[model] = report["data"]
+    cached, direct = figures["cache"], figures["no-cache"]
+    assert direct["lookups"] == cached["lookups"] > 0
+    assert direct["cache_hit_rate"] == 0.0
+    assert direct["peer_gib"] == 0.0
+    assert cached["cache_hit_rate"] > 0.0
+    assert cached["central_gib"] < direct["central_gib"]
+    assert cached["stall_gpu_hours"] < direct["stall_gpu_hours"]
+
+
 def test_compare_runs_each_policy_set_on_the_same_trace(cli, mesh_file, tmp_path) -> None:
     out = tmp_path / "cmp"
     result = cli.invoke(
@@ -101,6 +121,7 @@ def test_compare_runs_each_policy_set_on_the_same_trace(cli, mesh_file, tmp_path
         pytest.param(["--days", "-1"], "--days", id="days"),
         pytest.param(["--inference", "hourly"], "--inference: expected none or diurnal",
                      id="inference"),
+        pytest.param(["--data", "lots"], "--data: expected none, cache or no-cache", id="data"),
     ],
 )  # fmt: skip
 def test_bad_flags_are_one_line_and_exit_2(cli, mesh_file, args, message) -> None:
