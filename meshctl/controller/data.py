@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,7 +25,7 @@ from meshctl.controller.dispatch import placement_nodes
 from meshctl.controller.step import Step
 from meshctl.controller.world import CacheSeen, World
 from meshctl.model.job import Dataset
-from meshctl.state.records import ACTIVE_ATTEMPT
+from meshctl.state.records import ACTIVE_ATTEMPT, AttemptRecord
 
 log = logging.getLogger("meshctl.controller")
 
@@ -44,8 +44,6 @@ def caches_of(report: AgentReport) -> dict[str, CacheSeen]:
             root=str(cache.get("root") or ""),
             agent=status.url.removesuffix(PATH),
             complete=frozenset(str(e["location"]) for e in entries if e.get("complete")),
-            fetching=frozenset(str(e["location"]) for e in entries if not e.get("complete")),
-            failed={str(k): str(v) for k, v in (cache.get("failed") or {}).items()},
         )
     return out
 
@@ -78,13 +76,13 @@ class DataSync:
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="data-sync")
 
     def sync(self, world: World, step: Step) -> None:
-        for d in step.dispatches:
-            view = next((v for v in world.jobs if v.record.id == d.job_id), None)
-            if view is None or not view.job.spec.data:
-                continue
-            for node in placement_nodes(d.attempt):
-                self._prefetch(world, d.attempt.pool, node, view.job.spec.data)
-        self._send_pins(world, step)
+        views = {v.record.id: v for v in world.jobs}
+        placed = [(views[d.job_id], d.attempt) for d in step.dispatches if d.job_id in views]
+        for view, attempt in placed:
+            for node in placement_nodes(attempt) if view.job.spec.data else ():
+                self._prefetch(world, attempt.pool, node, view.job.spec.data)
+        held = [(v, v.attempt) for v in world.jobs if v.attempt is not None]
+        self._send_pins(world, [(v.job.spec.data, a) for v, a in [*held, *placed]])
 
     def _prefetch(self, world: World, pool: str, node: str, data: Iterable[Dataset]) -> None:
         seen, token = world.caches.get(f"{pool}/{node}"), self.token(pool)
@@ -97,18 +95,18 @@ class DataSync:
             }
             self._submit(seen.agent + PREFETCH_PATH, token, body)
 
-    def _send_pins(self, world: World, step: Step) -> None:
+    def _send_pins(
+        self, world: World, attempts: Sequence[tuple[Sequence[Dataset], AttemptRecord]]
+    ) -> None:
+        """Each node's agent is told the locations its active attempts read, when changed."""
         wanted: dict[str, set[str]] = {key: set() for key in world.caches}
-        attempts = [(v.job, v.attempt) for v in world.jobs if v.attempt is not None]
-        attempts += [(v.job, d.attempt) for d in step.dispatches for v in world.jobs
-                     if v.record.id == d.job_id]  # fmt: skip
-        for job, attempt in attempts:
-            if attempt.state not in ACTIVE_ATTEMPT or not job.spec.data:
+        for data, attempt in attempts:
+            if attempt.state not in ACTIVE_ATTEMPT or not data:
                 continue
             for node in placement_nodes(attempt):
                 key = f"{attempt.pool}/{node}"
                 if key in wanted:
-                    wanted[key].update(d.location for d in job.spec.data)
+                    wanted[key].update(d.location for d in data)
         for key, locations in wanted.items():
             now = frozenset(locations)
             token = self.token(key.split("/", 1)[0])

@@ -14,7 +14,7 @@ from typing import Any
 from meshctl.controller.step import Dispatch, Rules, submission_id
 from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Start
-from meshctl.lifecycle.datacache import env_name, location_name
+from meshctl.lifecycle.datacache import current_path, env_name
 from meshctl.model.job import Dataset, Resources
 from meshctl.model.mesh import Pool
 from meshctl.pools.observed import (
@@ -173,8 +173,7 @@ def dispatch(
     if view.job.spec.data and place.allocations:  # read from its first node's cache
         cache = world.caches.get(f"{place.pool}/{place.allocations[0].node}")
         if cache is not None and cache.root:
-            paths = {d.name: f"{cache.root}/current/{location_name(d.location)}"
-                     for d in view.job.spec.data}  # fmt: skip
+            paths = {d.name: current_path(cache.root, d.location) for d in view.job.spec.data}
             detail = replace(detail, data_paths=paths)
     mtbf = pool_mtbf_s(world).get(place.pool) if view.job.spec.train is not None else None
     if mtbf:  # for checkpoint interval auto: the job fails when any of its nodes does

@@ -113,8 +113,6 @@ class CacheSeen:
     root: str  # the cache folder on the node
     agent: str  # the agent's base URL (what peers fetch from)
     complete: frozenset[str] = frozenset()  # locations held whole, current version
-    fetching: frozenset[str] = frozenset()
-    failed: Mapping[str, str] = field(default_factory=dict)  # location -> why
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ import os
 import shutil
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import Any
 
 from meshctl.data.peers import Peer, PeerError
 from meshctl.data.sources import Listing, Source, SourceError
-from meshctl.lifecycle.datacache import Cached, entry_key, location_name, room
+from meshctl.lifecycle.datacache import Cached, current_path, entry_key, room
 
 
 class CacheError(Exception):
@@ -86,7 +87,7 @@ class Counters:
     hits: int = 0  # asked for an entry already complete here
     misses: int = 0
     refetched: int = 0  # found truncated or corrupt, fetched again
-    errors: list[str] = field(default_factory=list)  # the latest, newest last
+    errors: deque[str] = field(default_factory=lambda: deque(maxlen=20))  # newest last
 
 
 class NodeCache:
@@ -136,7 +137,7 @@ class NodeCache:
 
     def path_for(self, location: str) -> Path:
         """Where a job reads ``location`` once it is here (a link to the current entry)."""
-        return self.root / "current" / location_name(location)
+        return Path(current_path(str(self.root), location))
 
     def used_bytes(self) -> int:
         with self._lock:
@@ -176,7 +177,7 @@ class NodeCache:
             "hits": c.hits,
             "misses": c.misses,
             "refetched": c.refetched,
-            "errors": c.errors[-5:],
+            "errors": list(c.errors)[-5:],
             "failed": dict(self.failed),
         }
 

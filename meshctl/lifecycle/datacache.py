@@ -57,6 +57,11 @@ def location_name(location: str) -> str:
     return entry_key(location, "")
 
 
+def current_path(root: str, location: str) -> str:
+    """Where a node's cache under ``root`` links the current complete copy of ``location``."""
+    return f"{root.rstrip('/')}/current/{location_name(location)}"
+
+
 def env_name(dataset: str) -> str:
     """The variable a job reads a dataset's local path from: ``MESHCTL_DATA_<NAME>``."""
     return "MESHCTL_DATA_" + re.sub(r"[^A-Za-z0-9]", "_", dataset).upper()
