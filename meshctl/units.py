@@ -71,6 +71,7 @@ MAX_NODES: Final = 100_000
 MAX_DURATION_S: Final = 366 * 86400.0
 MAX_USD_PER_HOUR: Final = 1_000_000.0
 MAX_USD: Final = 1e12  # a month's spend or budget, for a whole mesh
+MAX_USD_PER_GIB: Final = 100.0  # data transfer: list prices are cents a GiB
 MAX_MEMORY_GIB_TOTAL: Final = 1e12  # GPU memory of a whole team or mesh, not one node
 
 

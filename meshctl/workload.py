@@ -104,22 +104,36 @@ def bundle(index: int) -> dict[str, Any]:
     return {"scheduling_strategy": strategy}
 
 
-def dataset(name: str, wait_s: float = 600.0, every_s: float = 0.5) -> str:
+def dataset(name: str, wait_s: float = 600.0, every_s: float = 0.5, node: int = 0) -> str:
     """Where to read the job's dataset ``name`` (its ``data`` section): the local path of the
-    node's cached copy (``$MESHCTL_DATA_<NAME>``) once it is complete, waiting up to
-    ``wait_s`` for a fetch under way; else its source location (``..._SOURCE``: a URI, with
-    ``..._ENDPOINT_URL`` for S3), so a job is never held forever by its cache. KeyError when
-    the job declares no such dataset."""
+    node's cached copy once it is complete, waiting up to ``wait_s`` for a fetch under way;
+    else its source location (``..._SOURCE``: a URI, with ``..._ENDPOINT_URL`` for S3), so a
+    job is never held forever by its cache (nor at all once the node's fetch failed).
+    ``node``: which of the job's nodes (their order in ``MESHCTL_NODES``) the caller runs on;
+    the first (where the driver runs) by default. A worker on another node passes its own
+    index, and reads that node's copy. KeyError when the job declares no such dataset."""
     key = "MESHCTL_DATA_" + "".join(c if c.isalnum() else "_" for c in name).upper()
     source = os.environ.get(f"{key}_SOURCE")
     if source is None:
         raise KeyError(f"the job declares no dataset {name!r} (in its data section)")
-    local = os.environ.get(key)
+    per_node = os.environ.get(f"{key}_NODES")
+    if per_node is not None:
+        paths = per_node.split(",")
+        local = paths[node] if node < len(paths) else ""
+    else:
+        local = os.environ.get(key, "") if node == 0 else ""
     deadline = time.monotonic() + wait_s
     while local:  # the cache links it there only once it is whole
         if os.path.exists(local):
             return local
-        if time.monotonic() >= deadline:
-            break
+        if time.monotonic() >= deadline or os.path.exists(_failed(local)):
+            break  # waited long enough, or the node's fetch failed (why: in that file)
         time.sleep(every_s)
     return source
+
+
+def _failed(local: str) -> str:
+    """Where a node's cache says its last fetch of a dataset failed: ``<root>/failed/<name>``
+    beside ``<root>/current/<name>`` (``meshctl.data.cache``)."""
+    current = os.path.dirname(local)
+    return os.path.join(os.path.dirname(current), "failed", os.path.basename(local))

@@ -3,7 +3,8 @@
 #   1. a mesh as files: scaffold, validate, test the policies, explain a plan (no cluster yet);
 #   2. run it for real: bring up the embedded mesh (a local Ray cluster with two emulated 4-GPU
 #      nodes, and the controller), submit jobs of different kinds and priorities, show where
-#      each went and why, wait for them, show their results;
+#      each went and why, wait for them, show their results; the gang job reads its dataset
+#      (on S3: moto_server) through its nodes' caches, S3 read once for both nodes;
 #   3. burst: with on-prem full, a best-effort job bursts to an AWS pool (EC2 emulated by
 #      moto_server; each instance joins by running its own startup script, its cluster token
 #      from Secrets Manager on moto), a critical job waits for on-prem, the idle cloud pool is
@@ -65,6 +66,21 @@ block = text[aws:end].replace("idle_minutes: 10", "idle_minutes: 0.2\n      endp
 open("mesh.yaml", "w").write(text[:aws] + block + text[end:])
 burst = open("policies/burst.yaml").read().replace("> 600.0", "> 5.0", 1)  # best-effort only
 open("policies/burst.yaml", "w").write(burst)
+# the gang job's dataset: 32 MiB on S3 (moto), not the 2 TiB of the real corpus
+gang = open("jobs/gang-llm.yaml").read().replace("size_gib: 2TiB", "size_gib: 32MiB")
+gang = gang.replace("location: s3://corpus/web-v3", "location: s3://corpus/web-v3\n      endpoint_url: http://127.0.0.1:" + sys.argv[1])
+open("jobs/gang-llm.yaml", "w").write(gang)
+import socket, time, boto3
+for _ in range(300):  # until moto_server answers
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.5).close()
+        break
+    except OSError:
+        time.sleep(0.1)
+s3 = boto3.client("s3", endpoint_url="http://127.0.0.1:" + sys.argv[1])
+s3.create_bucket(Bucket="corpus")
+for i in range(2):
+    s3.put_object(Bucket="corpus", Key=f"web-v3/shard-{i}.bin", Body=bytes([i + 1]) * (16 << 20))
 PY
 # Each node's agent probes its GPUs through a fake nvidia-smi and dmesg (scripts/fake-gpu: a
 # mock of the NVIDIA driver, which this machine lacks); part 4 puts a GPU fault in one.
@@ -95,6 +111,11 @@ for job in "$train" "$serve" "$embed" "$gang" "$quick"; do
 done
 step explain "$gang"
 step nodes list
+# the gang's dataset came through its nodes' caches: S3 read once, the second node from the first
+gang_node=$("$MESHCTL" jobs show "$gang" -o json | "$(dirname "$MESHCTL")/python" -c 'import json,sys; print(json.load(sys.stdin)["nodes"][-1])')
+printf '\n\033[1m$ meshctl jobs logs %s | grep web-corpus\033[0m\n' "$gang"
+"$MESHCTL" jobs logs "$gang" | grep "web-corpus" || true
+step nodes show "onprem/$gang_node"
 
 echo; echo "== 3. Burst: on-prem full, best-effort work to the cloud, critical work waits"
 blocker=$("$MESHCTL" submit --gpus 4 --nodes 2 --criticality critical --name fill-onprem -- python -c "import time; time.sleep(600)")

@@ -1,10 +1,12 @@
 """Gang pretraining job ("workers" mode): one Ray actor per node in $MESHCTL_NODES.
 
 Each rank runs in the bundle that meshctl's placement group holds for it on its node
-(meshctl.workload.bundle; pinned by a label_selector when run without one), reports where
-it runs and which GPUs Ray gave it, then the ranks do a fake data-parallel loop: every rank
-computes a least-squares gradient on its own data shard, the driver all-reduces
-(averages) the gradients and broadcasts the new weights.
+(meshctl.workload.bundle; pinned by a label_selector when run without one), reads its shard
+of the job's dataset ``web-corpus`` (its files rank::ranks, at most --data-mib) from its
+node's cache (meshctl.workload.dataset: the node's local copy, once whole), reports where
+it runs, which GPUs Ray gave it and what it read, then the ranks do a fake data-parallel loop:
+every rank computes a least-squares gradient on its own data shard (seeded by the bytes it
+read), the driver all-reduces (averages) the gradients and broadcasts the new weights.
 
     python pretrain.py --steps 5
 """
@@ -13,12 +15,14 @@ import argparse
 import os
 import random
 import time
+import zlib
 
 import ray
 
-from meshctl.workload import bundle
+from meshctl.workload import bundle, dataset
 
 DIM, SHARD = 16, 256
+DATASET = "web-corpus"
 # What meshctl pins work by: a Ray label (Ray's own ray.io/node-id) and its value on each of
 # the job's nodes, in the order of MESHCTL_NODES (their names)
 LABEL = os.environ.get("MESHCTL_NODE_LABEL") or "ray.io/node-id"
@@ -26,10 +30,31 @@ PINS = [v for v in os.environ.get("MESHCTL_NODE_IDS", "").split(",") if v]
 NAMES = dict(zip(PINS, os.environ.get("MESHCTL_NODES", "").split(","), strict=False))
 
 
+def read_shard(rank, ranks, cap_bytes):
+    """This rank's files of its node's copy of the dataset (rank::ranks), at most
+    ``cap_bytes``: (where, bytes read, their CRC-32). None when the job declares no dataset;
+    bytes read None when its node holds no whole copy (this toy reads no remote source)."""
+    try:
+        where = dataset(DATASET, wait_s=120, node=rank)
+    except KeyError:
+        return None
+    if "://" in where:
+        return where, None, 0
+    paths = sorted(os.path.join(d, f) for d, _, files in os.walk(where) for f in files)
+    read, crc = 0, 0
+    for path in paths[rank::ranks]:
+        with open(path, "rb") as stream:
+            while read < cap_bytes and (chunk := stream.read(min(1 << 22, cap_bytes - read))):
+                read, crc = read + len(chunk), zlib.crc32(chunk, crc)
+    return where, read, crc
+
+
 @ray.remote
 class Rank:
-    def __init__(self, rank):
-        rng, true_w = random.Random(1000 + rank), [0.1 * (j + 1) for j in range(DIM)]
+    def __init__(self, rank, ranks, cap_bytes):
+        self.data = read_shard(rank, ranks, cap_bytes)
+        seed = 1000 + rank if self.data is None else self.data[2]
+        rng, true_w = random.Random(seed), [0.1 * (j + 1) for j in range(DIM)]
         self.xs = [[rng.gauss(0, 1) for _ in range(DIM)] for _ in range(SHARD)]
         self.ys = [sum(a * b for a, b in zip(x, true_w, strict=True)) for x in self.xs]
 
@@ -40,6 +65,7 @@ class Rank:
             "node_id": ctx.get_node_id()[:8],
             "gpu_ids": ray.get_gpu_ids(),
             "cuda": os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"),
+            "data": self.data,
         }
 
     def gradient(self, w):
@@ -56,7 +82,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--lr", type=float, default=0.2)
-    parser.add_argument("--ready-timeout", type=float, default=60.0)
+    parser.add_argument("--ready-timeout", type=float, default=180.0)
+    parser.add_argument("--data-mib", type=float, default=64.0, help="each rank reads at most")
     args = parser.parse_args()
     nodes = PINS or [None]
     gpus = float(os.environ.get("MESHCTL_GPUS_PER_NODE") or 0)
@@ -75,7 +102,8 @@ def main():
             opts |= bundle(i)
         elif node:
             opts["label_selector"] = {LABEL: node}
-        ranks.append(Rank.options(**opts).remote(i))
+        cap = int(args.data_mib * 2**20)
+        ranks.append(Rank.options(**opts).remote(i, len(nodes), cap))
     refs = [r.info.remote() for r in ranks]
     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=args.ready_timeout)
     if len(ready) < len(refs):
@@ -90,6 +118,10 @@ def main():
             f"gpu_ids={info['gpu_ids']} CUDA_VISIBLE_DEVICES={info['cuda']}",
             flush=True,
         )
+        if info["data"] is not None:
+            where, read, _ = info["data"]
+            said = f"read {read / 2**20:.1f} MiB of" if read is not None else "no local copy of"
+            print(f"rank {i}: {said} {DATASET} at {where}", flush=True)
 
     w = [0.0] * DIM
     for step in range(1, args.steps + 1):

@@ -81,7 +81,7 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
     from meshctl.cli import render
     from meshctl.cli.jobs_cmd import find
     from meshctl.cli.jobview import attempts_of, nodes_of, offers_tried
-    from meshctl.cli.views import decision_data
+    from meshctl.cli.views import data_local, decision_data
     from meshctl.jsondata import event_data
 
     context = app_context(ctx)
@@ -128,9 +128,10 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
         render.say(f"  [dim]the controller enforces policies {now} now; it decides again[/]")
     for candidate in decision.get("candidates", []):
         scores = ", ".join(f"{k} {v:.3f}" for k, v in candidate["scores"].items())
+        local = data_local(candidate.get("data_local_gib"), candidate.get("data_gib"))
         render.say(
             f"    candidate {render.esc(', '.join(candidate['nodes']))}: "
-            f"total {candidate['total']:.3f} ({scores})"
+            f"total {candidate['total']:.3f} ({scores})" + (f"; {local}" if local else "")
         )
     for why, count in decision.get("filtered", {}).items():
         render.say(f"    {count} nodes: {render.esc(why)}")
@@ -167,6 +168,35 @@ def _wait(seconds: float) -> str:
     return f"{seconds:,.0f} s" if seconds < 3600 else f"{seconds / 3600:.1f} h"
 
 
+def _say_candidates(decision: Decision, output: Output) -> None:
+    """The top candidates: each scorer's score and, for a job with data, its bytes local."""
+    from meshctl.cli import render
+    from meshctl.cli.views import data_local
+
+    with_data = decision.candidates[0].data_gib is not None
+    rows = [
+        {
+            "nodes": ", ".join(c.nodes),
+            "total": round(c.total, 3),
+            **{name: round(value, 3) for name, value in c.scores},
+            **({"data": data_local(c.data_local_gib, c.data_gib)} if with_data else {}),
+        }
+        for c in decision.candidates
+    ]
+    scorers = [name for name, _ in decision.candidates[0].scores]
+    render.emit(
+        rows,
+        [
+            Column("nodes", "Nodes"),
+            Column("total", "Score", "right"),
+            *(Column(s, s, "right") for s in scorers),
+            *([Column("data", "Data")] if with_data else []),
+        ],
+        output,
+        title="Top candidates (scores in [0, 1])",
+    )
+
+
 def _render(
     decision: Decision, plan: Plan, output: Output, uncertain: Callable[[str, str], bool]
 ) -> None:
@@ -185,25 +215,7 @@ def _render(
         return
     render.say(f"[bold]{render.esc(decision.job_id)}[/]: {render.esc(decision.summary())}")
     if decision.candidates:
-        rows = [
-            {
-                "nodes": ", ".join(c.nodes),
-                "total": round(c.total, 3),
-                **{name: round(value, 3) for name, value in c.scores},
-            }
-            for c in decision.candidates
-        ]
-        scorers = [name for name, _ in decision.candidates[0].scores]
-        render.emit(
-            rows,
-            [
-                Column("nodes", "Nodes"),
-                Column("total", "Score", "right"),
-                *(Column(s, s, "right") for s in scorers),
-            ],
-            output,
-            title="Top candidates (scores in [0, 1])",
-        )
+        _say_candidates(decision, output)
     if decision.filtered:
         rows = [{"reason": why, "nodes": n} for why, n in decision.filtered.most_common()]
         render.emit(

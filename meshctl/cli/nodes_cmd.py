@@ -1,4 +1,7 @@
-"""``meshctl nodes list|cordon|drain|uncordon|health``: the nodes the controller has seen.
+"""``meshctl nodes list|show|cordon|drain|uncordon|health``: the nodes the controller has seen.
+
+Show: one node, and its data cache as its agent last reported it (what it holds, where each
+dataset came from, how much it read from sources and from peers).
 
 Cordon: no new work, running jobs stay. Drain: no new work, and jobs still running when the
 deadline passes are evicted (and requeued); the node is then ``drained`` (still no new work)
@@ -26,7 +29,7 @@ from meshctl.cli.render import Column, Output, clock_of
 if TYPE_CHECKING:
     from meshctl.state import NodeDetail, NodeRecord, Store
 
-app = typer.Typer(help="Nodes: list, cordon, drain, uncordon, health.", no_args_is_help=True)
+app = typer.Typer(help="Nodes: list, show, cordon, drain, uncordon, health.", no_args_is_help=True)
 
 NodeArgument = Annotated[str, typer.Argument(help="pool/node, or the node's name.")]
 
@@ -50,18 +53,11 @@ def _find(store: Store, ref: str) -> NodeRecord:
 def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
     """Every node: state, alive, GPUs in use, the jobs on it, labels."""
     from meshctl.cli import render
-    from meshctl.state import ACTIVE_ATTEMPT, AttemptRecord, NodeRecord
+    from meshctl.state import NodeRecord
 
     with app_context(ctx).store() as store:
         nodes = store.list(NodeRecord)
-        attempts = [a for a in store.list(AttemptRecord) if a.state in ACTIVE_ATTEMPT]
-    used: dict[str, float] = {}
-    jobs: dict[str, list[str]] = {}
-    for attempt in attempts:
-        for held in attempt.detail.allocations:
-            key = f"{attempt.pool}/{held.node}"
-            used[key] = used.get(key, 0.0) + held.gpus()
-            jobs.setdefault(key, []).append(attempt.job_id)
+        used, jobs = _usage(store)
     agents = _agents(app_context(ctx).home)
     rows = [_node_row(n, used.get(n.id, 0.0), jobs.get(n.id, []), agents.get(n.id)) for n in nodes]
     render.emit(
@@ -78,6 +74,78 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
         ],
         output,
     )
+
+
+@app.command("show")
+def show(ctx: typer.Context, node: NodeArgument, output: OutputOption = Output.table) -> None:
+    """One node: state, GPUs, jobs, labels, its agent, and its data cache (root, capacity and
+    use, each dataset held or being fetched and where from, counters)."""
+    from meshctl.cli import nodeview, render
+
+    context = app_context(ctx)
+    with context.store() as store:
+        found = _find(store, node)
+        used, jobs = _usage(store)
+    agents = _agents(context.home)
+    agent = agents.get(found.id)
+    row = _node_row(found, used.get(found.id, 0.0), jobs.get(found.id, []), agent)
+    data = row | {"cache": nodeview.cache_data((agent or {}).get("cache"), agents)}
+    if output is not Output.table:
+        render.emit_data(data, output)
+        return
+    _show_node(data)
+
+
+def _show_node(data: dict[str, Any]) -> None:
+    from meshctl.cli import nodeview, render
+
+    cells = _node_cells(data)
+    render.say(f"[bold]{render.esc(data['node'])}[/]: {render.esc(cells['state'])}")
+    lines = {
+        "alive": cells["alive"],
+        "GPUs used": cells["gpus"] + (f" ({data['accelerator']})" if data["accelerator"] else ""),
+        "jobs": ", ".join(data["jobs"]) or "none",
+        "labels": cells["labels"] or "none",
+        "agent": cells["agent"] + _probed(data["agent"]),
+    }
+    for key, value in lines.items():
+        render.say(f"  {key}: {render.esc(value)}")
+    cache = data["cache"]
+    if cache is None:
+        said = "its agent keeps none" if data["agent"] else "no report from its agent"
+        render.say(f"  cache: none ({said})")
+        return
+    render.say("  cache:")
+    for line in nodeview.cache_lines(cache):
+        render.say(f"    {render.esc(line)}")
+    if cache["entries"]:
+        now = time.time()
+        rows = [nodeview.entry_cells(e, now) for e in cache["entries"]]
+        render.emit(rows, nodeview.ENTRY_COLUMNS, Output.table)
+
+
+def _probed(agent: dict[str, Any] | None) -> str:
+    if agent is None:
+        return ""
+    when = f", probed {clock_of(agent['probed_at'])}" if agent["probed_at"] else ""
+    error = f", last pull failed: {agent['error']}" if agent["error"] else ""
+    return f" ({agent['url']}{when}{error})"
+
+
+def _usage(store: Store) -> tuple[dict[str, float], dict[str, list[str]]]:
+    """GPUs in use and the jobs on each node, by "pool/node", from the active attempts."""
+    from meshctl.state import ACTIVE_ATTEMPT, AttemptRecord
+
+    used: dict[str, float] = {}
+    jobs: dict[str, list[str]] = {}
+    for attempt in store.list(AttemptRecord):
+        if attempt.state not in ACTIVE_ATTEMPT:
+            continue
+        for held in attempt.detail.allocations:
+            key = f"{attempt.pool}/{held.node}"
+            used[key] = used.get(key, 0.0) + held.gpus()
+            jobs.setdefault(key, []).append(attempt.job_id)
+    return used, jobs
 
 
 def _agents(home: Path) -> dict[str, dict[str, Any]]:

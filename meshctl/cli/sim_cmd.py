@@ -198,6 +198,13 @@ def run_cmd(
         float, typer.Option(help="A job class's dataset, GiB per GPU (10 to 2000).", min=0)
     ] = 50.0,
     cache_gib: Annotated[float, typer.Option(help="Each node's data cache, GiB.", min=0)] = 3000.0,
+    data_home: Annotated[
+        str,
+        typer.Option(
+            help="Where the datasets live: aws (S3), gcp (GCS) or onprem; a node elsewhere "
+            "pays that home's egress."
+        ),
+    ] = "aws",
     output: OutputOption = Output.table,
 ) -> None:
     """Replay a trace on the mesh under the policies; print what it measured."""
@@ -209,6 +216,8 @@ def run_cmd(
         raise InvalidRequestError(f"--inference: expected none or diurnal, got {inference!r}")
     if data not in ("none", "cache", "no-cache"):
         raise InvalidRequestError(f"--data: expected none, cache or no-cache, got {data!r}")
+    if data_home not in ("aws", "gcp", "onprem"):
+        raise InvalidRequestError(f"--data-home: expected aws, gcp or onprem, got {data_home!r}")
     context = app_context(ctx)
     _charts_possible(out, charts)
     paths = list(policy or [])
@@ -219,7 +228,7 @@ def run_cmd(
     )  # fmt: skip
     spec = dataclasses.replace(
         spec, inference=inference, data=data, data_gib_per_gpu=data_gib_per_gpu,
-        cache_gib=cache_gib,
+        cache_gib=cache_gib, data_home=data_home,
     )  # fmt: skip
     outcome = _simulate(context, spec, paths, _label(paths))
     if out is not None:

@@ -3,7 +3,9 @@
     meshctl submit jobs/train.yaml [--dry-run] [--explain]
     meshctl submit --gpus 1 --kind batch --team search --working-dir . -- python embed.py
 
-A job that can never run on this mesh is rejected at once, with the reason (exit 2).
+A job that can never run on this mesh is rejected at once, with the reason (exit 2). So is a
+job file whose datasets are not at their sources, whose sources do not answer within a few
+seconds, or that are larger than every node cache of the mesh (``meshctl.data.check``).
 """
 
 from __future__ import annotations
@@ -52,9 +54,19 @@ def submit(
         bool, typer.Option("--dry-run", help="Check and plan; queue nothing.")
     ] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Show the plan's reasons.")] = False,
+    no_data_check: Annotated[
+        bool,
+        typer.Option(
+            "--no-data-check",
+            help="Do not list the job file's datasets at their sources (S3, GCS, a folder): "
+            "that files are there, that the source answers within 5 s, their size. A size_gib "
+            "is still checked against the mesh's largest node cache.",
+        ),
+    ] = False,
     output: OutputOption = Output.table,
 ) -> None:
-    """Queue a job; print its id. Rejects at once what can never fit, with the reason."""
+    """Queue a job; print its id. Rejects at once what can never fit, with the reason, and a
+    job file whose datasets are missing, unreachable or larger than every node cache."""
     context = app_context(ctx)
     command_flags = {
         "--gpus": gpus is not None,
@@ -77,7 +89,7 @@ def submit(
             raise InvalidRequestError(
                 f"{', '.join(given)}: describe a job given as a command; edit {args[0]} instead"
             )
-        job, work, held = _checked_file(context, Path(args[0]))
+        job, work, held = _checked_file(context, Path(args[0]), listing=not no_data_check)
     elif args:
         job = _from_command(
             args, gpus or 0, cpus, memory, nodes, kind, priority, criticality, team, name
@@ -90,11 +102,14 @@ def submit(
 
 
 def _checked_file(
-    context: AppContext, path: Path
+    context: AppContext, path: Path, listing: bool = True
 ) -> tuple[Job, Path | None, tuple[Mesh, dict[str, Catalog]]]:
-    """A job file read once and its accelerator models checked (an unknown one: file:line),
-    with the mesh and catalogs it was checked against, kept for planning."""
+    """A job file read once, its accelerator models and its datasets checked (file:line),
+    with the mesh and catalogs it was checked against, kept for planning. ``listing``: the
+    datasets are listed at their sources."""
     from meshctl.catalog.check import job_accelerators
+    from meshctl.cli import render
+    from meshctl.data.check import check_job
 
     job, job_dir, loaded = from_file(path)
     # the catalogs before the mesh: with both broken, the catalog's problem is the one shown
@@ -102,6 +117,10 @@ def _checked_file(
     problems = job_accelerators(loaded, catalogs, mesh)
     if problems:
         raise InvalidFileError(problems)
+    problems, warnings = check_job(loaded, mesh, listing)
+    if problems:
+        raise InvalidFileError(problems)
+    render.warnings(str(w) for w in warnings)
     return job, (job_dir / job.spec.working_dir).resolve(), (mesh, catalogs)
 
 

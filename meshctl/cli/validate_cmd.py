@@ -70,8 +70,10 @@ def _named_problems(
     ctx: typer.Context, loaded: list[Loaded], sources: list[Any], catalogs: dict[str, Any]
 ) -> list[Problem]:
     """Pools named against the meshes given (none given: not checked), accelerator models of
-    jobs and policy-test cases against the catalogs and a mesh's nodes."""
+    jobs and policy-test cases against the catalogs and a mesh's nodes, and the sizes jobs give
+    their datasets against the mesh's largest node cache (no source is read)."""
     from meshctl.catalog.check import case_accelerators, job_accelerators, job_models
+    from meshctl.data.check import size_problems
     from meshctl.model import Mesh, MeshState, PolicyTest
     from meshctl.policy.names import (
         MeshNames,
@@ -83,6 +85,8 @@ def _named_problems(
     meshes = [d.document for d in loaded if isinstance(d.document, Mesh)]
     mesh = meshes[0] if len(meshes) == 1 else _mesh_in_use(ctx) if not meshes else None
     problems = [p for d in loaded for p in job_accelerators(d, catalogs, mesh)]
+    if mesh is not None:
+        problems += [p for d in loaded for p in size_problems(d, mesh)]
     known = job_models(catalogs, mesh)
     for d in loaded:
         if isinstance(d.document, PolicyTest):

@@ -30,13 +30,36 @@ def decision_data(decision: Decision | Mapping[str, Any]) -> dict[str, Any]:
             for why, n in sorted(filtered.items(), key=lambda item: -int(item[1]))
         ],
         "exhausted": found.get("exhausted"),
-        "candidates": [
-            {"nodes": list(c["nodes"]), "total": float(c["total"]), "scores": dict(c["scores"])}
-            for c in found.get("candidates", [])
-        ],
+        "candidates": [_candidate(c) for c in found.get("candidates", [])],
         "notes": list(found.get("notes", [])),
         "forecast": _forecast(found.get("forecast")),
     }
+
+
+def _candidate(found: Mapping[str, Any]) -> dict[str, Any]:
+    local, gib = found.get("data_local_gib"), found.get("data_gib")  # absent in older records
+    return {
+        "nodes": list(found["nodes"]),
+        "total": float(found["total"]),
+        "scores": dict(found["scores"]),
+        "data_local_gib": float(local) if local is not None else None,
+        "data_gib": float(gib) if gib is not None else None,
+    }
+
+
+def data_local(local_gib: float | None, gib: float | None) -> str:
+    """ "data local 1.5 of 2.0 GiB" for a job with data sets (GiB of those that give a size);
+    "" for a job without."""
+    if local_gib is None or gib is None:
+        return ""
+    if gib == 0:
+        return "data local: no sizes given"
+    return f"data local {_gib(local_gib)} of {_gib(gib)} GiB"
+
+
+def _gib(gib: float) -> str:
+    """1.5, 2,048.0; a dataset under a GiB to three figures (0.0312), not rounded to 0.0."""
+    return f"{gib:,.1f}" if gib == 0 or gib >= 1 else f"{gib:.3g}"
 
 
 def _forecast(found: Any) -> dict[str, Any] | None:

@@ -170,11 +170,18 @@ def dispatch(
     )
     if target is not None:
         detail = replace(detail, checkpoint_uri=target[0], checkpoint_endpoint=target[1])
-    if view.job.spec.data and place.allocations:  # read from its first node's cache
-        cache = world.caches.get(f"{place.pool}/{place.allocations[0].node}")
-        if cache is not None and cache.root:
-            paths = {d.name: current_path(cache.root, d.location) for d in view.job.spec.data}
-            detail = replace(detail, data_paths=paths)
+    if view.job.spec.data and place.allocations:  # read from its nodes' caches
+        roots = [_cache_root(world, place.pool, a.node) for a in place.allocations]
+        data = view.job.spec.data
+        if roots[0]:  # the first node's: where its driver runs
+            detail = replace(
+                detail, data_paths={d.name: current_path(roots[0], d.location) for d in data}
+            )
+        if len(roots) > 1 and any(roots):
+            per_node = {
+                d.name: tuple(current_path(r, d.location) if r else "" for r in roots) for d in data
+            }
+            detail = replace(detail, node_data_paths=per_node)
     mtbf = pool_mtbf_s(world).get(place.pool) if view.job.spec.train is not None else None
     if mtbf:  # for checkpoint interval auto: the job fails when any of its nodes does
         detail = replace(detail, pool_mtbf_s=mtbf / max(1, len(place.allocations)))
@@ -211,7 +218,7 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
         "MESHCTL_GPUS_PER_NODE": f"{res.gpus:g}",
         "MESHCTL_CPUS_PER_NODE": f"{res.cpus:g}",
         **_checkpoint_env(checkpoint_of(attempt, rules, view)),
-        **_data_env(spec.data, attempt.detail.data_paths),
+        **_data_env(spec.data, attempt.detail.data_paths, attempt.detail.node_data_paths),
     }
     if spec.train is not None:
         train = _train_spec(view, attempt, nodes) | {"node_label": label, "node_ids": values}
@@ -318,9 +325,17 @@ def _checkpoint_env(target: tuple[str, str | None] | None) -> dict[str, str]:
     return env
 
 
-def _data_env(data: Sequence[Dataset], paths: Mapping[str, str]) -> dict[str, str]:
+def _cache_root(world: World, pool: str, node: str) -> str:
+    cache = world.caches.get(f"{pool}/{node}")
+    return cache.root if cache is not None else ""
+
+
+def _data_env(
+    data: Sequence[Dataset], paths: Mapping[str, str], per_node: Mapping[str, Sequence[str]]
+) -> dict[str, str]:
     """Where a job finds each dataset (``meshctl.workload.dataset`` reads these): its source
-    always, and its path in the node's cache where the node has one."""
+    always, its path in its first node's cache where that node has one, and on several nodes
+    the path in each node's cache (``_NODES``, comma-separated in its nodes' order)."""
     env = {}
     for d in data:
         name = env_name(d.name)
@@ -329,4 +344,6 @@ def _data_env(data: Sequence[Dataset], paths: Mapping[str, str]) -> dict[str, st
             env[f"{name}_ENDPOINT_URL"] = d.endpoint_url
         if d.name in paths:
             env[name] = paths[d.name]
+        if d.name in per_node:
+            env[f"{name}_NODES"] = ",".join(per_node[d.name])
     return env

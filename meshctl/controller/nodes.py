@@ -93,7 +93,9 @@ def nodes(
             others = _others_gpus(seen, mine)
             node = node_of(name, seen.name, shape, price, health, mine, others)
             cache = world.caches.get(key)
-            out.append(replace(node, datasets=cache.complete) if cache is not None else node)
+            if cache is not None:  # whole, or on its way (the simulator's nodes: the same)
+                node = replace(node, datasets=cache.complete | cache.fetching)
+            out.append(node)
     return out
 
 

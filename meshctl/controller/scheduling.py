@@ -322,7 +322,7 @@ def _snapshot(
         live[instance.pool] += 1
         of_type[(instance.pool, instance.instance_type)] += 1
     pools = pool_infos(
-        configured_pools(rules.mesh.spec.pools), mesh.waits.lowest(), live,
+        configured_pools(rules.mesh.spec.pools, rules.catalogs), mesh.waits.lowest(), live,
         world.pool_unavailable,
     )  # fmt: skip
     offers = offers_left(

@@ -113,6 +113,8 @@ class CacheSeen:
     root: str  # the cache folder on the node
     agent: str  # the agent's base URL (what peers fetch from)
     complete: frozenset[str] = frozenset()  # locations held whole, current version
+    fetching: frozenset[str] = frozenset()  # locations on their way into the cache
+    failed: frozenset[str] = frozenset()  # locations whose last fetch failed
 
 
 @dataclass(frozen=True, slots=True)

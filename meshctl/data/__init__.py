@@ -6,7 +6,9 @@
   a peer that holds them or from the source, checked by size and SHA-256, evicted least
   recently used first unless a job needs them (``meshctl.lifecycle.datacache``'s rule);
 - ``peers``: another node's agent as a source (its manifest and files over HTTP, token
-  required).
+  required);
+- ``check``: a job's datasets checked at submit (listed at their sources, within a deadline;
+  no larger than the mesh's largest node cache).
 
 The node agent serves the cache (``meshctl.agent.server``); a job finds its data through
 ``meshctl.workload.dataset``.

@@ -33,7 +33,7 @@ from typing import Any
 
 from meshctl.data.peers import Peer, PeerError
 from meshctl.data.sources import Listing, Source, SourceError
-from meshctl.lifecycle.datacache import Cached, current_path, entry_key, room
+from meshctl.lifecycle.datacache import Cached, current_path, entry_key, location_name, room
 
 
 class CacheError(Exception):
@@ -51,6 +51,7 @@ class Entry:
     last_used_s: float = 0.0
     fetched_from: str = ""  # "source", or the peer's URL
     fetched_s: float = 0.0  # how long the fetch took
+    fetched_bytes: int = 0  # written so far, while it is fetched (not kept in its manifest)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -99,7 +100,7 @@ class NodeCache:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.root, self.capacity_bytes, self.token, self.clock = root, capacity_bytes, token, clock
-        for part in ("entries", "current", "partial"):
+        for part in ("entries", "current", "partial", "failed"):
             (root / part).mkdir(parents=True, exist_ok=True)
         shutil.rmtree(root / "partial", ignore_errors=True)  # fetches cut off by a restart
         (root / "partial").mkdir()
@@ -166,6 +167,7 @@ class NodeCache:
                     "version": e.version,
                     "size_bytes": e.size_bytes,
                     "complete": e.complete,
+                    "fetched_bytes": e.size_bytes if e.complete else e.fetched_bytes,
                     "pinned": e.location in pins,
                     "last_used_s": e.last_used_s,
                     "fetched_from": e.fetched_from,
@@ -193,11 +195,15 @@ class NodeCache:
         """The location's current version, here and complete: kept if already here (its files'
         sizes checked, and their SHA-256 with ``check``), else fetched from the first of
         ``peers`` (agents' base URLs) that holds it, else from the source. CacheError when it
-        cannot be read or held (and why is kept in ``failed`` until it succeeds)."""
+        cannot be read or held (and why is kept in ``failed`` until it succeeds, and written
+        to ``failed/<name>``: a job waiting for the copy reads the source at once)."""
+        marker = self.root / "failed" / location_name(location)
+        marker.unlink(missing_ok=True)  # tried again: a job may wait for this fetch
         try:
             entry = self._ensure(location, endpoint_url, peers, check)
         except CacheError as err:
             self.failed[location] = str(err)
+            marker.write_text(str(err) + "\n")
             raise
         self.failed.pop(location, None)
         return entry
@@ -288,6 +294,7 @@ class NodeCache:
                 self.counters.errors.append(str(err))
                 shutil.rmtree(self.root / "partial" / entry.key, ignore_errors=True)
                 entry.files.clear()
+                entry.fetched_bytes = 0
         return None
 
     def _from_source(self, entry: Entry, listing: Listing, endpoint_url: str | None) -> str:
@@ -310,6 +317,7 @@ class NodeCache:
                 out.write(chunk)
                 digest.update(chunk)
                 written += len(chunk)
+                entry.fetched_bytes += len(chunk)
         if written != size:
             raise PeerError(f"{entry.location}: {relative or 'the file'}: {written} of {size} B")
         entry.files[relative] = {"size": size, "sha256": digest.hexdigest()}

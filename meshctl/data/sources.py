@@ -24,6 +24,14 @@ class SourceError(Exception):
     """The location cannot be read: unreachable, missing, or empty."""
 
 
+class SourceMissing(SourceError):
+    """The source answered: nothing is there, or (``empty``) a folder with no files."""
+
+    def __init__(self, location: str, empty: bool = False) -> None:
+        super().__init__(f"{location}: {'holds no files' if empty else 'not found'}")
+        self.empty = empty
+
+
 @dataclass(frozen=True, slots=True)
 class SourceFile:
     path: str  # relative to the location ("" when the location is one file)
@@ -61,19 +69,28 @@ class Source:
             raise SourceError(f"{location}: {err}") from err
         self.path = self.path.rstrip("/") or self.path
 
-    def listing(self) -> Listing:
-        """Its files, sorted by path; SourceError when it cannot be listed or holds nothing."""
+    def found(self) -> pafs.FileInfo:
+        """What is at the location (one request): a file or a folder; SourceMissing when
+        nothing is, SourceError when the source cannot be asked."""
         try:
             top = self.fs.get_file_info(self.path)
+        except Exception as err:
+            raise SourceError(f"{self.location}: {_why(err)}") from err
+        if top.type not in (pafs.FileType.File, pafs.FileType.Directory):
+            raise SourceMissing(self.location)
+        return top
+
+    def listing(self, top: pafs.FileInfo | None = None) -> Listing:
+        """Its files, sorted by path (``top``: what ``found`` said, not asked again);
+        SourceMissing when nothing is there or it holds no files, SourceError when it cannot
+        be listed."""
+        top = self.found() if top is None else top
+        try:
             if top.type == pafs.FileType.File:
                 infos = [top]
-            elif top.type == pafs.FileType.Directory:
+            else:
                 selector = pafs.FileSelector(self.path, recursive=True)
                 infos = [i for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File]
-            else:
-                raise SourceError(f"{self.location}: not found")
-        except SourceError:
-            raise
         except Exception as err:
             raise SourceError(f"{self.location}: {_why(err)}") from err
         files = tuple(
@@ -90,7 +107,7 @@ class Source:
             )
         )
         if not files:
-            raise SourceError(f"{self.location}: holds no files")
+            raise SourceMissing(self.location, empty=True)
         return Listing(self.location, files)
 
     def read(self, relative: str) -> Iterator[bytes]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from meshctl.lifecycle.snapshot import NodeShape, node_of, offers_of
+from meshctl.lifecycle.snapshot import NodeShape, configured_pools, node_of, offers_of
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh, Pool
 from meshctl.model.meshstate import MeshState
-from meshctl.scheduler.snapshot import Node, Offer, Pending, PoolInfo, Snapshot
+from meshctl.scheduler.snapshot import Node, Offer, Pending, Snapshot
 
 
 def _nodes(pool: Pool) -> list[Node]:
@@ -54,18 +54,18 @@ def snapshot_from_mesh(
     nodes: list[Node] = []
     offers: list[Offer] = []
     pools = []
-    for pool in mesh.spec.pools:
+    for pool, info in zip(
+        mesh.spec.pools, configured_pools(mesh.spec.pools, catalogs), strict=True
+    ):
         own = _nodes(pool)
         moment = moments.get(pool.name)
         if moment is not None and moment.free_gpus is not None:
             own = _busy(own, sum(n.gpus for n in own) - moment.free_gpus)
         nodes += own
         offers += offers_of(pool, catalogs)
-        cloud = isinstance(pool, AwsPool | GcpPool)
         budget = (budget_usd_per_hour or {}).get(pool.name)
         wait = moment.expected_wait_s if moment else 0.0
-        cap = pool.max_nodes if isinstance(pool, AwsPool | GcpPool) else None
-        pools.append(PoolInfo(pool.name, cloud, wait, budget, cap))
+        pools.append(replace(info, expected_wait_s=wait, budget_usd_per_hour=budget))
     teams = {
         name: (t.gpus_in_use, t.gpu_memory_gib_in_use)
         for name, t in (state.spec.teams.items() if state else ())

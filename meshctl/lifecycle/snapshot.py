@@ -4,8 +4,9 @@
   its price, its health and what running jobs hold on it;
 - ``offers_of`` / ``offers_left``: the node types a cloud pool may launch, at the price paid
   (the pool's discount off the catalog's on-demand list price), less what already runs;
-- ``pool_infos``: each pool's facts for the cycle: cloud or not, expected wait, what it may
-  still launch, why it cannot be used now;
+- ``configured_pools`` / ``pool_infos``: each pool's facts for the cycle: cloud or not, what
+  data from elsewhere costs to reach it (``egress_prices``), expected wait, what it may still
+  launch, why it cannot be used now;
 - ``running_of``: a running job with its expected end (start plus its runtime, declared or
   estimated) and its latest checkpoint;
 - ``pending_of`` and ``nominations``: a waiting job with its runtime for backfill, whether a
@@ -165,17 +166,44 @@ def offers_left(offers: Iterable[Offer], live: Mapping[tuple[str, str], int]) ->
     )
 
 
-def configured_pools(pools: Sequence[Pool]) -> tuple[PoolInfo, ...]:
+def configured_pools(
+    pools: Sequence[Pool], catalogs: Mapping[str, Catalog]
+) -> tuple[PoolInfo, ...]:
     """The mesh file's pools as the scheduler knows them before anything runs: cloud or not,
-    and for a cloud pool the most nodes it may run (its ``max_nodes``)."""
+    what a GiB of data homed elsewhere costs to reach it, and for a cloud pool the most nodes
+    it may run (its ``max_nodes``)."""
+    prices = egress_prices(pools, catalogs)
     return tuple(
         PoolInfo(
             p.name,
             isinstance(p, AwsPool | GcpPool),
             max_new_nodes=p.max_nodes if isinstance(p, AwsPool | GcpPool) else None,
+            egress_usd_per_gib=pool_egress(p, prices),
         )
         for p in pools
     )
+
+
+def egress_prices(pools: Sequence[Pool], catalogs: Mapping[str, Catalog]) -> dict[str, float]:
+    """USD a GiB leaving each data home (``meshctl.scheduler.request.HOMES``) costs: a cloud's
+    catalog internet egress price (none listed: free), on-prem the highest
+    ``cost.egress_usd_per_gib`` among the mesh's on-prem pools (one site's transit; default 0:
+    an on-prem data set's pool is not known, so the dearest is taken)."""
+    prices = {}
+    for provider in ("aws", "gcp"):
+        catalog = catalogs.get(provider)
+        if catalog is not None and catalog.spec.egress is not None:
+            prices[provider] = catalog.spec.egress.internet_usd_per_gib
+    onprem = [p.cost.egress_usd_per_gib for p in pools if not isinstance(p, AwsPool | GcpPool)]
+    prices["onprem"] = max(onprem, default=0.0)
+    return prices
+
+
+def pool_egress(pool: Pool, prices: Mapping[str, float]) -> dict[str, float]:
+    """What a GiB from each other home costs to reach ``pool``'s nodes: its home's egress
+    price; from its own home (its provider, or on-prem): nothing, regions not told apart."""
+    own = pool.provider if isinstance(pool, AwsPool | GcpPool) else "onprem"
+    return {home: usd for home, usd in prices.items() if home != own and usd > 0}
 
 
 def pool_infos(

@@ -123,6 +123,11 @@ UsdPerHour = Annotated[
     _checked(units.parse_usd, units.MAX_USD_PER_HOUR, "US dollars per hour"),
     _schema(units.MAX_USD_PER_HOUR, "12.5", "US dollars per hour"),
 ]
+UsdPerGiB = Annotated[
+    float,
+    _checked(units.parse_usd, units.MAX_USD_PER_GIB, "US dollars per GiB"),
+    _schema(units.MAX_USD_PER_GIB, "0.09", "US dollars per GiB moved"),
+]
 Usd = Annotated[
     float,
     _checked(units.parse_usd, units.MAX_USD, "US dollars"),

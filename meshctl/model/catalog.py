@@ -17,6 +17,7 @@ from meshctl.model.base import (
     MemoryGiB,
     Model,
     NicGbps,
+    UsdPerGiB,
     UsdPerHour,
 )
 from meshctl.model.mesh import Accelerator
@@ -75,11 +76,30 @@ class HeadType(Model):
     )
 
 
+class Egress(Model):
+    """What the provider charges for a GiB leaving it: the side data leaves pays (ingress is
+    free on both clouds). List prices of the first volume tier, dated and sourced on their own:
+    a refresh rewrites the catalog's ``source`` but reads no egress prices."""
+
+    internet_usd_per_gib: UsdPerGiB = Field(
+        description="out to the internet (another cloud or an on-prem site), first tier"
+    )
+    inter_region_usd_per_gib: UsdPerGiB = Field(
+        description="between two of the provider's regions on one continent (recorded; the "
+        "scheduler does not use it yet: a dataset names no region)"
+    )
+    as_of: dt.date
+    source: Annotated[str, Field(min_length=1)]
+
+
 class CatalogSpec(Model):
     provider: Literal["aws", "gcp"]
     as_of: dt.date
     source: Annotated[str, Field(min_length=1)]
     currency: Literal["USD"] = "USD"
+    egress: Egress | None = Field(
+        None, description="data transfer out of the provider; none: not known (counted free)"
+    )
     instance_types: Annotated[list[InstanceType], Field(min_length=1)]
     head_types: list[HeadType] = Field(
         default_factory=list, description="CPU instance types for cloud pools' Ray heads"

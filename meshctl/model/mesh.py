@@ -28,6 +28,7 @@ from meshctl.model.base import (
     Name,
     NicGbps,
     Percent,
+    UsdPerGiB,
     UsdPerHour,
 )
 
@@ -88,6 +89,11 @@ class CostModel(Model):
     )
     discount_pct: Annotated[Percent, Field(lt=100)] = Field(
         0, description="negotiated discount off the catalog's list prices (cloud pools)"
+    )
+    egress_usd_per_gib: UsdPerGiB = Field(
+        0,
+        description="what a GiB leaving the site costs (on-prem pools: transit; cloud pools "
+        "pay their catalog's egress prices and ignore this)",
     )
 
 

@@ -50,11 +50,16 @@ class Availability:
         return "; ".join(found) or None
 
     def context(
-        self, base: CycleContext, usable: frozenset[str], eligible: frozenset[str]
+        self,
+        base: CycleContext,
+        usable: frozenset[str],
+        eligible: frozenset[str],
+        runtime_s: float | None = None,
     ) -> CycleContext:
-        """``base`` for a job that may use ``usable`` now; the unavailable ones of
-        ``eligible`` tell the filters why their nodes are out."""
+        """``base`` for a job that may use ``usable`` now and runs ``runtime_s`` (what its
+        data's egress is spread over); the unavailable ones of ``eligible`` tell the filters
+        why their nodes are out."""
         if not self.down:
-            return replace(base, usable_pools=usable)
+            return replace(base, usable_pools=usable, runtime_s=runtime_s)
         told = {p: self.told[p] for p in eligible if p in self.down}
-        return replace(base, usable_pools=usable, unavailable=told)
+        return replace(base, usable_pools=usable, unavailable=told, runtime_s=runtime_s)

@@ -29,6 +29,7 @@ from meshctl.policy.verdict import Verdict
 from meshctl.scheduler import burst, preempt, reserve
 from meshctl.scheduler.availability import Availability
 from meshctl.scheduler.config import DEFAULT_CONFIG, SchedulerConfig
+from meshctl.scheduler.context import cycle_context
 from meshctl.scheduler.filters import FILTERS, AcceleratorFilter, EligibilityFilter, HealthFilter
 from meshctl.scheduler.framework import CycleContext, Filter, Rejection
 from meshctl.scheduler.grow import growth
@@ -118,7 +119,7 @@ class _Cycle:
                 self.nominated[name].add(pending.job_id)
                 self.nominees.add(pending.job_id)
         self.scorers = self._scorers()
-        self.base = self._context()
+        self.base = cycle_context(snap, self.most_gpus, self.max_usd)
         self.rank = {name: i for i, name in enumerate(policies.pool_preference)}
 
     # --- set-up -----------------------------------------------------------------------------
@@ -146,26 +147,6 @@ class _Cycle:
         if self.config.fragmentation:
             scorers.append(Weighted(FragmentationScorer(), w.fragmentation))
         return tuple(s for s in scorers if s.weight > 0)
-
-    def _context(self) -> CycleContext:
-        shapes = Counter(
-            (r.gpus, r.cpus, r.accelerators)
-            for r in (job.request for job in self.snap.pending)
-            if r.gpus > 0
-        )
-        total = sum(shapes.values()) or 1
-        return CycleContext(
-            now_s=self.snap.now_s,
-            max_usd_per_gpu_hour=self.max_usd or 1.0,
-            pool_wait_s={p.name: p.expected_wait_s for p in self.snap.pools},
-            workload=tuple(
-                (shape, n / total)
-                for shape, n in sorted(
-                    shapes.items(), key=lambda kv: (kv[0][0], kv[0][1], sorted(kv[0][2]))
-                )
-            ),
-            most_gpus_per_node=self.most_gpus or 1,
-        )
 
     def _use(self, team: str, req: Request, sign: float = 1.0) -> None:
         """Charge (or with ``sign=-1`` refund) a job's whole request to its team."""
@@ -253,7 +234,7 @@ class _Cycle:
         over = self._over_quota(job)
         if over is not None:
             return Decision(job.job_id, "pending", over)
-        ctx = self.avail.context(self.base, usable, eligible)
+        ctx = self.avail.context(self.base, usable, eligible, job.max_runtime_s)
         # Within a cycle nodes only fill up, so a request that found no place finds none later
         # in the cycle either, for any job the same holds apply to: no nodes being freed for
         # it, and no runtime that reserved nodes might admit (a runtime matters only once a
@@ -482,6 +463,7 @@ class _Cycle:
                 for node in nodes:
                     node.reserved_until_s = start
                 self.reservation = job.job_id
+                self.plan.reserved[job.job_id] = tuple(f"{n.node.pool}/{n.name}" for n in nodes)
                 decision.notes.append(
                     f"reserved {len(nodes)} node(s) from "
                     f"+{start - self.snap.now_s:g} s (backfill around it)"

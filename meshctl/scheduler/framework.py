@@ -39,6 +39,9 @@ class CycleContext:
     most_gpus_per_node: int = 8
     # Pools the job could use but that are unavailable now, and what their nodes are told
     unavailable: Mapping[str, Rejection] = field(default_factory=dict)
+    # pool -> data set home -> USD a GiB moved from there to the pool's nodes costs
+    egress_usd_per_gib: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    runtime_s: float | None = None  # the deciding job's, declared or estimated; None: unknown
 
 
 class Filter(Protocol):

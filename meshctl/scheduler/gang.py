@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from meshctl.scheduler.plan import Candidate
 from meshctl.scheduler.request import Request
+from meshctl.scheduler.scorers.locality import local_gib
 from meshctl.scheduler.state import NodeState
 
 LABELS = {"rack": "rack", "switch": "switch"}
@@ -57,4 +58,5 @@ def choose_gang(
     best = options[0]
     value = _value(best, scored, domain, topology_weight)
     parts = (("nodes_mean", value), ("compactness", _compactness(best, domain)))
-    return tuple(best), Candidate(tuple(n.name for n in best), value, parts)
+    local, gib = local_gib(req, (n.node.datasets for n in best)) or (None, None)
+    return tuple(best), Candidate(tuple(n.name for n in best), value, parts, local, gib)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from meshctl.scheduler.framework import CycleContext, Filter, Rejection, Scorer
 from meshctl.scheduler.gang import choose_gang
 from meshctl.scheduler.plan import Candidate
 from meshctl.scheduler.request import Request
+from meshctl.scheduler.scorers.locality import local_gib
 from meshctl.scheduler.state import FreeIndex, NodeState
 
 Extra = Callable[[NodeState], Rejection | None]
@@ -59,7 +60,8 @@ def score(
         parts.append((w.scorer.name, value))
         total += w.weight * value
         total_weight += w.weight
-    return Candidate((node.name,), total / (total_weight or 1.0), tuple(parts))
+    local, gib = local_gib(req, (node.node.datasets,)) or (None, None)
+    return Candidate((node.name,), total / (total_weight or 1.0), tuple(parts), local, gib)
 
 
 def feasible(
@@ -129,7 +131,7 @@ def _scored(
         if found is None:
             found = by_shape[key] = score(req, node, ctx, scorers)
         elif found.nodes != (node.name,):
-            found = Candidate((node.name,), found.total, found.scores)
+            found = replace(found, nodes=(node.name,))
         scored[node.name] = found
     return scored
 

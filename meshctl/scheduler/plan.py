@@ -79,6 +79,11 @@ class Candidate:
     nodes: tuple[str, ...]
     total: float
     scores: tuple[tuple[str, float], ...]  # (scorer, score) before weighting
+    # Of the job's data sets that give a size: the GiB held whole on the candidate's node (for
+    # a gang, on its node holding least: it computes once its slowest node has its data), and
+    # the GiB in all. None: the job has no data sets.
+    data_local_gib: float | None = None
+    data_gib: float | None = None
 
 
 @dataclass
@@ -113,7 +118,13 @@ class Decision:
             "filtered": dict(self.filtered),
             "exhausted": self.exhausted,
             "candidates": [
-                {"nodes": list(c.nodes), "total": c.total, "scores": dict(c.scores)}
+                {
+                    "nodes": list(c.nodes),
+                    "total": c.total,
+                    "scores": dict(c.scores),
+                    "data_local_gib": c.data_local_gib,
+                    "data_gib": c.data_gib,
+                }
                 for c in self.candidates
             ],
             "notes": list(self.notes),
@@ -125,6 +136,8 @@ class Plan:
     now_s: float
     actions: list[Action] = field(default_factory=list)
     decisions: dict[str, Decision] = field(default_factory=dict)
+    # the queued job backfill holds nodes for (next in line): its id -> those "pool/node"s
+    reserved: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def placed(self) -> list[Place]:
         return [a for a in self.actions if isinstance(a, Place)]

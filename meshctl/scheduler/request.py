@@ -1,10 +1,46 @@
-"""What a job asks of each node it runs on, flattened once from the job file for fast checks."""
+"""What a job asks of each node it runs on, flattened once from the job file for fast checks.
+
+Its data sets are ``data`` (``DataSet``: location, GiB if the job gives it, home), one per
+location. How much each weighs when the scheduler counts bytes (locality) is worked out once
+here: its size; a data set without one weighs the mean of the sized ones (1 each when none is
+sized), so an unknown size neither dominates nor vanishes.
+
+A data set's home is where moving it out costs (the side data leaves pays egress): ``s3://``
+is ``aws`` and ``gs://`` is ``gcp``, unless the job names an ``endpoint_url`` (an
+S3-compatible store of its own: on-prem); anything else (a path, ``file://``, ``onprem:``)
+is ``onprem``. Regions are not told apart: a job's data set names none.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from meshctl.model.job import Job
+from meshctl.model.job import Dataset, Job
+
+HOMES = ("aws", "gcp", "onprem")
+
+
+@dataclass(frozen=True, slots=True)
+class DataSet:
+    location: str
+    size_gib: float | None = None  # None: the job gives no size
+    home: str = "onprem"  # one of HOMES
+
+    @classmethod
+    def of(cls, dataset: Dataset) -> DataSet:
+        return cls(
+            dataset.location, dataset.size_gib, home_of(dataset.location, dataset.endpoint_url)
+        )
+
+
+def home_of(location: str, endpoint_url: str | None = None) -> str:
+    """Where a data set lives, for egress: see the module's docstring."""
+    if endpoint_url is None and location.startswith("s3://"):
+        return "aws"
+    if endpoint_url is None and location.startswith("gs://"):
+        return "gcp"
+    return "onprem"
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,19 +57,24 @@ class Request:
     nodes: int = 1
     topology: str | None = None  # "rack" or "switch"
     topology_required: bool = False
-    datasets: frozenset[str] = frozenset()
+    data: tuple[DataSet, ...] = ()  # one a location
     # The models as the job wrote them, for messages (``accelerators`` is lower-case).
     accelerator_names: tuple[str, ...] = field(default=(), compare=False)
     # Derived once: the scheduler reads them for every candidate node.
     fractional: bool = field(init=False, compare=False)
     whole_gpus: int = field(init=False, compare=False)
     total_gpus: float = field(init=False, compare=False)
+    datasets: frozenset[str] = field(init=False, compare=False)  # the locations of ``data``
+    # (location, weight) per data set: its GiB, or the mean of the sized ones (see above)
+    data_weights: tuple[tuple[str, float], ...] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         fractional = 0 < self.gpus < 1
         object.__setattr__(self, "fractional", fractional)
         object.__setattr__(self, "whole_gpus", 0 if fractional else int(self.gpus))
         object.__setattr__(self, "total_gpus", self.gpus * self.nodes)
+        object.__setattr__(self, "datasets", frozenset(d.location for d in self.data))
+        object.__setattr__(self, "data_weights", weights(self.data))
 
     @classmethod
     def of(cls, job: Job) -> Request:
@@ -50,9 +91,25 @@ class Request:
             nodes=res.nodes,
             topology=res.topology.domain if res.topology else None,
             topology_required=bool(res.topology and res.topology.mode == "required"),
-            datasets=frozenset(d.location for d in job.spec.data),
+            data=data_of(DataSet.of(d) for d in job.spec.data),
             accelerator_names=tuple(acc.any_of) if acc else (),
         )
+
+
+def data_of(datasets: Iterable[DataSet]) -> tuple[DataSet, ...]:
+    """One a location (the first a job lists of it), in the order listed."""
+    seen: dict[str, DataSet] = {}
+    for found in datasets:
+        seen.setdefault(found.location, found)
+    return tuple(seen.values())
+
+
+def weights(data: Sequence[DataSet]) -> tuple[tuple[str, float], ...]:
+    """Each data set's weight in bytes counted: its GiB; unsized ones the mean of the sized
+    ones, or 1 each when none is sized."""
+    sized = [d.size_gib for d in data if d.size_gib is not None]
+    mean = sum(sized) / len(sized) if sized else 1.0
+    return tuple((d.location, d.size_gib if d.size_gib is not None else mean) for d in data)
 
 
 def shortfall(

@@ -159,6 +159,9 @@ class PoolInfo:
     # Why the pool cannot be used now ("no credentials", "not up"); None: available. Nothing
     # is placed, launched or preempted there; whether a job could ever fit still counts it.
     unavailable: str | None = None
+    # By a data set's home (aws, gcp, onprem; see request.py): USD a GiB moved from there to
+    # this pool's nodes costs, the home side's egress price; a home not listed: free (its own).
+    egress_usd_per_gib: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

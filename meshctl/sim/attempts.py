@@ -47,6 +47,8 @@ class Attempts(EngineState):
         if self.data is not None and job.data is not None:
             nodes = [a.node for a in start.allocations]
             stall = self.data.start(job.data, start.pool, nodes, request.total_gpus, self.now)
+            for name in nodes:
+                self.cluster.set_datasets(self.cluster.nodes[name], self.data.holding(name))
         interval = c.interval_for(job.nodes, self.mtbf_s)
         remaining = max(0.0, job.duration_s - result.progress_s)
         seg = Segment(restart + stall, remaining * speed, interval, c.cost_s)

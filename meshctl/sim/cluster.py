@@ -26,6 +26,7 @@ class SimNode:
         "cloud",
         "counted",
         "cpus",
+        "datasets",
         "gpu_free",
         "health",
         "idle_since",
@@ -46,6 +47,7 @@ class SimNode:
         self.counted: Node | None = None  # the view Capacity holds for it
         self.index = -1
         self.idle_since = 0.0  # a cloud node: when it last held a job, or was launched
+        self.datasets: frozenset[str] = base.datasets  # in its cache, whole or on their way
 
     @property
     def name(self) -> str:
@@ -60,6 +62,7 @@ class SimNode:
                 memory_gib_free=self.memory,
                 nic_gbps_free=self.nic,
                 health=self.health,
+                datasets=self.datasets,
             )
         return self.snap
 
@@ -118,6 +121,12 @@ class Cluster:
             self.up_gpus[node.base.pool] -= node.base.gpus
         node.health, node.snap = health, None
         self.dirty.add(node)
+
+    def set_datasets(self, node: SimNode, datasets: frozenset[str]) -> None:
+        """What ``node``'s cache now holds (the locality scorer's input)."""
+        if datasets != node.datasets:
+            node.datasets, node.snap = datasets, None
+            self.dirty.add(node)
 
     def hold(self, node: SimNode, job_id: str, alloc: Allocation, sign: float) -> None:
         """``job_id`` takes (``sign`` 1) or gives back (-1) ``alloc`` on ``node``."""

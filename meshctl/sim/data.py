@@ -26,7 +26,8 @@ GIB = 1024**3
 
 @dataclass(frozen=True, slots=True)
 class SimData:
-    """A job's dataset: its key (jobs that read the same data share it) and size."""
+    """A job's dataset: its key, a location (jobs that read the same data share it; its
+    scheme tells its home for egress, as ``scheduler.request.home_of`` reads it), and size."""
 
     key: str
     size_gib: float
@@ -78,6 +79,11 @@ class NodeCaches:
         for node in nodes:
             self.readers[node][data.key] += 1
         return stall
+
+    def holding(self, node: str) -> frozenset[str]:
+        """The datasets in ``node``'s cache, whole or on their way: what the scheduler's
+        locality scorer sees of it (the controller's nodes: their agents' reports)."""
+        return frozenset(self.held.get(node, ()))
 
     def stop(self, data: SimData, nodes: Sequence[str]) -> None:
         """An attempt on ``nodes`` ended: they no longer read its dataset."""

@@ -155,6 +155,7 @@ class Engine(Services):
             job.priority_class,
             job.elastic_min,
             job.serve,
+            job.data,
         )
         found = self._classes.get(key)
         if found is None:

@@ -123,8 +123,14 @@ def job_document(
             "reserve": "workers" if job.nodes > 1 or job.elastic_min is not None else None,
             "limits": limits,
             **({"priority_class": job.priority_class} if job.priority_class else {}),
+            **({"data": [_dataset(job.data)]} if job.data is not None else {}),
         },
     }
+
+
+def _dataset(data: SimData) -> dict[str, Any]:
+    """A job's dataset in its job file: the scheduler weighs its locality and its egress."""
+    return {"name": "data", "location": data.key, "size_gib": data.size_gib}
 
 
 # --- fitting a trace to a mesh ------------------------------------------------------------------
@@ -221,20 +227,29 @@ def classify(jobs: Sequence[TraceJob], seed: int, rules: ClassRules = ClassRules
 # --- a synthetic workload -----------------------------------------------------------------------
 
 
+DATA_HOMES = {"aws": "s3://", "gcp": "gs://", "onprem": "/data/"}  # home -> its locations
+
+
 def with_data(
-    jobs: Sequence[SimJob], gib_per_gpu: float, least_gib: float = 10.0, most_gib: float = 2000.0
+    jobs: Sequence[SimJob],
+    gib_per_gpu: float,
+    least_gib: float = 10.0,
+    most_gib: float = 2000.0,
+    home: str = "aws",
 ) -> list[SimJob]:
     """Each job given the dataset of its class: the same team's jobs of one kind and shape
     read the same data (a team's training runs of one model, again and again), of
-    ``gib_per_gpu`` for each of the class's GPUs, between ``least_gib`` and ``most_gib``.
-    Services read none (their weights are their image's)."""
+    ``gib_per_gpu`` for each of the class's GPUs, between ``least_gib`` and ``most_gib``,
+    kept at ``home`` (its location's scheme: ``s3://`` for aws, ``gs://`` for gcp, a path for
+    onprem). Services read none (their weights are their image's)."""
+    prefix = DATA_HOMES[home]
     out = []
     for job in jobs:
         if job.serve is not None:
             out.append(job)
             continue
         size = min(most_gib, max(least_gib, gib_per_gpu * job.total_gpus))
-        out.append(replace(job, data=SimData(f"{job.team}/{job.class_name}", size)))
+        out.append(replace(job, data=SimData(f"{prefix}{job.team}/{job.class_name}", size)))
     return out
 
 

@@ -142,6 +142,7 @@ class WorldEvents(Attempts):
         self.cluster.set_health(node, "down")
         if self.data is not None:  # a failed node's cache is not trusted when it is back
             self.data.lose(node.base.pool, name)
+            self.cluster.set_datasets(node, frozenset())
         self.clock.push(self.now + event.repair_s, Kind.REPAIR, NodeEvent(name))
 
     def _repair(self, event: NodeEvent) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from meshctl.lifecycle.clusters import head_of
 from meshctl.lifecycle.mesh import snapshot_from_mesh
+from meshctl.lifecycle.snapshot import egress_prices, pool_egress
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, RayPool
 from meshctl.policy.compiled import PolicySet
@@ -77,14 +78,16 @@ class RunSpec:
     data: str = "none"  # "cache": datasets through the nodes' caches; "no-cache": from central
     data_gib_per_gpu: float = 50.0  # a job class's dataset, per GPU (sim.workload.with_data)
     cache_gib: float = 3000.0  # each node's cache
+    data_home: str = "aws"  # where the datasets live: aws (S3), gcp (GCS) or onprem
 
 
-# What a cloud node pays a GiB to read from the mesh's central storage, which stays at home
-# on-prem: the clouds' list price for data moved in from outside their network is nil, the
-# site's transit is not; taken as AWS's first-tier internet egress rate, 0.09 USD/GB (EC2
-# on-demand pricing, "Data Transfer OUT From Amazon EC2 To Internet"), the cost of serving
-# the same bytes from a cloud bucket instead. An assumption the report states.
-EGRESS_USD_PER_GIB = 0.09
+def egress_usd_per_gib(mesh: Mesh, catalogs: Mapping[str, Catalog], home: str) -> dict[str, float]:
+    """What a node of each pool pays a GiB of data that lives at ``home`` (aws, gcp, onprem):
+    the egress price of that home, as the scheduler's cost scorer prices it (the catalogs'
+    internet egress, or the on-prem pools' ``cost.egress_usd_per_gib``; from a pool's own home:
+    nothing; ``lifecycle.snapshot.egress_prices`` and ``pool_egress``)."""
+    prices = egress_prices(mesh.spec.pools, catalogs)
+    return {p.name: pool_egress(p, prices).get(home, 0.0) for p in mesh.spec.pools}
 
 
 @dataclass
@@ -151,7 +154,9 @@ def jobs_of(spec: RunSpec, gpus_per_node: int) -> list[wl.SimJob]:
         raw = wl.window(load(spec.trace), spec.start_day * wl.DAY_S, spec.days)
     raw = wl.replicate(wl.scale_arrivals(raw, spec.arrival_scale), spec.replicate)
     jobs = wl.classify(raw, spec.seed, wl.ClassRules(gpus_per_node=gpus_per_node))
-    return wl.with_data(jobs, spec.data_gib_per_gpu) if spec.data != "none" else jobs
+    if spec.data == "none":
+        return jobs
+    return wl.with_data(jobs, spec.data_gib_per_gpu, home=spec.data_home)
 
 
 def config_of(spec: RunSpec) -> SimConfig:
@@ -180,14 +185,14 @@ def run(
     most = max((n.gpus for n in simmesh.nodes), default=8) or 8
     jobs = jobs_of(spec, most)
     config = config_of(spec)
+    egress = egress_usd_per_gib(mesh, catalogs, spec.data_home)
     if spec.data != "none":
-        egress = {p.name: EGRESS_USD_PER_GIB for p in simmesh.pools if p.cloud}
         model = DataModel(cache_gib=spec.cache_gib, cache=spec.data == "cache",
                           egress_usd_per_gib=egress)  # fmt: skip
         config = dataclasses.replace(config, data=model)
     result = simulate(simmesh, jobs, config, policies, progress)
     clouds = tuple(p.name for p in simmesh.pools if p.cloud)
-    meta = {
+    meta: dict[str, Any] = {
         "mesh": mesh.metadata.name,
         "policies": name,
         "trace": spec.trace,
@@ -214,7 +219,8 @@ def run(
             "model": spec.data,
             "gib_per_gpu": spec.data_gib_per_gpu,
             "cache_gib": spec.cache_gib,
-            "egress_usd_per_gib": EGRESS_USD_PER_GIB,
+            "home": spec.data_home,
+            "egress_usd_per_gib": {pool: usd for pool, usd in egress.items() if usd},
             "assigned": "one dataset per team and job class (meshctl.sim.workload.with_data)",
         }
     report = build_report(result, meta)

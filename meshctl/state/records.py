@@ -187,6 +187,9 @@ class AttemptDetail:
     # Its datasets' paths in the cache of its first node (where its driver runs), by name:
     # what it reads through MESHCTL_DATA_<NAME>; a dataset absent here has no cache there.
     data_paths: Mapping[str, str] = field(default_factory=dict)
+    # A job on several nodes: each dataset's path in each node's cache, in its nodes' order
+    # ("" where a node has no cache): MESHCTL_DATA_<NAME>_NODES, for its workers.
+    node_data_paths: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -217,6 +220,10 @@ class AttemptDetail:
             known["ray_resources"] = {str(k): float(v) for k, v in known["ray_resources"].items()}
         if "data_paths" in known:
             known["data_paths"] = {str(k): str(v) for k, v in known["data_paths"].items()}
+        if "node_data_paths" in known:
+            known["node_data_paths"] = {
+                str(k): tuple(str(p) for p in v) for k, v in known["node_data_paths"].items()
+            }
         if "ray_bundles" in known:
             known["ray_bundles"] = tuple(
                 {str(k): float(v) for k, v in b.items()} for b in known["ray_bundles"]

@@ -75,6 +75,7 @@ def test_a_refresh_keeps_the_markers_through_the_file(tmp_path: Path) -> None:
     ultra = after.instance_type("a2-ultragpu-1g")
     assert ultra is not None
     assert ultra.uncertain == ["nic_gbps"]
+    assert after.spec.egress == GCP.spec.egress  # no API gives egress prices: kept, dated
 
 
 def test_a_figure_the_api_gives_is_no_longer_uncertain() -> None:

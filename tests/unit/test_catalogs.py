@@ -37,6 +37,26 @@ def test_catalog_covers_the_gpu_families_with_a_source_and_date(provider):
     assert catalog.spec.as_of.year >= 2025
 
 
+@pytest.mark.parametrize(
+    ("provider", "internet", "inter_region", "page"),
+    [
+        pytest.param("aws", 0.09, 0.02, "https://aws.amazon.com/ec2/pricing/on-demand/", id="aws"),
+        pytest.param("gcp", 0.12, 0.02, "https://cloud.google.com/vpc/network-pricing", id="gcp"),
+    ],
+)
+def test_catalog_egress_prices_are_dated_and_name_their_price_page(
+    provider, internet, inter_region, page
+):
+    egress = load_catalog(provider).catalog.spec.egress
+    assert egress is not None
+    assert (egress.internet_usd_per_gib, egress.inter_region_usd_per_gib) == (
+        internet,
+        inter_region,
+    )
+    assert page in egress.source
+    assert egress.as_of.year >= 2026
+
+
 @pytest.mark.parametrize("provider", ["aws", "gcp"])
 def test_every_listed_price_is_consistent(provider):
     for t in load_catalog(provider).catalog.spec.instance_types:

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.unit
 FORMS: list[tuple[str, str, object, float, str, float]] = [
     ("seconds", r".*_s|interval|hang_timeout", 90, 90.0, "2m", 120.0),
     ("minutes", r".*_minutes", 5, 5.0, "90s", 1.5),
+    ("USD per GiB", r".*usd_per_gib", 0.09, 0.09, "$0.12", 0.12),  # before GiB: a price
     ("GiB", r".*_gib(_.*)?", 2, 2.0, "512MiB", 0.5),
     ("Gbps", r".*_gbps", 100, 100.0, "1Tbps", 1000.0),
     ("USD per hour", r".*usd_per(_gpu)?_hour", 2.5, 2.5, "$2.5", 2.5),
@@ -100,4 +101,6 @@ def test_the_walk_finds_the_quantities_people_write() -> None:
         "NodeGroup.nic_gbps",
         "InstanceType.vcpus",
         "RegionPrice.spot_usd_per_hour",
+        "CostModel.egress_usd_per_gib",
+        "Egress.internet_usd_per_gib",
     }

@@ -32,6 +32,7 @@ from meshctl.cli.shapes.jobs import (
 from meshctl.cli.shapes.mesh import (
     LeakedInstance,
     NodeRow,
+    NodeShow,
     PoolCheckRow,
     PoolRow,
     PoolShowExtra,
@@ -70,6 +71,7 @@ OUTPUTS: tuple[Output, ...] = (
         "Exit 1 (with its error document) when a pool is unavailable; the rows still print.",
     ),
     Output("meshctl nodes list", list[NodeRow]),
+    Output("meshctl nodes show NODE", NodeShow),
     Output("meshctl jobs list", list[JobRow]),
     Output("meshctl jobs show JOB", JobShow),
     Output("meshctl jobs wait JOB...", list[WaitRow]),

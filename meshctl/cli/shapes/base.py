@@ -60,6 +60,12 @@ class CandidateData(TypedDict):
     nodes: list[str]
     total: Annotated[float, "the weighted score, in [0, 1]"]
     scores: Annotated[dict[str, float], "each scorer's score before weighting, in [0, 1]"]
+    data_local_gib: Annotated[
+        float | None,
+        "GiB of the job's data held whole on its nodes (a gang: its node holding least), of the "
+        "data sets that give a size; null: the job has no data sets",
+    ]
+    data_gib: Annotated[float | None, "GiB of the job's data sets that give a size; null: none"]
 
 
 @with_config(STRICT)

@@ -91,6 +91,43 @@ class NodeRow(TypedDict):
 
 
 @with_config(STRICT)
+class CacheEntryData(TypedDict):
+    key: Annotated[str, "its folder in the cache: the location's tail and a digest"]
+    location: str
+    version: Annotated[str, "a digest of its files' paths, sizes and times at the source"]
+    size_bytes: Annotated[int, "whole"]
+    fetched_bytes: Annotated[int | None, "written so far (its size once complete); null: not said"]
+    complete: bool
+    pinned: Annotated[bool, "a job on the node reads it: never evicted"]
+    fetched_from: Annotated[str | None, "source, or the URL of the peer's agent; null: fetching"]
+    peer: Annotated[str | None, "pool/node of that peer, where the controller knows its agent"]
+    last_used_at: Annotated[Timestamp | None, "fetched, or last handed to a job; null: fetching"]
+
+
+@with_config(STRICT)
+class NodeCacheData(TypedDict):
+    root: Annotated[str, "the cache folder on the node"]
+    capacity_bytes: int
+    used_bytes: Annotated[int, "its entries, one being fetched at its whole size"]
+    used_pct: Annotated[float | None, "of its capacity; null: no capacity"]
+    entries: list[CacheEntryData]
+    source_bytes: Annotated[int, "read from central storage since its agent started"]
+    peer_bytes: Annotated[int, "read from other nodes' agents since its agent started"]
+    hits: Annotated[int, "asked for a dataset it held whole"]
+    misses: int
+    refetched: Annotated[int, "found truncated or corrupt, and fetched again"]
+    errors: Annotated[list[str], "its latest errors, newest last"]
+    failed: Annotated[dict[str, str], "why the last fetch of a location failed, by location"]
+
+
+@with_config(STRICT)
+class NodeShow(NodeRow):
+    cache: Annotated[
+        NodeCacheData | None, "its data cache, as its agent last said; null: none, or no report"
+    ]
+
+
+@with_config(STRICT)
 class ProviderType(TypedDict):
     provider: Literal["aws", "gcp"]
     node_type: str

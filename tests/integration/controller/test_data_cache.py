@@ -133,3 +133,52 @@ def test_a_job_reads_its_data_from_the_cache_and_the_next_node_from_its_peer(
     assert entry["complete"] is True
     assert str(entry["fetched_from"]).startswith("http://127.0.0.1:")
     mesh.run("jobs", "cancel", first)
+
+
+HOLD = """\
+apiVersion: meshctl/v1
+kind: Job
+metadata: {{name: {name}}}
+spec:
+  kind: batch
+  entrypoint: python -c "import time; time.sleep({hold})"
+  resources: {{gpus: 1, cpus: 250m, memory_gib: 256MiB}}
+  limits: {{max_runtime_s: {runtime}}}
+"""
+# Whether the node's copy was whole when the job started, before it asked for it
+LOCAL_AT_START = (
+    "python -c \"import os; local = os.environ['MESHCTL_DATA_CORPUS']; "
+    "print('local at start:', os.path.exists(local), flush=True)\""
+)
+
+
+def test_a_queued_job_finds_its_data_local_when_it_starts(
+    setup: tuple[Mesh, MotoServer, Path],
+) -> None:
+    mesh, moto, base = setup
+    fs = pafs.S3FileSystem(endpoint_override=moto.moto.removeprefix("http://"), scheme="http")
+    with fs.open_output_stream("corpus/v2/shard.bin") as out:  # on no node yet
+        out.write(b"\x07" * (2 * MIB))
+    jobs = []
+    for name, hold, runtime in (("soon", 20, 40), ("long", 600, 900)):  # both nodes busy
+        path = base / f"{name}.yaml"
+        path.write_text(HOLD.format(name=name, hold=hold, runtime=runtime))
+        jobs.append(mesh.submit(str(path)))
+    try:
+        for job in jobs:
+            mesh.wait_for(job, "running")
+        path = _job(base, "queued", moto.endpoint, 0)
+        path.write_text(
+            path.read_text()
+            .replace("s3://corpus/v1", "s3://corpus/v2")
+            .replace(json.dumps(READ.format(hold=0)), json.dumps(LOCAL_AT_START))
+        )
+        queued = mesh.submit(str(path))
+        # backfill holds the node "soon" frees for it, and that node's agent fetches its data
+        assert mesh.run("jobs", "wait", queued, "--timeout", str(WAIT_S)).returncode == 0
+        [node] = mesh.show(queued)["nodes"]  # type: ignore[misc]
+        assert node == mesh.show(jobs[0])["nodes"][0]  # type: ignore[index]
+        assert "local at start: True" in mesh.run("jobs", "logs", queued).stdout
+    finally:
+        for job in jobs:
+            mesh.run("jobs", "cancel", job, check=False)

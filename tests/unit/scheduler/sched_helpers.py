@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from meshctl.scheduler import Allocation, Node, Pending, Running, Snapshot
-from meshctl.scheduler.request import Request
+from meshctl.scheduler.request import DataSet, Request, home_of
 
 
 def node(
@@ -57,7 +57,11 @@ def req(
     topology: str | None = None,
     required: bool = False,
     datasets: Sequence[str] = (),
+    data: Sequence[tuple[str, float | None]] = (),
 ) -> Request:
+    """``datasets``: locations without sizes; ``data``: (location, GiB or None)."""
+    sets = [DataSet(loc, None, home_of(loc)) for loc in datasets]
+    sets += [DataSet(loc, gib, home_of(loc)) for loc, gib in data]
     return Request(
         gpus,
         gpu_memory,
@@ -69,7 +73,7 @@ def req(
         nodes,
         topology,
         required,
-        frozenset(datasets),
+        tuple(sets),
     )
 
 

@@ -61,3 +61,48 @@ def test_critical_work_waits_with_the_reason(cli, tmp_path: Path):
         "pending; 2 nodes; 2 lack 1 free GPU; burst not allowed: no burst rule applies to this"
         " job now"
     )
+
+
+DATA_JOB = """\
+apiVersion: meshctl/v1
+kind: Job
+metadata: {name: read-corpus}
+spec:
+  kind: batch
+  entrypoint: python read.py
+  resources: {gpus: 1, cpus: 500m, memory_gib: 1GiB}
+  data:
+    - {name: corpus, location: /data/corpus, size_gib: 2GiB}
+    - {name: vocab, location: /data/vocab, size_gib: 512MiB}
+    - {name: notes, location: /data/notes}
+"""
+
+
+def test_candidates_show_the_bytes_of_the_jobs_data_local(cli, tmp_path: Path):
+    # From the files, no node holds a data set yet: 0 of the 2.5 GiB that have a size.
+    job = tmp_path / "read.yaml"
+    job.write_text(DATA_JOB)
+    args = [*BASE, str(job), *POLICIES]
+    result = cli.invoke(app, [*args, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    candidates = json.loads(result.stdout)["decision"]["candidates"]
+    assert candidates
+    assert {(c["data_local_gib"], c["data_gib"]) for c in candidates} == {(0.0, 2.5)}
+    table = cli.invoke(app, args, terminal_width=200)
+    assert table.exit_code == 0, table.output
+    assert "data local 0.0 of 2.5 GiB" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("local_gib", "gib", "shown"),
+    [
+        pytest.param(1.5, 2.0, "data local 1.5 of 2.0 GiB", id="sized"),
+        pytest.param(0.0, 0.03125, "data local 0.0 of 0.0312 GiB", id="under-a-gib"),
+        pytest.param(0.0, 0.0, "data local: no sizes given", id="none-sized"),
+        pytest.param(None, None, "", id="no-data-sets"),
+    ],
+)
+def test_bytes_local_as_people_read_them(local_gib, gib, shown):
+    from meshctl.cli.views import data_local
+
+    assert data_local(local_gib, gib) == shown

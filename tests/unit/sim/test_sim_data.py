@@ -107,3 +107,29 @@ def test_the_engine_adds_each_attempts_stall_and_keeps_gpu_seconds_adding_up(
         parts = r.useful_gpu_s + r.slowdown_gpu_s + r.checkpoint_gpu_s + r.restart_gpu_s
         assert r.held_gpu_s == pytest.approx(parts + r.data_stall_gpu_s + r.lost_gpu_s)
     assert sum(r.data_stall_gpu_s for r in result.jobs) == pytest.approx(stall_gpu_s)
+
+
+def test_the_scheduler_sees_the_simulated_caches_a_job_goes_where_its_data_is() -> None:
+    """n0 is the cheaper node. x (no data) takes it at 0, so a (data) runs on n1 and leaves
+    its copy there (from 1 s); c comes when both are free and goes to n1 (a hit: no stall): locality
+    (weight 0.5) outweighs n0's lower price (cost score 1/11 higher, weight 1). Without the
+    caches in the scheduler's view c would go to n0 (a peer fetch: 25 s)."""
+    n1 = replace(node("n1"), usd_per_gpu_hour=1.1)
+    jobs = [job("x", 0, 50), _with(job("a", 1, 100)), _with(job("c", 300, 100))]
+    result = simulate(mesh(node("n0"), n1), jobs, config(data=MODEL))
+    stalls = {r.job.id: r.data_stall_gpu_s for r in result.jobs}
+    assert stalls == {"x": 0.0, "a": 100.0, "c": 0.0}
+    assert result.data is not None
+    assert result.data.hits == 1
+
+
+def test_a_job_file_carries_its_dataset_for_the_scheduler() -> None:
+    from meshctl.model import Job
+    from meshctl.scheduler.request import Request
+    from meshctl.sim.workload import job_document, with_data
+
+    [j] = with_data([job("a", 0, 100, gpus=4)], gib_per_gpu=50.0, home="aws")
+    assert j.data is not None
+    assert j.data.key.startswith("s3://")
+    request = Request.of(Job.model_validate(job_document(j, 4, 32, "switch")))
+    assert [(d.location, d.size_gib, d.home) for d in request.data] == [(j.data.key, 200.0, "aws")]
