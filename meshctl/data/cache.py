@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from meshctl.data.peers import Peer, PeerError
 from meshctl.data.sources import Listing, Source, SourceError
@@ -101,9 +101,9 @@ class NodeCache:
     ) -> None:
         self.root, self.capacity_bytes, self.token, self.clock = root, capacity_bytes, token, clock
         for part in ("entries", "current", "partial", "failed"):
-            (root / part).mkdir(parents=True, exist_ok=True)
+            _private_dir(root / part)
         shutil.rmtree(root / "partial", ignore_errors=True)  # fetches cut off by a restart
-        (root / "partial").mkdir()
+        _private_dir(root / "partial")
         self.counters = Counters()
         self._lock = threading.Lock()
         self._fetching: dict[str, threading.Lock] = {}  # per location
@@ -203,7 +203,8 @@ class NodeCache:
             entry = self._ensure(location, endpoint_url, peers, check)
         except CacheError as err:
             self.failed[location] = str(err)
-            marker.write_text(str(err) + "\n")
+            with _private_file(marker) as out:
+                out.write(str(err).encode() + b"\n")
             raise
         self.failed.pop(location, None)
         return entry
@@ -310,9 +311,9 @@ class NodeCache:
     def _write(self, entry: Entry, relative: str, size: int, chunks: Iterator[bytes]) -> str:
         """One file into the partial entry, checked against ``size``; its SHA-256."""
         target = self.root / "partial" / entry.key / (relative or _SINGLE)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        _private_dir(target.parent)
         digest, written = hashlib.sha256(), 0
-        with target.open("wb") as out:
+        with _private_file(target) as out:
             for chunk in chunks:
                 out.write(chunk)
                 digest.update(chunk)
@@ -399,8 +400,31 @@ def _sha256(path: Path) -> str:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     aside = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    aside.write_text(json.dumps(data, sort_keys=True))
+    with _private_file(aside) as out:
+        out.write(json.dumps(data, sort_keys=True).encode())
     os.replace(aside, path)
+
+
+# A cache is private to the user its agent runs as (folders 0700, files 0600, whatever the
+# umask), as meshctl's state folder is: a dataset may be one only its jobs may read.
+
+
+def _private_dir(path: Path) -> None:
+    """``path`` and any missing parents as folders of mode 0700."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
+        folder.chmod(0o700)
+
+
+def _private_file(path: Path) -> BinaryIO:
+    """``path`` opened to write from empty, mode 0600 from its first byte."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)
+    return os.fdopen(descriptor, "wb")
 
 
 def _gib(size: int) -> str:

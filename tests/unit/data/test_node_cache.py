@@ -278,3 +278,25 @@ def test_a_peer_gets_no_file_outside_an_entry(tmp_path: Path, peer: tuple[NodeCa
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(request, timeout=10)
         assert err.value.code == 404
+
+
+def test_a_cache_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    """Folders 0700, files 0600 (a dataset may be one only its jobs may read); its current/
+    links are symlinks, whose own mode means nothing."""
+    source = dataset(tmp_path / "src", {"a.bin": 10, "sub/b.bin": 20})
+    old = os.umask(0o002)
+    try:
+        cache = cache_at(tmp_path / "run" / "cache" / "node")
+        cache.ensure(source)
+        with pytest.raises(CacheError):
+            cache.ensure(str(tmp_path / "missing"))  # its failed/ marker
+    finally:
+        os.umask(old)
+    modes = {
+        str(p.relative_to(tmp_path / "run")): oct(p.stat().st_mode & 0o777)
+        for p in (tmp_path / "run").rglob("*")
+        if not p.is_symlink()
+    }
+    assert modes
+    assert {m for p, m in modes.items() if (tmp_path / "run" / p).is_dir()} == {"0o700"}
+    assert {m for p, m in modes.items() if (tmp_path / "run" / p).is_file()} == {"0o600"}
