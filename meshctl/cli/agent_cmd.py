@@ -172,8 +172,7 @@ def install(
 def _cache(folder: Path, gib: float, token: str) -> NodeCache:
     from meshctl.data.cache import NodeCache
 
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
+    try:  # the cache makes its folder, and any missing above it, private (0700)
         return NodeCache(folder, int(gib * 1024**3), token)
     except OSError as err:
         raise AgentInputError(f"--cache-dir: cannot use {folder}: {err.strerror}") from err

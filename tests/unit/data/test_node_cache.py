@@ -284,9 +284,11 @@ def test_a_cache_is_private_whatever_the_umask(tmp_path: Path) -> None:
     """Folders 0700, files 0600 (a dataset may be one only its jobs may read); its current/
     links are symlinks, whose own mode means nothing."""
     source = dataset(tmp_path / "src", {"a.bin": 10, "sub/b.bin": 20})
+    from meshctl.cli.agent_cmd import _cache
+
     old = os.umask(0o002)
     try:
-        cache = cache_at(tmp_path / "run" / "cache" / "node")
+        cache = _cache(tmp_path / "run" / "cache" / "node", 0.1, "")  # as `agent run` makes it
         cache.ensure(source)
         with pytest.raises(CacheError):
             cache.ensure(str(tmp_path / "missing"))  # its failed/ marker
