@@ -26,6 +26,8 @@ import os
 import time
 from typing import Any
 
+from meshctl.lifecycle.datacache import env_name, failed_path
+
 REQUEST = ".meshctl/checkpoint-request.json"
 _cache: dict[str, tuple[float, dict[str, Any] | None]] = {}
 _filesystems: dict[str, Any] = {}
@@ -112,7 +114,7 @@ def dataset(name: str, wait_s: float = 600.0, every_s: float = 0.5, node: int = 
     ``node``: which of the job's nodes (their order in ``MESHCTL_NODES``) the caller runs on;
     the first (where the driver runs) by default. A worker on another node passes its own
     index, and reads that node's copy. KeyError when the job declares no such dataset."""
-    key = "MESHCTL_DATA_" + "".join(c if c.isalnum() else "_" for c in name).upper()
+    key = env_name(name)
     source = os.environ.get(f"{key}_SOURCE")
     if source is None:
         raise KeyError(f"the job declares no dataset {name!r} (in its data section)")
@@ -126,14 +128,7 @@ def dataset(name: str, wait_s: float = 600.0, every_s: float = 0.5, node: int = 
     while local:  # the cache links it there only once it is whole
         if os.path.exists(local):
             return local
-        if time.monotonic() >= deadline or os.path.exists(_failed(local)):
+        if time.monotonic() >= deadline or os.path.exists(failed_path(local)):
             break  # waited long enough, or the node's fetch failed (why: in that file)
         time.sleep(every_s)
     return source
-
-
-def _failed(local: str) -> str:
-    """Where a node's cache says its last fetch of a dataset failed: ``<root>/failed/<name>``
-    beside ``<root>/current/<name>`` (``meshctl.data.cache``)."""
-    current = os.path.dirname(local)
-    return os.path.join(os.path.dirname(current), "failed", os.path.basename(local))

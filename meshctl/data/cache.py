@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 
 from meshctl.data.peers import Peer, PeerError
 from meshctl.data.sources import Listing, Source, SourceError
-from meshctl.lifecycle.datacache import Cached, current_path, entry_key, location_name, room
+from meshctl.lifecycle.datacache import Cached, current_path, entry_key, failed_path, room
 
 
 class CacheError(Exception):
@@ -197,7 +197,7 @@ class NodeCache:
         ``peers`` (agents' base URLs) that holds it, else from the source. CacheError when it
         cannot be read or held (and why is kept in ``failed`` until it succeeds, and written
         to ``failed/<name>``: a job waiting for the copy reads the source at once)."""
-        marker = self.root / "failed" / location_name(location)
+        marker = Path(failed_path(str(self.path_for(location))))
         marker.unlink(missing_ok=True)  # tried again: a job may wait for this fetch
         try:
             entry = self._ensure(location, endpoint_url, peers, check)

@@ -11,6 +11,7 @@ from its source.
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,6 +61,13 @@ def location_name(location: str) -> str:
 def current_path(root: str, location: str) -> str:
     """Where a node's cache under ``root`` links the current complete copy of ``location``."""
     return f"{root.rstrip('/')}/current/{location_name(location)}"
+
+
+def failed_path(current: str) -> str:
+    """Where a node's cache marks that its last fetch of a location failed (the error inside),
+    beside ``current``, that location's ``current_path``: ``<root>/failed/<name>``."""
+    folder, name = posixpath.split(current)
+    return posixpath.join(posixpath.dirname(folder), "failed", name)
 
 
 def env_name(dataset: str) -> str:
