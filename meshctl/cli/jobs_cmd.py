@@ -90,9 +90,10 @@ def list_jobs(
             f"--state: expected one of {', '.join(s.value for s in JobState)}, got {state!r}"
         )
     with app_context(ctx).store() as store:
-        filters = {k: v for k, v in (("state", state), ("team", team)) if v is not None}
+        filters: dict[str, Any] = {"state": state, "team": team}
+        filters = {k: v for k, v in filters.items() if v is not None}
         jobs = sorted(store.list(JobRecord, **filters), key=lambda j: -j.submitted_at_s)
-        latest = latest_attempts(store.list(AttemptRecord))
+        latest = latest_attempts(store.list(AttemptRecord, job_id=[j.id for j in jobs]))
     now = time.time()
     rows = [_row(job, latest.get(job.id), now) for job in jobs]
     render.emit(

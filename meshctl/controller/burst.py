@@ -109,23 +109,21 @@ class Burst:
         self.pool_access.use(mesh)
 
     def live(self) -> list[InstanceRecord]:
-        return [i for i in self.store.list(InstanceRecord) if i.state in INSTANCE_LIVE]
+        return self.store.list(InstanceRecord, state=INSTANCE_LIVE)
 
     def interrupted(self) -> frozenset[tuple[str, str]]:
         """(pool, node name) of instances the provider took back."""
         return frozenset(
             (i.pool, node_name(i.id))
-            for i in self.store.list(InstanceRecord)
-            if i.state == InstanceState.INTERRUPTED
+            for i in self.store.list(InstanceRecord, state=InstanceState.INTERRUPTED)
         )
 
     def reclaiming(self) -> dict[tuple[str, str], float]:
         """(pool, node name) of spot instances given notice -> when they will be taken back."""
         found = {}
-        for i in self.store.list(InstanceRecord):
-            if i.state == InstanceState.RECLAIMING:
-                notice = getattr(self.clouds.get(i.pool), "notice_s", 30.0)
-                found[(i.pool, node_name(i.id))] = i.updated_at_s + notice
+        for i in self.store.list(InstanceRecord, state=InstanceState.RECLAIMING):
+            notice = getattr(self.clouds.get(i.pool), "notice_s", 30.0)
+            found[(i.pool, node_name(i.id))] = i.updated_at_s + notice
         return found
 
     # --- launching ----------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from meshctl.controller.decide import (
     Rules,
     decide,
 )
+from meshctl.controller.history import History
 from meshctl.controller.logs import LogCopier
 from meshctl.controller.nodes import pools_down
 from meshctl.controller.progress import ProgressReader
@@ -41,8 +42,6 @@ from meshctl.controller.world import (
     ServeSeen,
     World,
     latest_attempts,
-    node_busy,
-    past_runs,
 )
 from meshctl.lifecycle import Estimator
 from meshctl.model.job import Job
@@ -166,6 +165,7 @@ class Controller(Applying):
         self._same: dict[str, Job] = {}  # by content: identical jobs share one object
         self._decided: dict[str, tuple[str, str, str]] = {}  # job -> last decision recorded
         self.recorder = Recorder(store)  # pool and node records, node health
+        self.history = History(store)  # unfinished work read each cycle, and what it keeps
         self._stopped: dict[str, float] = {}  # submission id -> when a stop was last sent
         self.estimator: Estimator | None = None  # runtimes of the jobs that ended well
         self._budgets: dict[str, str] | None = None  # budget -> what it was last said to be
@@ -233,13 +233,12 @@ class Controller(Applying):
 
     def _busy_pools(self) -> set[str]:
         """Pools where jobs run or cloud instances live (a reload may not drop them)."""
-        busy = {a.pool for a in self.store.list(AttemptRecord) if a.state in ACTIVE_ATTEMPT}
+        busy = {a.pool for a in self.store.list(AttemptRecord, state=ACTIVE_ATTEMPT)}
         return busy | ({i.pool for i in self.burst.live()} if self.burst is not None else set())
 
     def world(self, now: float) -> World:
         observations = {name: client.observe() for name, client in self.clients.items()}
-        records = self.store.list(JobRecord)
-        attempts = self.store.list(AttemptRecord)
+        records, attempts = self.history.live()
         latest = latest_attempts(attempts)
         views = []
         for record in records:
@@ -252,7 +251,8 @@ class Controller(Applying):
                 views.append(JobView(record, job, attempt))
         if self.estimator is None:  # once: the runs recorded before this controller began
             self.estimator = Estimator()
-            self.estimator.observe_all(past_runs(records, latest))
+            self.estimator.observe_all(self.history.past_runs())
+        self._forget_finished(views)
         health = dict(self.health()) if self.health is not None else {}
         suspect: Mapping[str, str] = {}
         if self.agents is not None:
@@ -274,7 +274,7 @@ class Controller(Applying):
             health=health,
             suspect=suspect,
             pool_unavailable=down,
-            node_busy_s=node_busy(attempts, now),
+            node_busy_s=self.history.node_busy(attempts, now),
             estimator=self.estimator,
             budget_states=self._budget_states(),
             loans=tuple(x for x in self.store.list(LoanRecord) if x.closed_at_s is None),
@@ -312,6 +312,14 @@ class Controller(Applying):
                 if event.kind.startswith("budget.") and "budget" in event.data:
                     self._budgets[str(event.data["budget"])] = event.kind.removeprefix("budget.")
         return self._budgets
+
+    def _forget_finished(self, views: Sequence[JobView]) -> None:
+        """Parsed jobs are kept while they are unfinished: memory does not grow with history."""
+        if len(self._jobs) > 2 * len(views) + 100:
+            live = {v.record.id for v in views}
+            self._jobs = {k: j for k, j in self._jobs.items() if k in live}
+            self._same = {}
+            self._decided = {k: d for k, d in self._decided.items() if k in live}
 
     def _job(self, record: JobRecord) -> Job | None:
         job = self._jobs.get(record.id)

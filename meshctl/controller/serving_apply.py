@@ -147,8 +147,8 @@ class ServeDeployer:
         from meshctl.state.records import AttemptRecord
 
         self._tell_failures(store, seen, now)
-        jobs = [j for j in store.list(JobRecord) if j.state in LIVE and _is_service(j)]
-        latest = latest_attempts(a for j in jobs for a in store.list(AttemptRecord, job_id=j.id))
+        jobs = [j for j in store.list(JobRecord, state=LIVE) if _is_service(j)]
+        latest = latest_attempts(store.list(AttemptRecord, job_id=[j.id for j in jobs]))
         wanted: dict[str, list[ServeApp]] = {}
         for record in jobs:
             attempt = latest.get(record.id)

@@ -10,7 +10,7 @@ int, float, None, or JSON text. Both stores keep rows, so both round-trip identi
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -183,14 +183,37 @@ def decode(kind: type[T], row: Mapping[str, Any]) -> T:
     return kind(**values)
 
 
-def check_filters(kind: type[Any], filters: Mapping[str, object]) -> Row:
-    """Validate ``list`` filters against the kind's indexed columns; return them encoded."""
+Filter = str | None | Collection[str]
+"""A ``Store.list`` filter's value: one value (None matches NULL), or any of several."""
+
+
+def check_filters(
+    kind: type[Any], filters: Mapping[str, Filter]
+) -> dict[str, tuple[str | None, ...]]:
+    """Validate ``list`` filters against the kind's indexed columns; return, per column, the
+    values it may take (encoded, sorted: an empty tuple matches nothing)."""
     spec = record_spec(kind)
     unknown = sorted(set(filters) - spec.filters)
     if unknown:
         allowed = ", ".join(sorted(spec.filters))
         raise ValueError(f"cannot filter {spec.name} by {', '.join(unknown)}; use: {allowed}")
-    return {k: v.value if isinstance(v, StrEnum) else v for k, v in filters.items()}
+    wanted: dict[str, tuple[str | None, ...]] = {}
+    for name, value in filters.items():
+        if value is None or isinstance(value, str):
+            wanted[name] = (_plain(value),)
+        else:
+            wanted[name] = tuple(sorted({_plain(v) for v in value}, key=str))
+    return wanted
+
+
+def _plain(value: str | None) -> str | None:
+    return value.value if isinstance(value, StrEnum) else value
+
+
+def check_page(limit: int | None) -> None:
+    """Validate the paging argument of ``list``."""
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit}")
 
 
 def check_limit(after_seq: int, limit: int | None) -> None:

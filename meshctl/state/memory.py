@@ -7,15 +7,18 @@ same way in both. One lock makes every call atomic, which is what a transaction 
 from __future__ import annotations
 
 import builtins
+import itertools
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 from meshctl.state.kinds import (
     RECORD_KINDS,
+    Filter,
     Row,
     check_filters,
     check_limit,
+    check_page,
     decode,
     encode,
     key_of,
@@ -92,16 +95,38 @@ class MemoryStore(StoreBase):
             row = self._table(kind).get(key)
         return None if row is None else decode(kind, row)
 
-    def list(self, kind: type[R], **filters: str | None) -> builtins.list[R]:
+    def list(
+        self,
+        kind: type[R],
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        **filters: Filter,
+    ) -> builtins.list[R]:
         wanted = check_filters(kind, filters)
+        check_page(limit)
         with self._lock:
             table = self._table(kind)
-            rows = [table[key] for key in sorted(table)]
-        return [
+            rows = [table[key] for key in sorted(table) if after is None or key > after]
+        found = (
             decode(kind, row)
             for row in rows
-            if all(row[name] == value for name, value in wanted.items())
-        ]
+            if all(row[name] in values for name, values in wanted.items())
+        )
+        return builtins.list(itertools.islice(found, limit))
+
+    def create_all(self, records: Sequence[Record]) -> None:
+        rows = [(type(r), key_of(r), {**encode(r), "version": 1}) for r in records]
+        with self._lock:
+            seen: set[tuple[str, str]] = set()
+            for kind, key, _ in rows:
+                table = self._table(kind)
+                if key in table or (spec_for(kind).table, key) in seen:
+                    actual = table[key]["version"] if key in table else 1
+                    raise ConflictError(spec_for(kind).name, key, actual=actual)
+                seen.add((spec_for(kind).table, key))
+            for kind, key, row in rows:
+                self._table(kind)[key] = row
 
     def _append(self, entry: L) -> L:
         row = encode(entry)

@@ -20,9 +20,11 @@ from typing import Any
 
 from meshctl.state.kinds import (
     KINDS,
+    Filter,
     Row,
     check_filters,
     check_limit,
+    check_page,
     columns,
     decode,
     encode,
@@ -67,6 +69,7 @@ def _build(kind: type[Any]) -> _Sql:
 
 _SQL = {kind: _build(kind) for kind in KINDS}
 _SIDE_FILES = ("-wal", "-shm", "-journal")
+_MOST_VALUES = 10_000  # values of one filter per statement (SQLite allows 32,766 at least)
 
 
 def _private(path: Path) -> None:
@@ -213,12 +216,68 @@ class SqliteStore(StoreBase):
         rows = self._select(kind, f"WHERE {record_spec(kind).key} = ?", (key,))
         return decode(kind, rows[0]) if rows else None
 
-    def list(self, kind: type[R], **filters: str | None) -> builtins.list[R]:
+    def list(
+        self,
+        kind: type[R],
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        **filters: Filter,
+    ) -> builtins.list[R]:
         wanted = check_filters(kind, filters)
-        where = " AND ".join(f"{name} IS ?" for name in wanted) or "1"
-        order = spec_for(kind).key
-        rows = self._select(kind, f"WHERE {where} ORDER BY {order}", tuple(wanted.values()))
+        check_page(limit)
+        key = spec_for(kind).key
+        big = next((n for n, v in wanted.items() if len(v) > _MOST_VALUES), None)
+        if big is not None:  # under SQLite's limit on the parameters of one statement
+            values = wanted[big]
+            chunk: dict[str, Any] = dict(wanted)
+            parts = [
+                self.list(
+                    kind, after=after, limit=limit, **(chunk | {big: values[i : i + _MOST_VALUES]})
+                )
+                for i in range(0, len(values), _MOST_VALUES)
+            ]
+            merged = sorted((r for part in parts for r in part), key=key_of)
+            return merged if limit is None else merged[:limit]
+        where, params = [], builtins.list[object]()
+        for name, values in wanted.items():
+            if len(values) == 1:
+                where.append(f"{name} IS ?")
+            else:  # an empty IN matches nothing, as it should
+                where.append(f"{name} IN ({', '.join('?' for _ in values)})")
+            params.extend(values)
+        if after is not None:
+            where.append(f"{key} > ?")
+            params.append(after)
+        params.append(-1 if limit is None else limit)
+        clause = " AND ".join(where) or "1"
+        rows = self._select(kind, f"WHERE {clause} ORDER BY {key} LIMIT ?", params)
         return [decode(kind, row) for row in rows]
+
+    def create_all(self, records: Sequence[Record]) -> None:
+        by_kind: dict[type[Any], builtins.list[tuple[object, ...]]] = {}
+        for record in records:
+            by_kind.setdefault(type(record), []).append(
+                tuple({**encode(record), "version": 1}.values())
+            )
+        try:
+            with self._write() as conn:
+                for kind, rows in by_kind.items():
+                    conn.executemany(_sql(kind).insert, rows)
+        except StoreError as err:  # a key taken: say which (nothing was written)
+            if isinstance(err.__cause__, sqlite3.IntegrityError):
+                self._name_conflict(records)
+            raise
+
+    def _name_conflict(self, records: Sequence[Record]) -> None:
+        seen: set[tuple[type[Any], str]] = set()
+        for record in records:
+            kind, key = type(record), key_of(record)
+            with self._read() as conn:
+                actual = self._version(conn, kind, key)
+            if actual is not None or (kind, key) in seen:
+                raise ConflictError(spec_for(kind).name, key, actual=actual or 1)
+            seen.add((kind, key))
 
     def _append(self, entry: L) -> L:
         row = encode(entry)

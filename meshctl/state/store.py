@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Protocol, Self, TypeVar
 
 from meshctl.errors import Failure
+from meshctl.state.kinds import Filter
 from meshctl.state.records import Decision, Event, Record
 
 R = TypeVar("R", bound=Record)
@@ -88,11 +89,26 @@ class Store(Protocol):
         """The stored record, or None."""
         ...
 
-    def list(self, kind: type[R], **filters: str | None) -> builtins.list[R]:
-        """Records of a kind, ordered by key, matching every ``column=value`` filter.
+    def list(
+        self,
+        kind: type[R],
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        **filters: Filter,
+    ) -> builtins.list[R]:
+        """Records of a kind, ordered by key, matching every ``column=value`` filter; a value
+        may be several (``state=ACTIVE_ATTEMPT``: any of them). A page: keys after ``after``,
+        at most ``limit`` of them.
 
         Only the kind's indexed columns may be filtered on; any other name is a ``ValueError``.
+        What a cycle reads goes through these indexes, so it does not grow with history.
         """
+        ...
+
+    def create_all(self, records: Sequence[Record]) -> None:
+        """Store new records at version 1 in one transaction (an import, a restore); a key
+        that exists, or comes twice, is a ``ConflictError`` and nothing is written."""
         ...
 
     def append_event(self, event: Event) -> Event:

@@ -459,6 +459,19 @@ LIST_CASES = [
     pytest.param(InstanceRecord, {"pool": "aws"}, ["i-n3"], id="instances-by-pool"),
     pytest.param(PoolRecord, {"provider": "aws"}, ["aws"], id="pools-by-provider"),
     pytest.param(PoolRecord, {"state": "ready"}, ["aws", "onprem"], id="pools-by-state"),
+    pytest.param(
+        JobRecord, {"state": {JobState.PENDING, "running"}}, ["j1", "j2", "j3", "j4"], id="any-of"
+    ),
+    pytest.param(
+        JobRecord, {"state": ("pending",), "team": ["ml", "infra"]}, ["j1"], id="any-of-each"
+    ),
+    pytest.param(AttemptRecord, {"job_id": ["j2", "j9"]}, ["j2-1"], id="attempts-of-jobs"),
+    pytest.param(AttemptRecord, {"job_id": []}, [], id="none-of-nothing"),
+    pytest.param(JobRecord, {"after": "j2"}, ["j3", "j4"], id="page-after"),
+    pytest.param(JobRecord, {"limit": 2}, ["j1", "j2"], id="page-limit"),
+    pytest.param(JobRecord, {"after": "j1", "limit": 2}, ["j2", "j3"], id="page-after-limit"),
+    pytest.param(JobRecord, {"state": "running", "after": "j2"}, ["j3", "j4"], id="page-filter"),
+    pytest.param(JobRecord, {"limit": 0}, [], id="page-empty"),
 ]
 
 
@@ -484,6 +497,32 @@ UNKNOWN_FILTERS = [
 def test_unknown_filter_is_value_error(store: Store, kind: type[Record], name: str) -> None:
     with pytest.raises(ValueError, match=rf"cannot filter \w+ by {name}; use: "):
         store.list(kind, **{name: "x"})
+
+
+def test_a_negative_limit_is_value_error(store: Store) -> None:
+    with pytest.raises(ValueError, match="limit must be >= 0"):
+        store.list(JobRecord, limit=-1)
+
+
+def test_many_values_of_one_filter(store: Store) -> None:
+    """More values than one SQLite statement takes are asked in parts, still one sorted list."""
+    ids = [f"j{i:05d}" for i in range(25_000)]
+    store.create_all([replace(JOB, id=i) for i in ids[::2]])
+    found = store.list(JobRecord, state=JobState.PENDING, after="j00010", limit=3)
+    assert [r.id for r in found] == ["j00012", "j00014", "j00016"]
+    everything = store.list(JobRecord, state=[s.value for s in JobState])
+    assert [r.id for r in everything] == ids[::2]
+
+
+def test_create_all_writes_every_record_or_none(store: Store) -> None:
+    attempt = SAMPLES["attempt"]
+    store.create_all([JOB, attempt, replace(JOB, id="j2")])
+    assert store.get(JobRecord, "j2") == at_version(replace(JOB, id="j2"), 1)
+    assert store.get(AttemptRecord, key_of(attempt)) == at_version(attempt, 1)
+    for clash in ([replace(JOB, id="j3"), JOB], [replace(JOB, id="j4"), replace(JOB, id="j4")]):
+        with pytest.raises(ConflictError, match=r"job 'j[14]' already exists"):
+            store.create_all(clash)
+    assert [r.id for r in store.list(JobRecord)] == ["j1", "j2"]
 
 
 @pytest.mark.parametrize("kind", [Event, Decision, dict], ids=["event", "decision", "dict"])
