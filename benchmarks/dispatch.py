@@ -25,13 +25,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from ray.job_submission import JobSubmissionClient
 
 from meshctl.cli.context import AppContext
 from meshctl.controller import daemon
@@ -39,8 +43,9 @@ from meshctl.controller.loop import Controller
 from meshctl.controller.runtime import clients
 from meshctl.controller.submit import Admission, enqueue
 from meshctl.model import Job
+from meshctl.pools.ray import RayPoolClient
 from meshctl.scheduler.plan import Decision
-from meshctl.state import JobRecord, JobState, open_store
+from meshctl.state import AttemptDetail, AttemptRecord, JobRecord, JobState, open_store
 
 DEADLINE_S = 120.0
 
@@ -69,9 +74,7 @@ def submit_to_running(home: Path, runs: int) -> tuple[list[float], list[float]]:
             "--name",
             f"probe-{i}",
             "--",
-            "python",
-            "-c",
-            "import time; time.sleep(0.5)",
+            *PROBE,
         ).stdout.strip()
         commands.append(time.time() - start)
         with open_store(home) as store:
@@ -85,6 +88,55 @@ def submit_to_running(home: Path, runs: int) -> tuple[list[float], list[float]]:
             samples.append(running[0].at_s - start)
         meshctl(home, "jobs", "wait", job_id)
     return samples, commands
+
+
+PROBE = ("python", "-c", "import time; time.sleep(0.5)")
+
+
+def _ray_running(client: RayPoolClient, submission_id: str, start: float) -> float:
+    """Seconds from ``start`` until Ray reports the submission running (polled every 10 ms)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while (found := client.job(submission_id)) is None or found.status == "PENDING":
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{submission_id} did not start within {DEADLINE_S:.0f} s")
+        time.sleep(0.01)
+    return time.time() - start
+
+
+def _ended(client: RayPoolClient, submission_id: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while (found := client.job(submission_id)) is None or found.status in ("PENDING", "RUNNING"):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{submission_id} did not end within {DEADLINE_S:.0f} s")
+        time.sleep(0.05)
+
+
+def raw_submit_to_running(home: Path, runs: int) -> dict[str, list[float]]:
+    """The same job through the Ray Jobs API alone, on the same cluster: with Ray's own CLI
+    (``ray job submit --no-wait``, a new process, as ``meshctl submit`` is) and with the
+    Python SDK already imported in this process; each to Ray reporting it running."""
+    rules = AppContext(home, None, None).rules()
+    client = next(iter(clients(rules.mesh, home).values()))
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": client.token or ""}
+    ray = str(Path(sys.executable).with_name("ray"))
+    cli, api = [], []
+    sdk = JobSubmissionClient(client.address, headers={"Authorization": f"Bearer {client.token}"})
+    for i in range(runs):
+        sid = f"raw-cli-{i}-{os.getpid()}"
+        start = time.time()
+        subprocess.Popen(
+            [ray, "job", "submit", "--address", client.address, "--submission-id", sid,
+             "--no-wait", "--", *PROBE],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=home.parent,
+        )  # fmt: skip
+        cli.append(_ray_running(client, sid, start))
+        _ended(client, sid)
+        sid = f"raw-api-{i}-{os.getpid()}"
+        start = time.time()
+        sdk.submit_job(entrypoint=shlex.join(PROBE), submission_id=sid)
+        api.append(_ray_running(client, sid, start))
+        _ended(client, sid)
+    return {"cli": cli, "api": api}
 
 
 def _job(name: str, gpus: float, nodes: int, command: str) -> Job:
@@ -102,7 +154,29 @@ def _job(name: str, gpus: float, nodes: int, command: str) -> Job:
     )
 
 
-def deep_queue(home: Path, queued: int, cycles: int) -> dict[str, Any]:
+def finished(template: JobRecord, n: int, now: float) -> list[JobRecord | AttemptRecord]:
+    """``n`` jobs that ran and succeeded an hour or more ago, each with its attempt."""
+    made: list[JobRecord | AttemptRecord] = []
+    for i in range(n):
+        job_id, ended = f"old-{i:06d}", now - 3600 - i
+        made.append(
+            replace(template, id=job_id, name=f"old-{i % 100}", state=JobState.SUCCEEDED,
+                    submitted_at_s=ended - 120, updated_at_s=ended, version=0)
+        )  # fmt: skip
+        made.append(
+            AttemptRecord(f"{job_id}-1", job_id, 1, template.pool or "local", f"meshctl-{job_id}-1",
+                          "succeeded", ended - 100, ended, "", AttemptDetail())
+        )  # fmt: skip
+    return made
+
+
+def steady(controller: Controller, cycles: int) -> tuple[float, list[float]]:
+    """The first cycle's ms, then each of ``cycles`` more."""
+    first = controller.cycle().duration_s
+    return 1000 * first, [1000 * controller.cycle().duration_s for _ in range(cycles)]
+
+
+def deep_queue(home: Path, queued: int, cycles: int, history: int) -> dict[str, Any]:
     daemon.stop(home)
     context = AppContext(home, None, None)
     rules = context.rules()
@@ -135,19 +209,29 @@ def deep_queue(home: Path, queued: int, cycles: int) -> dict[str, Any]:
                 time.time(),
             )
         enqueue_s = time.perf_counter() - started
-        first = controller.cycle()
-        steady = [controller.cycle().duration_s for _ in range(cycles)]
+        first, cycles_ms = steady(controller, cycles)
         dispatched = sum(
             1
             for j in store.list(JobRecord)
             if j.name == "queued" and j.state is not JobState.PENDING
         )
-    return {
-        "enqueue_ms_per_job": 1000 * enqueue_s / queued,
-        "first_cycle_ms": 1000 * first.duration_s,
-        "steady_cycle_ms": [1000 * s for s in steady],
-        "dispatched_while_full": dispatched,
-    }
+        found: dict[str, Any] = {
+            "enqueue_ms_per_job": 1000 * enqueue_s / queued,
+            "first_cycle_ms": first,
+            "steady_cycle_ms": cycles_ms,
+            "dispatched_while_full": dispatched,
+        }
+        if history:  # the same live work, and a long history: a restarted controller
+            template = store.get(JobRecord, blocker.id)
+            assert template is not None
+            started = time.perf_counter()
+            store.create_all(finished(template, history, time.time()))
+            found["history_write_s"] = time.perf_counter() - started
+            restarted = Controller(store, rules, {**clients(rules.mesh, home)})
+            found["first_cycle_ms_history"], found["steady_cycle_ms_history"] = steady(
+                restarted, cycles
+            )
+    return found
 
 
 def main() -> None:
@@ -156,6 +240,9 @@ def main() -> None:
     parser.add_argument("--queued", type=int, default=1000)
     parser.add_argument("--cycles", type=int, default=10)
     parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument(
+        "--history", type=int, default=0, help="finished jobs to add before the last cycles"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="meshctl-bench-"))
@@ -165,7 +252,8 @@ def main() -> None:
         meshctl(home, "up", "--interval", str(args.interval))
         up_s = time.perf_counter() - up_start
         latency, commands = submit_to_running(home, args.runs)
-        queue = deep_queue(home, args.queued, args.cycles)
+        raw = raw_submit_to_running(home, args.runs)
+        queue = deep_queue(home, args.queued, args.cycles, args.history)
     finally:
         down_start = time.perf_counter()
         subprocess.run(
@@ -176,10 +264,17 @@ def main() -> None:
             check=False,
         )
         down_s = time.perf_counter() - down_start
+    median = statistics.median
     result = {
-        "submit_to_running_s": statistics.median(latency),
+        "submit_to_running_s": median(latency),
+        "raw_submit_to_running_s": median(raw["cli"]),
+        "ratio": median(latency) / median(raw["cli"]),
+        "raw_api_to_running_s": median(raw["api"]),
+        "api_ratio": median(latency) / median(raw["api"]),
         "submit_to_running_samples_s": latency,
-        "submit_command_s": statistics.median(commands),
+        "raw_submit_to_running_samples_s": raw["cli"],
+        "raw_api_to_running_samples_s": raw["api"],
+        "submit_command_s": median(commands),
         "controller_interval_s": args.interval,
         "cycle_ms_1000_queued": statistics.median(queue["steady_cycle_ms"]),
         "queued": args.queued,
@@ -187,6 +282,15 @@ def main() -> None:
         "up_s": up_s,
         "down_s": down_s,
     }
+    if args.history:
+        result["history"] = args.history
+        result["cycle_ms_empty"] = result["cycle_ms_1000_queued"]
+        result[f"cycle_ms_{args.history // 1000}k_history"] = median(
+            queue["steady_cycle_ms_history"]
+        )
+        result["history_cycle_ratio"] = (
+            median(queue["steady_cycle_ms_history"]) / result["cycle_ms_empty"]
+        )
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -196,6 +300,11 @@ def main() -> None:
         f"(controller cycles every {args.interval:g} s; samples "
         + ", ".join(f"{s:.2f}" for s in latency)
         + ")"
+    )
+    print(
+        f"  the Ray Jobs API alone: {result['raw_submit_to_running_s']:.2f} s with Ray's CLI "
+        f"(ratio {result['ratio']:.2f}), {result['raw_api_to_running_s']:.2f} s from the "
+        f"Python SDK already imported (ratio {result['api_ratio']:.2f})"
     )
     print(
         f"controller cycle with {args.queued:,} queued jobs: "
@@ -208,6 +317,14 @@ def main() -> None:
         f"median {result['submit_command_s']:.2f} s"
     )
     print(f"enqueue: {queue['enqueue_ms_per_job']:.2f} ms per job (SQLite, one transaction each)")
+    if args.history:
+        print(
+            f"with {args.history:,} finished jobs in the store: median cycle "
+            f"{median(queue['steady_cycle_ms_history']):.0f} ms against "
+            f"{result['cycle_ms_empty']:.0f} ms without (ratio "
+            f"{result['history_cycle_ratio']:.2f}); a restarted controller's first cycle "
+            f"{queue['first_cycle_ms_history']:.0f} ms (reads the history once)"
+        )
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from meshctl.controller.nodes import pools_down
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
 from meshctl.controller.reload import Reloader, in_use_removed
+from meshctl.controller.watch import Watch, in_flux
 from meshctl.controller.world import (
     JobView,
     ServeSeen,
@@ -161,6 +162,8 @@ class Controller(Applying):
         self.progress = progress or ProgressReader(store)  # what running train jobs report
         self.heartbeat = heartbeat
         self.cycles = 0
+        # The last cycle's world and its submissions in flux: what the watch compares to.
+        self.seen: tuple[World, Mapping[str, tuple[str, str | None]]] | None = None
         self._jobs: dict[str, Job] = {}  # parsed job files, by job id
         self._same: dict[str, Job] = {}  # by content: identical jobs share one object
         self._decided: dict[str, tuple[str, str, str]] = {}  # job -> last decision recorded
@@ -187,6 +190,7 @@ class Controller(Applying):
         step = decide(world, self.rules)
         self.standings = step.standings if world.hold is None else self.standings
         errors = self.apply(step, now)
+        self.seen = (world, in_flux(world, step.dispatches))
         if self.data is not None:
             self.data.sync(world, step)
         if self.serve is not None:
@@ -374,10 +378,15 @@ class Controller(Applying):
         interval_s: float = 1.0,
         stop: threading.Event | None = None,
         wake: threading.Event | None = None,
+        watch: bool = True,
     ) -> None:
-        """Cycle every ``interval_s``, or at once when ``wake`` is set (a submit, a cancel),
-        until ``stop`` is set; a failing cycle is logged, not fatal."""
+        """Cycle every ``interval_s``, or at once when ``wake`` is set (a submit, a cancel,
+        or, with ``watch``, a pool reporting a change: ``watch.py``), until ``stop`` is set;
+        a failing cycle is logged, not fatal."""
         stop, wake = stop or threading.Event(), wake or threading.Event()
+        if watch:
+            watcher = Watch(lambda: self.seen, lambda: self.clients, wake)
+            threading.Thread(target=watcher.run, args=(stop,), name="watch", daemon=True).start()
         while not stop.is_set():
             wake.clear()
             try:

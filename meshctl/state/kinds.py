@@ -109,10 +109,16 @@ def record_spec(kind: type[Any]) -> KindSpec:
     return KINDS[kind]
 
 
+_COLUMNS: dict[type[Any], tuple[str, ...]] = {}
+
+
 def columns(kind: type[Any]) -> tuple[str, ...]:
-    """The column names of a kind, in field order."""
-    spec_for(kind)
-    return tuple(f.name for f in fields(kind))
+    """The column names of a kind, in field order (worked out once per kind)."""
+    found = _COLUMNS.get(kind)
+    if found is None:
+        spec_for(kind)
+        found = _COLUMNS[kind] = tuple(f.name for f in fields(kind))
+    return found
 
 
 def key_of(record: Record) -> str:
@@ -152,17 +158,17 @@ def encode(record: Record | LogEntry) -> Row:
     spec = spec_for(type(record))
     enums, details = spec.enums or {}, spec.details or {}
     row: Row = {}
-    for f in fields(record):
-        value = getattr(record, f.name)
-        if f.name in details:
-            value = _dumps(f.name, _detail_json(f.name, value, details[f.name]))
-        elif f.name in spec.json_fields:
-            value = _dumps(f.name, value)
-        elif f.name in enums:
-            value = enums[f.name](value).value
-        elif f.name.endswith("_s") and value is not None:
+    for name in columns(type(record)):
+        value = getattr(record, name)
+        if name in details:
+            value = _dumps(name, _detail_json(name, value, details[name]))
+        elif name in spec.json_fields:
+            value = _dumps(name, value)
+        elif name in enums:
+            value = enums[name](value).value
+        elif name.endswith("_s") and value is not None:
             value = float(value)
-        row[f.name] = value
+        row[name] = value
     return row
 
 

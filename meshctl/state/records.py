@@ -18,7 +18,7 @@ older meshctl's, a test's) still reads back.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from enum import Enum, StrEnum
 from typing import Any, Final, Self, TypeAlias
 
@@ -82,9 +82,23 @@ class Unrecorded(Enum):
 UNRECORDED: Final = Unrecorded.UNRECORDED
 
 
+_FIELDS: dict[type[Any], tuple[Field[Any], ...]] = {}  # dataclasses.fields, once per type
+
+
+def _fields(kind: type[Any]) -> tuple[Field[Any], ...]:
+    found = _FIELDS.get(kind)
+    if found is None:
+        found = _FIELDS[kind] = fields(kind)
+    return found
+
+
+def _names(kind: type[Any]) -> frozenset[str]:
+    return frozenset(f.name for f in _fields(kind)) - {"extra"}
+
+
 def _split(kind: type[Any], data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The keys of ``data`` that are fields of ``kind``, and the others (kept as ``extra``)."""
-    names = {f.name for f in fields(kind)} - {"extra"}
+    names = _names(kind)
     known = {k: v for k, v in data.items() if k in names}
     return known, {k: v for k, v in data.items() if k not in names}
 
@@ -92,7 +106,7 @@ def _split(kind: type[Any], data: Mapping[str, Any]) -> tuple[dict[str, Any], di
 def _set(detail: AttemptDetail | NodeDetail) -> dict[str, Any]:
     """The unknown keys a detail was read with, then each field that is not its default."""
     out = dict(detail.extra)
-    for f in fields(detail):
+    for f in _fields(type(detail)):
         value = getattr(detail, f.name)
         unset = value == f.default or (f.default_factory is not MISSING and not value)
         if f.name != "extra" and not unset:

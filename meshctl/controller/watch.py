@@ -1,0 +1,132 @@
+"""Between cycles: wake the loop as soon as a pool says something changed.
+
+The loop cycles every interval, and at once when woken (``Controller.run``): ``meshctl
+submit`` and ``cancel`` wake it with SIGUSR1, and this watch wakes it when Ray reports what
+the last cycle did not see. Ray's Jobs API pushes nothing, so the watch asks, cheaply and
+often, only what could have changed:
+
+- every ``period_s`` (0.1 s), the status of each submission in flux: dispatched and not yet
+  seen running (one small request each);
+- every ``full_s`` (0.5 s), each pool's observation (as a cycle makes it): its job statuses
+  and which of its nodes are alive.
+
+Anything that differs from the last cycle's observation wakes the loop, once per cycle (a
+difference the cycle does not settle does not wake it again until the next one). A failing
+request wakes nothing: the cycle sees the pool as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from meshctl.controller.step import Dispatch
+from meshctl.controller.world import World
+from meshctl.state.records import AttemptState
+
+log = logging.getLogger("meshctl.controller")
+
+PERIOD_S = 0.1
+FULL_S = 0.5
+IN_FLUX = frozenset({AttemptState.SUBMITTING, AttemptState.PENDING})
+
+
+def in_flux(world: World, dispatched: Iterable[Dispatch]) -> dict[str, tuple[str, str | None]]:
+    """Submissions in flux after a cycle, by id: (pool, the status Ray last gave it), of the
+    attempts not yet seen running and of those the cycle just submitted (Ray's first word
+    on those is PENDING)."""
+    found: dict[str, tuple[str, str | None]] = {}
+    for view in world.jobs:
+        attempt = view.attempt
+        if attempt is not None and attempt.state in IN_FLUX:
+            seen = world.pools.get(attempt.pool)
+            job = seen.jobs.get(attempt.submission_id) if seen is not None else None
+            found[attempt.submission_id] = (attempt.pool, _status(job))
+    for dispatch in dispatched:
+        found[dispatch.submission.submission_id] = (dispatch.attempt.pool, "PENDING")
+    return found
+
+
+class Watch:
+    """``seen``: the last cycle's world (None before the first) and its submissions in flux
+    (``in_flux``); ``clients``: the pools' clients as of now; ``wake``: the loop's event."""
+
+    def __init__(
+        self,
+        seen: Callable[[], tuple[World, Mapping[str, tuple[str, str | None]]] | None],
+        clients: Callable[[], Mapping[str, Any]],
+        wake: threading.Event,
+        *,
+        period_s: float = PERIOD_S,
+        full_s: float = FULL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.seen, self.clients, self.wake = seen, clients, wake
+        self.period_s, self.full_s, self.clock = period_s, full_s, clock
+        self._woken_for: World | None = None  # the world a wake was already asked over
+        self._next_full = 0.0
+
+    def run(self, stop: threading.Event) -> None:
+        """Check every ``period_s`` until ``stop`` is set."""
+        while not stop.wait(self.period_s):
+            self.check()
+
+    def check(self) -> str | None:
+        """Wake the loop if a pool changed since the last cycle; what changed, or None."""
+        found = self.seen()
+        if found is None or found[0] is self._woken_for:
+            return None
+        world, flux = found
+        full = self.clock() >= self._next_full
+        if full:
+            self._next_full = self.clock() + self.full_s
+        try:
+            changed = self._in_flux(flux) or (self._pools(world, flux) if full else None)
+        except Exception as err:  # the cycle will see it; nothing to wake for
+            log.debug("watch: %s", err)
+            return None
+        if changed is not None:
+            self._woken_for = world
+            self.wake.set()
+        return changed
+
+    def _in_flux(self, flux: Mapping[str, tuple[str, str | None]]) -> str | None:
+        clients = self.clients()
+        for sid, (pool, was) in flux.items():
+            client = clients.get(pool)
+            if client is None or not hasattr(client, "job"):
+                continue
+            now = _status(client.job(sid))
+            if now != was:
+                return f"{sid}: {was} -> {now}"
+        return None
+
+    def _pools(self, world: World, flux: Mapping[str, object]) -> str | None:
+        for name, client in self.clients().items():
+            seen = world.pools.get(name)
+            if seen is None or not seen.reachable:
+                continue
+            now = client.observe()
+            if not now.reachable:
+                continue
+            if _statuses(now.jobs, flux) != _statuses(seen.jobs, flux):
+                return f"{name}: job states changed"
+            if _alive(now.nodes) != _alive(seen.nodes):
+                return f"{name}: nodes changed"
+        return None
+
+
+def _status(job: Any) -> str | None:
+    return None if job is None else str(job.status)
+
+
+def _statuses(jobs: Mapping[str, Any], flux: Mapping[str, object]) -> dict[str, str]:
+    """Each job's status, but those in flux: the other check follows them."""
+    return {k: str(j.status) for k, j in jobs.items() if k not in flux}
+
+
+def _alive(nodes: Any) -> frozenset[tuple[str, bool]]:
+    return frozenset((n.ray_node_id, n.alive) for n in nodes)

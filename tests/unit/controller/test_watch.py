@@ -1,0 +1,142 @@
+"""The watch wakes the loop when a pool changes between cycles, once per cycle.
+
+Over the in-memory pool of ``test_loop`` (a stand-in for Ray's Jobs API) with the three calls
+the watch makes of a Ray pool client: one job's status, every job's, the nodes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+
+import pytest
+
+from meshctl.controller.watch import Watch
+from meshctl.pools.observed import ObservedJob, ObservedNode
+from meshctl.state import MemoryStore
+
+from .test_loop import Clock, FakePool, controller, queue
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass
+class WatchedPool(FakePool):
+    dead: tuple[str, ...] = ()
+    failing: bool = False
+    asked: int = 0
+
+    def observe(self):  # type: ignore[no-untyped-def]
+        seen = super().observe()
+        return replace(seen, nodes=tuple(self.nodes()))
+
+    def job(self, submission_id: str) -> ObservedJob | None:
+        self.asked += 1
+        if self.failing:
+            raise OSError("dashboard gone")
+        return self.jobs.get(submission_id)
+
+    def nodes(self) -> list[ObservedNode]:
+        return [
+            ObservedNode(n, n, n not in self.dead, 4, 2.0, 8.0, "A100", {"meshctl.io/node": n})
+            for n in ("n1", "n2")
+        ]
+
+    def running(self) -> None:
+        for sid, job in self.jobs.items():
+            self.jobs[sid] = replace(job, status="RUNNING")
+
+
+class Ticks:
+    """A monotonic clock the test moves: every check is a full one unless told otherwise."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def setup() -> tuple[WatchedPool, threading.Event, Watch, Ticks, object]:
+    store, pool = MemoryStore(), WatchedPool()
+    queue(store)
+    loop = controller(store, pool, Clock())
+    loop.cycle()  # dispatched: Ray says PENDING
+    wake, ticks = threading.Event(), Ticks()
+    watch = Watch(lambda: loop.seen, lambda: loop.clients, wake, clock=ticks)
+    return pool, wake, watch, ticks, loop
+
+
+CHANGES = [
+    pytest.param(WatchedPool.running, "meshctl-", id="a-dispatched-job-runs"),
+    pytest.param(lambda p: p.finish("FAILED"), "meshctl-", id="a-dispatched-job-fails"),
+    pytest.param(lambda p: setattr(p, "dead", ("n2",)), "onprem: nodes changed", id="node-died"),
+]
+
+
+@pytest.mark.parametrize(("change", "said"), CHANGES)
+def test_a_change_wakes_the_loop_once_per_cycle(change: object, said: str) -> None:
+    pool, wake, watch, ticks, loop = setup()
+
+    def check() -> str | None:
+        ticks.now += 1.0  # every check a full one
+        return watch.check()
+
+    assert check() is None
+    assert not wake.is_set()
+    change(pool)  # type: ignore[operator]
+    assert said in (check() or "")
+    assert wake.is_set()
+    wake.clear()
+    assert check() is None
+    assert not wake.is_set()
+    loop.cycle()  # type: ignore[attr-defined]
+    assert check() is None
+    assert not wake.is_set()
+
+
+def test_the_pools_are_asked_in_full_only_every_full_s() -> None:
+    pool, _wake, watch, ticks, _ = setup()
+    watch.check()  # full: next one at 0.5 s
+    pool.dead = ("n2",)
+    ticks.now = 0.4
+    assert watch.check() is None
+    ticks.now = 0.5
+    assert watch.check() == "onprem: nodes changed"
+
+
+def test_a_failing_pool_wakes_nothing() -> None:
+    pool, wake, watch, _, _ = setup()
+    pool.failing = True
+    pool.running()
+    assert watch.check() is None
+    assert not wake.is_set()
+    assert pool.asked == 1
+
+
+def test_the_loop_cycles_as_soon_as_ray_reports_the_job_running() -> None:
+    """An interval of a minute, and the job's start seen within the deadline: the watch
+    woke the loop (polling with a generous deadline, never a sleep)."""
+    store, pool = MemoryStore(), WatchedPool()
+    record = queue(store)
+    loop = controller(store, pool, Clock())
+    stop, wake = threading.Event(), threading.Event()
+    runner = threading.Thread(target=loop.run, args=(60.0, stop, wake), daemon=True)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not pool.jobs and time.monotonic() < deadline:  # the first cycle dispatched it
+            wake.wait(0.01)
+        pool.running()
+        while (found := store.get(type(record), record.id)) is not None and (
+            found.state != "running" and time.monotonic() < deadline
+        ):
+            stop.wait(0.01)
+        assert found is not None
+        assert found.state == "running"
+        assert loop.cycles >= 2
+    finally:
+        stop.set()
+        wake.set()
+        runner.join(30)
