@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from meshctl.policy import PolicySet
     from meshctl.state import SqliteStore
 
+RUN_DIR = "run"  # controller.runtime.run_dir: the controller's pid, heartbeat and up.json
 UP_FILE = "up.json"  # what `meshctl up` brought up: the mesh, policies and catalogs in force
 
 
@@ -31,7 +32,7 @@ class AppContext:
         import json
 
         try:
-            raw = json.loads((self.home / "run" / UP_FILE).read_text())
+            raw = json.loads((self.home / RUN_DIR / UP_FILE).read_text())
         except (OSError, ValueError):
             return {}
         return {k: str(v) for k, v in raw.items() if v}
@@ -129,8 +130,8 @@ class AppContext:
         sources = read_policy_files([folder]).policies
         policies = compile_policies(sources)
         example_mesh = written_for(folder)  # the shipped examples: checked against theirs
-        if example_mesh:
-            mesh = read_mesh(example_mesh)
+        if example_mesh and (mesh is None or not _same_file(example_mesh, self.mesh_file())):
+            mesh = read_mesh(example_mesh)  # unless it is the mesh in use, read already
         elif mesh is None:
             mesh = self.mesh()
         problems = policy_problems(sources, MeshNames.of(mesh))
@@ -141,16 +142,23 @@ class AppContext:
     def rules(
         self, policies: Path | None = None, held: tuple[Mesh, dict[str, Catalog]] | None = None
     ) -> Rules:
-        """The rules a command plans with (submit, train): the named policies, else those the
-        controller enforces; a warning on stderr when they differ from what it runs. ``held``:
-        the mesh and catalogs the caller read already (``mesh_and_catalogs``)."""
+        """``planning`` as the controller's ``Rules``."""
         from meshctl.controller.decide import Rules
 
+        return Rules(*self.planning(policies, held))
+
+    def planning(
+        self, policies: Path | None = None, held: tuple[Mesh, dict[str, Catalog]] | None = None
+    ) -> tuple[Mesh, dict[str, Catalog], PolicySet]:
+        """The mesh, catalogs and policies a command plans with (submit, train): the named
+        policies, else those the controller enforces; a warning on stderr when they differ
+        from what it runs. ``held``: the mesh and catalogs the caller read already
+        (``mesh_and_catalogs``). Three values, not ``Rules``: a submission imports no more of
+        the controller than it needs."""
         mesh, catalogs = held or self.mesh_and_catalogs()
-        rules = Rules(mesh, catalogs, self.policy_set(policies, mesh))
-        if rules.policies is not None:
-            self.warn_if_not_enforced(rules.policies, policies is not None)
-        return rules
+        policy_set = self.policy_set(policies, mesh)
+        self.warn_if_not_enforced(policy_set, policies is not None)
+        return mesh, catalogs, policy_set
 
     def rule_files(self, policies: Path | None = None) -> RuleFiles:
         """The files a controller started or reloaded now would run with (absolute)."""
@@ -166,11 +174,27 @@ class AppContext:
     def enforced(self) -> dict[str, object] | None:
         """What the running controller enforces, from its heartbeat (``policy_hash``,
         ``policies``, ``policy_commit``, ``policy_error``); None when none runs."""
+        if not self.ever_up():
+            return None
         from meshctl.controller import daemon
 
         pid = daemon.running(self.home)
         beat = daemon.live_beat(daemon.heartbeat(self.home) if pid is not None else None, pid)
         return beat if beat.get("policy_hash") is not None else None
+
+    def ever_up(self) -> bool:
+        """Whether a controller may run for this home: its files live in ``run/``
+        (``controller.runtime.run_dir``). Without it none ever ran, and a command asks no more
+        (``submit`` does not import the daemon's module, and the pools and clouds it imports)."""
+        return (self.home / RUN_DIR).is_dir()
+
+    def nudge(self) -> bool:
+        """Ask the running controller to cycle now (``daemon.nudge``); False: none runs."""
+        if not self.ever_up():
+            return False
+        from meshctl.controller import daemon
+
+        return daemon.nudge(self.home)
 
     def warn_if_not_enforced(self, policies: PolicySet, named: bool) -> None:
         """Say so (a warning, never an error) when a command plans with other policies than
@@ -203,6 +227,13 @@ class AppContext:
         from meshctl.state import open_store
 
         return open_store(self.home)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False
 
 
 def utc(moment: dt.datetime) -> dt.datetime:

@@ -33,14 +33,13 @@ def queue(
     import time
 
     from meshctl.cli import render
-    from meshctl.controller import daemon
     from meshctl.controller.submit import check, enqueue
 
     job = check_loop(job, work)  # a train loop or Serve app imports, before anything is queued
     now = dt.datetime.now(dt.UTC)
-    rules = context.rules(held=held)
-    observed = _unlisted_inventory(context, rules.mesh)
-    admission = check(job, rules.mesh, rules.catalogs, rules.policies, now, observed)
+    mesh, catalogs, policies = context.planning(held=held)
+    observed = _unlisted_inventory(context, mesh)
+    admission = check(job, mesh, catalogs, policies, now, observed)
     if output is Output.table and (dry_run or explain):
         _show_plan(job, admission)
     record = None
@@ -51,7 +50,7 @@ def queue(
         render.emit_data(_submitted(job, admission, record, dry_run or explain), output)
     elif record is not None:
         render.plain(record.id)
-    if record is not None and not daemon.nudge(context.home):
+    if record is not None and not context.nudge():
         render.warnings([f"{record.id} is queued, but no controller is running: meshctl up"])
     return None if record is None else str(record.id)
 
@@ -72,12 +71,13 @@ def _submitted(job: Job, admission: Any, record: Any, planned: bool) -> dict[str
 
 def _unlisted_inventory(context: Any, mesh: Any) -> dict[str, Any]:
     """The nodes of ``ray`` pools whose mesh entry lists none, read from their clusters."""
-    from meshctl.controller.runtime import client_for
     from meshctl.model.mesh import RayPool
 
     found = {}
     for pool in mesh.spec.pools:
         if isinstance(pool, RayPool) and not pool.nodes:
+            from meshctl.controller.runtime import client_for  # the pools' and clouds' clients
+
             client = client_for(pool, context.home)
             if client is not None:
                 seen = client.observe()

@@ -14,11 +14,11 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from meshctl.controller.decide import observed_nodes
+from meshctl.controller.nodes import observed_nodes
 from meshctl.errors import InvalidInput
 from meshctl.lifecycle.mesh import snapshot_from_mesh
 from meshctl.model.catalog import Catalog
@@ -42,7 +42,7 @@ from meshctl.scheduler import (
 from meshctl.scheduler.plan import Decision
 from meshctl.state.private import private_dir, private_tree
 from meshctl.state.records import Event, JobRecord, JobState
-from meshctl.state.store import Store
+from meshctl.state.store import ConflictError, Store
 
 MAX_PACKAGE_BYTES = 100 * 1024**2
 IGNORED = (".git", "__pycache__", ".venv", "venv", "node_modules", "*.pyc", ".mypy_cache")
@@ -138,6 +138,18 @@ def inadmissible(job: Job, verdict: Verdict, quotas: Mapping[str, TeamQuota]) ->
     return None
 
 
+# A new id is the job's name and 24 random bits, short enough to read and type. Jobs of one name
+# share the bits, so some ids come out taken (10,000 submissions of one name meet about 3): it
+# is drawn again then. All ID_TRIES taken: about 1 in 2**85 with 10,000 jobs of that name stored,
+# 1 in 2**32 with a million.
+ID_TRIES = 8
+
+
+class PackageTaken(FileExistsError):
+    """The folder of a job id's files exists: another job's, or another submission's that is
+    not stored yet."""
+
+
 def new_job_id(name: str) -> str:
     return f"{name[:50]}-{secrets.token_hex(3)}"
 
@@ -173,13 +185,27 @@ def package(source: Path, destination: Path) -> Path:
         skip = set(patterns(folder, names))
         return skip | {n for n in names if home is not None and Path(folder, n) == home}
 
-    shutil.copytree(source, destination, ignore=ignored)
-    # Ray names an uploaded working directory by its content hash; jobs sharing one package
-    # were seen (Ray 2.60) to start before the node had finished unpacking it for another
-    # job ("can't open file"). A file naming the job makes every job's package its own.
-    (destination / ".meshctl-job").write_text(destination.name + "\n")
-    private_tree(destination)  # the copy keeps the source's modes: make it the owner's alone
+    _claim(destination)
+    try:
+        shutil.copytree(source, destination, ignore=ignored, dirs_exist_ok=True)
+        # Ray names an uploaded working directory by its content hash; jobs sharing one package
+        # were seen (Ray 2.60) to start before the node had finished unpacking it for another
+        # job ("can't open file"). A file naming the job makes every job's package its own.
+        (destination / ".meshctl-job").write_text(destination.name + "\n")
+        private_tree(destination)  # the copy keeps the source's modes: make it the owner's
+    except BaseException:
+        shutil.rmtree(destination, ignore_errors=True)
+        raise
     return destination
+
+
+def _claim(folder: Path) -> None:
+    """``folder`` made, in one step, for this submission's files; ``PackageTaken`` if it is
+    there already: another's, which nothing here removes."""
+    try:
+        folder.mkdir(mode=0o700)
+    except FileExistsError as err:
+        raise PackageTaken(err.errno, "a job's files are there already", str(folder)) from None
 
 
 def enqueue(
@@ -190,12 +216,40 @@ def enqueue(
     home: Path,
     now_s: float,
     job_id: str | None = None,
+    *,
+    draw: Callable[[str], str] = new_job_id,
 ) -> JobRecord:
     """Store the job as pending, with its files copied; the controller takes it from there.
-    ``job_id``: the caller's (the differential check keeps the simulator's); default a new
-    one from the job's name."""
-    job_id = job_id or new_job_id(job.metadata.name)
+    ``job_id``: the caller's (the differential check keeps the simulator's), stored under it
+    or not at all (``ConflictError``: taken); default a new one, ``draw`` of the job's name,
+    drawn again while the one drawn is taken, by a stored job or by another submission's
+    files (``ID_TRIES`` in all, then the last ``ConflictError`` or ``PackageTaken``)."""
+    if job_id is not None:
+        return _store_as(job_id, store, job, admission, working_dir, home, now_s)
+    tries = 0
+    while True:
+        try:
+            drawn = draw(job.metadata.name)
+            return _store_as(drawn, store, job, admission, working_dir, home, now_s)
+        except (ConflictError, PackageTaken):
+            tries += 1
+            if tries == ID_TRIES:
+                raise
+
+
+def _store_as(
+    job_id: str,
+    store: Store,
+    job: Job,
+    admission: Admission,
+    working_dir: Path | None,
+    home: Path,
+    now_s: float,
+) -> JobRecord:
+    """The job stored as pending under ``job_id``, its files copied first; nothing left of
+    either on failure."""
     spec = job.model_dump(mode="json", exclude_none=True)
+    copy: Path | None = None
     if working_dir is not None:
         copy = package(working_dir, home / "packages" / job_id)
         spec["spec"]["working_dir"] = str(copy)
@@ -218,5 +272,6 @@ def enqueue(
     try:
         return store.create(record, events=[event])
     except BaseException:
-        shutil.rmtree(home / "packages" / job_id, ignore_errors=True)
+        if copy is not None:  # ours: package made it
+            shutil.rmtree(copy, ignore_errors=True)
         raise

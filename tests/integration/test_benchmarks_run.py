@@ -71,7 +71,7 @@ def test_recovery_benchmark_compares_meshctl_with_plain_ray_train():
     every = 10
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "recovery.py"),
-         "--steps", "60", "--every", str(every), "--kill-at", "25", "--json"],
+         "--steps", "60", "--every", str(every), "--kill-at", "25", "--loss", "kill", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=360,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
@@ -80,7 +80,7 @@ def test_recovery_benchmark_compares_meshctl_with_plain_ray_train():
     result = json.loads(lines[0])
     assert result["checkpoint_interval_steps"] == every
     for side in ("meshctl", "ray_train"):
-        figures = result[side]
+        figures = result["kill"][side]
         assert set(figures) == {"detect_s", "resume_s", "steps_lost", "ettr"}, side
         assert 0 <= figures["steps_lost"] <= every, (side, figures)
         assert figures["detect_s"] >= 0, (side, figures)

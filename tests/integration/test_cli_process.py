@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ try:
     app(["--help"])
 except SystemExit:
     pass
-print(sorted({m.split('.')[0] for m in sys.modules}))
+print(sorted(m for m in sys.modules if "." not in m))  # a package's modules need it imported
 """
 
 
@@ -28,6 +29,67 @@ def test_help_imports_no_heavy_module():
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"')))
     assert loaded.isdisjoint(HEAVY), sorted(loaded & set(HEAVY))
+
+
+# What a submission never needs: Ray, the clouds' SDKs, torch, pyarrow, rich (it prints a line),
+# the REPL the cel package imports for its own command line (meshctl.cli.deferred); of meshctl,
+# the controller's loop, the daemon and the clients of pools and clouds.
+NOT_FOR_SUBMIT = (
+    "ray", "boto3", "botocore", "google", "torch", "pyarrow", "matplotlib", "rich",
+    "prompt_toolkit", "pygments", "meshctl.controller.decide", "meshctl.controller.loop",
+    "meshctl.controller.daemon", "meshctl.controller.runtime", "meshctl.clouds",
+    "meshctl.pools.ray", "meshctl.pools.local", "meshctl.sim", "meshctl.data",
+)  # fmt: skip
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+SUBMIT_PROBE = """
+import sys
+from meshctl.cli.app import main
+sys.argv = ["meshctl", "submit", "--gpus", "1", "--", "python", "-c", "pass"]
+try:
+    main()
+except SystemExit as exit:
+    assert not exit.code, exit.code
+print(sorted(sys.modules))
+"""
+
+
+def test_submit_imports_only_what_a_submission_needs(tmp_path: Path):
+    """Through the console script's own entry (``main``), to an embedded home where no
+    controller ever ran: the job is checked and queued, and nothing else is imported."""
+    home = tmp_path / "home"
+    out = subprocess.run(
+        [sys.executable, "-c", SUBMIT_PROBE],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+        env={**os.environ, "MESHCTL_HOME": str(home)},
+    )  # fmt: skip
+    job_id, modules = out.stdout.strip().splitlines()
+    loaded = json.loads(modules.replace("'", '"'))
+    assert [m for m in loaded if _within(m, NOT_FOR_SUBMIT)] == []
+    assert {"cel", "pydantic", "yaml", "sqlite3"} <= set(loaded)  # what it does need
+    assert job_id.startswith("python-")
+    assert "no controller is running" in out.stderr
+    assert (home / "state.db").is_file()
+    assert not (home / "run").exists()
+
+
+CEL_PROBE = """
+import sys
+import meshctl.cli.app
+import cel
+assert cel.evaluate("1 + 2", {}) == 3
+assert "prompt_toolkit" not in sys.modules
+from cel.cli import main  # its command line still there, when something uses it
+assert callable(main) and "prompt_toolkit" in sys.modules
+"""
+
+
+def test_cel_evaluates_without_its_command_line_and_still_has_it():
+    subprocess.run([sys.executable, "-c", CEL_PROBE], check=True)
 
 
 def test_console_script_exit_codes(tmp_path: Path):
