@@ -51,7 +51,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/policy_eval.py
 	$(PY) benchmarks/schedule.py --trace-dir ../shared/traces/philly
 	$(PY) benchmarks/openb_packing.py --trace-dir ../shared/traces/alibaba-openb
-	$(PY) benchmarks/dispatch.py
+	$(PY) benchmarks/dispatch.py --history 100000
+	$(PY) benchmarks/submit_storm.py
 	$(PY) benchmarks/sim_speed.py
 
 clean:
