@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,6 +84,36 @@ def _private(path: Path) -> None:
         private_file(path.with_name(path.name + name))
 
 
+def _busy_retried(step: Any, timeout_s: float, path: Path) -> Any:
+    """``step()``, tried again while the file is busy, until ``timeout_s`` has passed.
+
+    SQLite does not call its busy handler everywhere: switching a new file to WAL needs an
+    exclusive lock, and reading a WAL file while another process sets it up, both answer
+    "database is locked" at once. Several processes opening a new store together meet that."""
+    deadline, pause = time.monotonic() + timeout_s, 0.002
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            busy = "locked" in str(exc) or "busy" in str(exc)
+            if not busy or time.monotonic() >= deadline:
+                raise StoreError(f"cannot open state store {path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open state store {path}: {exc}") from exc
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _wal(conn: sqlite3.Connection, known: int) -> str:
+    """The file's journal mode, switched to WAL when it is not (a new file); a file written by a
+    newer meshctl is refused first."""
+    check_not_newer(schema_version(conn), known)
+    mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+    if mode != "wal":
+        mode = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower()
+    return mode
+
+
 def _sql(kind: type[Any]) -> _Sql:
     spec_for(kind)
     return _SQL[kind]
@@ -117,13 +148,9 @@ class SqliteStore(StoreBase):
     def _setup(
         self, conn: sqlite3.Connection, busy_timeout_s: float, migrations: Sequence[str]
     ) -> None:
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {round(busy_timeout_s * 1000):d}")
-            check_not_newer(schema_version(conn), len(migrations))
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open state store {self.path}: {exc}") from exc
-        if str(mode).lower() != "wal":
+        conn.execute(f"PRAGMA busy_timeout = {round(busy_timeout_s * 1000):d}")
+        mode = _busy_retried(lambda: _wal(conn, len(migrations)), busy_timeout_s, self.path)
+        if mode != "wal":
             raise StoreError(f"cannot put state store {self.path} in WAL mode (got {mode})")
         migrate(conn, migrations)
 

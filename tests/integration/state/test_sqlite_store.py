@@ -242,3 +242,24 @@ def test_two_processes_append_events_with_unique_increasing_seq(tmp_path: Path) 
         assert [e.message for e in events if e.message[0] == tag] == [
             f"{tag}-{i}" for i in range(50)
         ]
+
+
+def _open_new(folder: str, barrier: Any, rounds: int) -> None:
+    for n in range(rounds):
+        barrier.wait(timeout=60)
+        SqliteStore(Path(folder) / f"{n}.db").close()
+
+
+def test_processes_opening_a_new_store_together_all_open_it(tmp_path: Path) -> None:
+    """Switching a new file to WAL answers "locked" without waiting; each open tries again."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    procs = [ctx.Process(target=_open_new, args=(str(tmp_path), barrier, 25)) for _ in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    for n in range(25):
+        with SqliteStore(tmp_path / f"{n}.db") as store:
+            assert store.list(JobRecord) == []
