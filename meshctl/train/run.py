@@ -11,7 +11,10 @@ What the job file says arrives in ``MESHCTL_TRAIN`` (JSON; the controller writes
 - ``run_name``, ``storage`` and ``endpoint_url``: ``RunConfig(name, storage_path)``, the same
   on every attempt of the job, so Ray Train resumes from the latest checkpoint;
 - ``max_failures`` (``FailureConfig``), ``keep`` (``CheckpointConfig.num_to_keep``),
-  ``config`` (the loop's ``train_loop_config``).
+  ``config`` (the loop's ``train_loop_config``);
+- ``replace_wait_s``: when given (with ``storage``), workers that Ray Train starts again after
+  a failure are not pinned to nodes that died: the run asks the controller for replacements
+  and waits this long for them (``meshctl.train.nominations``).
 
 Progress (reports, checkpoints, failures, worker-group starts) is recorded beside the
 checkpoints for the controller (``meshctl.train.progress``).
@@ -25,16 +28,19 @@ import inspect
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
+import ray
 import ray.train
+from ray.train.v2._internal.execution.callback import ControllerCallback
 from ray.train.v2.api.callback import UserCallback
 from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.v2.torch.torch_trainer import TorchTrainer
 
 from meshctl.storage import filesystem
-from meshctl.train import progress
+from meshctl.train import nominations, progress
 
 
 def load_loop(reference: str) -> Callable[..., Any]:
@@ -82,6 +88,68 @@ class Progress(UserCallback):
         self.recorder.failed(error)
 
 
+def alive_node_ids() -> set[str]:
+    return {str(n["NodeID"]) for n in ray.nodes() if n.get("Alive")}  # type: ignore[no-untyped-call]
+
+
+class Replacements(ControllerCallback):
+    """Runs in the Ray Train controller (beside the driver): before the workers start again
+    after a failure, pins to nodes that died are replaced by the nodes the controller
+    nominates (``meshctl.train.nominations``). No answer within ``wait_s``, or a refusal,
+    leaves the pins as they were."""
+
+    def __init__(
+        self,
+        where: dict[str, Any],
+        label: str,
+        pins: list[str],
+        per_node: int,
+        wait_s: float,
+        alive: Callable[[], set[str]] = alive_node_ids,
+    ) -> None:
+        self.where, self.label, self.pins, self.per_node = where, label, pins, per_node
+        self.wait_s, self.alive = wait_s, alive
+        self.context: Any = None
+        self.failed = False
+        self.asked = 0
+
+    def after_controller_start(self, train_run_context: Any) -> None:
+        self.context = train_run_context
+
+    def before_controller_execute_failure_decision(self, failure_decision: Any) -> None:
+        self.failed = True
+
+    def before_controller_execute_resize_decision(self, resize_decision: Any) -> None:
+        if not self.failed or self.context is None:
+            return  # the first start, or a resize of an elastic run: its pins hold
+        self.failed = False
+        living = self.alive()
+        lost = [p for p in self.pins if p not in living]
+        if not lost:
+            return  # a worker died, not its node: Ray Train starts it again where it was
+        self.asked += 1
+        where, attempt = self.where, int(self.where["attempt"])
+        request = nominations.Ask(
+            attempt, self.asked, time.time(), tuple(lost), tuple(self.pins), self.per_node
+        )
+        nominations.ask(where["uri"], where["endpoint_url"], request)
+        print(f"meshctl train: node(s) {', '.join(lost)} lost; asking for replacements",
+              flush=True)  # fmt: skip
+        given = nominations.wait_for_answer(
+            where["uri"], where["endpoint_url"], attempt, self.asked, self.wait_s
+        )
+        if given is None or given.refused or len(given.node_ids) != len(self.pins):
+            why = "no answer" if given is None else given.refused or "a wrong number of nodes"
+            print(f"meshctl train: no replacement nodes ({why})", flush=True)
+            return
+        self.pins = list(given.node_ids)
+        scaling = self.context.scaling_config  # re-read when the workers start
+        scaling.label_selector = [
+            {self.label: self.pins[i // self.per_node]} for i in range(int(scaling.max_workers))
+        ]
+        print(f"meshctl train: starting again on {', '.join(self.pins)}", flush=True)
+
+
 def cuda_here() -> bool:
     import torch
 
@@ -107,15 +175,19 @@ def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
     storage, endpoint = spec.get("storage"), spec.get("endpoint_url")
     uri = f"{storage.rstrip('/')}/{spec['run_name']}" if storage else None
     fs, path = filesystem(storage, endpoint) if storage else (None, None)
+    where = {"uri": uri, "endpoint_url": endpoint, "attempt": attempt}
+    callbacks: list[Any] = [Progress(uri, endpoint, attempt)] if uri else []
+    wait_s = spec.get("replace_wait_s")
+    if uri and wait_s is not None and scaling.label_selector is not None:
+        callbacks.append(Replacements(where, label, pins, per_node, float(wait_s)))
     run = RunConfig(
         name=spec["run_name"],
         storage_path=path,
         storage_filesystem=fs,
         failure_config=FailureConfig(max_failures=int(spec.get("max_failures", 3))),
         checkpoint_config=CheckpointConfig(num_to_keep=int(spec.get("keep", 3))),
-        callbacks=[Progress(uri, endpoint, attempt)] if uri else None,
+        callbacks=callbacks or None,
     )
-    where = {"uri": uri, "endpoint_url": endpoint, "attempt": attempt}
     return TorchTrainer(
         functools.partial(run_loop, spec["loop"], where),
         train_loop_config=dict(spec.get("config") or {}),

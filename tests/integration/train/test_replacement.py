@@ -1,0 +1,147 @@
+"""A train run whose node dies starts its workers again on a nominated node, inside the same
+Ray job, and ends with bit for bit the weights of a run that lost nothing.
+
+A real Ray cluster (``meshctl.pools.local``: a head that takes no work, two 1-CPU nodes)
+runs ``python -m meshctl.train.run`` as a Ray job whose driver, and so Ray Train's controller,
+is on the head; its one worker is pinned to node n-0. The test kills n-0 mid-run and plays
+the controller's part: it reads the run's request for replacements and nominates n-1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from meshctl.model.mesh import NodeGroup
+from meshctl.pools import local
+from meshctl.pools.checkpoints import read_progress
+from meshctl.pools.observed import ROLE_LABEL, Submission
+from meshctl.pools.ray import RayPoolClient
+from meshctl.train import nominations
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 240.0
+STEPS, EVERY = 60, 10
+NODE_ID = "ray.io/node-id"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[local.LocalCluster, Path]]:
+    run_dir = tmp_path_factory.mktemp("replacement-run")
+    started = local.start_head("replacement", run_dir)
+    try:
+        group = NodeGroup.model_validate({"name": "n", "count": 2, "cpus": 1, "memory_gib": 2})
+        for name in group.node_names():
+            local.add_node(started, name, group, run_dir)
+        yield started, run_dir
+    finally:
+        local.stop(started)
+
+
+def client(cluster: local.LocalCluster) -> RayPoolClient:
+    return RayPoolClient("replacement", cluster.dashboard, cluster.token)
+
+
+def node_ids(cluster: local.LocalCluster) -> dict[str, str]:
+    seen = client(cluster).observe()
+    assert seen.reachable, seen.why
+    return {n.name: n.ray_node_id for n in seen.nodes if n.alive and not n.head}
+
+
+def submit(cluster: local.LocalCluster, name: str, storage: Path, out: Path, pin: str) -> str:
+    spec = {
+        "loop": "model:train_loop",
+        "workers": 1,
+        "workers_per_node": 1,
+        "per_worker": {"CPU": 0.5},
+        "node_label": NODE_ID,
+        "node_ids": [pin],
+        "run_name": name,
+        "storage": f"file://{storage}",
+        "max_failures": 3,
+        "keep": 3,
+        "replace_wait_s": 120,
+        "config": {"steps": STEPS, "checkpoint_every_steps": EVERY, "step_delay_s": 0.1,
+                   "output": str(out)},
+    }  # fmt: skip
+    env = {
+        "MESHCTL_TRAIN": json.dumps(spec),
+        "MESHCTL_ATTEMPT": "1",
+        "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.1",
+        "MESHCTL_POOL_MTBF_S": str(365 * 24 * 3600),
+    }
+    submission = Submission(
+        submission_id=f"replacement-{name}",
+        entrypoint=f"{sys.executable} -m meshctl.train.run",
+        runtime_env={"working_dir": str(ROOT / "examples" / "train"), "env_vars": env},
+        metadata={},
+        label_selector={ROLE_LABEL: "head"},  # the driver and Ray Train's controller
+    )
+    client(cluster).submit(submission)
+    return submission.submission_id
+
+
+def finished(cluster: local.LocalCluster, submission_id: str) -> str:
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        job = client(cluster).job(submission_id)
+        if job is not None and job.status in ("SUCCEEDED", "FAILED", "STOPPED"):
+            return job.status
+        assert time.monotonic() < deadline, f"{submission_id}: {job}"
+        time.sleep(0.5)
+
+
+def reached(uri: str, step: int) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while (seen := read_progress(uri, 1)) is None or (seen.get("step") or 0) < step:
+        assert time.monotonic() < deadline, f"step {step} never reported: {seen}"
+        time.sleep(0.25)
+
+
+def asked(uri: str) -> nominations.Ask:
+    deadline = time.monotonic() + WAIT_S
+    while not (waiting := nominations.unanswered(uri, None, 1)):
+        assert time.monotonic() < deadline, "the run never asked for a replacement"
+        time.sleep(0.25)
+    [request] = waiting
+    return request
+
+
+def weights(path: Path) -> Any:
+    return json.loads(path.read_text())["sha256"]
+
+
+def test_a_node_lost_mid_run_is_replaced_inside_the_ray_job_with_identical_weights(
+    cluster: tuple[local.LocalCluster, Path], tmp_path: Path
+) -> None:
+    ray_cluster, run_dir = cluster
+    ids = node_ids(ray_cluster)
+    reference_out, out = tmp_path / "reference.json", tmp_path / "replaced.json"
+    first = submit(ray_cluster, "reference", tmp_path / "ckpt", reference_out, ids["n-1"])
+    assert finished(ray_cluster, first) == "SUCCEEDED"
+
+    job = submit(ray_cluster, "replaced", tmp_path / "ckpt", out, ids["n-0"])
+    uri = f"file://{tmp_path / 'ckpt' / 'replaced'}"
+    reached(uri, 25)
+    local.remove_node(ray_cluster, "n-0", run_dir)  # the node dies, the driver lives
+    request = asked(uri)
+    assert (request.lost, request.node_ids) == ((ids["n-0"],), (ids["n-0"],))
+    nominations.answer(uri, None, 1, request.n, nominations.Answer((ids["n-1"],)))
+
+    assert finished(ray_cluster, job) == "SUCCEEDED"  # one Ray job: no new attempt
+    assert weights(out) == weights(reference_out)  # bit for bit
+    progress = read_progress(uri, 1)
+    assert progress is not None
+    [failure] = progress["failures"]
+    assert failure["resumed_s"] is not None
+    starts = sorted((tmp_path / "ckpt" / "replaced" / ".meshctl").glob("start-1-*.json"))
+    resumed = [json.loads(s.read_text())["checkpoint"] for s in starts]
+    assert len(resumed) == 2 and resumed[0] is None and resumed[1] is not None
