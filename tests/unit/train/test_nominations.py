@@ -40,11 +40,11 @@ def test_an_asked_request_is_unanswered_until_the_controller_answers(tmp_path: P
     ("document", "expected"),
     [
         pytest.param('{"node_ids": "id3"}', Answer(refused="an answer without node ids"),
-                     id="ids-not-a-list"),  # fmt: skip
+                     id="ids-not-a-list"),
         pytest.param("[1, 2]", None, id="not-an-object"),
         pytest.param("{half", None, id="half-written"),
     ],
-)
+)  # fmt: skip
 def test_a_malformed_answer_is_no_nomination(
     tmp_path: Path, document: str, expected: Answer | None
 ) -> None:
