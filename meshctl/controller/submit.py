@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from meshctl.controller.nodes import observed_nodes
 from meshctl.errors import InvalidInput
 from meshctl.lifecycle.mesh import snapshot_from_mesh
 from meshctl.model.catalog import Catalog
@@ -84,6 +83,9 @@ def check(
     for pool_name, observation in (observed or {}).items():
         pool = mesh.pool(pool_name)
         if pool is not None:
+            # the controller's view of nodes and jobs: imported only when a pool is observed
+            from meshctl.controller.nodes import observed_nodes
+
             extra = observed_nodes(pool, observation)
             snapshot = replace(snapshot, nodes=snapshot.nodes + tuple(extra))
     decision = schedule(snapshot, view).decisions[name]

@@ -1,21 +1,24 @@
-"""Replacement nodes for a running train job, asked of the controller and answered by it,
-beside the job's checkpoints (``<checkpoint uri>/.meshctl/``, through ``meshctl.storage``).
+"""Replacement nodes for a running train job, asked for by the run and nominated by the
+controller, beside the job's checkpoints (``<checkpoint uri>/.meshctl/``, through
+``meshctl.storage``).
 
 A train run's workers are pinned to the nodes meshctl placed them on. When Ray Train restarts
 its workers after a failure and a node they were pinned to has died, starting them on the same
 pins would wait for that node for ever. Instead the run (its Ray Train controller, which lives
-with the driver) asks which nodes to start on, and the controller, which keeps the mesh's
-books, nominates them:
+with the driver) takes the nodes the controller, which keeps the mesh's books, nominates:
 
-- ``nominate-<attempt>-<n>.json``, written by the run for its ``n``-th such restart in the
-  attempt: ``at_s``, ``lost`` (the node ids that died), ``node_ids`` (the pins it has, one per
-  node, in worker order) and ``workers_per_node``;
-- ``nominated-<attempt>-<n>.json``, the controller's answer: ``node_ids`` (every pin, the
-  living ones kept in place), or ``refused`` with the reason.
+- ``nominate-<attempt>-<n>.json``, written by the run for its ``n``-th restart on lost nodes
+  in the attempt: ``at_s``, ``lost`` (the node ids Ray reports dead), ``node_ids`` (the pins it
+  has, one per node, in worker order) and ``workers_per_node``. A record, and a request the
+  controller may read; it need not, and may nominate before it is asked.
+- ``nominated-<attempt>.json``, the controller's: ``node_ids``, every pin of the attempt as it
+  stands (the living kept in place, each lost one replaced), and ``at_s``. Written again at
+  each replacement.
 
-An answer that does not come within the run's wait, or a refusal, leaves the pins as they
-were: the workers cannot start, and the controller ends the attempt as it does for any job
-whose node died (the job resumes from its latest checkpoint in a new attempt).
+The run starts its workers on the nominated pins once they name none of the nodes it lost.
+Nothing within its wait leaves the pins as they were: the workers cannot start, and the
+controller ends the attempt as for any job whose node died, or has already (the job resumes
+from its latest checkpoint in a new attempt).
 """
 
 from __future__ import annotations
@@ -42,14 +45,6 @@ class Ask:
     workers_per_node: int
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """The controller's answer: the pins to start on, or why there are none."""
-
-    node_ids: tuple[str, ...] = ()
-    refused: str | None = None
-
-
 def ask(uri: str, endpoint_url: str | None, request: Ask) -> None:
     fs, base = filesystem(uri, endpoint_url)
     document = {
@@ -63,26 +58,25 @@ def ask(uri: str, endpoint_url: str | None, request: Ask) -> None:
     write(fs, base, f"nominate-{request.attempt}-{request.n}.json", document)
 
 
-def answer(uri: str, endpoint_url: str | None, attempt: int, n: int, given: Answer) -> None:
+def nominate(uri: str, endpoint_url: str | None, attempt: int, node_ids: tuple[str, ...]) -> None:
     fs, base = filesystem(uri, endpoint_url)
-    document = {"node_ids": list(given.node_ids), "refused": given.refused}
-    write(fs, base, f"nominated-{attempt}-{n}.json", document)
+    document = {"attempt": attempt, "node_ids": list(node_ids), "at_s": time.time()}
+    write(fs, base, f"nominated-{attempt}.json", document)
 
 
-def answered(uri: str, endpoint_url: str | None, attempt: int, n: int) -> Answer | None:
+def nominated(uri: str, endpoint_url: str | None, attempt: int) -> tuple[str, ...] | None:
+    """The attempt's pins as the controller last nominated them; None before it has (or when
+    what is there cannot be read)."""
     fs, base = filesystem(uri, endpoint_url)
-    document = read(fs, f"{base.rstrip('/')}/{FOLDER}/nominated-{attempt}-{n}.json")
-    if not isinstance(document, dict):
+    document = read(fs, f"{base.rstrip('/')}/{FOLDER}/nominated-{attempt}.json")
+    ids = document.get("node_ids") if isinstance(document, dict) else None
+    if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
         return None
-    refused = document.get("refused")
-    ids = document.get("node_ids") or []
-    if refused is None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
-        return Answer(refused="an answer without node ids")
-    return Answer(tuple(ids), str(refused) if refused is not None else None)
+    return tuple(ids)
 
 
-def unanswered(uri: str, endpoint_url: str | None, attempt: int) -> list[Ask]:
-    """The requests of ``attempt`` the controller has not answered yet, oldest first."""
+def requests(uri: str, endpoint_url: str | None, attempt: int) -> list[Ask]:
+    """What the run of ``attempt`` asked for, oldest first."""
     import pyarrow.fs as pafs
 
     fs, base = filesystem(uri, endpoint_url)
@@ -91,13 +85,12 @@ def unanswered(uri: str, endpoint_url: str | None, attempt: int) -> list[Ask]:
         infos = fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
     except OSError:
         return []
-    names = {info.base_name for info in infos}
     found = []
-    for name in sorted(names):
-        match = _ASKED.match(name)
-        if match is None or int(match[1]) != attempt or f"nominated-{name[9:]}" in names:
+    for info in infos:
+        match = _ASKED.match(info.base_name)
+        if match is None or int(match[1]) != attempt:
             continue
-        request = _request(read(fs, f"{folder}/{name}"))
+        request = _request(read(fs, f"{folder}/{info.base_name}"))
         if request is not None:
             found.append(request)
     return sorted(found, key=lambda r: r.n)
@@ -119,21 +112,24 @@ def _request(document: object) -> Ask | None:
         return None
 
 
-def wait_for_answer(
+def wait_for_nomination(
     uri: str,
     endpoint_url: str | None,
     attempt: int,
-    n: int,
+    fits: Callable[[tuple[str, ...]], bool],
     wait_s: float,
     *,
     poll_s: float = 0.2,
     clock: Callable[[], float] = time.monotonic,
     pause: Callable[[float], None] = time.sleep,
-) -> Answer | None:
-    """The answer to request ``n``, read every ``poll_s`` until it comes or ``wait_s`` passes."""
+) -> tuple[str, ...] | None:
+    """The attempt's nominated pins once they ``fit`` (the run's test: one per node, none it
+    lost), read every ``poll_s``; None when ``wait_s`` passes first."""
     deadline = clock() + wait_s
     while True:
-        given = answered(uri, endpoint_url, attempt, n)
-        if given is not None or clock() >= deadline:
-            return given
+        pins = nominated(uri, endpoint_url, attempt)
+        if pins is not None and fits(pins):
+            return pins
+        if clock() >= deadline:
+            return None
         pause(poll_s)

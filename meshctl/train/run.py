@@ -94,9 +94,10 @@ def alive_node_ids() -> set[str]:
 
 class Replacements(ControllerCallback):
     """Runs in the Ray Train controller (beside the driver): before the workers start again
-    after a failure, pins to nodes that died are replaced by the nodes the controller
-    nominates (``meshctl.train.nominations``). No answer within ``wait_s``, or a refusal,
-    leaves the pins as they were."""
+    after a failure, they are pinned to the nodes the controller nominated
+    (``meshctl.train.nominations``): at once when it already has (a node it found dead or
+    silent), else, when Ray reports a pinned node dead, once it does, waiting at most
+    ``wait_s``. Nothing nominated leaves the pins as they were."""
 
     def __init__(
         self,
@@ -123,26 +124,39 @@ class Replacements(ControllerCallback):
         if not self.failed or self.context is None:
             return  # the first start, or a resize of an elastic run: its pins hold
         self.failed = False
+        uri, endpoint, attempt = (
+            self.where["uri"],
+            self.where["endpoint_url"],
+            self.where["attempt"],
+        )
         living = self.alive()
-        lost = [p for p in self.pins if p not in living]
+        lost = tuple(p for p in self.pins if p not in living)
+        given = nominations.nominated(uri, endpoint, attempt)
+        if given is not None and self._fits(given, lost) and given != tuple(self.pins):
+            return self._pin(given)  # the controller replaced a node already
         if not lost:
-            return  # a worker died, not its node: Ray Train starts it again where it was
+            return None  # a worker died, not its node: Ray Train starts it again in place
         self.asked += 1
-        where, attempt = self.where, int(self.where["attempt"])
         request = nominations.Ask(
-            attempt, self.asked, time.time(), tuple(lost), tuple(self.pins), self.per_node
+            attempt, self.asked, time.time(), lost, tuple(self.pins), self.per_node
         )
-        nominations.ask(where["uri"], where["endpoint_url"], request)
-        print(f"meshctl train: node(s) {', '.join(lost)} lost; asking for replacements",
+        nominations.ask(uri, endpoint, request)
+        print(f"meshctl train: node(s) {', '.join(lost)} lost; waiting for replacements",
               flush=True)  # fmt: skip
-        given = nominations.wait_for_answer(
-            where["uri"], where["endpoint_url"], attempt, self.asked, self.wait_s
+        given = nominations.wait_for_nomination(
+            uri, endpoint, attempt, lambda pins: self._fits(pins, lost), self.wait_s
         )
-        if given is None or given.refused or len(given.node_ids) != len(self.pins):
-            why = "no answer" if given is None else given.refused or "a wrong number of nodes"
-            print(f"meshctl train: no replacement nodes ({why})", flush=True)
-            return
-        self.pins = list(given.node_ids)
+        if given is None:
+            print(f"meshctl train: no replacement within {self.wait_s:g} s", flush=True)
+            return None
+        return self._pin(given)
+
+    def _fits(self, given: tuple[str, ...] | None, lost: tuple[str, ...]) -> bool:
+        """Nominated pins the workers can start on: one per node, none of them lost."""
+        return given is not None and len(given) == len(self.pins) and not set(given) & set(lost)
+
+    def _pin(self, node_ids: tuple[str, ...]) -> None:
+        self.pins = list(node_ids)
         scaling = self.context.scaling_config  # re-read when the workers start
         scaling.label_selector = [
             {self.label: self.pins[i // self.per_node]} for i in range(int(scaling.max_workers))

@@ -108,7 +108,7 @@ def reached(uri: str, step: int) -> None:
 
 def asked(uri: str) -> nominations.Ask:
     deadline = time.monotonic() + WAIT_S
-    while not (waiting := nominations.unanswered(uri, None, 1)):
+    while not (waiting := nominations.requests(uri, None, 1)):
         assert time.monotonic() < deadline, "the run never asked for a replacement"
         time.sleep(0.25)
     [request] = waiting
@@ -134,7 +134,7 @@ def test_a_node_lost_mid_run_is_replaced_inside_the_ray_job_with_identical_weigh
     local.remove_node(ray_cluster, "n-0", run_dir)  # the node dies, the driver lives
     request = asked(uri)
     assert (request.lost, request.node_ids) == ((ids["n-0"],), (ids["n-0"],))
-    nominations.answer(uri, None, 1, request.n, nominations.Answer((ids["n-1"],)))
+    nominations.nominate(uri, None, 1, (ids["n-1"],))
 
     assert finished(ray_cluster, job) == "SUCCEEDED"  # one Ray job: no new attempt
     assert weights(out) == weights(reference_out)  # bit for bit

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from meshctl.train import nominations
-from meshctl.train.nominations import Answer, Ask
+from meshctl.train.nominations import Ask
 
 pytestmark = pytest.mark.unit
 
@@ -20,61 +20,69 @@ def request(n: int = 1, attempt: int = 1) -> Ask:
     return Ask(attempt, n, 100.0, ("id1",), ("id1", "id2"), 2)
 
 
-def test_an_asked_request_is_unanswered_until_the_controller_answers(tmp_path: Path) -> None:
+def test_requests_are_read_back_per_attempt_in_order(tmp_path: Path) -> None:
     uri = f"file://{tmp_path}"
-    assert nominations.unanswered(uri, None, 1) == []  # nothing written yet, no folder
-    nominations.ask(uri, None, request(1))
+    assert nominations.requests(uri, None, 1) == []  # nothing written yet, no folder
     nominations.ask(uri, None, request(2))
+    nominations.ask(uri, None, request(1))
     nominations.ask(uri, None, request(1, attempt=2))  # another attempt's
-    assert nominations.unanswered(uri, None, 1) == [request(1), request(2)]
-    nominations.answer(uri, None, 1, 1, Answer(("id3", "id2")))
-    assert nominations.unanswered(uri, None, 1) == [request(2)]
-    assert nominations.answered(uri, None, 1, 1) == Answer(("id3", "id2"))
-    assert nominations.answered(uri, None, 1, 2) is None
-    nominations.answer(uri, None, 1, 2, Answer(refused="no free node in pool onprem"))
-    assert nominations.answered(uri, None, 1, 2) == Answer((), "no free node in pool onprem")
-    assert nominations.unanswered(uri, None, 1) == []
+    assert nominations.requests(uri, None, 1) == [request(1), request(2)]
+    assert nominations.requests(uri, None, 2) == [request(1, attempt=2)]
+
+
+def test_the_latest_nomination_is_what_is_read(tmp_path: Path) -> None:
+    uri = f"file://{tmp_path}"
+    assert nominations.nominated(uri, None, 1) is None
+    nominations.nominate(uri, None, 1, ("id3", "id2"))
+    nominations.nominate(uri, None, 1, ("id3", "id4"))
+    nominations.nominate(uri, None, 2, ("id9",))
+    assert nominations.nominated(uri, None, 1) == ("id3", "id4")
+    assert nominations.nominated(uri, None, 2) == ("id9",)
 
 
 @pytest.mark.parametrize(
-    ("document", "expected"),
+    "document",
     [
-        pytest.param('{"node_ids": "id3"}', Answer(refused="an answer without node ids"),
-                     id="ids-not-a-list"),
-        pytest.param("[1, 2]", None, id="not-an-object"),
-        pytest.param("{half", None, id="half-written"),
+        pytest.param('{"node_ids": "id3"}', id="ids-not-a-list"),
+        pytest.param('{"node_ids": ["id3", ""]}', id="an-empty-id"),
+        pytest.param("[1, 2]", id="not-an-object"),
+        pytest.param("{half", id="half-written"),
     ],
-)  # fmt: skip
-def test_a_malformed_answer_is_no_nomination(
-    tmp_path: Path, document: str, expected: Answer | None
-) -> None:
+)
+def test_a_malformed_nomination_is_none(tmp_path: Path, document: str) -> None:
     folder = tmp_path / ".meshctl"
     folder.mkdir()
-    (folder / "nominated-1-1.json").write_text(document)
-    assert nominations.answered(f"file://{tmp_path}", None, 1, 1) == expected
+    (folder / "nominated-1.json").write_text(document)
+    assert nominations.nominated(f"file://{tmp_path}", None, 1) is None
 
 
 def test_a_malformed_request_is_skipped(tmp_path: Path) -> None:
     folder = tmp_path / ".meshctl"
     folder.mkdir()
     (folder / "nominate-1-1.json").write_text('{"attempt": 1}')
-    assert nominations.unanswered(f"file://{tmp_path}", None, 1) == []
+    assert nominations.requests(f"file://{tmp_path}", None, 1) == []
 
 
-def test_the_wait_ends_with_the_answer_or_at_its_deadline(tmp_path: Path) -> None:
+def test_the_wait_ends_with_a_nomination_free_of_the_lost_or_at_its_deadline(
+    tmp_path: Path,
+) -> None:
     uri, now = f"file://{tmp_path}", [0.0]
+    nominations.nominate(uri, None, 1, ("id1",))  # before the loss: names the lost node
 
     def pause(seconds: float) -> None:
         now[0] += seconds
-        if now[0] >= 1.0:  # the controller answers one second in
-            nominations.answer(uri, None, 1, 1, Answer(("id3",)))
+        if now[0] >= 1.0:  # the controller replaces it one second in
+            nominations.nominate(uri, None, 1, ("id3",))
 
     clock = lambda: now[0]  # noqa: E731
-    got = nominations.wait_for_answer(uri, None, 1, 1, 5.0, clock=clock, pause=pause)
-    assert got == Answer(("id3",))
+    free_of = lambda lost: lambda pins: not set(pins) & set(lost)  # noqa: E731
+    got = nominations.wait_for_nomination(uri, None, 1, free_of({"id1"}), 5.0, clock=clock,
+                                          pause=pause)  # fmt: skip
+    assert got == ("id3",)
     assert 1.0 <= now[0] < 1.5
     now[0] = 0.0
-    got = nominations.wait_for_answer(uri, None, 1, 2, 2.0, clock=clock, pause=pause)
+    got = nominations.wait_for_nomination(uri, None, 1, free_of({"id3"}), 2.0, clock=clock,
+                                          pause=pause)  # fmt: skip
     assert got is None
     assert 2.0 <= now[0] < 2.5
 
@@ -114,10 +122,10 @@ def test_workers_restarted_after_a_node_died_go_to_the_nominated_node(tmp_path: 
     made, context = callback(tmp_path, alive={"id2", "id3"})
     uri = f"file://{tmp_path}"
 
-    def controller() -> None:  # answers once the request is there
-        while not nominations.unanswered(uri, None, 3):
+    def controller() -> None:  # nominates once asked
+        while not nominations.requests(uri, None, 3):
             threading.Event().wait(0.01)
-        nominations.answer(uri, None, 3, 1, Answer(("id3", "id2")))
+        nominations.nominate(uri, None, 3, ("id3", "id2"))
 
     answering = threading.Thread(target=controller)
     answering.start()
@@ -125,44 +133,51 @@ def test_workers_restarted_after_a_node_died_go_to_the_nominated_node(tmp_path: 
     made.before_controller_execute_resize_decision(object())
     answering.join(timeout=30)
     assert pins(context) == ["id3", "id3", "id2", "id2"]
-    assert nominations.answered(uri, None, 3, 1) == Answer(("id3", "id2"))
-    [asked] = [p.name for p in (tmp_path / ".meshctl").glob("nominate-*")]
-    assert asked == "nominate-3-1.json"
+    [asked] = nominations.requests(uri, None, 3)
+    assert (asked.n, asked.lost, asked.node_ids, asked.workers_per_node) == (
+        1, ("id1",), ("id1", "id2"), 2
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("alive", "failed", "answer", "expected"),
+    ("alive", "failed", "given", "expected", "asks"),
     [
-        pytest.param({"id1", "id2"}, True, None, ["id1", "id1", "id2", "id2"],
+        pytest.param({"id1", "id2"}, True, None, ["id1", "id1", "id2", "id2"], 0,
                      id="a-worker-crashed-its-node-lives"),
-        pytest.param({"id2"}, False, None, ["id1", "id1", "id2", "id2"],
+        pytest.param({"id2"}, False, None, ["id1", "id1", "id2", "id2"], 0,
                      id="no-failure-the-first-start-or-a-resize"),
-        pytest.param({"id2"}, True, Answer(refused="no free node"), ["id1", "id1", "id2", "id2"],
-                     id="refused"),
-        pytest.param({"id2"}, True, Answer(("id3",)), ["id1", "id1", "id2", "id2"],
+        pytest.param({"id1", "id2"}, True, ("id3", "id2"), ["id3", "id3", "id2", "id2"], 0,
+                     id="the-controller-replaced-a-node-ray-still-lists"),
+        pytest.param({"id2"}, True, ("id1", "id2"), ["id1", "id1", "id2", "id2"], 1,
+                     id="nominated-before-the-loss-no-answer-since"),
+        pytest.param({"id2"}, True, ("id3",), ["id1", "id1", "id2", "id2"], 1,
                      id="too-few-nodes-nominated"),
     ],
 )  # fmt: skip
-def test_the_pins_stay_unless_a_node_died_and_replacements_were_given(
-    tmp_path: Path, alive: set[str], failed: bool, answer: Answer | None, expected: list[str]
+def test_the_pins_change_only_to_a_nomination_free_of_lost_nodes(
+    tmp_path: Path,
+    alive: set[str],
+    failed: bool,
+    given: tuple[str, ...] | None,
+    expected: list[str],
+    asks: int,
 ) -> None:
     made, context = callback(tmp_path, alive=alive, wait_s=0.0)
-    if answer is not None:
-        nominations.answer(f"file://{tmp_path}", None, 3, 1, answer)
+    if given is not None:
+        nominations.nominate(f"file://{tmp_path}", None, 3, given)
     if failed:
         made.before_controller_execute_failure_decision(object())
     made.before_controller_execute_resize_decision(object())
     assert pins(context) == expected
-    asked = list((tmp_path / ".meshctl").glob("nominate-*"))
-    assert len(asked) == (1 if failed and alive != {"id1", "id2"} else 0)
+    assert len(nominations.requests(f"file://{tmp_path}", None, 3)) == asks
 
 
-def test_no_answer_within_the_wait_leaves_the_pins(tmp_path: Path) -> None:
+def test_no_nomination_within_the_wait_leaves_the_pins(tmp_path: Path) -> None:
     made, context = callback(tmp_path, alive={"id2"}, wait_s=0.0)
     made.before_controller_execute_failure_decision(object())
     made.before_controller_execute_resize_decision(object())
     assert pins(context) == ["id1", "id1", "id2", "id2"]
-    assert [r.lost for r in nominations.unanswered(f"file://{tmp_path}", None, 3)] == [("id1",)]
+    assert [r.lost for r in nominations.requests(f"file://{tmp_path}", None, 3)] == [("id1",)]
 
 
 def test_the_trainer_asks_for_replacements_only_when_the_job_says_so(tmp_path: Path) -> None:
