@@ -39,9 +39,12 @@ one go.
 
 - ``meshctl``: a temporary embedded mesh (a local Ray cluster: a head and three emulated 1-GPU
   nodes with their agents, the controller cycling every 0.5 s) runs ``meshctl train
-  recovery:traced_loop``. The job's driver (and with it Ray Train's controller) is pinned to
-  the job's node, so the loss ends the attempt: the controller evicts the job, requeues it and
-  submits attempt 2 on another node, which resumes from the latest checkpoint. ``detect_s``,
+  recovery:traced_loop``. The job's driver (and with it Ray Train's controller) runs on the
+  pool's head. A killed node: the controller nominates a free node and Ray Train resumes there
+  from the latest checkpoint inside the attempt (``meshctl.lifecycle.replacing``). A silent
+  node: its agent's silence makes it unhealthy to meshctl, which evicts the job after its
+  checkpoint grace (Ray Train, its worker unanswering, restarts nothing); the driver on the
+  head stops at once and the job resumes in a new attempt on another node. ``detect_s``,
   ``resume_s`` and ``steps_lost`` are meshctl's own account: ``meshctl jobs show -o json``'s
   ``training.recoveries[0]`` (``meshctl/controller/recovery.py``), from the progress the job
   records beside its checkpoints and the controller's events.

@@ -25,6 +25,7 @@ from meshctl.controller.decide import (
     AttemptChange,
     CheckpointRequest,
     Dispatch,
+    Replacement,
     Rules,
     Step,
     Transition,
@@ -78,6 +79,10 @@ class Applying:
         errors: list[str] = []
         for change in step.attempts:
             self._attempt(change, now)
+        for replacement in step.replacements:
+            error = self._replace(replacement, now)
+            if error:
+                errors.append(error)
         for transition in step.transitions:
             self._transition(transition, now)
         for service in step.services:
@@ -222,6 +227,32 @@ class Applying:
         except (ConflictError, NotFoundError):
             return False  # someone else (a cancel) won; the next cycle sees their change
         return True
+
+    def _replace(self, change: Replacement, now: float) -> str | None:
+        """An attempt on its new nodes: recorded (with a ``job.node-replaced`` event), then its
+        run told its new pins beside its checkpoints; what went wrong, or None."""
+        attempt = self.store.get(AttemptRecord, change.attempt_id)
+        if attempt is None:
+            return None
+        detail = replace(
+            attempt.detail, allocations=change.allocations, ray_node_ids=change.ray_node_ids
+        )
+        nodes = [h.node for h in change.allocations]
+        data = {"attempt": change.attempt, "nodes": nodes}
+        event = Event(now, "job.node-replaced", change.job_id, change.reason, data)
+        try:
+            self.store.update(
+                replace(attempt, detail=detail), expected_version=attempt.version, events=[event]
+            )
+        except (ConflictError, NotFoundError):
+            return None  # changed meanwhile (a cancel): the next cycle decides again
+        from meshctl.train.nominations import nominate  # pyarrow: only when a node is replaced
+
+        try:
+            nominate(change.uri, change.endpoint_url, change.attempt, change.ray_node_ids)
+        except Exception as err:  # storage unreachable: the run's wait ends, the attempt fails
+            return f"nominate {change.job_id} attempt {change.attempt}: {err}"
+        return None
 
     def _attempt(self, change: AttemptChange, now: float) -> None:
         attempt = self.store.get(AttemptRecord, change.attempt_id)

@@ -35,6 +35,7 @@ from meshctl.controller.step import (
     Dispatch,
     Launch,
     NodeChange,
+    Replacement,
     Resubmit,
     RuleError,
     Rules,
@@ -61,6 +62,7 @@ __all__ = [  # what a step is, and the helpers, are read from here by the loop a
     "Dispatch",
     "Launch",
     "NodeChange",
+    "Replacement",
     "Resubmit",
     "RuleError",
     "Rules",
@@ -95,7 +97,8 @@ def decide(world: World, rules: Rules) -> Step:
     reclaimed(world, rules, holding, step)
     unhealthy(world, rules, holding, step)
     hung(world, rules, holding, step)
-    dead_nodes(world, rules, holding, step)
+    dead_nodes(world, rules, holding, step, serving)
+    holding = _replaced(holding, step)  # the cycle sees replaced nodes held already
     _overran(world, holding, step)
     queued = _past_deadline(world, queued, step)
     estimator = world.estimator.plus(step.successes)  # what ended this cycle counts already
@@ -125,6 +128,22 @@ def _requeued(world: World, step: Step) -> list[JobView]:
             )
         views.append(replace(view, record=record, attempt=attempt))
     return views
+
+
+def _replaced(holding: Sequence[JobView], step: Step) -> list[JobView]:
+    """The jobs that hold nodes, those this step replaced on their new nodes."""
+    moved = {r.attempt_id: r for r in step.replacements}
+    out = []
+    for view in holding:
+        attempt = view.attempt
+        found = moved.get(attempt.id) if attempt is not None else None
+        if attempt is not None and found is not None:
+            detail = replace(
+                attempt.detail, allocations=found.allocations, ray_node_ids=found.ray_node_ids
+            )
+            view = replace(view, attempt=replace(attempt, detail=detail))
+        out.append(view)
+    return out
 
 
 def _overran(world: World, holding: Sequence[JobView], step: Step) -> None:

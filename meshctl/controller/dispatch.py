@@ -15,6 +15,7 @@ from meshctl.controller.step import Dispatch, Rules, submission_id
 from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Start
 from meshctl.lifecycle.datacache import current_path, env_name
+from meshctl.lifecycle.replacing import drivers_apart
 from meshctl.model.job import Dataset, Resources
 from meshctl.model.mesh import Pool
 from meshctl.pools.observed import (
@@ -22,12 +23,14 @@ from meshctl.pools.observed import (
     NIC_RESOURCE,
     NODE_LABEL,
     RAY_NODE_ID_LABEL,
+    ROLE_LABEL,
     ObservedNode,
     Submission,
 )
 from meshctl.scheduler import Allocation
 from meshctl.state.records import AttemptDetail, AttemptRecord, AttemptState, Held
 
+REPLACE_WAIT_S = 120.0  # a run whose node died waits this long for the controller's nomination
 TRAIN_ENTRYPOINT = "python -m meshctl.train.run"  # builds the TorchTrainer from MESHCTL_TRAIN
 # holds the job's placement group around its own command (MESHCTL_BUNDLES)
 PLACEMENT_ENTRYPOINT = "python -m meshctl.placement"
@@ -170,6 +173,17 @@ def dispatch(
     )
     if target is not None:
         detail = replace(detail, checkpoint_uri=target[0], checkpoint_endpoint=target[1])
+    pool = rules.mesh.pool(place.pool)
+    spec = view.job.spec
+    if (  # its driver on the pool's head: a node that dies is replaced inside the attempt
+        spec.train is not None
+        and spec.elastic is None
+        and target is not None
+        and detail.ray_node_ids
+        and pool is not None
+        and drivers_apart(pool)
+    ):
+        detail = replace(detail, replaceable=True)
     if view.job.spec.data and place.allocations:  # read from its nodes' caches
         roots = [_cache_root(world, place.pool, a.node) for a in place.allocations]
         data = view.job.spec.data
@@ -222,6 +236,8 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
     }
     if spec.train is not None:
         train = _train_spec(view, attempt, nodes) | {"node_label": label, "node_ids": values}
+        if attempt.detail.replaceable:  # the run waits this long for a replacement node
+            train["replace_wait_s"] = REPLACE_WAIT_S
         env["MESHCTL_TRAIN"] = json.dumps(train, sort_keys=True)
         # Ray Train's controller collects each worker's report when it polls (every 2 s by
         # default) and a report waits for that: a loop reporting every step would crawl.
@@ -243,12 +259,20 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
         entrypoint=entrypoint,
         runtime_env=runtime_env,
         metadata={"meshctl_job_id": record.id, "meshctl_attempt": str(attempt.number)},
-        label_selector={label: values[0]} if values else {},
+        label_selector=_driver_selector(attempt, label, values),
         num_cpus=res.cpus if entrypoint_holds else None,
         num_gpus=res.gpus if entrypoint_holds and res.gpus else None,
         memory_bytes=int(res.memory_gib * 1024**3) if entrypoint_holds else None,
         resources=dict(attempt.detail.ray_resources) if entrypoint_holds else {},
     )
+
+
+def _driver_selector(attempt: AttemptRecord, label: str, values: Sequence[str]) -> dict[str, str]:
+    """Where the job's driver runs: on the pool's head for a job whose nodes may be replaced
+    (with Ray Train's controller, which follows the driver), else on its first node."""
+    if attempt.detail.replaceable:
+        return {ROLE_LABEL: "head"}
+    return {label: values[0]} if values else {}
 
 
 def placement_group_name(attempt: AttemptRecord) -> str:

@@ -8,19 +8,23 @@ into the step. Pure, like ``decide``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 
-from meshctl.controller.dispatch import checkpoint_of, placement_nodes
+from meshctl.controller.dispatch import checkpoint_of, held_of, placement_nodes
 from meshctl.controller.step import (
     AttemptChange,
     CheckpointRequest,
     NodeChange,
+    Replacement,
     Rules,
     Step,
     Transition,
 )
 from meshctl.controller.world import JobView, World
-from meshctl.lifecycle import Leave, Left, effects
+from meshctl.lifecycle import Leave, Left, Replace, effects
 from meshctl.lifecycle.effects import STOP_MARGIN_S, UNHEALTHY_GRACE_S
+from meshctl.lifecycle.replacing import Free
+from meshctl.scheduler import Allocation
 from meshctl.state.records import AttemptRecord, JobState, NodeState
 
 __all__ = ["STOP_MARGIN_S", "UNHEALTHY_GRACE_S"]
@@ -135,10 +139,18 @@ def checkpoint_request(
     return CheckpointRequest(view.record.id, attempt.number, uri, endpoint, reason, deadline_s)
 
 
-def dead_nodes(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
-    """Jobs on a node its (reachable) pool reports dead or no longer lists are evicted. What
-    they hold on their other nodes stays held until their Ray job has stopped: the scheduler
-    never sees dead nodes, so it cannot hand those GPUs out while the job still runs."""
+def dead_nodes(
+    world: World,
+    rules: Rules,
+    holding: Sequence[JobView],
+    step: Step,
+    serving: Sequence[JobView] = (),
+) -> None:
+    """Jobs on a node its (reachable) pool reports dead or no longer lists go on inside their
+    attempt on a free node of the pool where the lifecycle says so (``effects.lost_nodes``),
+    else are evicted. What an evicted job holds on its other nodes stays held until its Ray
+    job has stopped: the scheduler never sees dead nodes, so it cannot hand those GPUs out
+    while the job still runs."""
     live = {
         (name, n.name)
         for name, seen in world.pools.items()
@@ -147,6 +159,10 @@ def dead_nodes(world: World, rules: Rules, holding: Sequence[JobView], step: Ste
         if n.alive
     }
     leaving = {t.job_id for t in step.transitions if t.to in (JobState.EVICTED, JobState.PREEMPTED)}
+    taken: set[tuple[str, str]] = set()  # nodes held (as the scheduler sees them), and given
+    for view in (*holding, *serving):
+        if view.attempt is not None:
+            taken.update((view.attempt.pool, n) for n in placement_nodes(view.attempt))
     for view in holding:
         attempt = view.attempt
         if attempt is None or view.record.id in leaving:
@@ -157,11 +173,64 @@ def dead_nodes(world: World, rules: Rules, holding: Sequence[JobView], step: Ste
         if seen is None or not seen.reachable:
             continue
         dead = [n for n in placement_nodes(attempt) if (attempt.pool, n) not in live]
-        taken = taken_back(world, attempt)
-        if taken:  # a spot interruption: preempted (stopped now, then requeued)
-            leave(view, rules, effects.taken_back(view.record.id, taken, world.now_s), step)
+        taken_by = taken_back(world, attempt)
+        if taken_by:  # a spot interruption: preempted (stopped now, then requeued)
+            leave(view, rules, effects.taken_back(view.record.id, taken_by, world.now_s), step)
         elif dead:
-            leave(view, rules, effects.node_died(view.record.id, dead[0], world.now_s), step)
+            free = free_nodes(world, attempt.pool, taken)
+            allocations = [Allocation(**asdict(h)) for h in attempt.detail.allocations]
+            found = effects.lost_nodes(
+                view.record.id, attempt.pool, allocations, dead, attempt.detail.replaceable,
+                free, world.now_s,
+            )  # fmt: skip
+            if isinstance(found, Replace):
+                taken.update((attempt.pool, a.node) for a in found.allocations)
+                replaced(world, rules, view, found, step)
+            else:
+                leave(view, rules, found, step)
+
+
+def free_nodes(world: World, pool: str, taken: set[tuple[str, str]]) -> list[Free]:
+    """The pool's nodes that could stand in for a dead one: up (Ray lists them alive), in
+    service (ready, no health signal, no spot notice) and holding nothing."""
+    seen = world.pools.get(pool)
+    out = []
+    for node in seen.nodes if seen is not None else ():
+        key = f"{pool}/{node.name}"
+        record = world.nodes.get(key)
+        if not node.alive or node.head or (pool, node.name) in taken:
+            continue
+        if record is not None and record.state != NodeState.READY:
+            continue
+        if key in world.health or (pool, node.name) in world.reclaiming:
+            continue
+        out.append(Free(node.name, node.gpus, node.cpus, node.memory_gib))
+    return out
+
+
+def replaced(world: World, rules: Rules, view: JobView, found: Replace, step: Step) -> None:
+    """The attempt goes on on its new nodes: recorded, and its run told its new pins."""
+    attempt = view.attempt
+    assert attempt is not None
+    target = checkpoint_of(attempt, rules, view)
+    assert target is not None  # a replaceable attempt has its checkpoint storage
+    seen = world.pools[attempt.pool]
+    ids = {n.name: n.ray_node_id for n in seen.nodes if n.alive}
+    old = dict(zip(placement_nodes(attempt), attempt.detail.ray_node_ids, strict=False))
+    pins = tuple(ids.get(a.node) or old.get(a.node, "") for a in found.allocations)
+    step.replacements.append(
+        Replacement(
+            view.record.id,
+            attempt.id,
+            attempt.number,
+            attempt.pool,
+            tuple(held_of(a) for a in found.allocations),
+            pins,
+            target[0],
+            target[1],
+            found.reason,
+        )
+    )
 
 
 def taken_back(world: World, attempt: AttemptRecord) -> str | None:

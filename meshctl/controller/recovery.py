@@ -110,10 +110,12 @@ def history(
                 failure.get("last_report_s"),
                 failure.get("resumed_s"),
             )
+            moved = _replacement(events, last_s or at_s, back_s)
+            said = f"{moved['message']}; " if moved else ""
             recoveries.append(
                 Recovery(
                     number,
-                    f"Ray Train restarted the workers: {failure.get('error', '')}"[:200],
+                    f"{said}Ray Train restarted the workers: {failure.get('error', '')}"[:300],
                     failure.get("step"),
                     resumed(after),
                     _lost(failure.get("step"), resumed(after)) if after else None,
@@ -132,6 +134,18 @@ def _cause(
     found = [
         e for e in events
         if e.get("kind") in CAUSES and since_s <= float(e["at_s"]) <= (until_s or float("inf"))
+    ]  # fmt: skip
+    return found[-1] if found else None
+
+
+def _replacement(
+    events: Sequence[Mapping[str, Any]], since_s: float, until_s: float | None
+) -> Mapping[str, Any] | None:
+    """The node replacement a restart inside the attempt waited for, if it did."""
+    found = [
+        e for e in events
+        if e.get("kind") == "job.node-replaced"
+        and since_s <= float(e["at_s"]) <= (until_s or float("inf"))
     ]  # fmt: skip
     return found[-1] if found else None
 

@@ -43,6 +43,23 @@ class AttemptChange:
 
 
 @dataclass(frozen=True, slots=True)
+class Replacement:
+    """A train job's dead nodes replaced inside its attempt (``lifecycle.replacing``): the
+    attempt records its new allocations and Ray node ids, then its run is told its new pins
+    (``meshctl.train.nominations``, beside its checkpoints)."""
+
+    job_id: str
+    attempt_id: str
+    attempt: int
+    pool: str
+    allocations: tuple[Held, ...]
+    ray_node_ids: tuple[str, ...]
+    uri: str
+    endpoint_url: str | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceChange:
     """A service's replicas and scaling, as its attempt records them from now on."""
 
@@ -145,6 +162,7 @@ class DecisionNote:
 class Step:
     transitions: list[Transition] = field(default_factory=list)
     attempts: list[AttemptChange] = field(default_factory=list)
+    replacements: list[Replacement] = field(default_factory=list)
     dispatches: list[Dispatch] = field(default_factory=list)
     resubmits: list[Resubmit] = field(default_factory=list)
     stops: list[Stop] = field(default_factory=list)

@@ -31,6 +31,7 @@ from meshctl.model.catalog import Catalog
 from meshctl.pools.observed import (
     NODE_LABEL,
     NODE_TYPE_LABEL,
+    ROLE_LABEL,
     ObservedJob,
     ObservedNode,
     PoolObservation,
@@ -61,6 +62,10 @@ class Run:
     end_s: float | None = None
     written: int = -1  # checkpoints recorded in its progress file
     scale: float = 1.0  # an elastic job on fewer nodes than its most: that much slower
+    # its driver on the pool's head: a node that dies pauses it (its Ray job runs on) until
+    # the controller nominates a replacement (``meshctl.train.nominations``)
+    replaceable: bool = False
+    paused: bool = False
 
     def observed(self, submission_id: str) -> ObservedJob:
         return ObservedJob(
@@ -102,13 +107,16 @@ class FakeWorld:
     # --- time ---------------------------------------------------------------------------
 
     def advance(self, t: float) -> None:
-        """Everything that happens up to ``t``, in time order (relative seconds)."""
+        """Everything that happens up to ``t``, in time order (relative seconds). First, runs
+        paused by a dead node start again on the nodes the controller has nominated since (at
+        its cycle: now)."""
+        self._resume_nominated()
         while True:
             due = [e for e in self._events if e[0] <= t]
             ends = [
                 (r.started_s + r.segment.wall_s, sid)
                 for sid, r in self.runs.items()
-                if r.status == "RUNNING" and r.started_s + r.segment.wall_s <= t
+                if r.status == "RUNNING" and not r.paused and r.started_s + r.segment.wall_s <= t
             ]
             if not due and not ends:
                 break
@@ -173,10 +181,36 @@ class FakeWorld:
 
     def _node_dies(self, pool: str, node: str, at: float) -> None:
         for run in self.runs.values():
-            if run.status == "RUNNING" and run.pool == pool and node in run.nodes:
-                self._end(run, at)
-                run.status, run.error_type = "FAILED", DIED
-                run.message = f"Job supervisor actor died: the node has died ({node})"
+            if run.status != "RUNNING" or run.pool != pool or node not in run.nodes:
+                continue
+            if run.paused:
+                continue  # stopped working already, at its first dead node
+            self._end(run, at)
+            if run.replaceable:  # its driver lives on: Ray Train waits for a replacement
+                run.paused = True
+                continue
+            run.status, run.error_type = "FAILED", DIED
+            run.message = f"Job supervisor actor died: the node has died ({node})"
+
+    def _resume_nominated(self) -> None:
+        from meshctl.train.nominations import nominated
+
+        for run in self.runs.values():
+            if run.status != "RUNNING" or not run.paused or run.uri is None:
+                continue
+            pins = nominated(run.uri, None, run.attempt)
+            nodes = tuple(p.removeprefix("id-") for p in pins or ())
+            if not nodes or not all(self._up(run.pool, n) for n in nodes):
+                continue
+            remaining = max(0.0, self.scenario_job(run.job).duration_s - self.saved[run.job])
+            run.nodes, run.started_s, run.paused, run.written = nodes, self.now, False, -1
+            run.segment = Segment(0.0, remaining * run.scale, self.scenario.checkpoint_s, 0.0)
+
+    def _up(self, pool: str, node: str) -> bool:
+        if pool == "onprem":
+            return self.alive.get(node, False)
+        joined = self.joined.get(node)
+        return joined is not None and joined[1] and joined[0] <= self.now
 
     def _end(self, run: Run, at: float) -> None:
         """The run stops working at ``at``: it keeps its last checkpoint, or what it had done
@@ -206,7 +240,7 @@ class FakeWorld:
     def _record_checkpoints(self) -> None:
         """Each running job's checkpoints so far, where ``meshctl.train`` records them."""
         for run in self.runs.values():
-            if run.status != "RUNNING" or run.uri is None:
+            if run.status != "RUNNING" or run.uri is None or run.paused:
                 continue
             done = run.segment.saved_at(self.now - run.started_s)[1]
             if done == run.written or done == 0:
@@ -280,14 +314,19 @@ class FakeWorld:
         segment = Segment(0.0, remaining * scale, self.scenario.checkpoint_s, 0.0)
         uri = env.get("MESHCTL_CHECKPOINT_URI")
         attempt = int(env["MESHCTL_ATTEMPT"])
-        self.runs[sid] = Run(job, attempt, pool, nodes, self.now, segment, uri, scale=scale)
+        replaceable = submission.label_selector.get(ROLE_LABEL) == "head"
+        self.runs[sid] = Run(job, attempt, pool, nodes, self.now, segment, uri, scale=scale,
+                             replaceable=replaceable)  # fmt: skip
         return "submitted"
 
     def stop(self, submission_id: str) -> bool:
         run = self.runs.get(submission_id)
         if run is None or run.status != "RUNNING":
             return False
-        self._end(run, self.now)
+        if run.paused:  # it stopped working when its node died: its work is counted
+            run.end_s = self.now
+        else:
+            self._end(run, self.now)
         run.status = "STOPPED"
         return True
 

@@ -38,6 +38,7 @@ from meshctl.lifecycle import (
     Launch,
     Leave,
     Left,
+    Replace,
     Requeue,
     Start,
     Teardown,
@@ -135,6 +136,9 @@ def _sim(t: float, action: Any, instances: dict[str, str], tick: float) -> Logge
         return (at, "start", action.job_id, action.pool, nodes, action.backfill)
     if isinstance(action, Leave):
         return (at, "leave", action.job_id, action.left.value, action.for_job)
+    if isinstance(action, Replace):
+        nodes = tuple(sorted(instances.get(a.node, a.node) for a in action.allocations))
+        return (at, "replace", action.job_id, action.pool, nodes)
     if isinstance(action, Requeue):
         return (at, "requeue", action.job_id)
     if isinstance(action, Fail):
@@ -287,6 +291,9 @@ def _steps(t: float, step: Step, ids: dict[str, str], names: dict[str, str]) -> 
             sorted(names.get(held.node, held.node) for held in d.attempt.detail.allocations)
         )
         yield (at, "start", ids[d.job_id], d.attempt.pool, nodes, d.job_id in backfilled)
+    for r in step.replacements:
+        nodes = tuple(sorted(names.get(held.node, held.node) for held in r.allocations))
+        yield (at, "replace", ids[r.job_id], r.pool, nodes)
     for_job = {c.attempt_id.rsplit("-", 1)[0]: c.for_job for c in step.attempts if c.for_job}
     resized = {c.attempt_id.rsplit("-", 1)[0] for c in step.attempts if c.lent or c.grows_onto}
     for tr in step.transitions:

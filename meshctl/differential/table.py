@@ -133,6 +133,22 @@ TABLE: tuple[Scenario, ...] = (
         failures=((250.0, "n1", 400.0),),
     ),
     Scenario(
+        # its driver lives on the pool's head: n3 is free and stands in for n1 inside the
+        # attempt, from the checkpoint at 200 (no requeue, no new attempt)
+        "a-dead-node-is-replaced-inside-the-attempt-by-a-free-one",
+        (job("a", 0, 500, 4), job("b", 0, 900, 4)),
+        nodes=3,
+        failures=((250.0, "n1", 400.0),),
+    ),
+    Scenario(
+        # a gang of two on n1 and n2; n2 dies and n3 stands in; the second death, n3's,
+        # finds no free node (n2 is still down): evicted, it starts again when n3 is back
+        "a-gang-has-a-node-replaced-then-is-evicted-when-none-is-free",
+        (job("g", 0, 800, 4, nodes=2),),
+        nodes=3,
+        failures=((130.0, "n2", 500.0), (330.0, "n3", 100.0)),
+    ),
+    Scenario(
         "a-gang-loses-a-node",
         (job("g", 0, 400, 4, nodes=2),),
         failures=((130.0, "n2", 100.0),),

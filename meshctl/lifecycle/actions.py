@@ -52,6 +52,18 @@ class Leave:
 
 
 @dataclass(frozen=True, slots=True)
+class Replace:
+    """The job goes on inside its attempt: its workers start again from its latest checkpoint
+    on ``allocations``, where each node in ``lost`` is replaced (``lifecycle.replacing``)."""
+
+    job_id: str
+    pool: str
+    lost: tuple[str, ...]
+    allocations: tuple[Allocation, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Launch:
     """Launch cloud capacity for a waiting job. ``request_id``: the controller's idempotency
     key for the cloud request (``burst-<job>-<attempt>``: asking again launches nothing more)."""
@@ -106,4 +118,4 @@ class BudgetCrossed:
     limit_usd: float
 
 
-Action = Start | Leave | Launch | Teardown | Fail | Requeue | BudgetCrossed
+Action = Start | Leave | Replace | Launch | Teardown | Fail | Requeue | BudgetCrossed

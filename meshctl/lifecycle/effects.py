@@ -12,7 +12,9 @@ simulator.
   notice), stopped ``STOP_MARGIN_S`` before the provider takes the instance back (at once
   when the notice is shorter than that).
 - A node found unhealthy evicts its jobs after ``UNHEALTHY_GRACE_S`` to checkpoint; a node
-  that died, an instance taken back, or the scheduler's eviction stops them at once.
+  that died, an instance taken back, or the scheduler's eviction stops them at once. A train
+  job whose node died goes on inside its attempt on a free node instead, where its pool and
+  the free nodes allow (``lost_nodes``, ``meshctl.lifecycle.replacing``).
 - When a job's attempt has ended early it is requeued, or failed once its failures (evictions;
   preemptions are not the job's failure) pass its ``max_restarts``.
 - A job that has not started by its ``limits.deadline`` fails: it cannot start before it
@@ -27,8 +29,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from meshctl.lifecycle.actions import Action, Fail, Launch, Leave, Left, Requeue, Start
-from meshctl.scheduler import Evict, Grow, Place, Plan, Preempt, Provision, Shrink
+from meshctl.lifecycle.actions import Action, Fail, Launch, Leave, Left, Replace, Requeue, Start
+from meshctl.lifecycle.replacing import Free, stand_ins
+from meshctl.scheduler import Allocation, Evict, Grow, Place, Plan, Preempt, Provision, Shrink
 
 STOP_MARGIN_S = 15.0  # a job on a spot instance given notice is stopped this long before it goes
 UNHEALTHY_GRACE_S = 30.0  # a job on a node found unhealthy may checkpoint this long first
@@ -121,6 +124,26 @@ def unhealthy(job_id: str, node: str, why: str, now_s: float) -> Leave:
 
 def node_died(job_id: str, node: str, now_s: float) -> Leave:
     return Leave(job_id, Left.EVICTED, f"node {node} is dead", now_s, False)
+
+
+def lost_nodes(
+    job_id: str,
+    pool: str,
+    allocations: Sequence[Allocation],
+    dead: Sequence[str],
+    replaceable: bool,
+    free: Sequence[Free],
+    now_s: float,
+) -> Replace | Leave:
+    """A job whose nodes ``dead`` died: replaced inside its attempt when it is ``replaceable``
+    (a train job whose driver lives apart, with checkpoint storage) and each dead node has a
+    stand-in among ``free``; else evicted at once."""
+    moved = stand_ins(allocations, dead, free) if replaceable else None
+    if moved is None:
+        return node_died(job_id, dead[0], now_s)
+    by = [a.node for a, b in zip(moved, allocations, strict=True) if a.node != b.node]
+    why = f"node {', '.join(dead)} is dead; {', '.join(by)} replaces it inside the attempt"
+    return Replace(job_id, pool, tuple(dead), moved, why)
 
 
 def taken_back(job_id: str, node: str, now_s: float) -> Leave:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from meshctl.lifecycle import effects, lending
-from meshctl.lifecycle.actions import Fail, Leave, Left, Requeue, Start
+from meshctl.lifecycle.actions import Fail, Leave, Left, Replace, Requeue, Start
+from meshctl.lifecycle.replacing import Free
 from meshctl.lifecycle.snapshot import leaving
 from meshctl.lifecycle.snapshot import running_of as running
 from meshctl.sim.events import At, JobEvent, Kind, PoolEvent
@@ -24,7 +25,9 @@ from meshctl.sim.state import EngineState
 
 
 class Attempts(EngineState):
-    def _start(self, start: Start) -> None:
+    def _start(self, start: Start, since_s: float | None = None) -> None:
+        """The job runs on ``start``'s nodes; ``since_s``: a replacement's, when its attempt
+        began (its expected end and maximum runtime go by that)."""
         job_id = start.job_id
         result = self.results[job_id]
         job = result.job
@@ -61,7 +64,7 @@ class Attempts(EngineState):
             start.pool,
             start.allocations,
             request,
-            self.now,
+            self.now if since_s is None else since_s,
             runtime,
             checkpoints=checkpoint_plan(self.now, seg),
         )
@@ -78,8 +81,10 @@ class Attempts(EngineState):
             run,
             scale=scale,
             stall_s=stall,
+            since_s=since_s,
         )
-        self.backlog.run(job_id, start.pool, run.expected_end_s, run.request.total_gpus, self.now)
+        began = self.now if since_s is None else since_s
+        self.backlog.run(job_id, start.pool, run.expected_end_s, run.request.total_gpus, began)
         self.cluster.busy[start.pool] += run.request.total_gpus
         result.attempts += 1
         result.backfilled += start.backfill
@@ -90,8 +95,8 @@ class Attempts(EngineState):
         self.clock.push(self.now + seg.wall_s, Kind.FINISH, JobEvent(job_id, self.tokens))
         if job.max_runtime_s is not None:
             self.limits[job_id] = job.max_runtime_s
-            end = self.now + job.max_runtime_s
-            self.clock.push(end, Kind.WAKE, At(end))
+            end = began + job.max_runtime_s
+            self.clock.push(max(end, self.now), Kind.WAKE, At(max(end, self.now)))
 
     def _leave(self, attempt: Attempt, why: Leave | Fail, now: float) -> None:
         """The attempt is on its way out: asked to checkpoint now (a Leave that says so),
@@ -103,7 +108,7 @@ class Attempts(EngineState):
             attempt.asked_s = now
         gpus = attempt.running.request.total_gpus
         self.backlog.run(
-            attempt.job_id, attempt.pool, attempt.running.expected_end_s, gpus, attempt.started_s
+            attempt.job_id, attempt.pool, attempt.running.expected_end_s, gpus, attempt.began_s
         )
         at = self._stop_time(stop_at)
         self.clock.push(at, Kind.STOP, JobEvent(attempt.job_id, attempt.token))
@@ -126,13 +131,40 @@ class Attempts(EngineState):
         if attempt is not None and attempt.token == event.token:
             self._end_early(attempt)
 
-    def _end_early(self, attempt: Attempt, why: Leave | Fail | None = None) -> None:
-        """An attempt that stopped before its work was done keeps what it saved; then the job
-        waits again, or fails for good (the lifecycle's rule)."""
-        why = attempt.why or why
-        assert why is not None
+    def _replace_lost(self) -> None:
+        """Train jobs whose nodes died since the last cycle (they stopped working then), as the
+        controller sees them at its cycle: replaced inside the attempt on free nodes of the
+        pool where the lifecycle finds them, else evicted; either resumes from its latest
+        checkpoint."""
+        lost, self.lost = sorted(self.lost), set()
+        for job_id in lost:
+            attempt = self.running.get(job_id)
+            if attempt is None or not attempt.lost:
+                continue
+            free = [
+                Free(n.name, n.base.gpus, n.base.cpus_free, n.base.memory_gib_free)
+                for n in self.cluster.nodes.values()
+                if n.base.pool == attempt.pool and n.health == "ready" and not n.jobs
+            ]
+            action = effects.lost_nodes(
+                job_id, attempt.pool, attempt.allocations, attempt.lost, True, free, self.now
+            )
+            self._record(action)
+            if isinstance(action, Replace):
+                self._account_stop(attempt)
+                self._free(attempt, self.now)
+                self._start(Start(job_id, attempt.pool, action.allocations), attempt.began_s)
+                continue
+            attempt.lost = ()
+            self._leave(attempt, action, self.now)  # its Ray job runs on until stopped
+
+    def _account_stop(self, attempt: Attempt) -> float:
+        """What an attempt that stopped early did and saved, into its job's result; the time
+        it stopped."""
         result, cost = self.results[attempt.job_id], self.config.checkpoints.cost_s
         stop = attempt.stopped_s if attempt.stopped_s is not None else self.now
+        if attempt.halted_s is not None:  # it stopped working before its Ray job did
+            stop = min(stop, attempt.halted_s)
         work, checkpoints = attempt.saved(stop, cost)
         seg = attempt.segment
         result.account(
@@ -147,6 +179,15 @@ class Attempts(EngineState):
             attempt.stall_s,
         )
         result.progress_s += work
+        return stop
+
+    def _end_early(self, attempt: Attempt, why: Leave | Fail | None = None) -> None:
+        """An attempt that stopped before its work was done keeps what it saved; then the job
+        waits again, or fails for good (the lifecycle's rule)."""
+        why = attempt.why or why
+        assert why is not None
+        result = self.results[attempt.job_id]
+        stop = self._account_stop(attempt)
         self._free(attempt, stop)
         if isinstance(why, Fail):
             self._finished_for_good(attempt.job_id, why.reason)
@@ -178,6 +219,8 @@ class Attempts(EngineState):
         attempt = self.running.get(event.job_id)
         if attempt is None or attempt.token != event.token or attempt.stopped_s is not None:
             return
+        if attempt.halted_s is not None:
+            return  # a node died under it first: it stopped working then
         if isinstance(attempt.why, Fail):  # failed already (ran past its maximum runtime)
             attempt.stopped_s = self.now
             self._end_early(attempt)
@@ -200,7 +243,7 @@ class Attempts(EngineState):
         result.progress_s += work
         result.end_s = self.now
         job = result.job
-        self.estimator.observe(job.team, self.names[job.id], self.now - attempt.started_s)
+        self.estimator.observe(job.team, self.names[job.id], self.now - attempt.began_s)
         self.stale_keys.add((job.team, self.names[job.id]))
         self._free(attempt, self.now)
         self.done += 1

@@ -30,6 +30,9 @@ class SimMesh:
     clouds: Mapping[str, CloudPool] = field(default_factory=dict)
     networks: Mapping[str, Network] = field(default_factory=dict)
     configured: MeshSnapshot | None = None  # the pools as policies see them, from the file
+    # pools where a train job's dead node is replaced inside its attempt: drivers kept apart,
+    # checkpoint storage (``lifecycle.replacing.replaceable_pool``)
+    replacing: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -218,7 +218,7 @@ class Engine(Services):
         if tick:
             self.next_cycle = self.now + tick
             self.clock.push(self.now + tick, Kind.CYCLE, At(self.now + tick))
-        elif not self.pending and not self.services:
+        elif not self.pending and not self.services and not self.lost:
             return
         self.last_cycle = self.now
         self.totals.cycles += 1
@@ -237,6 +237,7 @@ class Engine(Services):
         now = self.now
         if self.stale_keys:
             self._estimates_learnt()
+        self._replace_lost()
         for job_id, deadline in sorted(self.deadlines.items()):
             failed = effects.past_deadline(job_id, deadline, now)
             if failed is not None:
@@ -245,7 +246,7 @@ class Engine(Services):
                 self._finished_for_good(job_id, failed.reason)
         for job_id, limit in sorted(self.limits.items()):
             attempt = self.running.get(job_id)
-            over = effects.overran(job_id, attempt.started_s if attempt else None, limit, now)
+            over = effects.overran(job_id, attempt.began_s if attempt else None, limit, now)
             if over is not None and attempt is not None and not attempt.leaving:
                 self._record(over)
                 self._leave(attempt, over, now)

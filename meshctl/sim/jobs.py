@@ -90,6 +90,17 @@ class Attempt:
     asked_s: float | None = None  # when it was asked to checkpoint (it is leaving)
     stopped_s: float | None = None  # when it stopped working (its GPUs are still held)
     why: Leave | Fail | None = None  # why it is leaving
+    lost: tuple[str, ...] = ()  # its nodes that died, to be replaced or left at the next cycle
+    # when it stopped working because a node died under it while its driver lives on (its
+    # Ray job runs until it is replaced or stopped)
+    halted_s: float | None = None
+    # a replaced node's: when the controller's attempt began (it goes on through replacements)
+    since_s: float | None = None
+
+    @property
+    def began_s(self) -> float:
+        """When the controller's attempt began: its start, or before a node was replaced."""
+        return self.started_s if self.since_s is None else self.since_s
 
     @property
     def leaving(self) -> bool:

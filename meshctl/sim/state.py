@@ -66,6 +66,7 @@ class EngineState:
         # victim -> (for whom, nodes) pairs: a preempted job's nodes for its preemptor; a
         # resized one's for its borrowers and itself
         self.freeing: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+        self.lost: set[str] = set()  # jobs whose nodes died since the last cycle (``Attempt.lost``)
         self.loans: list[Loan] = []  # the lending ledger: every loan, open or closed
         self.services: dict[str, Served] = {}  # services by job id (``services.py``)
         self.replica_running: list[Running] = []  # their replicas this cycle, placed

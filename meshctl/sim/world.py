@@ -19,6 +19,7 @@ from meshctl.sim.attempts import Attempts
 from meshctl.sim.config import Sample
 from meshctl.sim.events import At, InstanceEvent, Kind, NodeEvent, NodeFails, PoolEvent
 from meshctl.sim.fleet import Instance
+from meshctl.sim.jobs import Attempt
 
 
 class WorldEvents(Attempts):
@@ -134,6 +135,15 @@ class WorldEvents(Attempts):
             attempt = self.running.get(job_id)
             if attempt is None:
                 continue  # a service's replica: gone at the next cycle, its node down
+            if attempt.stopped_s is None and self._replaceable(attempt):
+                # its driver lives on: it stops working; replaced or evicted at the next cycle
+                # (one already leaving stops when its stop comes)
+                attempt.halted_s = attempt.halted_s if attempt.halted_s is not None else self.now
+                if attempt.why is None:
+                    attempt.lost += (name,)
+                    self.lost.add(job_id)
+                    self._want_cycle()
+                continue
             why = attempt.why or effects.node_died(job_id, name, self.now)
             if attempt.why is None:
                 self._record(why)
@@ -144,6 +154,13 @@ class WorldEvents(Attempts):
             self.data.lose(node.base.pool, name)
             self.cluster.set_datasets(node, frozenset())
         self.clock.push(self.now + event.repair_s, Kind.REPAIR, NodeEvent(name))
+
+    def _replaceable(self, attempt: Attempt) -> bool:
+        """A train job (not elastic) in a pool that keeps drivers apart and checkpoints: its
+        dead node may be replaced inside its attempt (``lifecycle.replacing``)."""
+        job = self.results[attempt.job_id].job
+        train = job.kind == "train" and job.elastic_min is None and job.serve is None
+        return train and attempt.pool in self.mesh.replacing
 
     def _repair(self, event: NodeEvent) -> None:
         node = self.cluster.nodes[event.node]

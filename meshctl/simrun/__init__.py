@@ -20,6 +20,7 @@ from typing import Any
 
 from meshctl.lifecycle.clusters import head_of
 from meshctl.lifecycle.mesh import snapshot_from_mesh
+from meshctl.lifecycle.replacing import replaceable_pool
 from meshctl.lifecycle.snapshot import egress_prices, pool_egress
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, RayPool
@@ -117,8 +118,15 @@ def sim_mesh(mesh: Mesh, catalogs: Mapping[str, Catalog], comm_fraction: float) 
                 labels=dict(pool.labels),
                 head=head_of(pool, catalogs),
             )
+    replacing = frozenset(p.name for p in mesh.spec.pools if replaceable_pool(p))
     return SimMesh(
-        base.nodes, base.pools, base.offers, clouds, networks, mesh_snapshot(mesh, catalogs)
+        base.nodes,
+        base.pools,
+        base.offers,
+        clouds,
+        networks,
+        mesh_snapshot(mesh, catalogs),
+        replacing,
     )
 
 

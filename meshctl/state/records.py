@@ -201,6 +201,10 @@ class AttemptDetail:
     # Its datasets' paths in the cache of its first node (where its driver runs), by name:
     # what it reads through MESHCTL_DATA_<NAME>; a dataset absent here has no cache there.
     data_paths: Mapping[str, str] = field(default_factory=dict)
+    # A train job whose driver runs on its pool's head, apart from its workers: a node of it
+    # that dies is replaced inside the attempt when a free one can stand in
+    # (``meshctl.lifecycle.replacing``; ``meshctl.train.nominations``).
+    replaceable: bool = False
     # A job on several nodes: each dataset's path in each node's cache, in its nodes' order
     # ("" where a node has no cache): MESHCTL_DATA_<NAME>_NODES, for its workers.
     node_data_paths: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

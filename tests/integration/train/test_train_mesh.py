@@ -3,8 +3,9 @@ three emulated 1-GPU nodes and the controller daemon) runs the example PyTorch l
 (examples/train/model.py) as a train job, and things go wrong mid-run:
 
 - a worker crashes: Ray Train restarts it inside the attempt from the latest checkpoint;
-- its node is killed: the job is evicted, requeued, placed on another node and resumes from its
-  latest checkpoint; the final weights are bit-for-bit those of an uninterrupted run;
+- its node is killed: its driver lives on the pool's head, so the controller nominates a free
+  node and Ray Train resumes there from the latest checkpoint inside the same attempt; the
+  final weights are bit-for-bit those of an uninterrupted run;
 - its node's health probe says unhealthy: the node leaves service, the job is asked to
   checkpoint, evicted and resumes elsewhere from its latest checkpoint (not from step 0);
 - its driver is killed: the controller resubmits it and it resumes;
@@ -154,9 +155,11 @@ def test_a_worker_crash_is_recovered_inside_the_attempt_by_ray_train(
     assert "train.restarted" in kinds
 
 
-def test_a_node_killed_mid_training_resumes_elsewhere_with_identical_weights(
+def test_a_node_killed_mid_training_is_replaced_inside_the_attempt_with_identical_weights(
     mesh: Mesh, reference: dict[str, Any], tmp_path: Path
 ) -> None:
+    """Its driver runs on the pool's head: the controller nominates a free node, Ray Train
+    starts the worker there from the latest checkpoint, in the same attempt and Ray job."""
     out = tmp_path / "weights.json"
     job_id = train(mesh, "node-kill", output=str(out))
     wait_for_step(mesh, job_id, 25)
@@ -165,13 +168,17 @@ def test_a_node_killed_mid_training_resumes_elsewhere_with_identical_weights(
     try:
         assert mesh.run("jobs", "wait", job_id, "--timeout", str(WAIT_S)).returncode == 0
         shown = mesh.show(job_id)
-        assert shown["attempt"] == 2
+        assert shown["attempt"] == 1  # no new attempt
         assert victim not in shown["nodes"]
         assert final(out)["sha256"] == reference["sha256"]  # bit for bit
+        kinds = [e["kind"] for e in shown["events"]]  # type: ignore[index, union-attr]
+        assert "job.node-replaced" in kinds
+        assert "job.evicted" not in kinds
         [recovery] = training(mesh, job_id)["recoveries"]
         assert recovery["resumed_from_step"] is not None
         assert recovery["steps_lost"] <= EVERY  # at most one checkpoint interval redone
         assert recovery["resume_s"] is not None
+        assert recovery["cause"].startswith(f"node {victim} is dead;")
     finally:
         restore_node(mesh, victim)
 
