@@ -102,7 +102,7 @@ class FakeWorld:
             events.append((t, 0, "fail", (node, repair)))
         for t, n in self.scenario.notices:
             events.append((t, 1, "notice", n))
-        return sorted(events, key=lambda e: (e[0], e[1], str(e[3])))
+        return sorted(events, key=lambda e: (e[0], e[1]))  # ties: the scenario's order
 
     # --- time ---------------------------------------------------------------------------
 
@@ -172,7 +172,8 @@ class FakeWorld:
 
     def _schedule(self, event: tuple[float, int, str, Any]) -> None:
         self._events.append(event)
-        self._events.sort(key=lambda e: (e[0], e[1], str(e[3])))
+        self._events.sort(key=lambda e: (e[0], e[1]))  # ties: in the order they came, as the
+        # simulator's clock takes them
 
     def _finish(self, submission_id: str) -> None:
         run = self.runs[submission_id]
