@@ -234,15 +234,12 @@ class Applying:
         attempt = self.store.get(AttemptRecord, change.attempt_id)
         if attempt is None:
             return None
-        detail = replace(
-            attempt.detail, allocations=change.allocations, ray_node_ids=change.ray_node_ids
-        )
         nodes = [h.node for h in change.allocations]
         data = {"attempt": change.attempt, "nodes": nodes}
         event = Event(now, "job.node-replaced", change.job_id, change.reason, data)
         try:
             self.store.update(
-                replace(attempt, detail=detail), expected_version=attempt.version, events=[event]
+                change.onto(attempt), expected_version=attempt.version, events=[event]
             )
         except (ConflictError, NotFoundError):
             return None  # changed meanwhile (a cancel): the next cycle decides again

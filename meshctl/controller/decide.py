@@ -138,10 +138,7 @@ def _replaced(holding: Sequence[JobView], step: Step) -> list[JobView]:
         attempt = view.attempt
         found = moved.get(attempt.id) if attempt is not None else None
         if attempt is not None and found is not None:
-            detail = replace(
-                attempt.detail, allocations=found.allocations, ray_node_ids=found.ray_node_ids
-            )
-            view = replace(view, attempt=replace(attempt, detail=detail))
+            view = replace(view, attempt=found.onto(attempt))
         out.append(view)
     return out
 

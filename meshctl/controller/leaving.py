@@ -8,9 +8,9 @@ into the step. Pure, like ``decide``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
 
 from meshctl.controller.dispatch import checkpoint_of, held_of, placement_nodes
+from meshctl.controller.nodes import allocation_of
 from meshctl.controller.step import (
     AttemptChange,
     CheckpointRequest,
@@ -24,7 +24,6 @@ from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Leave, Left, Replace, effects
 from meshctl.lifecycle.effects import STOP_MARGIN_S, UNHEALTHY_GRACE_S
 from meshctl.lifecycle.replacing import Free
-from meshctl.scheduler import Allocation
 from meshctl.state.records import AttemptRecord, JobState, NodeState
 
 __all__ = ["STOP_MARGIN_S", "UNHEALTHY_GRACE_S"]
@@ -178,7 +177,7 @@ def dead_nodes(
             leave(view, rules, effects.taken_back(view.record.id, taken_by, world.now_s), step)
         elif dead:
             free = free_nodes(world, attempt.pool, taken)
-            allocations = [Allocation(**asdict(h)) for h in attempt.detail.allocations]
+            allocations = [allocation_of(h) for h in attempt.detail.allocations]
             found = effects.lost_nodes(
                 view.record.id, attempt.pool, allocations, dead, attempt.detail.replaceable,
                 free, world.now_s,
@@ -214,10 +213,8 @@ def replaced(world: World, rules: Rules, view: JobView, found: Replace, step: St
     assert attempt is not None
     target = checkpoint_of(attempt, rules, view)
     assert target is not None  # a replaceable attempt has its checkpoint storage
-    seen = world.pools[attempt.pool]
-    ids = {n.name: n.ray_node_id for n in seen.nodes if n.alive}
-    old = dict(zip(placement_nodes(attempt), attempt.detail.ray_node_ids, strict=False))
-    pins = tuple(ids.get(a.node) or old.get(a.node, "") for a in found.allocations)
+    ids = {n.name: n.ray_node_id for n in world.pools[attempt.pool].nodes if n.alive}
+    pins = tuple(ids[a.node] for a in found.allocations)  # kept or stand-in: all alive
     step.replacements.append(
         Replacement(
             view.record.id,

@@ -5,7 +5,7 @@ is the lifecycle's own (``meshctl.lifecycle.Launch``), with its request id."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from meshctl.lifecycle import BudgetCrossed
@@ -57,6 +57,13 @@ class Replacement:
     uri: str
     endpoint_url: str | None
     reason: str
+
+    def onto(self, attempt: AttemptRecord) -> AttemptRecord:
+        """The attempt on its new nodes."""
+        detail = replace(
+            attempt.detail, allocations=self.allocations, ray_node_ids=self.ray_node_ids
+        )
+        return replace(attempt, detail=detail)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ class Attempts(EngineState):
         job_id = start.job_id
         result = self.results[job_id]
         job = result.job
+        began = self.now if since_s is None else since_s
         self._unwait(job_id)
         self.freeing.pop(job_id, None)  # running again: nothing held for it any more
         labels = []
@@ -64,7 +65,7 @@ class Attempts(EngineState):
             start.pool,
             start.allocations,
             request,
-            self.now if since_s is None else since_s,
+            began,
             runtime,
             checkpoints=checkpoint_plan(self.now, seg),
         )
@@ -83,7 +84,6 @@ class Attempts(EngineState):
             stall_s=stall,
             since_s=since_s,
         )
-        began = self.now if since_s is None else since_s
         self.backlog.run(job_id, start.pool, run.expected_end_s, run.request.total_gpus, began)
         self.cluster.busy[start.pool] += run.request.total_gpus
         result.attempts += 1

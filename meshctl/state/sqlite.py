@@ -13,11 +13,11 @@ import builtins
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from meshctl.state.kinds import (
     KINDS,
@@ -68,6 +68,7 @@ def _build(kind: type[Any]) -> _Sql:
     )
 
 
+T = TypeVar("T")
 _SQL = {kind: _build(kind) for kind in KINDS}
 _SIDE_FILES = ("-wal", "-shm", "-journal")
 _MOST_VALUES = 10_000  # values of one filter per statement (SQLite allows 32,766 at least)
@@ -84,7 +85,7 @@ def _private(path: Path) -> None:
         private_file(path.with_name(path.name + name))
 
 
-def _busy_retried(step: Any, timeout_s: float, path: Path) -> Any:
+def _busy_retried(step: Callable[[], T], timeout_s: float, path: Path) -> T:
     """``step()``, tried again while the file is busy, until ``timeout_s`` has passed.
 
     SQLite does not call its busy handler everywhere: switching a new file to WAL needs an
@@ -104,9 +105,10 @@ def _busy_retried(step: Any, timeout_s: float, path: Path) -> Any:
         pause = min(pause * 2, 0.05)
 
 
-def _wal(conn: sqlite3.Connection, known: int) -> str:
+def _wal(conn: sqlite3.Connection, busy_timeout_s: float, known: int) -> str:
     """The file's journal mode, switched to WAL when it is not (a new file); a file written by a
     newer meshctl is refused first."""
+    conn.execute(f"PRAGMA busy_timeout = {round(busy_timeout_s * 1000):d}")
     check_not_newer(schema_version(conn), known)
     mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
     if mode != "wal":
@@ -148,8 +150,8 @@ class SqliteStore(StoreBase):
     def _setup(
         self, conn: sqlite3.Connection, busy_timeout_s: float, migrations: Sequence[str]
     ) -> None:
-        conn.execute(f"PRAGMA busy_timeout = {round(busy_timeout_s * 1000):d}")
-        mode = _busy_retried(lambda: _wal(conn, len(migrations)), busy_timeout_s, self.path)
+        mode = _busy_retried(lambda: _wal(conn, busy_timeout_s, len(migrations)),
+                             busy_timeout_s, self.path)  # fmt: skip
         if mode != "wal":
             raise StoreError(f"cannot put state store {self.path} in WAL mode (got {mode})")
         migrate(conn, migrations)
