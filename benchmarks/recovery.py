@@ -24,12 +24,10 @@ sides, whatever their checkpoints' timing:
   the job driver on it, and the node's meshctl agent where it has one: what ``remove_node``
   would end) is stopped with SIGSTOP and left stopped: nothing exits, nothing answers. Ray's
   GCS declares such a node dead after its health checks fail (with Ray 2.60's defaults about
-  a minute); meshctl's controller also calls it dead once its agent has been silent for the
-  pool's ``agents.dead_after_s`` (mesh.yaml here sets none: the defaults, suspect after 10 s,
-  dead after 30 s), then evicts its jobs as from an unhealthy node. Whichever comes first is
-  what is measured; ``ray_dead_after_s`` says when Ray declared it dead. (meshctl requeues an
-  evicted job once its Ray job has stopped: with the driver on the silent node, not before Ray
-  declares the node dead, whenever its agent's silence was noticed.)
+  a minute); meshctl's controller calls it dead once its agent has been silent for the pool's
+  ``agents.dead_after_s`` (mesh.yaml here sets none: the defaults, suspect after 10 s, dead
+  after 30 s). Whichever comes first is what is measured; ``ray_dead_after_s`` says when Ray
+  declared it dead.
 
 ``--loss both`` (the default) runs ``kill``, then ``stop``, ``--runs`` times each, on each side.
 After each run the lost node's processes that are left (the stopped ones by SIGKILL: one let
@@ -40,11 +38,10 @@ one go.
 - ``meshctl``: a temporary embedded mesh (a local Ray cluster: a head and three emulated 1-GPU
   nodes with their agents, the controller cycling every 0.5 s) runs ``meshctl train
   recovery:traced_loop``. The job's driver (and with it Ray Train's controller) runs on the
-  pool's head. A killed node: the controller nominates a free node and Ray Train resumes there
-  from the latest checkpoint inside the attempt (``meshctl.lifecycle.replacing``). A silent
-  node: its agent's silence makes it unhealthy to meshctl, which evicts the job after its
-  checkpoint grace (Ray Train, its worker unanswering, restarts nothing); the driver on the
-  head stops at once and the job resumes in a new attempt on another node. ``detect_s``,
+  pool's head. A killed node, or a silent one once its agent's silence makes it dead to
+  meshctl: the controller nominates a free node and Ray Train resumes there from the latest
+  checkpoint inside the attempt (``meshctl.lifecycle.replacing``; for the silent node the run
+  ends its unanswering worker itself, ``meshctl.train.run.Replacements``). ``detect_s``,
   ``resume_s`` and ``steps_lost`` are meshctl's own account: ``meshctl jobs show -o json``'s
   ``training.recoveries[0]`` (``meshctl/controller/recovery.py``), from the progress the job
   records beside its checkpoints and the controller's events.

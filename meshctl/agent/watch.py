@@ -59,6 +59,7 @@ class AgentReport:
     unhealthy: dict[str, str] = field(default_factory=dict)  # "pool/node" -> why
     suspect: dict[str, str] = field(default_factory=dict)  # "pool/node" -> why
     agents: dict[str, AgentStatus] = field(default_factory=dict)  # "pool/node" -> its agent
+    dead: set[str] = field(default_factory=set)  # "pool/node" silent for dead_after_s
 
 
 def said(verdict: str, reasons: Sequence[str]) -> str:
@@ -126,6 +127,8 @@ class AgentWatch:
             report.agents[key] = status
             if status.verdict in ("unhealthy", "dead"):
                 report.unhealthy[key] = said(status.verdict, status.reasons)
+            if status.verdict == "dead":
+                report.dead.add(key)
             elif status.verdict == "suspect":
                 report.suspect[key] = said(status.verdict, status.reasons)
         for gone in set(self._since) - set(targets):  # a node gone from Ray: forget it

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,7 @@ from meshctl.controller.step import ServiceChange
 from meshctl.lifecycle import BudgetCrossed, Estimator
 from meshctl.pools.checkpoints import request_checkpoint
 from meshctl.state.records import (
+    ACTIVE_ATTEMPT,
     AttemptRecord,
     AttemptState,
     Decision,
@@ -250,6 +251,28 @@ class Applying:
         except Exception as err:  # storage unreachable: the run's wait ends, the attempt fails
             return f"nominate {change.job_id} attempt {change.attempt}: {err}"
         return None
+
+    def renominate(self, attempts: Sequence[AttemptRecord]) -> list[str]:
+        """Each running attempt that had a node replaced is told its pins again (at the
+        controller's start: one that stopped between recording a replacement and telling the
+        run would leave the run waiting); what went wrong."""
+        from meshctl.train.nominations import nominate
+
+        errors = []
+        for attempt in attempts:
+            detail = attempt.detail
+            if (
+                not detail.replaced
+                or not detail.checkpoint_uri
+                or attempt.state not in ACTIVE_ATTEMPT
+            ):
+                continue
+            try:
+                nominate(detail.checkpoint_uri, detail.checkpoint_endpoint or None,
+                         attempt.number, detail.ray_node_ids)  # fmt: skip
+            except Exception as err:  # storage unreachable: said, and the run's wait decides
+                errors.append(f"nominate {attempt.job_id} attempt {attempt.number}: {err}")
+        return errors
 
     def _attempt(self, change: AttemptChange, now: float) -> None:
         attempt = self.store.get(AttemptRecord, change.attempt_id)

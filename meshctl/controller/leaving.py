@@ -71,7 +71,7 @@ def unhealthy(world: World, rules: Rules, holding: Sequence[JobView], step: Step
         if attempt is None or view.record.state not in ON_ITS_WAY or view.record.id in moved:
             continue
         sick = [n for n in placement_nodes(attempt) if f"{attempt.pool}/{n}" in world.health]
-        if not sick:
+        if not sick or replaces_silent(world, attempt, sick):
             continue
         said = world.health[f"{attempt.pool}/{sick[0]}"]
         leave(view, rules, effects.unhealthy(view.record.id, sick[0], said, world.now_s), step)
@@ -171,22 +171,42 @@ def dead_nodes(
         seen = world.pools.get(attempt.pool)
         if seen is None or not seen.reachable:
             continue
-        dead = [n for n in placement_nodes(attempt) if (attempt.pool, n) not in live]
+        nodes = placement_nodes(attempt)
+        dead = [n for n in nodes if (attempt.pool, n) not in live]
+        silent = [n for n in nodes if (attempt.pool, n) in live and silent_node(world, attempt, n)]
         taken_by = taken_back(world, attempt)
         if taken_by:  # a spot interruption: preempted (stopped now, then requeued)
             leave(view, rules, effects.taken_back(view.record.id, taken_by, world.now_s), step)
-        elif dead:
+        elif dead or (silent and replaces_silent(world, attempt, silent)):
             free = free_nodes(world, attempt.pool, taken)
             allocations = [allocation_of(h) for h in attempt.detail.allocations]
             found = effects.lost_nodes(
-                view.record.id, attempt.pool, allocations, dead, attempt.detail.replaceable,
-                free, world.now_s,
+                view.record.id, attempt.pool, allocations, [*dead, *silent],
+                attempt.detail.replaceable, free, world.now_s,
             )  # fmt: skip
             if isinstance(found, Replace):
                 taken.update((attempt.pool, a.node) for a in found.allocations)
                 replaced(world, rules, view, found, step)
-            else:
-                leave(view, rules, found, step)
+            elif dead:
+                leave(view, rules, effects.node_died(view.record.id, dead[0], world.now_s), step)
+            else:  # silent, no stand-in: as any unhealthy node, a grace to checkpoint first
+                said = world.health[f"{attempt.pool}/{silent[0]}"]
+                leave(view, rules, effects.unhealthy(view.record.id, silent[0], said, world.now_s),
+                      step)  # fmt: skip
+
+
+def silent_node(world: World, attempt: AttemptRecord, node: str) -> bool:
+    """The node's agent has been silent past its ``dead_after_s``: dead to meshctl, whatever
+    Ray says of it yet."""
+    return f"{attempt.pool}/{node}" in world.silent
+
+
+def replaces_silent(world: World, attempt: AttemptRecord, sick: Sequence[str]) -> bool:
+    """A replaceable attempt whose only sick nodes are silent ones: they count as dead
+    (``dead_nodes``: a stand-in inside the attempt), not as unhealthy (a grace to checkpoint,
+    then a new attempt). A silent node cannot be asked to checkpoint; the run resumes from its
+    latest checkpoint either way, inside its attempt it does so sooner."""
+    return attempt.detail.replaceable and all(silent_node(world, attempt, n) for n in sick)
 
 
 def free_nodes(world: World, pool: str, taken: set[tuple[str, str]]) -> list[Free]:

@@ -188,8 +188,11 @@ class Controller(Applying):
         if self.hold is not None:
             world = replace(world, hold=self.hold())
         step = decide(world, self.rules)
+        errors = (
+            self.renominate([v.attempt for v in world.jobs if v.attempt]) if not self.cycles else []
+        )
         self.standings = step.standings if world.hold is None else self.standings
-        errors = self.apply(step, now)
+        errors += self.apply(step, now)
         self.seen = (world, in_flux(world, step.dispatches))
         if self.data is not None:
             self.data.sync(world, step)
@@ -259,6 +262,7 @@ class Controller(Applying):
         self._forget_finished(views)
         health = dict(self.health()) if self.health is not None else {}
         suspect: Mapping[str, str] = {}
+        silent: frozenset[str] = frozenset()
         if self.agents is not None:
             self.agent_report = self.agents.pull(observations, now)
             ignored = dict(self.overruled()) if self.overruled is not None else {}
@@ -266,6 +270,7 @@ class Controller(Applying):
             said = {k: v for k, v in report.unhealthy.items() if ignored.get(k) != v}
             health = said | health  # the operator's reason first
             suspect = {k: v for k, v in report.suspect.items() if ignored.get(k) != v}
+            silent = frozenset(k for k in report.dead if k in said)  # not overruled
             self._forget_overruled(ignored, report)
         down = pools_down(self.rules.mesh, observations, self.unreachable)
         down |= self.burst.down() if self.burst is not None else {}
@@ -277,6 +282,7 @@ class Controller(Applying):
             progress=self.progress.read(views),
             health=health,
             suspect=suspect,
+            silent=silent,
             pool_unavailable=down,
             node_busy_s=self.history.node_busy(attempts, now),
             estimator=self.estimator,

@@ -61,7 +61,10 @@ class Replacement:
     def onto(self, attempt: AttemptRecord) -> AttemptRecord:
         """The attempt on its new nodes."""
         detail = replace(
-            attempt.detail, allocations=self.allocations, ray_node_ids=self.ray_node_ids
+            attempt.detail,
+            allocations=self.allocations,
+            ray_node_ids=self.ray_node_ids,
+            replaced=attempt.detail.replaced + 1,
         )
         return replace(attempt, detail=detail)
 

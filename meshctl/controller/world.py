@@ -136,6 +136,9 @@ class World:
     # whose spot instance was given notice -> when the provider takes it back
     progress: Mapping[str, TrainProgress] = field(default_factory=dict)  # train jobs, by job id
     health: Mapping[str, str] = field(default_factory=dict)  # "pool/node" -> why unhealthy
+    # "pool/node" whose agent is silent past dead_after_s (one of ``health``): dead to meshctl
+    # while Ray may still list it; a replaceable attempt replaces it as a dead node
+    silent: frozenset[str] = frozenset()
     # "pool/node" -> why suspect: its agent is late; nothing new goes there (agent/watch.py)
     suspect: Mapping[str, str] = field(default_factory=dict)
     # pools that cannot be used now, and why: "not up", "dashboard at ... does not answer",

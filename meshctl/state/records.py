@@ -205,6 +205,7 @@ class AttemptDetail:
     # that dies is replaced inside the attempt when a free one can stand in
     # (``meshctl.lifecycle.replacing``; ``meshctl.train.nominations``).
     replaceable: bool = False
+    replaced: int = 0  # nodes replaced inside this attempt so far (job.node-replaced)
     # A job on several nodes: each dataset's path in each node's cache, in its nodes' order
     # ("" where a node has no cache): MESHCTL_DATA_<NAME>_NODES, for its workers.
     node_data_paths: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

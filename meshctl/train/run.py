@@ -34,7 +34,7 @@ from typing import Any
 
 import ray
 import ray.train
-from ray.train.v2._internal.execution.callback import ControllerCallback
+from ray.train.v2._internal.execution.callback import ControllerCallback, WorkerGroupCallback
 from ray.train.v2.api.callback import UserCallback
 from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.v2.torch.torch_trainer import TorchTrainer
@@ -88,16 +88,30 @@ class Progress(UserCallback):
         self.recorder.failed(error)
 
 
+WATCH_S = 1.0  # how often a running group's nomination is read again (a file, or S3 GET)
+
+
 def alive_node_ids() -> set[str]:
     return {str(n["NodeID"]) for n in ray.nodes() if n.get("Alive")}  # type: ignore[no-untyped-call]
 
 
-class Replacements(ControllerCallback):
+class NodeReplaced(RuntimeError):
+    """A worker ended by its run because the controller replaced its node (silent, or gone
+    before Ray noticed): Ray Train restarts the worker group on the nominated pins."""
+
+
+class Replacements(ControllerCallback, WorkerGroupCallback):
     """Runs in the Ray Train controller (beside the driver): before the workers start again
     after a failure, they are pinned to the nodes the controller nominated
     (``meshctl.train.nominations``): at once when it already has (a node it found dead or
     silent), else, when Ray reports a pinned node dead, once it does, waiting at most
-    ``wait_s``. Nothing nominated leaves the pins as they were."""
+    ``wait_s``. Nothing nominated leaves the pins as they were.
+
+    While the workers run, the nomination is read again every ``watch_s`` (at Ray Train's
+    health polls): one that replaces a node a worker runs on ends that worker (``ray.kill``,
+    and a ``NodeReplaced`` error in its poll), so Ray Train restarts the group there and then
+    on the new pins, without waiting for Ray to call the node dead (a silent node: about a
+    minute) or for its health check (ten)."""
 
     def __init__(
         self,
@@ -107,15 +121,68 @@ class Replacements(ControllerCallback):
         per_node: int,
         wait_s: float,
         alive: Callable[[], set[str]] = alive_node_ids,
+        watch_s: float = WATCH_S,
+        clock: Callable[[], float] = time.monotonic,
+        kill: Callable[[Any], None] | None = None,
+        recorder: progress.Recorder | None = None,
     ) -> None:
+        """``recorder``: the run's progress (``Progress``'s): a worker this callback ends is a
+        failure there, as one Ray Train saw would be (its user callbacks see the poll first)."""
         self.where, self.label, self.pins, self.per_node = where, label, pins, per_node
-        self.wait_s, self.alive = wait_s, alive
+        self.wait_s, self.alive, self.watch_s, self.clock = wait_s, alive, watch_s, clock
+        self.kill, self.recorder = kill, recorder
         self.context: Any = None
         self.failed = False
         self.asked = 0
+        self.workers: list[tuple[str, Any]] = []  # (node id, actor) by world rank
+        self.read_at = -float("inf")
+        self.ended: tuple[str, ...] | None = None  # the nomination whose workers were ended
 
     def after_controller_start(self, train_run_context: Any) -> None:
         self.context = train_run_context
+
+    def after_worker_group_start(self, worker_group: Any) -> None:
+        self.workers = [(w.metadata.node_id, w.actor) for w in worker_group.get_workers()]
+
+    def after_worker_group_poll_status(self, worker_group_status: Any) -> None:
+        now = self.clock()
+        if not self.workers or now - self.read_at < self.watch_s:
+            return
+        self.read_at = now
+        given = self._nominated()
+        if given is None or given == tuple(self.pins) or given == self.ended:
+            return
+        if len(given) != len(self.pins):
+            return  # not a nomination these workers can take
+        replaced = set(self.pins) - set(given)
+        ranks = [r for r, (node, _) in enumerate(self.workers) if node in replaced]
+        if not ranks:
+            return
+        self.ended = given
+        print(f"meshctl train: node(s) {', '.join(sorted(replaced))} replaced by the "
+              "controller; ending their workers", flush=True)  # fmt: skip
+        for rank in ranks:
+            self._kill(self.workers[rank][1])
+            error = NodeReplaced(f"node {self.workers[rank][0]} was replaced")
+            status = worker_group_status.worker_statuses.get(rank)
+            if status is not None:
+                status.error = error
+        if self.recorder is not None:
+            self.recorder.failed(f"worker {ranks[0]}: {error!r}")
+
+    def _kill(self, actor: Any) -> None:
+        try:
+            (self.kill or ray.kill)(actor)
+        except Exception as err:  # already gone: its poll fails anyway
+            print(f"meshctl train: could not end a worker: {err!r}", flush=True)
+
+    def _nominated(self) -> tuple[str, ...] | None:
+        try:
+            return nominations.nominated(
+                self.where["uri"], self.where["endpoint_url"], self.where["attempt"]
+            )
+        except Exception:  # storage unreachable for now: read again at the next poll
+            return None
 
     def before_controller_execute_failure_decision(self, failure_decision: Any) -> None:
         self.failed = True
@@ -190,10 +257,13 @@ def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
     uri = f"{storage.rstrip('/')}/{spec['run_name']}" if storage else None
     fs, path = filesystem(storage, endpoint) if storage else (None, None)
     where = {"uri": uri, "endpoint_url": endpoint, "attempt": attempt}
-    callbacks: list[Any] = [Progress(uri, endpoint, attempt)] if uri else []
+    recorded = Progress(uri, endpoint, attempt) if uri else None
+    callbacks: list[Any] = [recorded] if recorded else []
     wait_s = spec.get("replace_wait_s")
-    if uri and wait_s is not None and scaling.label_selector is not None:
-        callbacks.append(Replacements(where, label, pins, per_node, float(wait_s)))
+    if recorded and wait_s is not None and scaling.label_selector is not None:
+        callbacks.append(
+            Replacements(where, label, pins, per_node, float(wait_s), recorder=recorded.recorder)
+        )
     run = RunConfig(
         name=spec["run_name"],
         storage_path=path,

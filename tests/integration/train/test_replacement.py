@@ -1,15 +1,22 @@
 """A train run whose node dies starts its workers again on a nominated node, inside the same
 Ray job, and ends with bit for bit the weights of a run that lost nothing.
 
-A real Ray cluster (``meshctl.pools.local``: a head that takes no work, two 1-CPU nodes)
+A real Ray cluster (``meshctl.pools.local``: a head that takes no work, three 1-CPU nodes)
 runs ``python -m meshctl.train.run`` as a Ray job whose driver, and so Ray Train's controller,
-is on the head; its one worker is pinned to node n-0. The test kills n-0 mid-run and plays
-the controller's part: it reads the run's request for replacements and nominates n-1.
+is on the head; its one worker is pinned to one node. The test loses that node mid-run and
+plays the controller's part:
+
+- killed: Ray sees it dead; the run asks for a replacement, the test nominates one;
+- stopped (SIGSTOP, every process of the node: silent, Ray still lists it alive for about a
+  minute): the test nominates a replacement unasked, as the controller does once the node's
+  agent has been silent too long; the run ends the worker there and starts it on the new one.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -26,6 +33,9 @@ from meshctl.pools.ray import RayPoolClient
 from meshctl.train import nominations
 from tests.conftest import ROOT
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import node_loss  # benchmarks/: how the recovery benchmark stops a node
+
 pytestmark = pytest.mark.integration
 
 WAIT_S = 240.0
@@ -38,7 +48,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[local.Lo
     run_dir = tmp_path_factory.mktemp("replacement-run")
     started = local.start_head("replacement", run_dir)
     try:
-        group = NodeGroup.model_validate({"name": "n", "count": 2, "cpus": 1, "memory_gib": 2})
+        group = NodeGroup.model_validate({"name": "n", "count": 3, "cpus": 1, "memory_gib": 2})
         for name in group.node_names():
             local.add_node(started, name, group, run_dir)
         yield started, run_dir
@@ -147,3 +157,35 @@ def test_a_node_lost_mid_run_is_replaced_inside_the_ray_job_with_identical_weigh
     assert len(resumed) == 2
     assert resumed[0] is None  # from scratch, then from its latest checkpoint
     assert resumed[1] is not None
+
+
+def test_a_silent_node_the_controller_replaces_is_left_at_once_with_identical_weights(
+    cluster: tuple[local.LocalCluster, Path], tmp_path: Path
+) -> None:
+    ray_cluster, run_dir = cluster
+    ids = node_ids(ray_cluster)
+    reference_out, out = tmp_path / "reference.json", tmp_path / "replaced.json"
+    first = submit(ray_cluster, "reference-2", tmp_path / "ckpt", reference_out, ids["n-2"])
+    assert finished(ray_cluster, first) == "SUCCEEDED"
+
+    job = submit(ray_cluster, "silent", tmp_path / "ckpt", out, ids["n-1"])
+    uri = f"file://{tmp_path / 'ckpt' / 'silent'}"
+    reached(uri, 25)
+    stopped: list[local.Process] = []
+    try:
+        node_loss.stop_node(ray_cluster, "n-1", stopped)  # hung: nothing exits or answers
+        nominations.nominate(uri, None, 1, (ids["n-2"],))  # the controller, unasked
+        assert finished(ray_cluster, job) == "SUCCEEDED"  # one Ray job, on n-2
+        assert "n-1" in node_ids(ray_cluster)  # Ray has not noticed yet: the run did not wait
+    finally:
+        for process in stopped:
+            if local.start_ticks(process.pid) == process.start_ticks:
+                os.kill(process.pid, signal.SIGKILL)
+        local.remove_node(ray_cluster, "n-1", run_dir)
+    assert weights(out) == weights(reference_out)  # bit for bit
+    progress = read_progress(uri, 1)
+    assert progress is not None
+    [failure] = progress["failures"]
+    assert "NodeReplaced" in failure["error"]
+    assert failure["resumed_s"] is not None
+    assert nominations.requests(uri, None, 1) == []  # nominated before it had to ask

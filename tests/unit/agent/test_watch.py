@@ -93,12 +93,13 @@ def test_a_silent_agent_makes_its_node_suspect_then_dead_then_back_when_it_answe
     report = w.pull(seen(node("n1")), 130.0)
     assert report.unhealthy == {"lab/n1": "agent: silent for over 30 s"}
     assert report.suspect == {}
+    assert report.dead == {"lab/n1"}  # dead by its silence, not by its own word
     assert agents.asked.count(URL) == 2  # the hung request was never asked again meanwhile
     agents.hung.clear()
     agents.release.set()  # SIGCONT: the hung request fails, the next one is answered
     w.pull(seen(node("n1")), 131.0)
     report = w.pull(seen(node("n1")), 132.0)
-    assert (report.unhealthy, report.suspect) == ({}, {})
+    assert (report.unhealthy, report.suspect, report.dead) == ({}, {}, set())
     assert report.agents["lab/n1"].verdict == "healthy"
 
 

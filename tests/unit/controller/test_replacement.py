@@ -14,6 +14,7 @@ import pytest
 from meshctl.controller.decide import Replacement, decide
 from meshctl.controller.dispatch import REPLACE_WAIT_S
 from meshctl.controller.loop import Controller
+from meshctl.lifecycle.effects import UNHEALTHY_GRACE_S
 from meshctl.model import Job
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation
 from meshctl.state import AttemptRecord, JobRecord, JobState, MemoryStore
@@ -127,6 +128,56 @@ def test_a_node_out_of_service_never_stands_in() -> None:
     assert ("t", "evicted") in moves(decide(unhealthy, RULES))
 
 
+SILENT = "agent: silent for over 30 s"
+
+
+@pytest.mark.parametrize(
+    ("replaceable", "free", "expected"),
+    [
+        pytest.param(True, True, "replaced", id="replaceable-with-a-free-node"),
+        pytest.param(True, False, "evicted-after-a-grace", id="replaceable-no-free-node"),
+        pytest.param(False, True, "evicted-after-a-grace", id="not-replaceable"),
+    ],
+)  # fmt: skip
+def test_a_silent_node_ray_still_lists_counts_as_dead_for_a_replaceable_attempt(
+    replaceable: bool, free: bool, expected: str
+) -> None:
+    """Its agent silent past dead_after_s: the node is dead to meshctl though Ray lists it
+    alive (SIGSTOPped, partitioned). A replaceable attempt gets a stand-in at once; any other
+    job (or one with no stand-in) is evicted as from an unhealthy node, after its grace."""
+    view = running_train()
+    if not replaceable:
+        detail = replace(view.attempt.detail, replaceable=False)
+        view = replace(view, attempt=replace(view.attempt, detail=detail))
+    nodes = (node("n1"), node("n2"), node("n3")) if free else (node("n1"),)
+    observed = pool(ray("meshctl-t-1", "RUNNING"), nodes=nodes)
+    silent = world(view, observed=observed, health={"onprem/n1": SILENT},
+                   silent=frozenset({"onprem/n1"}))  # fmt: skip
+    step = decide(silent, RULES)
+    if expected == "replaced":
+        assert moves(step) == []
+        [found] = step.replacements
+        assert found.allocations[0].node == "n2"
+        assert found.reason == "node n1 is dead; n2 replaces it inside the attempt"
+        return
+    assert step.replacements == []
+    assert ("t", "evicted") in moves(step)
+    [change] = step.attempts
+    assert change.stop_at_s == NOW + UNHEALTHY_GRACE_S
+    assert [c.reason for c in step.checkpoints] == [f"node n1 is unhealthy: {SILENT}"]
+
+
+def test_a_node_its_probe_calls_unhealthy_is_not_replaced_but_left_after_a_grace() -> None:
+    """An unhealthy node (an XID error) still runs: its jobs checkpoint in their grace, then
+    resume in a new attempt. Only silence (or death) replaces a node inside the attempt."""
+    observed = pool(ray("meshctl-t-1", "RUNNING"), nodes=(node("n1"), node("n2")))
+    step = decide(world(running_train(), observed=observed, health={"onprem/n1": "XID 79"}),
+                  RULES)  # fmt: skip
+    assert step.replacements == []
+    assert ("t", "evicted") in moves(step)
+    assert len(step.checkpoints) == 1
+
+
 # --- applied -------------------------------------------------------------------------------------
 
 
@@ -201,3 +252,9 @@ def test_a_replacement_is_recorded_and_the_run_told_its_new_pins(tmp_path: Path)
     assert event.message == f"node {lost} is dead; {other} replaces it inside the attempt"
     assert nominated(f"{uri}/{record.id}", None, 1) == (f"id-{other}",)
     assert len(ray_pool.submissions) == 1  # the same Ray job goes on
+    assert after.detail.replaced == 1
+    # a controller that stopped before telling the run: the next one tells it at its start
+    (tmp_path / record.id / ".meshctl" / "nominated-1.json").unlink()
+    again = Controller(store, Rules(mesh, {}, None), {"onprem": ray_pool}, clock=clock)
+    again.cycle()
+    assert nominated(f"{uri}/{record.id}", None, 1) == (f"id-{other}",)

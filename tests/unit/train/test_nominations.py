@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from meshctl.train import nominations
+from meshctl.pools.checkpoints import read_progress
+from meshctl.train import nominations, progress
 from meshctl.train.nominations import Ask
 
 pytestmark = pytest.mark.unit
@@ -192,3 +193,105 @@ def test_the_trainer_asks_for_replacements_only_when_the_job_says_so(tmp_path: P
     assert (made.pins, made.per_node, made.wait_s) == (["id1", "id2"], 2, 45.0)
     assert made.where["attempt"] == 2
     assert replacing(trainer(spec(tmp_path, replace_wait_s=45, storage=None), attempt=1)) == []
+
+
+@dataclass
+class Meta:
+    node_id: str
+
+
+@dataclass
+class FakeWorker:
+    metadata: Meta
+    actor: str
+
+
+@dataclass
+class Group:
+    nodes: list[str]
+
+    def get_workers(self) -> list[FakeWorker]:
+        return [FakeWorker(Meta(n), f"actor-{i}") for i, n in enumerate(self.nodes)]
+
+
+@dataclass
+class Status:
+    running: bool = True
+    error: Exception | None = None
+
+
+@dataclass
+class Polled:
+    worker_statuses: dict[int, Status]
+
+
+def watching(tmp_path: Path) -> tuple[Any, Context, list[str], list[float]]:
+    """The callback of ``callback`` with its workers started (two per node, id1 then id2), a
+    clock it reads, and what it ended."""
+    from meshctl.train.run import Replacements
+
+    where = {"uri": f"file://{tmp_path}", "endpoint_url": None, "attempt": 3}
+    ended: list[str] = []
+    now = [0.0]
+    recorder = progress.Recorder(f"file://{tmp_path}", None, 3)
+    made = Replacements(where, "ray.io/node-id", ["id1", "id2"], 2, 30.0,
+                        alive=lambda: {"id1", "id2", "id3"}, watch_s=1.0,
+                        clock=lambda: now[0], kill=ended.append, recorder=recorder)  # fmt: skip
+    context = Context(Scaling(4, [{"ray.io/node-id": p} for p in ["id1", "id1", "id2", "id2"]]))
+    made.after_controller_start(context)
+    made.after_worker_group_start(Group(["id1", "id1", "id2", "id2"]))
+    return made, context, ended, now
+
+
+def poll(made: Any) -> Polled:
+    polled = Polled({rank: Status() for rank in range(4)})
+    made.after_worker_group_poll_status(polled)
+    return polled
+
+
+def test_a_node_the_controller_replaces_ends_its_workers_and_they_start_on_the_new_one(
+    tmp_path: Path,
+) -> None:
+    """A silent node: Ray still lists it alive, its workers' polls just hang. The nomination
+    ends its workers (their polls fail) and the restart takes the new pins."""
+    made, context, ended, now = watching(tmp_path)
+    assert poll(made).worker_statuses[0].error is None  # nothing nominated
+    nominations.nominate(f"file://{tmp_path}", None, 3, ("id3", "id2"))
+    now[0] = 0.5
+    assert [s.error for s in poll(made).worker_statuses.values()] == [None] * 4  # not yet read
+    now[0] = 1.0
+    polled = poll(made)
+    errors = [type(s.error).__name__ for s in polled.worker_statuses.values()]
+    assert errors == ["NodeReplaced", "NodeReplaced", "NoneType", "NoneType"]
+    assert ended == ["actor-0", "actor-1"]
+    recorded = read_progress(f"file://{tmp_path}", 3)
+    assert recorded is not None
+    assert [f["error"] for f in recorded["failures"]] == [
+        "worker 0: NodeReplaced('node id1 was replaced')"
+    ]  # the run's progress says why its workers restarted
+    now[0] = 2.0
+    assert poll(made).worker_statuses[0].error is None  # ended once, not at every poll
+    made.before_controller_execute_failure_decision(object())
+    made.before_controller_execute_resize_decision(object())
+    assert pins(context) == ["id3", "id3", "id2", "id2"]
+    made.after_worker_group_start(Group(["id3", "id3", "id2", "id2"]))
+    now[0] = 3.0
+    assert poll(made).worker_statuses[0].error is None
+    assert len(ended) == 2
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [
+        pytest.param(("id1", "id2"), "the pins as they are", id="the-same-pins"),
+        pytest.param(("id3",), "one node for two", id="too-few-nodes"),
+    ],
+)
+def test_a_nomination_that_changes_no_worker_ends_none(
+    tmp_path: Path, given: tuple[str, ...], why: str
+) -> None:
+    made, _, ended, now = watching(tmp_path)
+    nominations.nominate(f"file://{tmp_path}", None, 3, given)
+    now[0] = 5.0
+    assert all(s.error is None for s in poll(made).worker_statuses.values()), why
+    assert ended == []
