@@ -88,6 +88,12 @@ class Progress(UserCallback):
         self.recorder.failed(error)
 
 
+def say(message: str) -> None:
+    """A line of the run's log, with its time: Ray forwards what Ray Train's controller prints
+    without one, and a restart's steps are told apart by theirs."""
+    print(f"meshctl train [{time.strftime('%H:%M:%S')}]: {message}", flush=True)
+
+
 WATCH_S = 1.0  # how often a running group's nomination is read again (a file, or S3 GET)
 
 
@@ -142,7 +148,10 @@ class Replacements(ControllerCallback, WorkerGroupCallback):
         self.context = train_run_context
 
     def after_worker_group_start(self, worker_group: Any) -> None:
+        again = bool(self.workers)
         self.workers = [(w.metadata.node_id, w.actor) for w in worker_group.get_workers()]
+        if again:
+            say(f"workers started again on {', '.join(sorted({n for n, _ in self.workers}))}")
 
     def after_worker_group_poll_status(self, worker_group_status: Any) -> None:
         now = self.clock()
@@ -159,8 +168,8 @@ class Replacements(ControllerCallback, WorkerGroupCallback):
         if not ranks:
             return
         self.ended = given
-        print(f"meshctl train: node(s) {', '.join(sorted(replaced))} replaced by the "
-              "controller; ending their workers", flush=True)  # fmt: skip
+        gone = ", ".join(sorted(replaced))
+        say(f"node(s) {gone} replaced by the controller; ending their workers")
         for rank in ranks:
             self._kill(self.workers[rank][1])
             error = NodeReplaced(f"node {self.workers[rank][0]} was replaced")
@@ -174,7 +183,7 @@ class Replacements(ControllerCallback, WorkerGroupCallback):
         try:
             (self.kill or ray.kill)(actor)
         except Exception as err:  # already gone: its poll fails anyway
-            print(f"meshctl train: could not end a worker: {err!r}", flush=True)
+            say(f"could not end a worker: {err!r}")
 
     def _nominated(self) -> tuple[str, ...] | None:
         try:
@@ -208,13 +217,12 @@ class Replacements(ControllerCallback, WorkerGroupCallback):
             attempt, self.asked, time.time(), lost, tuple(self.pins), self.per_node
         )
         nominations.ask(uri, endpoint, request)
-        print(f"meshctl train: node(s) {', '.join(lost)} lost; waiting for replacements",
-              flush=True)  # fmt: skip
+        say(f"node(s) {', '.join(lost)} lost; waiting for replacements")
         given = nominations.wait_for_nomination(
             uri, endpoint, attempt, lambda pins: self._fits(pins, lost), self.wait_s
         )
         if given is None:
-            print(f"meshctl train: no replacement within {self.wait_s:g} s", flush=True)
+            say(f"no replacement within {self.wait_s:g} s")
             return None
         return self._pin(given)
 
@@ -228,7 +236,7 @@ class Replacements(ControllerCallback, WorkerGroupCallback):
         scaling.label_selector = [
             {self.label: self.pins[i // self.per_node]} for i in range(int(scaling.max_workers))
         ]
-        print(f"meshctl train: starting again on {', '.join(self.pins)}", flush=True)
+        say(f"starting again on {', '.join(self.pins)}")
 
 
 def cuda_here() -> bool:
