@@ -47,7 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from recovery import Mesh
+from recovery_meshctl import Mesh
 
 from meshctl import loadgen
 from meshctl.controller.serving_apply import serve_ports

@@ -256,8 +256,6 @@ class Applying:
         """Each running attempt that had a node replaced is told its pins again (at the
         controller's start: one that stopped between recording a replacement and telling the
         run would leave the run waiting); what went wrong."""
-        from meshctl.train.nominations import nominate
-
         errors = []
         for attempt in attempts:
             detail = attempt.detail
@@ -267,6 +265,8 @@ class Applying:
                 or attempt.state not in ACTIVE_ATTEMPT
             ):
                 continue
+            from meshctl.train.nominations import nominate  # pyarrow: only when one needs it
+
             try:
                 nominate(detail.checkpoint_uri, detail.checkpoint_endpoint or None,
                          attempt.number, detail.ray_node_ids)  # fmt: skip

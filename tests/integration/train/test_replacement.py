@@ -159,7 +159,7 @@ def test_a_node_lost_mid_run_is_replaced_inside_the_ray_job_with_identical_weigh
     assert resumed[1] is not None
 
 
-def test_a_silent_node_the_controller_replaces_is_left_at_once_with_identical_weights(
+def test_a_silent_node_the_controller_replaces_is_left_inside_the_ray_job_with_identical_weights(
     cluster: tuple[local.LocalCluster, Path], tmp_path: Path
 ) -> None:
     ray_cluster, run_dir = cluster
@@ -176,7 +176,6 @@ def test_a_silent_node_the_controller_replaces_is_left_at_once_with_identical_we
         node_loss.stop_node(ray_cluster, "n-1", stopped)  # hung: nothing exits or answers
         nominations.nominate(uri, None, 1, (ids["n-2"],))  # the controller, unasked
         assert finished(ray_cluster, job) == "SUCCEEDED"  # one Ray job, on n-2
-        assert "n-1" in node_ids(ray_cluster)  # Ray has not noticed yet: the run did not wait
     finally:
         for process in stopped:
             if local.start_ticks(process.pid) == process.start_ticks:
