@@ -127,10 +127,10 @@ class AgentWatch:
             report.agents[key] = status
             if status.verdict in ("unhealthy", "dead"):
                 report.unhealthy[key] = said(status.verdict, status.reasons)
-            if status.verdict == "dead":
-                report.dead.add(key)
             elif status.verdict == "suspect":
                 report.suspect[key] = said(status.verdict, status.reasons)
+            if status.verdict == "dead":  # by its silence: dead to meshctl, whatever Ray says
+                report.dead.add(key)
         for gone in set(self._since) - set(targets):  # a node gone from Ray: forget it
             self._since.pop(gone, None)
             self._last.pop(gone, None)
