@@ -129,7 +129,7 @@ class Replacements(ControllerCallback, WorkerGroupCallback):
         alive: Callable[[], set[str]] = alive_node_ids,
         watch_s: float = WATCH_S,
         clock: Callable[[], float] = time.monotonic,
-        kill: Callable[[Any], None] = ray.kill,
+        kill: Callable[[Any], None] | None = None,
         recorder: progress.Recorder | None = None,
     ) -> None:
         """``recorder``: the run's progress (``Progress``'s): a worker this callback ends is a
@@ -181,7 +181,7 @@ class Replacements(ControllerCallback, WorkerGroupCallback):
 
     def _kill(self, actor: Any) -> None:
         try:
-            self.kill(actor)
+            (self.kill or ray.kill)(actor)  # ray.kill looked up in the controller's process
         except Exception as err:  # already gone: its poll fails anyway
             say(f"could not end a worker: {err!r}")
 
