@@ -375,7 +375,9 @@ def load_path(path: Path | str) -> list[Loaded]:
     except (OSError, UnicodeDecodeError) as err:
         reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
         raise InvalidFileError([Problem(name, None, "", f"cannot read: {reason}")]) from None
-    return load_text(text, name)
+    from meshctl import filecache
+
+    return filecache.cached(name, text, load_text)
 
 
 def load_one(path: Path | str, model: type[D]) -> D:

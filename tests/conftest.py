@@ -3,6 +3,7 @@ wait on a real process (``wait_until``) or need a port nothing listens on (``clo
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -17,6 +18,13 @@ T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 PROVIDERS = ROOT / "providers"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _file_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The checked-files cache (``meshctl.filecache``) of this run's own, also for the commands
+    and controllers the tests start: never the user's ~/.cache."""
+    os.environ["MESHCTL_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
 
 
 def onprem_policies(folder: Path) -> Path:

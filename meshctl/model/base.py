@@ -24,7 +24,9 @@ LABEL_KEY_PATTERN: Final = r"^([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,
 class Model(BaseModel):
     """Strict, immutable: an unknown field is an error, never silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, str_strip_whitespace=True, defer_build=True
+    )
 
 
 Name = Annotated[
