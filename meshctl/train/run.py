@@ -101,6 +101,22 @@ def alive_node_ids() -> set[str]:
     return {str(n["NodeID"]) for n in ray.nodes() if n.get("Alive")}  # type: ignore[no-untyped-call]
 
 
+def put_again(wrapper: Any) -> None:
+    """Ray Train's training function put into the object store anew, its only copy beside the
+    caller (Ray Train's controller).
+
+    Ray Train puts the function once, at start (an ``ObjectRefWrapper``), and every worker's
+    node keeps the copy it fetched. Ray's object manager fetches from one listed copy at
+    random and tries another after 10, 20, 40 s: a worker started after its node was replaced
+    while Ray still lists that node alive (silent) was seen to wait 10 or 70 s there before
+    its loop began. A fresh put has no copy on any node of the old workers."""
+    held = getattr(wrapper, "_ref", None)
+    if not isinstance(held, ray.ObjectRef):
+        say("cannot put the training function again (Ray Train keeps it differently)")
+        return
+    wrapper._ref = ray.put(ray.get(held))
+
+
 class NodeReplaced(RuntimeError):
     """A worker ended by its run because the controller replaced its node (silent, or gone
     before Ray noticed): Ray Train restarts the worker group on the nominated pins."""
@@ -117,7 +133,8 @@ class Replacements(ControllerCallback, WorkerGroupCallback):
     health polls): one that replaces a node a worker runs on ends that worker (``ray.kill``,
     and a ``NodeReplaced`` error in its poll), so Ray Train restarts the group there and then
     on the new pins, without waiting for Ray to call the node dead (a silent node: about a
-    minute) or for its health check (ten)."""
+    minute) or for its health check (ten). Before workers start again, the training function
+    is put anew (``put_again``): none of them fetches it from the replaced node."""
 
     def __init__(
         self,
@@ -131,12 +148,13 @@ class Replacements(ControllerCallback, WorkerGroupCallback):
         clock: Callable[[], float] = time.monotonic,
         kill: Callable[[Any], None] | None = None,
         recorder: progress.Recorder | None = None,
+        fresh: Callable[[Any], None] | None = None,
     ) -> None:
         """``recorder``: the run's progress (``Progress``'s): a worker this callback ends is a
         failure there, as one Ray Train saw would be (its user callbacks see the poll first)."""
         self.where, self.label, self.pins, self.per_node = where, label, pins, per_node
         self.wait_s, self.alive, self.watch_s, self.clock = wait_s, alive, watch_s, clock
-        self.kill, self.recorder = kill, recorder
+        self.kill, self.recorder, self.fresh = kill, recorder, fresh
         self.context: Any = None
         self.failed = False
         self.asked = 0
@@ -146,6 +164,13 @@ class Replacements(ControllerCallback, WorkerGroupCallback):
 
     def after_controller_start(self, train_run_context: Any) -> None:
         self.context = train_run_context
+
+    def before_worker_group_start(self, worker_group_context: Any) -> None:
+        if self.workers:  # a restart: the old workers' nodes hold copies of the function
+            try:
+                (self.fresh or put_again)(worker_group_context.train_fn_ref)
+            except Exception as err:  # the old ref still works, at worst slowly
+                say(f"could not put the training function again: {err!r}")
 
     def after_worker_group_start(self, worker_group: Any) -> None:
         again = bool(self.workers)

@@ -295,3 +295,52 @@ def test_a_nomination_that_changes_no_worker_ends_none(
     now[0] = 5.0
     assert all(s.error is None for s in poll(made).worker_statuses.values()), why
     assert ended == []
+
+
+@dataclass
+class GroupContext:
+    train_fn_ref: str
+
+
+def test_the_training_function_is_put_again_before_every_restart_not_the_first_start(
+    tmp_path: Path,
+) -> None:
+    """The old workers' nodes hold copies of it; a restarted worker must not fetch one from a
+    replaced node that Ray still lists alive."""
+    from meshctl.train.run import Replacements
+
+    put: list[str] = []
+    where = {"uri": f"file://{tmp_path}", "endpoint_url": None, "attempt": 1}
+    made = Replacements(where, "ray.io/node-id", ["id1"], 1, 30.0, fresh=put.append)
+    made.before_worker_group_start(GroupContext("fn"))
+    assert put == []  # the first start: Ray Train's own put, on no other node yet
+    made.after_worker_group_start(Group(["id1"]))
+    for restart in range(1, 3):
+        made.before_worker_group_start(GroupContext("fn"))
+        assert put == ["fn"] * restart
+
+
+def test_putting_the_training_function_again_replaces_the_reference_it_is_held_by(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``put_again`` on a wrapper as Ray Train's (``_ref``), and one it cannot handle. The
+    object store is a dictionary here; the integration tier runs the real one."""
+    import ray
+
+    from meshctl.train import run
+
+    class Wrapper:
+        def __init__(self, ref: object) -> None:
+            self._ref = ref
+
+    old, new = ray.ObjectRef(b"\x01" * 28), ray.ObjectRef(b"\x02" * 28)
+    store = {old: "fn"}
+    monkeypatch.setattr(run.ray, "get", store.__getitem__)
+    monkeypatch.setattr(run.ray, "put", lambda value: store.setdefault(new, value) and new)
+    wrapper = Wrapper(old)
+    run.put_again(wrapper)
+    assert wrapper._ref == new
+    assert store[new] == "fn"
+    odd = Wrapper("not a ref")
+    run.put_again(odd)  # left as it is, with a message
+    assert odd._ref == "not a ref"
