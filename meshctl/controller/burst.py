@@ -61,6 +61,7 @@ log = logging.getLogger("meshctl.controller")
 BACKOFF_S = 300.0  # how long a stock-out of a (pool, node type) is remembered
 LIST_LAG_S = 60.0  # a new instance missing from its provider's listing is not yet "gone"
 ENDED = frozenset({InstanceState.INTERRUPTED, InstanceState.TERMINATED})  # for good
+OPEN = frozenset(InstanceState) - ENDED
 
 
 @dataclass
@@ -315,10 +316,13 @@ class Burst:
         terminations are confirmed; what the records do not account for is adopted or
         terminated (``sweep``: on the first watch, then every ``SWEEP_S``)."""
         self._changed(self.pool_access.refresh(now), now)
-        down, records = self.down(), self.store.list(InstanceRecord)
         sweeping = now >= self._next_sweep
         if sweeping:
             self._next_sweep = now + SWEEP_S
+        # every cycle the open records only (the state index: not the instances' history);
+        # a sweep, every SWEEP_S, all of them, to tell an orphan from one meshctl ended
+        down = self.down()
+        records = self.store.list(InstanceRecord, **({} if sweeping else {"state": OPEN}))
         for name, cloud in self.clouds.items():
             mine = [r for r in records if r.pool == name and r.state not in ENDED]
             if name in down or not (mine or sweeping):  # refused: nothing to learn

@@ -14,7 +14,7 @@ from meshctl.clouds.base import Instance
 from meshctl.controller import failpoints
 from meshctl.controller.burst import Burst
 from meshctl.controller.step import Launch, Teardown
-from meshctl.controller.sweep import RETERMINATE_S, ask_again, confirmed, orphans
+from meshctl.controller.sweep import RETERMINATE_S, SWEEP_S, ask_again, confirmed, orphans
 from meshctl.state import InstanceRecord, JobRecord, JobState, MemoryStore
 from tests.unit.controller.test_loop import clouds_mesh, queue
 
@@ -155,3 +155,25 @@ def test_a_termination_counts_once_the_provider_confirms_it(
     going = record("i-0", "terminating", NOW - updated_ago_s)
     assert confirmed(going, listed) is done
     assert ask_again(going, listed, NOW) is again
+
+
+def test_a_watch_between_sweeps_reads_open_instances_only_not_their_history() -> None:
+    """The instances meshctl ended stay in the store for the ledger; a watch reads them only
+    when it sweeps (every ``SWEEP_S``), to tell an orphan from an instance it ended."""
+    from tests.unit.controller.test_history import Counting
+
+    world = clouds_mesh()
+    store = MemoryStore()
+    store.create_all([record(f"i-old{n}", "terminated", NOW - 86_400) for n in range(200)])
+    store.create_all([record("i-1", "ready")])
+    counting = Counting(store)
+    burst = Burst(counting, *world[:2], world[3], None)  # type: ignore[arg-type]
+    burst.watch(NOW)  # the first watch sweeps
+    swept = counting.read["list InstanceRecord"]
+    assert swept >= 201
+    counting.read.clear()
+    burst.watch(NOW + SWEEP_S / 2)
+    assert counting.read["list InstanceRecord"] == 1
+    counting.read.clear()
+    burst.watch(NOW + SWEEP_S)  # the next sweep
+    assert counting.read["list InstanceRecord"] >= 201
