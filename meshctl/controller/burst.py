@@ -322,7 +322,10 @@ class Burst:
         # every cycle the open records only (the state index: not the instances' history);
         # a sweep, every SWEEP_S, all of them, to tell an orphan from one meshctl ended
         down = self.down()
-        records = self.store.list(InstanceRecord, **({} if sweeping else {"state": OPEN}))
+        if sweeping:
+            records = self.store.list(InstanceRecord)
+        else:
+            records = self.store.list(InstanceRecord, state=OPEN)
         for name, cloud in self.clouds.items():
             mine = [r for r in records if r.pool == name and r.state not in ENDED]
             if name in down or not (mine or sweeping):  # refused: nothing to learn
