@@ -25,21 +25,57 @@ No I/O, no clock, no Ray or cloud SDK: an import-linter contract says so.
 
 from __future__ import annotations
 
-from meshctl.lifecycle.actions import (
-    Action,
-    BudgetCrossed,
-    Fail,
-    Launch,
-    Leave,
-    Left,
-    Replace,
-    Requeue,
-    Start,
-    Teardown,
-)
-from meshctl.lifecycle.estimates import Estimate, Estimator
-from meshctl.lifecycle.ledger import Charge, Ledger, Spend
-from meshctl.lifecycle.waits import UNBOUNDED_WAIT_S, Backlog, Waits
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from meshctl.lifecycle.actions import (
+        Action,
+        BudgetCrossed,
+        Fail,
+        Launch,
+        Leave,
+        Left,
+        Replace,
+        Requeue,
+        Start,
+        Teardown,
+    )
+    from meshctl.lifecycle.estimates import Estimate, Estimator
+    from meshctl.lifecycle.ledger import Charge, Ledger, Spend
+    from meshctl.lifecycle.waits import UNBOUNDED_WAIT_S, Backlog, Waits
+
+# The names above, imported on first use (PEP 562): importing one module of the lifecycle
+# (a job's ``meshctl.workload`` reads ``datacache``) does not import the scheduler and the
+# policy engine behind ``actions``.
+_WHERE = {
+    "Action": "actions",
+    "Backlog": "waits",
+    "BudgetCrossed": "actions",
+    "Charge": "ledger",
+    "Estimate": "estimates",
+    "Estimator": "estimates",
+    "Fail": "actions",
+    "Launch": "actions",
+    "Leave": "actions",
+    "Ledger": "ledger",
+    "Left": "actions",
+    "Replace": "actions",
+    "Requeue": "actions",
+    "Spend": "ledger",
+    "Start": "actions",
+    "Teardown": "actions",
+    "UNBOUNDED_WAIT_S": "waits",
+    "Waits": "waits",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "UNBOUNDED_WAIT_S",
