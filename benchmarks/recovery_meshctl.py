@@ -34,8 +34,10 @@ from recovery_common import (
     restart_node,
 )
 
+from meshctl.controller.decide import FINISHED  # imported here, not at the loss
 from meshctl.model.mesh import LocalPool
 from meshctl.pools import local
+from meshctl.state import JobRecord, JobState, open_store
 
 EXIT_TIMEOUT = 124  # meshctl jobs wait: the timeout came first
 MESH = """\
@@ -155,9 +157,6 @@ def wait_for(home: Path, job_id: str, deadline_s: float) -> int:
     every 0.5 s, as plain Ray Train's side waits for its run in its own: a ``meshctl jobs
     wait`` process started at the loss would spend its start-up (about 0.4 CPU-s) on the
     2-core machine while the run restarts."""
-    from meshctl.controller.decide import FINISHED
-    from meshctl.state import JobRecord, JobState, open_store
-
     with open_store(home) as store:
         while (record := store.get(JobRecord, job_id)) is None or record.state not in FINISHED:
             if time.time() > deadline_s:

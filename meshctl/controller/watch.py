@@ -8,7 +8,8 @@ often, only what could have changed:
 - every ``period_s`` (0.1 s), the status of each submission in flux: dispatched and not yet
   seen running (one small request each);
 - every ``full_s`` (0.5 s), each pool's observation (as a cycle makes it): its job statuses
-  and which of its nodes are alive.
+  and which of its nodes are alive; not within ``full_s`` of a cycle's own (a cycle every
+  0.5 s observes the pools already: the dashboard is not asked everything twice).
 
 Anything that differs from the last cycle's observation wakes the loop, once per cycle (a
 difference the cycle does not settle does not wake it again until the next one). A failing
@@ -67,6 +68,7 @@ class Watch:
         self.seen, self.clients, self.wake = seen, clients, wake
         self.period_s, self.full_s, self.clock = period_s, full_s, clock
         self._woken_for: World | None = None  # the world a wake was already asked over
+        self._latest: World | None = None  # the newest cycle's world this watch has seen
         self._next_full = 0.0
 
     def run(self, stop: threading.Event) -> None:
@@ -80,6 +82,9 @@ class Watch:
         if found is None or found[0] is self._woken_for:
             return None
         world, flux = found
+        if world is not self._latest:  # a cycle has just observed the pools itself
+            self._latest = world
+            self._next_full = max(self._next_full, self.clock() + self.full_s)
         full = self.clock() >= self._next_full
         if full:
             self._next_full = self.clock() + self.full_s

@@ -116,6 +116,17 @@ def reached(uri: str, step: int) -> None:
         time.sleep(0.25)
 
 
+def resumed(uri: str) -> dict[str, Any]:
+    """The run's first failure, once the run has reported again after it."""
+    deadline = time.monotonic() + WAIT_S
+    while not (seen := read_progress(uri, 1)) or not any(
+        f.get("resumed_s") is not None for f in seen.get("failures") or []
+    ):
+        assert time.monotonic() < deadline, f"the run never resumed: {seen}"
+        time.sleep(0.25)
+    return dict(seen["failures"][0])
+
+
 def asked(uri: str) -> nominations.Ask:
     deadline = time.monotonic() + WAIT_S
     while not (waiting := nominations.requests(uri, None, 1)):
@@ -175,6 +186,9 @@ def test_a_silent_node_the_controller_replaces_is_left_inside_the_ray_job_with_i
     try:
         node_loss.stop_node(ray_cluster, "n-1", stopped)  # hung: nothing exits or answers
         nominations.nominate(uri, None, 1, (ids["n-2"],))  # the controller, unasked
+        resumed(uri)
+        silent = {n.name for n in client(ray_cluster).observe().nodes if n.alive}
+        assert "n-1" in silent, "Ray declared n-1 dead before the run resumed: it waited"
         assert finished(ray_cluster, job) == "SUCCEEDED"  # one Ray job, on n-2
     finally:
         for process in stopped:

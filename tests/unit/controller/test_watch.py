@@ -106,6 +106,25 @@ def test_the_pools_are_asked_in_full_only_every_full_s() -> None:
     assert watch.check() == "onprem: nodes changed"
 
 
+def test_no_full_check_comes_within_full_s_of_a_cycle_but_submissions_in_flux_are_asked() -> None:
+    """A cycle observed the pools itself: the watch's own full observation waits full_s
+    from it; a dispatched job's status is asked at every check."""
+    pool, _wake, watch, ticks, loop = setup()
+    ticks.now = 10.0
+    assert watch.check() is None  # a new cycle's world: the next full check at 10.5
+    pool.dead = ("n2",)
+    ticks.now = 10.4
+    assert watch.check() is None
+    asked = pool.asked
+    pool.running()
+    assert "meshctl-" in (watch.check() or "")  # in flux: asked at once
+    assert pool.asked == asked + 1
+    loop.cycle()  # type: ignore[attr-defined]
+    ticks.now = 10.6  # past 10.5, but within full_s of this newer cycle
+    pool.dead = ()
+    assert watch.check() is None
+
+
 def test_a_failing_pool_wakes_nothing() -> None:
     pool, wake, watch, _, _ = setup()
     pool.failing = True
