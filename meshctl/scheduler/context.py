@@ -10,9 +10,9 @@ from meshctl.scheduler.framework import CycleContext
 from meshctl.scheduler.snapshot import Snapshot
 
 
-def cycle_context(snap: Snapshot, most_gpus: int, max_usd_per_gpu_hour: float) -> CycleContext:
-    """``most_gpus``: the most GPUs on one node; ``max_usd_per_gpu_hour``: the dearest node's
-    price (0: every node is free, and prices are judged against 1 USD)."""
+def cycle_context(snap: Snapshot, max_usd_per_gpu_hour: float) -> CycleContext:
+    """``max_usd_per_gpu_hour``: the dearest node's price (0: every node is free, and prices
+    are judged against 1 USD)."""
     shapes = Counter(
         (r.gpus, r.cpus, r.accelerators)
         for r in (job.request for job in snap.pending)
@@ -29,7 +29,6 @@ def cycle_context(snap: Snapshot, most_gpus: int, max_usd_per_gpu_hour: float) -
                 shapes.items(), key=lambda kv: (kv[0][0], kv[0][1], sorted(kv[0][2]))
             )
         ),
-        most_gpus_per_node=most_gpus or 1,
         egress_usd_per_gib={
             p.name: p.egress_usd_per_gib for p in snap.pools if p.egress_usd_per_gib
         },

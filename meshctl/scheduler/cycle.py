@@ -76,12 +76,11 @@ class _Cycle:
         self.states = States(snap.nodes)
         by_pool: dict[str, list[Node]] = defaultdict(list)
         gpus, cpus, memory = 0, 0.0, 0.0
-        self.most_gpus, self.max_usd = 0, 0.0
+        self.max_usd = 0.0
         self.any_unhealthy = False
         for node in snap.nodes:  # one pass over the nodes for everything the set-up needs
             by_pool[node.pool].append(node)
             gpus, cpus, memory = gpus + node.gpus, cpus + node.cpus, memory + node.memory_gib
-            self.most_gpus = max(self.most_gpus, node.gpus)
             self.max_usd = max(self.max_usd, node.usd_per_gpu_hour)
             self.any_unhealthy = self.any_unhealthy or node.health == "unhealthy"
         self.totals = Totals(gpus, cpus, memory)
@@ -119,7 +118,7 @@ class _Cycle:
                 self.nominated[name].add(pending.job_id)
                 self.nominees.add(pending.job_id)
         self.scorers = self._scorers()
-        self.base = cycle_context(snap, self.most_gpus, self.max_usd)
+        self.base = cycle_context(snap, self.max_usd)
         self.rank = {name: i for i, name in enumerate(policies.pool_preference)}
 
     # --- set-up -----------------------------------------------------------------------------

@@ -36,7 +36,6 @@ class CycleContext:
     max_usd_per_gpu_hour: float = 1.0
     pool_wait_s: Mapping[str, float] = field(default_factory=dict)
     workload: tuple[tuple[Task, float], ...] = ()  # the queue's GPU task shapes, how often
-    most_gpus_per_node: int = 8
     # Pools the job could use but that are unavailable now, and what their nodes are told
     unavailable: Mapping[str, Rejection] = field(default_factory=dict)
     # pool -> data set home -> USD a GiB moved from there to the pool's nodes costs
