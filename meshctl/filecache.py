@@ -73,14 +73,13 @@ def cached(name: str, text: str, read: Callable[[str, str], T]) -> T:
     if where is None:
         return read(text, name)
     entry = where / f"{key(name, text)}.pickle"
-    with contextlib.suppress(Exception):  # a miss, or an entry damaged: read the file
-        if not _private(where):
-            raise PermissionError(where)  # nothing is unpickled from a folder others can write
-        with entry.open("rb") as stream:
-            found: T = pickle.load(stream)
-        with contextlib.suppress(OSError):
-            os.utime(entry)  # read now: the last to go
-        return found
+    if _private(where):  # nothing is unpickled from a folder others can write
+        with contextlib.suppress(Exception):  # a miss, or an entry damaged: read the file
+            with entry.open("rb") as stream:
+                found: T = pickle.load(stream)
+            with contextlib.suppress(OSError):
+                os.utime(entry)  # read now: the last to go
+            return found
     result = read(text, name)
     with contextlib.suppress(Exception):  # unwritable, full, unpicklable: no entry, same result
         _keep(where, entry, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
@@ -88,7 +87,11 @@ def cached(name: str, text: str, read: Callable[[str, str], T]) -> T:
 
 
 def _private(where: Path) -> bool:
-    stat = where.stat()
+    """The folder is this user's alone (False when it does not exist yet)."""
+    try:
+        stat = where.stat()
+    except OSError:
+        return False
     return stat.st_uid == os.getuid() and not stat.st_mode & 0o077
 
 

@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from meshctl import filecache
 from meshctl.model import API_VERSION, KINDS, Document
 from meshctl.model.base import LABEL_KEY_PATTERN, NAME_PATTERN
 from meshctl.model.mesh import AWS_REGION, GCP_REGION
@@ -375,8 +376,6 @@ def load_path(path: Path | str) -> list[Loaded]:
     except (OSError, UnicodeDecodeError) as err:
         reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
         raise InvalidFileError([Problem(name, None, "", f"cannot read: {reason}")]) from None
-    from meshctl import filecache
-
     return filecache.cached(name, text, load_text)
 
 

@@ -31,7 +31,7 @@ from meshctl.pools.checkpoints import read_progress
 from meshctl.pools.observed import ROLE_LABEL, Submission
 from meshctl.pools.ray import RayPoolClient
 from meshctl.train import nominations
-from tests.conftest import ROOT
+from tests.conftest import ROOT, wait_until
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import node_loss  # benchmarks/: how the recovery benchmark stops a node
@@ -110,28 +110,34 @@ def finished(cluster: local.LocalCluster, submission_id: str) -> str:
 
 
 def reached(uri: str, step: int) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while (seen := read_progress(uri, 1)) is None or (seen.get("step") or 0) < step:
-        assert time.monotonic() < deadline, f"step {step} never reported: {seen}"
-        time.sleep(0.25)
+    wait_until(
+        lambda: f"step {step} never reported: {read_progress(uri, 1)}",
+        lambda: ((read_progress(uri, 1) or {}).get("step") or 0) >= step,
+        WAIT_S,
+        every_s=0.25,
+    )
 
 
-def resumed(uri: str) -> dict[str, Any]:
-    """The run's first failure, once the run has reported again after it."""
-    deadline = time.monotonic() + WAIT_S
-    while not (seen := read_progress(uri, 1)) or not any(
-        f.get("resumed_s") is not None for f in seen.get("failures") or []
-    ):
-        assert time.monotonic() < deadline, f"the run never resumed: {seen}"
-        time.sleep(0.25)
-    return dict(seen["failures"][0])
+def wait_resumed(uri: str) -> None:
+    """Until the run has reported again after its first failure."""
+    wait_until(
+        lambda: f"the run never resumed: {read_progress(uri, 1)}",
+        lambda: any(
+            f.get("resumed_s") is not None
+            for f in (read_progress(uri, 1) or {}).get("failures") or []
+        ),
+        WAIT_S,
+        every_s=0.25,
+    )
 
 
 def asked(uri: str) -> nominations.Ask:
-    deadline = time.monotonic() + WAIT_S
-    while not (waiting := nominations.requests(uri, None, 1)):
-        assert time.monotonic() < deadline, "the run never asked for a replacement"
-        time.sleep(0.25)
+    waiting = wait_until(
+        "the run never asked for a replacement",
+        lambda: nominations.requests(uri, None, 1),
+        WAIT_S,
+        every_s=0.25,
+    )
     [request] = waiting
     return request
 
@@ -186,7 +192,7 @@ def test_a_silent_node_the_controller_replaces_is_left_inside_the_ray_job_with_i
     try:
         node_loss.stop_node(ray_cluster, "n-1", stopped)  # hung: nothing exits or answers
         nominations.nominate(uri, None, 1, (ids["n-2"],))  # the controller, unasked
-        resumed(uri)
+        wait_resumed(uri)
         silent = {n.name for n in client(ray_cluster).observe().nodes if n.alive}
         assert "n-1" in silent, "Ray declared n-1 dead before the run resumed: it waited"
         assert finished(ray_cluster, job) == "SUCCEEDED"  # one Ray job, on n-2
