@@ -4,8 +4,8 @@ override), GCS.
 
 Used by what runs inside jobs (``meshctl.train``, ``meshctl.workload``) and by the
 controller's side of the storage (``meshctl.pools.checkpoints``); it knows nothing of either.
-Importing it imports pyarrow, so callers that may run without remote storage (or in the CLI's
-start-up) import it where they need it.
+pyarrow is imported when a filesystem is first made, not with this module: the controller's
+watch reads a local folder's listing (``local_folder``) every tenth of a second without it.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import time
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow.fs as pafs
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 FOLDER = ".meshctl"  # under a job's checkpoint URI: what meshctl writes there
 
@@ -26,6 +27,8 @@ def filesystem(
     """The pyarrow filesystem and path for a checkpoint URI: ``file://`` or a path, ``s3://``
     (with an optional endpoint override), ``gs://``. ``timeout_s`` bounds each S3 request (the
     controller's reads and writes; never Ray Train's checkpoint uploads)."""
+    import pyarrow.fs as pafs
+
     if "://" not in uri:
         return pafs.LocalFileSystem(), uri
     if uri.startswith("s3://"):
@@ -42,9 +45,21 @@ def filesystem(
     return fs, path
 
 
+def local_folder(uri: str) -> str | None:
+    """The folder of this machine a checkpoint URI names (``file://`` or a plain path), or None
+    for remote storage (S3, GCS)."""
+    if "://" not in uri:
+        return uri
+    if uri.startswith("file://"):
+        return urllib.parse.unquote(urllib.parse.urlsplit(uri).path)
+    return None
+
+
 def write(fs: pafs.FileSystem, base: str, name: str, document: dict[str, Any]) -> None:
     """Write a JSON document under ``base/.meshctl/``; a reader never sees half of it (an
     object store's put is whole; a local file is written aside and moved into place)."""
+    import pyarrow.fs as pafs
+
     folder = f"{base.rstrip('/')}/{FOLDER}"
     fs.create_dir(folder, recursive=True)
     final = f"{folder}/{name}"

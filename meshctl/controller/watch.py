@@ -7,6 +7,13 @@ often, only what could have changed:
 
 - every ``period_s`` (0.1 s), the status of each submission in flux: dispatched and not yet
   seen running (one small request each);
+- every ``period_s`` too, whether a running train job whose storage is a folder of this
+  machine has asked for replacement nodes (``meshctl.train.nominations``: a directory
+  listing). Its run asks as soon as Ray Train sees a node it pinned dead, and waits for the
+  nomination before its workers start again; the cycle the ask wakes nominates, where the
+  next interval would have come up to ``interval_s`` later. Each ask wakes the loop once.
+  Remote storage (S3, GCS) is not listed this often: the cycle's own observation finds the
+  dead node;
 - every ``full_s`` (0.5 s), each pool's observation (as a cycle makes it): its job statuses
   and which of its nodes are alive; not within ``full_s`` of a cycle's own (a cycle every
   0.5 s observes the pools already: the dashboard is not asked everything twice).
@@ -27,6 +34,7 @@ from typing import Any
 from meshctl.controller.step import Dispatch
 from meshctl.controller.world import World
 from meshctl.state.records import AttemptState
+from meshctl.train.nominations import asked_here
 
 log = logging.getLogger("meshctl.controller")
 
@@ -70,6 +78,7 @@ class Watch:
         self._woken_for: World | None = None  # the world a wake was already asked over
         self._latest: World | None = None  # the newest cycle's world this watch has seen
         self._next_full = 0.0
+        self._asks: set[tuple[str, int, int]] = set()  # (job, attempt, n): each wakes once
 
     def run(self, stop: threading.Event) -> None:
         """Check every ``period_s`` until ``stop`` is set."""
@@ -89,7 +98,11 @@ class Watch:
         if full:
             self._next_full = self.clock() + self.full_s
         try:
-            changed = self._in_flux(flux) or (self._pools(world, flux) if full else None)
+            changed = (
+                self._in_flux(flux)
+                or self._asked(world)
+                or (self._pools(world, flux) if full else None)
+            )
         except Exception as err:  # the cycle will see it; nothing to wake for
             log.debug("watch: %s", err)
             return None
@@ -108,6 +121,22 @@ class Watch:
             if now != was:
                 return f"{sid}: {was} -> {now}"
         return None
+
+    def _asked(self, world: World) -> str | None:
+        """A running attempt's ask for replacements not seen before, read from its local
+        storage; every new one is taken as seen."""
+        said = None
+        for view in world.jobs:
+            attempt = view.attempt
+            uri = attempt.detail.checkpoint_uri if attempt is not None else None
+            if attempt is None or uri is None or attempt.state != AttemptState.RUNNING:
+                continue
+            for n in asked_here(uri, attempt.number) or ():
+                key = (attempt.job_id, attempt.number, n)
+                if key not in self._asks:
+                    self._asks.add(key)
+                    said = said or f"{attempt.job_id}: attempt {attempt.number} asks for nodes"
+        return said
 
     def _pools(self, world: World, flux: Mapping[str, object]) -> str | None:
         for name, client in self.clients().items():

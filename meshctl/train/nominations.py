@@ -9,8 +9,10 @@ with the driver) takes the nodes the controller, which keeps the mesh's books, n
 
 - ``nominate-<attempt>-<n>.json``, written by the run for its ``n``-th restart on lost nodes
   in the attempt: ``at_s``, ``lost`` (the node ids Ray reports dead), ``node_ids`` (the pins it
-  has, one per node, in worker order) and ``workers_per_node``. A record, and a request the
-  controller may read; it need not, and may nominate before it is asked.
+  has, one per node, in worker order) and ``workers_per_node``. A record, and a request: the
+  controller nominates when its cycle sees the node dead, before it is asked or after; where
+  the storage is a folder of its machine, an ask it has not seen wakes its loop at once
+  (``asked_here``, read by the controller's watch every tenth of a second).
 - ``nominated-<attempt>.json``, the controller's: ``node_ids``, every pin of the attempt as it
   stands (the living kept in place, each lost one replaced), and ``at_s``. Written again at
   each replacement.
@@ -23,13 +25,16 @@ from its latest checkpoint in a new attempt).
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from meshctl.storage import FOLDER, filesystem, read, write
+from meshctl.storage import FOLDER, filesystem, local_folder, read, write
 
+LOCAL_POLL_S = 0.05
+REMOTE_POLL_S = 0.2
 _ASKED = re.compile(r"nominate-(\d+)-(\d+)\.json$")
 
 
@@ -96,6 +101,27 @@ def requests(uri: str, endpoint_url: str | None, attempt: int) -> list[Ask]:
     return sorted(found, key=lambda r: r.n)
 
 
+def asked_here(uri: str, attempt: int) -> list[int] | None:
+    """The numbers of the asks the run of ``attempt`` wrote, from a listing of the folder, when
+    the job's storage is a folder of this machine: cheap enough to look often. None for remote
+    storage."""
+    folder = local_folder(uri)
+    if folder is None:
+        return None
+    try:
+        names = os.listdir(os.path.join(folder, FOLDER))
+    except OSError:  # nothing written yet
+        return []
+    found = (_ASKED.match(name) for name in names)
+    return sorted(int(m[2]) for m in found if m is not None and int(m[1]) == attempt)
+
+
+def poll_interval(uri: str) -> float:
+    """How often a run reads its nomination while it waits: a local file often, an object
+    store's GET less so."""
+    return LOCAL_POLL_S if local_folder(uri) is not None else REMOTE_POLL_S
+
+
 def _request(document: object) -> Ask | None:
     if not isinstance(document, dict):
         return None
@@ -119,12 +145,14 @@ def wait_for_nomination(
     fits: Callable[[tuple[str, ...]], bool],
     wait_s: float,
     *,
-    poll_s: float = 0.2,
+    poll_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     pause: Callable[[float], None] = time.sleep,
 ) -> tuple[str, ...] | None:
     """The attempt's nominated pins once they ``fit`` (the run's test: one per node, none it
-    lost), read every ``poll_s``; None when ``wait_s`` passes first."""
+    lost), read every ``poll_s`` (by default ``poll_interval(uri)``); None when ``wait_s``
+    passes first."""
+    every = poll_s if poll_s is not None else poll_interval(uri)
     deadline = clock() + wait_s
     while True:
         pins = nominated(uri, endpoint_url, attempt)
@@ -132,4 +160,4 @@ def wait_for_nomination(
             return pins
         if clock() >= deadline:
             return None
-        pause(poll_s)
+        pause(every)

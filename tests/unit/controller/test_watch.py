@@ -1,4 +1,5 @@
-"""The watch wakes the loop when a pool changes between cycles, once per cycle.
+"""The watch wakes the loop when a pool changes between cycles, once per cycle, and when a
+running train job asks for replacement nodes, once per ask.
 
 Over the in-memory pool of ``test_loop`` (a stand-in for Ray's Jobs API) with the three calls
 the watch makes of a Ray pool client: one job's status, every job's, the nodes.
@@ -9,12 +10,16 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 
 from meshctl.controller.watch import Watch
 from meshctl.pools.observed import ObservedJob, ObservedNode
 from meshctl.state import MemoryStore
+from meshctl.state.records import AttemptState
+from meshctl.train import nominations
+from meshctl.train.nominations import Ask
 
 from .test_loop import Clock, FakePool, controller, queue
 
@@ -159,3 +164,53 @@ def test_the_loop_cycles_as_soon_as_ray_reports_the_job_running() -> None:
         stop.set()
         wake.set()
         runner.join(30)
+
+
+def with_storage(loop: object, uri: str) -> None:
+    """The last cycle's world as if its job were a train job running with its checkpoints at
+    ``uri``."""
+    world, flux = loop.seen  # type: ignore[attr-defined]
+    views = tuple(
+        replace(v, attempt=replace(
+            v.attempt, state=AttemptState.RUNNING,
+            detail=replace(v.attempt.detail, checkpoint_uri=uri),
+        ))
+        for v in world.jobs
+    )  # fmt: skip
+    loop.seen = (replace(world, jobs=views), flux)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "scheme", [pytest.param("file://", id="file-uri"), pytest.param("", id="plain-path")]
+)
+def test_a_running_train_jobs_ask_for_nodes_wakes_the_loop_once(
+    tmp_path: Path, scheme: str
+) -> None:
+    """The run asks as soon as Ray Train sees its node dead and waits for the nomination:
+    the watch wakes the loop at its next check, not at the next interval; once per ask."""
+    pool, wake, watch, ticks, loop = setup()
+    pool.running()
+    loop.cycle()  # type: ignore[attr-defined]
+    with_storage(loop, f"{scheme}{tmp_path}")
+    [view] = loop.seen[0].jobs  # type: ignore[attr-defined]
+    assert view.attempt is not None
+    ask = Ask(view.attempt.number, 1, 1.0, ("lost",), ("lost",), 1)
+    assert watch.check() is None  # nothing asked: no folder yet
+    nominations.ask(f"{scheme}{tmp_path}", None, ask)
+    ticks.now = 0.1  # no full check due: the ask alone wakes
+    assert "asks for nodes" in (watch.check() or "")
+    assert wake.is_set()
+    wake.clear()
+    with_storage(loop, f"{scheme}{tmp_path}")  # a new cycle's world, the same ask
+    assert watch.check() is None
+    nominations.ask(f"{scheme}{tmp_path}", None, replace(ask, n=2))  # a second restart
+    assert "asks for nodes" in (watch.check() or "")
+
+
+def test_asks_in_remote_storage_are_left_to_the_cycle(tmp_path: Path) -> None:
+    pool, wake, watch, _ticks, loop = setup()
+    pool.running()
+    loop.cycle()  # type: ignore[attr-defined]
+    with_storage(loop, "s3://bucket/run")  # never listed: nothing reached
+    assert watch.check() is None
+    assert not wake.is_set()

@@ -344,3 +344,37 @@ def test_putting_the_training_function_again_replaces_the_reference_it_is_held_b
     odd = Wrapper("not a ref")
     run.put_again(odd)  # left as it is, with a message
     assert odd._ref == "not a ref"
+
+
+LOCAL = [
+    pytest.param("file:///tmp/run%201", "/tmp/run 1", id="file-uri"),
+    pytest.param("/tmp/run", "/tmp/run", id="plain-path"),
+    pytest.param("s3://bucket/run", None, id="s3"),
+    pytest.param("gs://bucket/run", None, id="gcs"),
+]
+
+
+@pytest.mark.parametrize(("uri", "folder"), LOCAL)
+def test_a_local_folder_is_listed_and_read_often_remote_storage_is_not(
+    uri: str, folder: str | None
+) -> None:
+    from meshctl.storage import local_folder
+
+    assert local_folder(uri) == folder
+    remote = folder is None
+    assert nominations.poll_interval(uri) == (
+        nominations.REMOTE_POLL_S if remote else nominations.LOCAL_POLL_S
+    )
+    if remote:
+        assert nominations.asked_here(uri, 1) is None
+
+
+def test_the_asks_of_an_attempt_are_listed_without_reading_them(tmp_path: Path) -> None:
+    uri = f"file://{tmp_path}"
+    assert nominations.asked_here(uri, 1) == []  # no folder yet
+    nominations.ask(uri, None, request(2))
+    nominations.ask(uri, None, request(1))
+    nominations.ask(uri, None, request(1, attempt=2))
+    nominations.nominate(uri, None, 1, ("id3",))  # the controller's answer: not an ask
+    assert nominations.asked_here(uri, 1) == [1, 2]
+    assert nominations.asked_here(str(tmp_path), 2) == [1]
