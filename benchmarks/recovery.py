@@ -11,11 +11,11 @@ Both sides train the example loop (examples/train/model.py: one worker, CPU, see
 ``--steps`` steps with ``step_delay_s`` 0.1 and a checkpoint every ``--every`` steps, with
 Ray Train collecting reports every 0.1 s (``RAY_TRAIN_HEALTH_CHECK_INTERVAL_S``, what meshctl
 sets for its train jobs), ``FailureConfig(max_failures=3)`` and ``CheckpointConfig(num_to_keep=3)``.
-The loop runs inside ``traced_loop``, the same on both sides: rank 0 appends to a trace file
-its node and the checkpoint it starts from at each (re)start, and the time and step of each
-``ray.train.report`` once it returns. As soon as the trace shows step ``--kill-at``, the node
-the worker runs on is lost (``node_loss.py``), the same way and at the same step on both
-sides, whatever their checkpoints' timing:
+The loop runs inside ``traced_loop`` (``recovery_loop.py``), the same on both sides: rank 0
+appends to a trace file its node and the checkpoint it starts from at each (re)start, and the
+time and step of each ``ray.train.report`` once it returns. As soon as the trace shows step
+``--kill-at``, the node the worker runs on is lost (``node_loss.py``), the same way and at the
+same step on both sides, whatever their checkpoints' timing:
 
 - ``kill``: every process of the node is killed (``meshctl.pools.local.remove_node``:
   SIGTERM, SIGKILL 3 s later), as the integration test of train jobs does. Connections close:
@@ -37,7 +37,7 @@ one go.
 
 - ``meshctl``: a temporary embedded mesh (a local Ray cluster: a head and three emulated 1-GPU
   nodes with their agents, the controller cycling every 0.5 s) runs ``meshctl train
-  recovery:traced_loop``. The job's driver (and with it Ray Train's controller) runs on the
+  recovery_loop:traced_loop``. The job's driver (and with it Ray Train's controller) runs on the
   pool's head. A killed node, or a silent one once its agent's silence makes it dead to
   meshctl: the controller nominates a free node and Ray Train resumes there from the latest
   checkpoint inside the attempt (``meshctl.lifecycle.replacing``; for the silent node the run
@@ -104,7 +104,6 @@ from typing import Any
 
 import node_loss
 from recovery_common import SIDES, STEP_DELAY_S, Figures, Run, working_dir
-from recovery_common import traced_loop as traced_loop  # the jobs' recovery:traced_loop
 from recovery_meshctl import meshctl_side
 from recovery_ray_train import ray_train_side
 

@@ -1,21 +1,20 @@
 """The recovery benchmark's shared pieces (``recovery.py`` has the command): the runs and
 their figures, what is computed from what a run recorded, the loop both sides train
-(``traced_loop``), its trace and its working directory, and losing a node at a step and
-starting it again.
+(``recovery_loop.traced_loop``), its trace and its working directory, and losing a node at a
+step and starting it again.
 
 The working directory holds this module and its siblings, so that the jobs' workers import
-them by the same names as the benchmark: meshctl's through ``recovery:traced_loop``, plain Ray
-Train's to unpickle the loop and the callback.
+them by the same names as the benchmark: both sides' workers ``recovery_loop`` alone
+(meshctl's through ``recovery_loop:traced_loop``, plain Ray Train's to unpickle the loop), plain
+Ray Train's controller this module and ``recovery_ray_train`` for the callback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +27,6 @@ import node_loss
 
 from meshctl.model.mesh import NodeAgents, NodeGroup
 from meshctl.pools import local
-from meshctl.pools.observed import NODE_LABEL
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -38,7 +36,14 @@ STEP_DELAY_S = 0.1
 SIDES = {"meshctl": "meshctl", "ray_train": "Ray Train"}
 # What the jobs' working directory holds beside the example (``working_dir``): the benchmark's
 # modules, for its workers to import by the same names.
-MODULES = ("recovery", "recovery_common", "recovery_meshctl", "recovery_ray_train", "node_loss")
+MODULES = (
+    "recovery",
+    "recovery_common",
+    "recovery_loop",
+    "recovery_meshctl",
+    "recovery_ray_train",
+    "node_loss",
+)
 
 Record = Mapping[str, Any]
 
@@ -141,53 +146,12 @@ def ray_train_figures(
 # --- both sides -----------------------------------------------------------------------------
 
 
-def _append(path: str, record: dict[str, Any]) -> None:
-    with open(path, "a", encoding="utf-8") as out:
-        out.write(json.dumps(record) + "\n")
-
-
 def read_records(path: Path) -> list[dict[str, Any]]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return []
     return [json.loads(line) for line in lines if line.endswith("}")]
-
-
-def traced_loop(config: dict[str, Any]) -> Any:
-    """What the worker runs on both sides: the example loop, rank 0 appending to the file
-    ``config["bench_trace"]`` each (re)start (node, checkpoint) and each report (time, step)."""
-    import ray
-    import ray.train
-
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # the working_dir: model.py
-    import model
-
-    trace = str(config["bench_trace"])
-    rank0 = ray.train.get_context().get_world_rank() == 0
-    if rank0:
-        checkpoint = ray.train.get_checkpoint()
-        node = ray.get_runtime_context().get_node_labels().get(NODE_LABEL)
-        start = {
-            "kind": "start",
-            "at_s": time.time(),
-            "node": node[0] if isinstance(node, list) else node,
-            "checkpoint": checkpoint.path if checkpoint is not None else None,
-        }
-        _append(trace, start)
-    report = ray.train.report
-
-    def recorded(metrics: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-        report(metrics, *args, **kwargs)
-        if rank0:
-            _append(trace, {"kind": "report", "at_s": time.time(), "step": metrics.get("step")})
-
-    ray.train.report = recorded  # model.py calls ray.train.report(...)
-    try:
-        return model.train_loop({k: v for k, v in config.items() if not k.startswith("bench_")})
-    finally:
-        ray.train.report = report
 
 
 def _loop_config(args: argparse.Namespace, trace: Path) -> dict[str, Any]:
@@ -243,8 +207,8 @@ def restart_node(
 
 
 def working_dir(work: Path) -> Path:
-    """The jobs' working directory: the example and the benchmark's modules (``recovery``, for
-    ``recovery:traced_loop``, and the modules it imports)."""
+    """The jobs' working directory: the example and the benchmark's modules (``recovery_loop``
+    for the workers, and the others plain Ray Train's controller unpickles its callback with)."""
     folder = work / "loop"
     folder.mkdir()
     shutil.copy(EXAMPLE / "model.py", folder / "model.py")

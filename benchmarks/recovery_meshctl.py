@@ -1,5 +1,5 @@
 """The recovery benchmark's meshctl side (``recovery.py`` has the command): a temporary
-embedded mesh, a ``meshctl train recovery:traced_loop`` job per run whose node is lost at a
+embedded mesh, a ``meshctl train recovery_loop:traced_loop`` job per run whose node is lost at a
 step, and the run's figures from meshctl's own account (``meshctl jobs show``).
 """
 
@@ -112,7 +112,7 @@ def mesh_pool(work: Path) -> LocalPool:
 def train_command(args: argparse.Namespace, loop_dir: Path, trace: Path, name: str) -> list[str]:
     command = [
         "train",
-        "recovery:traced_loop",
+        "recovery_loop:traced_loop",
         "--name",
         name,
         "--no-follow",

@@ -22,7 +22,6 @@ from recovery_common import (
     NONE,
     Record,
     Run,
-    _append,
     _loop_config,
     _progress,
     lose_at_step,
@@ -30,8 +29,8 @@ from recovery_common import (
     read_records,
     redone,
     restart_node,
-    traced_loop,
 )
+from recovery_loop import append, traced_loop
 
 from meshctl.model.mesh import NodeGroup
 from meshctl.pools import local
@@ -51,7 +50,7 @@ def _callback(path: str) -> Any:
             self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any
         ) -> None:
             step = (metrics[0] if metrics else {}).get("step")
-            _append(
+            append(
                 path,
                 {
                     "kind": "report",
@@ -65,7 +64,7 @@ def _callback(path: str) -> Any:
             error = "; ".join(
                 f"worker {k}: {type(v).__name__}" for k, v in worker_exceptions.items()
             )
-            _append(path, {"kind": "failure", "at_s": time.time(), "error": error})
+            append(path, {"kind": "failure", "at_s": time.time(), "error": error})
 
     return Recorder()
 

@@ -45,6 +45,13 @@ def filesystem(
     return fs, path
 
 
+def prepare() -> None:
+    """Import pyarrow's filesystems now (about 0.1 s here), off the path of the first read or
+    write that needs them: the controller's watch does, once a train job runs, so that its first
+    nomination does not wait for the import while the run waits for it."""
+    import pyarrow.fs  # noqa: F401
+
+
 def local_folder(uri: str) -> str | None:
     """The folder of this machine a checkpoint URI names (``file://`` or a plain path), or None
     for remote storage (S3, GCS)."""

@@ -13,7 +13,8 @@ often, only what could have changed:
   nomination before its workers start again; the cycle the ask wakes nominates, where the
   next interval would have come up to ``interval_s`` later. Each ask wakes the loop once.
   Remote storage (S3, GCS) is not listed this often: the cycle's own observation finds the
-  dead node;
+  dead node. The first running train job the watch sees makes it import pyarrow
+  (``storage.prepare``), so that the controller's first nomination does not wait for it;
 - every ``full_s`` (0.5 s), each pool's observation (as a cycle makes it): its job statuses
   and which of its nodes are alive; not within ``full_s`` of a cycle's own (a cycle every
   0.5 s observes the pools already: the dashboard is not asked everything twice).
@@ -34,6 +35,7 @@ from typing import Any
 from meshctl.controller.step import Dispatch
 from meshctl.controller.world import World
 from meshctl.state.records import AttemptState
+from meshctl.storage import prepare
 from meshctl.train.nominations import asked_here
 
 log = logging.getLogger("meshctl.controller")
@@ -79,6 +81,7 @@ class Watch:
         self._latest: World | None = None  # the newest cycle's world this watch has seen
         self._next_full = 0.0
         self._asks: set[tuple[str, int, int]] = set()  # (job, attempt, n): each wakes once
+        self._prepared = False  # pyarrow imported for the nominations (``storage.prepare``)
 
     def run(self, stop: threading.Event) -> None:
         """Check every ``period_s`` until ``stop`` is set."""
@@ -131,6 +134,9 @@ class Watch:
             uri = attempt.detail.checkpoint_uri if attempt is not None else None
             if attempt is None or uri is None or attempt.state != AttemptState.RUNNING:
                 continue
+            if not self._prepared:
+                prepare()
+                self._prepared = True
             for n in asked_here(uri, attempt.number) or ():
                 key = (attempt.job_id, attempt.number, n)
                 if key not in self._asks:
