@@ -29,7 +29,7 @@ from functools import partial
 
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.access import Change, CloudAccess
-from meshctl.controller.charges import this_month
+from meshctl.controller.charges import ENDED, OPEN, Books
 from meshctl.controller.failpoints import failpoint
 from meshctl.controller.joining import Joiner, StandIn
 from meshctl.controller.step import (
@@ -60,8 +60,6 @@ from meshctl.state.store import ConflictError, NotFoundError, Store
 log = logging.getLogger("meshctl.controller")
 BACKOFF_S = 300.0  # how long a stock-out of a (pool, node type) is remembered
 LIST_LAG_S = 60.0  # a new instance missing from its provider's listing is not yet "gone"
-ENDED = frozenset({InstanceState.INTERRUPTED, InstanceState.TERMINATED})  # for good
-OPEN = frozenset(InstanceState) - ENDED
 
 
 @dataclass
@@ -85,10 +83,11 @@ class Burst:
     # The ledger of one moment, read by the cycle three times (pool and team budgets, the pool
     # records): kept until the moment changes or this side writes an instance record.
     _writes: int = field(default=0, init=False, repr=False)
-    _books: tuple[tuple[float, int], Spend] | None = field(default=None, init=False, repr=False)
+    _spent: tuple[tuple[float, int], Spend] | None = field(default=None, init=False, repr=False)
     _next_sweep: float = field(default=float("-inf"), init=False, repr=False)  # the first: now
 
     def __post_init__(self, access: CloudAccess | None) -> None:
+        self.books = Books(self.store)  # the ledger, kept between cycles
         self.pool_access = access or CloudAccess(self.mesh, self.clouds)
         emulated = self.nodes if isinstance(self.nodes, EmulatedInstances) else None
         self.joiner = Joiner(self.mesh, self.catalogs, emulated)
@@ -107,6 +106,7 @@ class Burst:
         self.mesh, self.catalogs = mesh, catalogs
         self.joiner.mesh, self.joiner.catalogs = mesh, catalogs
         self._writes += 1  # other prices, maybe
+        self.books.reset()
         self.pool_access.use(mesh)
 
     def live(self) -> list[InstanceRecord]:
@@ -436,11 +436,12 @@ class Burst:
         (the pool's discount off the list price, or spot: ``lifecycle.snapshot.price_paid``),
         charged to the team of the job whose launch request started it ("-" when that job is
         gone). Computed once per moment: read again, it is the same unless an instance record
-        was written since. Callers must not change it."""
+        was written since; an instance is booked once it has ended (``charges.Books``), so a
+        cycle reads only the open records. Callers must not change it."""
         key = (now, self._writes)
-        if self._books is None or self._books[0] != key:
-            self._books = (key, this_month(self.store, self.mesh, self.catalogs, now))
-        return self._books[1]
+        if self._spent is None or self._spent[0] != key:
+            self._spent = (key, self.books.this_month(self.mesh, self.catalogs, now))
+        return self._spent[1]
 
     def spend(self, now: float) -> dict[str, float]:
         """USD per pool this month; what the pool and provider budget rules read."""

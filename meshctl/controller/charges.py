@@ -9,7 +9,7 @@ on demand, less the discount). Records the catalogs do not price are not booked.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from meshctl.lifecycle import Charge, Ledger, Spend
 from meshctl.lifecycle.clusters import head_of
@@ -20,40 +20,78 @@ from meshctl.state.records import INSTANCE_LIVE, InstanceRecord, InstanceState, 
 from meshctl.state.store import Store
 
 BILLED = frozenset({*INSTANCE_LIVE, InstanceState.TERMINATING})  # asked to go: not yet gone
+ENDED = frozenset({InstanceState.INTERRUPTED, InstanceState.TERMINATED})  # for good
+OPEN = frozenset(InstanceState) - ENDED
 
 
-def charges(store: Store, mesh: Mesh, catalogs: Mapping[str, Catalog]) -> list[Charge]:
-    """Every instance record as the ledger books it."""
-    pools = mesh.spec.pools
-    offers = {(o.pool, o.node_type): o for p in pools for o in offers_of(p, catalogs)}
-    heads = {(h.pool, h.node_type): h.usd_per_hour for p in pools if (h := head_of(p, catalogs))}
-    teams: dict[str, str] = {}
-    found = []
-    for record in store.list(InstanceRecord):
-        offer = offers.get((record.pool, record.instance_type))
-        head = heads.get((record.pool, record.instance_type))
+class Books:
+    """The controller's ledger, kept between cycles: what an instance cost once it ended is
+    booked once, when it is first seen ended (an ended record never changes: ``Burst._set``),
+    and never read again. The first reading, and the first after ``reset`` (new prices: a
+    reload), reads every instance record; each later one only the open records (through the
+    state index) and, by id, those that were open at the reading before and are not now: a
+    long history costs a cycle nothing."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.reset()
+
+    def reset(self) -> None:
+        """Book everything again at the next reading (new prices)."""
+        self._ledger = Ledger()
+        self._open: set[str] | None = None  # ids of the records open at the last reading
+        self._teams: dict[str, str] = {}  # job id -> its team ("-": gone when first asked)
+
+    def this_month(self, mesh: Mesh, catalogs: Mapping[str, Catalog], now: float) -> Spend:
+        """USD this month (UTC) per pool and team: the instances that ended booked into the
+        lifecycle's ledger, the live ones up to ``now``."""
+        if self._open is None:
+            records = self.store.list(InstanceRecord)
+        else:
+            records = self.store.list(InstanceRecord, state=OPEN)
+            ended = self._open - {r.id for r in records}
+            records += [r for i in sorted(ended) if (r := self.store.get(InstanceRecord, i))]
+        prices = Prices(mesh, catalogs)
+        live = []
+        for record in records:
+            charge = prices.charge(record, self._team)
+            if charge is None:
+                continue
+            if charge.ended_at_s is None:
+                live.append(charge)
+            else:
+                self._ledger.close(charge)
+        self._open = {r.id for r in records if r.state in OPEN}
+        return self._ledger.this_month(now, live)
+
+    def _team(self, job_id: str) -> str:
+        if job_id not in self._teams:
+            job = self.store.get(JobRecord, job_id)
+            self._teams[job_id] = job.team if job is not None else "-"
+        return self._teams[job_id]
+
+
+class Prices:
+    """What each instance record costs an hour under a mesh and its catalogs."""
+
+    def __init__(self, mesh: Mesh, catalogs: Mapping[str, Catalog]) -> None:
+        pools = mesh.spec.pools
+        self.offers = {(o.pool, o.node_type): o for p in pools for o in offers_of(p, catalogs)}
+        self.heads = {
+            (h.pool, h.node_type): h.usd_per_hour for p in pools if (h := head_of(p, catalogs))
+        }
+
+    def charge(self, record: InstanceRecord, team_of: Callable[[str], str]) -> Charge | None:
+        """The record as the ledger books it; None when the catalogs do not price it or it was
+        never launched."""
+        offer = self.offers.get((record.pool, record.instance_type))
+        head = self.heads.get((record.pool, record.instance_type))
         if (offer is None and head is None) or record.launched_at_s is None:
-            continue
-        job_id = _job_of(record.request_id)
-        if job_id not in teams:
-            job = store.get(JobRecord, job_id)
-            teams[job_id] = job.team if job is not None else "-"
+            return None
         end = None if record.state in BILLED else record.updated_at_s
         usd = price_paid(offer, record.spot) if offer is not None else head or 0.0
-        found.append(Charge(record.pool, teams[job_id], usd, record.launched_at_s, end))
-    return found
-
-
-def this_month(store: Store, mesh: Mesh, catalogs: Mapping[str, Catalog], now: float) -> Spend:
-    """USD this month (UTC) per pool and team: the instances that ended booked into the
-    lifecycle's ledger, the live ones up to ``now``."""
-    books, live = Ledger(), []
-    for charge in charges(store, mesh, catalogs):
-        if charge.ended_at_s is None:
-            live.append(charge)
-        else:
-            books.close(charge)
-    return books.this_month(now, live)
+        team = team_of(_job_of(record.request_id))
+        return Charge(record.pool, team, usd, record.launched_at_s, end)
 
 
 def _job_of(request_id: str) -> str:
