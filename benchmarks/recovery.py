@@ -30,6 +30,9 @@ same step on both sides, whatever their checkpoints' timing:
   declared it dead.
 
 ``--loss both`` (the default) runs ``kill``, then ``stop``, ``--runs`` times each, on each side.
+Both sides' clusters are up for the whole benchmark and the runs take turns (meshctl's, plain
+Ray Train's, and again: ``interleaved``), so that whatever else loads this shared machine over
+the minutes a benchmark takes weighs on both alike; each side idles while the other runs.
 After each run the lost node's processes that are left (the stopped ones by SIGKILL: one let
 go on would report steps its run no longer takes) are ended, also on any error, and the node
 is started again under its name (with its agent on the meshctl side) once Ray has let the old
@@ -97,7 +100,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -181,6 +184,34 @@ def result_of(
     }
 
 
+def interleaved(sides: Mapping[str, Iterator[Run | None]]) -> tuple[list[Run], dict[str, float]]:
+    """Both sides up first, then one run of each in turn (meshctl's, plain Ray Train's, and
+    again), so that what else loads this shared machine over the minutes a benchmark takes
+    weighs on both alike; each side's seconds (its start and its runs). Each side's
+    generator yields None once up, then a run at each ``next``; both are closed at the end
+    (their clusters stopped), also on an error."""
+    spent = dict.fromkeys(sides, 0.0)
+    runs: list[Run] = []
+    with contextlib.ExitStack() as stack:
+        for side in sides.values():
+            stack.callback(side.close)
+
+        def step(name: str) -> Run | None:
+            started = time.perf_counter()
+            try:
+                return next(sides[name], None)
+            finally:
+                spent[name] += time.perf_counter() - started
+
+        for name in sides:
+            step(name)  # up
+        while True:
+            done = [r for name in sides if (r := step(name)) is not None]
+            if not done:
+                return runs, spent
+            runs += done
+
+
 def _fmt(value: float | int | None, spec: str = ".2f", unit: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{unit}"
 
@@ -251,11 +282,11 @@ def main() -> None:
         loop_dir = working_dir(work)
         # Progress and Ray's chatter go to stderr; stdout is the result.
         with contextlib.redirect_stdout(sys.stderr):
-            runs = meshctl_side(args, work, loop_dir)
-            meshctl_s = time.perf_counter() - started
-            runs += ray_train_side(args, work, loop_dir)
+            runs, side_s = interleaved(
+                {"meshctl": meshctl_side(args, work, loop_dir),
+                 "ray_train": ray_train_side(args, work, loop_dir)}
+            )  # fmt: skip
     elapsed_s = time.perf_counter() - started
-    side_s = {"meshctl": meshctl_s, "ray_train": elapsed_s - meshctl_s}
     result = result_of(args, runs, side_s)
     if args.json:
         print(json.dumps(result))

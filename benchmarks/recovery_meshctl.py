@@ -208,18 +208,18 @@ def events_after(events: Sequence[Record], at_s: float) -> list[str]:
     return found
 
 
-def meshctl_side(args: argparse.Namespace, work: Path, loop_dir: Path) -> list[Run]:
-    """Each loss, ``--runs`` times, on one mesh; the lost node started again after each."""
-    runs: list[Run] = []
+def meshctl_side(args: argparse.Namespace, work: Path, loop_dir: Path) -> Iterator[Run | None]:
+    """Each loss, ``--runs`` times, on one mesh, a run at each ``next``; the lost node started
+    again before the next. Yields None first, once the mesh is up."""
     plan = [(loss, i) for loss in args.losses for i in range(args.runs)]
     with mesh_up(work) as mesh:
         pool = mesh_pool(work)
-        for n, (loss, i) in enumerate(plan):
-            run = meshctl_once(mesh, loop_dir, args, loss, i)
-            _progress(run, i)
-            runs.append(run)
-            if n + 1 < len(plan):
-                restart_node(
-                    mesh.cluster(), run.node, pool.nodes[0], mesh.home / "run", pool.agents
-                )
-    return runs
+        yield None
+        last: Run | None = None
+        for loss, i in plan:
+            if last is not None:
+                home = mesh.home / "run"
+                restart_node(mesh.cluster(), last.node, pool.nodes[0], home, pool.agents)
+            last = meshctl_once(mesh, loop_dir, args, loss, i)
+            _progress(last, i)
+            yield last

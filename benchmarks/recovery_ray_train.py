@@ -193,14 +193,15 @@ def fit_within(trainer: Any, lost_at: Callable[[], float | None], deadline_s: fl
     return None
 
 
-def ray_train_side(args: argparse.Namespace, work: Path, loop_dir: Path) -> list[Run]:
-    """Each loss, ``--runs`` times, on one plain cluster; the lost node started again after
-    each."""
+def ray_train_side(args: argparse.Namespace, work: Path, loop_dir: Path) -> Iterator[Run | None]:
+    """Each loss, ``--runs`` times, on one plain cluster, a run at each ``next``; the lost node
+    started again before the next. Yields None first, once the cluster is up and this
+    process connected to it."""
     run_dir = work / "plain"
-    runs: list[Run] = []
     plan = [(loss, i) for loss in args.losses for i in range(args.runs)]
     with plain_cluster(run_dir) as cluster:
-        # Ray reads its auth mode once, when it is first imported: not before this.
+        # Ray reads its auth mode once, when it is first imported: not before this. (meshctl's
+        # side drops RAY_* from what it runs, and its nodes are started with their own.)
         os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=cluster.token_file)
         os.environ.pop("RAY_AUTH_TOKEN", None)
         import ray
@@ -214,13 +215,14 @@ def ray_train_side(args: argparse.Namespace, work: Path, loop_dir: Path) -> list
             },
         )
         try:
-            for n, (loss, i) in enumerate(plan):
-                run = ray_train_once(cluster, run_dir, args, loss, i)
-                _progress(run, i)
-                runs.append(run)
-                if n + 1 < len(plan):
-                    group = NodeGroup.model_validate({"name": run.node, **PLAIN_NODE})
-                    restart_node(cluster, run.node, group, run_dir)
+            yield None
+            last: Run | None = None
+            for loss, i in plan:
+                if last is not None:
+                    group = NodeGroup.model_validate({"name": last.node, **PLAIN_NODE})
+                    restart_node(cluster, last.node, group, run_dir)
+                last = ray_train_once(cluster, run_dir, args, loss, i)
+                _progress(last, i)
+                yield last
         finally:
             ray.shutdown()
-    return runs
