@@ -80,10 +80,6 @@ class Burst:
     _joining: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     pool_access: CloudAccess = field(init=False, repr=False)
     joiner: Joiner = field(init=False, repr=False)
-    # The ledger of one moment, read by the cycle three times (pool and team budgets, the pool
-    # records): kept until the moment changes or this side writes an instance record.
-    _writes: int = field(default=0, init=False, repr=False)
-    _spent: tuple[tuple[float, int], Spend] | None = field(default=None, init=False, repr=False)
     _next_sweep: float = field(default=float("-inf"), init=False, repr=False)  # the first: now
 
     def __post_init__(self, access: CloudAccess | None) -> None:
@@ -105,8 +101,7 @@ class Burst:
         """New rules (a reload): the mesh and catalogs launches and spend are judged by."""
         self.mesh, self.catalogs = mesh, catalogs
         self.joiner.mesh, self.joiner.catalogs = mesh, catalogs
-        self._writes += 1  # other prices, maybe
-        self.books.reset()
+        self.books.reset()  # other prices, maybe
         self.pool_access.use(mesh)
 
     def live(self) -> list[InstanceRecord]:
@@ -290,7 +285,7 @@ class Burst:
                 self.store.create(
                     record, events=[Event(now, "instance.launched", want.job_id, message, said)]
                 )
-                self._writes += 1
+                self.books.touched(record.id)
             self._join(pool, cloud, instance, part.head, now)
         failpoint("after-join")
         return None
@@ -404,7 +399,7 @@ class Burst:
             job = instance.labels.get("job")
             with contextlib.suppress(ConflictError):
                 self.store.create(record, events=[Event(now, kind, job, message)])
-                self._writes += 1
+                self.books.touched(record.id)
             if orphan.fate == "terminate":
                 cloud.terminate([instance.id], f"swept-{instance.id}")
 
@@ -435,13 +430,9 @@ class Burst:
         instance from its launch to its end (now, while it lives) at the price paid for it
         (the pool's discount off the list price, or spot: ``lifecycle.snapshot.price_paid``),
         charged to the team of the job whose launch request started it ("-" when that job is
-        gone). Computed once per moment: read again, it is the same unless an instance record
-        was written since; an instance is booked once it has ended (``charges.Books``), so a
-        cycle reads only the open records. Callers must not change it."""
-        key = (now, self._writes)
-        if self._spent is None or self._spent[0] != key:
-            self._spent = (key, self.books.this_month(self.mesh, self.catalogs, now))
-        return self._spent[1]
+        gone). Kept between cycles and for its moment (``charges.Books``): a cycle reads only
+        the open records and those written since. Callers must not change it."""
+        return self.books.this_month(self.mesh, self.catalogs, now)
 
     def spend(self, now: float) -> dict[str, float]:
         """USD per pool this month; what the pool and provider budget rules read."""
@@ -481,7 +472,7 @@ class Burst:
         changed = replace(record, state=state, updated_at_s=now)
         with contextlib.suppress(ConflictError, NotFoundError):
             self.store.update(changed, expected_version=record.version)
-        self._writes += 1  # also on another thread (a launch): any change of it counts
+        self.books.touched(instance_id)  # also on another thread (a launch)
 
     def _event(
         self,

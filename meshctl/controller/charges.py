@@ -9,6 +9,7 @@ on demand, less the discount). Records the catalogs do not price are not booked.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 
 from meshctl.lifecycle import Charge, Ledger, Spend
@@ -28,29 +29,48 @@ class Books:
     """The controller's ledger, kept between cycles: what an instance cost once it ended is
     booked once, when it is first seen ended (an ended record never changes: ``Burst._set``),
     and never read again. The first reading, and the first after ``reset`` (new prices: a
-    reload), reads every instance record; each later one only the open records (through the
-    state index) and, by id, those that were open at the reading before and are not now: a
-    long history costs a cycle nothing."""
+    reload), reads every instance record; each later one the open records (through the state
+    index) and, by id, those open at the reading before or ``touched`` since (created or
+    changed by this controller, maybe ended already): a long history costs a cycle nothing.
+
+    A reading is kept for its moment: asked again at the same ``now`` with nothing touched
+    since, it is returned as it was (the cycle reads it for the pool and team budgets and the
+    pool records). Callers must not change it. ``touched`` may be called from any thread."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._lock = threading.Lock()
         self.reset()
 
     def reset(self) -> None:
         """Book everything again at the next reading (new prices)."""
-        self._ledger = Ledger()
-        self._open: set[str] | None = None  # ids of the records open at the last reading
-        self._teams: dict[str, str] = {}  # job id -> its team ("-": gone when first asked)
+        with self._lock:
+            self._ledger = Ledger()
+            self._open: set[str] | None = None  # ids of the records open at the last reading
+            self._touched: set[str] = set()  # ids written since the last reading
+            self._version = 0  # one more at each touch: a kept reading is stale
+            self._kept: tuple[float, int, Spend] | None = None  # (now, version, the reading)
+            self._teams: dict[str, str] = {}  # job id -> its team ("-": gone when first asked)
+
+    def touched(self, instance_id: str) -> None:
+        """This controller created or changed the instance's record."""
+        with self._lock:
+            self._touched.add(instance_id)
+            self._version += 1
 
     def this_month(self, mesh: Mesh, catalogs: Mapping[str, Catalog], now: float) -> Spend:
         """USD this month (UTC) per pool and team: the instances that ended booked into the
         lifecycle's ledger, the live ones up to ``now``."""
+        with self._lock:
+            version, touched, self._touched = self._version, self._touched, set()
+            if self._kept is not None and self._kept[:2] == (now, version):
+                return self._kept[2]
         if self._open is None:
             records = self.store.list(InstanceRecord)
         else:
             records = self.store.list(InstanceRecord, state=OPEN)
-            ended = self._open - {r.id for r in records}
-            records += [r for i in sorted(ended) if (r := self.store.get(InstanceRecord, i))]
+            others = (self._open | touched) - {r.id for r in records}
+            records += [r for i in sorted(others) if (r := self.store.get(InstanceRecord, i))]
         prices = Prices(mesh, catalogs)
         live = []
         for record in records:
@@ -60,9 +80,11 @@ class Books:
             if charge.ended_at_s is None:
                 live.append(charge)
             else:
-                self._ledger.close(charge)
+                self._ledger.close(charge)  # seen ended for the first time
         self._open = {r.id for r in records if r.state in OPEN}
-        return self._ledger.this_month(now, live)
+        spent = self._ledger.this_month(now, live)
+        self._kept = (now, version, spent)
+        return spent
 
     def _team(self, job_id: str) -> str:
         if job_id not in self._teams:

@@ -127,12 +127,15 @@ class Watch:
 
     def _asked(self, world: World) -> str | None:
         """A running attempt's ask for replacements not seen before, read from its local
-        storage; every new one is taken as seen."""
+        storage; every new one is taken as seen. Only an attempt whose nodes can be replaced
+        inside it asks (``AttemptDetail.replaceable``)."""
         said = None
         for view in world.jobs:
             attempt = view.attempt
-            uri = attempt.detail.checkpoint_uri if attempt is not None else None
-            if attempt is None or uri is None or attempt.state != AttemptState.RUNNING:
+            if attempt is None or attempt.state != AttemptState.RUNNING:
+                continue
+            uri = attempt.detail.checkpoint_uri
+            if uri is None or not attempt.detail.replaceable:
                 continue
             if not self._prepared:
                 prepare()

@@ -32,7 +32,8 @@ def every_record(store: MemoryStore, now: float) -> dict[tuple[str, str], float]
 
 
 # Each step: launch an instance (its state, hours before now), end one (the n-th open one,
-# terminated or interrupted), or let time pass (hours).
+# terminated or interrupted), let time pass (hours), or read the books (a cycle): between
+# two readings an instance may be launched and end.
 LAUNCH = st.sampled_from(["joining", "ready", "reclaiming", "terminating"])
 END = st.sampled_from(["terminated", "interrupted"])
 STEPS = st.lists(
@@ -40,6 +41,7 @@ STEPS = st.lists(
         st.tuples(st.just("launch"), LAUNCH, st.floats(0, 2000)),
         st.tuples(st.just("end"), END, st.integers(0, 20)),
         st.tuples(st.just("tick"), st.just(""), st.floats(0, 400)),
+        st.tuples(st.just("read"), st.just(""), st.just(0.0)),
     ),
     max_size=30,
 )
@@ -52,9 +54,10 @@ def test_the_books_kept_between_cycles_say_what_reading_every_record_says(
 ) -> None:
     store, now, made = MemoryStore(), NOW, 0
     books = Books(store)
-    for kind, state, amount in steps:
+    for kind, state, amount in [*steps, ("read", "", 0.0)]:
         if kind == "launch":
             store.create(record(made, state, now - amount * 3600, now))
+            books.touched(f"i-{made}")  # as the controller's writes say
             made += 1
         elif kind == "end":
             ended = ("terminated", "interrupted")
@@ -63,10 +66,11 @@ def test_the_books_kept_between_cycles_say_what_reading_every_record_says(
                 was = open_[int(amount) % len(open_)]
                 store.update(replace(was, state=state, updated_at_s=now),  # type: ignore[arg-type]
                              expected_version=was.version)  # fmt: skip
-        else:
+        elif kind == "tick":
             now += amount * 3600
-        kept = books.this_month(MESH, CATALOGS, now).usd
-        assert kept == pytest.approx(every_record(store, now))
+        else:
+            kept = books.this_month(MESH, CATALOGS, now).usd
+            assert kept == pytest.approx(every_record(store, now))
 
 
 def test_a_cycle_reads_the_open_instances_and_those_that_ended_since_not_the_history() -> None:
@@ -79,7 +83,9 @@ def test_a_cycle_reads_the_open_instances_and_those_that_ended_since_not_the_his
     assert first.usd[("east", "-")] > 0  # priced from the catalogs (the jobs are gone: "-")
     assert counting.read["list InstanceRecord"] == 202  # the first reading: everything
     counting.read.clear()
-    assert books.this_month(MESH, CATALOGS, NOW) == first
+    assert books.this_month(MESH, CATALOGS, NOW) is first  # the same moment: kept
+    assert counting.read == {}
+    books.this_month(MESH, CATALOGS, NOW + 1)  # the next cycle
     assert counting.read == {"list InstanceRecord": 2}  # the open ones
     ended = store.get(InstanceRecord, "i-1000")
     assert ended is not None
@@ -96,3 +102,30 @@ def test_a_cycle_reads_the_open_instances_and_those_that_ended_since_not_the_his
     counting.read.clear()
     books.this_month(MESH, CATALOGS, NOW + 7200)
     assert counting.read["list InstanceRecord"] == 202
+
+
+def test_an_instance_launched_and_ended_between_two_readings_is_booked() -> None:
+    store = MemoryStore()
+    books = Books(store)
+    assert books.this_month(MESH, CATALOGS, NOW).usd == {}
+    store.create(record(1, "ready", NOW - 3600, NOW))
+    books.touched("i-1")
+    ended = store.get(InstanceRecord, "i-1")
+    assert ended is not None
+    store.update(replace(ended, state="interrupted", updated_at_s=NOW),  # type: ignore[arg-type]
+                 expected_version=ended.version)  # fmt: skip
+    spent = books.this_month(MESH, CATALOGS, NOW + 60).usd
+    assert spent[("east", "-")] > 0
+    assert spent == pytest.approx(every_record(store, NOW + 60))
+
+
+def test_a_reading_is_kept_for_its_moment_until_an_instance_is_touched() -> None:
+    store = MemoryStore()
+    store.create(record(1, "ready", NOW - 3600, NOW))
+    books = Books(store)
+    first = books.this_month(MESH, CATALOGS, NOW)
+    assert books.this_month(MESH, CATALOGS, NOW) is first
+    assert books.this_month(MESH, CATALOGS, NOW + 1) is not first
+    again = books.this_month(MESH, CATALOGS, NOW + 1)
+    books.touched("i-1")
+    assert books.this_month(MESH, CATALOGS, NOW + 1) is not again

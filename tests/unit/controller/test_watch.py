@@ -168,12 +168,12 @@ def test_the_loop_cycles_as_soon_as_ray_reports_the_job_running() -> None:
 
 def with_storage(loop: object, uri: str) -> None:
     """The last cycle's world as if its job were a train job running with its checkpoints at
-    ``uri``."""
+    ``uri``, its nodes replaceable inside the attempt."""
     world, flux = loop.seen  # type: ignore[attr-defined]
     views = tuple(
         replace(v, attempt=replace(
             v.attempt, state=AttemptState.RUNNING,
-            detail=replace(v.attempt.detail, checkpoint_uri=uri),
+            detail=replace(v.attempt.detail, checkpoint_uri=uri, replaceable=True),
         ))
         for v in world.jobs
     )  # fmt: skip
@@ -212,5 +212,21 @@ def test_asks_in_remote_storage_are_left_to_the_cycle(tmp_path: Path) -> None:
     pool.running()
     loop.cycle()  # type: ignore[attr-defined]
     with_storage(loop, "s3://bucket/run")  # never listed: nothing reached
+    assert watch.check() is None
+    assert not wake.is_set()
+
+
+def test_an_attempt_whose_nodes_are_not_replaced_inside_it_is_not_listed(tmp_path: Path) -> None:
+    """Only a run that can take a stand-in asks; the others' folders are never listed."""
+    pool, wake, watch, _ticks, loop = setup()
+    pool.running()
+    loop.cycle()  # type: ignore[attr-defined]
+    with_storage(loop, str(tmp_path))
+    world, flux = loop.seen  # type: ignore[attr-defined]
+    [view] = world.jobs
+    assert view.attempt is not None
+    fixed = replace(view.attempt, detail=replace(view.attempt.detail, replaceable=False))
+    loop.seen = (replace(world, jobs=(replace(view, attempt=fixed),)), flux)  # type: ignore[attr-defined]
+    nominations.ask(str(tmp_path), None, Ask(fixed.number, 1, 1.0, ("lost",), ("lost",), 1))
     assert watch.check() is None
     assert not wake.is_set()
