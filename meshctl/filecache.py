@@ -4,9 +4,9 @@ start-up there).
 
 An entry is the pickled result of ``meshctl.files.load_text`` for one file, named by the
 SHA-256 of its path, its text and a fingerprint of the code that reads it (the document models,
-``meshctl.files``, this module, pydantic's and Python's versions): a file that changes, or code
-that changes, misses and is read again, as ``.pyc`` files work for source. Only files that
-passed are kept: a file with problems reports them afresh every time.
+``meshctl.files``, ``meshctl.yamllines``, this module, pydantic's and Python's versions): a file
+that changes, or code that changes, misses and is read again, as ``.pyc`` files work for
+source. Only files that passed are kept: a file with problems reports them afresh every time.
 
 The folder is ``$MESHCTL_CACHE_DIR`` (empty: no cache), else ``$XDG_CACHE_HOME/meshctl``, else
 ``~/.cache/meshctl``; it is made private to its user (0700), since what it holds is unpickled.
@@ -48,7 +48,8 @@ def fingerprint() -> bytes:
 
         here = Path(__file__).parent
         sources = sorted((here / "model").glob("*.py")) + [
-            here / name for name in ("files.py", "filecache.py", "units.py", "problems.py")
+            here / name
+            for name in ("files.py", "yamllines.py", "filecache.py", "units.py", "problems.py")
         ]
         parts = [pydantic.VERSION, sys.version]
         for source in sources:

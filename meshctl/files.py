@@ -7,25 +7,24 @@ Nothing here writes anything.
 
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from meshctl import filecache
 from meshctl.model import API_VERSION, KINDS, Document
 from meshctl.model.base import LABEL_KEY_PATTERN, NAME_PATTERN
 from meshctl.model.mesh import AWS_REGION, GCP_REGION
-from meshctl.problems import InvalidFileError, Problem
+from meshctl.problems import InvalidFileError, Loc, Problem, dotted
 
-Loc = tuple[str | int, ...]
-MAX_NODES = 200_000  # YAML values in one file, aliases expanded
+if TYPE_CHECKING:
+    from meshctl.yamllines import Tree
+
 D = TypeVar("D", bound=BaseModel)
 
 # Regular expressions are exact but unreadable in an error; say what they mean instead.
@@ -54,116 +53,10 @@ class Loaded:
         return self.line
 
 
-@dataclass(frozen=True, slots=True)
-class _Tree:
-    """One YAML document as plain data, with the line on which each path starts."""
-
-    data: Any
-    lines: dict[Loc, int]
-
-
-# --- YAML with lines -------------------------------------------------------------------------
-
-
-class _Builder:
-    """Plain data from a composed YAML node, recording lines and rejecting duplicate keys."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.problems: list[Problem] = []
-        self._scalars = yaml.SafeLoader("")
-        self._explicit: set[Loc] = set()
-        self.built = 0
-
-    def tree(self, node: yaml.Node) -> _Tree:
-        lines: dict[Loc, int] = {}
-        return _Tree(self._build(node, (), lines), lines)
-
-    def _build(self, node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> Any:
-        self.built += 1
-        if self.built > MAX_NODES:  # aliases can make a tiny file expand without end
-            raise yaml.YAMLError(
-                f"more than {MAX_NODES:,} values (aliases expanding?); expected a smaller file"
-            )
-        lines[loc] = node.start_mark.line + 1
-        if isinstance(node, yaml.SequenceNode):
-            return [self._build(item, (*loc, i), lines) for i, item in enumerate(node.value)]
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, loc, lines)
-        return self._scalars.construct_object(node)
-
-    def _mapping(self, node: yaml.MappingNode, loc: Loc, lines: dict[Loc, int]) -> dict[str, Any]:
-        written = {id(key) for key, _ in node.value}
-        self._scalars.flatten_mapping(node)  # YAML merge keys (<<: *anchor) come first
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            key = self._scalars.construct_object(key_node)
-            line = key_node.start_mark.line + 1
-            if not isinstance(key, str):
-                self._problem(line, loc, f"expected a text key, got {key!r}")
-                continue
-            if key in out and id(key_node) in written and (*loc, key) in self._explicit:
-                self._problem(line, (*loc, key), "duplicate key; each key may appear once")
-                continue
-            if id(key_node) in written:  # a key spelled out here overrides a merged one
-                self._explicit.add((*loc, key))
-            out[key] = self._build(value_node, (*loc, key), lines)
-            lines[(*loc, key)] = line
-        return out
-
-    def _problem(self, line: int, loc: Loc, message: str) -> None:
-        self.problems.append(Problem(self.path, line, dotted(loc), message))
-
-
-# libyaml's parser where PyYAML was built with it (about 8 times faster on the catalogs); the
-# pure-Python one otherwise. Both give the same nodes, marks and messages.
-_COMPOSER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _yaml_problem(err: yaml.MarkedYAMLError, path: str) -> Problem:
-    mark, context = err.problem_mark, err.context_mark
-    line = mark.line + 1 if mark is not None else None
-    message = f"invalid YAML: {err.problem or err.context}"
-    if err.problem and err.context and context is not None:
-        message += f" ({err.context} on line {context.line + 1})"
-    return Problem(path, line, "", message)
-
-
-def _trees(text: str, path: str) -> list[_Tree]:
-    builder = _Builder(path)
-    try:
-        nodes = [n for n in yaml.compose_all(text, Loader=_COMPOSER) if n is not None]
-        trees = [builder.tree(node) for node in nodes]
-    except yaml.MarkedYAMLError as err:
-        raise InvalidFileError([_yaml_problem(err, path)]) from None
-    except RecursionError:
-        raise InvalidFileError(
-            [Problem(path, None, "", "invalid YAML: nested too deeply")]
-        ) from None
-    except (yaml.YAMLError, ValueError) as err:  # unreadable characters, impossible dates
-        position = getattr(err, "position", None)
-        line = text.count("\n", 0, position) + 1 if isinstance(position, int) else None
-        message = f"invalid YAML: {str(err).splitlines()[0]}"
-        raise InvalidFileError([Problem(path, line, "", message)]) from None
-    if builder.problems:
-        raise InvalidFileError(builder.problems)
-    if not trees:
-        raise InvalidFileError([Problem(path, None, "", "empty file: expected a meshctl document")])
-    return trees
-
-
 # --- validation --------------------------------------------------------------------------------
 
 
-def dotted(loc: Loc) -> str:
-    """``("spec", "pools", 0, "region")`` -> ``spec.pools[0].region``."""
-    out = ""
-    for seg in loc:
-        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
-    return out
-
-
-def _document(tree: _Tree, path: str) -> Document:
+def _document(tree: Tree, path: str) -> Document:
     data = tree.data
     line = tree.lines.get((), 1)
     if not isinstance(data, dict):
@@ -208,9 +101,7 @@ def _header_problems(data: dict[str, Any], lines: dict[Loc, int], path: str) -> 
     return problems
 
 
-def _problems(
-    err: ValidationError, model: type[BaseModel], tree: _Tree, path: str
-) -> list[Problem]:
+def _problems(err: ValidationError, model: type[BaseModel], tree: Tree, path: str) -> list[Problem]:
     merged: dict[tuple[int | None, str], list[str]] = {}
     for error in err.errors():
         loc = tuple(error["loc"])
@@ -279,6 +170,8 @@ def error_message(error: dict[str, Any], model: type[BaseModel], loc: Loc) -> st
 
 
 def _unknown_field(name: str, allowed: list[str]) -> str:
+    import difflib
+
     close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
     if close:
         return f"unknown field {name!r}; did you mean {close[0]!r}?"
@@ -340,9 +233,11 @@ def _tags(model: type[BaseModel]) -> set[str]:
 
 def load_text(text: str, path: str = "<text>") -> list[Loaded]:
     """Every document in ``text``; all problems in all documents at once, or the documents."""
+    from meshctl.yamllines import trees  # PyYAML: only for a file not in the cache
+
     loaded: list[Loaded] = []
     problems: list[Problem] = []
-    for tree in _trees(text, path):
+    for tree in trees(text, path):
         try:
             loaded.append(
                 Loaded(path, tree.lines.get((), 1), _document(tree, path), tree.lines, text)

@@ -49,15 +49,18 @@ def _add(
         )
 
 
-def read_policy_files(paths: Sequence[Path]) -> PolicyFiles:
-    """Every policy and policy test under ``paths``; all problems of all files at once."""
+def read_policy_files(paths: Sequence[Path], tests: bool = True) -> PolicyFiles:
+    """Every policy and policy test under ``paths``; all problems of all files at once.
+    ``tests=False``: the policies alone (what a command enforces; a folder's ``tests/`` are
+    for ``meshctl policy test`` and ``meshctl validate``)."""
     found, problems = PolicyFiles(), list[Problem]()
     for path in paths:
         entries: list[tuple[Path, type[Policy] | type[PolicyTest] | None]] = [(path, None)]
         if path.is_dir():
-            tests = path / "tests"
+            cases = path / "tests"
             entries = [(f, Policy) for f in _yaml_files(path)]
-            entries += [(f, PolicyTest) for f in (_yaml_files(tests) if tests.is_dir() else [])]
+            if tests and cases.is_dir():
+                entries += [(f, PolicyTest) for f in _yaml_files(cases)]
         for file, want in entries:
             try:
                 for loaded in load_path(file):

@@ -7,6 +7,16 @@ from dataclasses import dataclass
 
 from meshctl.errors import InvalidInput
 
+Loc = tuple[str | int, ...]  # where in a document: ("spec", "pools", 0, "region")
+
+
+def dotted(loc: Loc) -> str:
+    """``("spec", "pools", 0, "region")`` -> ``spec.pools[0].region``."""
+    out = ""
+    for seg in loc:
+        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
+    return out
+
 
 @dataclass(frozen=True, slots=True)
 class Problem:

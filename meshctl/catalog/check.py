@@ -12,11 +12,11 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping
 
-from meshctl.files import Loaded, dotted
+from meshctl.files import Loaded
 from meshctl.model import Catalog, Job, Mesh, PolicyTest
 from meshctl.model.job import Resources
 from meshctl.model.mesh import CloudPoolBase, LocalPool, RayPool
-from meshctl.problems import Problem
+from meshctl.problems import Problem, dotted
 
 Loc = tuple[str | int, ...]
 

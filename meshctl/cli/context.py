@@ -127,7 +127,7 @@ class AppContext:
         from meshctl.problems import InvalidFileError
 
         folder = folder or self.policy_dir()
-        sources = read_policy_files([folder]).policies
+        sources = read_policy_files([folder], tests=False).policies
         policies = compile_policies(sources)
         example_mesh = written_for(folder)  # the shipped examples: checked against theirs
         if example_mesh and (mesh is None or not _same_file(example_mesh, self.mesh_file())):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 
 def _scaffold() -> dict[str, Traversable]:

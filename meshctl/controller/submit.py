@@ -17,6 +17,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from meshctl.errors import InvalidInput
 from meshctl.lifecycle.mesh import snapshot_from_mesh
@@ -29,7 +30,6 @@ from meshctl.policy.evaluate import bind
 from meshctl.policy.facts import mesh_snapshot
 from meshctl.policy.tenancy import hourly_headroom, hours_left_in_month, quota_ceiling
 from meshctl.policy.verdict import Verdict
-from meshctl.pools.observed import PoolObservation
 from meshctl.scheduler import (
     FromPolicyEngine,
     Pending,
@@ -42,6 +42,9 @@ from meshctl.scheduler.plan import Decision
 from meshctl.state.private import private_dir, private_tree
 from meshctl.state.records import Event, JobRecord, JobState
 from meshctl.state.store import ConflictError, Store
+
+if TYPE_CHECKING:
+    from meshctl.pools.observed import PoolObservation
 
 MAX_PACKAGE_BYTES = 100 * 1024**2
 IGNORED = (".git", "__pycache__", ".venv", "venv", "node_modules", "*.pyc", ".mypy_cache")

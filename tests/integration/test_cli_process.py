@@ -60,19 +60,27 @@ print(sorted(sys.modules))
 
 def test_submit_imports_only_what_a_submission_needs(tmp_path: Path):
     """Through the console script's own entry (``main``), to an embedded home where no
-    controller ever ran: the job is checked and queued, and nothing else is imported."""
+    controller ever ran: the job is checked and queued, and nothing else is imported. PyYAML
+    only while the files are not in the checked-files cache: a second submission, with the
+    same files and a cache of its own, reads them all from there."""
     home = tmp_path / "home"
-    out = subprocess.run(
-        [sys.executable, "-c", SUBMIT_PROBE],
-        capture_output=True, text=True, check=True, cwd=tmp_path,
-        env={**os.environ, "MESHCTL_HOME": str(home)},
-    )  # fmt: skip
-    job_id, modules = out.stdout.strip().splitlines()
-    loaded = json.loads(modules.replace("'", '"'))
-    assert [m for m in loaded if _within(m, NOT_FOR_SUBMIT)] == []
-    assert {"cel", "pydantic", "yaml", "sqlite3"} <= set(loaded)  # what it does need
-    assert job_id.startswith("python-")
-    assert "no controller is running" in out.stderr
+    env = {**os.environ, "MESHCTL_HOME": str(home), "MESHCTL_CACHE_DIR": str(tmp_path / "cache")}
+    runs = []
+    for _ in range(2):
+        out = subprocess.run(
+            [sys.executable, "-c", SUBMIT_PROBE],
+            capture_output=True, text=True, check=True, cwd=tmp_path, env=env,
+        )  # fmt: skip
+        job_id, modules = out.stdout.strip().splitlines()
+        runs.append(set(json.loads(modules.replace("'", '"'))))
+        assert job_id.startswith("python-")
+        assert "no controller is running" in out.stderr
+    first, second = runs
+    for loaded in runs:
+        assert [m for m in loaded if _within(m, NOT_FOR_SUBMIT)] == []
+        assert {"cel", "pydantic", "sqlite3"} <= loaded  # what it does need
+    assert "yaml" in first  # the files read and checked once
+    assert "yaml" not in second
     assert (home / "state.db").is_file()
     assert not (home / "run").exists()
 
