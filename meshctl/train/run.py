@@ -270,6 +270,29 @@ def cuda_here() -> bool:
     return bool(torch.cuda.is_available())
 
 
+class Trainer(TorchTrainer):
+    """``TorchTrainer`` less Ray Data's dataset manager when it is given no datasets (a train
+    job never gives any: its loop reads its own data, ``meshctl.workload``).
+
+    Ray Train starts a ``DatasetManager`` actor beside its controller at every start of the
+    worker group, a restart after a lost node included, datasets or not: a process that imports
+    Ray Data, about 1.7 CPU-seconds (``benchmarks/recovery.py``, each start, both sides). On a
+    small head it competes with the new workers while the run should be resuming. Its other
+    part, handing the driver's Ray Data context to the workers, has nothing to hand: the driver
+    runs no user code before the workers do. A Ray Train that builds its callbacks otherwise
+    keeps them all."""
+
+    def _create_default_callbacks(self) -> list[Any]:
+        callbacks: list[Any] = super()._create_default_callbacks()
+        if self.datasets:
+            return callbacks
+        try:
+            from ray.train.v2._internal.callbacks import DatasetsCallback
+        except ImportError:
+            return callbacks
+        return [c for c in callbacks if not isinstance(c, DatasetsCallback)]
+
+
 def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
     workers, per_node = int(spec["workers"]), int(spec.get("workers_per_node", 1))
     label, pins = str(spec["node_label"]), list(spec.get("node_ids") or [])
@@ -305,7 +328,7 @@ def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
         checkpoint_config=CheckpointConfig(num_to_keep=int(spec.get("keep", 3))),
         callbacks=callbacks or None,
     )
-    return TorchTrainer(
+    return Trainer(
         functools.partial(run_loop, spec["loop"], where),
         train_loop_config=dict(spec.get("config") or {}),
         scaling_config=scaling,

@@ -56,3 +56,31 @@ def test_elastic_workers_range_from_the_minimum_to_all(tmp_path: Path) -> None:
 
     built = trainer(spec(tmp_path, min_workers=2), attempt=1)
     assert built.scaling_config.num_workers == (2, 4)
+
+
+def test_no_dataset_manager_is_started_for_a_run_without_datasets(tmp_path: Path) -> None:
+    """Ray Train's other callbacks stay; given datasets, its dataset callback stays too."""
+    from ray.train.v2._internal.callbacks import DatasetsCallback
+    from ray.train.v2.torch.torch_trainer import TorchTrainer
+
+    from meshctl.train.run import Trainer, trainer
+
+    built = trainer(spec(tmp_path), attempt=1)
+    assert isinstance(built, Trainer)
+    ours = [type(c) for c in built._create_default_callbacks()]
+    plain = TorchTrainer(
+        built.train_loop_per_worker,
+        scaling_config=built.scaling_config,
+        run_config=built.run_config,
+    )
+    theirs = [type(c) for c in plain._create_default_callbacks()]
+    assert DatasetsCallback in theirs
+    assert DatasetsCallback not in ours
+    assert ours == [t for t in theirs if t is not DatasetsCallback]
+    given = Trainer(
+        built.train_loop_per_worker,
+        scaling_config=built.scaling_config,
+        run_config=built.run_config,
+        datasets={"train": [1, 2, 3]},
+    )
+    assert DatasetsCallback in [type(c) for c in given._create_default_callbacks()]
