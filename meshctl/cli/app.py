@@ -24,6 +24,7 @@ from meshctl.cli import (
     gc_cmd,
     init_cmd,
     jobs_cmd,
+    leave,
     mesh_cmd,
     nodes_cmd,
     policy_cmd,
@@ -108,7 +109,13 @@ ROOT_VALUE_OPTIONS = frozenset({"--home", "--mesh", "-m", "--providers"})
 
 
 def main() -> None:
-    for_command(sys.argv[1:])()
+    args = sys.argv[1:]
+    try:
+        for_command(args)()
+    except SystemExit as done:
+        if command_name(args) in leave.AT_ONCE:
+            leave.leave(done.code)  # without the interpreter's teardown
+        raise
 
 
 def for_command(args: Sequence[str]) -> typer.Typer:
@@ -117,6 +124,13 @@ def for_command(args: Sequence[str]) -> typer.Typer:
     of meshctl's), and a command line runs one. Anything else (no command, help or another
     option of the root before it, a name that is not a command) gets the whole app, so that
     typer lists or suggests the commands as ever."""
+    name = command_name(args)
+    return app if name is None else _only(name)
+
+
+def command_name(args: Sequence[str]) -> str | None:
+    """The command or group ``args`` name after the root's options; None when an option
+    other than those comes first (``--help``), or when there is none."""
     words = iter(args)
     for word in words:
         if word in ROOT_VALUE_OPTIONS:
@@ -124,10 +138,10 @@ def for_command(args: Sequence[str]) -> typer.Typer:
         elif word.split("=", 1)[0] in ROOT_VALUE_OPTIONS or word[:2] in ROOT_VALUE_OPTIONS:
             continue  # --home=DIR, -mFILE
         elif word.startswith("-"):
-            return app
+            return None
         else:
-            return _only(word)
-    return app
+            return word
+    return None
 
 
 def _only(name: str) -> typer.Typer:
