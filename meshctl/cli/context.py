@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from meshctl.policy import PolicySet
     from meshctl.state import SqliteStore
 
-RUN_DIR = "run"  # controller.runtime.run_dir: the controller's pid, heartbeat and up.json
+RUN_DIR = "run"  # controller.rundir.run_dir: the controller's pid, heartbeat and up.json
 UP_FILE = "up.json"  # what `meshctl up` brought up: the mesh, policies and catalogs in force
 
 
@@ -184,7 +184,7 @@ class AppContext:
 
     def ever_up(self) -> bool:
         """Whether a controller may run for this home: its files live in ``run/``
-        (``controller.runtime.run_dir``). Without it none ever ran, and a command asks no more
+        (``controller.rundir.run_dir``). Without it none ever ran, and a command asks no more
         (``submit`` does not import the daemon's module, and the pools and clouds it imports)."""
         return (self.home / RUN_DIR).is_dir()
 

@@ -84,14 +84,8 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
     from meshctl.controller.logs import LogCopier
     from meshctl.controller.loop import Controller
     from meshctl.controller.reload import Reloader
-    from meshctl.controller.runtime import (
-        clients,
-        cloud_for,
-        credentials_seen,
-        driven,
-        make_run_dir,
-        run_dir,
-    )
+    from meshctl.controller.rundir import make_run_dir, run_dir
+    from meshctl.controller.runtime import clients, cloud_for, credentials_seen, driven
     from meshctl.controller.serving_apply import ServeDeployer
     from meshctl.pools.emulated import EmulatedInstances
     from meshctl.pools.health import forget_overruled, overruled, unhealthy
@@ -229,7 +223,7 @@ def _record_up(home: Path, files: RuleFiles) -> None:
     from dataclasses import asdict
 
     from meshctl.cli.context import UP_FILE
-    from meshctl.controller.runtime import run_dir
+    from meshctl.controller.rundir import run_dir
     from meshctl.state.private import write_private
 
     path = run_dir(home) / UP_FILE

@@ -120,7 +120,7 @@ def _stop_pools(context: AppContext, store: Store | None, pools: set[str], force
     """Copy the running jobs' logs, stop the clusters and instances, record what stopped.
     The controller has stopped: what runs where is read once more, and then holds."""
     from meshctl.cli import render
-    from meshctl.controller.runtime import run_dir
+    from meshctl.controller.rundir import run_dir
     from meshctl.controller.shutdown import FORCED, active_on, ended
     from meshctl.pools import local
 
@@ -195,7 +195,7 @@ def _stopping_pools(context: AppContext, store: Store | None) -> tuple[set[str],
     """The pools ``down`` takes away (those with a cluster ``up`` or the controller started,
     by their run files, and cloud pools with live instances), and those of them still alive:
     a cluster whose processes are gone (a crash) runs no job, whatever the store says."""
-    from meshctl.controller.runtime import run_dir
+    from meshctl.controller.rundir import run_dir
     from meshctl.pools import local
     from meshctl.state import INSTANCE_LIVE, InstanceRecord
 

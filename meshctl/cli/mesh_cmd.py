@@ -40,7 +40,7 @@ def up(
     check every pool and show those that cannot be used, with why. Exit 1 when a local pool
     could not start (the others and the controller still come up)."""
     from meshctl.cli import render
-    from meshctl.controller.runtime import make_run_dir
+    from meshctl.controller.rundir import make_run_dir
     from meshctl.state.private import write_private
 
     context = app_context(ctx)

@@ -16,8 +16,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from meshctl.controller.runtime import make_run_dir, run_dir
-from meshctl.pools.local import start_ticks, terminate, zombie
+from meshctl.controller.rundir import make_run_dir, run_dir
+from meshctl.procs import start_ticks, zombie
 from meshctl.state.private import open_private, private_dir, write_private
 
 
@@ -129,6 +129,8 @@ def stop(home: Path, grace_s: float = 10.0) -> list[int]:
     if alive_ticks is not None and alive_ticks != ticks:
         path.unlink(missing_ok=True)  # the pid is another program's now
         return []
+    from meshctl.pools.local import terminate  # the local pool's: only to stop the daemon
+
     signalled = terminate([sid], grace_s)
     path.unlink(missing_ok=True)
     heartbeat_file(home).unlink(missing_ok=True)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from meshctl.controller.decide import Rules
-from meshctl.controller.runtime import run_dir
+from meshctl.controller.rundir import run_dir
 from meshctl.model.mesh import LocalPool
 from meshctl.problems import InvalidFileError
 from meshctl.state.private import write_private

@@ -25,22 +25,11 @@ from pathlib import Path
 
 from meshctl.clouds.base import Cloud, Unavailable, reason_of
 from meshctl.clouds.preflight import Check, failed
+from meshctl.controller.rundir import run_dir
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, Pool, RayPool
 from meshctl.pools import local
 from meshctl.pools.ray import RayPoolClient
-from meshctl.state.private import private_dir, private_home
-
-
-def run_dir(home: Path) -> Path:
-    return home / "run"
-
-
-def make_run_dir(home: Path) -> Path:
-    """The run folder (pid, heartbeat, tokens, up.json, process logs), created private: 0700,
-    like its home (``meshctl.state.private``); an older, looser one is tightened."""
-    private_home(home)
-    return private_dir(run_dir(home))
 
 
 def client_for(pool: Pool, home: Path) -> RayPoolClient | None:

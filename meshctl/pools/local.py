@@ -44,6 +44,7 @@ from meshctl.pools.observed import (
     ROLE_LABEL,
 )
 from meshctl.pools.ray import PoolError, RayPoolClient
+from meshctl.procs import start_ticks, stat_fields, zombie
 from meshctl.state.private import open_private, private_dir, write_private
 
 GIB = 1024**3
@@ -256,7 +257,7 @@ def _family(sessions: list[int]) -> list[int]:
     """The live members of these sessions and all their descendants, whatever their session."""
     parents: dict[int, list[int]] = {}
     for pid in _pids():
-        fields = _stat_fields(pid)
+        fields = stat_fields(pid)
         if fields is not None and fields[0] not in ("Z", "X"):
             parents.setdefault(int(fields[1]), []).append(pid)
     found = [pid for sid in sessions for pid in session_members(sid)]
@@ -398,24 +399,6 @@ def _pids() -> Iterator[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             yield int(entry)
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rindex(")") + 2 :].split()  # after "pid (comm) "
-
-
-def start_ticks(pid: int) -> int | None:
-    fields = _stat_fields(pid)
-    return int(fields[19]) if fields else None  # field 22 overall
-
-
-def zombie(pid: int) -> bool:
-    fields = _stat_fields(pid)
-    return fields is None or fields[0] in ("Z", "X")
 
 
 def _ours(process: Process) -> bool:
