@@ -130,6 +130,26 @@ def test_no_full_check_comes_within_full_s_of_a_cycle_but_submissions_in_flux_ar
     assert watch.check() is None
 
 
+def test_a_few_submissions_in_flux_are_asked_about_quickly_many_at_the_usual_pace() -> None:
+    """Between ``meshctl submit`` and its job running the watch asks every ``flux_s``; once
+    it woke the loop, with nothing in flux, or with more than ``FEW_IN_FLUX`` in flux (a burst:
+    each is a request to the dashboard), every ``period_s``."""
+    from meshctl.controller.watch import FEW_IN_FLUX
+
+    pool, wake, watch, _ticks, loop = setup()
+    assert watch.pause() == watch.flux_s < watch.period_s  # the one dispatched job
+    pool.running()
+    assert watch.check() is not None
+    assert watch.pause() == watch.period_s  # woken: nothing to ask until the next cycle
+    loop.cycle()  # type: ignore[attr-defined]
+    assert watch.pause() == watch.period_s  # seen running: nothing in flux
+    for n in range(FEW_IN_FLUX + 1):
+        queue(loop.store, f"burst-{n}")  # type: ignore[attr-defined]
+    loop.cycle()  # type: ignore[attr-defined]
+    assert len(loop.seen[1]) == FEW_IN_FLUX + 1  # type: ignore[attr-defined]
+    assert watch.pause() == watch.period_s
+
+
 def test_a_failing_pool_wakes_nothing() -> None:
     pool, wake, watch, _, _ = setup()
     pool.failing = True
