@@ -136,7 +136,7 @@ def test_a_few_submissions_in_flux_are_asked_about_quickly_many_at_the_usual_pac
     each is a request to the dashboard), every ``period_s``."""
     from meshctl.controller.watch import FEW_IN_FLUX
 
-    pool, wake, watch, _ticks, loop = setup()
+    pool, _wake, watch, _ticks, loop = setup()
     assert watch.pause() == watch.flux_s < watch.period_s  # the one dispatched job
     pool.running()
     assert watch.check() is not None
