@@ -18,7 +18,10 @@ the controller daemon cycling every ``--interval`` seconds) in a temporary home,
    imported already), to Ray reporting it running (asked every 10 ms). ``ratio`` is meshctl's
    median over this one. ``raw_cli_to_running_s`` (and ``cli_ratio``) is Ray's own CLI,
    ``ray job submit --no-wait``, a new process as ``meshctl submit`` is: most of it Ray's
-   imports.
+   imports. The three take turns (meshctl, the SDK, Ray's CLI, and again), after one
+   uncounted job each (the cluster's first job, each command's bytecode written), so that
+   the shared machine's load over the minute they take weighs on all three alike; each
+   starts ``SETTLE_S`` after the job before it ended.
 3. ``cycle_ms_1000_queued``: stops the daemon and drives the same controller in process. A
    gang job holding all 8 GPUs (sleeping) runs; ``--queued`` jobs of 1 GPU wait behind it. The
    first cycle parses every job and records a decision for each; the median of the next
@@ -77,36 +80,25 @@ def meshctl(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def submit_to_running(home: Path, runs: int) -> tuple[list[float], list[float]]:
-    """(submit -> running, the submit command alone) per run."""
-    samples, commands = [], []
-    for i in range(runs):
-        start = time.time()
-        job_id = meshctl(
-            home,
-            "submit",
-            "--gpus",
-            "1",
-            "--name",
-            f"probe-{i}",
-            "--",
-            *PROBE,
-        ).stdout.strip()
-        commands.append(time.time() - start)
-        with open_store(home) as store:
-            deadline = time.monotonic() + DEADLINE_S
-            while not (
-                running := [e for e in store.events(job_id=job_id) if e.kind == "job.running"]
-            ):
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"{job_id} did not start within {DEADLINE_S:.0f} s")
-                time.sleep(0.02)
-            samples.append(running[0].at_s - start)
-        meshctl(home, "jobs", "wait", job_id)
-    return samples, commands
+def meshctl_once(home: Path, name: str) -> tuple[float, float]:
+    """(submit -> running, the submit command alone) for one job, waited to its end."""
+    start = time.time()
+    job_id = meshctl(home, "submit", "--gpus", "1", "--name", name, "--", *PROBE).stdout.strip()
+    command_s = time.time() - start
+    with open_store(home) as store:
+        deadline = time.monotonic() + DEADLINE_S
+        while not (running := [e for e in store.events(job_id=job_id) if e.kind == "job.running"]):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{job_id} did not start within {DEADLINE_S:.0f} s")
+            time.sleep(0.02)
+    meshctl(home, "jobs", "wait", job_id)
+    return running[0].at_s - start, command_s
 
 
 PROBE = ("python", "-c", "import time; time.sleep(0.5)")
+# After each job ends, before the next is submitted: Ray reaps the job's supervisor and driver
+# (about a CPU-second on this machine), which the next submission should not share.
+SETTLE_S = 1.0
 
 
 def _ray_running(client: RayPoolClient, submission_id: str, start: float) -> float:
@@ -127,32 +119,60 @@ def _ended(client: RayPoolClient, submission_id: str) -> None:
         time.sleep(0.05)
 
 
-def raw_submit_to_running(home: Path, runs: int) -> dict[str, list[float]]:
+class Raw:
     """The same job through the Ray Jobs API alone, on the same cluster: with Ray's own CLI
     (``ray job submit --no-wait``, a new process, as ``meshctl submit`` is) and with the
     Python SDK already imported in this process; each to Ray reporting it running."""
-    rules = AppContext(home, None, None).rules()
-    client = next(iter(clients(rules.mesh, home).values()))
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": client.token or ""}
-    ray = str(Path(sys.executable).with_name("ray"))
-    cli, api = [], []
-    sdk = JobSubmissionClient(client.address, headers={"Authorization": f"Bearer {client.token}"})
-    for i in range(runs):
-        sid = f"raw-cli-{i}-{os.getpid()}"
+
+    def __init__(self, home: Path) -> None:
+        rules = AppContext(home, None, None).rules()
+        self.client = next(iter(clients(rules.mesh, home).values()))
+        token = self.client.token or ""
+        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+        self.ray, self.cwd = str(Path(sys.executable).with_name("ray")), home.parent
+        self.sdk = JobSubmissionClient(
+            self.client.address, headers={"Authorization": f"Bearer {token}"}
+        )
+
+    def cli(self, sid: str) -> float:
         start = time.time()
         subprocess.Popen(
-            [ray, "job", "submit", "--address", client.address, "--submission-id", sid,
-             "--no-wait", "--", *PROBE],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=home.parent,
+            [self.ray, "job", "submit", "--address", self.client.address, "--submission-id",
+             sid, "--no-wait", "--", *PROBE],
+            env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.cwd,
         )  # fmt: skip
-        cli.append(_ray_running(client, sid, start))
-        _ended(client, sid)
-        sid = f"raw-api-{i}-{os.getpid()}"
+        return self._to_the_end(sid, start)
+
+    def api(self, sid: str) -> float:
         start = time.time()
-        sdk.submit_job(entrypoint=shlex.join(PROBE), submission_id=sid)
-        api.append(_ray_running(client, sid, start))
-        _ended(client, sid)
-    return {"cli": cli, "api": api}
+        self.sdk.submit_job(entrypoint=shlex.join(PROBE), submission_id=sid)
+        return self._to_the_end(sid, start)
+
+    def _to_the_end(self, sid: str, start: float) -> float:
+        running = _ray_running(self.client, sid, start)
+        _ended(self.client, sid)
+        return running
+
+
+def submit_to_running(home: Path, runs: int) -> dict[str, list[float]]:
+    """``runs`` of each way, taking turns (meshctl, the SDK, Ray's CLI, and again), so that
+    whatever else loads this shared machine meanwhile weighs on all alike; first one of each,
+    not counted: the cluster's first job (Ray starts its job supervisor's first worker) and
+    the first start of each command (its bytecode written)."""
+    raw, tag = Raw(home), os.getpid()
+    found: dict[str, list[float]] = {"meshctl": [], "command": [], "api": [], "cli": []}
+    for i in range(-1, runs):
+        latency, command_s = meshctl_once(home, f"probe-{i + 1}")
+        time.sleep(SETTLE_S)
+        api = raw.api(f"raw-api-{i + 1}-{tag}")
+        time.sleep(SETTLE_S)
+        cli = raw.cli(f"raw-cli-{i + 1}-{tag}")
+        time.sleep(SETTLE_S)
+        if i >= 0:
+            for key, value in (("meshctl", latency), ("command", command_s), ("api", api)):
+                found[key].append(value)
+            found["cli"].append(cli)
+    return found
 
 
 def _job(name: str, gpus: float, nodes: int, command: str) -> Job:
@@ -267,8 +287,7 @@ def main() -> None:
         up_start = time.perf_counter()
         meshctl(home, "up", "--interval", str(args.interval))
         up_s = time.perf_counter() - up_start
-        latency, commands = submit_to_running(home, args.runs)
-        raw = raw_submit_to_running(home, args.runs)
+        samples = submit_to_running(home, args.runs)
         queue = deep_queue(home, args.queued, args.cycles, args.history)
     finally:
         down_start = time.perf_counter()
@@ -281,6 +300,8 @@ def main() -> None:
         )
         down_s = time.perf_counter() - down_start
     median = statistics.median
+    latency, commands = samples["meshctl"], samples["command"]
+    raw = {"api": samples["api"], "cli": samples["cli"]}
     result = {
         "submit_to_running_s": median(latency),
         "raw_submit_to_running_s": median(raw["api"]),
@@ -291,6 +312,7 @@ def main() -> None:
         "raw_submit_to_running_samples_s": raw["api"],
         "raw_cli_to_running_samples_s": raw["cli"],
         "submit_command_s": median(commands),
+        "submit_command_samples_s": commands,
         "controller_interval_s": args.interval,
         "cycle_ms_1000_queued": statistics.median(queue["steady_cycle_ms"]),
         "queued": args.queued,
