@@ -16,9 +16,7 @@ from meshctl.files import Loaded
 from meshctl.model import Catalog, Job, Mesh, PolicyTest
 from meshctl.model.job import Resources
 from meshctl.model.mesh import CloudPoolBase, LocalPool, RayPool
-from meshctl.problems import Problem, dotted
-
-Loc = tuple[str | int, ...]
+from meshctl.problems import Loc, Problem, dotted
 
 
 def mesh_node_types(loaded: Loaded, catalogs: Mapping[str, Catalog]) -> list[Problem]:

@@ -22,9 +22,8 @@ from meshctl.policy.refs import (
     conjuncts,
     fields_read,
 )
-from meshctl.problems import InvalidFileError, Problem
+from meshctl.problems import InvalidFileError, Loc, Problem, dotted
 
-Loc = tuple[str | int, ...]
 WHEN_VARS = frozenset({"job", "mesh", "now"})
 POOL_VARS = WHEN_VARS | {"pool"}
 VICTIM_VARS = WHEN_VARS | {"victim"}
@@ -206,11 +205,6 @@ def file_line(src: Source, key_line: int, expression: str, pos: int | None) -> i
             return number
         cursor = found + len(piece)
     return key_line
-
-
-def dotted(loc: Loc) -> str:
-    """``("spec", "pools", 0, "when")`` -> ``spec.pools[0].when``, as problems name a field."""
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
 
 
 def _short(text: str, limit: int = 80) -> str:

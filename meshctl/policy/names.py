@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from meshctl.model.mesh import Mesh
 from meshctl.model.meshstate import Moment
 from meshctl.model.policytest import PolicyTest
-from meshctl.policy.compiled import Loc, Source, dotted, file_line
+from meshctl.policy.compiled import Source, file_line
 from meshctl.policy.expr import ParseError, parse
 from meshctl.policy.expr.nodes import (
     Chain,
@@ -37,7 +37,7 @@ from meshctl.policy.expr.nodes import (
     children,
 )
 from meshctl.policy.refs import where_in
-from meshctl.problems import Problem
+from meshctl.problems import Loc, Problem, dotted
 
 LineOf = Callable[..., int]  # (*loc) -> the line of that key in its file
 
