@@ -9,7 +9,9 @@ so quote the median), plus a bare Typer app's --help as the floor to compare aga
 (``MESHCTL_HOME`` in a temporary folder, run from that folder: the shipped mesh, policies and
 catalogs). No controller runs, so each run checks the job against the mesh and enqueues it: the
 whole of what a submission costs before a controller takes it. The benchmark checks that every
-run stored its job.
+run stored its job. ``served_submit``: the same, with the home's command server running (as it
+does beside a controller, ``meshctl/cli/cmdserver.py``): the command hands itself to the
+server, whose forked child runs it with the CLI imported already.
 
 The commands run as an installed meshctl does, with its bytecode cached: the first, uncounted
 run of each writes it (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment, else
@@ -54,14 +56,33 @@ def measure(
     return [_time_ms(argv, env, cwd) for _ in range(runs)]
 
 
-def measure_submit(meshctl: Path, runs: int) -> list[float]:
-    """``meshctl submit`` against a fresh embedded home; every run's job must be stored."""
+def measure_submit(meshctl: Path, runs: int, served: bool = False) -> list[float]:
+    """``meshctl submit`` against a fresh embedded home; every run's job must be stored.
+    ``served``: with the home's command server running (as while a controller runs), to
+    which the command hands itself (``meshctl/cli/relay.py``)."""
+    from meshctl.cli import relay
     from meshctl.state import JobRecord, open_store
 
     with tempfile.TemporaryDirectory(prefix="meshctl-startup-") as tmp:
         base = Path(tmp)
         home = base / "home"
-        samples = measure([str(meshctl), *SUBMIT], runs, _env(MESHCTL_HOME=str(home)), base)
+        env = _env(MESHCTL_HOME=str(home))
+        server = None
+        if served:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "meshctl.cli.cmdserver", str(home)], env=env, cwd=base
+            )
+            deadline = time.monotonic() + 120
+            while not relay.socket_path(home).exists():
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise SystemExit("the command server did not start")
+                time.sleep(0.05)
+        try:
+            samples = measure([str(meshctl), *SUBMIT], runs, env, base)
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait()
         with open_store(home) as store:
             stored = len(store.list(JobRecord))
         if stored != runs + 1:  # the uncounted first run stored one too
@@ -86,11 +107,13 @@ def main() -> None:
     meshctl = Path(sys.executable).with_name("meshctl")
     help_ms = measure([str(meshctl), "--help"], args.runs)
     submit_ms = measure_submit(meshctl, args.runs)
+    served_ms = measure_submit(meshctl, args.runs, served=True)
     bare_ms = measure([sys.executable, "-c", BARE_TYPER, "--help"], args.runs)
     result: dict[str, float] = {
         "runs": args.runs,
         **_stats("help", help_ms),
         **_stats("submit", submit_ms),
+        **_stats("served_submit", served_ms),
         "bare_typer_help_ms_median": round(statistics.median(bare_ms), 1),
     }
     result["ratio_to_bare_typer"] = round(
@@ -99,7 +122,11 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
-    for name, label in (("help", "meshctl --help"), ("submit", "meshctl submit")):
+    for name, label in (
+        ("help", "meshctl --help"),
+        ("submit", "meshctl submit"),
+        ("served_submit", "meshctl submit, to a command server"),
+    ):
         print(
             f"{label}: median {result[f'{name}_ms_median']} ms "
             f"(min {result[f'{name}_ms_min']}, max {result[f'{name}_ms_max']}, {args.runs} runs)"

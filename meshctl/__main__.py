@@ -1,5 +1,5 @@
 """``python -m meshctl``: the same CLI (the controller daemon is started this way)."""
 
-from meshctl.cli.app import main
+from meshctl.cli.entry import main
 
 main()

@@ -7,7 +7,6 @@ command, so that ``meshctl --help`` loads typer and nothing else of weight.
 from __future__ import annotations
 
 import copy
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +35,7 @@ from meshctl.cli import (
     train_cmd,
     validate_cmd,
 )
+from meshctl.cli.argv import command_name, default_home
 from meshctl.cli.context import AppContext
 from meshctl.cli.errors import MeshGroup
 
@@ -70,10 +70,6 @@ app.add_typer(sim_cmd.app, name="sim")
 app.add_typer(agent_cmd.app, name="agent")
 
 
-def _default_home() -> Path:
-    return Path(os.environ.get("MESHCTL_HOME") or Path.home() / ".meshctl")
-
-
 @app.callback()
 def root(
     ctx: typer.Context,
@@ -101,11 +97,7 @@ def root(
         ),
     ] = None,
 ) -> None:
-    ctx.obj = AppContext(home=home or _default_home(), mesh_path=mesh, providers_dir=providers)
-
-
-# The root options that take a value (a test holds this to the root command's own).
-ROOT_VALUE_OPTIONS = frozenset({"--home", "--mesh", "-m", "--providers"})
+    ctx.obj = AppContext(home=home or default_home(), mesh_path=mesh, providers_dir=providers)
 
 
 def main() -> None:
@@ -126,22 +118,6 @@ def for_command(args: Sequence[str]) -> typer.Typer:
     typer lists or suggests the commands as ever."""
     name = command_name(args)
     return app if name is None else _only(name)
-
-
-def command_name(args: Sequence[str]) -> str | None:
-    """The command or group ``args`` name after the root's options; None when an option
-    other than those comes first (``--help``), or when there is none."""
-    words = iter(args)
-    for word in words:
-        if word in ROOT_VALUE_OPTIONS:
-            next(words, None)
-        elif word.split("=", 1)[0] in ROOT_VALUE_OPTIONS or word[:2] in ROOT_VALUE_OPTIONS:
-            continue  # --home=DIR, -mFILE
-        elif word.startswith("-"):
-            return None
-        else:
-            return word
-    return None
 
 
 def _only(name: str) -> typer.Typer:

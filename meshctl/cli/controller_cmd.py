@@ -4,6 +4,8 @@ the background)."""
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -62,14 +64,27 @@ def run(
         logging.getLogger("meshctl.controller").info(
             "controller up: pools %s", ", ".join(controller.clients) or "(none driven)"
         )
+        server = _command_server(context.home)
         try:
             with contextlib.suppress(KeyboardInterrupt):
                 controller.run(interval, stop, wake)
         finally:
+            server.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(timeout=5)
             if controller.burst is not None:
                 controller.burst.close()
             if controller.agents is not None:
                 controller.agents.close()
+
+
+def _command_server(home: Path) -> subprocess.Popen[bytes]:
+    """The home's command server (``cli/cmdserver.py``) beside the loop: ``meshctl submit``
+    runs there, warm, while this controller runs. It logs where the controller does, and
+    stops when the controller does."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "meshctl.cli.cmdserver", str(home)], stdin=subprocess.DEVNULL
+    )
 
 
 def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Controller:

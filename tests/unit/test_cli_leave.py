@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from meshctl.cli import leave
-from meshctl.cli.app import command_name
+from meshctl.cli.argv import command_name
 
 pytestmark = pytest.mark.unit
 

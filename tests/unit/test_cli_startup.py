@@ -13,7 +13,8 @@ import pytest
 import typer.main
 
 from meshctl.cli import deferred
-from meshctl.cli.app import ROOT_VALUE_OPTIONS, app, for_command
+from meshctl.cli.app import app, for_command
+from meshctl.cli.argv import ROOT_VALUE_OPTIONS
 from meshctl.cli.context import AppContext
 
 pytestmark = pytest.mark.unit

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from meshctl.cli import relay
 from meshctl.controller import daemon
 from meshctl.pools import local
 from meshctl.pools.ray import RayPoolClient
@@ -292,6 +293,7 @@ def test_down_refuses_while_a_job_runs_force_requeues_it_and_logs_outlive_it(
     cluster = mesh.cluster()
     controller = daemon.running(mesh.home)
     assert controller is not None
+    assert relay.socket_path(mesh.home).exists()  # the controller's command server
 
     refused = mesh.run("down", check=False)
     assert refused.returncode == 1
@@ -304,8 +306,9 @@ def test_down_refuses_while_a_job_runs_force_requeues_it_and_logs_outlive_it(
     assert f"requeued (they run again at the next meshctl up): {job_id}" in done.stdout
     assert local.leftover(cluster) == []
     assert [pid for pid in before if not local.zombie(pid)] == []
-    assert local.session_members(controller) == []
+    assert local.session_members(controller) == []  # the command server too
     assert not (mesh.home / "run" / "pool-onprem.json").exists()
+    assert not relay.socket_path(mesh.home).exists()
 
     shown = mesh.show(job_id)
     assert shown["state"] == "requeued"
