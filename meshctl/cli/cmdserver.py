@@ -103,6 +103,7 @@ def serve(home: Path, parent: int) -> None:
     ours = path.stat().st_ino
     listener.listen(BACKLOG)
     listener.settimeout(POLL_S)
+    server = os.getpid()  # a forked child never takes the socket down (``run_child``)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped as they end
     try:
@@ -119,7 +120,7 @@ def serve(home: Path, parent: int) -> None:
     finally:
         listener.close()
         with contextlib.suppress(FileNotFoundError):
-            if path.stat().st_ino == ours:  # not one a newer server bound since
+            if os.getpid() == server and path.stat().st_ino == ours:  # not a newer server's
                 path.unlink()
 
 
@@ -132,7 +133,10 @@ def take(conn: socket.socket, listener: socket.socket, files: dict[str, int]) ->
     try:
         if peer_uid(conn) != os.getuid() or len(fds) != 3:
             return
-        request = json.loads(data)
+        try:
+            request = json.loads(data)
+        except ValueError:
+            request = None
         why = refusal(request, files) if isinstance(request, dict) else "not a request"
         if why is not None:
             with contextlib.suppress(OSError):
@@ -159,29 +163,37 @@ def peer_uid(conn: socket.socket) -> int:
 
 
 def run_child(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> NoReturn:
-    """In the forked child: become the caller's process, run its command, send the status.
-    A request it cannot take on (a working folder that is gone) is refused, and the caller
-    runs the command itself."""
+    """In the forked child: whatever happens, the child ends here, with the command's status;
+    it never returns to the server's loop."""
+    status = 1
+    try:
+        status = _child(conn, request, fds)
+    finally:
+        os._exit(status)
+
+
+def _child(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> int:
+    """Become the caller's process, run its command, send its status. A request it cannot
+    take on (a working folder that is gone) is refused, and the caller runs it itself."""
     try:
         become(request, fds)
         conn.send(json.dumps({"pid": os.getpid()}).encode())
-    except Exception as error:  # told to the caller, which runs it itself
+    except BaseException as error:  # told to the caller, which runs the command itself
         with contextlib.suppress(OSError):
             conn.send(json.dumps({"refused": f"{type(error).__name__}: {error}"}).encode())
-        os._exit(1)
+        return 1
     status = 1
     try:
         status = run_command([str(a) for a in request["args"]])
     except BaseException:  # the caller gets a status whatever happened
         with contextlib.suppress(Exception):
             traceback.print_exc()
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        with contextlib.suppress(OSError):
-            conn.send(json.dumps({"exit": status}).encode())
-        os._exit(status)
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    with contextlib.suppress(OSError):
+        conn.send(json.dumps({"exit": status}).encode())
+    return status
 
 
 def become(request: dict[str, Any], fds: list[int]) -> None:

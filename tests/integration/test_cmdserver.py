@@ -6,8 +6,10 @@ it, and the jobs stay queued."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -176,6 +178,15 @@ while not relay.socket_path(Path(sys.argv[1])).exists() and time.monotonic() < d
 def test_a_server_whose_parent_is_gone_stops(tmp_path: Path) -> None:
     home = tmp_path / "home"
     subprocess.run([sys.executable, "-c", ORPHAN, str(home)], check=True, cwd=tmp_path)
-    socket = relay.socket_path(home)
-    assert socket.exists()
-    wait_until("the orphaned server kept serving", lambda: not socket.exists(), WAIT_S)
+    path = relay.socket_path(home)
+    assert path.exists()
+    wait_until("the orphaned server kept serving", lambda: not path.exists(), WAIT_S)
+
+
+def test_a_request_that_is_not_one_is_refused_and_the_server_goes_on(served: Served) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+        sock.connect(str(served.socket))
+        socket.send_fds(sock, [b"not json"], [0, 1, 2])
+        assert json.loads(sock.recv(relay.MAX_MESSAGE)) == {"refused": "not a request"}
+    done = served.submit("--gpus", "1", "--", "python", "-c", "pass")
+    assert done.returncode == 0, done.stderr
