@@ -70,7 +70,9 @@ def measure_submit(meshctl: Path, runs: int, served: bool = False) -> list[float
         server = None
         if served:
             server = subprocess.Popen(
-                [sys.executable, "-m", "meshctl.cli.cmdserver", str(home)], env=env, cwd=base
+                [sys.executable, "-m", "meshctl.cli.cmdserver", str(home), str(os.getpid())],
+                env=env,
+                cwd=base,
             )
             deadline = time.monotonic() + 120
             while not relay.socket_path(home).exists():

@@ -1,6 +1,6 @@
 """The home's command server: runs ``meshctl submit`` for ``relay.forward`` with the CLI warm.
 
-    python -m meshctl.cli.cmdserver HOME
+    python -m meshctl.cli.cmdserver HOME PARENT_PID
 
 The controller (``meshctl controller run``) starts one beside itself and stops it when it
 stops. It imports the CLI and runs one ``submit --dry-run`` at start, so that typer, pydantic,
@@ -15,30 +15,35 @@ start more than the command's own work (``benchmarks/dispatch.py``).
 The server refuses a request (and the caller runs the command itself) from another
 interpreter (``relay.interpreter``: the executable, meshctl's folder, the import path, the
 warning options), and once any of meshctl's modules it loaded has changed on disk: it then
-stops, as its code is no longer what a new process would run. It stops too when the
-process that started it is gone, and on SIGTERM; it removes its socket as it goes.
+stops, as its code is no longer what a new process would run. It stops too when its parent
+is no longer ``PARENT_PID`` (the controller that started it is gone, perhaps before this
+server even looked), and on SIGTERM; it removes its socket as it goes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import IO, Any, NoReturn, TextIO
 
 from meshctl.cli import argv, entry, relay
 from meshctl.controller.rundir import make_run_dir
+from meshctl.state.private import open_private
 
 SERVED = entry.SERVED
 # Run once at start, so that what the command imports on first use is loaded before a fork.
 WARM = {"submit": ["submit", "--dry-run", "--gpus", "1", "--name", "warm", "--", "true"]}
 POLL_S = 1.0  # how often the server looks whether its parent is gone
+LOCK_POLL_S = 0.1  # how often a server waiting for the lock tries it again
 BACKLOG = 64
 
 
@@ -90,22 +95,35 @@ def warm(home: Path) -> None:
 
 
 def serve(home: Path, parent: int) -> None:
-    """Serve until ``parent`` (the process that started this one) is gone."""
+    """Serve until ``parent`` (the process that started this one) is gone. One server at a
+    time binds the socket: each holds ``commands.lock`` while it serves, and one whose parent
+    went while it warmed up (a controller restarted at once) leaves without touching it."""
     warm(home)
     files = loaded_files()
     path = relay.socket_path(home)
     make_run_dir(home)  # private to the user, as its home
+    with open_private(path.with_suffix(".lock")) as lock:
+        while os.getppid() == parent:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # the server of the controller before, leaving
+                time.sleep(LOCK_POLL_S)
+                continue
+            listen(path, parent, files, lock)
+            return
+
+
+def listen(path: Path, parent: int, files: dict[str, int], lock: IO[bytes]) -> None:
     path.unlink(missing_ok=True)  # a socket left by a server that was killed
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with relay.reachable(path) as address:
         listener.bind(address)
     os.chmod(path, 0o600)
-    ours = path.stat().st_ino
-    listener.listen(BACKLOG)
-    listener.settimeout(POLL_S)
     server = os.getpid()  # a forked child never takes the socket down (``run_child``)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped as they end
+    listener.listen(BACKLOG)
+    listener.settimeout(POLL_S)
     try:
         while os.getppid() == parent:
             try:
@@ -114,18 +132,20 @@ def serve(home: Path, parent: int) -> None:
                 continue
             with conn:
                 conn.settimeout(None)
-                take(conn, listener, files)
+                take(conn, files, (listener, lock))
     except Stale:
         pass
     finally:
         listener.close()
-        with contextlib.suppress(FileNotFoundError):
-            if os.getpid() == server and path.stat().st_ino == ours:  # not a newer server's
-                path.unlink()
+        if os.getpid() == server:
+            path.unlink(missing_ok=True)
 
 
-def take(conn: socket.socket, listener: socket.socket, files: dict[str, int]) -> None:
-    """Read one request and fork its command, or refuse it."""
+def take(
+    conn: socket.socket, files: dict[str, int], server_only: tuple[socket.socket, IO[bytes]]
+) -> None:
+    """Read one request and fork its command, or refuse it. The child closes
+    ``server_only`` (the listening socket, the lock)."""
     try:
         data, fds, _flags, _address = socket.recv_fds(conn, relay.MAX_MESSAGE, 3)
     except OSError:
@@ -149,7 +169,8 @@ def take(conn: socket.socket, listener: socket.socket, files: dict[str, int]) ->
         except OSError:
             return  # the caller, answered nothing, runs the command itself
         if child == 0:
-            listener.close()
+            for held in server_only:
+                held.close()
             run_child(conn, request, fds)
     finally:
         for fd in fds:
@@ -241,10 +262,10 @@ def _streams(encodings: list[str | None]) -> None:
 
 
 def main() -> None:
-    if len(sys.argv) != 2:
-        print("usage: python -m meshctl.cli.cmdserver HOME", file=sys.stderr)
+    if len(sys.argv) != 3 or not sys.argv[2].isdigit():
+        print("usage: python -m meshctl.cli.cmdserver HOME PARENT_PID", file=sys.stderr)
         raise SystemExit(2)
-    serve(Path(sys.argv[1]), os.getppid())
+    serve(Path(sys.argv[1]), int(sys.argv[2]))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ the background)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -83,7 +84,8 @@ def _command_server(home: Path) -> subprocess.Popen[bytes]:
     runs there, warm, while this controller runs. It logs where the controller does, and
     stops when the controller does."""
     return subprocess.Popen(
-        [sys.executable, "-m", "meshctl.cli.cmdserver", str(home)], stdin=subprocess.DEVNULL
+        [sys.executable, "-m", "meshctl.cli.cmdserver", str(home), str(os.getpid())],
+        stdin=subprocess.DEVNULL,
     )
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from meshctl.cli import relay
+from meshctl.procs import zombie
 from meshctl.state import JobRecord, open_store
 from tests.conftest import wait_until
 
@@ -40,7 +41,7 @@ class Served:
 
     def start(self) -> subprocess.Popen[bytes]:
         server = subprocess.Popen(
-            [sys.executable, "-m", "meshctl.cli.cmdserver", str(self.home)],
+            [sys.executable, "-m", "meshctl.cli.cmdserver", str(self.home), str(os.getpid())],
             env=self.env, cwd=self.root, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         wait_until("the command server never listened", self.socket.exists, WAIT_S)
@@ -165,10 +166,11 @@ def test_sigterm_stops_the_server_and_removes_its_socket(tmp_path: Path) -> None
 
 # Starts a server and leaves once it listens.
 ORPHAN = """
-import subprocess, sys, time
+import os, subprocess, sys, time
 from pathlib import Path
 from meshctl.cli import relay
-subprocess.Popen([sys.executable, "-m", "meshctl.cli.cmdserver", sys.argv[1]])
+from meshctl.procs import zombie
+subprocess.Popen([sys.executable, "-m", "meshctl.cli.cmdserver", sys.argv[1], str(os.getpid())])
 deadline = time.monotonic() + 60
 while not relay.socket_path(Path(sys.argv[1])).exists() and time.monotonic() < deadline:
     time.sleep(0.05)
@@ -190,3 +192,34 @@ def test_a_request_that_is_not_one_is_refused_and_the_server_goes_on(served: Ser
         assert json.loads(sock.recv(relay.MAX_MESSAGE)) == {"refused": "not a request"}
     done = served.submit("--gpus", "1", "--", "python", "-c", "pass")
     assert done.returncode == 0, done.stderr
+
+
+# Starts a server and leaves at once, while it still warms up: as a controller that died and
+# was restarted at once leaves its server behind.
+LEFT_AT_ONCE = """
+import os, subprocess, sys
+command = [sys.executable, "-m", "meshctl.cli.cmdserver", sys.argv[1], str(os.getpid())]
+print(subprocess.Popen(command).pid)
+"""
+
+
+def test_a_server_left_while_it_warmed_up_leaves_the_live_servers_socket(tmp_path: Path) -> None:
+    live = Served(tmp_path)
+    try:
+        started = subprocess.run(
+            [sys.executable, "-c", LEFT_AT_ONCE, str(live.home)],
+            capture_output=True, text=True, check=True, cwd=tmp_path, env=live.env,
+        )  # fmt: skip
+        left = int(started.stdout)
+        wait_until(
+            "the server left behind kept running",
+            lambda: zombie(left),
+            WAIT_S,
+        )
+        assert live.socket.exists()
+        assert live.server.poll() is None
+        done = live.submit("--gpus", "1", "--", "python", "-c", "pass")
+        assert done.returncode == 0, done.stderr
+    finally:
+        live.server.terminate()
+        live.server.wait(WAIT_S)
