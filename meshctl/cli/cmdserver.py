@@ -33,6 +33,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any, NoReturn, TextIO
 
 from meshctl.cli import argv, entry, relay
@@ -120,7 +121,7 @@ def listen(path: Path, parent: int, files: dict[str, int], lock: IO[bytes]) -> N
         listener.bind(address)
     os.chmod(path, 0o600)
     server = os.getpid()  # a forked child never takes the socket down (``run_child``)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, _leaving)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped as they end
     listener.listen(BACKLOG)
     listener.settimeout(POLL_S)
@@ -139,6 +140,13 @@ def listen(path: Path, parent: int, files: dict[str, int], lock: IO[bytes]) -> N
         listener.close()
         if os.getpid() == server:
             path.unlink(missing_ok=True)
+
+
+def _leaving(_signum: int, _frame: FrameType | None) -> NoReturn:
+    """SIGTERM: leave through ``listen``'s ``finally``, which a second SIGTERM (the
+    controller's own, after its session's) must not cut short before the socket is removed."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(0)
 
 
 def take(

@@ -156,7 +156,9 @@ def test_a_server_whose_meshctl_changed_stops_and_the_command_runs_itself(
 
 
 def test_sigterm_stops_the_server_and_removes_its_socket(tmp_path: Path) -> None:
+    """Twice, as at ``meshctl down``: the controller's session, then the controller."""
     own = Served(tmp_path)
+    own.server.send_signal(signal.SIGTERM)
     own.server.send_signal(signal.SIGTERM)
     assert own.server.wait(WAIT_S) == 0
     assert not own.socket.exists()
