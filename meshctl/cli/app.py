@@ -35,9 +35,10 @@ from meshctl.cli import (
     train_cmd,
     validate_cmd,
 )
-from meshctl.cli.argv import command_name, default_home
+from meshctl.cli.argv import command_name
 from meshctl.cli.context import AppContext
 from meshctl.cli.errors import MeshGroup
+from meshctl.home import default_home
 
 deferred.defer(*deferred.UNUSED)  # before any command imports the packages that import them
 

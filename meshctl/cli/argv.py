@@ -11,6 +11,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from meshctl.home import default_home
+
 # The root options that take a value (a test holds this to the root command's own).
 ROOT_VALUE_OPTIONS = frozenset({"--home", "--mesh", "-m", "--providers"})
 
@@ -29,12 +31,6 @@ def command_name(args: Sequence[str]) -> str | None:
         else:
             return word
     return None
-
-
-def default_home(environ: Mapping[str, str] = os.environ) -> Path:
-    """``MESHCTL_HOME`` if set and non-empty, else ``~/.meshctl`` (``~`` expanded), as
-    ``meshctl.state.default_home`` reads it (the state package is not imported here)."""
-    return Path(environ.get("MESHCTL_HOME") or "~/.meshctl").expanduser()
 
 
 def home(args: Sequence[str], environ: Mapping[str, str] = os.environ) -> Path:

@@ -36,11 +36,10 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, NoReturn, TextIO
 
-from meshctl.cli import argv, entry, relay
+from meshctl.cli import argv, entry, leave, relay
 from meshctl.controller.rundir import make_run_dir
 from meshctl.state.private import open_private
 
-SERVED = entry.SERVED
 # Run once at start, so that what the command imports on first use is loaded before a fork.
 WARM = {"submit": ["submit", "--dry-run", "--gpus", "1", "--name", "warm", "--", "true"]}
 POLL_S = 1.0  # how often the server looks whether its parent is gone
@@ -54,11 +53,10 @@ class Stale(Exception):
 
 def loaded_files() -> dict[str, int]:
     """Each of meshctl's modules loaded now, with its file's modification time."""
-    root = str(Path(relay.__file__).resolve().parent.parent)
     found: dict[str, int] = {}
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if isinstance(path, str) and path.startswith(root):
+        if isinstance(path, str) and path.startswith(relay.PACKAGE):
             with contextlib.suppress(OSError):
                 found[path] = os.stat(path).st_mtime_ns
     return found
@@ -75,7 +73,7 @@ def refusal(request: dict[str, Any], files: dict[str, int]) -> str | None:
         except OSError:
             return "stale"
     args = request.get("args")
-    if not isinstance(args, list) or argv.command_name(args) not in SERVED:
+    if not isinstance(args, list) or argv.command_name(args) not in entry.SERVED:
         return "not served"
     return None
 
@@ -249,10 +247,7 @@ def run_command(args: list[str]) -> int:
     try:
         app.for_command(args)()
     except SystemExit as done:
-        if done.code is None or isinstance(done.code, int):
-            return done.code or 0
-        print(done.code, file=sys.stderr)
-        return 1
+        return leave.status(done.code)
     return 0
 
 

@@ -1,6 +1,6 @@
 """The ``meshctl`` command's entry point.
 
-A command the home's command server serves (``cmdserver.SERVED``: ``submit``) goes to it when
+A command the home's command server serves (``SERVED``: ``submit``) goes to it when
 one runs (``relay.py``): the command then costs this process an interpreter's start and a
 round trip, not the imports of the CLI. Anything else, or when no server takes it, runs here
 (``app.main``). Until then only the standard library is imported.
@@ -12,7 +12,7 @@ import sys
 
 from meshctl.cli import argv
 
-SERVED = frozenset({"submit"})  # what a command server runs (a test holds cmdserver to it)
+SERVED = frozenset({"submit"})  # what a command server runs (``cli/cmdserver.py``)
 
 
 def main() -> None:

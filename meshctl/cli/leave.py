@@ -25,20 +25,25 @@ from typing import NoReturn
 AT_ONCE = frozenset({"submit", "train"})
 
 
+def status(code: object) -> int:
+    """The exit status of ``SystemExit(code)``, its message printed to stderr as the
+    interpreter prints one."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)
+    return 1
+
+
 def leave(code: object) -> NoReturn:
     """Exit with ``code`` (``SystemExit``'s: None, an int, or a message for stderr and 1)."""
     run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
     if run_exitfuncs is None or threading.active_count() > 1:
         raise SystemExit(code)
-    if code is None or isinstance(code, int):
-        status = code or 0
-    else:
-        print(code, file=sys.stderr)
-        status = 1
+    done = status(code)
     run_exitfuncs()
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):  # a closed pipe: the ordinary exit says so, as ever
-        raise SystemExit(status) from None
-    os._exit(status)
+        raise SystemExit(done) from None
+    os._exit(done)

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
+PACKAGE = str(Path(__file__).resolve().parent.parent)  # meshctl's folder
 SOCKET = "commands.sock"  # in the home's run folder (``controller/rundir.py``)
 # Signals the caller of the command may send it: passed on to the command's process.
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -74,7 +75,7 @@ def interpreter() -> list[object]:
     first entry, the script's folder), warning options, development and optimize modes."""
     return [
         sys.executable,
-        str(Path(__file__).resolve().parent.parent),
+        PACKAGE,
         sys.path[1:],
         sys.warnoptions,
         sys.flags.dev_mode,

@@ -6,9 +6,9 @@ See ``README.md`` in this package for the vocabulary.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from meshctl.home import default_home
 from meshctl.state.memory import MemoryStore
 from meshctl.state.migrations import MIGRATIONS
 from meshctl.state.private import private_home
@@ -71,11 +71,6 @@ __all__ = [
 ]
 
 STATE_DB = "state.db"
-
-
-def default_home() -> Path:
-    """``$MESHCTL_HOME`` if set and non-empty, else ``~/.meshctl`` (``~`` expanded)."""
-    return Path(os.environ.get("MESHCTL_HOME") or "~/.meshctl").expanduser()
 
 
 def open_store(home: Path) -> SqliteStore:
