@@ -19,6 +19,7 @@ from meshctl.state.records import (
     AttemptDetail,
     AttemptRecord,
     AttemptState,
+    AuditEntry,
     Decision,
     Event,
     Held,
@@ -33,6 +34,9 @@ from meshctl.state.records import (
     NodeState,
     PoolRecord,
     Record,
+    Role,
+    TokenRecord,
+    UserRecord,
 )
 from meshctl.state.sqlite import SqliteStore
 from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
@@ -46,6 +50,7 @@ __all__ = [
     "AttemptDetail",
     "AttemptRecord",
     "AttemptState",
+    "AuditEntry",
     "ConflictError",
     "Decision",
     "Event",
@@ -63,9 +68,12 @@ __all__ = [
     "NotFoundError",
     "PoolRecord",
     "Record",
+    "Role",
     "SqliteStore",
     "Store",
     "StoreError",
+    "TokenRecord",
+    "UserRecord",
     "default_home",
     "open_store",
 ]

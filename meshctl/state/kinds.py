@@ -10,14 +10,16 @@ int, float, None, or JSON text. Both stores keep rows, so both round-trip identi
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, TypeVar
 
 from meshctl.state.records import (
+    Appended,
     AttemptDetail,
     AttemptRecord,
+    AuditEntry,
     Decision,
     Event,
     InstanceRecord,
@@ -29,6 +31,9 @@ from meshctl.state.records import (
     NodeRecord,
     PoolRecord,
     Record,
+    Role,
+    TokenRecord,
+    UserRecord,
 )
 
 Row = dict[str, Any]
@@ -70,7 +75,7 @@ def _spec(
 
 
 KINDS: Mapping[type[Record | LogEntry], KindSpec] = {
-    JobRecord: _spec("job", "jobs", "id", "state team pool", "spec", {"state": JobState}),
+    JobRecord: _spec("job", "jobs", "id", "state team pool owner", "spec", {"state": JobState}),
     AttemptRecord: _spec(
         "attempt", "attempts", "id", "job_id state", details={"detail": AttemptDetail}
     ),
@@ -80,8 +85,11 @@ KINDS: Mapping[type[Record | LogEntry], KindSpec] = {
     ),
     InstanceRecord: _spec("instance", "instances", "id", "pool state"),
     LoanRecord: _spec("loan", "loans", "id", "lender borrower pool"),
+    UserRecord: _spec("user", "users", "name", "role", "teams", {"role": Role}),
+    TokenRecord: _spec("token", "tokens", "id", "username"),
     Event: _spec("event", "events", "seq", "job_id", "data"),
     Decision: _spec("decision", "decisions", "seq", "job_id", "explanation"),
+    AuditEntry: _spec("audit entry", "audit", "seq", "", "detail"),
 }
 
 RECORD_KINDS: tuple[type[Record], ...] = (
@@ -91,6 +99,8 @@ RECORD_KINDS: tuple[type[Record], ...] = (
     NodeRecord,
     InstanceRecord,
     LoanRecord,
+    UserRecord,
+    TokenRecord,
 )
 
 
@@ -170,6 +180,21 @@ def encode(record: Record | LogEntry) -> Row:
             value = float(value)
         row[name] = value
     return row
+
+
+Entry = tuple[type[Any], Row]
+"""A log entry a write carries, encoded: its kind (the log it goes to) and its row."""
+
+
+def entry_rows(entries: Sequence[Appended]) -> list[Entry]:
+    """The rows of the log entries a write carries (events, audit entries), encoded before
+    the write begins, so a value JSON cannot hold fails with nothing written."""
+    rows: list[Entry] = []
+    for entry in entries:
+        if not isinstance(entry, Event | AuditEntry):
+            raise TypeError(f"a write appends events and audit entries, not {entry!r}")
+        rows.append((type(entry), encode(entry)))
+    return rows
 
 
 def decode(kind: type[T], row: Mapping[str, Any]) -> T:

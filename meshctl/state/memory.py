@@ -14,6 +14,7 @@ from typing import Any
 
 from meshctl.state.kinds import (
     RECORD_KINDS,
+    Entry,
     Filter,
     Row,
     check_filters,
@@ -21,11 +22,12 @@ from meshctl.state.kinds import (
     check_page,
     decode,
     encode,
+    entry_rows,
     key_of,
     record_spec,
     spec_for,
 )
-from meshctl.state.records import Event, Record
+from meshctl.state.records import Appended, Record
 from meshctl.state.store import ConflictError, L, NotFoundError, R, StoreBase, StoreError
 
 
@@ -36,7 +38,7 @@ class MemoryStore(StoreBase):
         self._lock = threading.RLock()
         self._closed = False
         self._tables: dict[str, dict[str, Row]] = {spec_for(k).table: {} for k in RECORD_KINDS}
-        self._logs: dict[str, builtins.list[Row]] = {"events": [], "decisions": []}
+        self._logs: dict[str, builtins.list[Row]] = {"events": [], "decisions": [], "audit": []}
 
     def _check_open(self) -> None:
         if self._closed:
@@ -60,35 +62,44 @@ class MemoryStore(StoreBase):
             log.append({**row, "seq": len(log) + 1})
         return log[len(log) - len(rows) :]
 
-    def create(self, record: R, *, events: Sequence[Event] = ()) -> R:
-        row, event_rows = encode(record), [encode(e) for e in events]
+    def _append_entries(self, entries: Sequence[Entry]) -> None:
+        for kind, row in entries:
+            self._append_rows([row], spec_for(kind).table)
+
+    def create(self, record: R, *, events: Sequence[Appended] = ()) -> R:
+        row, entries = encode(record), entry_rows(events)
         key = key_of(record)
         with self._lock:
             table = self._table(type(record))
             if key in table:
                 raise ConflictError(spec_for(type(record)).name, key, actual=table[key]["version"])
             table[key] = row = {**row, "version": 1}
-            self._append_rows(event_rows, "events")
+            self._append_entries(entries)
         return decode(type(record), row)
 
-    def update(self, record: R, *, expected_version: int, events: Sequence[Event] = ()) -> R:
-        row, event_rows = encode(record), [encode(e) for e in events]
+    def update(self, record: R, *, expected_version: int, events: Sequence[Appended] = ()) -> R:
+        row, entries = encode(record), entry_rows(events)
         key = key_of(record)
         with self._lock:
             self._check_version(type(record), key, expected_version)
             table = self._table(type(record))
             table[key] = row = {**row, "version": expected_version + 1}
-            self._append_rows(event_rows, "events")
+            self._append_entries(entries)
         return decode(type(record), row)
 
     def delete(
-        self, kind: type[Record], key: str, *, expected_version: int, events: Sequence[Event] = ()
+        self,
+        kind: type[Record],
+        key: str,
+        *,
+        expected_version: int,
+        events: Sequence[Appended] = (),
     ) -> None:
-        event_rows = [encode(e) for e in events]
+        entries = entry_rows(events)
         with self._lock:
             self._check_version(kind, key, expected_version)
             del self._table(kind)[key]
-            self._append_rows(event_rows, "events")
+            self._append_entries(entries)
 
     def get(self, kind: type[R], key: str) -> R | None:
         with self._lock:

@@ -85,6 +85,27 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX loans_borrower ON loans (borrower);
     CREATE INDEX loans_pool ON loans (pool);
     """,
+    # 6: a shared mesh: who submitted a job, the users and their API tokens (digests only),
+    # and the audit log of administrative actions.
+    """
+    ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    CREATE INDEX jobs_owner ON jobs (owner);
+    CREATE TABLE users (
+        name TEXT PRIMARY KEY, role TEXT NOT NULL, teams TEXT NOT NULL,
+        created_at_s REAL NOT NULL, updated_at_s REAL NOT NULL, version INTEGER NOT NULL
+    );
+    CREATE INDEX users_role ON users (role);
+    CREATE TABLE tokens (
+        id TEXT PRIMARY KEY, username TEXT NOT NULL, digest TEXT NOT NULL,
+        created_at_s REAL NOT NULL, revoked_at_s REAL, version INTEGER NOT NULL
+    );
+    CREATE INDEX tokens_username ON tokens (username);
+    CREATE TABLE audit (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, at_s REAL NOT NULL, actor TEXT NOT NULL,
+        role TEXT NOT NULL, action TEXT NOT NULL, target TEXT NOT NULL, outcome TEXT NOT NULL,
+        detail TEXT NOT NULL
+    );
+    """,
 )
 
 

@@ -17,7 +17,7 @@ older meshctl's, a test's) still reads back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields
 from enum import Enum, StrEnum
 from typing import Any, Final, Self, TypeAlias
@@ -52,6 +52,7 @@ class JobRecord:
     submitted_at_s: float
     updated_at_s: float
     version: int = 0
+    owner: str = ""  # the user who submitted it (shared mode); "" for a local submission
 
 
 class AttemptState(StrEnum):
@@ -400,10 +401,68 @@ class Decision:
     seq: int = 0
 
 
+class Role(StrEnum):
+    """What a user of a shared mesh may do (``meshctl.service.access`` says which verbs)."""
+
+    USER = "user"  # submit, see and cancel their own jobs
+    TEAM_ADMIN = "team-admin"  # and manage the jobs of their teams
+    PLATFORM_ADMIN = "platform-admin"  # and nodes, pools, policies, the mesh itself
+
+
+@dataclass(frozen=True, slots=True)
+class UserRecord:
+    """A user of a shared mesh: the teams their jobs may be charged to, and their role."""
+
+    name: str
+    role: Role
+    teams: Sequence[str]  # stored as a JSON list; read back as a list
+    created_at_s: float
+    updated_at_s: float
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    """An API token of a user: ``id`` is the public half of the token, ``digest`` the SHA-256
+    of its secret half (the secret itself is never stored)."""
+
+    id: str
+    username: str
+    digest: str
+    created_at_s: float
+    revoked_at_s: float | None = None
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """An append-only record of an administrative action, allowed or refused; ``seq`` is set
+    by the store."""
+
+    at_s: float
+    actor: str
+    role: str
+    action: str  # e.g. "jobs.cancel", "nodes.cordon", "users.add"
+    target: str
+    outcome: str  # "allowed", "denied" or "failed"
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    seq: int = 0
+
+
 Record: TypeAlias = (
-    JobRecord | AttemptRecord | PoolRecord | NodeRecord | InstanceRecord | LoanRecord
+    JobRecord
+    | AttemptRecord
+    | PoolRecord
+    | NodeRecord
+    | InstanceRecord
+    | LoanRecord
+    | UserRecord
+    | TokenRecord
 )
 """A mutable, versioned record."""
 
-LogEntry: TypeAlias = Event | Decision
+LogEntry: TypeAlias = Event | Decision | AuditEntry
 """An append-only log entry."""
+
+Appended: TypeAlias = Event | AuditEntry
+"""What a write may append in its own transaction: events, and audit entries."""

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from meshctl.state.kinds import (
     KINDS,
+    Entry,
     Filter,
     Row,
     check_filters,
@@ -29,13 +30,14 @@ from meshctl.state.kinds import (
     columns,
     decode,
     encode,
+    entry_rows,
     key_of,
     record_spec,
     spec_for,
 )
 from meshctl.state.migrations import MIGRATIONS, check_not_newer, migrate, schema_version
 from meshctl.state.private import open_private, private_file
-from meshctl.state.records import Event, Record
+from meshctl.state.records import Appended, Record
 from meshctl.state.store import ConflictError, L, NotFoundError, R, StoreBase, StoreError
 
 
@@ -202,38 +204,48 @@ class SqliteStore(StoreBase):
             stored = {**row, "seq": cursor.lastrowid}
         return stored
 
-    def create(self, record: R, *, events: Sequence[Event] = ()) -> R:
+    def _append_entries(self, conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
+        """Insert the log entries a write carries, each in its own log, in order."""
+        for kind, row in entries:
+            self._append_rows(conn, kind, [row])
+
+    def create(self, record: R, *, events: Sequence[Appended] = ()) -> R:
         kind, key = type(record), key_of(record)
         row = {**encode(record), "version": 1}
-        event_rows = [encode(e) for e in events]
+        entries = entry_rows(events)
         with self._write() as conn:
             actual = self._version(conn, kind, key)
             if actual is not None:
                 raise ConflictError(spec_for(kind).name, key, actual=actual)
             conn.execute(_sql(kind).insert, tuple(row.values()))
-            self._append_rows(conn, Event, event_rows)
+            self._append_entries(conn, entries)
         return decode(kind, row)
 
-    def update(self, record: R, *, expected_version: int, events: Sequence[Event] = ()) -> R:
+    def update(self, record: R, *, expected_version: int, events: Sequence[Appended] = ()) -> R:
         kind, key = type(record), key_of(record)
         row = {**encode(record), "version": expected_version + 1}
-        event_rows = [encode(e) for e in events]
+        entries = entry_rows(events)
         with self._write() as conn:
             params = (*row.values(), key, expected_version)
             if conn.execute(_sql(kind).update, params).rowcount != 1:
                 raise self._lost_race(conn, kind, key, expected_version)
-            self._append_rows(conn, Event, event_rows)
+            self._append_entries(conn, entries)
         return decode(kind, row)
 
     def delete(
-        self, kind: type[Record], key: str, *, expected_version: int, events: Sequence[Event] = ()
+        self,
+        kind: type[Record],
+        key: str,
+        *,
+        expected_version: int,
+        events: Sequence[Appended] = (),
     ) -> None:
         record_spec(kind)
-        event_rows = [encode(e) for e in events]
+        entries = entry_rows(events)
         with self._write() as conn:
             if conn.execute(_sql(kind).delete, (key, expected_version)).rowcount != 1:
                 raise self._lost_race(conn, kind, key, expected_version)
-            self._append_rows(conn, Event, event_rows)
+            self._append_entries(conn, entries)
 
     def _select(self, kind: type[Any], where: str, params: Sequence[object]) -> builtins.list[Row]:
         sql = _sql(kind)

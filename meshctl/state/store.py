@@ -14,10 +14,10 @@ from typing import Protocol, Self, TypeVar
 
 from meshctl.errors import Failure
 from meshctl.state.kinds import Filter
-from meshctl.state.records import Decision, Event, Record
+from meshctl.state.records import Appended, AuditEntry, Decision, Event, Record
 
 R = TypeVar("R", bound=Record)
-L = TypeVar("L", Event, Decision)
+L = TypeVar("L", Event, Decision, AuditEntry)
 
 
 class StoreError(Failure):
@@ -64,15 +64,16 @@ class Store(Protocol):
 
     ``kind`` is a record type (``JobRecord``, ``AttemptRecord``, ``PoolRecord``, ``NodeRecord``,
     ``InstanceRecord``). The ``version`` and ``seq`` fields of records passed in are ignored:
-    the store sets them and returns the stored values. ``events`` given to a write are appended
-    in the same transaction: the write and its events commit together or not at all.
+    the store sets them and returns the stored values. ``events`` given to a write (events,
+    and audit entries) are appended in the same transaction: the write and its log entries
+    commit together or not at all.
     """
 
-    def create(self, record: R, *, events: Sequence[Event] = ()) -> R:
+    def create(self, record: R, *, events: Sequence[Appended] = ()) -> R:
         """Store a new record at version 1; ``ConflictError`` if its key exists."""
         ...
 
-    def update(self, record: R, *, expected_version: int, events: Sequence[Event] = ()) -> R:
+    def update(self, record: R, *, expected_version: int, events: Sequence[Appended] = ()) -> R:
         """Replace a record whose stored version is ``expected_version``; return it at +1.
 
         ``NotFoundError`` if it is missing, ``ConflictError`` if its version differs.
@@ -80,7 +81,12 @@ class Store(Protocol):
         ...
 
     def delete(
-        self, kind: type[Record], key: str, *, expected_version: int, events: Sequence[Event] = ()
+        self,
+        kind: type[Record],
+        key: str,
+        *,
+        expected_version: int,
+        events: Sequence[Appended] = (),
     ) -> None:
         """Remove a record whose stored version is ``expected_version``."""
         ...
@@ -131,6 +137,14 @@ class Store(Protocol):
         """Decisions with ``seq > after_seq`` (of one job, if given), ordered by seq."""
         ...
 
+    def append_audit(self, entry: AuditEntry) -> AuditEntry:
+        """Append an audit entry; return it with the ``seq`` the store assigned."""
+        ...
+
+    def audit(self, *, after_seq: int = 0, limit: int | None = None) -> builtins.list[AuditEntry]:
+        """Audit entries with ``seq > after_seq``, ordered by seq."""
+        ...
+
     def close(self) -> None:
         """Release the store; later calls raise ``StoreError``. Closing twice is fine."""
         ...
@@ -168,6 +182,12 @@ class StoreBase(Store):
         self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
     ) -> builtins.list[Decision]:
         return self._query(Decision, job_id, after_seq, limit)
+
+    def append_audit(self, entry: AuditEntry) -> AuditEntry:
+        return self._append(entry)
+
+    def audit(self, *, after_seq: int = 0, limit: int | None = None) -> builtins.list[AuditEntry]:
+        return self._query(AuditEntry, None, after_seq, limit)
 
     def __enter__(self) -> Self:
         return self

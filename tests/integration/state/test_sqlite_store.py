@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import multiprocessing
 import sqlite3
 import threading
@@ -74,14 +76,20 @@ def test_fresh_file_gets_every_migration(tmp_path: Path) -> None:
     assert _user_version(path) == len(MIGRATIONS)
     assert _names(path, "table") == {
         "jobs", "attempts", "pools", "nodes", "instances", "loans", "events", "decisions",
+        "users", "tokens", "audit",
     }  # fmt: skip
     assert {"jobs_state", "nodes_pool", "events_job_id"} <= _names(path, "index")
 
 
 def test_older_file_is_migrated_and_keeps_its_data(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    with SqliteStore(path, migrations=MIGRATIONS[:1]) as old:
-        old.create(JOB)
+    SqliteStore(path, migrations=MIGRATIONS[:1]).close()
+    with _raw(path) as conn:  # a row as the first schema had it (no owner)
+        conn.execute(
+            "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+            (JOB.id, JOB.name, JOB.team, JOB.state.value, JOB.priority,
+             json.dumps(JOB.spec), JOB.pool, JOB.submitted_at_s, JOB.updated_at_s),
+        )  # fmt: skip
     assert _user_version(path) == 1
     assert _names(path, "index") == set()
     with SqliteStore(path) as store:

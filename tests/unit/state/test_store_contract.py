@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from meshctl.state import (
     AttemptDetail,
     AttemptRecord,
+    AuditEntry,
     ConflictError,
     Decision,
     Event,
@@ -33,9 +34,12 @@ from meshctl.state import (
     NotFoundError,
     PoolRecord,
     Record,
+    Role,
     SqliteStore,
     Store,
     StoreError,
+    TokenRecord,
+    UserRecord,
 )
 from meshctl.state.kinds import key_of
 
@@ -680,3 +684,74 @@ def test_nan_and_infinity_are_not_json_and_are_refused(store: Store) -> None:
     with pytest.raises(TypeError, match="spec"):
         store.create(record)
     assert store.get(JobRecord, "nan") is None
+
+
+# --- users, tokens, the audit log (a shared mesh) ---------------------------------------------
+
+USER = UserRecord("ana", Role.TEAM_ADMIN, ["vision", "search"], 10.0, 10.0)
+TOKEN = TokenRecord("tok1", "ana", "ab" * 32, 10.0)
+
+
+def audit(action: str, outcome: str = "allowed", **detail: Any) -> AuditEntry:
+    return AuditEntry(20.0, "ana", "team-admin", action, "j1", outcome, detail)
+
+
+def test_users_and_tokens_round_trip_and_filter(store: Store) -> None:
+    user, token = store.create(USER), store.create(TOKEN)
+    store.create(replace(USER, name="bo", role=Role.USER, teams=["search"]))
+    assert store.get(UserRecord, "ana") == user
+    assert user.teams == ["vision", "search"]
+    assert isinstance(user.role, Role)
+    assert [u.name for u in store.list(UserRecord, role=Role.USER)] == ["bo"]
+    assert store.list(TokenRecord, username="ana") == [token]
+    revoked = store.update(replace(token, revoked_at_s=30.0), expected_version=1)
+    assert store.get(TokenRecord, "tok1") == revoked
+    assert revoked.revoked_at_s == 30.0
+
+
+def test_a_role_the_store_does_not_know_is_refused(store: Store) -> None:
+    with pytest.raises(ValueError, match="'owner'"):
+        store.create(replace(USER, role=cast(Role, "owner")))
+    assert store.get(UserRecord, "ana") is None
+
+
+def test_jobs_filter_by_owner(store: Store) -> None:
+    store.create(replace(JOB, id="a1", owner="ana"))
+    store.create(replace(JOB, id="b1", owner="bo"))
+    store.create(replace(JOB, id="local"))
+    assert [j.id for j in store.list(JobRecord, owner="ana")] == ["a1"]
+    assert [j.id for j in store.list(JobRecord, owner="")] == ["local"]
+
+
+def test_audit_entries_append_in_order_and_page(store: Store) -> None:
+    first = store.append_audit(audit("nodes.cordon", reason="xid 79"))
+    second = store.append_audit(audit("jobs.cancel", "denied"))
+    assert 0 < first.seq < second.seq
+    assert store.audit() == [first, second]
+    assert store.audit(after_seq=first.seq) == [second]
+    assert store.audit(limit=1) == [first]
+    assert first.detail == {"reason": "xid 79"}
+    assert store.events() == []  # its own log
+
+
+def test_a_write_appends_its_audit_entry_with_its_events(store: Store) -> None:
+    created = store.create(JOB)
+    store.update(
+        changed(created), expected_version=1, events=[ev("cancelled"), audit("jobs.cancel")]
+    )
+    assert [e.message for e in store.events()] == ["cancelled"]
+    assert [a.action for a in store.audit()] == ["jobs.cancel"]
+
+
+def test_a_failed_write_appends_no_audit_entry(store: Store) -> None:
+    store.create(JOB)
+    with pytest.raises(ConflictError):
+        store.update(changed(JOB), expected_version=9, events=[audit("jobs.cancel")])
+    assert store.audit() == []
+
+
+def test_a_write_refuses_to_append_a_decision(store: Store) -> None:
+    decision = Decision(1.0, "j1", "placed", "h", {})
+    with pytest.raises(TypeError, match="events and audit entries"):
+        store.create(JOB, events=[cast(Event, decision)])
+    assert store.get(JobRecord, "j1") is None
