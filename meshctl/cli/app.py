@@ -30,6 +30,7 @@ from meshctl.cli import (
     pools_cmd,
     providers_cmd,
     schema_cmd,
+    server_cmd,
     sim_cmd,
     submit_cmd,
     train_cmd,
@@ -61,6 +62,9 @@ app.command("gc")(gc_cmd.gc)
 app.command("validate")(validate_cmd.validate)
 app.command("schema")(schema_cmd.schema)
 app.command("explain")(explain_cmd.explain)
+app.command("server")(server_cmd.server)
+app.command("login")(server_cmd.login)
+app.command("logout")(server_cmd.logout)
 app.add_typer(jobs_cmd.app, name="jobs")
 app.add_typer(nodes_cmd.app, name="nodes")
 app.add_typer(controller_cmd.app, name="controller")
@@ -69,6 +73,7 @@ app.add_typer(pools_cmd.app, name="pools")
 app.add_typer(providers_cmd.app, name="providers")
 app.add_typer(sim_cmd.app, name="sim")
 app.add_typer(agent_cmd.app, name="agent")
+app.add_typer(server_cmd.admin, name="admin")
 
 
 @app.callback()

@@ -11,6 +11,7 @@ import typer
 
 if TYPE_CHECKING:
     from meshctl.catalog import Found
+    from meshctl.cli.remote import Remote
     from meshctl.controller.decide import Rules
     from meshctl.controller.reload import RuleFiles
     from meshctl.model import Catalog, Job, Mesh, MeshState
@@ -223,10 +224,26 @@ class AppContext:
             )
         render.warnings([line])
 
-    def store(self) -> SqliteStore:
+    def store(self, *, local: bool = False) -> SqliteStore:
+        """The state store in the home. Talking to an API server (``remote``), a command
+        the server does not serve is refused, not run on a local store the user did not mean;
+        ``local``: the controller's own, whatever the caller's environment says."""
         from meshctl.state import open_store
 
+        if not local and self.remote() is not None:
+            from meshctl.cli.errors import InvalidRequestError
+
+            raise InvalidRequestError(
+                "this command is not served by the API server yet; it works on a local mesh "
+                "(unset MESHCTL_SERVER and MESHCTL_TOKEN, or meshctl logout)"
+            )
         return open_store(self.home)
+
+    def remote(self) -> Remote | None:
+        """The API server commands talk to (``meshctl.cli.remote``), or None: local."""
+        from meshctl.cli.remote import remote
+
+        return remote(self.home)
 
 
 def _same_file(a: Path, b: Path) -> bool:

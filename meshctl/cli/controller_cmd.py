@@ -44,7 +44,7 @@ def run(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     context = app_context(ctx)
-    with context.store() as store:
+    with context.store(local=True) as store:
         controller = _controller(context.home, context.rule_files(policies), store, once)
         if once:
             report = controller.cycle()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
 
 import typer
 
@@ -20,7 +21,10 @@ from meshctl.cli.options import OutputOption, duration_flag
 from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
-    from meshctl.state import AttemptRecord, JobRecord, Store
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from meshctl.state import AttemptRecord, AuditEntry, Event, JobRecord, Store
 
 app = typer.Typer(help="Submitted jobs: list, inspect, follow, cancel, wait.", no_args_is_help=True)
 
@@ -89,27 +93,31 @@ def list_jobs(
         raise InvalidRequestError(
             f"--state: expected one of {', '.join(s.value for s in JobState)}, got {state!r}"
         )
-    with app_context(ctx).store() as store:
+    context = app_context(ctx)
+    remote = context.remote()
+    if remote is not None:
+        render.emit(remote.call("GET", "/v1/jobs", state=state, team=team), COLUMNS, output)
+        return
+    with context.store() as store:
         filters: dict[str, Any] = {"state": state, "team": team}
         filters = {k: v for k, v in filters.items() if v is not None}
         jobs = sorted(store.list(JobRecord, **filters), key=lambda j: -j.submitted_at_s)
         latest = latest_attempts(store.list(AttemptRecord, job_id=[j.id for j in jobs]))
     now = time.time()
     rows = [_row(job, latest.get(job.id), now) for job in jobs]
-    render.emit(
-        rows,
-        [
-            Column("id", "Job"),
-            Column("state", "State"),
-            Column("team", "Team"),
-            Column("priority", "Prio", "right"),
-            Column("pool", "Pool"),
-            Column("nodes", "Nodes"),
-            Column("attempt", "Try", "right"),
-            Column("age_s", "Age (s)", "right"),
-        ],
-        output,
-    )
+    render.emit(rows, COLUMNS, output)
+
+
+COLUMNS = [
+    Column("id", "Job"),
+    Column("state", "State"),
+    Column("team", "Team"),
+    Column("priority", "Prio", "right"),
+    Column("pool", "Pool"),
+    Column("nodes", "Nodes"),
+    Column("attempt", "Try", "right"),
+    Column("age_s", "Age (s)", "right"),
+]
 
 
 @app.command("show")
@@ -117,21 +125,50 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
     """One job: what it asks for, its attempts (and why the last one failed), events, and the
     scheduler's latest decision."""
     from meshctl.cli import jobview, render
+
+    context = app_context(ctx)
+    remote = context.remote()
+    if remote is not None:  # the document; as YAML for people
+        said = remote.call("GET", f"/v1/jobs/{quote(job, safe='')}")
+        render.emit_data(said, Output.yaml if output is Output.table else output)
+        return
+    with context.store() as store:
+        record = find(store, job)
+        data, attempts, events = show_data(context.home, store, record)
+    if output is not Output.table:
+        render.emit_data(data, output)
+        return
+    _show_job(record, data, attempts)
+    service = data.get("service")
+    if service is not None:
+        render.say(f"  service: {render.esc(jobview.service_text(service))}")
+        if service["message"]:
+            render.say(f"    Serve: {render.esc(service['message'])}")
+    for loan in data.get("loans", []):
+        render.say(f"  loan: {render.esc(jobview.loan_text(loan))}")
+    _show_training(data.get("training"))
+    for e in events:
+        render.say(f"  {render.clock(e.at_s)} {e.kind}: {render.esc(e.message)}")
+
+
+def show_data(
+    home: Path, store: Store, record: JobRecord
+) -> tuple[dict[str, Any], list[AttemptRecord], list[Event]]:
+    """One job as data (``shapes.JobDetail``), with its attempts and events: for ``jobs
+    show`` and the API server alike."""
+    from meshctl.cli import jobview
     from meshctl.controller.services import service_of
     from meshctl.controller.serving_apply import serve_ports
     from meshctl.state import LoanRecord
 
-    context = app_context(ctx)
-    with context.store() as store:
-        record = find(store, job)
-        attempts = jobview.attempts_of(store, record.id)
-        events = store.events(job_id=record.id)
-        decisions = store.decisions(job_id=record.id)
-        loans = [
-            x
-            for x in store.list(LoanRecord)
-            if record.id in (x.lender, x.borrower, service_of(x.borrower))
-        ]
+    attempts = jobview.attempts_of(store, record.id)
+    events = store.events(job_id=record.id)
+    decisions = store.decisions(job_id=record.id)
+    loans = [
+        x
+        for x in store.list(LoanRecord)
+        if record.id in (x.lender, x.borrower, service_of(x.borrower))
+    ]
     decision = decisions[-1].explanation.get("summary") if decisions else None
     data = {
         **_row(record, attempts[-1] if attempts else None, time.time()),
@@ -143,7 +180,7 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
     if training is not None:
         data["training"] = training
     pool = attempts[-1].pool if attempts else None
-    port = serve_ports(context.home).get(pool) if pool else None
+    port = serve_ports(home).get(pool) if pool else None
     service = jobview.service_data(record.spec, attempts, port)
     if service is not None:
         data["service"] = service
@@ -152,19 +189,7 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
         data["loans"] = [
             jobview.loan_data(x, now) for x in sorted(loans, key=lambda x: x.opened_at_s)
         ]
-    if output is not Output.table:
-        render.emit_data(data, output)
-        return
-    _show_job(record, data, attempts)
-    if service is not None:
-        render.say(f"  service: {render.esc(jobview.service_text(service))}")
-        if service["message"]:
-            render.say(f"    Serve: {render.esc(service['message'])}")
-    for loan in data.get("loans", []):
-        render.say(f"  loan: {render.esc(jobview.loan_text(loan))}")
-    _show_training(training)
-    for e in events:
-        render.say(f"  {render.clock(e.at_s)} {e.kind}: {render.esc(e.message)}")
+    return data, attempts, events
 
 
 def _show_job(record: JobRecord, data: dict[str, Any], attempts: list[AttemptRecord]) -> None:
@@ -293,11 +318,16 @@ def cancel(
     from meshctl.controller import daemon
 
     context = app_context(ctx)
-    with context.store() as store:
-        ids = list(dict.fromkeys(find(store, ref).id for ref in jobs))  # all known, or none
-        rows = [_cancel_one(store, job_id) for job_id in ids]
-    if any(r["cancelled"] for r in rows):
-        daemon.nudge(context.home)  # stop their Ray jobs now, not next interval
+    remote = context.remote()
+    if remote is not None:  # each reference checked first: an unknown one cancels nothing
+        ids = [remote.call("GET", f"/v1/jobs/{quote(ref, safe='')}")["id"] for ref in jobs]
+        rows = [remote.call("POST", f"/v1/jobs/{i}/cancel") for i in dict.fromkeys(ids)]
+    else:
+        with context.store() as store:
+            ids = list(dict.fromkeys(find(store, ref).id for ref in jobs))  # all known, or none
+            rows = [cancel_one(store, job_id) for job_id in ids]
+        if any(r["cancelled"] for r in rows):
+            daemon.nudge(context.home)  # stop their Ray jobs now, not next interval
     if output is not Output.table:
         render.emit_data(rows, output)
         return
@@ -308,9 +338,12 @@ def cancel(
             render.plain(f"{row['id']} already {row['state']}; nothing to cancel")
 
 
-def _cancel_one(store: Store, job_id: str) -> dict[str, Any]:
+def cancel_one(
+    store: Store, job_id: str, by: str = "user", also: Sequence[AuditEntry] = ()
+) -> dict[str, Any]:
     """Cancel one job (``shapes.CancelRow``); the controller may update it meanwhile: read
-    again and retry."""
+    again and retry. ``by``: who, as its event says; ``also``: audit entries written with
+    the cancellation (none when there is nothing to cancel)."""
     from dataclasses import replace
 
     from meshctl.controller.decide import FINISHED
@@ -325,13 +358,13 @@ def _cancel_one(store: Store, job_id: str) -> dict[str, Any]:
             return {"id": job_id, "state": was, "previous_state": was, "cancelled": False}
         now = time.time()
         event = Event(
-            now, "job.cancelled", job_id, "cancelled by user", {"from": was, "to": "cancelled"}
+            now, "job.cancelled", job_id, f"cancelled by {by}", {"from": was, "to": "cancelled"}
         )
         try:
             store.update(
                 replace(record, state=JobState.CANCELLED, updated_at_s=now),
                 expected_version=record.version,
-                events=[event],
+                events=[event, *also],
             )
         except ConflictError:
             continue

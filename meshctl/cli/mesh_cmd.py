@@ -163,6 +163,14 @@ def status(
     from meshctl.cli import render
 
     context = app_context(ctx)
+    remote = context.remote()
+    if remote is not None:
+        said = remote.call("GET", "/v1/status")
+        if output is not Output.table:
+            render.emit_data(said, output)
+        else:
+            render.show(render_status(said))
+        return
     health = _Health(context)
     with context.store() as store:
         if output is not Output.table:

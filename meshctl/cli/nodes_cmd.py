@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
 
 import typer
 
@@ -27,14 +28,17 @@ from meshctl.cli.options import OutputOption, duration_flag
 from meshctl.cli.render import Column, Output, clock_of
 
 if TYPE_CHECKING:
-    from meshctl.state import NodeDetail, NodeRecord, Store
+    from collections.abc import Sequence
+
+    from meshctl.cli.remote import Remote
+    from meshctl.state import AuditEntry, NodeDetail, NodeRecord, Store
 
 app = typer.Typer(help="Nodes: list, show, cordon, drain, uncordon, health.", no_args_is_help=True)
 
 NodeArgument = Annotated[str, typer.Argument(help="pool/node, or the node's name.")]
 
 
-def _find(store: Store, ref: str) -> NodeRecord:
+def find_node(store: Store, ref: str) -> NodeRecord:
     from meshctl.state import NodeRecord
 
     nodes = store.list(NodeRecord)
@@ -53,13 +57,14 @@ def _find(store: Store, ref: str) -> NodeRecord:
 def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
     """Every node: state, alive, GPUs in use, the jobs on it, labels."""
     from meshctl.cli import render
-    from meshctl.state import NodeRecord
 
-    with app_context(ctx).store() as store:
-        nodes = store.list(NodeRecord)
-        used, jobs = _usage(store)
-    agents = _agents(app_context(ctx).home)
-    rows = [_node_row(n, used.get(n.id, 0.0), jobs.get(n.id, []), agents.get(n.id)) for n in nodes]
+    context = app_context(ctx)
+    remote = context.remote()
+    if remote is not None:
+        rows = remote.call("GET", "/v1/nodes")
+    else:
+        with context.store() as store:
+            rows = node_rows(context.home, store)
     render.emit(
         rows if output is not Output.table else [_node_cells(r) for r in rows],
         [
@@ -76,6 +81,16 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
     )
 
 
+def node_rows(home: Path, store: Store) -> list[dict[str, Any]]:
+    """Every node as data (``shapes.NodeRow``): for ``nodes list`` and the API server."""
+    from meshctl.state import NodeRecord
+
+    nodes = store.list(NodeRecord)
+    used, jobs = _usage(store)
+    agents = _agents(home)
+    return [_node_row(n, used.get(n.id, 0.0), jobs.get(n.id, []), agents.get(n.id)) for n in nodes]
+
+
 @app.command("show")
 def show(ctx: typer.Context, node: NodeArgument, output: OutputOption = Output.table) -> None:
     """One node: state, GPUs, jobs, labels, its agent, and its data cache (root, capacity and
@@ -84,7 +99,7 @@ def show(ctx: typer.Context, node: NodeArgument, output: OutputOption = Output.t
 
     context = app_context(ctx)
     with context.store() as store:
-        found = _find(store, node)
+        found = find_node(store, node)
         used, jobs = _usage(store)
     agents = _agents(context.home)
     agent = agents.get(found.id)
@@ -228,27 +243,63 @@ def _kept(node: NodeRecord, state: str, deadline_s: float | None) -> NodeDetail:
 def _set(
     ctx: typer.Context, ref: str, state: str, why: str, deadline_s: float | None = None
 ) -> None:
+    from meshctl.cli import render
+
+    context = app_context(ctx)
+    remote = context.remote()
+    if remote is not None:
+        said = _remote_set(remote, ref, _ACTIONS[state], why)
+        render.plain(f"{said['node']} {said['state']}")
+        return
+    with context.store() as store:
+        node = set_state(store, ref, state, why, deadline_s)
+    render.plain(f"{node.id} {state}")
+
+
+_ACTIONS = {"cordoned": "cordon", "draining": "drain", "ready": "uncordon"}
+
+
+def _remote_set(remote: Remote, ref: str, action: str, why: str) -> Any:
+    """The API server's answer to cordon, drain (``why`` holds its deadline) or uncordon."""
+    if "/" not in ref:
+        nodes = remote.call("GET", "/v1/nodes")
+        names = {row["node"].split("/", 1)[1]: row["node"] for row in nodes}
+        ref = names.get(ref, ref)
+    if "/" not in ref:
+        raise InvalidRequestError(f"node: expected pool/node or a known node's name, got {ref!r}")
+    pool, node = ref.split("/", 1)
+    body = {"deadline": why.removeprefix("draining, deadline ")} if action == "drain" else None
+    return remote.call("POST", f"/v1/nodes/{quote(pool)}/{quote(node)}/{action}", body)
+
+
+def set_state(
+    store: Store,
+    ref: str,
+    state: str,
+    why: str,
+    deadline_s: float | None = None,
+    also: Sequence[AuditEntry] = (),
+) -> NodeRecord:
+    """Put a node in ``state`` (cordoned, draining, ready) with an event saying ``why``, and
+    ``also`` (audit entries) in the same write; the node as stored. For the CLI and the API
+    server."""
     from dataclasses import replace
 
-    from meshctl.cli import render
     from meshctl.state import ConflictError, Event
 
-    with app_context(ctx).store() as store:
-        for _ in range(10):
-            node = _find(store, ref)
-            now = time.time()
-            event = Event(now, f"node.{state}", None, f"{node.id}: {why}", {"node": node.id})
-            detail = _kept(node, state, deadline_s)
-            try:
-                store.update(
-                    replace(node, state=state, detail=detail, updated_at_s=now),
-                    expected_version=node.version,
-                    events=[event],
-                )
-            except ConflictError:
-                continue
-            render.plain(f"{node.id} {state}")
-            return
+    for _ in range(10):
+        node = find_node(store, ref)
+        now = time.time()
+        event = Event(now, f"node.{state}", None, f"{node.id}: {why}", {"node": node.id})
+        detail = _kept(node, state, deadline_s)
+        try:
+            return store.update(
+                replace(node, state=state, detail=detail, updated_at_s=now),
+                expected_version=node.version,
+                events=[event, *also],
+            )
+        except ConflictError:
+            continue
     raise InvalidRequestError(f"node {ref}: kept changing; try again")
 
 
@@ -279,15 +330,32 @@ def drain(
 @app.command("uncordon")
 def uncordon(ctx: typer.Context, node: NodeArgument) -> None:
     """Back in service."""
-    from meshctl.pools.health import set_signal
+    from meshctl.cli import render
     from meshctl.state import NodeState
 
     context = app_context(ctx)
+    remote = context.remote()
+    if remote is not None:
+        said = _remote_set(remote, node, "uncordon", "")
+        render.plain(f"{said['node']} {said['state']}")
+        return
     with context.store() as store:
-        pool, name = _find(store, node).id.split("/", 1)
-    set_signal(context.home, pool, name, None)
-    _overrule_agent(context.home, pool, name)
-    _set(ctx, node, NodeState.READY, "back in service")
+        found = back_in_service(context.home, store, node)
+    render.plain(f"{found.id} {NodeState.READY}")
+
+
+def back_in_service(
+    home: Path, store: Store, ref: str, also: Sequence[AuditEntry] = ()
+) -> NodeRecord:
+    """Uncordon: the node's health signal cleared, what its agent says against it now
+    overruled, and the node ready. For the CLI and the API server."""
+    from meshctl.pools.health import set_signal
+    from meshctl.state import NodeState
+
+    pool, name = find_node(store, ref).id.split("/", 1)
+    set_signal(home, pool, name, None)
+    _overrule_agent(home, pool, name)
+    return set_state(store, ref, NodeState.READY, "back in service", also=also)
 
 
 def _overrule_agent(home: Path, pool: str, name: str) -> None:
@@ -327,7 +395,7 @@ def health(
         raise InvalidRequestError("--unhealthy: expected a reason, got an empty one")
     context = app_context(ctx)
     with context.store() as store:
-        found = _find(store, node)
+        found = find_node(store, node)
     pool, name = found.id.split("/", 1)
     set_signal(context.home, pool, name, unhealthy.strip() if unhealthy else None)
     if unhealthy:

@@ -12,6 +12,7 @@ from meshctl.cli.render import Output
 
 if TYPE_CHECKING:
     from meshctl.cli.context import AppContext
+    from meshctl.controller.submit import Admission
     from meshctl.files import Loaded
     from meshctl.model import Catalog, Job, Mesh
 
@@ -29,17 +30,12 @@ def queue(
     run). Shared by ``submit`` and ``train``. ``held``: the mesh and catalogs the caller
     read already (``AppContext.mesh_and_catalogs``), not read again. A job that can never
     run, or whose files cannot be taken, raises ``Rejected`` (an ``InvalidInput``: exit 2)."""
-    import datetime as dt
     import time
 
     from meshctl.cli import render
-    from meshctl.controller.submit import check, enqueue
+    from meshctl.controller.submit import enqueue
 
-    job = check_loop(job, work)  # a train loop or Serve app imports, before anything is queued
-    now = dt.datetime.now(dt.UTC)
-    mesh, catalogs, policies = context.planning(held=held)
-    observed = _unlisted_inventory(context, mesh)
-    admission = check(job, mesh, catalogs, policies, now, observed)
+    job, admission = admit(context, job, work, held)
     if output is Output.table and (dry_run or explain):
         _show_plan(job, admission)
     record = None
@@ -47,7 +43,7 @@ def queue(
         with context.store() as store:
             record = enqueue(store, job, admission, work, context.home, time.time())
     if output is not Output.table:
-        render.emit_data(_submitted(job, admission, record, dry_run or explain), output)
+        render.emit_data(submitted(job, admission, record, dry_run or explain), output)
     elif record is not None:
         render.plain(record.id)
     if record is not None and not context.nudge():
@@ -55,7 +51,27 @@ def queue(
     return None if record is None else str(record.id)
 
 
-def _submitted(job: Job, admission: Any, record: Any, planned: bool) -> dict[str, Any]:
+def admit(
+    context: AppContext,
+    job: Job,
+    work: Path | None,
+    held: tuple[Mesh, dict[str, Catalog]] | None = None,
+) -> tuple[Job, Admission]:
+    """The job (a Serve app's deployment named) and its admission: its loop imports, and it
+    can run on this mesh under the policies in force; else ``Rejected`` or another
+    ``InvalidInput``, nothing queued. Shared by the CLI and the API server."""
+    import datetime as dt
+
+    from meshctl.controller.submit import check
+
+    job = check_loop(job, work)  # a train loop or Serve app imports, before anything is queued
+    now = dt.datetime.now(dt.UTC)
+    mesh, catalogs, policies = context.planning(held=held)
+    observed = _unlisted_inventory(context, mesh)
+    return job, check(job, mesh, catalogs, policies, now, observed)
+
+
+def submitted(job: Job, admission: Any, record: Any, planned: bool) -> dict[str, Any]:
     """What submit says as data (``shapes.Submitted``): one document, dry run or not."""
     from meshctl.cli.views import decision_data
 

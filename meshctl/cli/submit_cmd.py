@@ -25,6 +25,7 @@ from meshctl.cli.render import Output
 from meshctl.problems import InvalidFileError
 
 if TYPE_CHECKING:
+    from meshctl.cli.remote import Remote
     from meshctl.model import Catalog, Job, Mesh
 
 
@@ -81,6 +82,7 @@ def submit(
         "--criticality": criticality != "standard",
     }
     args = args or []
+    remote = context.remote()
     if len(args) == 1 and args[0].endswith((".yaml", ".yml")) and not Path(args[0]).is_file():
         raise InvalidRequestError(f"{args[0]}: no such job file")
     if len(args) == 1 and args[0].endswith((".yaml", ".yml")) and Path(args[0]).is_file():
@@ -89,16 +91,59 @@ def submit(
             raise InvalidRequestError(
                 f"{', '.join(given)}: describe a job given as a command; edit {args[0]} instead"
             )
-        job, work, held = _checked_file(context, Path(args[0]), listing=not no_data_check)
+        work: Path | None
+        if remote is not None:  # the server checks it against its mesh
+            from meshctl.cli.queueing import from_file
+
+            job, job_dir, _ = from_file(Path(args[0]))
+            work, held = (job_dir / job.spec.working_dir).resolve(), None
+        else:
+            job, work, held = _checked_file(context, Path(args[0]), listing=not no_data_check)
     elif args:
+        asked = team if command_flags["--team"] else None  # else: the default, or the user's
         job = _from_command(
-            args, gpus or 0, cpus, memory, nodes, kind, priority, criticality, team, name
+            args, gpus or 0, cpus, memory, nodes, kind, priority, criticality, asked, name
         )
         work = working_dir.resolve() if working_dir else None
         held = None
     else:
         raise InvalidRequestError("expected JOB.yaml, or -- and a command (see --help)")
+    if remote is not None:
+        _submit_remote(remote, job, work, dry_run, explain, output)
+        return
     queue(context, job, work, dry_run, explain, output, held)
+
+
+def _submit_remote(
+    remote: Remote, job: Job, work: Path | None, dry_run: bool, explain: bool, output: Output
+) -> None:
+    """Send the job (as written: defaults the user did not set stay unset, the team among
+    them) and its working directory to the API server; print what it says."""
+    from meshctl.cli import render
+    from meshctl.controller.submit import IGNORED
+    from meshctl.service.uploads import pack
+
+    body: dict[str, Any] = {
+        "job": job.model_dump(mode="json", exclude_unset=True, exclude_none=True),
+        "dry_run": dry_run,
+        "explain": explain,
+    }
+    if work is not None:
+        if not work.is_dir():
+            raise InvalidRequestError(f"working_dir: {work} is not a directory")
+        body["job"].setdefault("spec", {}).pop("working_dir", None)
+        body["working_dir"] = pack(work, IGNORED)
+    said = remote.call("POST", "/v1/jobs", body)
+    if output is not Output.table:
+        render.emit_data(said, output)
+    elif said.get("decision"):
+        render.say(
+            f"[bold]{render.esc(said['name'])}[/]: {render.esc(said['decision']['summary'])}"
+        )
+        for note in said["decision"].get("notes", []):
+            render.say(f"  {render.esc(note)}")
+    if output is Output.table and said.get("id"):
+        render.plain(said["id"])
 
 
 def _checked_file(
@@ -133,7 +178,7 @@ def _from_command(
     kind: str,
     priority: str | None,
     criticality: str,
-    team: str,
+    team: str | None,
     name: str | None,
 ) -> Job:
     from pydantic import ValidationError
@@ -147,11 +192,12 @@ def _from_command(
         "spec": {
             "kind": kind,
             "entrypoint": shlex.join(command),
-            "team": team,
             "criticality": criticality,
             "resources": {"gpus": gpus, "cpus": cpus, "memory_gib": memory, "nodes": nodes},
         },
     }
+    if team is not None:
+        raw["spec"]["team"] = team
     if priority:
         raw["spec"]["priority_class"] = priority
     try:

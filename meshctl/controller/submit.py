@@ -223,19 +223,21 @@ def enqueue(
     job_id: str | None = None,
     *,
     draw: Callable[[str], str] = new_job_id,
+    owner: str = "",
 ) -> JobRecord:
     """Store the job as pending, with its files copied; the controller takes it from there.
     ``job_id``: the caller's (the differential check keeps the simulator's), stored under it
     or not at all (``ConflictError``: taken); default a new one, ``draw`` of the job's name,
     drawn again while the one drawn is taken, by a stored job or by another submission's
-    files (``ID_TRIES`` in all, then the last ``ConflictError`` or ``PackageTaken``)."""
+    files (``ID_TRIES`` in all, then the last ``ConflictError`` or ``PackageTaken``).
+    ``owner``: the user who submits it, on a shared mesh."""
     if job_id is not None:
-        return _store_as(job_id, store, job, admission, working_dir, home, now_s)
+        return _store_as(job_id, store, job, admission, working_dir, home, now_s, owner)
     tries = 0
     while True:
         try:
             drawn = draw(job.metadata.name)
-            return _store_as(drawn, store, job, admission, working_dir, home, now_s)
+            return _store_as(drawn, store, job, admission, working_dir, home, now_s, owner)
         except (ConflictError, PackageTaken):
             tries += 1
             if tries == ID_TRIES:
@@ -250,6 +252,7 @@ def _store_as(
     working_dir: Path | None,
     home: Path,
     now_s: float,
+    owner: str = "",
 ) -> JobRecord:
     """The job stored as pending under ``job_id``, its files copied first; nothing left of
     either on failure."""
@@ -272,6 +275,7 @@ def _store_as(
         pool=None,
         submitted_at_s=now_s,
         updated_at_s=now_s,
+        owner=owner,
     )
     event = Event(now_s, "job.pending", job_id, "submitted", {"to": "pending"})
     try:

@@ -76,6 +76,7 @@ __all__ = [
     "UserRecord",
     "default_home",
     "open_store",
+    "open_store_at",
 ]
 
 STATE_DB = "state.db"
@@ -89,3 +90,16 @@ def open_store(home: Path) -> SqliteStore:
     except OSError as exc:
         raise StoreError(f"cannot create meshctl home {home}: {exc}") from exc
     return SqliteStore(home / STATE_DB)
+
+
+def open_store_at(url: str | None, home: Path) -> Store:
+    """The store ``url`` names (a SQLite file path, or ``sqlite:///PATH``), else the home's."""
+    if not url:
+        return open_store(home)
+    if url.startswith("sqlite://"):
+        url = url.removeprefix("sqlite://")
+    if "://" in url:
+        from meshctl.errors import InvalidInput
+
+        raise InvalidInput(f"--store: expected a SQLite file or sqlite:///PATH, got {url!r}")
+    return SqliteStore(Path(url))

@@ -1,0 +1,213 @@
+"""``meshctl server``, ``meshctl admin``, ``meshctl login|logout``: a shared mesh.
+
+    meshctl server [--host 127.0.0.1] [--port 8765] [--store URL] [--tls-cert F --tls-key F]
+    meshctl admin users add NAME --team T [--team T2] --role user|team-admin|platform-admin
+    meshctl admin users list | token NAME | revoke NAME
+    meshctl admin audit [--after SEQ] [--limit N]
+    meshctl login URL [--token TOKEN]      (else read from stdin)
+    meshctl logout
+
+``admin`` runs on the server's host, against its store (``--store``, default the home's
+state.db); it prints a token once, and the store keeps only its digest.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from meshctl.cli.context import AppContext, app_context
+from meshctl.cli.errors import InvalidRequestError
+from meshctl.cli.options import OutputOption
+from meshctl.cli.render import Column, Output
+
+admin = typer.Typer(help="Users, tokens and the audit log of a shared mesh.", no_args_is_help=True)
+users = typer.Typer(help="Users and their API tokens.", no_args_is_help=True)
+admin.add_typer(users, name="users")
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        envvar="MESHCTL_STORE",
+        help="The state store: postgresql://... or a SQLite file (default: the home's).",
+        show_default=False,
+    ),
+]
+
+
+def open_store_for(context: AppContext, url: str | None) -> Any:
+    """The store ``--store`` names, else the home's SQLite file."""
+    from meshctl.state import open_store_at
+
+    return open_store_at(url, context.home)
+
+
+def server(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+    store: StoreOption = None,
+    tls_cert: Annotated[
+        Path | None, typer.Option("--tls-cert", help="TLS certificate (PEM).")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option("--tls-key", help="TLS private key.")] = None,
+    max_upload: Annotated[
+        int, typer.Option("--max-upload", help="Largest request body, MiB (a job's files).")
+    ] = 128,
+) -> None:
+    """Serve the mesh's API to its users: jobs, nodes, status, the audit log; /metrics."""
+    from meshctl.cli import render
+    from meshctl.service.app import Service, create_app
+    from meshctl.service.server import Listen, check_listen, serve
+
+    context = app_context(ctx)
+    listen = Listen(host, port, tls_cert, tls_key)
+    check_listen(listen)
+    if max_upload < 1:
+        raise InvalidRequestError(f"--max-upload: expected at least 1 (MiB), got {max_upload}")
+    opened = open_store_for(context, store)
+    scheme = "https" if tls_cert else "http"
+    with opened:
+        app = create_app(Service(context, opened, max_upload * 2**20), metrics=_metrics(opened))
+        serve(app, listen, lambda: render.warnings([f"serving {scheme}://{host}:{port}"]))
+
+
+def _metrics(store: Any) -> Any:
+    """The ``/metrics`` application over the store, where the metrics module is there."""
+    from importlib import import_module
+
+    try:
+        from prometheus_client import make_asgi_app
+
+        metrics = import_module("meshctl.service.metrics")
+    except ImportError:
+        return None
+    return make_asgi_app(metrics.registry(lambda: store))
+
+
+@users.command("add")
+def users_add(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The user's name.")],
+    team: Annotated[list[str], typer.Option("--team", help="A team their jobs may be charged to.")],
+    role: Annotated[str, typer.Option(help="user, team-admin or platform-admin.")] = "user",
+    store: StoreOption = None,
+) -> None:
+    """Add a user; print their API token (shown this once)."""
+    from meshctl.cli import render
+    from meshctl.service.identity import add_user, check_role
+
+    checked = check_role(role)
+    with open_store_for(app_context(ctx), store) as opened:
+        user, token = add_user(opened, name, team, checked, time.time())
+    render.warnings([f"{user.name} ({checked.value}; {', '.join(user.teams)}): keep the token"])
+    render.plain(token)
+
+
+@users.command("list")
+def users_list(
+    ctx: typer.Context, store: StoreOption = None, output: OutputOption = Output.table
+) -> None:
+    """Every user: role, teams, live tokens."""
+    from meshctl.cli import render
+    from meshctl.state import TokenRecord, UserRecord
+
+    with open_store_for(app_context(ctx), store) as opened:
+        found = opened.list(UserRecord)
+        live = {
+            u.name: sum(1 for t in opened.list(TokenRecord, username=u.name) if not t.revoked_at_s)
+            for u in found
+        }
+    rows = [
+        {"name": u.name, "role": u.role.value, "teams": list(u.teams), "tokens": live[u.name]}
+        for u in found
+    ]
+    columns = [Column("name", "User"), Column("role", "Role"), Column("teams", "Teams"),
+               Column("tokens", "Live tokens", "right")]  # fmt: skip
+    render.emit(rows, columns, output)
+
+
+@users.command("token")
+def users_token(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The user's name.")],
+    store: StoreOption = None,
+) -> None:
+    """Issue another token for a user; print it (shown this once)."""
+    from meshctl.cli import render
+    from meshctl.service.identity import issue_token
+
+    with open_store_for(app_context(ctx), store) as opened:
+        render.plain(issue_token(opened, name, time.time()))
+
+
+@users.command("revoke")
+def users_revoke(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The user's name.")],
+    store: StoreOption = None,
+) -> None:
+    """Revoke every token of a user: their requests get 401 from now on."""
+    from meshctl.cli import render
+    from meshctl.service.identity import revoke_tokens
+
+    with open_store_for(app_context(ctx), store) as opened:
+        count = revoke_tokens(opened, name, time.time())
+    render.plain(f"{name}: {count} token{'s' if count != 1 else ''} revoked")
+
+
+@admin.command("audit")
+def audit(
+    ctx: typer.Context,
+    after: Annotated[int, typer.Option(help="Entries after this sequence number.", min=0)] = 0,
+    limit: Annotated[int, typer.Option(help="At most this many entries.", min=1)] = 1000,
+    store: StoreOption = None,
+    output: OutputOption = Output.table,
+) -> None:
+    """Administrative actions, allowed and refused, oldest first."""
+    from dataclasses import asdict
+
+    from meshctl.cli import render
+    from meshctl.jsondata import timestamp
+
+    with open_store_for(app_context(ctx), store) as opened:
+        entries = opened.audit(after_seq=after, limit=limit)
+    rows = [{**asdict(e), "at": timestamp(e.at_s), "detail": dict(e.detail)} for e in entries]
+    columns = [Column("seq", "Seq", "right"), Column("at", "At"), Column("actor", "Actor"),
+               Column("role", "Role"), Column("action", "Action"), Column("target", "Target"),
+               Column("outcome", "Outcome"), Column("detail", "Detail")]  # fmt: skip
+    render.emit(rows, columns, output)
+
+
+def login(
+    ctx: typer.Context,
+    url: Annotated[str, typer.Argument(help="The API server, e.g. https://mesh.example:8765.")],
+    token: Annotated[
+        str | None, typer.Option(help="The API token (default: read from stdin).")
+    ] = None,
+) -> None:
+    """Check a token against an API server and keep both: commands then talk to it."""
+    from meshctl.cli import remote, render
+
+    if token is None:
+        token = typer.prompt("token", hide_input=True) if sys.stdin.isatty() else sys.stdin.read()
+    token = token.strip()
+    if not token:
+        raise InvalidRequestError("--token: expected the token meshctl admin users add printed")
+    context = app_context(ctx)
+    who = remote.login(context.home, url, token)
+    teams = ", ".join(who.get("teams", []))
+    render.plain(f"logged in to {url} as {who['name']} ({who['role']}; {teams})")
+
+
+def logout(ctx: typer.Context) -> None:
+    """Forget the server and token ``meshctl login`` kept: commands work locally again."""
+    from meshctl.cli import remote, render
+
+    gone = remote.logout(app_context(ctx).home)
+    render.plain("logged out" if gone else "not logged in")

@@ -1,0 +1,221 @@
+"""The API server's application: ``/v1/`` routes over one state store (FastAPI).
+
+Every ``/v1/`` request carries ``Authorization: Bearer <token>`` (``meshctl admin users add``
+prints one): without a valid one, 401. A verb the principal's role lacks, or a job out of their
+reach, is a 403 (``meshctl.service.access``). A malformed body or query is a 422 naming the
+field, a body over the cap a 413; every error is ``{"error": "one line"}`` and writes nothing
+(a refused administrative action writes its audit entry, nothing else).
+
+Routes: ``GET /v1/whoami``; ``POST /v1/jobs`` (submit), ``GET /v1/jobs``, ``GET
+/v1/jobs/{job}``, ``POST /v1/jobs/{job}/cancel``; ``GET /v1/status``; ``GET /v1/nodes``,
+``POST /v1/nodes/{pool}/{node}/{cordon|drain|uncordon}``; ``GET /v1/audit``; ``GET /healthz``
+(no token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+from starlette.concurrency import run_in_threadpool
+
+from meshctl.errors import Failure, InvalidInput
+from meshctl.service import jobs
+from meshctl.service.access import Verb, may
+from meshctl.service.errors import ApiError, forbidden, invalid, too_large, unauthorised
+from meshctl.service.identity import Principal, authenticate
+from meshctl.state import Store, StoreError
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    """What the application serves: the store, and the ``AppContext`` (home, mesh, policies,
+    catalogs) jobs are checked against, as ``meshctl submit`` on the server's host would."""
+
+    context: Any
+    store: Store
+    max_body_bytes: int
+
+
+def principal(request: Request) -> Principal:
+    """Who the request's bearer token stands for; 401 without a valid one."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise unauthorised()
+    found = authenticate(request.app.state.store, token.strip())
+    if found is None:
+        raise unauthorised("the token is not valid (revoked, or not this server's)")
+    return found
+
+
+Caller = Annotated[Principal, Depends(principal)]
+
+
+class DrainBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    deadline: str = "10m"
+
+
+def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
+    """The application; ``metrics``: an ASGI app mounted at ``/metrics`` (no token: it holds
+    counts per class, pool and team, never a job)."""
+    app = FastAPI(title="meshctl", version="1", docs_url=None, redoc_url=None,
+                  openapi_url="/v1/openapi.json")  # fmt: skip
+    store = service.store
+    app.state.store = store
+    _handlers(app)
+    if metrics is not None:
+        app.mount("/metrics", metrics)
+
+    def allowed(caller: Principal, verb: Verb, target: str = "") -> None:
+        if may(caller, verb):
+            return
+        why = f"{verb}: not allowed to a {caller.role.value}"
+        if verb is Verb.NODES_MANAGE:
+            raise jobs.refuse(store, caller, verb, target, why)
+        raise forbidden(why)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/whoami")
+    def whoami(caller: Caller) -> dict[str, Any]:
+        return {"name": caller.name, "role": caller.role.value, "teams": list(caller.teams)}
+
+    @app.post("/v1/jobs", status_code=201)
+    async def submit(request: Request, caller: Caller) -> Any:
+        allowed(caller, Verb.JOBS_SUBMIT)
+        raw = await _capped_body(request, service.max_body_bytes)
+        body = jobs.parse_submission(raw)
+        return await run_in_threadpool(
+            jobs.submit, service.context, store, caller, body, service.max_body_bytes
+        )
+
+    @app.get("/v1/jobs")
+    def list_jobs(caller: Caller, state: str | None = None, team: str | None = None) -> Any:
+        allowed(caller, Verb.JOBS_READ)
+        return jobs.rows(store, caller, state, team)
+
+    @app.get("/v1/jobs/{ref}")
+    def show_job(ref: str, caller: Caller) -> Any:
+        allowed(caller, Verb.JOBS_READ)
+        return jobs.show(service.context.home, store, caller, ref)
+
+    @app.post("/v1/jobs/{ref}/cancel")
+    def cancel_job(ref: str, caller: Caller) -> Any:
+        allowed(caller, Verb.JOBS_CANCEL)
+        return jobs.cancel(service.context, store, caller, ref)
+
+    @app.get("/v1/status")
+    def status(caller: Caller) -> Any:
+        from meshctl.cli.mesh_cmd import _Health, collect
+
+        allowed(caller, Verb.STATUS_READ)
+        return collect(service.context, store, _Health(service.context))
+
+    @app.get("/v1/nodes")
+    def list_nodes(caller: Caller) -> Any:
+        from meshctl.cli.nodes_cmd import node_rows
+
+        allowed(caller, Verb.NODES_READ)
+        return node_rows(service.context.home, store)
+
+    @app.post("/v1/nodes/{pool}/{node}/{action}")
+    def manage_node(
+        pool: str, node: str, action: str, caller: Caller, body: DrainBody | None = None
+    ) -> Any:
+        target = f"{pool}/{node}"
+        allowed(caller, Verb.NODES_MANAGE, target)
+        return _manage(service, caller, target, action, body or DrainBody())
+
+    @app.get("/v1/audit")
+    def audit(
+        caller: Caller,
+        after: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    ) -> Any:
+        from dataclasses import asdict
+
+        allowed(caller, Verb.AUDIT_READ)
+        return [asdict(e) for e in store.audit(after_seq=after, limit=limit)]
+
+    return app
+
+
+def _manage(service: Service, caller: Principal, target: str, action: str, body: DrainBody) -> Any:
+    """Cordon, drain or uncordon a node, audited in the same write."""
+    import time
+
+    from meshctl.cli import nodes_cmd
+    from meshctl.state import NodeState
+    from meshctl.units import parse_duration_s
+
+    store = service.store
+    verb = f"nodes.{action}"
+    entry = jobs.audit_entry(caller, verb, target, "allowed")
+    if action == "cordon":
+        node = nodes_cmd.set_state(store, target, NodeState.CORDONED,
+                                   f"cordoned by {caller.name}", also=[entry])  # fmt: skip
+    elif action == "drain":
+        try:
+            seconds = parse_duration_s(body.deadline)
+        except ValueError as err:
+            raise invalid(f"deadline: {err}") from None
+        entry = jobs.audit_entry(caller, verb, target, "allowed", deadline=body.deadline)
+        node = nodes_cmd.set_state(store, target, NodeState.DRAINING,
+                                   f"draining, deadline {body.deadline}, by {caller.name}",
+                                   time.time() + seconds, also=[entry])  # fmt: skip
+    elif action == "uncordon":
+        node = nodes_cmd.back_in_service(service.context.home, store, target, also=[entry])
+    else:
+        raise invalid(f"action: expected cordon, drain or uncordon, got {action!r}")
+    service.context.nudge()
+    return {"node": node.id, "state": node.state}
+
+
+async def _capped_body(request: Request, cap: int) -> bytes:
+    """The request body, refused (413) as soon as it passes ``cap`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > cap:
+        raise too_large(f"body: {int(declared)} bytes; at most {cap} (meshctl server --max-upload)")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise too_large(f"body: over {cap} bytes (meshctl server --max-upload)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _handlers(app: FastAPI) -> None:
+    def answer(status: int, message: str) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, err: ApiError) -> JSONResponse:
+        return answer(err.status, err.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed(_: Request, err: RequestValidationError) -> JSONResponse:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return answer(422, f"{where}: {first.get('msg', 'invalid')}")
+
+    @app.exception_handler(InvalidInput)
+    async def invalid_input(_: Request, err: InvalidInput) -> JSONResponse:
+        return answer(422, str(err))
+
+    @app.exception_handler(StoreError)
+    async def store_error(_: Request, err: StoreError) -> JSONResponse:
+        return answer(503, f"state store: {err}")
+
+    @app.exception_handler(Failure)
+    async def failure(_: Request, err: Failure) -> JSONResponse:
+        return answer(500, str(err))

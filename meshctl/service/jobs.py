@@ -1,0 +1,196 @@
+"""The API server's verbs on jobs: submit, list, show, cancel, each for one principal.
+
+The data are the CLI's own (``-o json`` shapes), built by the same functions, so a remote
+``meshctl jobs list`` prints what a local one does. A job a principal does not reach is a 403;
+a job reference (id, name or unique id prefix) is looked up among the jobs they reach only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from meshctl.errors import InvalidInput
+from meshctl.service.access import Verb, administrative, charged_team, reaches
+from meshctl.service.errors import ApiError, forbidden, invalid, not_found
+from meshctl.service.identity import Principal
+from meshctl.service.uploads import discard, unpack
+from meshctl.state import AuditEntry, JobRecord, JobState, Role, Store
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """A parsed ``POST /v1/jobs`` body."""
+
+    job: dict[str, Any]
+    working_dir: str | None
+    dry_run: bool
+    explain: bool
+
+
+class SubmitBody(BaseModel):
+    """``POST /v1/jobs``: the job document as its file holds it, and its working directory
+    (base64 of a gzipped tar; ``meshctl submit`` sends it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: dict[str, Any]
+    working_dir: str | None = None
+    dry_run: bool = False
+    explain: bool = False
+
+
+def audit_entry(
+    principal: Principal, action: str, target: str, outcome: str, **detail: Any
+) -> AuditEntry:
+    return AuditEntry(
+        time.time(), principal.name, principal.role.value, action, target, outcome, detail
+    )
+
+
+def refuse(store: Store, principal: Principal, action: str, target: str, why: str) -> ApiError:
+    """A 403, with the refusal written to the audit log."""
+    store.append_audit(audit_entry(principal, action, target, "denied", reason=why))
+    return forbidden(why)
+
+
+def visible(store: Store, principal: Principal, **filters: Any) -> list[JobRecord]:
+    """The jobs a principal reaches (their own; their teams' for a team-admin; all for a
+    platform-admin), newest first."""
+    if principal.role is Role.PLATFORM_ADMIN:
+        found = store.list(JobRecord, **filters)
+    else:
+        found = store.list(JobRecord, owner=principal.name, **filters)
+        if principal.role is Role.TEAM_ADMIN:
+            teams = list(principal.teams)
+            if "team" in filters:
+                teams = [t for t in teams if t == filters["team"]]
+            rest = {k: v for k, v in filters.items() if k != "team"}
+            seen = {j.id for j in found}
+            found += [j for j in store.list(JobRecord, team=teams, **rest) if j.id not in seen]
+    return sorted(found, key=lambda j: -j.submitted_at_s)
+
+
+def find(store: Store, principal: Principal, ref: str) -> JobRecord:
+    """The job a reference names: its id (a job out of reach: 403); else, among the jobs the
+    principal reaches, the one with that name or the only one whose id starts with it."""
+    exact = store.get(JobRecord, ref)
+    if exact is not None:
+        if not reaches(principal, exact):
+            raise forbidden(f"job {ref}: {principal.name} may not see it (not theirs)")
+        return exact
+    jobs = visible(store, principal)
+    named = [j for j in jobs if j.name == ref]
+    if len(named) > 1:
+        ids = ", ".join(j.id for j in named[:5])
+        raise invalid(f"job: {len(named)} jobs are named {ref!r} ({ids}); give an id")
+    matches = named or [j for j in jobs if j.id.startswith(ref)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise not_found(f"job: no job with id or name {ref!r}")
+    ids = ", ".join(j.id for j in matches[:5])
+    raise invalid(f"job: {ref!r} names {len(matches)} jobs ({ids}); give more of it")
+
+
+def parse_submission(raw: bytes) -> Submission:
+    try:
+        body = SubmitBody.model_validate_json(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise invalid(f"{where}: {first['msg']}") from None
+    return Submission(body.job, body.working_dir, body.dry_run, body.explain)
+
+
+def submit(
+    context: Any, store: Store, principal: Principal, body: Submission, cap_bytes: int
+) -> dict[str, Any]:
+    """Check and queue a job for the principal, charged to one of their teams; what ``meshctl
+    submit -o json`` prints. ``context``: the server's ``AppContext`` (its mesh, policies)."""
+    from meshctl.cli.options import flag_error
+    from meshctl.cli.queueing import admit, submitted
+    from meshctl.controller.submit import enqueue
+    from meshctl.model import Job
+
+    spec = body.job.get("spec")
+    if not isinstance(spec, dict):
+        raise invalid("job.spec: expected a mapping (a Job document's spec)")
+    asked = spec.get("team")
+    try:
+        team = charged_team(principal, asked if isinstance(asked, str) else None)
+    except PermissionError as err:
+        raise forbidden(str(err)) from None
+    except ValueError as err:
+        raise invalid(str(err)) from None
+    document = {**body.job, "spec": {**spec, "team": team}}
+    try:
+        job = Job.model_validate(document)
+    except ValidationError as err:
+        raise invalid(f"job.{flag_error(err, Job, {})}") from None
+    work = unpack(body.working_dir, context.home, cap_bytes) if body.working_dir else None
+    try:
+        job, admission = admit(context, job, work)
+        record = None
+        if not body.dry_run:
+            record = enqueue(
+                store, job, admission, work, context.home, time.time(), owner=principal.name
+            )
+    except InvalidInput as err:
+        raise invalid(str(err)) from None
+    finally:
+        discard(work)
+    if record is not None:
+        context.nudge()
+    return submitted(job, admission, record, body.dry_run or body.explain)
+
+
+def rows(store: Store, principal: Principal, state: str | None, team: str | None) -> list[Any]:
+    """``GET /v1/jobs``: the jobs the principal reaches, as ``jobs list -o json`` rows."""
+    from meshctl.cli.jobs_cmd import _row
+    from meshctl.controller.world import latest_attempts
+    from meshctl.state import AttemptRecord
+
+    if state is not None and state not in {s.value for s in JobState}:
+        states = ", ".join(s.value for s in JobState)
+        raise invalid(f"state: expected one of {states}, got {state!r}")
+    filters = {k: v for k, v in {"state": state, "team": team}.items() if v is not None}
+    jobs = visible(store, principal, **filters)
+    latest = latest_attempts(store.list(AttemptRecord, job_id=[j.id for j in jobs]))
+    now = time.time()
+    return [_row(job, latest.get(job.id), now) for job in jobs]
+
+
+def show(home: Path, store: Store, principal: Principal, ref: str) -> dict[str, Any]:
+    from meshctl.cli.jobs_cmd import show_data
+
+    data, _, _ = show_data(home, store, find(store, principal, ref))
+    return data
+
+
+def cancel(context: Any, store: Store, principal: Principal, ref: str) -> dict[str, Any]:
+    """``POST /v1/jobs/{ref}/cancel``: one's own job; a team's (team-admin); any
+    (platform-admin). Cancelling another's job is audited with the cancellation."""
+    from meshctl.cli.jobs_cmd import cancel_one
+
+    try:
+        job = find(store, principal, ref)
+    except ApiError as err:
+        if err.status == 403:
+            raise refuse(store, principal, Verb.JOBS_CANCEL, ref, err.message) from None
+        raise
+    audited = administrative(principal, Verb.JOBS_CANCEL, job)
+    entry = audit_entry(principal, Verb.JOBS_CANCEL, job.id, "allowed", owner=job.owner)
+    row = cancel_one(store, job.id, by=principal.name, also=[entry] if audited else [])
+    if audited and not row["cancelled"]:
+        note = f"already {row['state']}"
+        store.append_audit(
+            audit_entry(principal, Verb.JOBS_CANCEL, job.id, "allowed", owner=job.owner, note=note)
+        )
+    if row["cancelled"]:
+        context.nudge()
+    return row

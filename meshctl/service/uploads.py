@@ -1,0 +1,80 @@
+"""A job's working directory sent with its submission: a gzipped tar, base64 in the body.
+
+The request body is capped before it is parsed (``MAX_UPLOAD_MIB`` by default, ``meshctl
+server --max-upload``); the archive is unpacked with tarfile's ``data`` filter (no absolute
+paths, no ``..``, no links out, no devices) and refused if its members add up to more than
+``EXPANSION`` times the cap, checked before anything is written.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import secrets
+import shutil
+import tarfile
+from collections.abc import Sequence
+from fnmatch import fnmatch
+from pathlib import Path
+
+from meshctl.service.errors import invalid, too_large
+from meshctl.state.private import private_dir, private_tree
+
+MAX_UPLOAD_MIB = 128  # the body; the package limit (100 MiB unpacked) applies after
+EXPANSION = 8  # what a compressed tree may unpack to, as a multiple of the cap
+UPLOADS = "uploads"
+
+
+def unpack(encoded: str, home: Path, cap_bytes: int) -> Path:
+    """The archive unpacked in a fresh private folder under ``home/uploads``; the caller
+    removes it (``discard``). A malformed archive is a 422, a large one a 413."""
+    try:
+        data = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid("working_dir: expected base64 of a gzipped tar") from None
+    try:
+        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:gz")  # noqa: SIM115
+    except (tarfile.TarError, OSError, EOFError):
+        raise invalid("working_dir: expected base64 of a gzipped tar") from None
+    with archive:
+        try:
+            members = archive.getmembers()
+        except (tarfile.TarError, OSError, EOFError):
+            raise invalid("working_dir: the archive is truncated or corrupt") from None
+        size = sum(m.size for m in members if m.isfile())
+        if size > cap_bytes * EXPANSION:
+            raise too_large(
+                f"working_dir: unpacks to {size / 2**20:.1f} MiB; "
+                f"at most {cap_bytes * EXPANSION / 2**20:.0f} MiB"
+            )
+        private_dir(home / UPLOADS)
+        target = home / UPLOADS / secrets.token_hex(8)
+        target.mkdir(mode=0o700)
+        try:
+            archive.extractall(target, filter="data")
+        except (tarfile.TarError, OSError) as err:
+            shutil.rmtree(target, ignore_errors=True)
+            raise invalid(f"working_dir: cannot unpack: {err}") from None
+    private_tree(target)
+    return target
+
+
+def discard(folder: Path | None) -> None:
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def pack(folder: Path, ignored: Sequence[str]) -> str:
+    """A folder as the body's ``working_dir``: base64 of a gzipped tar of its contents, less
+    what matches ``ignored`` (the patterns a local submission leaves out too)."""
+
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        parts = Path(info.name).parts
+        return None if any(fnmatch(p, pat) for p in parts for pat in ignored) else info
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for child in sorted(folder.iterdir()):
+            archive.add(child, arcname=child.name, filter=keep)
+    return base64.b64encode(buffer.getvalue()).decode()
