@@ -24,13 +24,13 @@ from meshctl.cli import (
     init_cmd,
     jobs_cmd,
     leave,
+    login_cmd,
     mesh_cmd,
     nodes_cmd,
     policy_cmd,
     pools_cmd,
     providers_cmd,
     schema_cmd,
-    server_cmd,
     sim_cmd,
     submit_cmd,
     train_cmd,
@@ -40,6 +40,7 @@ from meshctl.cli.argv import command_name
 from meshctl.cli.context import AppContext
 from meshctl.cli.errors import MeshGroup
 from meshctl.home import default_home
+from meshctl.service import commands  # the server's host: above the rest of the CLI
 
 deferred.defer(*deferred.UNUSED)  # before any command imports the packages that import them
 
@@ -62,9 +63,9 @@ app.command("gc")(gc_cmd.gc)
 app.command("validate")(validate_cmd.validate)
 app.command("schema")(schema_cmd.schema)
 app.command("explain")(explain_cmd.explain)
-app.command("server")(server_cmd.server)
-app.command("login")(server_cmd.login)
-app.command("logout")(server_cmd.logout)
+app.command("server")(commands.server)
+app.command("login")(login_cmd.login)
+app.command("logout")(login_cmd.logout)
 app.add_typer(jobs_cmd.app, name="jobs")
 app.add_typer(nodes_cmd.app, name="nodes")
 app.add_typer(controller_cmd.app, name="controller")
@@ -73,7 +74,7 @@ app.add_typer(pools_cmd.app, name="pools")
 app.add_typer(providers_cmd.app, name="providers")
 app.add_typer(sim_cmd.app, name="sim")
 app.add_typer(agent_cmd.app, name="agent")
-app.add_typer(server_cmd.admin, name="admin")
+app.add_typer(commands.admin, name="admin")
 
 
 @app.callback()

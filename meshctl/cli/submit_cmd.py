@@ -120,8 +120,8 @@ def _submit_remote(
     """Send the job (as written: defaults the user did not set stay unset, the team among
     them) and its working directory to the API server; print what it says."""
     from meshctl.cli import render
+    from meshctl.cli.remote import pack
     from meshctl.controller.submit import IGNORED
-    from meshctl.service.uploads import pack
 
     body: dict[str, Any] = {
         "job": job.model_dump(mode="json", exclude_unset=True, exclude_none=True),

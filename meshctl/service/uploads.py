@@ -14,8 +14,6 @@ import io
 import secrets
 import shutil
 import tarfile
-from collections.abc import Sequence
-from fnmatch import fnmatch
 from pathlib import Path
 
 from meshctl.service.errors import invalid, too_large
@@ -63,18 +61,3 @@ def unpack(encoded: str, home: Path, cap_bytes: int) -> Path:
 def discard(folder: Path | None) -> None:
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def pack(folder: Path, ignored: Sequence[str]) -> str:
-    """A folder as the body's ``working_dir``: base64 of a gzipped tar of its contents, less
-    what matches ``ignored`` (the patterns a local submission leaves out too)."""
-
-    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-        parts = Path(info.name).parts
-        return None if any(fnmatch(p, pat) for p in parts for pat in ignored) else info
-
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for child in sorted(folder.iterdir()):
-            archive.add(child, arcname=child.name, filter=keep)
-    return base64.b64encode(buffer.getvalue()).decode()

@@ -12,7 +12,8 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-HEAVY = ("ray", "boto3", "botocore", "google", "torch", "pydantic", "yaml", "sqlite3", "cel")
+HEAVY = ("ray", "boto3", "botocore", "google", "torch", "pydantic", "yaml", "sqlite3", "cel",
+         "fastapi", "uvicorn", "starlette", "prometheus_client", "psycopg")  # fmt: skip
 
 PROBE = """
 import sys

@@ -1,11 +1,9 @@
-"""``meshctl server``, ``meshctl admin``, ``meshctl login|logout``: a shared mesh.
+"""``meshctl server`` and ``meshctl admin``: the commands of a shared mesh's host.
 
     meshctl server [--host 127.0.0.1] [--port 8765] [--store URL] [--tls-cert F --tls-key F]
     meshctl admin users add NAME --team T [--team T2] --role user|team-admin|platform-admin
     meshctl admin users list | token NAME | revoke NAME
     meshctl admin audit [--after SEQ] [--limit N]
-    meshctl login URL [--token TOKEN]      (else read from stdin)
-    meshctl logout
 
 ``admin`` runs on the server's host, against its store (``--store``, default the home's
 state.db); it prints a token once, and the store keeps only its digest.
@@ -13,7 +11,6 @@ state.db); it prints a token once, and the store keeps only its digest.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -182,32 +179,3 @@ def audit(
                Column("role", "Role"), Column("action", "Action"), Column("target", "Target"),
                Column("outcome", "Outcome"), Column("detail", "Detail")]  # fmt: skip
     render.emit(rows, columns, output)
-
-
-def login(
-    ctx: typer.Context,
-    url: Annotated[str, typer.Argument(help="The API server, e.g. https://mesh.example:8765.")],
-    token: Annotated[
-        str | None, typer.Option(help="The API token (default: read from stdin).")
-    ] = None,
-) -> None:
-    """Check a token against an API server and keep both: commands then talk to it."""
-    from meshctl.cli import remote, render
-
-    if token is None:
-        token = typer.prompt("token", hide_input=True) if sys.stdin.isatty() else sys.stdin.read()
-    token = token.strip()
-    if not token:
-        raise InvalidRequestError("--token: expected the token meshctl admin users add printed")
-    context = app_context(ctx)
-    who = remote.login(context.home, url, token)
-    teams = ", ".join(who.get("teams", []))
-    render.plain(f"logged in to {url} as {who['name']} ({who['role']}; {teams})")
-
-
-def logout(ctx: typer.Context) -> None:
-    """Forget the server and token ``meshctl login`` kept: commands work locally again."""
-    from meshctl.cli import remote, render
-
-    gone = remote.logout(app_context(ctx).home)
-    render.plain("logged out" if gone else "not logged in")

@@ -1,0 +1,44 @@
+"""``meshctl login|logout``: talk to a shared mesh's API server, or stop to.
+
+meshctl login URL [--token TOKEN]      (else read from stdin)
+meshctl logout
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from meshctl.cli.context import app_context
+from meshctl.cli.errors import InvalidRequestError
+
+
+def login(
+    ctx: typer.Context,
+    url: Annotated[str, typer.Argument(help="The API server, e.g. https://mesh.example:8765.")],
+    token: Annotated[
+        str | None, typer.Option(help="The API token (default: read from stdin).")
+    ] = None,
+) -> None:
+    """Check a token against an API server and keep both: commands then talk to it."""
+    from meshctl.cli import remote, render
+
+    if token is None:
+        token = typer.prompt("token", hide_input=True) if sys.stdin.isatty() else sys.stdin.read()
+    token = token.strip()
+    if not token:
+        raise InvalidRequestError("--token: expected the token meshctl admin users add printed")
+    context = app_context(ctx)
+    who = remote.login(context.home, url, token)
+    teams = ", ".join(who.get("teams", []))
+    render.plain(f"logged in to {url} as {who['name']} ({who['role']}; {teams})")
+
+
+def logout(ctx: typer.Context) -> None:
+    """Forget the server and token ``meshctl login`` kept: commands work locally again."""
+    from meshctl.cli import remote, render
+
+    gone = remote.logout(app_context(ctx).home)
+    render.plain("logged out" if gone else "not logged in")
