@@ -1,0 +1,1 @@
+"""The API server's package: what it serves over HTTP (Prometheus metrics so far)."""
