@@ -32,6 +32,14 @@ def run(
     policies: Annotated[
         Path | None, typer.Option("--policies", "-p", help="The policy folder to enforce.")
     ] = None,
+    metrics_address: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-address",
+            metavar="HOST:PORT",
+            help="Serve the controller's Prometheus metrics at /metrics there (default: off).",
+        ),
+    ] = None,
 ) -> None:
     """Observe the pools, schedule, dispatch, record; every ``--interval`` seconds. Changes to
     the mesh, policies or catalogs are taken (or refused) as they are noticed, and on
@@ -60,6 +68,8 @@ def run(
             stop.set()
             wake.set()
 
+        if metrics_address is not None:
+            _serve_metrics(controller, metrics_address)
         signal.signal(signal.SIGTERM, stopping)
         signal.signal(signal.SIGUSR1, lambda *_: wake.set())  # meshctl submit's nudge
         logging.getLogger("meshctl.controller").info(
@@ -77,6 +87,29 @@ def run(
                 controller.burst.close()
             if controller.agents is not None:
                 controller.agents.close()
+
+
+def _serve_metrics(controller: Controller, address: str) -> None:
+    """The controller's metrics (``controller/metrics.py``), observed each cycle and served
+    from a thread; prometheus_client is imported only here."""
+    from meshctl.cli.errors import CommandError
+    from meshctl.errors import InvalidInput
+
+    try:
+        from meshctl.controller.metrics import Address, ControllerMetrics, Reading
+    except ModuleNotFoundError as err:  # prometheus_client: the metrics extra
+        needs = f"--metrics-address needs {err.name}: pip install 'meshctl[metrics]'"
+        raise CommandError(needs) from None
+    try:
+        where = Address.parse(address)
+    except ValueError as err:
+        raise InvalidInput(f"--metrics-address: {err}") from None
+    metrics = ControllerMetrics(Reading(controller))
+    try:
+        metrics.serve(where)
+    except OSError as err:
+        raise CommandError(f"cannot serve metrics at {address}: {err}") from None
+    controller.on_cycle = lambda r: metrics.observe(r.at_s, r.duration_s, r.errors)
 
 
 def _command_server(home: Path) -> subprocess.Popen[bytes]:
