@@ -112,11 +112,11 @@ class StoreCollector(Collector):
             counts.preempted,
         )
         yield counter(
-            "gpu_hours_lost",
-            "GPU-hours that evicted attempts had run when evicted: the work a failure put at "
-            "risk (what came after their last checkpoint is lost).",
+            "lost_gpu_seconds",
+            "GPU-seconds that evicted attempts had run when evicted: the work a failure put "
+            "at risk (what came after their last checkpoint is lost).",
             ("pool", "reason"),
-            counts.gpu_hours_lost,
+            counts.lost_gpu_s,
         )
 
     def _fleet(self) -> Iterator[Metric]:

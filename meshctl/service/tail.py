@@ -11,7 +11,7 @@ Events read (``meshctl.controller``: a job's transition is ``job.<state>`` with 
 - ``job.pending`` (submitted) and ``job.requeued``: the job waits from then;
 - ``job.admitted``: counted, with its wait (since it last began to wait) in the histogram;
 - ``job.evicted``, ``job.preempted``: counted by reason (``reasons.py``); an eviction also
-  adds the GPU-hours its attempt had run (the work a failure puts at risk);
+  adds the GPU-seconds its attempt had run (the work a failure puts at risk);
 - ``job.succeeded``, ``job.failed``, ``job.cancelled``: the job waits no more.
 """
 
@@ -83,13 +83,13 @@ class Counts:
     waits: dict[Labels, Histogram] = field(default_factory=dict)
     evicted: dict[Labels, float] = field(default_factory=lambda: defaultdict(float))
     preempted: dict[Labels, float] = field(default_factory=lambda: defaultdict(float))
-    gpu_hours_lost: dict[Labels, float] = field(default_factory=lambda: defaultdict(float))
+    lost_gpu_s: dict[Labels, float] = field(default_factory=lambda: defaultdict(float))
 
     def copy(self) -> Counts:
         waits = {k: h.copy() for k, h in self.waits.items()}
         return Counts(
             dict(self.admitted), waits, dict(self.evicted), dict(self.preempted),
-            dict(self.gpu_hours_lost),
+            dict(self.lost_gpu_s),
         )  # fmt: skip
 
 
@@ -144,7 +144,7 @@ class EventTail:
     def _evicted(self, job: str, event: Event) -> None:
         labels = (pool_of(event), classify(event.message, EVICTED))
         self.counts.evicted[labels] += 1
-        self.counts.gpu_hours_lost[labels] += gpu_hours_run(
+        self.counts.lost_gpu_s[labels] += gpu_seconds_run(
             self.store.list(AttemptRecord, job_id=job), event.at_s
         )
 
@@ -154,8 +154,8 @@ def pool_of(event: Event) -> str:
     return str(pool) if pool else NO_POOL
 
 
-def gpu_hours_run(attempts: Iterable[AttemptRecord], at_s: float) -> float:
-    """The GPU-hours the attempt current at ``at_s`` had run by then: its GPUs held times the
+def gpu_seconds_run(attempts: Iterable[AttemptRecord], at_s: float) -> float:
+    """The GPU-seconds the attempt current at ``at_s`` had run by then: its GPUs held times the
     time since it started. The current attempt is the newest one not started after ``at_s``
     (one admitted but not started has run nothing). Read long after, a newer attempt not yet
     started hides the evicted one: it counts nothing then, never more than it ran."""
@@ -166,4 +166,4 @@ def gpu_hours_run(attempts: Iterable[AttemptRecord], at_s: float) -> float:
     if current.started_at_s is None:
         return 0.0
     gpus = sum(held.gpus() for held in current.detail.allocations)
-    return gpus * max(0.0, at_s - current.started_at_s) / 3600.0
+    return gpus * max(0.0, at_s - current.started_at_s)

@@ -121,8 +121,8 @@ CASES = [
     Case("evicted by reason", "meshctl_evicted_workloads_total",
          {"pool": "onprem", "reason": "NodeUnhealthy"}, 1),
     # 2 GPUs from NOW-400 to the eviction at NOW-40: 720 GPU-seconds
-    Case("GPU-hours run before the eviction", "meshctl_gpu_hours_lost_total",
-         {"pool": "onprem", "reason": "NodeUnhealthy"}, 720 / 3600),
+    Case("GPU-seconds run before the eviction", "meshctl_lost_gpu_seconds_total",
+         {"pool": "onprem", "reason": "NodeUnhealthy"}, 720),
     Case("unhealthy node", "meshctl_nodes", {"pool": "onprem", "state": "unhealthy"}, 1),
     Case("a dead node is not counted", "meshctl_nodes", {"pool": "onprem", "state": "ready"}, 1),
     Case("live instance", "meshctl_cloud_instances", {"pool": "aws-burst", "state": "ready"}, 1),
