@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
@@ -91,6 +92,7 @@ class ControllerMetrics:
 
     def __init__(self, controller: Observed) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._server: WSGIServer | None = None
         self.cycle = Histogram(
             "meshctl_controller_cycle_duration_seconds",
             "How long one controller cycle took (observe, decide, apply, record).",
@@ -123,9 +125,18 @@ class ControllerMetrics:
     def lead(self, leading: bool) -> None:
         self.leading.set(1 if leading else 0)
 
-    def serve(self, address: Address) -> None:
-        """Serve ``/metrics`` on ``address`` from a daemon thread."""
-        start_http_server(address.port, address.host, registry=self.registry)
+    def serve(self, address: Address) -> int:
+        """Serve ``/metrics`` on ``address`` from a daemon thread; the port it listens on (the
+        one given, or the one chosen for port 0)."""
+        self._server, _ = start_http_server(address.port, address.host, registry=self.registry)
+        return int(self._server.server_port)
+
+    def close(self) -> None:
+        """Stop serving (a controller that stops exits; a test ends the server)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
 
 
 class StateCollector(Collector):

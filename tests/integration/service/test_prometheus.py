@@ -24,8 +24,12 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
 import yaml
-from prometheus_client import generate_latest, make_wsgi_app
+from prometheus_client import make_wsgi_app
 
+from meshctl.agent.watch import AgentReport, AgentStatus
+from meshctl.controller.metrics import Address, ControllerMetrics
+from meshctl.model.policy import TeamQuota
+from meshctl.policy.tenancy import BudgetStanding
 from meshctl.service.metrics import registry
 from meshctl.state import Event, JobRecord, JobState, NodeRecord, SqliteStore
 from tests.conftest import wait_until
@@ -108,6 +112,32 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Sq
     store.close()
 
 
+class _Standby:
+    """What a controller's metrics read: a budget at 95% of its limit, a quota, one agent
+    silent."""
+
+    standings = (BudgetStanding("cloud", "provider:aws", 950.0, 1000.0, "warn"),)
+    agent_report = AgentReport(agents={"onprem/n1": AgentStatus("http://n1", "dead")})
+
+    def quotas(self) -> dict[str, TeamQuota]:
+        return {"ml": TeamQuota(team="ml", gpus=8)}
+
+    def last_world(self) -> None:
+        return None
+
+
+@pytest.fixture(scope="module")
+def controller_endpoint() -> Iterator[str]:
+    """A controller's metrics served as ``--metrics-address 127.0.0.1:0`` does; one that
+    does not lead."""
+    metrics = ControllerMetrics(_Standby())
+    metrics.observe(1_800_000_000.0, 0.2, [])
+    metrics.lead(False)
+    port = metrics.serve(Address("127.0.0.1", 0))
+    yield f"127.0.0.1:{port}"
+    metrics.close()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -117,16 +147,23 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def prometheus(
-    tools: Tools, endpoint: tuple[str, SqliteStore], tmp_path_factory: pytest.TempPathFactory
+    tools: Tools,
+    endpoint: tuple[str, SqliteStore],
+    controller_endpoint: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
-    """A Prometheus server scraping ``endpoint`` every second with the shipped alert rules;
+    """A Prometheus server scraping both endpoints every second with the shipped alert rules;
     its HTTP API's base URL. Stopped by its pid at the end."""
     folder = tmp_path_factory.mktemp("prometheus")
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(ALERTS)],
         "scrape_configs": [
-            {"job_name": "meshctl-server", "static_configs": [{"targets": [endpoint[0]]}]}
+            {"job_name": "meshctl-server", "static_configs": [{"targets": [endpoint[0]]}]},
+            {
+                "job_name": "meshctl-controller",
+                "static_configs": [{"targets": [controller_endpoint]}],
+            },
         ],
     }
     (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -169,10 +206,15 @@ def _log(base: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     return f"{base}: " + (logs[-1].read_text()[-3000:] if logs else "(no log)")
 
 
-def test_promtool_accepts_the_exposition(tools: Tools, endpoint: tuple[str, SqliteStore]) -> None:
-    text = generate_latest(registry(endpoint[1]))
-    done = subprocess.run([tools.promtool, "check", "metrics"], input=text, capture_output=True)
-    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+def test_promtool_accepts_the_expositions(
+    tools: Tools, endpoint: tuple[str, SqliteStore], controller_endpoint: str
+) -> None:
+    for where in (endpoint[0], controller_endpoint):
+        with urllib.request.urlopen(f"http://{where}/metrics", timeout=10) as answer:
+            text = answer.read()
+        assert b"meshctl_" in text
+        done = subprocess.run([tools.promtool, "check", "metrics"], input=text, capture_output=True)
+        assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
 
 
 def test_promtool_accepts_the_alert_rules(tools: Tools) -> None:
@@ -194,6 +236,20 @@ def test_prometheus_scrapes_the_queue(
     assert found == {"batch": 2.0, "high": 1.0}
 
 
+def test_prometheus_scrapes_the_controller(
+    prometheus: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    def cycles() -> float | None:
+        query = "meshctl_controller_cycle_duration_seconds_count"
+        found = _api(prometheus, "/api/v1/query", query=query)
+        results = found["data"]["result"] if found else []
+        return float(results[0]["value"][1]) if results else None
+
+    assert wait_until(lambda: _log(prometheus, tmp_path_factory), cycles, timeout_s=60) == 1
+    found = _api(prometheus, "/api/v1/query", query="meshctl_team_nominal_quota")
+    assert [float(r["value"][1]) for r in found["data"]["result"]] == [8.0]
+
+
 def test_prometheus_evaluates_the_alert_rules(
     prometheus: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -213,8 +269,14 @@ def test_prometheus_evaluates_the_alert_rules(
         found = _api(prometheus, "/api/v1/alerts")
         return {a["labels"]["alertname"] for a in found["data"]["alerts"]} if found else set()
 
-    # No controller is scraped, and the store has an unhealthy node.
-    wanted = {"MeshctlControllerNotLeading", "MeshctlNodesUnhealthy"}
+    # The controller does not lead, its budget is at 95%, one agent is silent, and the store
+    # has an unhealthy node.
+    wanted = {
+        "MeshctlControllerNotLeading",
+        "MeshctlBudgetNearLimit",
+        "MeshctlAgentsSilent",
+        "MeshctlNodesUnhealthy",
+    }
     assert wait_until(
         lambda: _log(prometheus, tmp_path_factory), lambda: wanted <= pending(), timeout_s=60
     )
