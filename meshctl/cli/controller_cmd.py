@@ -18,6 +18,7 @@ from meshctl.cli.render import Output
 
 if TYPE_CHECKING:
     from meshctl.controller.loop import Controller
+    from meshctl.controller.metrics import Address
     from meshctl.controller.reload import RuleFiles
     from meshctl.state import Store
 
@@ -32,6 +33,14 @@ def run(
     policies: Annotated[
         Path | None, typer.Option("--policies", "-p", help="The policy folder to enforce.")
     ] = None,
+    metrics_address: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-address",
+            metavar="HOST:PORT",
+            help="Serve the controller's Prometheus metrics at /metrics there (default: off).",
+        ),
+    ] = None,
 ) -> None:
     """Observe the pools, schedule, dispatch, record; every ``--interval`` seconds. Changes to
     the mesh, policies or catalogs are taken (or refused) as they are noticed, and on
@@ -43,6 +52,7 @@ def run(
     from meshctl.cli import render
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    where = _metrics_address(metrics_address) if metrics_address is not None else None
     context = app_context(ctx)
     with context.store(local=True) as store:
         controller = _controller(context.home, context.rule_files(policies), store, once)
@@ -60,6 +70,8 @@ def run(
             stop.set()
             wake.set()
 
+        if where is not None:
+            _serve_metrics(controller, where)
         signal.signal(signal.SIGTERM, stopping)
         signal.signal(signal.SIGUSR1, lambda *_: wake.set())  # meshctl submit's nudge
         logging.getLogger("meshctl.controller").info(
@@ -77,6 +89,42 @@ def run(
                 controller.burst.close()
             if controller.agents is not None:
                 controller.agents.close()
+
+
+def _metrics_address(address: str) -> Address:
+    """``--metrics-address`` checked before anything starts; prometheus_client is imported
+    only here, when metrics are asked for."""
+    from meshctl.cli.errors import CommandError
+    from meshctl.errors import InvalidInput
+
+    try:
+        from meshctl.controller.metrics import Address
+    except ModuleNotFoundError as err:  # prometheus_client: the metrics extra
+        needs = f"--metrics-address needs {err.name}: pip install 'meshctl[metrics]'"
+        raise CommandError(needs) from None
+    try:
+        return Address.parse(address)
+    except ValueError as err:
+        raise InvalidInput(f"--metrics-address: {err}") from None
+
+
+def _serve_metrics(controller: Controller, where: Address) -> None:
+    """The controller's metrics (``controller/metrics.py``), observed each cycle and served
+    from a thread."""
+    import logging
+
+    from meshctl.cli.errors import CommandError
+    from meshctl.controller.metrics import ControllerMetrics, Reading
+
+    metrics = ControllerMetrics(Reading(controller))
+    try:
+        port = metrics.serve(where)
+    except OSError as err:
+        raise CommandError(f"cannot serve metrics at {where.host}:{where.port}: {err}") from None
+    controller.on_cycle = lambda r: metrics.observe(r.at_s, r.duration_s, r.errors)
+    logging.getLogger("meshctl.controller").info(
+        "metrics at http://%s:%d/metrics", where.host, port
+    )
 
 
 def _command_server(home: Path) -> subprocess.Popen[bytes]:

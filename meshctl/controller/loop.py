@@ -173,6 +173,7 @@ class Controller(Applying):
         self.estimator: Estimator | None = None  # runtimes of the jobs that ended well
         self._budgets: dict[str, str] | None = None  # budget -> what it was last said to be
         self.standings: tuple[BudgetStanding, ...] = ()  # each budget, as of the last cycle
+        self.on_cycle: Callable[[CycleReport], None] | None = None  # e.g. its metrics
 
     # --- one cycle ----------------------------------------------------------------------------
 
@@ -214,6 +215,8 @@ class Controller(Applying):
             world.pool_unavailable,
         )
         self._beat(report)
+        if self.on_cycle is not None:
+            self.on_cycle(report)
         return report
 
     def _reload(self, now: float) -> None:

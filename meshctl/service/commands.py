@@ -75,16 +75,13 @@ def server(
 
 
 def _metrics(store: Any) -> Any:
-    """The ``/metrics`` application over the store, where the metrics module is there."""
-    from importlib import import_module
+    """The ``/metrics`` application over the store (built once: it keeps its place in the
+    event log between scrapes)."""
+    from prometheus_client import make_asgi_app
 
-    try:
-        from prometheus_client import make_asgi_app
+    from meshctl.service.metrics import registry
 
-        metrics = import_module("meshctl.service.metrics")
-    except ImportError:
-        return None
-    return make_asgi_app(metrics.registry(lambda: store))
+    return make_asgi_app(registry(store))
 
 
 @users.command("add")

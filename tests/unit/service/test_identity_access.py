@@ -188,7 +188,7 @@ def test_the_team_a_job_is_charged_to(who: Principal, asked: str | None, expecte
     if isinstance(expected, str):
         assert charged_team(who, asked) == expected
     else:
-        with pytest.raises(expected, match="spec.team"):  # type: ignore[call-overload]
+        with pytest.raises(expected, match=r"spec\.team"):  # type: ignore[call-overload]
             charged_team(who, asked)
 
 
