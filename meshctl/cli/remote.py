@@ -57,6 +57,11 @@ class Remote:
             raise _refusal(self.url, err) from None
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
+            if data is not None and isinstance(reason, BrokenPipeError | ConnectionResetError):
+                raise CommandError(
+                    f"server {self.url}: it closed the connection while the request "
+                    f"({len(data) / 2**20:.1f} MiB) was sent: over its --max-upload?"
+                ) from None
             raise CommandError(f"server {self.url}: cannot reach it: {reason}") from None
 
 

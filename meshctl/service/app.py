@@ -180,10 +180,8 @@ def _manage(service: Service, caller: Principal, target: str, action: str, body:
 
 
 async def _capped_body(request: Request, cap: int) -> bytes:
-    """The request body, refused (413) as soon as it passes ``cap`` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > cap:
-        raise too_large(f"body: {int(declared)} bytes; at most {cap} (meshctl server --max-upload)")
+    """The request body, refused (413) as soon as it passes ``cap`` bytes (read up to there,
+    not refused on its declared length, so a client that sends it whole reads the answer)."""
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
