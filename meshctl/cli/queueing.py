@@ -11,10 +11,15 @@ from meshctl.cli.errors import CommandError, InvalidRequestError
 from meshctl.cli.render import Output
 
 if TYPE_CHECKING:
+    import datetime as dt
+    from collections.abc import Callable
+
     from meshctl.cli.context import AppContext
     from meshctl.controller.submit import Admission
     from meshctl.files import Loaded
     from meshctl.model import Catalog, Job, Mesh
+    from meshctl.policy import PolicySet
+    from meshctl.policy.evaluate import BoundPolicies
 
 
 def queue(
@@ -35,7 +40,7 @@ def queue(
     from meshctl.cli import render
     from meshctl.controller.submit import enqueue
 
-    job, admission = admit(context, job, work, held)
+    job, admission = admit(context, job, work, context.planning(held=held))
     if output is Output.table and (dry_run or explain):
         _show_plan(job, admission)
     record = None
@@ -55,20 +60,23 @@ def admit(
     context: AppContext,
     job: Job,
     work: Path | None,
-    held: tuple[Mesh, dict[str, Catalog]] | None = None,
+    planning: tuple[Mesh, dict[str, Catalog], PolicySet],
+    bound: Callable[[dt.datetime], BoundPolicies] | None = None,
 ) -> tuple[Job, Admission]:
     """The job (a Serve app's deployment named) and its admission: its loop imports, and it
-    can run on this mesh under the policies in force; else ``Rejected`` or another
-    ``InvalidInput``, nothing queued. Shared by the CLI and the API server."""
+    can run on this mesh under the policies in force (``planning``: the mesh, catalogs and
+    policies, ``AppContext.planning``); else ``Rejected`` or another ``InvalidInput``,
+    nothing queued. ``bound``: the policies bound to the mesh at a moment, kept by a caller
+    that checks many jobs. Shared by the CLI and the API server."""
     import datetime as dt
 
     from meshctl.controller.submit import check
 
     job = check_loop(job, work)  # a train loop or Serve app imports, before anything is queued
     now = dt.datetime.now(dt.UTC)
-    mesh, catalogs, policies = context.planning(held=held)
+    mesh, catalogs, policies = planning
     observed = _unlisted_inventory(context, mesh)
-    return job, check(job, mesh, catalogs, policies, now, observed)
+    return job, check(job, mesh, catalogs, policies, now, observed, bound and bound(now))
 
 
 def submitted(job: Job, admission: Any, record: Any, planned: bool) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from meshctl.model.job import Job
 from meshctl.model.mesh import Mesh
 from meshctl.model.policy import TeamQuota
 from meshctl.policy.compiled import PolicySet
-from meshctl.policy.evaluate import bind
+from meshctl.policy.evaluate import BoundPolicies, bind
 from meshctl.policy.facts import mesh_snapshot
 from meshctl.policy.tenancy import hourly_headroom, hours_left_in_month, quota_ceiling
 from meshctl.policy.verdict import Verdict
@@ -71,6 +71,7 @@ def check(
     policies: PolicySet | None,
     now: dt.datetime,
     observed: Mapping[str, PoolObservation] | None = None,
+    bound: BoundPolicies | None = None,
 ) -> Admission:
     """One scheduling cycle on the configured (idle) mesh: unschedulable means never.
 
@@ -78,9 +79,10 @@ def check(
     could ever give, no pool allowed) is said to be inadmissible under the current policies,
     not impossible on this mesh: a policy change admits it. ``observed``: the inventory of
     ``ray`` pools whose mesh entry lists no nodes (an existing cluster is what it is; its
-    nodes are read from it)."""
+    nodes are read from it). ``bound``: the policies bound to this mesh at about ``now``
+    already (a server checking many jobs binds once a second)."""
     name = job.metadata.name
-    priority, klass, view, headroom = _policy_view(job, mesh, catalogs, policies, now)
+    priority, klass, view, headroom = _policy_view(job, mesh, catalogs, policies, now, bound)
     pending = Pending(name, job.spec.team, priority, Request.of(job), now.timestamp(), None)
     snapshot = snapshot_from_mesh(mesh, catalogs, None, [pending], now.timestamp(), headroom)
     for pool_name, observation in (observed or {}).items():
@@ -103,12 +105,14 @@ def _policy_view(
     catalogs: Mapping[str, Catalog],
     policies: PolicySet | None,
     now: dt.datetime,
+    bound: BoundPolicies | None = None,
 ) -> tuple[int, str | None, PolicyView, dict[str, float | None]]:
     """The job's priority and class, what the scheduler asks of the policies, and each pool's
     budget headroom per hour; Rejected if the policies refuse the job outright."""
     if policies is None:
         return 0, None, Permissive(), {}
-    bound = bind(policies, mesh_snapshot(mesh, catalogs), now)
+    if bound is None:
+        bound = bind(policies, mesh_snapshot(mesh, catalogs), now)
     verdict = bound.evaluate(job)
     view = FromPolicyEngine(bound, {job.metadata.name: job}, {})
     refused = inadmissible(job, verdict, view.quotas)

@@ -56,32 +56,32 @@ def server(
     max_upload: Annotated[
         int, typer.Option("--max-upload", help="Largest request body, MiB (a job's files).")
     ] = 128,
+    workers: Annotated[
+        int, typer.Option(help="Server processes (each with its own store connection).")
+    ] = 1,
 ) -> None:
     """Serve the mesh's API to its users: jobs, nodes, status, the audit log; /metrics."""
     from meshctl.cli import render
-    from meshctl.service.app import Service, create_app
-    from meshctl.service.server import Listen, check_listen, serve
+    from meshctl.service.server import Listen, Settings, check_listen, serve
 
     context = app_context(ctx)
     listen = Listen(host, port, tls_cert, tls_key)
     check_listen(listen)
     if max_upload < 1:
         raise InvalidRequestError(f"--max-upload: expected at least 1 (MiB), got {max_upload}")
-    opened = open_store_for(context, store)
+    if workers < 1:
+        raise InvalidRequestError(f"--workers: expected at least 1, got {workers}")
+    with open_store_for(context, store):  # opened (and migrated) once, here: its errors, exit 2
+        pass
+    settings = Settings(str(context.home), _path(context.mesh_path), _path(context.providers_dir),
+                        store, max_upload * 2**20)  # fmt: skip
     scheme = "https" if tls_cert else "http"
-    with opened:
-        app = create_app(Service(context, opened, max_upload * 2**20), metrics=_metrics(opened))
-        serve(app, listen, lambda: render.warnings([f"serving {scheme}://{host}:{port}"]))
+    say = f"serving {scheme}://{host}:{port} ({workers} process{'es' if workers > 1 else ''})"
+    serve(settings, listen, workers, lambda: render.warnings([say]))
 
 
-def _metrics(store: Any) -> Any:
-    """The ``/metrics`` application over the store (built once: it keeps its place in the
-    event log between scrapes)."""
-    from prometheus_client import make_asgi_app
-
-    from meshctl.service.metrics import registry
-
-    return make_asgi_app(registry(store))
+def _path(path: Path | None) -> str | None:
+    return None if path is None else str(path.resolve())
 
 
 @users.command("add")

@@ -18,6 +18,7 @@ from meshctl.errors import InvalidInput
 from meshctl.service.access import Verb, administrative, charged_team, reaches
 from meshctl.service.errors import ApiError, forbidden, invalid, not_found
 from meshctl.service.identity import Principal
+from meshctl.service.planning import Planner
 from meshctl.service.uploads import discard, unpack
 from meshctl.state import AuditEntry, JobRecord, JobState, Role, Store
 
@@ -108,10 +109,10 @@ def parse_submission(raw: bytes) -> Submission:
 
 
 def submit(
-    context: Any, store: Store, principal: Principal, body: Submission, cap_bytes: int
+    planner: Planner, store: Store, principal: Principal, body: Submission, cap_bytes: int
 ) -> dict[str, Any]:
     """Check and queue a job for the principal, charged to one of their teams; what ``meshctl
-    submit -o json`` prints. ``context``: the server's ``AppContext`` (its mesh, policies)."""
+    submit -o json`` prints. ``planner``: the server's mesh, catalogs and policies."""
     from meshctl.cli.options import flag_error
     from meshctl.cli.queueing import admit, submitted
     from meshctl.controller.submit import enqueue
@@ -132,9 +133,13 @@ def submit(
         job = Job.model_validate(document)
     except ValidationError as err:
         raise invalid(f"job.{flag_error(err, Job, {})}") from None
+    context = planner.context
     work = unpack(body.working_dir, context.home, cap_bytes) if body.working_dir else None
     try:
-        job, admission = admit(context, job, work)
+        planning = planner.planning()
+        job, admission = admit(
+            context, job, work, planning, lambda now: planner.bound(planning, now)
+        )
         record = None
         if not body.dry_run:
             record = enqueue(

@@ -7,7 +7,9 @@ every request. The store is opened once and shared by the request threads.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+import json
+import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,21 +49,60 @@ def check_listen(listen: Listen) -> None:
         raise InvalidInput(f"--port: expected 1 to 65535, got {listen.port}")
 
 
-def serve(app: Any, listen: Listen, on_ready: Any = None) -> None:
-    """Serve until SIGINT or SIGTERM."""
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What each server process builds its application from (passed in the environment:
+    uvicorn starts its workers as new processes)."""
+
+    home: str
+    mesh: str | None
+    providers: str | None
+    store: str | None
+    max_body_bytes: int
+
+
+SETTINGS_ENV = "MESHCTL_SERVER_SETTINGS"
+
+
+def application() -> Any:
+    """The application of one server process, from ``SETTINGS_ENV`` (uvicorn's factory)."""
+    from prometheus_client import make_asgi_app
+
+    from meshctl.cli.context import AppContext
+    from meshctl.service.app import Service, create_app
+    from meshctl.service.metrics import registry
+    from meshctl.state import open_store_at
+
+    settings = Settings(**json.loads(os.environ[SETTINGS_ENV]))
+    home = Path(settings.home)
+    context = AppContext(
+        home,
+        None if settings.mesh is None else Path(settings.mesh),
+        None if settings.providers is None else Path(settings.providers),
+    )
+    store = open_store_at(settings.store, home)
+    # the registry is built once per process: it keeps its place in the event log
+    return create_app(
+        Service(context, store, settings.max_body_bytes), metrics=make_asgi_app(registry(store))
+    )
+
+
+def serve(settings: Settings, listen: Listen, workers: int, on_ready: Any = None) -> None:
+    """Serve until SIGINT or SIGTERM, in ``workers`` processes sharing the address."""
     import uvicorn
 
-    config = uvicorn.Config(
-        app,
+    os.environ[SETTINGS_ENV] = json.dumps(asdict(settings))
+    if on_ready is not None:
+        on_ready()
+    uvicorn.run(
+        "meshctl.service.server:application",
+        factory=True,
         host=listen.host,
         port=listen.port,
+        workers=workers if workers > 1 else None,
         ssl_certfile=str(listen.tls_cert) if listen.tls_cert else None,
         ssl_keyfile=str(listen.tls_key) if listen.tls_key else None,
         log_level="warning",
         access_log=False,
         server_header=False,
     )
-    server = uvicorn.Server(config)
-    if on_ready is not None:
-        on_ready()
-    server.run()
