@@ -214,9 +214,9 @@ class PostgresStore(StoreBase):
             raise AssertionError("unreachable")  # pragma: no cover
 
     def _error(self, exc: psycopg.Error) -> StoreError:
-        if isinstance(exc, pg_errors.LockNotAvailable):
-            return StoreError(f"state store {self.url}: locked past busy_timeout_s: {exc}")
-        return StoreError(self._scrub(f"state store {self.url}: {exc}"))
+        waited = isinstance(exc, pg_errors.LockNotAvailable)
+        locked = "locked past busy_timeout_s: " if waited else ""
+        return StoreError(self._scrub(f"state store {self.url}: {locked}{exc}"))
 
     def _version(self, conn: Connection, kind: type[Any], key: str) -> int | None:
         row = conn.execute(_sql(kind).version, (key,)).fetchone()

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.unit
         pytest.param(None, "home/state.db", id="nothing: the home's"),
         pytest.param("", "home/state.db", id="empty: the home's"),
         pytest.param("other.db", "other.db", id="a relative path"),
-        pytest.param("sqlite:///rel.db", "rel.db", id="a sqlite URL, relative"),
-        pytest.param("sqlite:///{tmp}/abs.db", "abs.db", id="a sqlite URL, absolute"),
+        pytest.param("sqlite://{tmp}/abs.db", "abs.db", id="sqlite:///PATH"),
+        pytest.param("sqlite:///{tmp}/abs.db", "abs.db", id="sqlite:////PATH"),
         pytest.param("{tmp}/plain.db", "plain.db", id="an absolute path"),
     ],
 )
