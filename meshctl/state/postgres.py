@@ -11,7 +11,7 @@ The lock is taken after the record write, so a transaction that holds it waits o
 
 One connection per store, in autocommit mode (each call its own transaction), guarded by a
 lock: a store may be shared between threads, not across ``fork``. A connection found broken
-is replaced on the next call; a read, or a write whose ``BEGIN`` failed (nothing was sent),
+is replaced on the next call; a read, or a write whose ``BEGIN`` failed (nothing was written),
 is tried once more on the new connection. The URL's password never appears in a message:
 ``url`` is the redacted form.
 """

@@ -299,7 +299,7 @@ def _hold_row(url: str, locked: threading.Event, release: threading.Event) -> No
         release.wait(timeout=60)
 
 
-def test_a_write_waits_for_a_row_lock_until_busy_timeout(pg_url: str) -> None:
+def test_a_write_held_by_a_row_lock_past_busy_timeout_fails(pg_url: str) -> None:
     with PostgresStore(pg_url, busy_timeout_s=0.2) as store:
         store.create(JOB)
         locked, release = threading.Event(), threading.Event()
