@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 MESHCTL := $(VENV)/bin/meshctl
 STAMP := $(VENV)/.installed-dev
 # torch comes as torch==2.13.0 (a CPU build on this kind of machine) through the train extra.
-EXTRAS ?= dev,ray,aws,gcp,train,sim,agent,serve,server
+EXTRAS ?= dev,ray,aws,gcp,train,sim,agent,serve,server,postgres
 
 .PHONY: install demo sim test lint unit integration bench clean
 

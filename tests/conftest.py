@@ -1,16 +1,18 @@
-"""Shared fixtures: paths to the project's own data, a CLI runner, and helpers for tests that
-wait on a real process (``wait_until``) or need a port nothing listens on (``closed_port``)."""
+"""Shared fixtures: paths to the project's own data, a CLI runner, a throwaway Postgres server
+(``postgres``, ``pg_url``), and helpers for tests that wait on a real process (``wait_until``)
+or need a port nothing listens on (``closed_port``)."""
 
 from __future__ import annotations
 
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from pgserver import PgServer, pg_server
 from typer.testing import CliRunner
 
 T = TypeVar("T")
@@ -64,6 +66,26 @@ def closed_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
     return port
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PgServer]:
+    """A throwaway Postgres server (``pgserver.py``), started once for the run when a test
+    asks for it; it fails, never skips, where the Postgres binaries are missing."""
+    with pg_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def _pg_shared(postgres: PgServer) -> str:
+    return postgres.database()
+
+
+@pytest.fixture
+def pg_url(postgres: PgServer, _pg_shared: str) -> str:
+    """The URL (with its password) of an empty database on the throwaway server: one database
+    for the run, emptied before each test (quicker than a new one each time)."""
+    return postgres.clean(_pg_shared)
 
 
 @pytest.fixture

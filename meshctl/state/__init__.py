@@ -1,13 +1,17 @@
 """The state store: versioned records and append-only logs behind the reconcile loop.
 
-``open_store(default_home())`` opens ``$MESHCTL_HOME/state.db`` (``~/.meshctl`` by default).
+``open_store(default_home())`` opens ``$MESHCTL_HOME/state.db`` (``~/.meshctl`` by default);
+``open_store_at(store, home)`` opens what a ``--store`` names: that, a SQLite file, or a
+Postgres database (``meshctl.state.postgres``, imported only then: psycopg is an extra).
 See ``README.md`` in this package for the vocabulary.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from meshctl.errors import InvalidInput
 from meshctl.home import default_home
 from meshctl.state.memory import MemoryStore
 from meshctl.state.migrations import MIGRATIONS
@@ -40,6 +44,9 @@ from meshctl.state.records import (
 )
 from meshctl.state.sqlite import SqliteStore
 from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
+
+if TYPE_CHECKING:
+    from meshctl.state.postgres import PostgresStore
 
 __all__ = [
     "ACTIVE_ATTEMPT",
@@ -92,14 +99,34 @@ def open_store(home: Path) -> SqliteStore:
     return SqliteStore(home / STATE_DB)
 
 
-def open_store_at(url: str | None, home: Path) -> Store:
-    """The store ``url`` names (a SQLite file path, or ``sqlite:///PATH``), else the home's."""
-    if not url:
-        return open_store(home)
-    if url.startswith("sqlite://"):
-        url = url.removeprefix("sqlite://")
-    if "://" in url:
-        from meshctl.errors import InvalidInput
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+SQLITE_SCHEME = "sqlite://"
 
-        raise InvalidInput(f"--store: expected a SQLite file or sqlite:///PATH, got {url!r}")
-    return SqliteStore(Path(url))
+
+def open_store_at(store: str | None, home: Path) -> Store:
+    """The store a ``--store`` names: nothing, ``home/state.db`` (``open_store``); a
+    ``postgresql://`` (or ``postgres://``) URL, that Postgres database; ``sqlite:///PATH`` (an
+    absolute path; ``sqlite:////PATH`` too) or a plain path, that SQLite file. Anything else is
+    ``InvalidInput``."""
+    if not store:
+        return open_store(home)
+    if store.startswith(POSTGRES_SCHEMES):
+        return _postgres(store)
+    if store.startswith(SQLITE_SCHEME):
+        path = store.removeprefix(SQLITE_SCHEME)
+        if not path.strip("/"):
+            raise InvalidInput(f"--store: expected a file after {SQLITE_SCHEME}/, got nothing")
+        return SqliteStore(Path("/" + path.lstrip("/") if path.startswith("/") else path))
+    if "://" in store:
+        scheme = store.split("://", 1)[0]  # not the rest: a URL may carry a password
+        raise InvalidInput(
+            f"--store: expected a postgresql:// URL, a sqlite:///PATH URL or a file path, "
+            f"got a {scheme}:// URL"
+        )
+    return SqliteStore(Path(store))
+
+
+def _postgres(url: str) -> PostgresStore:
+    from meshctl.state.postgres import PostgresStore
+
+    return PostgresStore(url)

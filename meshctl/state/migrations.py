@@ -128,12 +128,11 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return version
 
 
-def check_not_newer(version: int, known: int) -> None:
-    """Refuse a database written by a newer meshctl."""
+def check_not_newer(version: int, known: int, what: str = "state.db") -> None:
+    """Refuse a database (``what``: how messages name it) written by a newer meshctl."""
     if version > known:
         raise StoreError(
-            f"state.db schema version {version} is newer than this meshctl ({known}); "
-            "upgrade meshctl"
+            f"{what} schema version {version} is newer than this meshctl ({known}); upgrade meshctl"
         )
 
 

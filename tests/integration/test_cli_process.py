@@ -36,7 +36,7 @@ def test_help_imports_no_heavy_module():
 # the REPL the cel package imports for its own command line (meshctl.cli.deferred); of meshctl,
 # the controller's loop, the daemon and the clients of pools and clouds.
 NOT_FOR_SUBMIT = (
-    "ray", "boto3", "botocore", "google", "torch", "pyarrow", "matplotlib", "rich",
+    "ray", "boto3", "botocore", "google", "torch", "pyarrow", "matplotlib", "rich", "psycopg",
     "prompt_toolkit", "pygments", "meshctl.controller.decide", "meshctl.controller.loop",
     "meshctl.controller.daemon", "meshctl.controller.runtime", "meshctl.clouds",
     "meshctl.pools.ray", "meshctl.pools.local", "meshctl.sim", "meshctl.data",

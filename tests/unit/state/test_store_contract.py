@@ -1,4 +1,7 @@
-"""The ``Store`` contract, run against both ``MemoryStore`` and ``SqliteStore``."""
+"""The ``Store`` contract, run against ``MemoryStore``, ``SqliteStore`` and ``PostgresStore``.
+
+The Postgres cases run on a throwaway server (``tests/pgserver.py``): they are marked
+``integration``, the others ``unit``."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from meshctl.state import (
     InstanceRecord,
     JobRecord,
     JobState,
+    LoanRecord,
     MemoryStore,
     NodeDetail,
     NodeRecord,
@@ -40,10 +44,9 @@ from meshctl.state import (
     StoreError,
     TokenRecord,
     UserRecord,
+    open_store_at,
 )
 from meshctl.state.kinds import key_of
-
-pytestmark = pytest.mark.unit
 
 JOB = JobRecord(
     id="j1",
@@ -101,7 +104,7 @@ def ev(message: str, job_id: str | None = "j1", at_s: float = 1.0, **data: Any) 
     return Event(at_s=at_s, kind="test", job_id=job_id, message=message, data=data)
 
 
-# --- the two backends -------------------------------------------------------------------------
+# --- the three backends -----------------------------------------------------------------------
 
 
 @dataclass
@@ -109,14 +112,14 @@ class Backend:
     """A store under test, and how to run writers against it at the same time."""
 
     store: Store
-    path: Path | None  # None: in memory (writers are threads); else a file (writers are processes)
+    where: str | None  # None: in memory (writers are threads); a file or a URL (processes)
 
     def run_concurrently(self, target: Callable[..., None], *arg_sets: tuple[Any, ...]) -> None:
         """Run ``target(store, barrier, *args)`` once per arg set, all at once."""
-        if self.path is None:
+        if self.where is None:
             _run_threads(self.store, target, arg_sets)
         else:
-            _run_processes(self.path, target, arg_sets)
+            _run_processes(self.where, target, arg_sets)
 
 
 def _run_threads(store: Store, target: Callable[..., None], arg_sets: tuple[Any, ...]) -> None:
@@ -136,17 +139,16 @@ def _run_threads(store: Store, target: Callable[..., None], arg_sets: tuple[Any,
     assert not errors, errors
 
 
-def _in_process(path: str, target: Callable[..., None], barrier: Any, *args: Any) -> None:
-    with SqliteStore(path) as store:
+def _in_process(where: str, target: Callable[..., None], barrier: Any, *args: Any) -> None:
+    with open_store_at(where, Path("unused")) as store:
         target(store, barrier, *args)
 
 
-def _run_processes(path: Path, target: Callable[..., None], arg_sets: tuple[Any, ...]) -> None:
+def _run_processes(where: str, target: Callable[..., None], arg_sets: tuple[Any, ...]) -> None:
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(len(arg_sets))
     procs = [
-        ctx.Process(target=_in_process, args=(str(path), target, barrier, *args))
-        for args in arg_sets
+        ctx.Process(target=_in_process, args=(where, target, barrier, *args)) for args in arg_sets
     ]
     for proc in procs:
         proc.start()
@@ -155,16 +157,27 @@ def _run_processes(path: Path, target: Callable[..., None], arg_sets: tuple[Any,
     assert [proc.exitcode for proc in procs] == [0] * len(procs)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(
+    params=[
+        pytest.param("memory", marks=pytest.mark.unit),
+        pytest.param("sqlite", marks=pytest.mark.unit),
+        pytest.param("postgres", marks=pytest.mark.integration),
+    ]
+)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    where: str | None = None
     if request.param == "memory":
         store: Store = MemoryStore()
-        path = None
-    else:
-        path = tmp_path / "state.db"
-        store = SqliteStore(path)
+    elif request.param == "sqlite":
+        where = str(tmp_path / "state.db")
+        store = SqliteStore(where)
+    else:  # psycopg is imported only where a Postgres store is opened
+        from meshctl.state.postgres import PostgresStore
+
+        where = request.getfixturevalue("pg_url")
+        store = PostgresStore(where)
     with store:
-        yield Backend(store, path)
+        yield Backend(store, where)
 
 
 @pytest.fixture
@@ -575,6 +588,39 @@ def test_timestamps_come_back_as_floats(store: Store) -> None:
     assert isinstance(stored.submitted_at_s, float)
 
 
+def test_timestamps_round_trip_bit_exact(store: Store) -> None:
+    awkward = [0.1 + 0.2, 1e-300, 1_733_390_000.123456789, 2.0**53 + 2, 5e-324, -1.5]
+    for i, at_s in enumerate(awkward):
+        store.create(replace(JOB, id=f"j{i}", submitted_at_s=at_s, updated_at_s=at_s))
+        store.append_event(ev(f"e{i}", at_s=at_s))
+    assert [j.submitted_at_s.hex() for j in store.list(JobRecord)] == [t.hex() for t in awkward]
+    assert [e.at_s.hex() for e in store.events()] == [t.hex() for t in awkward]
+
+
+def test_keys_are_ordered_by_code_point(store: Store) -> None:
+    """Whatever the database's collation: "Z" < "a-b" < "aB" < "ab" < "z" < "é"."""
+    keys = ["ab", "a-b", "aB", "Z", "z", "\u00e9", "a b", "a_b", "a"]
+    store.create_all([replace(JOB, id=k) for k in keys])
+    assert [r.id for r in store.list(JobRecord)] == sorted(keys)
+    assert [r.id for r in store.list(JobRecord, after="a-b")] == [
+        k for k in sorted(keys) if k > "a-b"
+    ]
+
+
+def test_flags_and_loans_round_trip(store: Store) -> None:
+    spot = store.create(InstanceRecord("i-2", "aws", "aws", "r", "t", "ready", 1.0, 2.0, True))
+    assert store.get(InstanceRecord, "i-2") == spot
+    assert spot.spot
+    loan = LoanRecord("l1", "j1", "j2", "onprem", "n1", 2.0, 10.0)
+    created = store.create(loan)
+    store.create(replace(loan, id="l2", borrower="j3", pool="aws"))
+    assert store.get(LoanRecord, "l1") == created == replace(loan, version=1)
+    assert [x.id for x in store.list(LoanRecord, borrower="j3")] == ["l2"]
+    assert [x.id for x in store.list(LoanRecord, lender="j1", pool="onprem")] == ["l1"]
+    closed = store.update(replace(created, closed_at_s=20.0, lost_gpu_s=7.5), expected_version=1)
+    assert store.get(LoanRecord, "l1") == closed
+
+
 # --- lifecycle --------------------------------------------------------------------------------
 
 
@@ -653,7 +699,7 @@ def _increment(store: Store, barrier: threading.Barrier, key: str, n: int, tag: 
 
 
 def test_two_writers_at_once(backend: Backend) -> None:
-    """Two threads (memory) or two processes (SQLite) increment one record."""
+    """Two threads (memory) or two processes (SQLite, Postgres) increment one record."""
     store = backend.store
     store.create(replace(JOB, id="shared", spec={"counter": 0}))
     backend.run_concurrently(_increment, ("shared", 30, "a"), ("shared", 30, "b"))
