@@ -103,8 +103,20 @@ def root(
             help="Directory of provider catalogs (default: the ones shipped with meshctl).",
         ),
     ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            envvar="MESHCTL_STORE",
+            help="The state store: postgresql://... (shared by controllers and the API "
+            "server), or a SQLite file (default: the home's state.db).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    ctx.obj = AppContext(home=home or default_home(), mesh_path=mesh, providers_dir=providers)
+    ctx.obj = AppContext(
+        home=home or default_home(), mesh_path=mesh, providers_dir=providers, store_url=store
+    )
 
 
 def main() -> None:

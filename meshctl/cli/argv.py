@@ -14,7 +14,7 @@ from pathlib import Path
 from meshctl.home import default_home
 
 # The root options that take a value (a test holds this to the root command's own).
-ROOT_VALUE_OPTIONS = frozenset({"--home", "--mesh", "-m", "--providers"})
+ROOT_VALUE_OPTIONS = frozenset({"--home", "--mesh", "-m", "--providers", "--store"})
 
 
 def command_name(args: Sequence[str]) -> str | None:

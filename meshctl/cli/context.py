@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from meshctl.controller.reload import RuleFiles
     from meshctl.model import Catalog, Job, Mesh, MeshState
     from meshctl.policy import PolicySet
-    from meshctl.state import SqliteStore
+    from meshctl.state import Store
 
 RUN_DIR = "run"  # controller.rundir.run_dir: the controller's pid, heartbeat and up.json
 UP_FILE = "up.json"  # what `meshctl up` brought up: the mesh, policies and catalogs in force
@@ -27,6 +27,7 @@ class AppContext:
     home: Path
     mesh_path: Path | None
     providers_dir: Path | None
+    store_url: str | None = None  # --store (MESHCTL_STORE): else the home's state.db
 
     def up(self) -> dict[str, str]:
         """What ``meshctl up`` recorded (mesh, policies, providers), or nothing."""
@@ -224,11 +225,11 @@ class AppContext:
             )
         render.warnings([line])
 
-    def store(self, *, local: bool = False) -> SqliteStore:
+    def store(self, *, local: bool = False) -> Store:
         """The state store in the home. Talking to an API server (``remote``), a command
         the server does not serve is refused, not run on a local store the user did not mean;
         ``local``: the controller's own, whatever the caller's environment says."""
-        from meshctl.state import open_store
+        from meshctl.state import open_store_at
 
         if not local and self.remote() is not None:
             from meshctl.cli.errors import InvalidRequestError
@@ -237,7 +238,7 @@ class AppContext:
                 "this command is not served by the API server yet; it works on a local mesh "
                 "(unset MESHCTL_SERVER and MESHCTL_TOKEN, or meshctl logout)"
             )
-        return open_store(self.home)
+        return open_store_at(self.store_url, self.home)
 
     def remote(self) -> Remote | None:
         """The API server commands talk to (``meshctl.cli.remote``), or None: local."""

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from meshctl.cli.context import app_context
+from meshctl.cli.errors import CommandError
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Output
 
 if TYPE_CHECKING:
+    from meshctl.controller.leadership import Leadership
     from meshctl.controller.loop import Controller
     from meshctl.controller.metrics import Address
     from meshctl.controller.reload import RuleFiles
@@ -33,6 +35,14 @@ def run(
     policies: Annotated[
         Path | None, typer.Option("--policies", "-p", help="The policy folder to enforce.")
     ] = None,
+    lease_ttl: Annotated[
+        float,
+        typer.Option(
+            "--lease-ttl",
+            help="Seconds the lead lasts unless renewed: a standby takes over after this.",
+            min=1.0,
+        ),
+    ] = 10.0,
     metrics_address: Annotated[
         str | None,
         typer.Option(
@@ -50,14 +60,21 @@ def run(
     import threading
 
     from meshctl.cli import render
+    from meshctl.controller.leadership import Deposed, Leadership
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     where = _metrics_address(metrics_address) if metrics_address is not None else None
     context = app_context(ctx)
     with context.store(local=True) as store:
+        leadership = Leadership(store, lease_ttl)
+        if once:
+            _lead_once(leadership)
         controller = _controller(context.home, context.rule_files(policies), store, once)
         if once:
-            report = controller.cycle()
+            try:
+                report = controller.cycle()
+            finally:
+                leadership.release()
             render.plain(
                 f"cycle: {report.jobs} jobs, {report.dispatched} dispatched, "
                 f"{report.transitions} transitions, {report.duration_s * 1000:.0f} ms"
@@ -71,7 +88,7 @@ def run(
             wake.set()
 
         if where is not None:
-            _serve_metrics(controller, where)
+            _serve_metrics(controller, where, leadership)
         signal.signal(signal.SIGTERM, stopping)
         signal.signal(signal.SIGUSR1, lambda *_: wake.set())  # meshctl submit's nudge
         logging.getLogger("meshctl.controller").info(
@@ -80,8 +97,11 @@ def run(
         server = _command_server(context.home)
         try:
             with contextlib.suppress(KeyboardInterrupt):
-                controller.run(interval, stop, wake)
+                controller.run(interval, stop, wake, leadership=leadership)
+        except Deposed as err:
+            raise CommandError(str(err)) from None
         finally:
+            leadership.release()
             server.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 server.wait(timeout=5)
@@ -89,6 +109,16 @@ def run(
                 controller.burst.close()
             if controller.agents is not None:
                 controller.agents.close()
+
+
+def _lead_once(leadership: Leadership) -> None:
+    """``--once`` cycles only as the leader: another controller leading is an error."""
+    from meshctl.state.lease import current
+
+    if not leadership.lead():
+        held = current(leadership.store)
+        who = held.holder if held is not None else "another controller"
+        raise CommandError(f"{who} leads this mesh; --once cycles only when none does")
 
 
 def _metrics_address(address: str) -> Address:
@@ -108,7 +138,7 @@ def _metrics_address(address: str) -> Address:
         raise InvalidInput(f"--metrics-address: {err}") from None
 
 
-def _serve_metrics(controller: Controller, where: Address) -> None:
+def _serve_metrics(controller: Controller, where: Address, leadership: Leadership) -> None:
     """The controller's metrics (``controller/metrics.py``), observed each cycle and served
     from a thread."""
     import logging
@@ -122,6 +152,7 @@ def _serve_metrics(controller: Controller, where: Address) -> None:
     except OSError as err:
         raise CommandError(f"cannot serve metrics at {where.host}:{where.port}: {err}") from None
     controller.on_cycle = lambda r: metrics.observe(r.at_s, r.duration_s, r.errors)
+    metrics.leading.set_function(lambda: 1.0 if leadership.leading else 0.0)
     logging.getLogger("meshctl.controller").info(
         "metrics at http://%s:%d/metrics", where.host, port
     )

@@ -140,6 +140,8 @@ def _start_controller(context: AppContext, record: dict[str, str], interval: flo
         render.say(f"controller: already running (pid {pid})")
         return
     args = ["--home", str(context.home.resolve()), "--mesh", record["mesh"]]
+    if context.store_url:
+        args += ["--store", context.store_url]
     if record["providers"]:
         args += ["--providers", record["providers"]]
     args += ["controller", "run", "--policies", record["policies"], "--interval", str(interval)]

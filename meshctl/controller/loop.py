@@ -32,6 +32,7 @@ from meshctl.controller.decide import (
     decide,
 )
 from meshctl.controller.history import History
+from meshctl.controller.leadership import Deposed, Leadership
 from meshctl.controller.logs import LogCopier
 from meshctl.controller.nodes import pools_down
 from meshctl.controller.progress import ProgressReader
@@ -388,16 +389,30 @@ class Controller(Applying):
         stop: threading.Event | None = None,
         wake: threading.Event | None = None,
         watch: bool = True,
+        leadership: Leadership | None = None,
     ) -> None:
         """Cycle every ``interval_s``, or at once when ``wake`` is set (a submit, a cancel,
         or, with ``watch``, a pool reporting a change: ``watch.py``), until ``stop`` is set;
-        a failing cycle is logged, not fatal."""
+        a failing cycle is logged, not fatal. ``leadership``: cycle only while holding the
+        lease (standing by until then); ``Deposed`` once another took it."""
         stop, wake = stop or threading.Event(), wake or threading.Event()
         if watch:
             watcher = Watch(lambda: self.seen, lambda: self.clients, wake)
             threading.Thread(target=watcher.run, args=(stop,), name="watch", daemon=True).start()
+        if leadership is not None:
+            keeper = threading.Thread(
+                target=leadership.keep, args=(stop, wake), name="lease", daemon=True
+            )
+            keeper.start()
         while not stop.is_set():
             wake.clear()
+            if leadership is not None and not leadership.lead():
+                if leadership.deposed:
+                    raise Deposed(
+                        f"deposed: another controller took the lease (epoch {leadership.epoch})"
+                    )
+                wake.wait(interval_s)
+                continue
             try:
                 report = self.cycle()
                 if report.dispatched or report.transitions:

@@ -41,7 +41,7 @@ def open_store_for(context: AppContext, url: str | None) -> Any:
     """The store ``--store`` names, else the home's SQLite file."""
     from meshctl.state import open_store_at
 
-    return open_store_at(url, context.home)
+    return open_store_at(url or context.store_url, context.home)
 
 
 def server(
@@ -74,7 +74,7 @@ def server(
     with open_store_for(context, store):  # opened (and migrated) once, here: its errors, exit 2
         pass
     settings = Settings(str(context.home), _path(context.mesh_path), _path(context.providers_dir),
-                        store, max_upload * 2**20)  # fmt: skip
+                        store or context.store_url, max_upload * 2**20)  # fmt: skip
     scheme = "https" if tls_cert else "http"
     say = f"serving {scheme}://{host}:{port} ({workers} process{'es' if workers > 1 else ''})"
     serve(settings, listen, workers, lambda: render.warnings([say]))

@@ -79,6 +79,7 @@ def application() -> Any:
         home,
         None if settings.mesh is None else Path(settings.mesh),
         None if settings.providers is None else Path(settings.providers),
+        settings.store,
     )
     store = open_store_at(settings.store, home)
     # the registry is built once per process: it keeps its place in the event log

@@ -31,6 +31,7 @@ from meshctl.state.records import (
     InstanceState,
     JobRecord,
     JobState,
+    LeaseRecord,
     LoanRecord,
     LogEntry,
     NodeDetail,
@@ -43,7 +44,7 @@ from meshctl.state.records import (
     UserRecord,
 )
 from meshctl.state.sqlite import SqliteStore
-from meshctl.state.store import ConflictError, NotFoundError, Store, StoreError
+from meshctl.state.store import ConflictError, FencedError, NotFoundError, Store, StoreError
 
 if TYPE_CHECKING:
     from meshctl.state.postgres import PostgresStore
@@ -61,11 +62,13 @@ __all__ = [
     "ConflictError",
     "Decision",
     "Event",
+    "FencedError",
     "Held",
     "InstanceRecord",
     "InstanceState",
     "JobRecord",
     "JobState",
+    "LeaseRecord",
     "LoanRecord",
     "LogEntry",
     "MemoryStore",

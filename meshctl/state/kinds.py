@@ -25,6 +25,7 @@ from meshctl.state.records import (
     InstanceRecord,
     JobRecord,
     JobState,
+    LeaseRecord,
     LoanRecord,
     LogEntry,
     NodeDetail,
@@ -87,6 +88,7 @@ KINDS: Mapping[type[Record | LogEntry], KindSpec] = {
     LoanRecord: _spec("loan", "loans", "id", "lender borrower pool"),
     UserRecord: _spec("user", "users", "name", "role", "teams", {"role": Role}),
     TokenRecord: _spec("token", "tokens", "id", "username"),
+    LeaseRecord: _spec("lease", "leases", "name", ""),
     Event: _spec("event", "events", "seq", "job_id", "data"),
     Decision: _spec("decision", "decisions", "seq", "job_id", "explanation"),
     AuditEntry: _spec("audit entry", "audit", "seq", "", "detail"),
@@ -101,6 +103,7 @@ RECORD_KINDS: tuple[type[Record], ...] = (
     LoanRecord,
     UserRecord,
     TokenRecord,
+    LeaseRecord,
 )
 
 
@@ -184,6 +187,17 @@ def encode(record: Record | LogEntry) -> Row:
 
 Entry = tuple[type[Any], Row]
 """A log entry a write carries, encoded: its kind (the log it goes to) and its row."""
+
+
+STAMPED: tuple[type[Any], ...] = (AttemptRecord, Decision)
+"""The kinds a fenced store writes its lease's epoch into: dispatches and decisions."""
+
+
+def stamp(kind: type[Any], row: Row, epoch: int | None) -> Row:
+    """``row`` with ``epoch`` set, for the kinds that carry it, when the store is fenced."""
+    if epoch is not None and kind in STAMPED:
+        return {**row, "epoch": epoch}
+    return row
 
 
 def entry_rows(entries: Sequence[Appended]) -> list[Entry]:

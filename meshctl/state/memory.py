@@ -26,8 +26,9 @@ from meshctl.state.kinds import (
     key_of,
     record_spec,
     spec_for,
+    stamp,
 )
-from meshctl.state.records import Appended, Record
+from meshctl.state.records import Appended, LeaseRecord, Record
 from meshctl.state.store import ConflictError, L, NotFoundError, R, StoreBase, StoreError
 
 
@@ -62,15 +63,20 @@ class MemoryStore(StoreBase):
             log.append({**row, "seq": len(log) + 1})
         return log[len(log) - len(rows) :]
 
+    def _lease_epoch(self, name: str) -> int | None:
+        row = self._tables[spec_for(LeaseRecord).table].get(name)
+        return None if row is None else int(row["epoch"])
+
     def _append_entries(self, entries: Sequence[Entry]) -> None:
         for kind, row in entries:
             self._append_rows([row], spec_for(kind).table)
 
     def create(self, record: R, *, events: Sequence[Appended] = ()) -> R:
-        row, entries = encode(record), entry_rows(events)
-        key = key_of(record)
+        kind, key = type(record), key_of(record)
+        row, entries = stamp(kind, encode(record), self._epoch()), entry_rows(events)
         with self._lock:
-            table = self._table(type(record))
+            table = self._table(kind)
+            self._fenced(kind, self._lease_epoch)
             if key in table:
                 raise ConflictError(spec_for(type(record)).name, key, actual=table[key]["version"])
             table[key] = row = {**row, "version": 1}
@@ -78,10 +84,11 @@ class MemoryStore(StoreBase):
         return decode(type(record), row)
 
     def update(self, record: R, *, expected_version: int, events: Sequence[Appended] = ()) -> R:
-        row, entries = encode(record), entry_rows(events)
-        key = key_of(record)
+        kind, key = type(record), key_of(record)
+        row, entries = stamp(kind, encode(record), self._epoch()), entry_rows(events)
         with self._lock:
-            self._check_version(type(record), key, expected_version)
+            self._check_version(kind, key, expected_version)
+            self._fenced(kind, self._lease_epoch)
             table = self._table(type(record))
             table[key] = row = {**row, "version": expected_version + 1}
             self._append_entries(entries)
@@ -98,6 +105,7 @@ class MemoryStore(StoreBase):
         entries = entry_rows(events)
         with self._lock:
             self._check_version(kind, key, expected_version)
+            self._fenced(kind, self._lease_epoch)
             del self._table(kind)[key]
             self._append_entries(entries)
 
@@ -127,8 +135,12 @@ class MemoryStore(StoreBase):
         return builtins.list(itertools.islice(found, limit))
 
     def create_all(self, records: Sequence[Record]) -> None:
-        rows = [(type(r), key_of(r), {**encode(r), "version": 1}) for r in records]
+        epoch = self._epoch()
+        rows = [(type(r), key_of(r), {**stamp(type(r), encode(r), epoch), "version": 1})
+                for r in records]  # fmt: skip
         with self._lock:
+            for kind in {kind for kind, _, _ in rows}:
+                self._fenced(kind, self._lease_epoch)
             seen: set[tuple[str, str]] = set()
             for kind, key, _ in rows:
                 table = self._table(kind)
@@ -140,9 +152,10 @@ class MemoryStore(StoreBase):
                 self._table(kind)[key] = row
 
     def _append(self, entry: L) -> L:
-        row = encode(entry)
+        row = stamp(type(entry), encode(entry), self._epoch())
         with self._lock:
             self._check_open()
+            self._fenced(type(entry), self._lease_epoch)
             (stored,) = self._append_rows([row], spec_for(type(entry)).table)
         return decode(type(entry), stored)
 

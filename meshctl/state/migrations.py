@@ -106,6 +106,16 @@ MIGRATIONS: tuple[str, ...] = (
         detail TEXT NOT NULL
     );
     """,
+    # 7: controllers that stand by: the lease one of them leads with, and the epoch of that
+    # lease written with every attempt (a dispatch) and every decision.
+    """
+    CREATE TABLE leases (
+        name TEXT PRIMARY KEY, holder TEXT NOT NULL, epoch INTEGER NOT NULL,
+        expires_at_s REAL NOT NULL, version INTEGER NOT NULL
+    );
+    ALTER TABLE attempts ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE decisions ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 

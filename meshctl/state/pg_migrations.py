@@ -127,6 +127,16 @@ PG_MIGRATIONS: tuple[str, ...] = (
         outcome TEXT NOT NULL, detail TEXT NOT NULL
     );
     """,
+    # 7: controllers that stand by: the lease one of them leads with, and the epoch of that
+    # lease written with every attempt (a dispatch) and every decision.
+    """
+    CREATE TABLE leases (
+        name TEXT COLLATE "C" PRIMARY KEY, holder TEXT NOT NULL, epoch BIGINT NOT NULL,
+        expires_at_s DOUBLE PRECISION NOT NULL, version BIGINT NOT NULL
+    );
+    ALTER TABLE attempts ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE decisions ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
+    """,
 )
 
 _VERSION_TABLE = """

@@ -46,6 +46,7 @@ from meshctl.state.kinds import (
     key_of,
     record_spec,
     spec_for,
+    stamp,
 )
 from meshctl.state.pg_migrations import PG_MIGRATIONS, migrate
 from meshctl.state.records import Appended, Record
@@ -245,10 +246,11 @@ class PostgresStore(StoreBase):
 
     def create(self, record: R, *, events: Sequence[Appended] = ()) -> R:
         kind, key = type(record), key_of(record)
-        sql, row = _sql(kind), {**encode(record), "version": 1}
+        sql, row = _sql(kind), {**stamp(kind, encode(record), self._epoch()), "version": 1}
         entries = entry_rows(events)
 
         def work(conn: Connection) -> None:
+            self._fenced(kind, partial(_lease_epoch, conn))
             while conn.execute(sql.create, _values(sql, row)).rowcount != 1:
                 actual = self._version(conn, kind, key)
                 if actual is not None:  # else deleted meanwhile: insert again
@@ -260,10 +262,11 @@ class PostgresStore(StoreBase):
 
     def update(self, record: R, *, expected_version: int, events: Sequence[Appended] = ()) -> R:
         kind, key = type(record), key_of(record)
-        sql, row = _sql(kind), {**encode(record), "version": expected_version + 1}
-        entries = entry_rows(events)
+        row = {**stamp(kind, encode(record), self._epoch()), "version": expected_version + 1}
+        sql, entries = _sql(kind), entry_rows(events)
 
         def work(conn: Connection) -> None:
+            self._fenced(kind, partial(_lease_epoch, conn))
             params = (*_values(sql, row), key, expected_version)
             if conn.execute(sql.update, params).rowcount != 1:
                 raise self._lost_race(conn, kind, key, expected_version)
@@ -284,6 +287,7 @@ class PostgresStore(StoreBase):
         entries = entry_rows(events)
 
         def work(conn: Connection) -> None:
+            self._fenced(kind, partial(_lease_epoch, conn))
             if conn.execute(_sql(kind).delete, (key, expected_version)).rowcount != 1:
                 raise self._lost_race(conn, kind, key, expected_version)
             self._append_rows(conn, entries)
@@ -329,10 +333,12 @@ class PostgresStore(StoreBase):
         for record in records:
             sql = _sql(type(record))
             by_kind.setdefault(type(record), []).append(
-                _values(sql, {**encode(record), "version": 1})
+                _values(sql, {**stamp(type(record), encode(record), self._epoch()), "version": 1})
             )
 
         def work(conn: Connection) -> None:
+            for kind in by_kind:
+                self._fenced(kind, partial(_lease_epoch, conn))
             with conn.cursor() as cursor:
                 for kind, rows in by_kind.items():
                     cursor.executemany(_sql(kind).insert, rows)
@@ -354,8 +360,13 @@ class PostgresStore(StoreBase):
             seen.add((kind, key))
 
     def _append(self, entry: L) -> L:
-        row = encode(entry)
-        stored = self._call(lambda conn: self._append_rows(conn, [(type(entry), row)]), write=True)
+        kind, row = type(entry), stamp(type(entry), encode(entry), self._epoch())
+
+        def work(conn: Connection) -> Row:
+            self._fenced(kind, partial(_lease_epoch, conn))
+            return self._append_rows(conn, [(kind, row)])
+
+        stored = self._call(work, write=True)
         return decode(type(entry), stored)
 
     def _query(
@@ -376,6 +387,14 @@ class PostgresStore(StoreBase):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _lease_epoch(conn: Connection, name: str) -> int | None:
+    """The epoch of a lease, read in the write's transaction and held (``FOR SHARE``) until it
+    ends: a controller taking the lease over waits for the write to commit, or the write
+    sees the new epoch."""
+    row = conn.execute("SELECT epoch FROM leases WHERE name = %s FOR SHARE", (name,)).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _any_of(name: str, values: tuple[str | None, ...]) -> tuple[str, builtins.list[object]]:

@@ -266,6 +266,7 @@ class AttemptRecord:
     reason: str = ""
     detail: AttemptDetail = field(default_factory=AttemptDetail)
     version: int = 0
+    epoch: int = 0  # the leading controller's lease epoch when written (set by a fenced store)
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,6 +400,7 @@ class Decision:
     policy_hash: str
     explanation: Mapping[str, Any]
     seq: int = 0
+    epoch: int = 0  # the leading controller's lease epoch (set by a fenced store)
 
 
 class Role(StrEnum):
@@ -449,6 +451,18 @@ class AuditEntry:
     seq: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """Who leads among the controllers of a mesh: ``holder`` until ``expires_at_s`` unless it
+    renews; ``epoch`` goes up by one each time another holder takes it (``state.lease``)."""
+
+    name: str
+    holder: str
+    epoch: int
+    expires_at_s: float
+    version: int = 0
+
+
 Record: TypeAlias = (
     JobRecord
     | AttemptRecord
@@ -458,6 +472,7 @@ Record: TypeAlias = (
     | LoanRecord
     | UserRecord
     | TokenRecord
+    | LeaseRecord
 )
 """A mutable, versioned record."""
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +35,7 @@ from meshctl.state.kinds import (
     key_of,
     record_spec,
     spec_for,
+    stamp,
 )
 from meshctl.state.migrations import MIGRATIONS, check_not_newer, migrate, schema_version
 from meshctl.state.private import open_private, private_file
@@ -118,6 +120,12 @@ def _wal(conn: sqlite3.Connection, busy_timeout_s: float, known: int) -> str:
     return mode
 
 
+def _lease_epoch(conn: sqlite3.Connection, name: str) -> int | None:
+    """The epoch of a lease, read in the write's transaction."""
+    row = conn.execute("SELECT epoch FROM leases WHERE name = ?", (name,)).fetchone()
+    return None if row is None else int(row[0])
+
+
 def _sql(kind: type[Any]) -> _Sql:
     spec_for(kind)
     return _SQL[kind]
@@ -169,11 +177,14 @@ class SqliteStore(StoreBase):
                 raise StoreError(f"state store {self.path}: {exc}") from exc
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction: commit on success, roll back on any error."""
+    def _write(self, *kinds: type[Any]) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction: commit on success, roll back on any error;
+        first the fence, for writes of ``kinds`` (``Store.fence``)."""
         with self._read() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                for kind in kinds:
+                    self._fenced(kind, partial(_lease_epoch, conn))
                 yield conn
                 conn.execute("COMMIT")
             except BaseException:
@@ -211,9 +222,9 @@ class SqliteStore(StoreBase):
 
     def create(self, record: R, *, events: Sequence[Appended] = ()) -> R:
         kind, key = type(record), key_of(record)
-        row = {**encode(record), "version": 1}
+        row = {**stamp(kind, encode(record), self._epoch()), "version": 1}
         entries = entry_rows(events)
-        with self._write() as conn:
+        with self._write(kind) as conn:
             actual = self._version(conn, kind, key)
             if actual is not None:
                 raise ConflictError(spec_for(kind).name, key, actual=actual)
@@ -223,9 +234,9 @@ class SqliteStore(StoreBase):
 
     def update(self, record: R, *, expected_version: int, events: Sequence[Appended] = ()) -> R:
         kind, key = type(record), key_of(record)
-        row = {**encode(record), "version": expected_version + 1}
+        row = {**stamp(kind, encode(record), self._epoch()), "version": expected_version + 1}
         entries = entry_rows(events)
-        with self._write() as conn:
+        with self._write(kind) as conn:
             params = (*row.values(), key, expected_version)
             if conn.execute(_sql(kind).update, params).rowcount != 1:
                 raise self._lost_race(conn, kind, key, expected_version)
@@ -242,7 +253,7 @@ class SqliteStore(StoreBase):
     ) -> None:
         record_spec(kind)
         entries = entry_rows(events)
-        with self._write() as conn:
+        with self._write(kind) as conn:
             if conn.execute(_sql(kind).delete, (key, expected_version)).rowcount != 1:
                 raise self._lost_race(conn, kind, key, expected_version)
             self._append_entries(conn, entries)
@@ -299,10 +310,10 @@ class SqliteStore(StoreBase):
         by_kind: dict[type[Any], builtins.list[tuple[object, ...]]] = {}
         for record in records:
             by_kind.setdefault(type(record), []).append(
-                tuple({**encode(record), "version": 1}.values())
+                tuple({**stamp(type(record), encode(record), self._epoch()), "version": 1}.values())
             )
         try:
-            with self._write() as conn:
+            with self._write(*by_kind) as conn:
                 for kind, rows in by_kind.items():
                     conn.executemany(_sql(kind).insert, rows)
         except StoreError as err:  # a key taken: say which (nothing was written)
@@ -321,8 +332,8 @@ class SqliteStore(StoreBase):
             seen.add((kind, key))
 
     def _append(self, entry: L) -> L:
-        row = encode(entry)
-        with self._write() as conn:
+        row = stamp(type(entry), encode(entry), self._epoch())
+        with self._write(type(entry)) as conn:
             stored = self._append_rows(conn, type(entry), [row])
         return decode(type(entry), stored)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import builtins
 from abc import abstractmethod
-from collections.abc import Sequence
-from typing import Protocol, Self, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, Self, TypeVar
 
 from meshctl.errors import Failure
 from meshctl.state.kinds import Filter
-from meshctl.state.records import Appended, AuditEntry, Decision, Event, Record
+from meshctl.state.records import Appended, AuditEntry, Decision, Event, LeaseRecord, Record
 
 R = TypeVar("R", bound=Record)
 L = TypeVar("L", Event, Decision, AuditEntry)
@@ -47,6 +47,19 @@ class ConflictError(StoreError):
 
 def _rebuild_conflict(kind: str, key: str, expected: int | None, actual: int | None) -> Exception:
     return ConflictError(kind, key, expected=expected, actual=actual)
+
+
+class FencedError(StoreError):
+    """A write by a controller that no longer leads: another took the lease it was fenced
+    with (``Store.fence``). Nothing was written."""
+
+    def __init__(self, lease: str, epoch: int, found: int | None) -> None:
+        self.lease, self.epoch, self.found = lease, epoch, found
+        now = "no lease" if found is None else f"epoch {found}"
+        super().__init__(f"lease {lease!r}: this controller leads no more (epoch {epoch}; {now})")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return FencedError, (self.lease, self.epoch, self.found)
 
 
 class NotFoundError(StoreError):
@@ -146,6 +159,13 @@ class Store(Protocol):
         """Audit entries with ``seq > after_seq``, ordered by seq."""
         ...
 
+    def fence(self, lease: str, epoch: int | None) -> None:
+        """From now on every write (but to leases) first checks, in its own transaction, that
+        lease ``lease`` is still at ``epoch``: ``FencedError`` if it is not, and nothing is
+        written. Attempts and decisions written are stamped with ``epoch``. None: no check
+        (the default: a store not used by a controller that stands by)."""
+        ...
+
     def close(self) -> None:
         """Release the store; later calls raise ``StoreError``. Closing twice is fine."""
         ...
@@ -156,7 +176,27 @@ class Store(Protocol):
 
 
 class StoreBase(Store):
-    """What both stores share: the log accessors and the context manager, over two primitives."""
+    """What the stores share: the log accessors, the fence and the context manager, over two
+    primitives."""
+
+    _fencing: tuple[str, int] | None = None
+
+    def fence(self, lease: str, epoch: int | None) -> None:
+        self._fencing = None if epoch is None else (lease, epoch)
+
+    def _epoch(self) -> int | None:
+        """The epoch this store is fenced with, or None."""
+        return None if self._fencing is None else self._fencing[1]
+
+    def _fenced(self, kind: type[Any], found: Callable[[str], int | None]) -> None:
+        """``FencedError`` unless the lease is at this store's epoch (``found``: the epoch
+        stored for a lease name, read in the write's transaction). Leases are not fenced."""
+        if self._fencing is None or kind is LeaseRecord:
+            return
+        lease, epoch = self._fencing
+        stored = found(lease)
+        if stored != epoch:
+            raise FencedError(lease, epoch, stored)
 
     @abstractmethod
     def _append(self, entry: L) -> L:

@@ -75,7 +75,7 @@ def test_fresh_file_gets_every_migration(tmp_path: Path) -> None:
     assert _user_version(path) == len(MIGRATIONS)
     assert _names(path, "table") == {
         "jobs", "attempts", "pools", "nodes", "instances", "loans", "events", "decisions",
-        "users", "tokens", "audit",
+        "users", "tokens", "audit", "leases",
     }  # fmt: skip
     assert {"jobs_state", "nodes_pool", "events_job_id"} <= _names(path, "index")
 

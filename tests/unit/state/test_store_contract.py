@@ -27,10 +27,12 @@ from meshctl.state import (
     ConflictError,
     Decision,
     Event,
+    FencedError,
     Held,
     InstanceRecord,
     JobRecord,
     JobState,
+    LeaseRecord,
     LoanRecord,
     MemoryStore,
     NodeDetail,
@@ -47,6 +49,7 @@ from meshctl.state import (
     open_store_at,
 )
 from meshctl.state.kinds import key_of
+from meshctl.state.lease import CONTROLLER, acquire, release
 
 JOB = JobRecord(
     id="j1",
@@ -801,3 +804,128 @@ def test_a_write_refuses_to_append_a_decision(store: Store) -> None:
     with pytest.raises(TypeError, match="events and audit entries"):
         store.create(JOB, events=[cast(Event, decision)])
     assert store.get(JobRecord, "j1") is None
+
+
+# --- the lease and the fence (controllers that stand by) ---------------------------------------
+
+
+def taken_by_another(store: Store, now_s: float) -> LeaseRecord:
+    """Another controller takes the expired lease (written unfenced, as its own store would)."""
+    fencing = getattr(store, "_fencing", None)
+    store.fence(CONTROLLER, None)
+    taken = acquire(store, "b", now_s, 10.0)
+    assert taken is not None
+    store.fence(CONTROLLER, None if fencing is None else fencing[1])
+    return taken
+
+
+def test_a_lease_is_taken_renewed_refused_and_taken_over(store: Store) -> None:
+    first = acquire(store, "a", 100.0, 10.0)
+    assert first is not None
+    assert (first.holder, first.epoch, first.expires_at_s) == ("a", 1, 110.0)
+    renewed = acquire(store, "a", 105.0, 10.0)
+    assert renewed is not None
+    assert (renewed.epoch, renewed.expires_at_s) == (1, 115.0)
+    assert acquire(store, "b", 114.9, 10.0) is None  # a holds it
+    replaced = acquire(store, "b", 114.9, 10.0, replacing="a")  # a is known dead
+    assert replaced is not None
+    assert (replaced.holder, replaced.epoch) == ("b", 2)
+    assert acquire(store, "a", 120.0, 10.0) is None
+    later = acquire(store, "a", 124.9 + 0.2, 10.0)  # b's ran out at 124.9
+    assert later is not None
+    assert (later.holder, later.epoch) == ("a", 3)
+    assert release(store, "a", 126.0)
+    assert not release(store, "b", 126.0)
+    freed = acquire(store, "b", 126.0, 10.0)
+    assert freed is not None
+    assert freed.epoch == 4
+    taken = [e.data["holder"] for e in store.events() if e.kind == "controller.leading"]
+    assert taken == ["a", "b", "a", "b"]
+
+
+def test_a_fenced_store_stamps_its_epoch_on_dispatches_and_decisions(store: Store) -> None:
+    lease = acquire(store, "a", 100.0, 10.0)
+    assert lease is not None
+    store.fence(CONTROLLER, lease.epoch)
+    attempt = store.create(SAMPLES["attempt"])
+    decision = store.record_decision(Decision(1.0, "j1", "placed", "h", {}))
+    store.create(JOB)  # other kinds carry no epoch, and are fenced all the same
+    assert attempt.epoch == decision.epoch == lease.epoch == 1
+    assert store.get(AttemptRecord, attempt.id) == attempt
+    assert store.decisions() == [decision]
+
+
+FENCED_WRITES: list[tuple[str, Callable[[Store], object]]] = [
+    ("create", lambda s: s.create(replace(JOB, id="j2"), events=[ev("x")])),
+    ("update", lambda s: s.update(changed(JOB), expected_version=1, events=[ev("x")])),
+    ("delete", lambda s: s.delete(JobRecord, "j1", expected_version=1, events=[ev("x")])),
+    ("create_all", lambda s: s.create_all([replace(JOB, id="j3")])),
+    ("append_event", lambda s: s.append_event(ev("x"))),
+    ("record_decision", lambda s: s.record_decision(Decision(1.0, "j1", "placed", "h", {}))),
+    ("append_audit", lambda s: s.append_audit(AuditEntry(1.0, "a", "r", "x", "t", "allowed"))),
+]
+
+
+@pytest.mark.parametrize("write", [w for _, w in FENCED_WRITES], ids=[n for n, _ in FENCED_WRITES])
+def test_a_deposed_leader_can_no_longer_write(
+    store: Store, write: Callable[[Store], object]
+) -> None:
+    store.create(JOB)
+    lease = acquire(store, "a", 100.0, 10.0)
+    assert lease is not None
+    store.fence(CONTROLLER, lease.epoch)
+    taken_by_another(store, 111.0)  # a paused past its lease; b took it
+    before = (store.list(JobRecord), store.events(), store.decisions(), store.audit())
+    with pytest.raises(FencedError, match=r"leads no more \(epoch 1; epoch 2\)"):
+        write(store)
+    assert (store.list(JobRecord), store.events(), store.decisions(), store.audit()) == before
+    assert acquire(store, "a", 112.0, 10.0) is None  # and it cannot take the lease back
+
+
+def test_a_store_fenced_before_it_leads_writes_nothing(store: Store) -> None:
+    store.fence(CONTROLLER, 0)
+    with pytest.raises(FencedError, match="no lease"):
+        store.create(JOB)
+    assert store.list(JobRecord) == []
+    lease = acquire(store, "a", 1.0, 10.0)  # a lease is not fenced: it is how one leads
+    assert lease is not None
+    with pytest.raises(FencedError):
+        store.create(JOB)
+    store.fence(CONTROLLER, lease.epoch)
+    assert store.create(JOB).version == 1
+
+
+def _write_until_fenced(store: Store, barrier: Any, epoch: int) -> None:
+    store.fence(CONTROLLER, epoch)
+    barrier.wait()
+    for i in range(100_000):
+        try:
+            store.append_event(ev(f"leader-{i}", job_id=None))
+        except FencedError:
+            return
+    raise AssertionError("never fenced")
+
+
+def _take_over_after(store: Store, barrier: Any, writes: int) -> None:
+    barrier.wait()
+    while len(store.events(limit=writes + 1)) <= writes:
+        pass
+    assert acquire(store, "b", 1e9, 10.0) is not None  # the leader's lease ran out long ago
+
+
+def test_no_write_of_a_deposed_leader_lands_after_the_lease_was_taken(backend: Backend) -> None:
+    lease = acquire(backend.store, "a", 100.0, 10.0)
+    assert lease is not None
+    backend.run_concurrently(_race, ("write", lease.epoch), ("take", 20))
+    events = backend.store.events()
+    taken = next(e for e in events if e.kind == "controller.leading" and e.data["holder"] == "b")
+    written = [e for e in events if e.message.startswith("leader-")]
+    assert len(written) >= 20
+    assert max(e.seq for e in written) < taken.seq
+
+
+def _race(store: Store, barrier: Any, role: str, arg: int) -> None:
+    if role == "write":
+        _write_until_fenced(store, barrier, arg)
+    else:
+        _take_over_after(store, barrier, arg)
