@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from meshctl.procs import start_ticks
+from meshctl.procs import start_ticks, zombie
 from meshctl.state import Store, StoreError
 from meshctl.state.lease import CONTROLLER, acquire, current, release
 
@@ -29,20 +29,27 @@ log = logging.getLogger("meshctl.controller")
 LEASE_TTL_S = 10.0
 
 
+def host() -> str:
+    """The host a controller leads as: ``MESHCTL_LEASE_HOST``, else the machine's name. Set it
+    where two controllers share a host name but not a process table (containers on the host's
+    network): each must see the other as another host's, whose lease it waits out."""
+    return os.environ.get("MESHCTL_LEASE_HOST") or socket.gethostname()
+
+
 def holder_id() -> str:
     """This process as a lease holder: its host, pid and start time (a pid reused by another
     process is not mistaken for it)."""
     pid = os.getpid()
-    return f"{socket.gethostname()}/{pid}/{start_ticks(pid) or 0}"
+    return f"{host()}/{pid}/{start_ticks(pid) or 0}"
 
 
 def gone_here(holder: str) -> bool:
     """Whether ``holder`` ran on this host and its process is gone."""
-    host, _, rest = holder.partition("/")
+    where, _, rest = holder.partition("/")
     pid, _, ticks = rest.partition("/")
-    if host != socket.gethostname() or not pid.isdigit() or not ticks.isdigit():
+    if where != host() or not pid.isdigit() or not ticks.isdigit():
         return False
-    return start_ticks(int(pid)) != int(ticks)
+    return start_ticks(int(pid)) != int(ticks) or zombie(int(pid))  # killed, not yet reaped
 
 
 class Deposed(StoreError):
