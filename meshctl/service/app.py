@@ -22,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import Route
 
 from meshctl.errors import Failure, InvalidInput
 from meshctl.service import jobs
@@ -75,8 +76,8 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
     store = service.store
     app.state.store = store
     _handlers(app)
-    if metrics is not None:
-        app.mount("/metrics", metrics)
+    if metrics is not None:  # at /metrics itself: a mount would redirect it to /metrics/
+        app.router.routes.append(Route("/metrics", endpoint=_Asgi(metrics), methods=["GET"]))
 
     def allowed(caller: Principal, verb: Verb, target: str = "") -> None:
         if may(caller, verb):
@@ -183,6 +184,17 @@ def _manage(service: Service, caller: Principal, target: str, action: str, body:
         raise invalid(f"action: expected cordon, drain or uncordon, got {action!r}")
     service.context.nudge()
     return {"node": node.id, "state": node.state}
+
+
+class _Asgi:
+    """An ASGI application as a route's endpoint (Starlette takes a plain function for a
+    request handler, and prometheus_client's application is one)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
 
 
 async def _capped_body(request: Request, cap: int) -> bytes:

@@ -1,6 +1,6 @@
 """meshctl's metrics against the real Prometheus: ``promtool`` checks the exposition and the
-alert rules, and a Prometheus server scrapes an HTTP endpoint serving the store's registry and
-evaluates ``deploy/prometheus/alerts.yml`` over what it scraped.
+alert rules, and a Prometheus server scrapes ``meshctl server``'s /metrics and a controller's,
+and evaluates ``deploy/prometheus/alerts.yml`` over what it scraped.
 
 Prometheus is Debian's ``prometheus`` package; the session installs it when it is missing (as
 CI does), which needs root.
@@ -13,26 +13,23 @@ import os
 import shutil
 import socket
 import subprocess
-import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
 import yaml
-from prometheus_client import make_wsgi_app
 
 from meshctl.agent.watch import AgentReport, AgentStatus
 from meshctl.controller.metrics import Address, ControllerMetrics
 from meshctl.model.policy import TeamQuota
 from meshctl.policy.tenancy import BudgetStanding
-from meshctl.service.metrics import registry
 from meshctl.state import Event, JobRecord, JobState, NodeRecord, SqliteStore
 from tests.conftest import wait_until
+from tests.integration.service.test_api import start, stop
 
 pytestmark = pytest.mark.integration
 
@@ -92,23 +89,14 @@ def _filled(path: Path) -> SqliteStore:
     return store
 
 
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """Scrapes every second: not worth a line each."""
-
-
 @pytest.fixture(scope="module")
 def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, SqliteStore]]:
-    """The store's registry served over HTTP from a thread, as the API server mounts it."""
-    store = _filled(tmp_path_factory.mktemp("state") / "state.db")
-    app = make_wsgi_app(registry(store))
-    server: WSGIServer = make_server("127.0.0.1", 0, app, handler_class=_Quiet)
-    thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.server_port}", store
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=10)
+    """``meshctl server`` over the filled store: its /metrics is what Prometheus scrapes."""
+    folder = tmp_path_factory.mktemp("state")
+    store = _filled(folder / "state.db")
+    process, url = start(folder / "home", "--store", str(folder / "state.db"))
+    yield url.removeprefix("http://"), store
+    stop(process)
     store.close()
 
 
