@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import typer
 
@@ -25,6 +26,7 @@ from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
     from meshctl.scheduler import Decision, Plan
+    from meshctl.state import Event, JobRecord, Store
 
 
 def explain(
@@ -80,43 +82,29 @@ def explain(
 def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
     from meshctl.cli import render
     from meshctl.cli.jobs_cmd import find
-    from meshctl.cli.jobview import attempts_of, nodes_of, offers_tried
-    from meshctl.cli.views import data_local, decision_data
-    from meshctl.jsondata import event_data
+    from meshctl.cli.views import data_local
 
     context = app_context(ctx)
+    remote = context.remote()
+    if remote is not None:  # the document; as YAML for people
+        said = remote.call("GET", f"/v1/jobs/{quote(ref, safe='')}/explain")
+        render.emit_data(said, Output.yaml if output is Output.table else output)
+        return
     with context.store() as store:
         record = find(store, ref)
-        attempts = attempts_of(store, record.id)
-        decisions = store.decisions(job_id=record.id)
-        events = store.events(job_id=record.id)
-    decision = dict(decisions[-1].explanation) if decisions else {}
-    policy_hash = (decisions[-1].policy_hash or None) if decisions else None
-    where = ""
-    last = attempts[-1] if attempts else None
-    nodes = nodes_of(last)
-    if last is not None:
-        where = f"attempt {last.number} on pool {last.pool} ({', '.join(nodes)}), {last.state}"
-    if output is not Output.table:  # shapes.ExplainStored
-        data = {
-            "id": record.id,
-            "state": record.state.value,
-            "pool": last.pool if last else None,
-            "nodes": nodes,
-            "attempt": last.number if last else 0,
-            "last_event": event_data(events[-1]) if events else None,
-            "decision": decision_data(decision) if decision else None,
-            "policy_hash": policy_hash,
-            "offers_tried": offers_tried(events),
-        }
+        data, decision, events, state = explain_data(store, record)
+    if output is not Output.table:
         render.emit_data(data, output)
         return
+    policy_hash = data["policy_hash"]
+    nodes, last = data["nodes"], data["attempt"]
+    where = f"attempt {last} on pool {data['pool']} ({', '.join(nodes)}), {state}"
     render.say(f"[bold]{render.esc(record.id)}[/]: {record.state.value}")
-    if where:
+    if last:
         render.say(f"  runs: {render.esc(where)}")
     if events:
         render.say(f"  last event: {events[-1].kind}: {render.esc(events[-1].message)}")
-    _say_offers(offers_tried(events))
+    _say_offers(data["offers_tried"])
     if not decision:
         render.say("  no scheduling decision recorded yet (is the controller running?)")
         return
@@ -145,6 +133,34 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
         if waits:
             shown = ", ".join(f"{pool} {_wait(w)}" for pool, w in waits.items())
             render.say(f"  expected wait: {render.esc(shown)}")
+
+
+def explain_data(
+    store: Store, record: JobRecord
+) -> tuple[dict[str, Any], dict[str, Any], list[Event], str | None]:
+    """A stored job as ``explain`` shows it (``shapes.ExplainStored``), with the decision as
+    recorded, its events and its last attempt's state. For the CLI and the API server."""
+    from meshctl.cli.jobview import attempts_of, nodes_of, offers_tried
+    from meshctl.cli.views import decision_data
+    from meshctl.jsondata import event_data
+
+    attempts = attempts_of(store, record.id)
+    decisions = store.decisions(job_id=record.id)
+    events = store.events(job_id=record.id)
+    decision = dict(decisions[-1].explanation) if decisions else {}
+    last = attempts[-1] if attempts else None
+    data = {
+        "id": record.id,
+        "state": record.state.value,
+        "pool": last.pool if last else None,
+        "nodes": nodes_of(last),
+        "attempt": last.number if last else 0,
+        "last_event": event_data(events[-1]) if events else None,
+        "decision": decision_data(decision) if decision else None,
+        "policy_hash": (decisions[-1].policy_hash or None) if decisions else None,
+        "offers_tried": offers_tried(events),
+    }
+    return data, decision, events, last.state if last else None
 
 
 def _say_offers(tried: list[dict[str, Any]]) -> None:

@@ -9,6 +9,8 @@ one that already finished is said so, and is not an error.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
@@ -298,6 +300,18 @@ def logs(
     from meshctl.cli import joblogs
 
     context = app_context(ctx)
+    remote = context.remote()
+    if remote is not None:
+        if follow:
+            raise InvalidRequestError("--follow: not served by the API server yet; without it")
+        said = remote.call("GET", f"/v1/jobs/{quote(job, safe='')}/logs", attempt=attempt)
+        if said["text"] is None:
+            from meshctl.cli import render
+
+            render.note(f"job {said['id']} has not started: {said['waiting_for']}")
+        else:
+            sys.stdout.write(said["text"])
+        return
     with context.store() as store:
         record = find(store, job)
         if follow:
@@ -389,12 +403,27 @@ def wait(
 
     timeout_s = duration_flag("--timeout", timeout)
     deadline = time.monotonic() + timeout_s
-    with app_context(ctx).store() as store:
-        ids = list(dict.fromkeys(find(store, ref).id for ref in jobs))
+    context = app_context(ctx)
+    remote = context.remote()
+    with contextlib.ExitStack() as stack:
+        if remote is None:
+            store = stack.enter_context(context.store())
+            ids = list(dict.fromkeys(find(store, ref).id for ref in jobs))
+
+            def read() -> dict[str, JobState]:
+                records = [store.get(JobRecord, i) for i in ids]
+                return {r.id: r.state for r in records if r is not None}
+        else:
+            found = [remote.call("GET", f"/v1/jobs/{quote(ref, safe='')}") for ref in jobs]
+            ids = list(dict.fromkeys(str(f["id"]) for f in found))
+
+            def read() -> dict[str, JobState]:
+                said = [remote.call("GET", f"/v1/jobs/{i}") for i in ids]
+                return {str(d["id"]): JobState(d["state"]) for d in said}
+
         with render.progress(f"waiting for {', '.join(ids)}") as step:
             while True:
-                records = [store.get(JobRecord, i) for i in ids]
-                states = {r.id: r.state for r in records if r is not None}
+                states = read()
                 done = all(s in FINISHED for s in states.values())
                 if done or time.monotonic() > deadline:
                     break

@@ -19,7 +19,8 @@ from meshctl.cli.render import Column, Output
 from meshctl.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from meshctl.model import Catalog
+    from meshctl.model import Catalog, Mesh
+    from meshctl.state import Store
 
 app = typer.Typer(
     help="The mesh's pools: capacity and price as configured, and what runs there now.",
@@ -28,14 +29,21 @@ app = typer.Typer(
 
 
 def _capacities(ctx: typer.Context) -> list[dict[str, Any]]:
-    """Each pool as data (``shapes.PoolRow``): configured capacity, prices, and what the
-    controller last recorded (null where nothing was)."""
-    from meshctl.model.capacity import pool_capacity
-
     context = app_context(ctx)
     mesh = context.mesh()
     catalogs = context.catalog_map()
-    live = _live(context.home)
+    if context.store_url is None and not (context.home / "state.db").is_file():
+        return pool_rows(mesh, catalogs, None)  # nothing ran here: no store made to be read
+    with context.store() as store:
+        return pool_rows(mesh, catalogs, store)
+
+
+def pool_rows(mesh: Mesh, catalogs: Mapping[str, Catalog], store: Store | None) -> list[Any]:
+    """Each pool as data (``shapes.PoolRow``): configured capacity, prices, and what the
+    controller last recorded (null where nothing was). For the CLI and the API server."""
+    from meshctl.model.capacity import pool_capacity
+
+    live = _live(store) if store is not None else {}
     rows = []
     for pool in mesh.spec.pools:
         cap = asdict(pool_capacity(pool, catalogs))
@@ -53,25 +61,22 @@ def _capacities(ctx: typer.Context) -> list[dict[str, Any]]:
     return rows
 
 
-def _live(home: Path) -> dict[str, dict[str, Any]]:
+def _live(store: Store) -> dict[str, dict[str, Any]]:
     """Per pool, what the controller last saw (state) and the GPUs its jobs hold now."""
-    from meshctl.state import ACTIVE_ATTEMPT, STATE_DB, AttemptRecord, PoolRecord, open_store
+    from meshctl.state import ACTIVE_ATTEMPT, AttemptRecord, PoolRecord
 
-    if not (home / STATE_DB).is_file():
-        return {}  # nothing has run here: do not create a store just to read it
-    with open_store(home) as store:
-        live: dict[str, dict[str, Any]] = {
-            p.name: {
-                "state": p.state,
-                "gpus_in_use": 0.0,
-                "spend_usd_month": p.observed.get("spend_usd"),
-            }
-            for p in store.list(PoolRecord)
+    live: dict[str, dict[str, Any]] = {
+        p.name: {
+            "state": p.state,
+            "gpus_in_use": 0.0,
+            "spend_usd_month": p.observed.get("spend_usd"),
         }
-        for attempt in store.list(AttemptRecord):
-            if attempt.state in ACTIVE_ATTEMPT and attempt.pool in live:
-                held = attempt.detail.allocations
-                live[attempt.pool]["gpus_in_use"] += sum(h.gpus() for h in held)
+        for p in store.list(PoolRecord)
+    }
+    for attempt in store.list(AttemptRecord, state=ACTIVE_ATTEMPT):
+        if attempt.pool in live:
+            held = attempt.detail.allocations
+            live[attempt.pool]["gpus_in_use"] += sum(h.gpus() for h in held)
     return live
 
 
@@ -80,7 +85,8 @@ def list_pools(ctx: typer.Context, output: OutputOption = Output.table) -> None:
     """Each pool: provider, where, nodes, GPUs, accelerators, USD per GPU-hour."""
     from meshctl.cli import render
 
-    rows = _capacities(ctx)
+    remote = app_context(ctx).remote()
+    rows = remote.call("GET", "/v1/pools") if remote is not None else _capacities(ctx)
     columns = [
         Column("pool", "Pool"),
         Column("provider", "Provider"),

@@ -7,9 +7,10 @@ field, a body over the cap a 413; every error is ``{"error": "one line"}`` and w
 (a refused administrative action writes its audit entry, nothing else).
 
 Routes: ``GET /v1/whoami``; ``POST /v1/jobs`` (submit), ``GET /v1/jobs``, ``GET
-/v1/jobs/{job}``, ``POST /v1/jobs/{job}/cancel``; ``GET /v1/status``; ``GET /v1/nodes``,
-``POST /v1/nodes/{pool}/{node}/{cordon|drain|uncordon}``; ``GET /v1/audit``; ``GET /healthz``
-(no token).
+/v1/jobs/{job}``, ``GET /v1/jobs/{job}/logs``, ``GET /v1/jobs/{job}/explain``, ``POST
+/v1/jobs/{job}/cancel``; ``GET /v1/status``; ``GET /v1/pools``; ``GET /v1/nodes``, ``POST
+/v1/nodes/{pool}/{node}/{cordon|drain|uncordon}``; ``GET /v1/audit``; ``GET /healthz`` and
+``GET /metrics`` (no token).
 """
 
 from __future__ import annotations
@@ -113,6 +114,26 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
     def show_job(ref: str, caller: Caller) -> Any:
         allowed(caller, Verb.JOBS_READ)
         return jobs.show(service.context.home, store, caller, ref)
+
+    @app.get("/v1/jobs/{ref}/logs")
+    def job_logs(
+        ref: str, caller: Caller, attempt: Annotated[int | None, Query(ge=1)] = None
+    ) -> Any:
+        allowed(caller, Verb.JOBS_READ)
+        return jobs.logs(service.planner, store, caller, ref, attempt)
+
+    @app.get("/v1/jobs/{ref}/explain")
+    def explain_job(ref: str, caller: Caller) -> Any:
+        allowed(caller, Verb.JOBS_READ)
+        return jobs.explain(store, caller, ref)
+
+    @app.get("/v1/pools")
+    def list_pools(caller: Caller) -> Any:
+        from meshctl.cli.pools_cmd import pool_rows
+
+        allowed(caller, Verb.POOLS_READ)
+        mesh, catalogs, _ = service.planner.planning()
+        return pool_rows(mesh, catalogs, store)
 
     @app.post("/v1/jobs/{ref}/cancel")
     def cancel_job(ref: str, caller: Caller) -> Any:

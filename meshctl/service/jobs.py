@@ -199,3 +199,34 @@ def cancel(context: Any, store: Store, principal: Principal, ref: str) -> dict[s
     if row["cancelled"]:
         context.nudge()
     return row
+
+
+def logs(planner: Planner, store: Store, principal: Principal, ref: str, number: int | None) -> Any:
+    """``GET /v1/jobs/{ref}/logs``: the log of the attempt asked for (else the latest), from its
+    pool or meshctl's copy; ``text`` null (and why) before the job started."""
+    from meshctl.cli import joblogs
+
+    record = find(store, principal, ref)
+    try:
+        attempt = joblogs.chosen(store, record.id, number)
+    except InvalidInput as err:
+        raise not_found(str(err)) from None
+    if attempt is None:
+        return {"id": record.id, "attempt": 0, "text": None,
+                "waiting_for": joblogs.waiting_for(record, None)}  # fmt: skip
+    text = joblogs.text_of(planner.context, planner.planning()[0], attempt)
+    if text is None:
+        raise not_found(
+            f"job {record.id}, attempt {attempt.number}: no log: pool {attempt.pool} does not "
+            "have it (is it up?) and meshctl kept no copy"
+        )
+    return {"id": record.id, "attempt": attempt.number,
+            "text": text.decode("utf-8", errors="replace"), "waiting_for": None}  # fmt: skip
+
+
+def explain(store: Store, principal: Principal, ref: str) -> Any:
+    """``GET /v1/jobs/{ref}/explain``: ``meshctl explain JOB -o json``."""
+    from meshctl.cli.explain_cmd import explain_data
+
+    data, _, _, _ = explain_data(store, find(store, principal, ref))
+    return data

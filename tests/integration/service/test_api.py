@@ -167,7 +167,10 @@ ROUTES = [
     ("GET", "/v1/jobs"),
     ("GET", "/v1/jobs/x"),
     ("POST", "/v1/jobs/x/cancel"),
+    ("GET", "/v1/jobs/x/logs"),
+    ("GET", "/v1/jobs/x/explain"),
     ("GET", "/v1/status"),
+    ("GET", "/v1/pools"),
     ("GET", "/v1/nodes"),
     ("POST", "/v1/nodes/local/n1/cordon"),
     ("GET", "/v1/audit"),
@@ -310,6 +313,22 @@ def test_a_refused_submission_says_why_and_writes_nothing(
     )
 
 
+READS = [
+    # who, path, expected status
+    (who, path, 403 if path == "/v1/audit" and who != "root" else 200)
+    for who in ("ana", "bo", "root")
+    for path in ("/v1/whoami", "/v1/status", "/v1/pools", "/v1/nodes", "/v1/jobs", "/v1/audit")
+]
+
+
+@pytest.mark.parametrize(("who", "path", "expected"), READS)
+def test_what_each_role_reads(server: Server, who: str, path: str, expected: int) -> None:
+    before = counts(server)
+    status, said = server.call("GET", path, who)
+    assert status == expected, said
+    assert counts(server) == before
+
+
 # --- nodes and the audit log ------------------------------------------------------------------
 
 NODE_ACTIONS = [
@@ -405,13 +424,36 @@ def test_the_cli_submits_lists_shows_and_cancels_through_the_server(
     assert cancelled.stdout.strip() == f"{job_id} cancelled (was pending)"
 
 
+def test_the_cli_waits_reads_logs_explains_and_lists_pools_through_the_server(
+    server: Server,
+) -> None:
+    job_id = server.submit("ana")
+    waited = server.cli("jobs", "wait", job_id, "--timeout", "1s")
+    assert waited.returncode == 124, waited.stderr  # no controller: it stays pending
+    assert f"{job_id} pending" in waited.stdout
+    logs = server.cli("jobs", "logs", job_id)
+    assert logs.returncode == 0, logs.stderr
+    assert "has not started: it is queued (pending)" in logs.stderr
+    explained = server.cli("explain", job_id, "-o", "json")
+    assert explained.returncode == 0, explained.stderr
+    assert json.loads(explained.stdout)["state"] == "pending"
+    pools = server.cli("pools", "list", "-o", "json")
+    assert pools.returncode == 0, pools.stderr
+    assert "onprem" in {r["pool"] for r in json.loads(pools.stdout)}
+    other = server.cli("explain", job_id, who="dee")
+    assert other.returncode == 2
+    assert "may not see it" in other.stderr
+
+
 CLI_REFUSALS = [
     # id, args, who, extra environment, the one line it says
     pytest.param(("submit", "--team", "search", "--", "python", "x.py"), "ana", {},
                  "error: spec.team: ana may charge jobs to vision, not 'search'",
                  id="another-team"),
-    pytest.param(("jobs", "logs", "x"), "ana", {}, "not served by the API server yet",
+    pytest.param(("gc", "--dry-run"), "ana", {}, "not served by the API server yet",
                  id="a-command-not-served"),
+    pytest.param(("jobs", "logs", "-f", "x"), "ana", {}, "--follow: not served",
+                 id="follow-not-served"),
     pytest.param(("jobs", "list"), "ana", {"MESHCTL_TOKEN": "mct_bad"}, "token is not valid",
                  id="bad-token"),
     pytest.param(("jobs", "list"), "ana", {"MESHCTL_SERVER": "ftp://x"},
