@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from meshctl.cli.context import app_context
-from meshctl.cli.errors import CommandError
+from meshctl.cli.errors import CommandError, InvalidRequestError
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Output
 
 if TYPE_CHECKING:
+    from meshctl.cli.context import AppContext
     from meshctl.controller.leadership import Leadership
     from meshctl.controller.loop import Controller
     from meshctl.controller.metrics import Address
@@ -245,15 +246,32 @@ def reload(
 ) -> None:
     """Re-read the mesh, policies and catalogs the controller runs with, check them all, and
     have the controller take them at its next cycle (an invalid change is refused, exit 2)."""
+    from meshctl.cli import render
+
+    context = app_context(ctx)
+    remote = context.remote()
+    if remote is not None:
+        if policies is not None:
+            raise InvalidRequestError("--policies: the server reloads the folder it runs with")
+        data = remote.call("POST", "/v1/policies/reload", {"timeout_s": timeout})
+    else:
+        data = reload_rules(context, policies, timeout)
+    if data["outcome"] == "refused":  # changed again after it was checked here
+        render.problems([str(data["message"])])
+        raise typer.Exit(2)
+    _show(data, output)
+
+
+def reload_rules(context: AppContext, policies: Path | None, timeout_s: float) -> dict[str, Any]:
+    """Have the running controller take the files again (``policies``: another folder); what
+    it answered (``shapes.Reloaded``, with its ``message``). Every problem of every file is an
+    ``InvalidInput`` and nothing is asked. For the CLI and the API server."""
     import uuid
 
-    from meshctl.cli import render
     from meshctl.cli.context import rules_from
-    from meshctl.cli.errors import CommandError
     from meshctl.controller import daemon
     from meshctl.controller.reload import ask
 
-    context = app_context(ctx)
     if daemon.running(context.home) is None:
         raise CommandError("no controller is running (meshctl up starts one)")
     files = context.rule_files(policies)
@@ -261,30 +279,28 @@ def reload(
     ask_id = uuid.uuid4().hex
     ask(context.home, ask_id, files)
     daemon.nudge(context.home)
-    answer = _answer(context.home, ask_id, timeout)
-    if answer["outcome"] == "refused":  # changed again after it was checked here
-        render.problems([str(answer["message"])])
-        raise typer.Exit(2)
-    _show(answer, files.policies, output)
-
-
-def _show(answer: dict[str, Any], policies: str, output: Output) -> None:
-    from meshctl.cli import render
-
-    data = {
+    answer = _answer(context.home, ask_id, timeout_s)
+    return {
         "outcome": answer["outcome"],
         "old_policy_hash": answer["old_hash"],
         "policy_hash": answer["new_hash"],
-        "policies": policies,
+        "policies": files.policies,
         "notes": list(answer.get("notes") or []),
+        "message": str(answer.get("message") or ""),
     }
+
+
+def _show(said: dict[str, Any], output: Output) -> None:
+    from meshctl.cli import render
+
+    data = {k: v for k, v in said.items() if k != "message"}
     if output is not Output.table:
         render.emit_data(data, output)
         return
-    if answer["outcome"] == "unchanged":
-        render.plain(f"policies {answer['old_hash']}: no change")
+    if said["outcome"] == "unchanged":
+        render.plain(f"policies {said['old_policy_hash']}: no change")
     else:
-        render.plain(str(answer["message"]))
+        render.plain(str(said["message"]))
     render.warnings(data["notes"])
 
 

@@ -3,11 +3,12 @@
 - ``user``: submit jobs charged to one of their teams; see and cancel their own jobs; read the
   mesh's status, nodes and pools.
 - ``team-admin``: that, and see and cancel the jobs of their teams.
-- ``platform-admin``: every job; nodes (cordon, drain, uncordon); the audit log.
+- ``platform-admin``: every job; nodes (cordon, drain, uncordon); reloading the policies;
+  the audit log.
 
-Reads of the mesh (status, nodes, pools) show capacity, not anyone's jobs, so every role has
-them. An administrative action (acting on another user's job, or on a node) is written to
-the audit log, allowed or refused.
+Reads of the mesh (status, nodes, pools, the policies in force) show capacity and rules, not
+anyone's jobs, so every role has them. An administrative action (acting on another user's job,
+on a node, on the policies) goes to the audit log, allowed or refused.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class Verb(StrEnum):
     NODES_READ = "nodes.read"
     NODES_MANAGE = "nodes.manage"
     POOLS_READ = "pools.read"
+    POLICIES_READ = "policies.read"
+    POLICIES_MANAGE = "policies.reload"
     AUDIT_READ = "audit.read"
 
 
@@ -40,7 +43,7 @@ class Reach(StrEnum):
 
 
 _EVERYONE: Final = {Verb.JOBS_SUBMIT, Verb.JOBS_READ, Verb.JOBS_CANCEL, Verb.STATUS_READ,
-                    Verb.NODES_READ, Verb.POOLS_READ}  # fmt: skip
+                    Verb.NODES_READ, Verb.POOLS_READ, Verb.POLICIES_READ}  # fmt: skip
 ALLOWED: Final[dict[Role, frozenset[Verb]]] = {
     Role.USER: frozenset(_EVERYONE),
     Role.TEAM_ADMIN: frozenset(_EVERYONE),
@@ -51,7 +54,7 @@ REACH: Final[dict[Role, Reach]] = {
     Role.TEAM_ADMIN: Reach.TEAMS,
     Role.PLATFORM_ADMIN: Reach.ALL,
 }
-ADMINISTRATIVE: Final = frozenset({Verb.NODES_MANAGE})
+ADMINISTRATIVE: Final = frozenset({Verb.NODES_MANAGE, Verb.POLICIES_MANAGE})
 """Verbs audited every time, allowed or refused (besides acting on another user's job)."""
 
 

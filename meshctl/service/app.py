@@ -8,9 +8,9 @@ field, a body over the cap a 413; every error is ``{"error": "one line"}`` and w
 
 Routes: ``GET /v1/whoami``; ``POST /v1/jobs`` (submit), ``GET /v1/jobs``, ``GET
 /v1/jobs/{job}``, ``GET /v1/jobs/{job}/logs``, ``GET /v1/jobs/{job}/explain``, ``POST
-/v1/jobs/{job}/cancel``; ``GET /v1/status``; ``GET /v1/pools``; ``GET /v1/nodes``, ``POST
-/v1/nodes/{pool}/{node}/{cordon|drain|uncordon}``; ``GET /v1/audit``; ``GET /healthz`` and
-``GET /metrics`` (no token).
+/v1/jobs/{job}/cancel``; ``GET /v1/status``; ``GET /v1/pools``; ``GET /v1/policies``, ``POST
+/v1/policies/reload``; ``GET /v1/nodes``, ``POST /v1/nodes/{pool}/{node}/{cordon|drain|
+uncordon}``; ``GET /v1/audit``; ``GET /healthz`` and ``GET /metrics`` (no token).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
 from meshctl.errors import Failure, InvalidInput
 from meshctl.service import jobs
-from meshctl.service.access import Verb, may
+from meshctl.service.access import ADMINISTRATIVE, Verb, may
 from meshctl.service.errors import ApiError, forbidden, invalid, too_large, unauthorised
 from meshctl.service.identity import Principal, authenticate
 from meshctl.service.planning import Planner
@@ -64,6 +64,11 @@ async def principal(request: Request) -> Principal:
 Caller = Annotated[Principal, Depends(principal)]
 
 
+class ReloadBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    timeout_s: float = Field(30.0, ge=1, le=600)
+
+
 class DrainBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     deadline: str = "10m"
@@ -84,7 +89,7 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
         if may(caller, verb):
             return
         why = f"{verb}: not allowed to a {caller.role.value}"
-        if verb is Verb.NODES_MANAGE:
+        if verb in ADMINISTRATIVE:
             raise jobs.refuse(store, caller, verb, target, why)
         raise forbidden(why)
 
@@ -161,6 +166,24 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
         target = f"{pool}/{node}"
         allowed(caller, Verb.NODES_MANAGE, target)
         return _manage(service, caller, target, action, body or DrainBody())
+
+    @app.get("/v1/policies")
+    def policies(caller: Caller) -> Any:
+        allowed(caller, Verb.POLICIES_READ)
+        _, _, checked = service.planner.planning()
+        return {"enforced": service.context.enforced(), "checked_against": checked.content_hash}
+
+    @app.post("/v1/policies/reload")
+    def reload_policies(caller: Caller, body: ReloadBody | None = None) -> Any:
+        from meshctl.cli.controller_cmd import reload_rules
+
+        allowed(caller, Verb.POLICIES_MANAGE, "policies")
+        said = reload_rules(service.context, None, (body or ReloadBody()).timeout_s)
+        detail = {"result": said["outcome"], "policy_hash": said["policy_hash"]}
+        store.append_audit(
+            jobs.audit_entry(caller, "policies.reload", said["policies"], "allowed", **detail)
+        )
+        return said
 
     @app.get("/v1/audit")
     def audit(
@@ -253,6 +276,6 @@ def _handlers(app: FastAPI) -> None:
     async def store_error(_: Request, err: StoreError) -> JSONResponse:
         return answer(503, f"state store: {err}")
 
-    @app.exception_handler(Failure)
+    @app.exception_handler(Failure)  # the world failed: no controller running, a pool down
     async def failure(_: Request, err: Failure) -> JSONResponse:
-        return answer(500, str(err))
+        return answer(503, str(err))

@@ -317,7 +317,15 @@ READS = [
     # who, path, expected status
     (who, path, 403 if path == "/v1/audit" and who != "root" else 200)
     for who in ("ana", "bo", "root")
-    for path in ("/v1/whoami", "/v1/status", "/v1/pools", "/v1/nodes", "/v1/jobs", "/v1/audit")
+    for path in (
+        "/v1/whoami",
+        "/v1/status",
+        "/v1/pools",
+        "/v1/nodes",
+        "/v1/jobs",
+        "/v1/policies",
+        "/v1/audit",
+    )
 ]
 
 
@@ -361,6 +369,26 @@ def test_nodes_are_managed_by_platform_admins_and_audited(server: Server) -> Non
             ]
         else:
             assert entries == []
+
+
+def test_the_policies_are_reloaded_by_platform_admins_only(server: Server) -> None:
+    before = counts(server)[1]
+    status, said = server.call("POST", "/v1/policies/reload", "bo")
+    assert status == 403, said
+    with server.store() as store:
+        entry = store.audit()[-1]
+    assert (entry.actor, entry.action, entry.outcome) == ("bo", "policies.reload", "denied")
+    assert counts(server)[1] == before + 1
+    status, said = server.call("POST", "/v1/policies/reload", "root", {"timeout_s": 2})
+    assert status == 503, said  # allowed, but no controller runs beside this server
+    assert said["error"] == "no controller is running (meshctl up starts one)"
+    reloaded = server.cli("reload", who="root")
+    assert reloaded.returncode == 1
+    assert "no controller is running" in reloaded.stderr
+    status, said = server.call("GET", "/v1/policies", "ana")
+    assert status == 200
+    assert said["enforced"] is None
+    assert len(said["checked_against"]) >= 8
 
 
 def test_the_audit_log_is_read_by_platform_admins_and_meshctl_admin_audit(server: Server) -> None:
