@@ -65,9 +65,18 @@ def down(
 
     wait_s = _deadline(deadline, drain)
     context = app_context(ctx)
+    remote = context.remote()
+    if remote is not None:  # the server's host brings its mesh down
+        from meshctl.cli.remote import relay_command
+
+        body = {"force": force, "drain": drain, "deadline": deadline}
+        relay_command(remote.call("POST", "/v1/mesh/down", body, timeout_s=wait_s + 120))
+        return
     with contextlib.ExitStack() as opened:  # the store, once for the whole command (if any)
         store = (
-            opened.enter_context(context.store()) if (context.home / STATE_DB).is_file() else None
+            opened.enter_context(context.store())
+            if context.store_url or (context.home / STATE_DB).is_file()
+            else None
         )
         _down(context, store, force, drain, wait_s, deadline or DRAIN_DEFAULT)
 

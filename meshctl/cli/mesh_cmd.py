@@ -44,6 +44,15 @@ def up(
     from meshctl.state.private import write_private
 
     context = app_context(ctx)
+    remote = context.remote()
+    if remote is not None:  # the server's host brings its mesh up
+        from meshctl.cli.errors import InvalidRequestError
+        from meshctl.cli.remote import relay_command
+
+        if policies is not None:
+            raise InvalidRequestError("--policies: the server enforces the folder it runs with")
+        relay_command(remote.call("POST", "/v1/mesh/up", {"interval": interval}, timeout_s=900))
+        return
     mesh = context.mesh()
     policy_dir = (policies or context.policy_dir()).resolve()
     context.policy_set(policy_dir, mesh)  # invalid policies stop here, before anything starts

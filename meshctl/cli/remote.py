@@ -40,7 +40,9 @@ class Remote:
     url: str
     token: str
 
-    def call(self, method: str, path: str, body: Any = None, **query: Any) -> Any:
+    def call(
+        self, method: str, path: str, body: Any = None, timeout_s: float = TIMEOUT_S, **query: Any
+    ) -> Any:
         """The JSON answer of ``method path``; errors as exit 2 (4xx) or exit 1."""
         params = {k: v for k, v in query.items() if v is not None}
         url = self.url.rstrip("/") + path + (f"?{urllib.parse.urlencode(params)}" if params else "")
@@ -51,7 +53,7 @@ class Remote:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=_tls()) as answer:
+            with urllib.request.urlopen(request, timeout=timeout_s, context=_tls()) as answer:
                 return json.loads(answer.read() or b"null")
         except urllib.error.HTTPError as err:
             raise _refusal(self.url, err) from None
@@ -142,3 +144,14 @@ def pack(folder: Path, ignored: Sequence[str]) -> str:
         for child in sorted(folder.iterdir()):
             archive.add(child, arcname=child.name, filter=keep)
     return base64.b64encode(buffer.getvalue()).decode()
+
+
+def relay_command(said: dict[str, Any]) -> None:
+    """What a command the server ran on its host printed, and its exit code, as if run here."""
+    import sys
+
+    sys.stdout.write(said.get("stdout") or "")
+    sys.stderr.write(said.get("stderr") or "")
+    code = int(said.get("exit_code") or 0)
+    if code:
+        raise SystemExit(code)

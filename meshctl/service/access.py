@@ -4,11 +4,11 @@
   mesh's status, nodes and pools.
 - ``team-admin``: that, and see and cancel the jobs of their teams.
 - ``platform-admin``: every job; nodes (cordon, drain, uncordon); reloading the policies;
-  the audit log.
+  bringing the mesh up and down; the audit log.
 
 Reads of the mesh (status, nodes, pools, the policies in force) show capacity and rules, not
 anyone's jobs, so every role has them. An administrative action (acting on another user's job,
-on a node, on the policies) goes to the audit log, allowed or refused.
+on a node, on the policies, on the mesh) goes to the audit log, allowed or refused.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class Verb(StrEnum):
     POOLS_READ = "pools.read"
     POLICIES_READ = "policies.read"
     POLICIES_MANAGE = "policies.reload"
+    MESH_MANAGE = "mesh.manage"
     AUDIT_READ = "audit.read"
 
 
@@ -54,7 +55,7 @@ REACH: Final[dict[Role, Reach]] = {
     Role.TEAM_ADMIN: Reach.TEAMS,
     Role.PLATFORM_ADMIN: Reach.ALL,
 }
-ADMINISTRATIVE: Final = frozenset({Verb.NODES_MANAGE, Verb.POLICIES_MANAGE})
+ADMINISTRATIVE: Final = frozenset({Verb.NODES_MANAGE, Verb.POLICIES_MANAGE, Verb.MESH_MANAGE})
 """Verbs audited every time, allowed or refused (besides acting on another user's job)."""
 
 

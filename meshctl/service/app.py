@@ -9,8 +9,9 @@ field, a body over the cap a 413; every error is ``{"error": "one line"}`` and w
 Routes: ``GET /v1/whoami``; ``POST /v1/jobs`` (submit), ``GET /v1/jobs``, ``GET
 /v1/jobs/{job}``, ``GET /v1/jobs/{job}/logs``, ``GET /v1/jobs/{job}/explain``, ``POST
 /v1/jobs/{job}/cancel``; ``GET /v1/status``; ``GET /v1/pools``; ``GET /v1/policies``, ``POST
-/v1/policies/reload``; ``GET /v1/nodes``, ``POST /v1/nodes/{pool}/{node}/{cordon|drain|
-uncordon}``; ``GET /v1/audit``; ``GET /healthz`` and ``GET /metrics`` (no token).
+/v1/policies/reload``; ``POST /v1/mesh/up``, ``POST /v1/mesh/down``; ``GET /v1/nodes``, ``POST
+/v1/nodes/{pool}/{node}/{cordon|drain|uncordon}``; ``GET /v1/audit``; ``GET /healthz`` and ``GET
+/metrics`` (no token).
 """
 
 from __future__ import annotations
@@ -62,6 +63,18 @@ async def principal(request: Request) -> Principal:
 
 
 Caller = Annotated[Principal, Depends(principal)]
+
+
+class UpBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    interval: float = Field(1.0, gt=0, le=3600)
+
+
+class DownBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    force: bool = False
+    drain: bool = False
+    deadline: str | None = Field(None, max_length=32)
 
 
 class ReloadBody(BaseModel):
@@ -185,6 +198,35 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
         )
         return said
 
+    @app.post("/v1/mesh/up")
+    def mesh_up(caller: Caller, body: UpBody | None = None) -> Any:
+        from meshctl.service import mesh
+
+        allowed(caller, Verb.MESH_MANAGE, "mesh")
+        args = ["up", "--interval", str((body or UpBody()).interval)]
+        return _audited(caller, "mesh.up", mesh.run(service.context, args))
+
+    @app.post("/v1/mesh/down")
+    def mesh_down(caller: Caller, body: DownBody | None = None) -> Any:
+        from meshctl.service import mesh
+
+        allowed(caller, Verb.MESH_MANAGE, "mesh")
+        asked = body or DownBody()
+        args = [
+            "down",
+            *(["--force"] if asked.force else []),
+            *(["--drain"] if asked.drain else []),
+        ]
+        if asked.deadline is not None:
+            args += ["--deadline", asked.deadline]
+        waits = _drain_s(asked.deadline) if asked.drain else 0.0
+        return _audited(caller, "mesh.down", mesh.run(service.context, args, waits + 300))
+
+    def _audited(caller: Principal, action: str, said: dict[str, Any]) -> dict[str, Any]:
+        entry = jobs.audit_entry(caller, action, "mesh", "allowed", exit_code=said["exit_code"])
+        store.append_audit(entry)
+        return said
+
     @app.get("/v1/audit")
     def audit(
         caller: Caller,
@@ -197,6 +239,16 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
         return [asdict(e) for e in store.audit(after_seq=after, limit=limit)]
 
     return app
+
+
+def _drain_s(deadline: str | None) -> float:
+    """How long a ``down --drain`` may wait: its deadline (10 minutes unless given)."""
+    from meshctl.units import parse_duration_s
+
+    try:
+        return parse_duration_s(deadline or "10m")
+    except ValueError as err:
+        raise invalid(f"deadline: {err}") from None
 
 
 def _manage(service: Service, caller: Principal, target: str, action: str, body: DrainBody) -> Any:

@@ -391,6 +391,20 @@ def test_the_policies_are_reloaded_by_platform_admins_only(server: Server) -> No
     assert len(said["checked_against"]) >= 8
 
 
+def test_the_mesh_is_brought_up_and_down_by_platform_admins_only(server: Server) -> None:
+    status, said = server.call("POST", "/v1/mesh/down", "bo")
+    assert status == 403, said
+    with server.store() as store:
+        assert store.audit()[-1].outcome == "denied"
+    assert server.call("POST", "/v1/mesh/up", "root", {"interval": 0})[0] == 422
+    down = server.cli("down", who="root")  # nothing is up on the server's host
+    assert down.returncode == 0, down.stderr
+    with server.store() as store:
+        entry = store.audit()[-1]
+    assert (entry.actor, entry.action, entry.outcome) == ("root", "mesh.down", "allowed")
+    assert entry.detail == {"exit_code": 0}
+
+
 def test_the_audit_log_is_read_by_platform_admins_and_meshctl_admin_audit(server: Server) -> None:
     assert server.call("GET", "/v1/audit", "bo")[0] == 403
     status, entries = server.call("GET", "/v1/audit?limit=2", "root")
