@@ -37,7 +37,7 @@ def login(
 
 
 def logout(ctx: typer.Context) -> None:
-    """Forget the server and token ``meshctl login`` kept: commands work locally again."""
+    """Forget the server and token that meshctl login kept: commands work locally again."""
     from meshctl.cli import remote, render
 
     gone = remote.logout(app_context(ctx).home)
