@@ -44,9 +44,13 @@ class Service:
     store: Store
     max_body_bytes: int
     planner: Planner = field(init=False)
+    health: Any = field(init=False)  # whether each pool can be used: checked at most every 30 s
 
     def __post_init__(self) -> None:
+        from meshctl.cli.mesh_cmd import _Health
+
         object.__setattr__(self, "planner", Planner(self.context))
+        object.__setattr__(self, "health", _Health(self.context))
 
 
 async def principal(request: Request) -> Principal:
@@ -160,10 +164,10 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
 
     @app.get("/v1/status")
     def status(caller: Caller) -> Any:
-        from meshctl.cli.mesh_cmd import _Health, collect
+        from meshctl.cli.mesh_cmd import collect
 
         allowed(caller, Verb.STATUS_READ)
-        return collect(service.context, store, _Health(service.context))
+        return collect(service.context, store, service.health)
 
     @app.get("/v1/nodes")
     def list_nodes(caller: Caller) -> Any:
