@@ -250,7 +250,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--backend", choices=["postgres", "sqlite"], default="postgres")
-    parser.add_argument("--interval", type=float, default=0.5)
+    parser.add_argument("--interval", type=float, default=1.0)  # meshctl up's
     parser.add_argument("--lease-ttl", type=float, default=10.0)
     parser.add_argument("--no-fast-path", action="store_true")
     parser.add_argument("--runs", type=int, default=3)
