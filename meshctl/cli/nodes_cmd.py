@@ -91,20 +91,31 @@ def node_rows(home: Path, store: Store) -> list[dict[str, Any]]:
     return [_node_row(n, used.get(n.id, 0.0), jobs.get(n.id, []), agents.get(n.id)) for n in nodes]
 
 
+def node_data(home: Path, store: Store, ref: str) -> dict[str, Any]:
+    """One node as data (``shapes.NodeDetail``): for ``nodes show`` and the API server."""
+    from meshctl.cli import nodeview
+
+    found = find_node(store, ref)
+    used, jobs = _usage(store)
+    agents = _agents(home)
+    agent = agents.get(found.id)
+    row = _node_row(found, used.get(found.id, 0.0), jobs.get(found.id, []), agent)
+    return row | {"cache": nodeview.cache_data((agent or {}).get("cache"), agents)}
+
+
 @app.command("show")
 def show(ctx: typer.Context, node: NodeArgument, output: OutputOption = Output.table) -> None:
     """One node: state, GPUs, jobs, labels, its agent, and its data cache (root, capacity and
     use, each dataset held or being fetched and where from, counters)."""
-    from meshctl.cli import nodeview, render
+    from meshctl.cli import render
 
     context = app_context(ctx)
-    with context.store() as store:
-        found = find_node(store, node)
-        used, jobs = _usage(store)
-    agents = _agents(context.home)
-    agent = agents.get(found.id)
-    row = _node_row(found, used.get(found.id, 0.0), jobs.get(found.id, []), agent)
-    data = row | {"cache": nodeview.cache_data((agent or {}).get("cache"), agents)}
+    remote = context.remote()
+    if remote is not None:
+        data = remote.call("GET", f"/v1/nodes/{_remote_ref(remote, node)}")
+    else:
+        with context.store() as store:
+            data = node_data(context.home, store, node)
     if output is not Output.table:
         render.emit_data(data, output)
         return
@@ -259,8 +270,8 @@ def _set(
 _ACTIONS = {"cordoned": "cordon", "draining": "drain", "ready": "uncordon"}
 
 
-def _remote_set(remote: Remote, ref: str, action: str, why: str) -> Any:
-    """The API server's answer to cordon, drain (``why`` holds its deadline) or uncordon."""
+def _remote_ref(remote: Remote, ref: str) -> str:
+    """``pool/node`` quoted for a URL; a node named alone is looked up among the server's."""
     if "/" not in ref:
         nodes = remote.call("GET", "/v1/nodes")
         names = {row["node"].split("/", 1)[1]: row["node"] for row in nodes}
@@ -268,8 +279,13 @@ def _remote_set(remote: Remote, ref: str, action: str, why: str) -> Any:
     if "/" not in ref:
         raise InvalidRequestError(f"node: expected pool/node or a known node's name, got {ref!r}")
     pool, node = ref.split("/", 1)
+    return f"{quote(pool, safe='')}/{quote(node, safe='')}"
+
+
+def _remote_set(remote: Remote, ref: str, action: str, why: str) -> Any:
+    """The API server's answer to cordon, drain (``why`` holds its deadline) or uncordon."""
     body = {"deadline": why.removeprefix("draining, deadline ")} if action == "drain" else None
-    return remote.call("POST", f"/v1/nodes/{quote(pool)}/{quote(node)}/{action}", body)
+    return remote.call("POST", f"/v1/nodes/{_remote_ref(remote, ref)}/{action}", body)
 
 
 def set_state(
@@ -387,20 +403,34 @@ def health(
     node's agent: its present verdict is ignored until it says something else."""
     from meshctl.cli import render
     from meshctl.controller import daemon
-    from meshctl.pools.health import overrule, set_signal
 
     if (unhealthy is None) == (not healthy):
         raise InvalidRequestError("health: give --unhealthy REASON or --healthy")
     if unhealthy is not None and not unhealthy.strip():
         raise InvalidRequestError("--unhealthy: expected a reason, got an empty one")
+    reason = unhealthy.strip() if unhealthy else None
     context = app_context(ctx)
-    with context.store() as store:
-        found = find_node(store, node)
-    pool, name = found.id.split("/", 1)
-    set_signal(context.home, pool, name, unhealthy.strip() if unhealthy else None)
-    if unhealthy:
-        overrule(context.home, pool, name, None)  # the operator says unhealthy: nothing ignored
+    remote = context.remote()
+    if remote is not None:
+        said = remote.call("POST", f"/v1/nodes/{_remote_ref(remote, node)}/health",
+                           {"unhealthy": reason})  # fmt: skip
+        found_id = str(said["node"])
     else:
-        _overrule_agent(context.home, pool, name)
-    daemon.nudge(context.home)
-    render.plain(f"{found.id}: " + (f"unhealthy ({unhealthy})" if unhealthy else "healthy"))
+        with context.store() as store:
+            found_id = set_health(context.home, find_node(store, node).id, reason)
+        daemon.nudge(context.home)
+    render.plain(f"{found_id}: " + (f"unhealthy ({reason})" if reason else "healthy"))
+
+
+def set_health(home: Path, node_id: str, unhealthy: str | None) -> str:
+    """Set (a reason) or clear (None) a node's health signal, as its probe would; clearing
+    also overrules what its agent says against it now. For the CLI and the API server."""
+    from meshctl.pools.health import overrule, set_signal
+
+    pool, name = node_id.split("/", 1)
+    set_signal(home, pool, name, unhealthy)
+    if unhealthy:
+        overrule(home, pool, name, None)  # the operator says unhealthy: nothing ignored
+    else:
+        _overrule_agent(home, pool, name)
+    return node_id

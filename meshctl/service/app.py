@@ -9,9 +9,9 @@ field, a body over the cap a 413; every error is ``{"error": "one line"}`` and w
 Routes: ``GET /v1/whoami``; ``POST /v1/jobs`` (submit), ``GET /v1/jobs``, ``GET
 /v1/jobs/{job}``, ``GET /v1/jobs/{job}/logs``, ``GET /v1/jobs/{job}/explain``, ``POST
 /v1/jobs/{job}/cancel``; ``GET /v1/status``; ``GET /v1/pools``; ``GET /v1/policies``, ``POST
-/v1/policies/reload``; ``POST /v1/mesh/up``, ``POST /v1/mesh/down``; ``GET /v1/nodes``, ``POST
-/v1/nodes/{pool}/{node}/{cordon|drain|uncordon}``; ``GET /v1/audit``; ``GET /healthz`` and ``GET
-/metrics`` (no token).
+/v1/policies/reload``; ``POST /v1/mesh/up``, ``POST /v1/mesh/down``; ``GET /v1/nodes``, ``GET
+/v1/nodes/{pool}/{node}``, ``POST /v1/nodes/{pool}/{node}/{cordon|drain|uncordon|health}``;
+``GET /v1/audit``; ``GET /healthz`` and ``GET /metrics`` (no token).
 """
 
 from __future__ import annotations
@@ -84,6 +84,11 @@ class DownBody(BaseModel):
 class ReloadBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     timeout_s: float = Field(30.0, ge=1, le=600)
+
+
+class HealthBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    unhealthy: str | None = Field(..., min_length=1, max_length=500)  # None: healthy again
 
 
 class DrainBody(BaseModel):
@@ -175,6 +180,26 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
 
         allowed(caller, Verb.NODES_READ)
         return node_rows(service.context.home, store)
+
+    @app.get("/v1/nodes/{pool}/{node}")
+    def show_node(pool: str, node: str, caller: Caller) -> Any:
+        from meshctl.cli.nodes_cmd import node_data
+
+        allowed(caller, Verb.NODES_READ)
+        return node_data(service.context.home, store, f"{pool}/{node}")
+
+    @app.post("/v1/nodes/{pool}/{node}/health")
+    def node_health(pool: str, node: str, caller: Caller, body: HealthBody) -> Any:
+        from meshctl.cli.nodes_cmd import find_node, set_health
+
+        target = f"{pool}/{node}"
+        allowed(caller, Verb.NODES_MANAGE, target)
+        found = find_node(store, target).id
+        set_health(service.context.home, found, body.unhealthy)
+        entry = jobs.audit_entry(caller, "nodes.health", found, "allowed", unhealthy=body.unhealthy)
+        store.append_audit(entry)
+        service.context.nudge()
+        return {"node": found, "unhealthy": body.unhealthy}
 
     @app.post("/v1/nodes/{pool}/{node}/{action}")
     def manage_node(

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from meshctl.pools import health
 from meshctl.service.identity import add_user, issue_token, revoke_tokens
 from meshctl.state import (
     AuditEntry,
@@ -172,7 +173,9 @@ ROUTES = [
     ("GET", "/v1/status"),
     ("GET", "/v1/pools"),
     ("GET", "/v1/nodes"),
+    ("GET", "/v1/nodes/local/n1"),
     ("POST", "/v1/nodes/local/n1/cordon"),
+    ("POST", "/v1/nodes/local/n1/health"),
     ("GET", "/v1/audit"),
 ]
 NO_TOKEN = [
@@ -403,6 +406,31 @@ def test_the_mesh_is_brought_up_and_down_by_platform_admins_only(server: Server)
         entry = store.audit()[-1]
     assert (entry.actor, entry.action, entry.outcome) == ("root", "mesh.down", "allowed")
     assert entry.detail == {"exit_code": 0}
+
+
+def test_a_node_is_shown_to_all_and_its_health_set_by_platform_admins(server: Server) -> None:
+    shown = server.cli("nodes", "show", "n1", "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["node"] == "local/n1"
+    refused = server.cli("nodes", "health", "n1", "--unhealthy", "GPU XID 79")
+    assert refused.returncode == 2
+    assert "nodes.manage: not allowed to a user" in refused.stderr
+    status, said = server.call("POST", "/v1/nodes/local/n1/health", "root", {"unhealthy": ""})
+    assert status == 422, said
+    marked = server.cli("nodes", "health", "local/n1", "--unhealthy", "GPU XID 79", who="root")
+    assert marked.returncode == 0, marked.stderr
+    assert marked.stdout.strip() == "local/n1: unhealthy (GPU XID 79)"
+    assert health.unhealthy(server.home) == {"local/n1": "GPU XID 79"}
+    cleared = server.cli("nodes", "health", "local/n1", "--healthy", who="root")
+    assert cleared.returncode == 0, cleared.stderr
+    assert health.unhealthy(server.home) == {}
+    with server.store() as store:
+        actions = [(e.actor, e.action, e.outcome, e.detail.get("unhealthy")) for e in store.audit()]
+    assert actions[-3:] == [
+        ("ana", "nodes.manage", "denied", None),
+        ("root", "nodes.health", "allowed", "GPU XID 79"),
+        ("root", "nodes.health", "allowed", None),
+    ]
 
 
 def test_the_audit_log_is_read_by_platform_admins_and_meshctl_admin_audit(server: Server) -> None:
