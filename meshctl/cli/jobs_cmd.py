@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
+    from meshctl.cli.remote import Remote
     from meshctl.state import AttemptRecord, AuditEntry, Event, JobRecord, Store
 
 app = typer.Typer(help="Submitted jobs: list, inspect, follow, cancel, wait.", no_args_is_help=True)
@@ -303,7 +304,8 @@ def logs(
     remote = context.remote()
     if remote is not None:
         if follow:
-            raise InvalidRequestError("--follow: not served by the API server yet; without it")
+            _follow_remote(remote, job, attempt)
+            return
         said = remote.call("GET", f"/v1/jobs/{quote(job, safe='')}/logs", attempt=attempt)
         if said["text"] is None:
             from meshctl.cli import render
@@ -318,6 +320,27 @@ def logs(
             joblogs.Follower(context, store, record.id, attempt).run()
         else:
             joblogs.show(context, store, record, attempt)
+
+
+def _follow_remote(remote: Remote, job: str, attempt: int | None) -> None:
+    """``logs --follow`` through the API server: the log read again every second, what is new
+    printed, until the job has ended and its last words are out (or Ctrl-C)."""
+    from meshctl.controller.decide import FINISHED
+    from meshctl.state import JobState
+
+    job_id = str(remote.call("GET", f"/v1/jobs/{quote(job, safe='')}")["id"])
+    shown = 0
+    while True:
+        state = JobState(remote.call("GET", f"/v1/jobs/{job_id}")["state"])
+        text = remote.call("GET", f"/v1/jobs/{job_id}/logs", attempt=attempt)["text"] or ""
+        if len(text) < shown:  # a new attempt's log: from its start
+            shown = 0
+        sys.stdout.write(text[shown:])
+        sys.stdout.flush()
+        shown = len(text)
+        if state in FINISHED:
+            return
+        time.sleep(1.0)
 
 
 @app.command("cancel")
