@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 import typer
 
@@ -87,7 +86,9 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
     context = app_context(ctx)
     remote = context.remote()
     if remote is not None:  # the document; as YAML for people
-        said = remote.call("GET", f"/v1/jobs/{quote(ref, safe='')}/explain")
+        from meshctl.cli.remote import job_path
+
+        said = remote.call("GET", job_path(ref, "explain"))
         render.emit_data(said, Output.yaml if output is Output.table else output)
         return
     with context.store() as store:

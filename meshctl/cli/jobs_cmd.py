@@ -13,7 +13,6 @@ import contextlib
 import sys
 import time
 from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import quote
 
 import typer
 
@@ -28,6 +27,13 @@ if TYPE_CHECKING:
 
     from meshctl.cli.remote import Remote
     from meshctl.state import AttemptRecord, AuditEntry, Event, JobRecord, Store
+
+
+def job_path(ref: str, *rest: str) -> str:
+    from meshctl.cli.remote import job_path
+
+    return job_path(ref, *rest)
+
 
 app = typer.Typer(help="Submitted jobs: list, inspect, follow, cancel, wait.", no_args_is_help=True)
 
@@ -132,7 +138,7 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
     context = app_context(ctx)
     remote = context.remote()
     if remote is not None:  # the document; as YAML for people
-        said = remote.call("GET", f"/v1/jobs/{quote(job, safe='')}")
+        said = remote.call("GET", job_path(job))
         render.emit_data(said, Output.yaml if output is Output.table else output)
         return
     with context.store() as store:
@@ -306,7 +312,7 @@ def logs(
         if follow:
             _follow_remote(remote, job, attempt)
             return
-        said = remote.call("GET", f"/v1/jobs/{quote(job, safe='')}/logs", attempt=attempt)
+        said = remote.call("GET", job_path(job, "logs"), attempt=attempt)
         if said["text"] is None:
             from meshctl.cli import render
 
@@ -328,7 +334,7 @@ def _follow_remote(remote: Remote, job: str, attempt: int | None) -> None:
     from meshctl.controller.decide import FINISHED
     from meshctl.state import JobState
 
-    job_id = str(remote.call("GET", f"/v1/jobs/{quote(job, safe='')}")["id"])
+    job_id = str(remote.call("GET", job_path(job))["id"])
     shown = 0
     while True:
         state = JobState(remote.call("GET", f"/v1/jobs/{job_id}")["state"])
@@ -357,7 +363,7 @@ def cancel(
     context = app_context(ctx)
     remote = context.remote()
     if remote is not None:  # each reference checked first: an unknown one cancels nothing
-        ids = [remote.call("GET", f"/v1/jobs/{quote(ref, safe='')}")["id"] for ref in jobs]
+        ids = [remote.call("GET", job_path(ref))["id"] for ref in jobs]
         rows = [remote.call("POST", f"/v1/jobs/{i}/cancel") for i in dict.fromkeys(ids)]
     else:
         with context.store() as store:
@@ -437,7 +443,7 @@ def wait(
                 records = [store.get(JobRecord, i) for i in ids]
                 return {r.id: r.state for r in records if r is not None}
         else:
-            found = [remote.call("GET", f"/v1/jobs/{quote(ref, safe='')}") for ref in jobs]
+            found = [remote.call("GET", job_path(ref)) for ref in jobs]
             ids = list(dict.fromkeys(str(f["id"]) for f in found))
 
             def read() -> dict[str, JobState]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import quote
 
 import typer
 
@@ -278,6 +277,8 @@ def _remote_ref(remote: Remote, ref: str) -> str:
         ref = names.get(ref, ref)
     if "/" not in ref:
         raise InvalidRequestError(f"node: expected pool/node or a known node's name, got {ref!r}")
+    from urllib.parse import quote
+
     pool, node = ref.split("/", 1)
     return f"{quote(pool, safe='')}/{quote(node, safe='')}"
 

@@ -67,6 +67,11 @@ class Remote:
             raise CommandError(f"server {self.url}: cannot reach it: {reason}") from None
 
 
+def job_path(ref: str, *rest: str) -> str:
+    """``/v1/jobs/REF[/REST...]``, the reference quoted whole (an id, a name, a prefix)."""
+    return "/".join(["/v1/jobs", urllib.parse.quote(ref, safe=""), *rest])
+
+
 def _tls() -> ssl.SSLContext | None:
     cafile = os.environ.get("MESHCTL_CA_FILE")
     return ssl.create_default_context(cafile=cafile) if cafile else None

@@ -8,7 +8,6 @@ a job reference (id, name or unique id prefix) is looked up among the jobs they 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +20,6 @@ from meshctl.service.identity import Principal
 from meshctl.service.planning import Planner
 from meshctl.service.uploads import discard, unpack
 from meshctl.state import AuditEntry, JobRecord, JobState, Role, Store
-
-
-@dataclass(frozen=True, slots=True)
-class Submission:
-    """A parsed ``POST /v1/jobs`` body."""
-
-    job: dict[str, Any]
-    working_dir: str | None
-    dry_run: bool
-    explain: bool
 
 
 class SubmitBody(BaseModel):
@@ -98,18 +87,17 @@ def find(store: Store, principal: Principal, ref: str) -> JobRecord:
     raise invalid(f"job: {ref!r} names {len(matches)} jobs ({ids}); give more of it")
 
 
-def parse_submission(raw: bytes) -> Submission:
+def parse_submission(raw: bytes) -> SubmitBody:
     try:
-        body = SubmitBody.model_validate_json(raw)
+        return SubmitBody.model_validate_json(raw)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
         raise invalid(f"{where}: {first['msg']}") from None
-    return Submission(body.job, body.working_dir, body.dry_run, body.explain)
 
 
 def submit(
-    planner: Planner, store: Store, principal: Principal, body: Submission, cap_bytes: int
+    planner: Planner, store: Store, principal: Principal, body: SubmitBody, cap_bytes: int
 ) -> dict[str, Any]:
     """Check and queue a job for the principal, charged to one of their teams; what ``meshctl
     submit -o json`` prints. ``planner``: the server's mesh, catalogs and policies."""
