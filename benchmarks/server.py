@@ -15,6 +15,9 @@ Per run:
 
 - ``submits_per_s``: acknowledged submissions (201) over the wall time of the load;
 - ``p50_ms``, ``p99_ms``: one submission's round trip as a client sees it;
+- ``server_cpu_ms``, ``postgres_cpu_ms``: CPU time per submission, of the server's processes
+  and of Postgres (all its work: the controllers' reads and writes too), over the load; on
+  a machine with few cores these, not the wall time, say where a change helps;
 - ``lost``: acknowledged ids not in the store; ``duplicated``: ids acknowledged or stored more
   than once; ``failed``: answers other than 201 (with the first few, ``errors``);
 - ``takeover_s``: from the kill to the standby holding the lease (it polls every
@@ -30,6 +33,7 @@ a dispatch on a real Ray cluster and checks that the job runs once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -79,14 +83,35 @@ def free_port() -> int:
 
 
 @contextmanager
-def store_url(backend: str, folder: Path) -> Iterator[str]:
+def store_url(backend: str, folder: Path, pids: dict[str, int]) -> Iterator[str]:
+    """The store's URL; ``pids["postgres"]``: the Postgres server's, for its CPU time."""
     if backend == "sqlite":
         yield f"sqlite://{folder / 'state.db'}"
         return
     from pgserver import pg_server
 
     with pg_server() as server:
+        pids["postgres"] = int((server.folder / "data" / "postmaster.pid").read_text().split()[0])
         yield server.database()
+
+
+def cpu_s(root: int) -> float:
+    """The CPU seconds of a process and its descendants so far (a child that ended counts in
+    its parent's once the parent reaped it); Linux ``/proc``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue  # ended meanwhile
+        total += sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
+        for task in tasks:
+            with contextlib.suppress(OSError):
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    return total
 
 
 def wait_for(what: str, ready: Any, timeout_s: float = 120.0, logs: Path | None = None) -> Any:
@@ -142,7 +167,8 @@ def one_run(opts: argparse.Namespace, folder: Path) -> dict[str, Any]:
     for name in ("priorities.yaml", "quotas.yaml", "burst.yaml"):  # none names a cloud pool
         (cwd / "policies" / name).write_text((ROOT / "policies" / name).read_text())
     with ExitStack() as stack:
-        url = stack.enter_context(store_url(opts.backend, folder))
+        pids: dict[str, int] = {}
+        url = stack.enter_context(store_url(opts.backend, folder, pids))
         env = {**os.environ, "MESHCTL_HOME": str(home), "MESHCTL_STORE": url}
         with open_store_at(url, home) as store:
             tokens = [add_user(store, f"u{i}", ["bench"], Role.USER, time.time())[1]
@@ -170,7 +196,7 @@ def one_run(opts: argparse.Namespace, folder: Path) -> dict[str, Any]:
                     process.kill()
 
         stack.callback(stop_all)
-        start("server", "--port", str(port), "--workers", str(opts.workers))
+        pids["server"] = start("server", "--port", str(port), "--workers", str(opts.workers)).pid
         controller = ("controller", "run", "--interval", str(opts.interval),
                       "--lease-ttl", str(opts.lease_ttl))  # fmt: skip
 
@@ -199,10 +225,13 @@ def one_run(opts: argparse.Namespace, folder: Path) -> dict[str, Any]:
 
         killer = threading.Thread(target=kill_leader_at, args=(opts.jobs // 3,), daemon=True)
         killer.start()
-        begin = time.monotonic()
         with ProcessPoolExecutor(opts.clients) as pool:
+            pool.submit(time.time).result()  # the clients started, before the clock
+            cpu = {name: cpu_s(pid) for name, pid in pids.items()}
+            begin = time.monotonic()
             results = list(pool.map(client, [(port, t, share) for t in tokens]))
-        wall = time.monotonic() - begin
+            wall = time.monotonic() - begin
+            cpu = {name: cpu_s(pid) - cpu[name] for name, pid in pids.items()}
         killer.join(timeout=180)
         acked = [i for ids, _, _ in [*warm, *results] for i in ids]
         times = sorted(t for _, ts, _ in results for t in ts)
@@ -212,6 +241,7 @@ def one_run(opts: argparse.Namespace, folder: Path) -> dict[str, Any]:
         twice = sum(n - 1 for n in Counter(acked).values() if n > 1)
         return {
             "submits_per_s": round(len(times) / wall, 1),
+            **{f"{name}_cpu_ms": round(s * 1000 / len(times), 2) for name, s in cpu.items()},
             "p50_ms": round(times[len(times) // 2] * 1000, 1),
             "p99_ms": round(times[int(len(times) * 0.99)] * 1000, 1),
             "acknowledged": len(acked),
@@ -262,7 +292,7 @@ def main() -> None:
             runs.append(one_run(opts, Path(tmp)))
         if not opts.json:
             print(f"run {n + 1}: {runs[-1]}", file=sys.stderr)
-    keys = ["submits_per_s", "p50_ms", "p99_ms", "takeover_s"]
+    keys = ["submits_per_s", "p50_ms", "p99_ms", "takeover_s", "server_cpu_ms", "postgres_cpu_ms"]
     summary: dict[str, Any] = {
         k: statistics.median(found) if (found := [r[k] for r in runs if r[k] is not None]) else None
         for k in keys

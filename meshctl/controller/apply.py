@@ -301,21 +301,20 @@ class Applying:
             self.store.update(updated, expected_version=attempt.version)
 
     def _decisions(self, step: Step, now: float) -> None:
+        """Record the decisions that changed, in one transaction (a cycle over thousands of
+        new jobs writes once, not once a job)."""
         policy_hash = self.rules.policies.content_hash if self.rules.policies else ""
+        changed: dict[str, tuple[str, str, str]] = {}
+        recorded = []
         for note in step.decisions:
             key = (note.outcome, note.summary, policy_hash)  # after a reload: recorded again
-            if self._decided.get(note.job_id) == key:
+            if self._decided.get(note.job_id) == key or changed.get(note.job_id) == key:
                 continue
-            self._decided[note.job_id] = key
-            self.store.record_decision(
-                Decision(
-                    now,
-                    note.job_id,
-                    note.outcome,
-                    policy_hash,
-                    {"summary": note.summary, **note.explanation},
-                )
-            )
+            changed[note.job_id] = key
+            explanation = {"summary": note.summary, **note.explanation}
+            recorded.append(Decision(now, note.job_id, note.outcome, policy_hash, explanation))
+        self.store.record_decisions(recorded)
+        self._decided.update(changed)  # after the write: a failed one is tried again
 
     def _budget(self, crossed: BudgetCrossed, now: float) -> None:
         """A budget's standing changed: ``budget.warn``, ``budget.exceeded`` or ``budget.ok``."""

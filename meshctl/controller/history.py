@@ -2,7 +2,8 @@
 
 Every cycle reads the jobs not yet finished, the attempts still active, and the attempts of
 those jobs, each through an index (``jobs.state``, ``attempts.state``, ``attempts.job_id``):
-a store holding 100,000 finished jobs costs a cycle what an empty one does. Two things the
+a store holding 100,000 finished jobs costs a cycle what an empty one does. Of the unfinished
+jobs only the versions are read; a record is read again when its version moved. Two things the
 cycle needs do look back, and are kept here instead of read again:
 
 - when each node was last busy (idle teardown counts from it): read from every attempt once,
@@ -30,11 +31,12 @@ class History:
         self.store = store
         self._busy: dict[str, float] | None = None  # ended attempts' nodes -> latest end
         self._active: set[str] = set()  # attempts active as of the last cycle
+        self._jobs: dict[str, JobRecord] = {}  # the unfinished jobs as of the last cycle
 
     def live(self) -> tuple[list[JobRecord], list[AttemptRecord]]:
         """The unfinished jobs, plus finished ones whose attempt still runs (a cancelled job
         until Ray stops it), and every attempt of those jobs."""
-        records = self.store.list(JobRecord, state=UNFINISHED)
+        records = self._unfinished()
         active = self.store.list(AttemptRecord, state=ACTIVE_ATTEMPT)
         known = {r.id for r in records}
         for job_id in sorted({a.job_id for a in active} - known):
@@ -43,6 +45,20 @@ class History:
                 records.append(found)
         records.sort(key=lambda r: r.id)
         return records, self.store.list(AttemptRecord, job_id=[r.id for r in records])
+
+    def _unfinished(self) -> list[JobRecord]:
+        """The unfinished jobs: their versions read, and only the records that changed since
+        the last cycle (a backlog of thousands waiting is not decoded again each second)."""
+        versions = self.store.versions(JobRecord, state=UNFINISHED)
+        kept = self._jobs
+        stale = [k for k, v in versions.items() if k not in kept or kept[k].version != v]
+        if len(stale) > len(versions) // 2:
+            fresh = self.store.list(JobRecord, state=UNFINISHED)
+        else:  # changed since: a job that finished meanwhile comes as it is now
+            fresh = self.store.list(JobRecord, id=stale) if stale else []
+        found = {k: kept[k] for k in versions if k not in stale} | {r.id: r for r in fresh}
+        self._jobs = {k: r for k, r in found.items() if r.state in UNFINISHED}
+        return list(self._jobs.values())
 
     def node_busy(self, attempts: Iterable[AttemptRecord], now_s: float) -> dict[str, float]:
         """``world.node_busy``: when a job last held each node, this cycle's attempts and

@@ -94,7 +94,7 @@ class ServeSide(Protocol):
         store: Store,
         mesh: Mesh,
         clients: Mapping[str, Any],
-        observations: Mapping[str, PoolObservation],
+        views: Sequence[JobView],
         seen: Mapping[str, ServeSeen],
         now: float,
     ) -> list[str]: ...
@@ -200,7 +200,7 @@ class Controller(Applying):
             self.data.sync(world, step)
         if self.serve is not None:
             errors += self.serve.sync(
-                self.store, self.rules.mesh, self.clients, world.pools, world.serve, now
+                self.store, self.rules.mesh, self.clients, world.jobs, world.serve, now
             )
         if self.logs is not None:
             self.logs.follow(world, self.clients)

@@ -31,7 +31,6 @@ from typing import Any
 
 from meshctl.controller.world import JobView, ServeSeen
 from meshctl.model.mesh import LocalPool, Mesh
-from meshctl.pools.observed import PoolObservation
 from meshctl.pools.serve import ServeApp, ServeClient
 from meshctl.state.records import Event, JobRecord, JobState
 from meshctl.state.store import Store
@@ -137,17 +136,22 @@ class ServeDeployer:
         store: Store,
         mesh: Mesh,
         clients: Mapping[str, Any],
-        observations: Mapping[str, PoolObservation],
+        views: Sequence[JobView],
         seen: Mapping[str, ServeSeen],
         now: float,
     ) -> list[str]:
-        """Deploy each pool's services where what they hold changed (or a retry is due)."""
+        """Deploy each pool's services where what they hold changed (or a retry is due).
+        ``views``: the cycle's jobs; the services among them are read again, as this cycle
+        left them (a job the cycle did not see has no attempt yet: only a controller makes
+        one, from the jobs it saw)."""
         from meshctl.controller.world import latest_attempts
         from meshctl.model import Job
         from meshctl.state.records import AttemptRecord
 
         self._tell_failures(store, seen, now)
-        jobs = [j for j in store.list(JobRecord, state=LIVE) if _is_service(j)]
+        services = [v.record.id for v in views if _is_service(v.record)]
+        fresh = (store.get(JobRecord, job_id) for job_id in services)
+        jobs = [j for j in fresh if j is not None and j.state in LIVE]
         latest = latest_attempts(store.list(AttemptRecord, job_id=[j.id for j in jobs]))
         wanted: dict[str, list[ServeApp]] = {}
         for record in jobs:

@@ -30,7 +30,7 @@ from meshctl.errors import Failure, InvalidInput
 from meshctl.service import jobs
 from meshctl.service.access import ADMINISTRATIVE, Verb, may
 from meshctl.service.errors import ApiError, forbidden, invalid, too_large, unauthorised
-from meshctl.service.identity import Principal, authenticate
+from meshctl.service.identity import CHECKED_FOR_S, Authenticator, Principal
 from meshctl.service.planning import Planner
 from meshctl.state import Store, StoreError
 
@@ -43,6 +43,7 @@ class Service:
     context: Any
     store: Store
     max_body_bytes: int
+    tokens_kept_s: float = CHECKED_FOR_S  # a valid token's principal, kept (``Authenticator``)
     planner: Planner = field(init=False)
     health: Any = field(init=False)  # whether each pool can be used: checked at most every 30 s
 
@@ -55,12 +56,13 @@ class Service:
 
 async def principal(request: Request) -> Principal:
     """Who the request's bearer token stands for; 401 without a valid one. Run on the event
-    loop, not in a thread: two indexed reads of the store cost less than the hand-off."""
+    loop, not in a thread: a token checked in the last seconds is not read again, and two
+    indexed reads of the store cost less than the hand-off."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise unauthorised()
-    found = authenticate(request.app.state.store, token.strip())
+    found: Principal | None = request.app.state.authenticate(token.strip())
     if found is None:
         raise unauthorised("the token is not valid (revoked, or not this server's)")
     return found
@@ -102,7 +104,7 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
     app = FastAPI(title="meshctl", version="1", docs_url=None, redoc_url=None,
                   openapi_url="/v1/openapi.json")  # fmt: skip
     store = service.store
-    app.state.store = store
+    app.state.authenticate = Authenticator(store, service.tokens_kept_s)
     _handlers(app)
     if metrics is not None:  # at /metrics itself: a mount would redirect it to /metrics/
         app.router.routes.append(Route("/metrics", endpoint=_Asgi(metrics), methods=["GET"]))

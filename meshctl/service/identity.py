@@ -5,6 +5,10 @@ SHA-256 of ``secret`` (``digest``), so a copy of the store gives no one a workin
 token is shown once, when it is made. ``authenticate`` finds the token by its id and compares
 digests in constant time; a revoked token, or one whose user is gone, authenticates no one.
 
+A server process keeps who a token stood for ``CHECKED_FOR_S`` seconds (``Authenticator``): a
+token revoked, or a user's role or teams changed, takes effect within that on every process
+(Kubernetes keeps a webhook's answer for two minutes). An unknown token is never kept.
+
 Users are managed on the server's host against its store (``meshctl admin users``), never over
 HTTP: whoever can run that can read the store anyway.
 """
@@ -15,7 +19,8 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from meshctl.errors import InvalidInput
@@ -73,6 +78,41 @@ def authenticate(store: Store, token: str) -> Principal | None:
     if user is None:
         return None
     return Principal(user.name, Role(user.role), tuple(user.teams))
+
+
+CHECKED_FOR_S = 2.0
+KEPT = 10_000  # tokens kept at most; past it, those checked longest ago go first
+
+
+class Authenticator:
+    """``authenticate`` on one store, its answers for valid tokens kept ``kept_for_s`` seconds
+    (0: none kept). A server answers hundreds of requests a second from a few users; each
+    check is two reads of the store. Not thread-safe: one event loop calls it."""
+
+    def __init__(
+        self,
+        store: Store,
+        kept_for_s: float = CHECKED_FOR_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store, self.kept_for_s, self._clock = store, kept_for_s, clock
+        self._kept: dict[str, tuple[float, Principal]] = {}
+
+    def __call__(self, token: str) -> Principal | None:
+        now = self._clock()
+        held = self._kept.get(token)
+        if held is not None and now - held[0] < self.kept_for_s:
+            return held[1]
+        found = authenticate(self.store, token)
+        if found is None:
+            self._kept.pop(token, None)
+        elif self.kept_for_s > 0:
+            if len(self._kept) >= KEPT and token not in self._kept:
+                oldest = sorted(self._kept, key=lambda t: self._kept[t][0])[: KEPT // 2]
+                for gone in oldest:
+                    del self._kept[gone]
+            self._kept[token] = (now, found)
+        return found
 
 
 def check_name(field: str, value: str) -> str:

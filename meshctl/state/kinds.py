@@ -235,12 +235,13 @@ Filter = str | None | Collection[str]
 def check_filters(
     kind: type[Any], filters: Mapping[str, Filter]
 ) -> dict[str, tuple[str | None, ...]]:
-    """Validate ``list`` filters against the kind's indexed columns; return, per column, the
+    """Validate ``list`` filters against the kind's key and indexed columns; return, per column, the
     values it may take (encoded, sorted: an empty tuple matches nothing)."""
     spec = record_spec(kind)
-    unknown = sorted(set(filters) - spec.filters)
+    usable = spec.filters | {spec.key}
+    unknown = sorted(set(filters) - usable)
     if unknown:
-        allowed = ", ".join(sorted(spec.filters))
+        allowed = ", ".join(sorted(usable))
         raise ValueError(f"cannot filter {spec.name} by {', '.join(unknown)}; use: {allowed}")
     wanted: dict[str, tuple[str | None, ...]] = {}
     for name, value in filters.items():

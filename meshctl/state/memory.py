@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from meshctl.state.kinds import (
@@ -122,17 +122,22 @@ class MemoryStore(StoreBase):
         limit: int | None = None,
         **filters: Filter,
     ) -> builtins.list[R]:
-        wanted = check_filters(kind, filters)
         check_page(limit)
+        found = (decode(kind, row) for row in self._matching(kind, filters, after))
+        return builtins.list(itertools.islice(found, limit))
+
+    def versions(self, kind: type[Record], **filters: Filter) -> dict[str, int]:
+        key = spec_for(kind).key
+        return {row[key]: int(row["version"]) for row in self._matching(kind, filters, None)}
+
+    def _matching(
+        self, kind: type[Any], filters: dict[str, Filter], after: str | None
+    ) -> Iterator[Row]:
+        wanted = check_filters(kind, filters)
         with self._lock:
             table = self._table(kind)
             rows = [table[key] for key in sorted(table) if after is None or key > after]
-        found = (
-            decode(kind, row)
-            for row in rows
-            if all(row[name] in values for name, values in wanted.items())
-        )
-        return builtins.list(itertools.islice(found, limit))
+        return (row for row in rows if all(row[name] in values for name, values in wanted.items()))
 
     def create_all(self, records: Sequence[Record]) -> None:
         epoch = self._epoch()
@@ -151,13 +156,14 @@ class MemoryStore(StoreBase):
             for kind, key, row in rows:
                 self._table(kind)[key] = row
 
-    def _append(self, entry: L) -> L:
-        row = stamp(type(entry), encode(entry), self._epoch())
+    def _append(self, entries: Sequence[L]) -> builtins.list[L]:
+        kind = type(entries[0])
+        rows = [stamp(kind, encode(entry), self._epoch()) for entry in entries]
         with self._lock:
             self._check_open()
-            self._fenced(type(entry), self._lease_epoch)
-            (stored,) = self._append_rows([row], spec_for(type(entry)).table)
-        return decode(type(entry), stored)
+            self._fenced(kind, self._lease_epoch)
+            stored = self._append_rows(rows, spec_for(kind).table)
+        return [decode(kind, row) for row in stored]
 
     def _query(
         self, kind: type[L], job_id: str | None, after_seq: int, limit: int | None

@@ -231,17 +231,17 @@ class PostgresStore(StoreBase):
             return NotFoundError(name, key)
         return ConflictError(name, key, expected=expected, actual=actual)
 
-    def _append_rows(self, conn: Connection, entries: Sequence[Entry]) -> Row:
-        """Insert log rows, each in its own log, in order, under the log lock; return the last
-        one with its ``seq``."""
-        stored: Row = {}
+    def _append_rows(self, conn: Connection, entries: Sequence[Entry]) -> builtins.list[Row]:
+        """Insert log rows, each in its own log, in order, under the log lock; return them with
+        their ``seq``."""
+        stored = []
         if entries:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOG_LOCK,))
         for kind, row in entries:
             sql = _sql(kind)
             found = conn.execute(sql.insert, _values(sql, row)).fetchone()
             assert found is not None
-            stored = {**row, "seq": int(found[0])}
+            stored.append({**row, "seq": int(found[0])})
         return stored
 
     def create(self, record: R, *, events: Sequence[Appended] = ()) -> R:
@@ -294,11 +294,22 @@ class PostgresStore(StoreBase):
 
         self._call(work, write=True)
 
-    def _select(self, kind: type[Any], where: str, params: Sequence[object]) -> builtins.list[Row]:
+    def _select(
+        self,
+        kind: type[Any],
+        where: str,
+        params: Sequence[object],
+        only: tuple[str, ...] | None = None,
+    ) -> builtins.list[Row]:
+        """Rows of a kind; ``only``: just these columns."""
         sql = _sql(kind)
-        query = f"{sql.select} {where}"
+        cols = sql.columns if only is None else only
+        select = (
+            sql.select if only is None else f"SELECT {', '.join(only)} FROM {spec_for(kind).table}"
+        )
+        query = f"{select} {where}"
         rows = self._call(lambda conn: conn.execute(query, params).fetchall(), write=False)
-        return [dict(zip(sql.columns, row, strict=True)) for row in rows]
+        return [dict(zip(cols, row, strict=True)) for row in rows]
 
     def get(self, kind: type[R], key: str) -> R | None:
         rows = self._select(kind, f"WHERE {record_spec(kind).key} = %s", (key,))
@@ -312,8 +323,24 @@ class PostgresStore(StoreBase):
         limit: int | None = None,
         **filters: Filter,
     ) -> builtins.list[R]:
-        wanted = check_filters(kind, filters)
         check_page(limit)
+        rows = self._matching(kind, check_filters(kind, filters), after, limit)
+        return [decode(kind, row) for row in rows]
+
+    def versions(self, kind: type[Record], **filters: Filter) -> dict[str, int]:
+        key = spec_for(kind).key
+        rows = self._matching(kind, check_filters(kind, filters), None, None, (key, "version"))
+        return {row[key]: int(row["version"]) for row in rows}
+
+    def _matching(
+        self,
+        kind: type[Any],
+        wanted: dict[str, tuple[str | None, ...]],
+        after: str | None,
+        limit: int | None,
+        only: tuple[str, ...] | None = None,
+    ) -> builtins.list[Row]:
+        """The rows ``list`` finds, ordered by key (``only``: just these columns)."""
         key = spec_for(kind).key
         where, params = [], builtins.list[object]()
         for name, values in wanted.items():
@@ -325,8 +352,7 @@ class PostgresStore(StoreBase):
             params.append(after)
         params.append(limit)  # LIMIT NULL: no limit
         clause = " AND ".join(where) or "TRUE"
-        rows = self._select(kind, f"WHERE {clause} ORDER BY {key} LIMIT %s", params)
-        return [decode(kind, row) for row in rows]
+        return self._select(kind, f"WHERE {clause} ORDER BY {key} LIMIT %s", params, only)
 
     def create_all(self, records: Sequence[Record]) -> None:
         by_kind: dict[type[Any], builtins.list[tuple[object, ...]]] = {}
@@ -359,15 +385,16 @@ class PostgresStore(StoreBase):
                 raise ConflictError(spec_for(kind).name, key, actual=actual or 1)
             seen.add((kind, key))
 
-    def _append(self, entry: L) -> L:
-        kind, row = type(entry), stamp(type(entry), encode(entry), self._epoch())
+    def _append(self, entries: Sequence[L]) -> builtins.list[L]:
+        kind = type(entries[0])
+        rows = [(kind, stamp(kind, encode(entry), self._epoch())) for entry in entries]
 
-        def work(conn: Connection) -> Row:
+        def work(conn: Connection) -> builtins.list[Row]:
             self._fenced(kind, partial(_lease_epoch, conn))
-            return self._append_rows(conn, [(kind, row)])
+            return self._append_rows(conn, rows)
 
         stored = self._call(work, write=True)
-        return decode(type(entry), stored)
+        return [decode(kind, row) for row in stored]
 
     def _query(
         self, kind: type[L], job_id: str | None, after_seq: int, limit: int | None

@@ -206,13 +206,15 @@ class SqliteStore(StoreBase):
             return NotFoundError(name, key)
         return ConflictError(name, key, expected=expected, actual=actual)
 
-    def _append_rows(self, conn: sqlite3.Connection, kind: type[Any], rows: Sequence[Row]) -> Row:
-        """Insert log rows; return the last one with its ``seq``."""
-        stored: Row = {}
+    def _append_rows(
+        self, conn: sqlite3.Connection, kind: type[Any], rows: Sequence[Row]
+    ) -> builtins.list[Row]:
+        """Insert log rows; return them with their ``seq``."""
+        stored = []
         for row in rows:
             values = tuple(v for c, v in row.items() if c != "seq")
             cursor = conn.execute(_sql(kind).insert, values)
-            stored = {**row, "seq": cursor.lastrowid}
+            stored.append({**row, "seq": cursor.lastrowid})
         return stored
 
     def _append_entries(self, conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
@@ -258,11 +260,22 @@ class SqliteStore(StoreBase):
                 raise self._lost_race(conn, kind, key, expected_version)
             self._append_entries(conn, entries)
 
-    def _select(self, kind: type[Any], where: str, params: Sequence[object]) -> builtins.list[Row]:
+    def _select(
+        self,
+        kind: type[Any],
+        where: str,
+        params: Sequence[object],
+        only: tuple[str, ...] | None = None,
+    ) -> builtins.list[Row]:
+        """Rows of a kind; ``only``: just these columns."""
         sql = _sql(kind)
+        cols = sql.columns if only is None else only
+        select = (
+            sql.select if only is None else f"SELECT {', '.join(only)} FROM {spec_for(kind).table}"
+        )
         with self._read() as conn:
-            rows = conn.execute(f"{sql.select} {where}", tuple(params)).fetchall()
-        return [dict(zip(sql.columns, row, strict=True)) for row in rows]
+            rows = conn.execute(f"{select} {where}", tuple(params)).fetchall()
+        return [dict(zip(cols, row, strict=True)) for row in rows]
 
     def get(self, kind: type[R], key: str) -> R | None:
         rows = self._select(kind, f"WHERE {record_spec(kind).key} = ?", (key,))
@@ -276,20 +289,35 @@ class SqliteStore(StoreBase):
         limit: int | None = None,
         **filters: Filter,
     ) -> builtins.list[R]:
-        wanted = check_filters(kind, filters)
         check_page(limit)
+        rows = self._matching(kind, check_filters(kind, filters), after, limit)
+        return [decode(kind, row) for row in rows]
+
+    def versions(self, kind: type[Record], **filters: Filter) -> dict[str, int]:
+        key = spec_for(kind).key
+        rows = self._matching(kind, check_filters(kind, filters), None, None, (key, "version"))
+        return {row[key]: int(row["version"]) for row in rows}
+
+    def _matching(
+        self,
+        kind: type[Any],
+        wanted: dict[str, tuple[str | None, ...]],
+        after: str | None,
+        limit: int | None,
+        only: tuple[str, ...] | None = None,
+    ) -> builtins.list[Row]:
+        """The rows ``list`` finds, ordered by key (``only``: just these columns)."""
         key = spec_for(kind).key
         big = next((n for n, v in wanted.items() if len(v) > _MOST_VALUES), None)
         if big is not None:  # under SQLite's limit on the parameters of one statement
             values = wanted[big]
-            chunk: dict[str, Any] = dict(wanted)
             parts = [
-                self.list(
-                    kind, after=after, limit=limit, **(chunk | {big: values[i : i + _MOST_VALUES]})
+                self._matching(
+                    kind, wanted | {big: values[i : i + _MOST_VALUES]}, after, limit, only
                 )
                 for i in range(0, len(values), _MOST_VALUES)
             ]
-            merged = sorted((r for part in parts for r in part), key=key_of)
+            merged = sorted((r for part in parts for r in part), key=lambda r: r[key])
             return merged if limit is None else merged[:limit]
         where, params = [], builtins.list[object]()
         for name, values in wanted.items():
@@ -303,8 +331,7 @@ class SqliteStore(StoreBase):
             params.append(after)
         params.append(-1 if limit is None else limit)
         clause = " AND ".join(where) or "1"
-        rows = self._select(kind, f"WHERE {clause} ORDER BY {key} LIMIT ?", params)
-        return [decode(kind, row) for row in rows]
+        return self._select(kind, f"WHERE {clause} ORDER BY {key} LIMIT ?", params, only)
 
     def create_all(self, records: Sequence[Record]) -> None:
         by_kind: dict[type[Any], builtins.list[tuple[object, ...]]] = {}
@@ -331,11 +358,12 @@ class SqliteStore(StoreBase):
                 raise ConflictError(spec_for(kind).name, key, actual=actual or 1)
             seen.add((kind, key))
 
-    def _append(self, entry: L) -> L:
-        row = stamp(type(entry), encode(entry), self._epoch())
-        with self._write(type(entry)) as conn:
-            stored = self._append_rows(conn, type(entry), [row])
-        return decode(type(entry), stored)
+    def _append(self, entries: Sequence[L]) -> builtins.list[L]:
+        kind = type(entries[0])
+        rows = [stamp(kind, encode(entry), self._epoch()) for entry in entries]
+        with self._write(kind) as conn:
+            stored = self._append_rows(conn, kind, rows)
+        return [decode(kind, row) for row in stored]
 
     def _query(
         self, kind: type[L], job_id: str | None, after_seq: int, limit: int | None

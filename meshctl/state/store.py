@@ -126,6 +126,12 @@ class Store(Protocol):
         """
         ...
 
+    def versions(self, kind: type[Record], **filters: Filter) -> dict[str, int]:
+        """The key and version of each record ``list`` would find with these filters, none
+        of the records read: a reader that keeps records reads again only those that
+        changed (``list`` with ``<key>=[...]``)."""
+        ...
+
     def create_all(self, records: Sequence[Record]) -> None:
         """Store new records at version 1 in one transaction (an import, a restore); a key
         that exists, or comes twice, is a ``ConflictError`` and nothing is written."""
@@ -143,6 +149,11 @@ class Store(Protocol):
 
     def record_decision(self, decision: Decision) -> Decision:
         """Append a decision; return it with the ``seq`` the store assigned."""
+        ...
+
+    def record_decisions(self, decisions: Sequence[Decision]) -> builtins.list[Decision]:
+        """Append decisions in one transaction (all or none), in order; return them with the
+        ``seq`` each was given. A controller records a cycle's decisions so."""
         ...
 
     def decisions(
@@ -199,8 +210,9 @@ class StoreBase(Store):
             raise FencedError(lease, epoch, stored)
 
     @abstractmethod
-    def _append(self, entry: L) -> L:
-        """Append one log entry in its own transaction; return it with its ``seq``."""
+    def _append(self, entries: Sequence[L]) -> builtins.list[L]:
+        """Append log entries of one kind in one transaction, in order; return them with their
+        ``seq``."""
 
     @abstractmethod
     def _query(
@@ -209,7 +221,7 @@ class StoreBase(Store):
         """Log entries of ``kind`` after ``after_seq`` (of one job, if given), by seq."""
 
     def append_event(self, event: Event) -> Event:
-        return self._append(event)
+        return self._append([event])[0]
 
     def events(
         self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
@@ -217,7 +229,10 @@ class StoreBase(Store):
         return self._query(Event, job_id, after_seq, limit)
 
     def record_decision(self, decision: Decision) -> Decision:
-        return self._append(decision)
+        return self._append([decision])[0]
+
+    def record_decisions(self, decisions: Sequence[Decision]) -> builtins.list[Decision]:
+        return self._append(decisions) if decisions else []
 
     def decisions(
         self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
@@ -225,7 +240,7 @@ class StoreBase(Store):
         return self._query(Decision, job_id, after_seq, limit)
 
     def append_audit(self, entry: AuditEntry) -> AuditEntry:
-        return self._append(entry)
+        return self._append([entry])[0]
 
     def audit(self, *, after_seq: int = 0, limit: int | None = None) -> builtins.list[AuditEntry]:
         return self._query(AuditEntry, None, after_seq, limit)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -11,6 +12,8 @@ from hypothesis import strategies as st
 from meshctl.errors import InvalidInput
 from meshctl.service.access import ALLOWED, Verb, administrative, charged_team, may, reaches
 from meshctl.service.identity import (
+    KEPT,
+    Authenticator,
     Principal,
     add_user,
     authenticate,
@@ -76,6 +79,59 @@ def test_a_revoked_token_or_a_gone_user_authenticates_no_one() -> None:
     assert user is not None
     store.delete(UserRecord, "ana", expected_version=user.version)
     assert authenticate(store, third) is None
+
+
+class Reads(MemoryStore):
+    """A memory store that counts the records read."""
+
+    reads = 0
+
+    def get(self, kind: Any, key: str) -> Any:
+        self.reads += 1
+        return super().get(kind, key)
+
+
+def test_an_authenticator_keeps_a_valid_tokens_principal_for_its_seconds_only() -> None:
+    store, now = Reads(), [0.0]
+    _, token = add_user(store, "ana", ["vision"], Role.USER, 5.0)
+    check = Authenticator(store, kept_for_s=2.0, clock=lambda: now[0])
+    assert check(token) == ANA
+    read = store.reads
+    now[0] = 1.9
+    assert check(token) == ANA
+    assert store.reads == read  # kept: not read again
+    revoke_tokens(store, "ana", 7.0)
+    assert check(token) == ANA  # within its seconds, as documented
+    now[0] = 2.0
+    assert check(token) is None  # read again: revoked
+    now[0] = 2.5
+    assert check(token) is None  # a refusal is never kept
+    assert store.reads > read + 1
+
+
+def test_an_authenticator_keeping_nothing_reads_the_store_each_time() -> None:
+    store = Reads()
+    _, token = add_user(store, "ana", ["vision"], Role.USER, 5.0)
+    check = Authenticator(store, kept_for_s=0.0, clock=lambda: 0.0)
+    assert check(token) == ANA
+    read = store.reads
+    revoke_tokens(store, "ana", 7.0)
+    assert check(token) is None
+    assert store.reads > read
+
+
+def test_an_authenticator_keeps_at_most_so_many_tokens() -> None:
+    store, now = Reads(), [0.0]
+    check = Authenticator(store, clock=lambda: now[0])
+    _, first = add_user(store, "ana", ["vision"], Role.USER, 5.0)
+    check(first)
+    for i in range(KEPT):  # tokens the store knows, so each is kept
+        now[0] += 1e-6
+        check(issue_token(store, "ana", 6.0))
+    assert len(check._kept) <= KEPT
+    read = store.reads
+    check(first)  # the oldest went first
+    assert store.reads > read
 
 
 BAD_USERS = [

@@ -425,6 +425,17 @@ def test_decision_queries(store: Store, query: dict[str, Any], expected: str) ->
     assert all(d.explanation == {"rank": int(d.outcome[1])} for d in found)
 
 
+def test_decisions_recorded_together_get_seqs_in_order_after_earlier_ones(store: Store) -> None:
+    first = store.record_decision(Decision(1.0, "j0", "d0", "h", {}))
+    batch = [Decision(2.0, f"j{i}", f"d{i}", "h", {"rank": i}) for i in range(1, 4)]
+    recorded = store.record_decisions(batch)
+    assert [d.outcome for d in recorded] == ["d1", "d2", "d3"]
+    assert [d.seq for d in recorded] == sorted({d.seq for d in recorded})
+    assert recorded[0].seq > first.seq
+    assert store.decisions() == [first, *recorded]
+    assert store.record_decisions([]) == []
+
+
 @pytest.mark.parametrize("query", [{"after_seq": -1}, {"limit": -1}], ids=["after", "limit"])
 def test_bad_log_paging_is_value_error(store: Store, query: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=next(iter(query))):
@@ -487,6 +498,8 @@ LIST_CASES = [
     ),
     pytest.param(AttemptRecord, {"job_id": ["j2", "j9"]}, ["j2-1"], id="attempts-of-jobs"),
     pytest.param(AttemptRecord, {"job_id": []}, [], id="none-of-nothing"),
+    pytest.param(JobRecord, {"id": ["j4", "j2", "j9"]}, ["j2", "j4"], id="jobs-by-key"),
+    pytest.param(NodeRecord, {"id": "n2", "pool": "onprem"}, ["n2"], id="nodes-by-key-and-pool"),
     pytest.param(JobRecord, {"after": "j2"}, ["j3", "j4"], id="page-after"),
     pytest.param(JobRecord, {"limit": 2}, ["j1", "j2"], id="page-limit"),
     pytest.param(JobRecord, {"after": "j1", "limit": 2}, ["j2", "j3"], id="page-after-limit"),
@@ -517,6 +530,21 @@ UNKNOWN_FILTERS = [
 def test_unknown_filter_is_value_error(store: Store, kind: type[Record], name: str) -> None:
     with pytest.raises(ValueError, match=rf"cannot filter \w+ by {name}; use: "):
         store.list(kind, **{name: "x"})
+    with pytest.raises(ValueError, match=rf"cannot filter \w+ by {name}; use: "):
+        store.versions(kind, **{name: "x"})
+
+
+@pytest.mark.parametrize(("kind", "filters", "expected"), LIST_CASES[:-5])  # not the pages
+def test_versions_name_what_list_finds_at_its_versions(
+    store: Store, kind: type[Record], filters: dict[str, Any], expected: list[str]
+) -> None:
+    _seed_records(store)
+    j1 = store.get(JobRecord, "j1")
+    assert j1 is not None
+    store.update(j1, expected_version=1)  # j1 at version 2, where it was
+    found = store.versions(kind, **filters)
+    assert sorted(found) == expected
+    assert found == {key_of(r): r.version for r in store.list(kind, **filters)}
 
 
 def test_a_negative_limit_is_value_error(store: Store) -> None:
@@ -532,6 +560,7 @@ def test_many_values_of_one_filter(store: Store) -> None:
     assert [r.id for r in found] == ["j00012", "j00014", "j00016"]
     everything = store.list(JobRecord, state=[s.value for s in JobState])
     assert [r.id for r in everything] == ids[::2]
+    assert store.versions(JobRecord, id=ids) == dict.fromkeys(ids[::2], 1)
 
 
 def test_create_all_writes_every_record_or_none(store: Store) -> None:
@@ -862,6 +891,7 @@ FENCED_WRITES: list[tuple[str, Callable[[Store], object]]] = [
     ("create_all", lambda s: s.create_all([replace(JOB, id="j3")])),
     ("append_event", lambda s: s.append_event(ev("x"))),
     ("record_decision", lambda s: s.record_decision(Decision(1.0, "j1", "placed", "h", {}))),
+    ("record_decisions", lambda s: s.record_decisions([Decision(1.0, "j1", "x", "h", {})] * 2)),
     ("append_audit", lambda s: s.append_audit(AuditEntry(1.0, "a", "r", "x", "t", "allowed"))),
 ]
 
