@@ -110,8 +110,10 @@ def submit(
     if not isinstance(spec, dict):
         raise invalid("job.spec: expected a mapping (a Job document's spec)")
     asked = spec.get("team")
+    if asked is not None and not isinstance(asked, str):
+        raise invalid(f"job.spec.team: expected a team name (a string), got {asked!r}")
     try:
-        team = charged_team(principal, asked if isinstance(asked, str) else None)
+        team = charged_team(principal, asked)
     except PermissionError as err:
         raise forbidden(str(err)) from None
     except ValueError as err:

@@ -66,6 +66,14 @@ class Planner:
             self._files, self._stamp = files, seen
             return self._planning
 
+    def reads_pools(self) -> bool:
+        """Whether checking a job reads a pool over the network: a ``ray`` pool whose mesh
+        entry lists no nodes is asked for its nodes (``queueing.admit``)."""
+        from meshctl.model.mesh import RayPool
+
+        mesh = self.planning()[0]
+        return any(isinstance(p, RayPool) and not p.nodes for p in mesh.spec.pools)
+
     def bound(self, planning: Planning, now: dt.datetime) -> BoundPolicies:
         """The policies bound to the mesh, made again each second and for each set: one per
         request thread (a bound set evaluates in a context of its own, not thread-safe)."""

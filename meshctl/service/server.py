@@ -1,7 +1,8 @@
 """Serving the application with uvicorn: the address, TLS, and the store it opens.
 
 On an address other than loopback the server refuses to start without TLS: tokens travel in
-every request. The store is opened once and shared by the request threads.
+every request. Each process opens the store twice: once for the request threads, once for the
+event loop (tokens, and submissions with no files).
 """
 
 from __future__ import annotations
@@ -81,11 +82,10 @@ def application() -> Any:
         None if settings.providers is None else Path(settings.providers),
         settings.store,
     )
-    store = open_store_at(settings.store, home)
+    store, loop_store = open_store_at(settings.store, home), open_store_at(settings.store, home)
+    service = Service(context, store, settings.max_body_bytes, loop_store=loop_store)
     # the registry is built once per process: it keeps its place in the event log
-    return create_app(
-        Service(context, store, settings.max_body_bytes), metrics=make_asgi_app(registry(store))
-    )
+    return create_app(service, metrics=make_asgi_app(registry(store)))
 
 
 def serve(settings: Settings, listen: Listen, workers: int, on_ready: Any = None) -> None:

@@ -286,6 +286,8 @@ REFUSED_SUBMISSIONS = [
     pytest.param("ana", {"job": job_document(), "extra": 1}, 422, "extra: Extra inputs",
                  id="unknown-field"),
     pytest.param("ana", {"job": {"spec": 3}}, 422, "job.spec: expected a mapping", id="bad-spec"),
+    pytest.param("ana", {"job": job_document(team=["vision"])}, 422,
+                 "job.spec.team: expected a team name", id="team-not-a-name"),
     pytest.param("ana", {"job": job_document(resources={"gpus": "lots"})}, 422,
                  "job.spec.resources.gpus: expected", id="bad-gpus"),
     pytest.param("ana", {"job": job_document(resources={"gpus": 10_000})}, 422,

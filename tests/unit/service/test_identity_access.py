@@ -125,7 +125,7 @@ def test_an_authenticator_keeps_at_most_so_many_tokens() -> None:
     check = Authenticator(store, clock=lambda: now[0])
     _, first = add_user(store, "ana", ["vision"], Role.USER, 5.0)
     check(first)
-    for i in range(KEPT):  # tokens the store knows, so each is kept
+    for _ in range(KEPT):  # tokens the store knows, so each is kept
         now[0] += 1e-6
         check(issue_token(store, "ana", 6.0))
     assert len(check._kept) <= KEPT
