@@ -116,9 +116,10 @@ def submit(
 
 def _submit_remote(
     remote: Remote, job: Job, work: Path | None, dry_run: bool, explain: bool, output: Output
-) -> None:
+) -> str | None:
     """Send the job (as written: defaults the user did not set stay unset, the team among
-    them) and its working directory to the API server; print what it says."""
+    them) and its working directory to the API server; print what it says and return the
+    job's id (None: a dry run). Shared by ``submit`` and ``train``."""
     from meshctl.cli import render
     from meshctl.cli.remote import pack
     from meshctl.controller.submit import IGNORED
@@ -144,6 +145,8 @@ def _submit_remote(
             render.say(f"  {render.esc(note)}")
     if output is Output.table and said.get("id"):
         render.plain(said["id"])
+    found = said.get("id")
+    return None if found is None else str(found)
 
 
 def _checked_file(

@@ -65,6 +65,7 @@ def train(
     """Submit a Ray Train job (a job file, or a loop and its scaling); follow it."""
     context = app_context(ctx)
     timeout_s = duration_flag("--timeout", timeout)
+    remote = context.remote()
     if target.endswith((".yaml", ".yml")):
         if not Path(target).is_file():
             raise InvalidRequestError(f"{target}: no such job file")
@@ -78,13 +79,23 @@ def train(
                 f"--workers: expected a multiple of --workers-per-node {workers_per_node}, "
                 f"got {workers}"
             )
+        # on a shared mesh a team not named is the user's (the server picks it)
+        asked = None if remote is not None and team == "default" else team
         job = _job(target, workers, workers_per_node, gpus_per_worker, cpus_per_worker,
                    memory_per_worker, _config(config or []), max_failures, hang_timeout,
-                   checkpoint_interval, criticality, team, name)  # fmt: skip
+                   checkpoint_interval, criticality, asked, name)  # fmt: skip
         work = working_dir.resolve()
+    quiet = output is not Output.table  # with -o json|yaml the exit code says how it ended
+    if remote is not None:
+        from meshctl.cli.submit_cmd import _submit_remote
+
+        job_id = _submit_remote(remote, job, work, dry_run=False, explain=False, output=output)
+        if follow and job_id is not None:
+            _follow_remote(remote, job_id, timeout_s, quiet)
+        return
     job_id = queue(context, job, work, dry_run=False, explain=False, output=output)
-    if follow and job_id is not None:  # with -o json|yaml: quietly, the exit code says
-        _follow(context, job_id, timeout_s, quiet=output is not Output.table)
+    if follow and job_id is not None:
+        _follow(context, job_id, timeout_s, quiet)
 
 
 def _config(pairs: list[str]) -> dict[str, Any]:
@@ -112,7 +123,7 @@ def _job(
     hang_timeout: str | None,
     interval: str,
     criticality: str,
-    team: str,
+    team: str | None,
     name: str | None,
 ) -> Job:
     from pydantic import ValidationError
@@ -134,7 +145,7 @@ def _job(
         "metadata": {"name": name or _name_of(loop)},
         "spec": {
             "kind": "train",
-            "team": team,
+            **({} if team is None else {"team": team}),
             "criticality": criticality,
             "resources": {
                 "gpus": gpus * per_node,
@@ -173,7 +184,7 @@ def _follow(context: Any, job_id: str, timeout: float, quiet: bool = False) -> N
     """Print the job's events as they happen until it ends; exit 1 unless it succeeded."""
     from meshctl.cli import render
     from meshctl.controller.decide import FINISHED
-    from meshctl.state import JobRecord, JobState
+    from meshctl.state import JobRecord
 
     deadline, after = time.monotonic() + timeout, 0
     with context.store() as store:
@@ -185,13 +196,44 @@ def _follow(context: Any, job_id: str, timeout: float, quiet: bool = False) -> N
             record = store.get(JobRecord, job_id)
             if record is None or record.state in FINISHED:
                 break
-            if time.monotonic() > deadline:
-                raise CommandError(
-                    f"{job_id} still {record.state.value} after {timeout:g} s "
-                    f"(meshctl jobs wait {job_id})",
-                    exit_code=EXIT_TIMEOUT,
-                )
+            _in_time(job_id, record.state.value, deadline, timeout)
             time.sleep(0.5)
-    if record is None or record.state is not JobState.SUCCEEDED:
-        state = "gone" if record is None else record.state.value
-        raise CommandError(f"{job_id} {state} (meshctl jobs show {job_id})")
+    _ended(job_id, None if record is None else record.state.value)
+
+
+def _follow_remote(remote: Any, job_id: str, timeout: float, quiet: bool) -> None:
+    """``_follow`` through the API server: the job shown again every second, its new events
+    printed (they come in order, and only ever grow)."""
+    from meshctl.cli import render
+    from meshctl.controller.decide import FINISHED
+
+    deadline, seen = time.monotonic() + timeout, 0
+    while True:
+        shown = remote.call("GET", f"/v1/jobs/{job_id}")
+        events = shown.get("events", [])
+        for event in events[seen:]:
+            if not quiet:
+                at = render.clock_of(event["occurred_at"])
+                render.plain(f"{at} {event['kind']}: {event['message']}")
+        seen = max(seen, len(events))
+        if shown["state"] in {s.value for s in FINISHED}:
+            break
+        _in_time(job_id, shown["state"], deadline, timeout)
+        time.sleep(1.0)
+    _ended(job_id, shown["state"])
+
+
+def _in_time(job_id: str, state: str, deadline: float, timeout: float) -> None:
+    if time.monotonic() > deadline:
+        raise CommandError(
+            f"{job_id} still {state} after {timeout:g} s (meshctl jobs wait {job_id})",
+            exit_code=EXIT_TIMEOUT,
+        )
+
+
+def _ended(job_id: str, state: str | None) -> None:
+    """Exit 1 unless the job succeeded (None: it is gone)."""
+    from meshctl.state import JobState
+
+    if state != JobState.SUCCEEDED.value:
+        raise CommandError(f"{job_id} {state or 'gone'} (meshctl jobs show {job_id})")

@@ -136,12 +136,12 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
         allowed(caller, Verb.JOBS_SUBMIT)
         raw = await _capped_body(request, service.max_body_bytes)
         body = jobs.parse_submission(raw)
-        if body.working_dir is None and not service.planner.reads_pools():
+        if jobs.light(body) and not service.planner.reads_pools():
             # on the event loop: a check and a write, about 1.5 ms of CPU; handing them to a
             # thread cost a third more (the hand-off, and the two contending for the GIL)
             done = jobs.submit(service.planner, quick, caller, body, service.max_body_bytes)
             return JSONResponse(done, status_code=201)
-        return await run_in_threadpool(  # files to unpack, or pools to ask over the network
+        return await run_in_threadpool(  # files, a loop to import, pools to ask over HTTP
             jobs.submit, service.planner, store, caller, body, service.max_body_bytes
         )
 

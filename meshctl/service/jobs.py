@@ -96,6 +96,14 @@ def parse_submission(raw: bytes) -> SubmitBody:
         raise invalid(f"{where}: {first['msg']}") from None
 
 
+def light(body: SubmitBody) -> bool:
+    """Whether checking the submission is a matter of a millisecond or two: no files to
+    unpack, and no train loop or Serve app to import (that runs a subprocess)."""
+    spec = body.job.get("spec")
+    code = isinstance(spec, dict) and (spec.get("train") or spec.get("serve"))
+    return body.working_dir is None and not code
+
+
 def submit(
     planner: Planner, store: Store, principal: Principal, body: SubmitBody, cap_bytes: int
 ) -> dict[str, Any]:

@@ -106,6 +106,41 @@ def test_following_prints_the_events_until_the_job_ends(
     assert f"job.{state}: the end" in out
 
 
+@pytest.mark.parametrize(("state", "exit_code"), [("succeeded", None), ("failed", 1)])
+def test_following_through_the_server_prints_each_event_once_until_the_job_ends(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    state: str,
+    exit_code: int | None,
+) -> None:
+    from meshctl.cli import train_cmd
+    from meshctl.cli.errors import CommandError
+
+    monkeypatch.setattr(train_cmd.time, "sleep", lambda _: None)
+    admitted = {"occurred_at": "2026-12-01T14:04:50Z", "kind": "job.admitted", "message": "n-0"}
+    ended = {"occurred_at": "2026-12-01T14:05:00Z", "kind": f"job.{state}", "message": "end"}
+    shown = iter([
+        {"state": "pending", "events": []},
+        {"state": "running", "events": [admitted]},
+        {"state": "running", "events": [admitted]},
+        {"state": state, "events": [admitted, ended]},
+    ])  # fmt: skip
+
+    class Remote:
+        def call(self, method: str, path: str) -> dict[str, object]:
+            assert (method, path) == ("GET", "/v1/jobs/t-1")
+            return next(shown)
+
+    if exit_code is None:
+        train_cmd._follow_remote(Remote(), "t-1", timeout=60, quiet=False)
+    else:
+        with pytest.raises(CommandError, match="t-1 failed") as raised:
+            train_cmd._follow_remote(Remote(), "t-1", timeout=60, quiet=False)
+        assert raised.value.exit_code == exit_code
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(" ", 1)[1] for line in out] == ["job.admitted: n-0", f"job.{state}: end"]
+
+
 LOOPS = [
     pytest.param("absent:loop", "", "cannot import absent: ModuleNotFoundError: No module named "
                  "'absent'", id="no such module in the working directory"),

@@ -524,6 +524,28 @@ def test_the_cli_waits_reads_logs_explains_and_lists_pools_through_the_server(
     assert "may not see it" in other.stderr
 
 
+def test_the_cli_trains_through_the_server_and_follows_the_job(
+    server: Server, tmp_path: Path
+) -> None:
+    work = tmp_path / "loop"
+    work.mkdir()
+    (work / "model.py").write_text("def train_loop(config):\n    pass\n")
+    done = server.cli("train", "model:train_loop", "--working-dir", str(work), "--timeout", "2s")
+    assert done.returncode == 124, done.stderr  # no controller: it stays pending
+    job_id, *lines = done.stdout.splitlines()
+    assert any(line.endswith("job.pending: submitted") for line in lines), done.stdout
+    assert f"{job_id} still pending after 2 s" in done.stderr
+    with server.store() as store:
+        record = store.get(JobRecord, job_id)
+    assert record is not None
+    assert (record.owner, record.team) == ("ana", "vision")  # the user's team, not "default"
+    assert record.spec["spec"]["train"]["loop"] == "model:train_loop"
+    broken = server.cli("train", "model:nope", "--working-dir", str(work), "--no-follow")
+    assert broken.returncode == 2, broken.stderr
+    assert "train.loop" in broken.stderr
+    assert broken.stderr.count("\n") == 1
+
+
 CLI_REFUSALS = [
     # id, args, who, extra environment, the one line it says
     pytest.param(("submit", "--team", "search", "--", "python", "x.py"), "ana", {},
