@@ -121,21 +121,32 @@ def show_pool(
 ) -> None:
     """One pool's full configuration, with defaults filled in, and its node types' prices."""
     from meshctl.cli import render
-    from meshctl.cli.errors import InvalidRequestError
 
     context = app_context(ctx)
-    mesh = context.mesh()
-    pool = mesh.pool(name)
-    if pool is None:
-        names = ", ".join(p.name for p in mesh.spec.pools)
-        raise InvalidRequestError(f"pool: expected one of {names}, got {name!r}")
-    data = pool.model_dump(mode="json") | {"prices": _prices(pool, context.catalog_map())}
+    remote = context.remote()
+    if remote is not None:  # the server's mesh
+        from meshctl.cli.remote import resource_path
+
+        data = remote.call("GET", resource_path("pools", name))
+    else:
+        data = pool_data(context.mesh(), context.catalog_map(), name)
     if output is Output.table:  # one pool's settings read best as YAML; prices as a table
         render.emit_data({k: v for k, v in data.items() if k != "prices"}, Output.yaml)
         if data["prices"]:
             _price_table(data["prices"])
         return
     render.emit_data(data, output)
+
+
+def pool_data(mesh: Mesh, catalogs: Mapping[str, Catalog], name: str) -> dict[str, Any]:
+    """``pools show -o json``: the pool's settings with defaults filled in, and its prices."""
+    from meshctl.cli.errors import InvalidRequestError
+
+    pool = mesh.pool(name)
+    if pool is None:
+        names = ", ".join(p.name for p in mesh.spec.pools)
+        raise InvalidRequestError(f"pool: expected one of {names}, got {name!r}")
+    return pool.model_dump(mode="json") | {"prices": _prices(pool, catalogs)}
 
 
 def _prices(pool: Any, catalogs: Mapping[str, Catalog]) -> list[dict[str, Any]]:
@@ -197,11 +208,12 @@ def check_pools(
     from meshctl.cli.errors import CommandError
 
     context = app_context(ctx)
-    mesh = context.mesh()
-    if pool is not None and mesh.pool(pool) is None:
-        known = ", ".join(p.name for p in mesh.spec.pools)
-        raise InvalidInput(f"{context.mesh_file}: pool {pool!r}: not in the mesh; pools: {known}")
-    rows = preflight_rows(mesh, context.home, context.catalog_map(), pool)
+    remote = context.remote()
+    if remote is not None:  # from the server's host, with its mesh and credentials
+        rows = remote.call("POST", "/v1/pools/check", {"pool": pool}, timeout_s=300)
+    else:
+        mesh, catalogs = context.mesh_and_catalogs()
+        rows = checked(mesh, context.mesh_file(), context.home, catalogs, pool)
     lines = [
         {"pool": r["pool"], **c, "result": c["result"].upper()} for r in rows for c in r["checks"]
     ]
@@ -228,6 +240,16 @@ FIXES = {  # what to do about a pool that cannot be reached at all
     "aws": "check the pool's credentials: profile in mesh.yaml, or AWS_PROFILE and its files",
     "gcp": "check the pool's credentials: credentials_file, or application default credentials",
 }
+
+
+def checked(
+    mesh: Mesh, where: Path, home: Path, catalogs: Mapping[str, Catalog], pool: str | None
+) -> list[dict[str, Any]]:
+    """``pools check -o json``: each pool (or the one named) with its checks."""
+    if pool is not None and mesh.pool(pool) is None:
+        known = ", ".join(p.name for p in mesh.spec.pools)
+        raise InvalidInput(f"{where}: pool {pool!r}: not in the mesh; pools: {known}")
+    return preflight_rows(mesh, home, catalogs, pool)
 
 
 def preflight_rows(

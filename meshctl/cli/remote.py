@@ -69,7 +69,12 @@ class Remote:
 
 def job_path(ref: str, *rest: str) -> str:
     """``/v1/jobs/REF[/REST...]``, the reference quoted whole (an id, a name, a prefix)."""
-    return "/".join(["/v1/jobs", urllib.parse.quote(ref, safe=""), *rest])
+    return resource_path("jobs", ref, *rest)
+
+
+def resource_path(collection: str, ref: str, *rest: str) -> str:
+    """``/v1/COLLECTION/REF[/REST...]``, the reference quoted whole."""
+    return "/".join([f"/v1/{collection}", urllib.parse.quote(ref, safe=""), *rest])
 
 
 def _tls() -> ssl.SSLContext | None:

@@ -4,7 +4,8 @@
   mesh's status, nodes and pools.
 - ``team-admin``: that, and see and cancel the jobs of their teams.
 - ``platform-admin``: every job; nodes (cordon, drain, uncordon); reloading the policies;
-  bringing the mesh up and down; the audit log.
+  bringing the mesh up and down; checking the pools (preflights that call the clouds with
+  the mesh's credentials); the audit log.
 
 Reads of the mesh (status, nodes, pools, the policies in force) show capacity and rules, not
 anyone's jobs, so every role has them. An administrative action (acting on another user's job,
@@ -29,6 +30,7 @@ class Verb(StrEnum):
     NODES_READ = "nodes.read"
     NODES_MANAGE = "nodes.manage"
     POOLS_READ = "pools.read"
+    POOLS_CHECK = "pools.check"  # preflights: calls to the clouds, with the mesh's credentials
     POLICIES_READ = "policies.read"
     POLICIES_MANAGE = "policies.reload"
     MESH_MANAGE = "mesh.manage"

@@ -8,7 +8,8 @@ field, a body over the cap a 413; every error is ``{"error": "one line"}`` and w
 
 Routes: ``GET /v1/whoami``; ``POST /v1/jobs`` (submit), ``GET /v1/jobs``, ``GET
 /v1/jobs/{job}``, ``GET /v1/jobs/{job}/logs``, ``GET /v1/jobs/{job}/explain``, ``POST
-/v1/jobs/{job}/cancel``; ``GET /v1/status``; ``GET /v1/pools``; ``GET /v1/policies``, ``POST
+/v1/jobs/{job}/cancel``; ``GET /v1/status``; ``GET /v1/pools``, ``GET /v1/pools/{pool}``,
+``POST /v1/pools/check`` (preflights); ``GET /v1/policies``, ``POST
 /v1/policies/reload``; ``POST /v1/mesh/up``, ``POST /v1/mesh/down``; ``GET /v1/nodes``, ``GET
 /v1/nodes/{pool}/{node}``, ``POST /v1/nodes/{pool}/{node}/{cordon|drain|uncordon|health}``;
 ``GET /v1/audit``; ``GET /healthz`` and ``GET /metrics`` (no token).
@@ -98,6 +99,11 @@ class HealthBody(BaseModel):
     unhealthy: str | None = Field(..., min_length=1, max_length=500)  # None: healthy again
 
 
+class CheckBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    pool: str | None = Field(None, min_length=1, max_length=63)  # None: every pool
+
+
 class DrainBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     deadline: str = "10m"
@@ -174,6 +180,23 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
         allowed(caller, Verb.POOLS_READ)
         mesh, catalogs, _ = service.planner.planning()
         return pool_rows(mesh, catalogs, store)
+
+    @app.get("/v1/pools/{name}")
+    def show_pool(name: str, caller: Caller) -> Any:
+        from meshctl.cli.pools_cmd import pool_data
+
+        allowed(caller, Verb.POOLS_READ)
+        mesh, catalogs, _ = service.planner.planning()
+        return pool_data(mesh, catalogs, name)
+
+    @app.post("/v1/pools/check")
+    def check_pools(body: CheckBody, caller: Caller) -> Any:
+        from meshctl.cli.pools_cmd import checked
+
+        allowed(caller, Verb.POOLS_CHECK)
+        mesh, catalogs, _ = service.planner.planning()
+        context = service.context
+        return checked(mesh, context.mesh_file(), context.home, catalogs, body.pool)
 
     @app.post("/v1/jobs/{ref}/cancel")
     def cancel_job(ref: str, caller: Caller) -> Any:

@@ -172,6 +172,8 @@ ROUTES = [
     ("GET", "/v1/jobs/x/explain"),
     ("GET", "/v1/status"),
     ("GET", "/v1/pools"),
+    ("GET", "/v1/pools/onprem"),
+    ("POST", "/v1/pools/check"),
     ("GET", "/v1/nodes"),
     ("GET", "/v1/nodes/local/n1"),
     ("POST", "/v1/nodes/local/n1/cordon"),
@@ -326,6 +328,7 @@ READS = [
         "/v1/whoami",
         "/v1/status",
         "/v1/pools",
+        "/v1/pools/onprem",
         "/v1/nodes",
         "/v1/jobs",
         "/v1/policies",
@@ -340,6 +343,32 @@ def test_what_each_role_reads(server: Server, who: str, path: str, expected: int
     status, said = server.call("GET", path, who)
     assert status == expected, said
     assert counts(server) == before
+
+
+def test_a_pool_is_shown_to_all_and_checked_by_platform_admins(server: Server) -> None:
+    status, said = server.call("GET", "/v1/pools/onprem", "ana")
+    assert status == 200, said
+    assert (said["name"], said["prices"]) == ("onprem", [])
+    status, said = server.call("GET", "/v1/pools/nope", "ana")
+    assert (status, said["error"]) == (422, "pool: expected one of onprem, aws-burst, "
+                                            "gcp-burst, got 'nope'")  # fmt: skip
+    status, said = server.call("POST", "/v1/pools/check", "ana", {})
+    assert (status, said["error"]) == (403, "pools.check: not allowed to a user")
+    status, rows = server.call("POST", "/v1/pools/check", "root", {"pool": "onprem"})
+    assert status == 200, rows
+    ((row,),) = [rows]
+    assert (row["pool"], row["available"]) == ("onprem", False)  # no Ray cluster is up
+    assert [c["check"] for c in row["checks"]] == ["reachable"]
+    status, said = server.call("POST", "/v1/pools/check", "root", {"pool": "nope"})
+    assert (status, "pool 'nope': not in the mesh" in said["error"]) == (422, True)
+    shown = server.cli("pools", "show", "onprem", "-o", "json")
+    assert json.loads(shown.stdout)["name"] == "onprem", shown.stderr
+    checked = server.cli("pools", "check", "onprem", who="root")
+    assert checked.returncode == 1, checked.stderr
+    assert "1 of 1 pools unavailable: onprem" in checked.stderr
+    refused = server.cli("pools", "check")
+    assert refused.returncode == 2
+    assert refused.stderr == "error: pools.check: not allowed to a user\n"
 
 
 # --- nodes and the audit log ------------------------------------------------------------------

@@ -173,12 +173,15 @@ ROLE_VERBS = [
     (Role.USER, Verb.POOLS_READ, True),
     (Role.USER, Verb.NODES_MANAGE, False),
     (Role.USER, Verb.AUDIT_READ, False),
+    (Role.USER, Verb.POOLS_CHECK, False),
     (Role.TEAM_ADMIN, Verb.JOBS_SUBMIT, True),
     (Role.TEAM_ADMIN, Verb.JOBS_CANCEL, True),
     (Role.TEAM_ADMIN, Verb.NODES_MANAGE, False),
     (Role.TEAM_ADMIN, Verb.AUDIT_READ, False),
+    (Role.TEAM_ADMIN, Verb.POOLS_CHECK, False),
     (Role.PLATFORM_ADMIN, Verb.NODES_MANAGE, True),
     (Role.PLATFORM_ADMIN, Verb.AUDIT_READ, True),
+    (Role.PLATFORM_ADMIN, Verb.POOLS_CHECK, True),
 ]
 
 
