@@ -155,27 +155,32 @@ def _apply(conn: sqlite3.Connection, number: int, script: str) -> None:
 
 
 def migrate(conn: sqlite3.Connection, migrations: Sequence[str] = MIGRATIONS) -> int:
-    """Apply the missing steps in one ``BEGIN IMMEDIATE`` transaction; return the version.
+    """Apply the missing steps, each in its own ``BEGIN IMMEDIATE`` transaction with the
+    version it brings the file to; return the version.
 
-    ``conn`` must be in autocommit mode (``isolation_level=None``). Any failure rolls every
-    step back and raises ``StoreError``; an up-to-date file takes no write lock.
+    ``conn`` must be in autocommit mode (``isolation_level=None``). A step that fails is
+    rolled back (the steps before it stay) and raises ``StoreError``; an up-to-date file
+    takes no write lock.
     """
     target = len(migrations)
     try:
         if schema_version(conn) == target:
             return target
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            current = schema_version(conn)  # again: another process may have migrated it
-            check_not_newer(current, target)
-            for number in range(current, target):
-                _apply(conn, number + 1, migrations[number])
-            conn.execute(f"PRAGMA user_version = {target:d}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        check_not_newer(schema_version(conn), target)
+        while True:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = schema_version(conn)  # again: another process may have migrated it
+                check_not_newer(current, target)
+                if current == target:
+                    conn.execute("COMMIT")
+                    return target
+                _apply(conn, current + 1, migrations[current])
+                conn.execute(f"PRAGMA user_version = {current + 1:d}")
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
     except sqlite3.Error as exc:
         raise StoreError(f"cannot migrate state.db to schema version {target}: {exc}") from exc
-    return target

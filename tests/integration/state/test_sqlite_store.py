@@ -97,17 +97,20 @@ def test_older_file_is_migrated_and_keeps_its_data(tmp_path: Path) -> None:
     assert "jobs_state" in _names(path, "index")
 
 
-def test_missing_steps_apply_in_one_transaction(tmp_path: Path) -> None:
+def test_each_missing_step_applies_in_its_own_transaction(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     SqliteStore(path).close()
-    broken = (*MIGRATIONS, "CREATE TABLE extra (x TEXT);", "CREATE TABLE broken (;")
+    extra = "CREATE TABLE extra (x TEXT);"
+    broken = (*MIGRATIONS, extra, "CREATE TABLE half (x TEXT); CREATE TABLE broken (;")
     with pytest.raises(StoreError, match=rf"migration step {len(MIGRATIONS) + 2} failed"):
         SqliteStore(path, migrations=broken)
-    assert _user_version(path) == len(MIGRATIONS)
-    assert "extra" not in _names(path, "table")  # the good step was rolled back too
-    with SqliteStore(path, migrations=(*MIGRATIONS, "CREATE TABLE extra (x TEXT);")):
-        pass
+    assert _user_version(path) == len(MIGRATIONS) + 1  # the good step stays, with its version
     assert "extra" in _names(path, "table")
+    assert "half" not in _names(path, "table")  # the failed step's first statement rolled back
+    with SqliteStore(path, migrations=(*MIGRATIONS, extra, "CREATE TABLE half (x TEXT);")):
+        pass
+    assert _user_version(path) == len(MIGRATIONS) + 2
+    assert "half" in _names(path, "table")
 
 
 def test_newer_file_is_refused(tmp_path: Path) -> None:
