@@ -329,21 +329,22 @@ def logs(
 
 
 def _follow_remote(remote: Remote, job: str, attempt: int | None) -> None:
-    """``logs --follow`` through the API server: the log read again every second, what is new
-    printed, until the job has ended and its last words are out (or Ctrl-C)."""
+    """``logs --follow`` through the API server: every second, what the log gained since the
+    last read (from the byte offset the server gave), until the job has ended and its last
+    words are out (or Ctrl-C). A new attempt's log is printed from its start."""
     from meshctl.controller.decide import FINISHED
     from meshctl.state import JobState
 
     job_id = str(remote.call("GET", job_path(job))["id"])
-    shown = 0
+    logs, number, offset = f"/v1/jobs/{job_id}/logs", None, 0
     while True:
         state = JobState(remote.call("GET", f"/v1/jobs/{job_id}")["state"])
-        text = remote.call("GET", f"/v1/jobs/{job_id}/logs", attempt=attempt)["text"] or ""
-        if len(text) < shown:  # a new attempt's log: from its start
-            shown = 0
-        sys.stdout.write(text[shown:])
+        said = remote.call("GET", logs, attempt=attempt, offset=offset)
+        if said["attempt"] != number and offset:  # read at the last attempt's offset
+            said = remote.call("GET", logs, attempt=said["attempt"] or attempt, offset=0)
+        number, offset = said["attempt"], said["offset"]
+        sys.stdout.write(said["text"] or "")
         sys.stdout.flush()
-        shown = len(text)
         if state in FINISHED:
             return
         time.sleep(1.0)

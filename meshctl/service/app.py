@@ -163,10 +163,13 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
 
     @app.get("/v1/jobs/{ref}/logs")
     def job_logs(
-        ref: str, caller: Caller, attempt: Annotated[int | None, Query(ge=1)] = None
+        ref: str,
+        caller: Caller,
+        attempt: Annotated[int | None, Query(ge=1)] = None,
+        offset: Annotated[int, Query(ge=0)] = 0,
     ) -> Any:
         allowed(caller, Verb.JOBS_READ)
-        return jobs.logs(service.planner, store, caller, ref, attempt)
+        return jobs.logs(service.planner, store, caller, ref, attempt, offset)
 
     @app.get("/v1/jobs/{ref}/explain")
     def explain_job(ref: str, caller: Caller) -> Any:

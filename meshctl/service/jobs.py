@@ -199,9 +199,17 @@ def cancel(context: Any, store: Store, principal: Principal, ref: str) -> dict[s
     return row
 
 
-def logs(planner: Planner, store: Store, principal: Principal, ref: str, number: int | None) -> Any:
+def logs(
+    planner: Planner,
+    store: Store,
+    principal: Principal,
+    ref: str,
+    number: int | None,
+    offset: int = 0,
+) -> Any:
     """``GET /v1/jobs/{ref}/logs``: the log of the attempt asked for (else the latest), from its
-    pool or meshctl's copy; ``text`` null (and why) before the job started."""
+    pool or meshctl's copy, from byte ``offset`` on (``log_slice``); ``text`` null (and why)
+    before the job started. ``offset`` in the answer: where the next read goes on."""
     from meshctl.cli import joblogs
 
     record = find(store, principal, ref)
@@ -210,7 +218,7 @@ def logs(planner: Planner, store: Store, principal: Principal, ref: str, number:
     except InvalidInput as err:
         raise not_found(str(err)) from None
     if attempt is None:
-        return {"id": record.id, "attempt": 0, "text": None,
+        return {"id": record.id, "attempt": 0, "text": None, "offset": 0,
                 "waiting_for": joblogs.waiting_for(record, None)}  # fmt: skip
     text = joblogs.text_of(planner.context, planner.planning()[0], attempt)
     if text is None:
@@ -218,8 +226,24 @@ def logs(planner: Planner, store: Store, principal: Principal, ref: str, number:
             f"job {record.id}, attempt {attempt.number}: no log: pool {attempt.pool} does not "
             "have it (is it up?) and meshctl kept no copy"
         )
-    return {"id": record.id, "attempt": attempt.number,
-            "text": text.decode("utf-8", errors="replace"), "waiting_for": None}  # fmt: skip
+    said, end = log_slice(text, offset)
+    return {"id": record.id, "attempt": attempt.number, "text": said, "offset": end,
+            "waiting_for": None}  # fmt: skip
+
+
+def log_slice(data: bytes, offset: int) -> tuple[str, int]:
+    """The log from byte ``offset`` to its last whole UTF-8 character, and where that ends
+    (a follower asks from there next: a character cut in two by a read comes whole in the
+    next). An offset past the end means another log than the one it was read from (meshctl's
+    copy, once the pool has let the log go, keeps its head and tail only): from the start."""
+    import codecs
+
+    if offset > len(data):
+        offset = 0
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text = decoder.decode(data[offset:], final=False)
+    cut, _ = decoder.getstate()  # the bytes of a character not whole yet
+    return text, len(data) - len(cut)
 
 
 def explain(store: Store, principal: Principal, ref: str) -> Any:
