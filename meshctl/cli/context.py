@@ -240,6 +240,11 @@ class AppContext:
             )
         return open_store_at(self.store_url, self.home)
 
+    def shares_store(self) -> bool:
+        """Whether the store was named (``--store``, ``MESHCTL_STORE``): others may use it
+        from other hosts, so a job's files are kept in it too (``controller/packages.py``)."""
+        return self.store_url is not None
+
     def remote(self) -> Remote | None:
         """The API server commands talk to (``meshctl.cli.remote``), or None: local."""
         from meshctl.cli.remote import remote

@@ -180,6 +180,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
     from meshctl.controller.data import DataSync
     from meshctl.controller.logs import LogCopier
     from meshctl.controller.loop import Controller
+    from meshctl.controller.packages import Packages
     from meshctl.controller.reload import Reloader
     from meshctl.controller.rundir import make_run_dir, run_dir
     from meshctl.controller.runtime import clients, cloud_for, credentials_seen, driven
@@ -189,6 +190,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
 
     rules = rules_from(home, files)
     make_run_dir(home)
+    packages = Packages(store, home)  # jobs taken in on another host: their files from the store
     access = CloudAccess(rules.mesh, {}, cloud_for, credentials_seen, background=not once)
     burst = Burst(
         store,
@@ -218,8 +220,9 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
         ),
         overruled=lambda: overruled(home),
         forget_overruled=lambda key: forget_overruled(home, key),
-        serve=ServeDeployer(home),
+        serve=ServeDeployer(home, packages),
         data=DataSync(lambda pool: getattr(controller.clients.get(pool), "token", None)),
+        packages=packages,
     )
     return controller
 

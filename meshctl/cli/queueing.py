@@ -46,7 +46,8 @@ def queue(
     record = None
     if not dry_run:
         with context.store() as store:
-            record = enqueue(store, job, admission, work, context.home, time.time())
+            record = enqueue(store, job, admission, work, context.home, time.time(),
+                             keep_files=context.shares_store())  # fmt: skip
     if output is not Output.table:
         render.emit_data(submitted(job, admission, record, dry_run or explain), output)
     elif record is not None:

@@ -13,17 +13,14 @@ down or fails is exit 1.
 from __future__ import annotations
 
 import base64
-import io
 import json
 import os
 import ssl
-import tarfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -144,16 +141,9 @@ def logout(home: Path) -> bool:
 def pack(folder: Path, ignored: Sequence[str]) -> str:
     """A folder as the body's ``working_dir``: base64 of a gzipped tar of its contents, less
     what matches ``ignored`` (the patterns a local submission leaves out too)."""
+    from meshctl.controller.packages import archive
 
-    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-        parts = Path(info.name).parts
-        return None if any(fnmatch(p, pat) for p in parts for pat in ignored) else info
-
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for child in sorted(folder.iterdir()):
-            archive.add(child, arcname=child.name, filter=keep)
-    return base64.b64encode(buffer.getvalue()).decode()
+    return base64.b64encode(archive(folder, ignored)).decode()
 
 
 def relay_command(said: dict[str, Any]) -> None:

@@ -50,6 +50,8 @@ from meshctl.state.store import ConflictError, NotFoundError, Store
 
 if TYPE_CHECKING:
     from meshctl.controller.loop import PoolClient
+    from meshctl.controller.packages import Packages
+    from meshctl.pools.observed import Submission
 
 log = logging.getLogger("meshctl.controller")
 STOP_RESEND_S = 10.0  # a stop not yet seen to take effect is asked again after this
@@ -72,6 +74,7 @@ class Applying:
     estimator: Estimator | None
     _stopped: dict[str, float]
     _decided: dict[str, tuple[str, str, str]]
+    packages: Packages | None
 
     def _budget_states(self) -> dict[str, str]:
         raise NotImplementedError
@@ -107,7 +110,7 @@ class Applying:
                 errors.append(error)
         for resubmit in step.resubmits:
             try:
-                outcome = self.clients[resubmit.pool].submit(resubmit.submission)
+                outcome = self._submit(resubmit.pool, resubmit.job_id, resubmit.submission)
             except Exception as err:
                 errors.append(self._submit_failed(resubmit.job_id, resubmit.attempt_id, err, now))
                 continue
@@ -172,7 +175,7 @@ class Applying:
             return None
         failpoint("before-submit")
         try:
-            outcome = self.clients[attempt.pool].submit(dispatch.submission)
+            outcome = self._submit(attempt.pool, dispatch.job_id, dispatch.submission)
         except Exception as err:
             return self._submit_failed(dispatch.job_id, attempt.id, err, now)
         failpoint("after-submit")
@@ -186,6 +189,12 @@ class Applying:
             now,
         )
         return None
+
+    def _submit(self, pool: str, job_id: str, submission: Submission) -> str:
+        """Send a submission to its pool, its working directory a folder on this host."""
+        if self.packages is not None:
+            submission = self.packages.here(job_id, submission)
+        return self.clients[pool].submit(submission)
 
     def _submit_failed(self, job_id: str, attempt_id: str, err: Exception, now: float) -> str:
         """Count a failed submission; retried next cycle, until MAX_SUBMIT_ERRORS fail it."""

@@ -35,6 +35,7 @@ from meshctl.controller.history import History
 from meshctl.controller.leadership import Deposed, Leadership
 from meshctl.controller.logs import LogCopier
 from meshctl.controller.nodes import pools_down
+from meshctl.controller.packages import Packages
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
 from meshctl.controller.reload import Reloader, in_use_removed
@@ -131,6 +132,7 @@ class Controller(Applying):
         forget_overruled: Callable[[str], None] | None = None,
         serve: ServeSide | None = None,
         data: DataSync | None = None,
+        packages: Packages | None = None,
     ) -> None:
         """``resolve``: how to find the pools again each cycle (a pool restarted by ``up``
         comes back on new ports with a new token), and the Ray pools without a client, with
@@ -146,9 +148,11 @@ class Controller(Applying):
         ``overruled``: the agents' verdicts the operator said to ignore, by "pool/node";
         ``forget_overruled`` drops one once its agent says healthy again, so the same words
         said later take the node out again.
-        ``data``: tells the nodes' agents which datasets to fetch and keep (``data.py``)."""
+        ``data``: tells the nodes' agents which datasets to fetch and keep (``data.py``).
+        ``packages``: a job's files made local before it is submitted, from the store when
+        another host took the job in (``packages.py``); None: submitted as recorded."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
-        self.data = data
+        self.data, self.packages = data, packages
         self.serve = serve  # the services' Serve applications: read and deployed
         self.resolve = resolve
         self.unreachable: Mapping[str, str] = {}  # Ray pools without a client -> why

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from meshctl.controller.packages import Packages
 from meshctl.controller.world import JobView, ServeSeen
 from meshctl.model.mesh import LocalPool, Mesh
 from meshctl.pools.serve import ServeApp, ServeClient
@@ -73,6 +74,7 @@ class _Retry:
 @dataclass
 class ServeDeployer:
     home: Path
+    packages: Packages | None = None  # a service's files made local (``packages.py``)
     deployed: dict[str, str] = field(default_factory=dict)  # pool -> the config last deployed
     retries: dict[str, _Retry] = field(default_factory=dict)
     uploaded: dict[str, str] = field(default_factory=dict)  # working dir -> its package URI
@@ -181,7 +183,10 @@ class ServeDeployer:
             key = f"{pool.address} {spec.working_dir}"
             uri = self.uploaded.get(key)
             if uri is None:
-                uri = self.uploaded[key] = self.client(pool).upload_working_dir(spec.working_dir)
+                here = spec.working_dir
+                if self.packages is not None:
+                    here = self.packages.folder(record.id, spec.working_dir)
+                uri = self.uploaded[key] = self.client(pool).upload_working_dir(here)
             env["working_dir"] = uri
         return ServeApp(
             name=record.id,

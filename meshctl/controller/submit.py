@@ -11,11 +11,13 @@ files changed.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import secrets
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -228,20 +230,23 @@ def enqueue(
     *,
     draw: Callable[[str], str] = new_job_id,
     owner: str = "",
+    keep_files: bool = False,
 ) -> JobRecord:
     """Store the job as pending, with its files copied; the controller takes it from there.
     ``job_id``: the caller's (the differential check keeps the simulator's), stored under it
     or not at all (``ConflictError``: taken); default a new one, ``draw`` of the job's name,
     drawn again while the one drawn is taken, by a stored job or by another submission's
     files (``ID_TRIES`` in all, then the last ``ConflictError`` or ``PackageTaken``).
-    ``owner``: the user who submits it, on a shared mesh."""
+    ``owner``: the user who submits it, on a shared mesh. ``keep_files``: the files are
+    kept in the store too, for controllers on other hosts (``controller/packages.py``)."""
+    store_as = partial(_store_as, owner=owner, keep_files=keep_files)
     if job_id is not None:
-        return _store_as(job_id, store, job, admission, working_dir, home, now_s, owner)
+        return store_as(job_id, store, job, admission, working_dir, home, now_s)
     tries = 0
     while True:
         try:
             drawn = draw(job.metadata.name)
-            return _store_as(drawn, store, job, admission, working_dir, home, now_s, owner)
+            return store_as(drawn, store, job, admission, working_dir, home, now_s)
         except (ConflictError, PackageTaken):
             tries += 1
             if tries == ID_TRIES:
@@ -257,11 +262,15 @@ def _store_as(
     home: Path,
     now_s: float,
     owner: str = "",
+    keep_files: bool = False,
 ) -> JobRecord:
-    """The job stored as pending under ``job_id``, its files copied first; nothing left of
-    either on failure."""
+    """The job stored as pending under ``job_id``, its files copied first (and kept in the
+    store, with ``keep_files``); nothing left of any on failure."""
+    from meshctl.controller.packages import archive
+
     spec = job.model_dump(mode="json", exclude_none=True)
     copy: Path | None = None
+    kept = False
     if working_dir is not None:
         copy = package(working_dir, home / "packages" / job_id)
         spec["spec"]["working_dir"] = str(copy)
@@ -283,8 +292,14 @@ def _store_as(
     )
     event = Event(now_s, "job.pending", job_id, "submitted", {"to": "pending"})
     try:
+        if copy is not None and keep_files:
+            store.put_package(job_id, archive(copy))
+            kept = True
         return store.create(record, events=[event])
     except BaseException:
         if copy is not None:  # ours: package made it
             shutil.rmtree(copy, ignore_errors=True)
+        if kept:
+            with contextlib.suppress(Exception):  # the job's id is not stored: a stray copy
+                store.delete_package(job_id)
         raise

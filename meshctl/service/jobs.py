@@ -140,9 +140,8 @@ def submit(
         )
         record = None
         if not body.dry_run:
-            record = enqueue(
-                store, job, admission, work, context.home, time.time(), owner=principal.name
-            )
+            record = enqueue(store, job, admission, work, context.home, time.time(),
+                             owner=principal.name, keep_files=context.shares_store())  # fmt: skip
     except InvalidInput as err:
         raise invalid(str(err)) from None
     finally:

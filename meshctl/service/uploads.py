@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
 import secrets
 import shutil
-import tarfile
 from pathlib import Path
 
 from meshctl.service.errors import invalid, too_large
-from meshctl.state.private import private_dir, private_tree
+from meshctl.state.private import private_dir
 
 MAX_UPLOAD_MIB = 128  # the body; the package limit (100 MiB unpacked) applies after
 EXPANSION = 8  # what a compressed tree may unpack to, as a multiple of the cap
@@ -27,34 +25,20 @@ UPLOADS = "uploads"
 def unpack(encoded: str, home: Path, cap_bytes: int) -> Path:
     """The archive unpacked in a fresh private folder under ``home/uploads``; the caller
     removes it (``discard``). A malformed archive is a 422, a large one a 413."""
+    from meshctl.controller.packages import BadArchive, TooLarge, unpack_archive
+
     try:
         data = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise invalid("working_dir: expected base64 of a gzipped tar") from None
+    private_dir(home / UPLOADS)
+    target = home / UPLOADS / secrets.token_hex(8)
     try:
-        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:gz")  # noqa: SIM115
-    except (tarfile.TarError, OSError, EOFError):
-        raise invalid("working_dir: expected base64 of a gzipped tar") from None
-    with archive:
-        try:
-            members = archive.getmembers()
-        except (tarfile.TarError, OSError, EOFError):
-            raise invalid("working_dir: the archive is truncated or corrupt") from None
-        size = sum(m.size for m in members if m.isfile())
-        if size > cap_bytes * EXPANSION:
-            raise too_large(
-                f"working_dir: unpacks to {size / 2**20:.1f} MiB; "
-                f"at most {cap_bytes * EXPANSION / 2**20:.0f} MiB"
-            )
-        private_dir(home / UPLOADS)
-        target = home / UPLOADS / secrets.token_hex(8)
-        target.mkdir(mode=0o700)
-        try:
-            archive.extractall(target, filter="data")
-        except (tarfile.TarError, OSError) as err:
-            shutil.rmtree(target, ignore_errors=True)
-            raise invalid(f"working_dir: cannot unpack: {err}") from None
-    private_tree(target)
+        unpack_archive(data, target, cap_bytes * EXPANSION)
+    except TooLarge as err:
+        raise too_large(f"working_dir: {err}") from None
+    except BadArchive as err:
+        raise invalid(f"working_dir: {err}") from None
     return target
 
 

@@ -7,6 +7,7 @@ same way in both. One lock makes every call atomic, which is what a transaction 
 from __future__ import annotations
 
 import builtins
+import hashlib
 import itertools
 import threading
 from collections.abc import Iterator, Sequence
@@ -28,7 +29,7 @@ from meshctl.state.kinds import (
     spec_for,
     stamp,
 )
-from meshctl.state.records import Appended, LeaseRecord, Record
+from meshctl.state.records import Appended, JobRecord, LeaseRecord, Record
 from meshctl.state.store import ConflictError, L, NotFoundError, R, StoreBase, StoreError
 
 
@@ -40,6 +41,7 @@ class MemoryStore(StoreBase):
         self._closed = False
         self._tables: dict[str, dict[str, Row]] = {spec_for(k).table: {} for k in RECORD_KINDS}
         self._logs: dict[str, builtins.list[Row]] = {"events": [], "decisions": [], "audit": []}
+        self._packages: dict[str, tuple[bytes, str]] = {}
 
     def _check_open(self) -> None:
         if self._closed:
@@ -174,6 +176,25 @@ class MemoryStore(StoreBase):
             log = self._logs[spec_for(kind).table]
             rows = [row for row in log[after_seq:] if job_id is None or row["job_id"] == job_id]
         return [decode(kind, row) for row in rows[:limit]]
+
+    def put_package(self, job_id: str, archive: bytes) -> None:
+        with self._lock:
+            self._check_open()
+            self._fenced(JobRecord, self._lease_epoch)  # fenced as the job is
+            if job_id in self._packages:
+                raise ConflictError("package", job_id, actual=1)
+            self._packages[job_id] = (bytes(archive), hashlib.sha256(archive).hexdigest())
+
+    def _package(self, job_id: str) -> tuple[bytes, str] | None:
+        with self._lock:
+            self._check_open()
+            return self._packages.get(job_id)
+
+    def delete_package(self, job_id: str) -> None:
+        with self._lock:
+            self._check_open()
+            self._fenced(JobRecord, self._lease_epoch)
+            self._packages.pop(job_id, None)
 
     def close(self) -> None:
         with self._lock:

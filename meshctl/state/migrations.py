@@ -116,6 +116,14 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE attempts ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE decisions ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
     """,
+    # 8: a job's files, as the API server took them in (a gzipped tar), for controllers on
+    # other hosts than the server's.
+    """
+    CREATE TABLE packages (
+        job_id TEXT PRIMARY KEY, archive BLOB NOT NULL, sha256 TEXT NOT NULL,
+        size INTEGER NOT NULL
+    );
+    """,
 )
 
 

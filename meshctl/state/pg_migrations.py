@@ -137,6 +137,14 @@ PG_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE attempts ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
     ALTER TABLE decisions ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
     """,
+    # 8: a job's files, as the API server took them in (a gzipped tar), for controllers on
+    # other hosts than the server's.
+    """
+    CREATE TABLE packages (
+        job_id TEXT COLLATE "C" PRIMARY KEY, archive BYTEA NOT NULL, sha256 TEXT NOT NULL,
+        size BIGINT NOT NULL
+    );
+    """,
 )
 
 _VERSION_TABLE = """

@@ -19,6 +19,7 @@ is tried once more on the new connection. The URL's password never appears in a 
 from __future__ import annotations
 
 import builtins
+import hashlib
 import math
 import re
 import threading
@@ -49,7 +50,7 @@ from meshctl.state.kinds import (
     stamp,
 )
 from meshctl.state.pg_migrations import PG_MIGRATIONS, migrate
-from meshctl.state.records import Appended, Record
+from meshctl.state.records import Appended, JobRecord, Record
 from meshctl.state.store import ConflictError, L, NotFoundError, R, StoreBase, StoreError
 
 LOG_LOCK = 0x6D657368_6C6F6773  # "meshlogs": held by every transaction that appends to a log
@@ -407,6 +408,33 @@ class PostgresStore(StoreBase):
         params.append(limit)
         rows = self._select(kind, f"{where} ORDER BY seq LIMIT %s", params)
         return [decode(kind, row) for row in rows]
+
+    def put_package(self, job_id: str, archive: bytes) -> None:
+        digest = hashlib.sha256(archive).hexdigest()
+
+        def work(conn: Connection) -> None:
+            self._fenced(JobRecord, partial(_lease_epoch, conn))  # fenced as the job is
+            done = conn.execute(
+                "INSERT INTO packages (job_id, archive, sha256, size) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (job_id) DO NOTHING",
+                (job_id, archive, digest, len(archive)),
+            )
+            if done.rowcount != 1:
+                raise ConflictError("package", job_id, actual=1)
+
+        self._call(work, write=True)
+
+    def _package(self, job_id: str) -> tuple[bytes, str] | None:
+        query = "SELECT archive, sha256 FROM packages WHERE job_id = %s"
+        row = self._call(lambda conn: conn.execute(query, (job_id,)).fetchone(), write=False)
+        return None if row is None else (bytes(row[0]), str(row[1]))
+
+    def delete_package(self, job_id: str) -> None:
+        def work(conn: Connection) -> None:
+            self._fenced(JobRecord, partial(_lease_epoch, conn))
+            conn.execute("DELETE FROM packages WHERE job_id = %s", (job_id,))
+
+        self._call(work, write=True)
 
     def close(self) -> None:
         with self._lock:

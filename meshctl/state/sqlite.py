@@ -10,6 +10,7 @@ between threads, not across ``fork`` (open a new one in each process).
 from __future__ import annotations
 
 import builtins
+import hashlib
 import sqlite3
 import threading
 import time
@@ -39,7 +40,7 @@ from meshctl.state.kinds import (
 )
 from meshctl.state.migrations import MIGRATIONS, check_not_newer, migrate, schema_version
 from meshctl.state.private import open_private, private_file
-from meshctl.state.records import Appended, Record
+from meshctl.state.records import Appended, JobRecord, Record
 from meshctl.state.store import ConflictError, L, NotFoundError, R, StoreBase, StoreError
 
 
@@ -376,6 +377,28 @@ class SqliteStore(StoreBase):
         params.append(-1 if limit is None else limit)
         rows = self._select(kind, f"{where} ORDER BY seq LIMIT ?", params)
         return [decode(kind, row) for row in rows]
+
+    def put_package(self, job_id: str, archive: bytes) -> None:
+        digest = hashlib.sha256(archive).hexdigest()
+        with self._write(JobRecord) as conn:  # fenced as the job is
+            done = conn.execute(
+                "INSERT OR IGNORE INTO packages (job_id, archive, sha256, size) "
+                "VALUES (?, ?, ?, ?)",
+                (job_id, archive, digest, len(archive)),
+            )
+            if done.rowcount != 1:
+                raise ConflictError("package", job_id, actual=1)
+
+    def _package(self, job_id: str) -> tuple[bytes, str] | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT archive, sha256 FROM packages WHERE job_id = ?", (job_id,)
+            ).fetchone()
+        return None if row is None else (bytes(row[0]), str(row[1]))
+
+    def delete_package(self, job_id: str) -> None:
+        with self._write(JobRecord) as conn:
+            conn.execute("DELETE FROM packages WHERE job_id = ?", (job_id,))
 
     def close(self) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ safe across processes and machines). See ``README.md`` in this package for the v
 from __future__ import annotations
 
 import builtins
+import hashlib
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, Self, TypeVar
@@ -137,6 +138,21 @@ class Store(Protocol):
         that exists, or comes twice, is a ``ConflictError`` and nothing is written."""
         ...
 
+    def put_package(self, job_id: str, archive: bytes) -> None:
+        """Keep a job's files in the store (a gzipped tar), so that a controller on another
+        host than the one that took the job in can run it. Files kept under that id already:
+        ``ConflictError`` (an id drawn twice), and they stay as they were."""
+        ...
+
+    def package(self, job_id: str) -> bytes | None:
+        """A job's files as ``put_package`` kept them (checked against their SHA-256: a
+        ``StoreError`` if they changed), or None."""
+        ...
+
+    def delete_package(self, job_id: str) -> None:
+        """Forget a job's files (none kept: nothing to do)."""
+        ...
+
     def append_event(self, event: Event) -> Event:
         """Append an event; return it with the ``seq`` the store assigned."""
         ...
@@ -219,6 +235,19 @@ class StoreBase(Store):
         self, kind: type[L], job_id: str | None, after_seq: int, limit: int | None
     ) -> builtins.list[L]:
         """Log entries of ``kind`` after ``after_seq`` (of one job, if given), by seq."""
+
+    def package(self, job_id: str) -> bytes | None:
+        found = self._package(job_id)
+        if found is None:
+            return None
+        archive, sha256 = found
+        if hashlib.sha256(archive).hexdigest() != sha256:
+            raise StoreError(f"the files of job {job_id} in the store are damaged (SHA-256)")
+        return archive
+
+    @abstractmethod
+    def _package(self, job_id: str) -> tuple[bytes, str] | None:
+        """A job's kept archive and the SHA-256 it was kept with, or None."""
 
     def append_event(self, event: Event) -> Event:
         return self._append([event])[0]

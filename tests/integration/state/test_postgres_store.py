@@ -110,7 +110,7 @@ def test_a_fresh_database_gets_every_step(pg_url: str) -> None:
     tables, indexes = _pg_shape(pg_url)
     assert set(tables) == {
         "jobs", "attempts", "pools", "nodes", "instances", "loans", "events", "decisions",
-        "users", "tokens", "audit", "leases",
+        "users", "tokens", "audit", "leases", "packages",
     }  # fmt: skip
     assert {"jobs_state", "nodes_pool", "events_job_id", "jobs_owner"} <= set(indexes)
 

@@ -75,7 +75,7 @@ def test_fresh_file_gets_every_migration(tmp_path: Path) -> None:
     assert _user_version(path) == len(MIGRATIONS)
     assert _names(path, "table") == {
         "jobs", "attempts", "pools", "nodes", "instances", "loans", "events", "decisions",
-        "users", "tokens", "audit", "leases",
+        "users", "tokens", "audit", "leases", "packages",
     }  # fmt: skip
     assert {"jobs_state", "nodes_pool", "events_job_id"} <= _names(path, "index")
 
@@ -111,6 +111,16 @@ def test_each_missing_step_applies_in_its_own_transaction(tmp_path: Path) -> Non
         pass
     assert _user_version(path) == len(MIGRATIONS) + 2
     assert "half" in _names(path, "table")
+
+
+def test_damaged_job_files_are_an_error_not_files(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with SqliteStore(path) as store:
+        store.put_package("j1", b"files")
+    with _raw(path) as conn:
+        conn.execute("UPDATE packages SET archive = ? WHERE job_id = 'j1'", (b"filez",))
+    with SqliteStore(path) as store, pytest.raises(StoreError, match=r"of job j1 .* damaged"):
+        store.package("j1")
 
 
 def test_newer_file_is_refused(tmp_path: Path) -> None:

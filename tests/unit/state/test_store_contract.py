@@ -436,6 +436,22 @@ def test_decisions_recorded_together_get_seqs_in_order_after_earlier_ones(store:
     assert store.record_decisions([]) == []
 
 
+def test_a_jobs_files_are_kept_once_and_forgotten(store: Store) -> None:
+    archive = bytes(range(256)) * 1000  # not text: every byte value
+    assert store.package("j1") is None
+    store.put_package("j1", archive)
+    store.put_package("j2", b"other")
+    assert store.package("j1") == archive
+    with pytest.raises(ConflictError, match="package 'j1' already exists"):
+        store.put_package("j1", b"again")  # an id drawn twice: the first job's files stay
+    assert (store.package("j1"), store.package("j2")) == (archive, b"other")
+    store.delete_package("j1")
+    store.delete_package("j1")  # none kept: nothing to do
+    assert (store.package("j1"), store.package("j2")) == (None, b"other")
+    store.put_package("j1", b"new")
+    assert store.package("j1") == b"new"
+
+
 @pytest.mark.parametrize("query", [{"after_seq": -1}, {"limit": -1}], ids=["after", "limit"])
 def test_bad_log_paging_is_value_error(store: Store, query: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=next(iter(query))):
@@ -890,6 +906,8 @@ FENCED_WRITES: list[tuple[str, Callable[[Store], object]]] = [
     ("delete", lambda s: s.delete(JobRecord, "j1", expected_version=1, events=[ev("x")])),
     ("create_all", lambda s: s.create_all([replace(JOB, id="j3")])),
     ("append_event", lambda s: s.append_event(ev("x"))),
+    ("put_package", lambda s: s.put_package("j1", b"files")),
+    ("delete_package", lambda s: s.delete_package("j1")),
     ("record_decision", lambda s: s.record_decision(Decision(1.0, "j1", "placed", "h", {}))),
     ("record_decisions", lambda s: s.record_decisions([Decision(1.0, "j1", "x", "h", {})] * 2)),
     ("append_audit", lambda s: s.append_audit(AuditEntry(1.0, "a", "r", "x", "t", "allowed"))),
