@@ -10,17 +10,14 @@ import builtins
 import hashlib
 import itertools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from meshctl.state.kinds import (
     RECORD_KINDS,
     Entry,
-    Filter,
     Row,
-    check_filters,
     check_limit,
-    check_page,
     decode,
     encode,
     entry_rows,
@@ -116,30 +113,19 @@ class MemoryStore(StoreBase):
             row = self._table(kind).get(key)
         return None if row is None else decode(kind, row)
 
-    def list(
-        self,
-        kind: type[R],
-        *,
-        after: str | None = None,
-        limit: int | None = None,
-        **filters: Filter,
-    ) -> builtins.list[R]:
-        check_page(limit)
-        found = (decode(kind, row) for row in self._matching(kind, filters, after))
-        return builtins.list(itertools.islice(found, limit))
-
-    def versions(self, kind: type[Record], **filters: Filter) -> dict[str, int]:
-        key = spec_for(kind).key
-        return {row[key]: int(row["version"]) for row in self._matching(kind, filters, None)}
-
     def _matching(
-        self, kind: type[Any], filters: dict[str, Filter], after: str | None
-    ) -> Iterator[Row]:
-        wanted = check_filters(kind, filters)
+        self,
+        kind: type[Any],
+        wanted: dict[str, tuple[str | None, ...]],
+        after: str | None,
+        limit: int | None,
+        only: tuple[str, ...] | None = None,
+    ) -> builtins.list[Row]:
         with self._lock:
             table = self._table(kind)
             rows = [table[key] for key in sorted(table) if after is None or key > after]
-        return (row for row in rows if all(row[name] in values for name, values in wanted.items()))
+        found = (row for row in rows if all(row[name] in values for name, values in wanted.items()))
+        return builtins.list(itertools.islice(found, limit))
 
     def create_all(self, records: Sequence[Record]) -> None:
         epoch = self._epoch()

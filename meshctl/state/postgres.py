@@ -35,11 +35,8 @@ from psycopg import errors as pg_errors
 from meshctl.state.kinds import (
     KINDS,
     Entry,
-    Filter,
     Row,
-    check_filters,
     check_limit,
-    check_page,
     columns,
     decode,
     encode,
@@ -315,23 +312,6 @@ class PostgresStore(StoreBase):
     def get(self, kind: type[R], key: str) -> R | None:
         rows = self._select(kind, f"WHERE {record_spec(kind).key} = %s", (key,))
         return decode(kind, rows[0]) if rows else None
-
-    def list(
-        self,
-        kind: type[R],
-        *,
-        after: str | None = None,
-        limit: int | None = None,
-        **filters: Filter,
-    ) -> builtins.list[R]:
-        check_page(limit)
-        rows = self._matching(kind, check_filters(kind, filters), after, limit)
-        return [decode(kind, row) for row in rows]
-
-    def versions(self, kind: type[Record], **filters: Filter) -> dict[str, int]:
-        key = spec_for(kind).key
-        rows = self._matching(kind, check_filters(kind, filters), None, None, (key, "version"))
-        return {row[key]: int(row["version"]) for row in rows}
 
     def _matching(
         self,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, Self, TypeVar
 
 from meshctl.errors import Failure
-from meshctl.state.kinds import Filter
+from meshctl.state.kinds import Filter, check_filters, check_page, decode, spec_for
 from meshctl.state.records import Appended, AuditEntry, Decision, Event, LeaseRecord, Record
 
 R = TypeVar("R", bound=Record)
@@ -224,6 +224,35 @@ class StoreBase(Store):
         stored = found(lease)
         if stored != epoch:
             raise FencedError(lease, epoch, stored)
+
+    def list(
+        self,
+        kind: type[R],
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        **filters: Filter,
+    ) -> builtins.list[R]:
+        check_page(limit)
+        rows = self._matching(kind, check_filters(kind, filters), after, limit)
+        return [decode(kind, row) for row in rows]
+
+    def versions(self, kind: type[Record], **filters: Filter) -> dict[str, int]:
+        key = spec_for(kind).key
+        rows = self._matching(kind, check_filters(kind, filters), None, None, (key, "version"))
+        return {row[key]: int(row["version"]) for row in rows}
+
+    @abstractmethod
+    def _matching(
+        self,
+        kind: type[Any],
+        wanted: dict[str, tuple[str | None, ...]],
+        after: str | None,
+        limit: int | None,
+        only: tuple[str, ...] | None = None,
+    ) -> builtins.list[dict[str, Any]]:
+        """The stored rows of a kind matching ``wanted`` (``check_filters``), ordered by key,
+        after ``after``, at most ``limit``; ``only``: these columns are enough."""
 
     @abstractmethod
     def _append(self, entries: Sequence[L]) -> builtins.list[L]:
