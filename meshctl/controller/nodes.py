@@ -32,8 +32,9 @@ from meshctl.model.mesh import (
 from meshctl.pools.observed import NODE_TYPE_LABEL, ObservedNode, PoolObservation, node_name
 from meshctl.scheduler import Allocation, Node, Request, Running
 from meshctl.scheduler.snapshot import NodeHealth
-from meshctl.state.records import UNRECORDED, Held, JobState, NodeState
+from meshctl.state.records import UNRECORDED, Held, InstanceState, JobState, NodeState
 
+JOINING = InstanceState.JOINING
 FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 OUT_OF_SERVICE: Mapping[str, NodeHealth] = {  # a node record's state as the scheduler sees it
     NodeState.CORDONED: "cordoned",
@@ -68,7 +69,11 @@ def nodes(
     marked so. An on-prem node Ray reports dead is down (it takes no work and counts for no
     capacity, but a job that only it could hold waits for it to come back); a dead cloud
     node is gone (its jobs are evicted by ``dead_nodes``). A cloud node is priced at what
-    its instance costs (``cloud_prices``), an on-prem one at its pool's amortised price."""
+    its instance costs (``cloud_prices``), an on-prem one at its pool's amortised price. A
+    cloud node whose instance is still joining is not there yet: Ray may list it before the
+    join is done (its agent not answering yet, or a start-up tried again), and work placed on
+    it then can lose its node at once."""
+    joining = {(i.pool, node_name(i.id)) for i in world.instances if i.state == JOINING}
     held: dict[str, list[Allocation]] = defaultdict(list)
     for job in running:
         for alloc in job.allocations:
@@ -84,6 +89,8 @@ def nodes(
         cloud = isinstance(pool, AwsPool | GcpPool)
         for seen in _latest(observation.nodes):
             if seen.head or (seen.gpus == 0 and seen.cpus == 0) or (cloud and not seen.alive):
+                continue
+            if cloud and (name, seen.name) in joining:
                 continue
             key = f"{name}/{seen.name}"
             shape = _shape(seen, groups.get(seen.name), pool)
