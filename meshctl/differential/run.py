@@ -221,11 +221,11 @@ def controller_side(
         serve=FakeServe(world) if any(j.serve for j in scenario.jobs) else None,
     )
     loop.steps = []
-    t = 0.0
+    t, settled = 0.0, _settled(scenario)
     while t <= scenario.until_s:
         world.advance(t)
         loop.cycle()
-        if t > max(j.arrival_s for j in scenario.jobs) and _all_done(store, world):
+        if t >= settled and _all_done(store, world):
             break
         t = round(t + scenario.tick_s, 6)
     names = _instance_names(world)
@@ -239,6 +239,14 @@ def _moment(t_s: float) -> Any:
     import datetime as dt
 
     return dt.datetime.fromtimestamp(t_s, dt.UTC)
+
+
+def _settled(scenario: Scenario) -> float:
+    """The first cycle the run may end at, as the simulator's: every job has arrived and
+    every injected failure is repaired (a service waiting for its node is placed then)."""
+    arrived = max(j.arrival_s for j in scenario.jobs)
+    repaired = max((t + r for t, _, r in scenario.failures), default=0.0)
+    return _next(max(arrived, repaired), scenario.tick_s)
 
 
 def _all_done(store: MemoryStore, world: FakeWorld) -> bool:

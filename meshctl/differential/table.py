@@ -235,6 +235,15 @@ TABLE: tuple[Scenario, ...] = (
         policies=PRIORITIES,
     ),
     Scenario(
+        # the only node is down when s arrives: its replica waits, and is placed at the cycle
+        # the node is back (the run lasts until the failures are repaired, on both sides)
+        "a-service-whose-only-node-is-down-is-placed-when-it-is-back",
+        (service("s", 0, 1.0, least=1, most=2, gpus=1),),
+        nodes=1,
+        failures=((0.0, "n1", 20.0),),
+        policies=PRIORITIES,
+    ),
+    Scenario(
         "burst-when-the-wait-is-long-and-teardown-when-idle",
         (job("a", 0, 600, 4, nodes=2, max_runtime_s=600), job("b", 10, 100, 1)),
         policies=BURST,

@@ -70,12 +70,16 @@ class Engine(Services):
         if until is None:
             until = last_arrival + 365 * 86_400.0
         tick, last = self.config.tick_s, None
+        repaired = max((t + r for t, _, r in self.config.injected_failures), default=0.0)
         while clock:
             if self.done >= len(self.jobs):
                 if not tick:
                     break
-                # on the tick, the cycle that sees the last job end runs too (the controller's)
-                last = last if last is not None else math.ceil(self.now / tick - 1e-9) * tick
+                # on the tick, the cycle that sees the last job end runs too (the controller's),
+                # and none ends before its injected failures are repaired (a service waiting
+                # for a node that is down is placed when it is back)
+                end = max(self.now, repaired)
+                last = last if last is not None else math.ceil(end / tick - 1e-9) * tick
             t, kind, event = clock.pop()
             if t > until or (last is not None and t > last + 1e-9):
                 break  # what still waits then is reported as unfinished

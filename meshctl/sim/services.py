@@ -14,8 +14,10 @@ others. A replica the plan places holds its node from then on; one it preempts g
 not burst.
 
 A service never ends: it counts as done when it arrives, so the run ends with the last other
-job. What it did is kept per service (``Served``): GPU-seconds held and serving requests, and
-when each replica was placed (the report's surge-to-serving).
+job (on the controller's tick, not before the injected failures are repaired: a service whose
+only node is down when it arrives is placed when the node is back). What it did is kept
+per service (``Served``): GPU-seconds held and serving requests, and when each replica was
+placed (the report's surge-to-serving).
 """
 
 from __future__ import annotations
