@@ -132,7 +132,7 @@ def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(
                            "python", "-c", "print('on-prem at last')")  # fmt: skip
     job = mesh.submit("--gpus", "1", "--criticality", "best-effort", "--name", "spill", "--",
                       "python", "-c", "print('ran in the cloud')")  # fmt: skip
-    assert mesh.run("jobs", "wait", job, "--timeout", str(WAIT_S)).returncode == 0
+    mesh.wait_done(job)
     assert mesh.show(job)["pool"] == "aws-burst"
     assert "ran in the cloud" in mesh.run("jobs", "logs", job).stdout
     assert mesh.show(critical)["state"] == "pending"  # critical work never leaves on-prem
@@ -167,7 +167,7 @@ def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(
         assert waiting is not None
         assert waiting.state is JobState.PENDING
     mesh.run("jobs", "cancel", blocked)
-    assert mesh.run("jobs", "wait", critical, "--timeout", str(WAIT_S)).returncode == 0
+    mesh.wait_done(critical)
     assert mesh.show(critical)["pool"] == "onprem"
 
 
@@ -192,7 +192,7 @@ def test_a_pool_with_refused_credentials_is_unavailable_and_bursts_go_to_the_nex
     assert _status_pools(mesh)["aws-burst"] == (True, None)
     job = mesh.submit("--gpus", "1", "--criticality", "best-effort", "--name", "spill2", "--",
                       "python", "-c", "print('not on gcp')")  # fmt: skip
-    assert mesh.run("jobs", "wait", job, "--timeout", str(WAIT_S)).returncode == 0
+    mesh.wait_done(job)
     assert mesh.show(job)["pool"] == "aws-burst"  # gcp-spill was the cheaper spot offer
     with open_store(mesh.home) as store:
         told = [e.message for e in store.events() if e.kind == "pool.unavailable"]
@@ -248,9 +248,9 @@ def test_a_spot_notice_checkpoints_the_job_and_it_resumes_on_a_new_instance(
         every_s=0.5,
     )
     AwsCloud("us-east-1", endpoint_url=moto.endpoint).terminate([instance], "reclaimed")
-    assert mesh.run("jobs", "wait", job, "--timeout", str(WAIT_S)).returncode == 0
+    mesh.wait_done(job)
     shown = mesh.show(job)
-    assert shown["attempt"] == 2
+    assert shown["attempt"] == 2, mesh.story(job)
     assert shown["pool"] == "aws-burst"
     assert mesh.show(job)["nodes"] != [instance]  # a new instance replaced it
     logs = mesh.run("jobs", "logs", job).stdout
@@ -291,7 +291,7 @@ def test_a_controller_killed_between_a_launch_and_its_record_leaks_nothing(
     with open_store(mesh.home) as store:
         assert store.get(InstanceRecord, launched.id) is None  # EC2 has it; the store does not
     mesh.run("up", env=ENV)  # restarts the controller
-    assert mesh.run("jobs", "wait", job, "--timeout", str(WAIT_S)).returncode == 0
+    mesh.wait_done(job)
     shown = mesh.show(job)
     with open_store(mesh.home) as store:
         mine = [r for r in store.list(InstanceRecord) if r.request_id.startswith(f"burst-{job}-")]

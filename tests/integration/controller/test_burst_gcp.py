@@ -91,7 +91,7 @@ def test_a_best_effort_job_bursts_to_gcp_runs_and_the_idle_pool_is_torn_down(
     blocker = _blocked(mesh, "blocker")
     job = mesh.submit("--gpus", "1", "--criticality", "best-effort", "--name", "spill", "--",
                       "python", "-c", "print('ran in GCP')")  # fmt: skip
-    assert mesh.run("jobs", "wait", job, "--timeout", str(WAIT_S)).returncode == 0
+    mesh.wait_done(job)
     assert mesh.show(job)["pool"] == "gcp-burst"
     assert "ran in GCP" in mesh.run("jobs", "logs", job).stdout
     [instance] = gce.instances()
@@ -157,9 +157,9 @@ def test_a_gcp_spot_notice_checkpoints_the_job_and_it_resumes_on_a_new_instance(
         every_s=0.5,
     )
     gce.preempt(first)  # taken back
-    assert mesh.run("jobs", "wait", job, "--timeout", str(WAIT_S)).returncode == 0
+    mesh.wait_done(job)
     shown = mesh.show(job)
-    assert (shown["attempt"], shown["pool"]) == (2, "gcp-burst")
+    assert (shown["attempt"], shown["pool"]) == (2, "gcp-burst"), mesh.story(job)
     assert all(first not in node for node in shown["nodes"])  # type: ignore[union-attr]
     logs = mesh.run("jobs", "logs", job).stdout
     resumed = re.search(r"attempt 2 resumed from step (\d+)", logs)

@@ -64,6 +64,21 @@ class Mesh:
         data: dict[str, object] = json.loads(self.run("jobs", "show", job_id, "-o", "json").stdout)
         return data
 
+    def wait_done(self, job_id: str) -> None:
+        """``jobs wait`` for the job to succeed; else fail with the mesh's story."""
+        done = self.run("jobs", "wait", job_id, "--timeout", str(WAIT_S), check=False)
+        assert done.returncode == 0, f"{done.stdout}{done.stderr}\n{self.story(job_id)}"
+
+    def story(self, job_id: str) -> str:
+        """What the mesh did, for a failure's message: the job's events and those of no job
+        (instances, nodes, pools), in order, and the end of the controller's log."""
+        with open_store(self.home) as store:
+            events = [e for e in store.events() if e.job_id in (None, job_id)]
+        lines = [f"{e.at_s:.1f} {e.kind} {e.job_id or '-'} {e.message[:160]}" for e in events]
+        log = self.home / "run" / "logs" / "controller.log"
+        tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
+        return "\n".join(["events:", *lines[-80:], "controller.log:", *tail])
+
     def wait_for(self, job_id: str, state: str) -> None:
         wait_until(
             f"{job_id} never became {state}",
