@@ -1,4 +1,5 @@
-"""Finding and loading the provider catalogs (``providers/aws.yaml``, ``providers/gcp.yaml``).
+"""Finding and loading the provider catalogs (``providers/aws.yaml``, ``providers/gcp.yaml``)
+and the accelerator registry (``providers/accelerators.yaml``).
 
 Where a catalog comes from, first found wins:
 1. a directory the user names (``--providers DIR``, or ``providers/`` beside a mesh file);
@@ -14,12 +15,13 @@ from pathlib import Path
 from typing import Final, Literal
 
 from meshctl.files import load_one
-from meshctl.model import Catalog
+from meshctl.model import Accelerators, Catalog
 from meshctl.problems import InvalidFileError, Problem
 from meshctl.resources import data_dir
 
 Provider = Literal["aws", "gcp"]
 PROVIDERS: Final[tuple[Provider, ...]] = ("aws", "gcp")
+ACCELERATORS_FILE: Final = "accelerators.yaml"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +78,21 @@ def load_catalogs(
     if problems:
         raise InvalidFileError(problems)
     return found
+
+
+def accelerators_path(directory: Path | None = None) -> Traversable | Path:
+    """The accelerator registry: ``accelerators.yaml`` in ``directory`` when it has one, else
+    the one shipped with meshctl."""
+    places: list[Traversable | Path] = [directory] if directory else []
+    for place in [*places, data_dir("providers")]:
+        candidate = place.joinpath(ACCELERATORS_FILE)
+        if candidate.is_file():
+            return candidate
+    return data_dir("providers").joinpath(ACCELERATORS_FILE)
+
+
+def load_accelerators(directory: Path | None = None) -> Accelerators:
+    """The accelerator registry (``accelerators_path``); an invalid one raises
+    InvalidFileError naming its file, line and field."""
+    with resources.as_file(accelerators_path(directory)) as path:
+        return load_one(path, Accelerators)

@@ -1,8 +1,9 @@
 """Cross-file checks: every cloud node type a mesh names must be in its provider's catalog,
 priced in the pool's region (a pool's ``head_node_type`` among the catalog's head types);
-every accelerator model a mesh's on-prem nodes or a job name must be one the catalogs know
-(for a job, or one of the mesh's own nodes), so ``H100-SXM`` is an error with "did you mean
-'H100'?" instead of a job that waits forever for a GPU nobody has.
+every accelerator a mesh's on-prem nodes or a catalog's types have must be one the
+accelerator registry knows, under its own vendor; every model a job names must be one the
+catalogs or the mesh's own nodes have, and its vendor one the registry knows. ``H100-SXM`` is
+an error with "did you mean 'H100'?" instead of a job that waits forever for a GPU nobody has.
 
 Models compare without regard to case, as the scheduler matches them.
 """
@@ -13,9 +14,9 @@ import difflib
 from collections.abc import Callable, Mapping
 
 from meshctl.files import Loaded
-from meshctl.model import Catalog, Job, Mesh, PolicyTest
+from meshctl.model import Accelerators, Catalog, Job, Mesh, PolicyTest
 from meshctl.model.job import Resources
-from meshctl.model.mesh import CloudPoolBase, LocalPool, RayPool
+from meshctl.model.mesh import Accelerator, CloudPoolBase, LocalPool, RayPool
 from meshctl.problems import Loc, Problem, dotted
 
 
@@ -107,24 +108,62 @@ def _model_problem(model: str, known: Mapping[str, str], what: str) -> str | Non
     return f"expected an accelerator model {what}, got {model!r}{hint}"
 
 
-def mesh_accelerators(loaded: Loaded, catalogs: Mapping[str, Catalog]) -> list[Problem]:
-    """On-prem node groups whose accelerator model no catalog knows."""
+def registry_models(registry: Accelerators) -> dict[str, str]:
+    """Every model the accelerator registry knows, by its lower-case name."""
+    return {m.model.lower(): m.model for m in registry.spec.models}
+
+
+def accelerator_problem(accelerator: Accelerator, registry: Accelerators) -> tuple[str, str] | None:
+    """(field, message) when the registry does not know the accelerator's model, or knows it
+    under another vendor; None when it is one the registry knows."""
+    known = registry.spec.model(accelerator.model)
+    if known is None:
+        what = "the accelerator registry knows"
+        message = _model_problem(accelerator.model, registry_models(registry), what)
+        return ("model", message or "")
+    if known.vendor != accelerator.vendor:
+        said = f"expected {known.vendor!r}, the vendor of {known.model} in the accelerator registry"
+        return ("vendor", f"{said}, got {accelerator.vendor!r}")
+    return None
+
+
+def mesh_accelerators(loaded: Loaded, registry: Accelerators) -> list[Problem]:
+    """On-prem node groups whose accelerator the registry does not know (or knows under
+    another vendor)."""
     mesh = loaded.document
     if not isinstance(mesh, Mesh):
         return []
-    known = catalog_models(catalogs)
     problems = []
     for i, pool in enumerate(mesh.spec.pools):
         if not isinstance(pool, LocalPool | RayPool):
             continue
         for j, group in enumerate(pool.nodes):
-            if group.accelerator is None:
-                continue
-            message = _model_problem(group.accelerator.model, known, "the catalogs know")
-            if message:
-                loc = ("spec", "pools", i, "nodes", j, "accelerator", "model")
-                problems.append(Problem(loaded.path, loaded.line_of(*loc), dotted(loc), message))
+            found = accelerator_problem(group.accelerator, registry) if group.accelerator else None
+            if found:
+                loc = ("spec", "pools", i, "nodes", j, "accelerator", found[0])
+                problems.append(Problem(loaded.path, loaded.line_of(*loc), dotted(loc), found[1]))
     return problems
+
+
+def catalog_accelerators(loaded: Loaded, registry: Accelerators) -> list[Problem]:
+    """A catalog's instance types whose accelerator the registry does not know."""
+    catalog = loaded.document
+    if not isinstance(catalog, Catalog):
+        return []
+    problems = []
+    for i, kind in enumerate(catalog.spec.instance_types):
+        found = accelerator_problem(kind.accelerator, registry)
+        if found:
+            loc = ("spec", "instance_types", i, "accelerator", found[0])
+            problems.append(Problem(loaded.path, loaded.line_of(*loc), dotted(loc), found[1]))
+    return problems
+
+
+def _vendor_problem(vendor: str | None, registry: Accelerators | None) -> str | None:
+    if vendor is None or registry is None or registry.spec.vendor(vendor) is not None:
+        return None
+    listed = ", ".join(v.name for v in registry.spec.vendors)
+    return f"expected a vendor of the accelerator registry ({listed}), got {vendor!r}"
 
 
 def resources_accelerators(
@@ -133,10 +172,16 @@ def resources_accelerators(
     line_of: Callable[..., int],
     at: Loc,
     known: Mapping[str, str],
+    registry: Accelerators | None = None,
 ) -> list[Problem]:
-    """The models of a job's ``accelerator.any_of`` (under ``at``) that ``known`` lacks."""
+    """The models of a job's ``accelerator.any_of`` (under ``at``) that ``known`` lacks, and
+    a vendor the ``registry`` does not list."""
     problems = []
     selector = resources.accelerator
+    said = _vendor_problem(selector.vendor if selector else None, registry)
+    if said:
+        loc = (*at, "resources", "accelerator", "vendor")
+        problems.append(Problem(path, line_of(*loc), dotted(loc), said))
     for k, model in enumerate(selector.any_of if selector else ()):
         message = _model_problem(model, known, "the catalogs or the mesh's nodes have")
         if message:
@@ -164,11 +209,18 @@ def job_models(catalogs: Mapping[str, Catalog], mesh: Mesh | None) -> dict[str, 
 
 
 def job_accelerators(
-    loaded: Loaded, catalogs: Mapping[str, Catalog], mesh: Mesh | None
+    loaded: Loaded,
+    catalogs: Mapping[str, Catalog],
+    mesh: Mesh | None,
+    registry: Accelerators | None = None,
 ) -> list[Problem]:
-    """A job file's accelerator models that neither the catalogs nor the mesh know."""
+    """A job file's accelerator models that neither the catalogs nor the mesh know, and a
+    vendor the registry does not list."""
     job = loaded.document
     if not isinstance(job, Job):
         return []
     known = job_models(catalogs, mesh)
-    return resources_accelerators(loaded.path, job.spec.resources, loaded.line_of, ("spec",), known)
+    resources = job.spec.resources
+    return resources_accelerators(
+        loaded.path, resources, loaded.line_of, ("spec",), known, registry
+    )

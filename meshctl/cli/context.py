@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from meshctl.cli.remote import Remote
     from meshctl.controller.decide import Rules
     from meshctl.controller.reload import RuleFiles
-    from meshctl.model import Catalog, Job, Mesh, MeshState
+    from meshctl.model import Accelerators, Catalog, Job, Mesh, MeshState
     from meshctl.policy import PolicySet
     from meshctl.state import Store
 
@@ -86,6 +86,12 @@ class AppContext:
     def catalog_map(self) -> dict[str, Catalog]:
         return {found.provider: found.catalog for found in self.catalogs()}
 
+    def accelerators(self) -> Accelerators:
+        """The accelerator registry: ``accelerators.yaml`` beside the catalogs, else shipped."""
+        from meshctl.catalog import load_accelerators
+
+        return load_accelerators(self.catalog_dir())
+
     def mesh(self) -> Mesh:
         """The mesh, checked against the catalogs; invalid files raise InvalidFileError."""
         return self.mesh_and_catalogs()[0]
@@ -96,7 +102,7 @@ class AppContext:
         """The mesh and the catalogs it was checked against (``catalogs``: those the caller
         read already; default: read them after the mesh), each read once: a command that
         needs both reads them here. Invalid files raise InvalidFileError."""
-        from meshctl.catalog.check import mesh_node_types
+        from meshctl.catalog.check import mesh_accelerators, mesh_node_types
         from meshctl.files import load_path
         from meshctl.model import Mesh
         from meshctl.problems import InvalidFileError, Problem
@@ -114,6 +120,7 @@ class AppContext:
             )
         catalogs = self.catalog_map() if catalogs is None else catalogs
         problems = mesh_node_types(docs[0], catalogs)
+        problems += mesh_accelerators(docs[0], self.accelerators())
         if problems:
             raise InvalidFileError(problems)
         return docs[0].document, catalogs

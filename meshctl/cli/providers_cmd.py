@@ -1,4 +1,5 @@
-"""``meshctl providers list|prices``: the instance types and list prices meshctl plans with.
+"""``meshctl providers list|prices|heads|accelerators``: the instance types and list prices
+meshctl plans with, and the accelerator registry.
 
 What a catalog marks uncertain (a region's prices, a shape figure such as NIC bandwidth) is
 shown with a ``~`` and a caption, and as ``price_uncertain`` / ``uncertain_fields`` in JSON."""
@@ -76,9 +77,10 @@ def list_types(
     columns = [
         Column("provider", "Provider"),
         Column("node_type", "Type"),
-        Column("gpus", "GPUs", "right"),
+        Column("gpus", "Devices", "right"),
+        Column("vendor", "Vendor"),
         Column("accelerator", "Accelerator"),
-        Column("gpu_memory_gib", "GiB/GPU", "right"),
+        Column("gpu_memory_gib", "GiB each", "right"),
         Column("vcpus", "vCPUs", "right"),
         Column("memory_gib", "RAM GiB", "right"),
         Column("nic_gbps", "NIC Gbps", "right"),
@@ -97,6 +99,7 @@ def _type_row(provider: str, t: InstanceType) -> dict[str, Any]:
         "provider": provider,
         "node_type": t.name,
         "gpus": t.accelerator.count,
+        "vendor": t.accelerator.vendor,
         "accelerator": t.accelerator.model,
         "gpu_memory_gib": t.accelerator.memory_gib,
         "vcpus": t.vcpus,
@@ -229,6 +232,59 @@ def heads(
         ]  # fmt: skip
     marked = any(p.uncertain for _, t in types for p in t.prices.values())
     render.emit(shown, columns, output, title="Head types", caption=_caption(found, marked))
+
+
+@app.command("accelerators")
+def accelerators(ctx: typer.Context, output: OutputOption = Output.table) -> None:
+    """The accelerator registry: each model's vendor, memory and interconnect, the Ray
+    resource and visibility variable it is reached by, its torch backend and throughput."""
+    from meshctl.cli import render
+
+    registry = app_context(ctx).accelerators().spec
+    rows: list[dict[str, Any]] = []
+    for m in registry.models:
+        vendor = registry.vendor(m.vendor)
+        assert vendor is not None  # the registry refuses a model of an unlisted vendor
+        rows.append(
+            {
+                "vendor": m.vendor,
+                "model": m.model,
+                "memory_gib": m.memory_gib,
+                "interconnect": m.interconnect,
+                "ray_resource": vendor.ray_resource,
+                "ray_units": m.ray_units,
+                "visibility": vendor.visibility.variable,
+                "visible_by": vendor.visibility.by,
+                "torch_backend": vendor.torch_backend,
+                "chips_per_host": m.chips_per_host,
+                "throughput": m.throughput,
+                "reference": m.model == registry.reference,
+                "uncertain_fields": list(m.uncertain),
+            }
+        )
+    columns = [
+        Column("vendor", "Vendor"),
+        Column("model", "Model"),
+        Column("memory_gib", "GiB", "right"),
+        Column("interconnect", "Interconnect"),
+        Column("ray_resource", "Ray resource"),
+        Column("visibility", "Visibility"),
+        Column("torch_backend", "Backend"),
+        Column("throughput", f"x {registry.reference}", "right"),
+    ]
+    shown = rows
+    if output is Output.table:
+        shown = [
+            {**r, "visibility": f"{r['visibility']} (by {r['visible_by']})",
+             "throughput": "-" if r["throughput"] is None else (
+                 f"~{r['throughput']:g}" if "throughput" in r["uncertain_fields"]
+                 else f"{r['throughput']:g}")}
+            for r in rows
+        ]  # fmt: skip
+    marked = any(r["uncertain_fields"] for r in rows)
+    said = f"accelerator registry as of {registry.as_of}"
+    caption = f"{said}; ~ marks a figure that may be wrong (see the file's notes)"
+    render.emit(shown, columns, output, title="Accelerators", caption=caption if marked else said)
 
 
 @app.command("refresh")

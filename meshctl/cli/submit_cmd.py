@@ -162,7 +162,7 @@ def _checked_file(
     job, job_dir, loaded = from_file(path)
     # the catalogs before the mesh: with both broken, the catalog's problem is the one shown
     mesh, catalogs = context.mesh_and_catalogs(context.catalog_map())
-    problems = job_accelerators(loaded, catalogs, mesh)
+    problems = job_accelerators(loaded, catalogs, mesh, context.accelerators())
     if problems:
         raise InvalidFileError(problems)
     problems, warnings = check_job(loaded, mesh, listing)

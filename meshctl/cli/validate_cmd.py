@@ -42,8 +42,8 @@ def _cross_file_problems(ctx: typer.Context, loaded: list[Loaded]) -> list[Probl
     types, conflicts); meshes against the catalogs (those given with them first); and with a
     mesh among the files, the pools that policies, policy tests and mesh moments name, and the
     accelerator models of jobs and test cases."""
-    from meshctl.catalog.check import mesh_accelerators, mesh_node_types
-    from meshctl.model import Catalog, Policy
+    from meshctl.catalog.check import catalog_accelerators, mesh_accelerators, mesh_node_types
+    from meshctl.model import Accelerators, Catalog, Policy
     from meshctl.policy import Source, compile_policies
     from meshctl.problems import InvalidFileError
 
@@ -60,14 +60,21 @@ def _cross_file_problems(ctx: typer.Context, loaded: list[Loaded]) -> list[Probl
         compile_policies(sources)
     except InvalidFileError as err:
         problems.extend(err.problems)
+    given = [d.document for d in loaded if isinstance(d.document, Accelerators)]
+    registry = given[0] if given else app_context(ctx).accelerators()
     for doc in loaded:
         problems.extend(mesh_node_types(doc, catalogs))
-        problems.extend(mesh_accelerators(doc, catalogs))
-    return problems + _named_problems(ctx, loaded, sources, catalogs)
+        problems.extend(mesh_accelerators(doc, registry))
+        problems.extend(catalog_accelerators(doc, registry))
+    return problems + _named_problems(ctx, loaded, sources, catalogs, registry)
 
 
 def _named_problems(
-    ctx: typer.Context, loaded: list[Loaded], sources: list[Any], catalogs: dict[str, Any]
+    ctx: typer.Context,
+    loaded: list[Loaded],
+    sources: list[Any],
+    catalogs: dict[str, Any],
+    registry: Any,
 ) -> list[Problem]:
     """Pools named against the meshes given (none given: not checked), accelerator models of
     jobs and policy-test cases against the catalogs and a mesh's nodes, and the sizes jobs give
@@ -84,7 +91,7 @@ def _named_problems(
 
     meshes = [d.document for d in loaded if isinstance(d.document, Mesh)]
     mesh = meshes[0] if len(meshes) == 1 else _mesh_in_use(ctx) if not meshes else None
-    problems = [p for d in loaded for p in job_accelerators(d, catalogs, mesh)]
+    problems = [p for d in loaded for p in job_accelerators(d, catalogs, mesh, registry)]
     if mesh is not None:
         problems += [p for d in loaded for p in size_problems(d, mesh)]
     known = job_models(catalogs, mesh)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from meshctl.model.accelerators import Accelerators
 from meshctl.model.base import API_VERSION, Metadata, Model
 from meshctl.model.catalog import Catalog, InstanceType, RegionPrice
 from meshctl.model.job import Job, JobSpec, Resources
@@ -12,12 +13,13 @@ from meshctl.model.meshstate import MeshState
 from meshctl.model.policy import Policy
 from meshctl.model.policytest import PolicyTest
 
-Document = Mesh | Job | Catalog | Policy | MeshState | PolicyTest
+Document = Mesh | Job | Catalog | Accelerators | Policy | MeshState | PolicyTest
 
 KINDS: Final[dict[str, type[Document]]] = {
     "Mesh": Mesh,
     "Job": Job,
     "Catalog": Catalog,
+    "Accelerators": Accelerators,
     "Policy": Policy,
     "MeshState": MeshState,
     "PolicyTest": PolicyTest,
@@ -26,6 +28,7 @@ KINDS: Final[dict[str, type[Document]]] = {
 __all__ = [
     "API_VERSION",
     "KINDS",
+    "Accelerators",
     "AwsPool",
     "Catalog",
     "Document",

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from meshctl.model.accelerators import VendorName
 from meshctl.model.base import (
     Count,
     Cpus,
@@ -34,7 +35,9 @@ ROUTE = re.compile(r"/[A-Za-z0-9_./-]*")
 
 
 class AcceleratorSelector(Model):
-    vendor: Literal["nvidia", "amd", "intel"] | None = None
+    vendor: VendorName | None = Field(
+        None, description="a vendor of the accelerator registry (providers/accelerators.yaml)"
+    )
     any_of: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list, description="accelerator models the job can use, e.g. [H100, H200]"
     )

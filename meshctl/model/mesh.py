@@ -12,6 +12,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from meshctl.model.accelerators import VendorName
 from meshctl.model.base import (
     Count,
     Cpus,
@@ -44,7 +45,9 @@ GCE_TAG: Final = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 
 class Accelerator(Model):
-    vendor: Literal["nvidia", "amd", "intel"] = "nvidia"
+    vendor: VendorName = Field(
+        "nvidia", description="a vendor of the accelerator registry (providers/accelerators.yaml)"
+    )
     model: Annotated[str, Field(min_length=1, examples=["H100", "A100"])]
     memory_gib: GpuMemoryGiB
 

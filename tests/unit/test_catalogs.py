@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT
 
-from meshctl.catalog import load_catalog, load_catalogs
+from meshctl.catalog import load_accelerators, load_catalog, load_catalogs
 from meshctl.catalog.check import (
     case_accelerators,
+    catalog_accelerators,
     job_accelerators,
     job_models,
     mesh_accelerators,
     mesh_node_types,
 )
 from meshctl.cli.app import app
-from meshctl.files import load_text
+from meshctl.files import load_path, load_text
 from meshctl.model import Mesh, PolicyTest
 from meshctl.problems import InvalidFileError
 
@@ -200,6 +202,27 @@ spec:
           cpus: 8
           memory_gib: 64GiB
 """
+ONPREM_CATALOG = """\
+apiVersion: meshctl/v1
+kind: Catalog
+metadata: {name: aws}
+spec:
+  provider: aws
+  as_of: "2026-12-05"
+  source: a test
+  instance_types:
+    - name: q9.xlarge
+      family: q9
+      accelerator:
+        vendor: nvidia
+        count: 1
+        memory_gib: 24
+        model: Q9
+      vcpus: 4
+      memory_gib: 16
+      nic_gbps: 10
+      prices: {us-east-1: {on_demand_usd_per_hour: 1.0}}
+"""
 JOB = """\
 apiVersion: meshctl/v1
 kind: Job
@@ -218,21 +241,45 @@ def _catalogs():
 
 
 @pytest.mark.parametrize(
-    ("model", "expected"),
+    ("accelerator", "expected"),
     [
-        pytest.param("H100", [], id="a-catalog-model"),
-        pytest.param("h100", [], id="any-case"),
+        pytest.param("{model: H100, memory_gib: 80GiB}", [], id="a-registry-model"),
+        pytest.param("{model: h100, memory_gib: 80GiB}", [], id="any-case"),
         pytest.param(
-            "H100-SXM",
+            "{vendor: amd, model: MI300X, memory_gib: 192GiB}", [], id="no-catalog-sells-it"
+        ),
+        pytest.param(
+            "{model: H100-SXM, memory_gib: 80GiB}",
             ["f.yaml:11: spec.pools[0].nodes[0].accelerator.model: expected an accelerator model"
-             " the catalogs know, got 'H100-SXM'; did you mean 'H100'?"],
+             " the accelerator registry knows, got 'H100-SXM'; did you mean 'H100'?"],
             id="unknown-suggests",
+        ),
+        pytest.param(
+            "{model: MI300X, memory_gib: 192GiB}",
+            ["f.yaml:11: spec.pools[0].nodes[0].accelerator.vendor: expected 'amd', the vendor"
+             " of MI300X in the accelerator registry, got 'nvidia'"],
+            id="another-vendors-model",
         ),
     ],
 )  # fmt: skip
-def test_on_prem_accelerators_must_be_models_the_catalogs_know(model, expected):
-    (loaded,) = load_text(ONPREM.format(model=model), "f.yaml")
-    assert [str(p) for p in mesh_accelerators(loaded, _catalogs())] == expected
+def test_on_prem_accelerators_must_be_ones_the_registry_knows(accelerator, expected):
+    text = ONPREM.format(model="M").replace("{model: M, memory_gib: 80GiB}", accelerator)
+    (loaded,) = load_text(text, "f.yaml")
+    assert [str(p) for p in mesh_accelerators(loaded, load_accelerators())] == expected
+
+
+def test_every_catalog_accelerator_is_one_the_registry_knows():
+    registry = load_accelerators()
+    for found in load_catalogs():
+        (loaded,) = load_path(Path(found.location))
+        assert catalog_accelerators(loaded, registry) == []
+    raw = ONPREM_CATALOG
+    (loaded,) = load_text(raw, "c.yaml")
+    assert [str(p) for p in catalog_accelerators(loaded, registry)] == [
+        "c.yaml:15: spec.instance_types[0].accelerator.model: expected an accelerator model the"
+        " accelerator registry knows, got 'Q9' (A100, A10G, B200, Gaudi, H100, H200, Inferentia2,"
+        " L4, L40S, MI250X, MI300X, TPU-v5e, TPU-v5p, TPU-v6e, Trainium, Trainium2)"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -254,6 +301,18 @@ def test_a_jobs_accelerators_must_be_models_someone_has(models, expected):
     assert isinstance(mesh.document, Mesh)
     problems = job_accelerators(job, _catalogs(), mesh.document)
     assert [str(p) for p in problems] == expected
+
+
+def test_a_jobs_vendor_must_be_one_the_registry_lists():
+    (mesh,) = load_text(ONPREM.format(model="A100"), "m.yaml")
+    text = JOB.format(models="A100").replace("{any_of: [A100]}", "{vendor: nvidai}")
+    (job,) = load_text(text, "j.yaml")
+    assert isinstance(mesh.document, Mesh)
+    problems = job_accelerators(job, _catalogs(), mesh.document, load_accelerators())
+    assert [str(p) for p in problems] == [
+        "j.yaml:9: spec.resources.accelerator.vendor: expected a vendor of the accelerator"
+        " registry (nvidia, amd, google, aws, intel), got 'nvidai'"
+    ]
 
 
 CASES = """\

@@ -73,7 +73,8 @@ def test_validate_reports_problems_on_stderr_with_exit_2(cli, tmp_path: Path):
     [
         pytest.param(
             ["schema", "Pool"],
-            "kind: expected one of Catalog, Job, Mesh, MeshState, Policy, PolicyTest, got 'Pool'",
+            "kind: expected one of Accelerators, Catalog, Job, Mesh, MeshState, Policy,"
+            " PolicyTest, got 'Pool'",
             id="schema-unknown-kind",
         ),
         pytest.param(

@@ -126,8 +126,8 @@ BAD = [
     ),
     pytest.param(
         JOB.replace("kind: Job", "kind: Workload"),
-        "f.yaml:2: kind: expected one of Catalog, Job, Mesh, MeshState, Policy, PolicyTest,"
-        " got 'Workload'",
+        "f.yaml:2: kind: expected one of Accelerators, Catalog, Job, Mesh, MeshState, Policy,"
+        " PolicyTest, got 'Workload'",
         id="unknown-kind",
     ),
     pytest.param(
@@ -274,8 +274,8 @@ def test_examples_are_valid(path: Path):
     [
         pytest.param(
             "kind: []\n",
-            "f.yaml:1: kind: expected one of Catalog, Job, Mesh, MeshState, Policy, PolicyTest,"
-            " got []",
+            "f.yaml:1: kind: expected one of Accelerators, Catalog, Job, Mesh, MeshState, Policy,"
+            " PolicyTest, got []",
             id="kind-not-text",
         ),
         pytest.param(

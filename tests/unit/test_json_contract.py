@@ -120,6 +120,7 @@ def commands(ids: dict[str, str]) -> list[tuple[list[str], Any]]:
         (["providers", "list"], by["meshctl providers list"]),
         (["providers", "prices"], by["meshctl providers prices"]),
         (["providers", "heads"], by["meshctl providers heads"]),
+        (["providers", "accelerators"], by["meshctl providers accelerators"]),
         (["validate", "."], by["meshctl validate PATH..."]),
         (["jobs", "cancel", ids["waiting"], ids["done"]], by["meshctl jobs cancel JOB..."]),
     ]

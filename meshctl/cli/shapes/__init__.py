@@ -36,6 +36,7 @@ from meshctl.cli.shapes.mesh import (
     PoolCheckRow,
     PoolRow,
     PoolShowExtra,
+    ProviderAccelerator,
     ProviderHead,
     ProviderPrice,
     ProviderType,
@@ -85,6 +86,7 @@ OUTPUTS: tuple[Output, ...] = (
     Output("meshctl providers list", list[ProviderType]),
     Output("meshctl providers prices", list[ProviderPrice]),
     Output("meshctl providers heads", list[ProviderHead]),
+    Output("meshctl providers accelerators", list[ProviderAccelerator]),
     Output("meshctl validate PATH...", list[ValidatedFile]),
     Output("meshctl gc", list[LeakedInstance], "With or without `--dry-run`."),
     Output(

@@ -131,7 +131,8 @@ class NodeShow(NodeRow):
 class ProviderType(TypedDict):
     provider: Literal["aws", "gcp"]
     node_type: str
-    gpus: int
+    gpus: Annotated[int, "accelerator devices (GPUs, TPU chips, Neuron chips, Gaudi cards)"]
+    vendor: Annotated[str, "a vendor of the accelerator registry"]
     accelerator: str
     gpu_memory_gib: float
     vcpus: float
@@ -140,6 +141,23 @@ class ProviderType(TypedDict):
     regions: Annotated[list[str], "regions with a list price"]
     price_uncertain: Annotated[bool, "some region's price is marked uncertain"]
     uncertain_fields: Annotated[list[str], "shape figures marked uncertain (nic_gbps)"]
+
+
+@with_config(STRICT)
+class ProviderAccelerator(TypedDict):
+    vendor: str
+    model: str
+    memory_gib: Annotated[float, "per device"]
+    interconnect: str
+    ray_resource: Annotated[str, "the Ray resource a device is counted in"]
+    ray_units: Annotated[int, "units of it one device counts as (NeuronCores per chip)"]
+    visibility: Annotated[str, "the variable that makes the job's devices visible to it"]
+    visible_by: Literal["index", "uuid"]
+    torch_backend: str
+    chips_per_host: Annotated[int | None, "a slice's devices per host (TPUs)"]
+    throughput: Annotated[float | None, "relative to the registry's reference model"]
+    reference: Annotated[bool, "the model fungible requests count in"]
+    uncertain_fields: Annotated[list[str], "figures marked uncertain"]
 
 
 @with_config(STRICT)

@@ -1,0 +1,145 @@
+"""The accelerator registry (``providers/accelerators.yaml``) as data: the shipped one reads
+back as it was written, one that contradicts itself is refused with its file, line and field,
+and an accelerator a mesh adds to its own registry is one entry, no code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from meshctl.catalog import accelerators_path, load_accelerators
+from meshctl.cli.app import app
+from meshctl.model import Accelerators
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.unit
+
+SHIPPED = ROOT / "providers" / "accelerators.yaml"
+
+
+def test_the_shipped_registry_reads_back_as_it_was_written() -> None:
+    registry = load_accelerators()
+    again = Accelerators.model_validate(registry.model_dump(mode="json"))
+    assert again == registry
+    spec = registry.spec
+    assert {v.name for v in spec.vendors} == {"nvidia", "amd", "google", "aws", "intel"}
+    assert {v.name: v.ray_resource for v in spec.vendors} == {
+        "nvidia": "GPU", "amd": "GPU", "google": "TPU", "aws": "neuron_cores", "intel": "HPU",
+    }  # fmt: skip
+    amd = spec.vendor("amd")
+    assert amd is not None
+    assert (amd.visibility.variable, amd.visibility.by) == ("ROCR_VISIBLE_DEVICES", "uuid")
+    trainium, v5p = spec.model("trainium"), spec.model("TPU-v5p")
+    assert trainium is not None
+    assert trainium.ray_units == 2
+    assert v5p is not None
+    assert v5p.chips_per_host == 4
+    reference = spec.model(spec.reference)
+    assert reference is not None
+    assert reference.throughput == 1.0
+
+
+def _registry(tmp_path: Path, edit: str, to: str) -> Path:
+    text = SHIPPED.read_text()
+    assert edit in text
+    (tmp_path / "accelerators.yaml").write_text(text.replace(edit, to, 1))
+    return tmp_path / "accelerators.yaml"
+
+
+@pytest.mark.parametrize(
+    ("edit", "to", "field", "says"),
+    [
+        pytest.param(
+            "{vendor: amd, model: MI250X", "{vendor: amdd, model: MI250X", "spec",
+            "model MI250X: vendor 'amdd' is not listed (nvidia, amd, google, aws, intel)",
+            id="a-model-of-an-unlisted-vendor",
+        ),
+        pytest.param(
+            "model: B200,", "model: h100,", "spec", "models listed twice: H100, h100",
+            id="a-model-twice-in-any-case",
+        ),
+        pytest.param(
+            "reference: H100", "reference: H900", "spec",
+            "reference 'H900' is not a listed model", id="a-reference-not-listed",
+        ),
+        pytest.param(
+            "interconnect: ICI, chips_per_host: 4,", "interconnect: ICI,", "spec",
+            "model TPU-v5p: a sliced vendor's model needs chips_per_host",
+            id="a-tpu-without-its-hosts",
+        ),
+        pytest.param(
+            "torch_backend: hccl", "torch_backend: mpi", "spec.vendors[4].torch_backend",
+            "expected 'nccl', 'gloo', 'xla' or 'hccl'", id="an-unknown-backend",
+        ),
+    ],
+)  # fmt: skip
+def test_a_registry_that_contradicts_itself_is_refused_with_where(
+    tmp_path: Path, edit: str, to: str, field: str, says: str
+) -> None:
+    """One line each, exit 2: the file, the line of the field (the whole spec for what only
+    the entries together contradict), the field, and what was expected."""
+    path = _registry(tmp_path, edit, to)
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert re.fullmatch(rf"error: {re.escape(str(path))}:\d+: {re.escape(field)}: .*", line)
+    assert says in line
+
+
+MESH = """\
+apiVersion: meshctl/v1
+kind: Mesh
+metadata: {name: m}
+spec:
+  pools:
+    - name: lab
+      provider: local
+      nodes:
+        - {name: n, gpus: 4, cpus: 8, memory_gib: 64GiB,
+           accelerator: {vendor: acme, model: X1, memory_gib: 64GiB}}
+"""
+ACME = """\
+    - name: acme
+      ray_resource: XPU
+      visibility: {variable: ACME_VISIBLE_DEVICES, by: index}
+      torch_backend: gloo
+"""
+
+
+@pytest.mark.parametrize("known", [True, False], ids=["its-registry-lists-it", "unknown"])
+def test_a_made_up_vendor_is_one_entry_in_the_registry_beside_the_mesh(
+    cli: CliRunner, tmp_path: Path, known: bool
+) -> None:
+    """A mesh's own ``providers/accelerators.yaml`` adds a vendor and its model (no code);
+    without it the same mesh is refused, naming the field and what was expected."""
+    (tmp_path / "mesh.yaml").write_text(MESH)
+    providers = tmp_path / "providers"
+    providers.mkdir()
+    if known:
+        text = SHIPPED.read_text().replace("  models:\n", ACME + "  models:\n", 1)
+        text += "    - {vendor: acme, model: X1, memory_gib: 64, interconnect: PCIe}\n"
+        (providers / "accelerators.yaml").write_text(text)
+    assert accelerators_path(providers) == (
+        providers / "accelerators.yaml" if known else accelerators_path(None)
+    )
+    mesh = str(tmp_path / "mesh.yaml")
+    result = cli.invoke(app, ["--mesh", mesh, "validate", mesh])
+    if known:
+        assert result.exit_code == 0, result.output
+        registry = load_accelerators(providers)
+        assert yaml.safe_load(SHIPPED.read_text())["spec"]["reference"] == registry.spec.reference
+        acme = registry.spec.vendor("acme")
+        assert acme is not None
+        assert acme.ray_resource == "XPU"
+    else:
+        assert result.exit_code == 2
+        assert result.stderr.strip() == (
+            f"error: {tmp_path / 'mesh.yaml'}:10: spec.pools[0].nodes[0].accelerator.model:"
+            " expected an accelerator model the accelerator registry knows, got 'X1' (A100,"
+            " A10G, B200, Gaudi, H100, H200, Inferentia2, L4, L40S, MI250X, MI300X, TPU-v5e,"
+            " TPU-v5p, TPU-v6e, Trainium, Trainium2)"
+        )
