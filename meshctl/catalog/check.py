@@ -127,21 +127,49 @@ def accelerator_problem(accelerator: Accelerator, registry: Accelerators) -> tup
     return None
 
 
-def mesh_accelerators(loaded: Loaded, registry: Accelerators) -> list[Problem]:
+def _not_gpu(accelerator: Accelerator, registry: Accelerators) -> str | None:
+    """Why a node of this (known) accelerator cannot be placed on yet: its vendor's devices
+    are counted in another Ray resource than ``GPU`` (TPU, neuron_cores, HPU); None if not."""
+    vendor = registry.spec.vendor(accelerator.vendor)
+    if vendor is None or vendor.ray_resource == "GPU":
+        return None
+    return (
+        f"expected an accelerator counted in Ray's GPU resource: {accelerator.vendor}"
+        f" {accelerator.model} is counted in {vendor.ray_resource}, which meshctl does not place"
+        " work on yet (docs/ACCELERATORS.md)"
+    )
+
+
+def mesh_accelerators(
+    loaded: Loaded, registry: Accelerators, catalogs: Mapping[str, Catalog] | None = None
+) -> list[Problem]:
     """On-prem node groups whose accelerator the registry does not know (or knows under
-    another vendor)."""
+    another vendor), and nodes, on-prem or a cloud pool's node types (``catalogs``), whose
+    accelerator is counted in another Ray resource than GPU."""
     mesh = loaded.document
     if not isinstance(mesh, Mesh):
         return []
     problems = []
     for i, pool in enumerate(mesh.spec.pools):
-        if not isinstance(pool, LocalPool | RayPool):
+        if isinstance(pool, CloudPoolBase):
+            catalog = (catalogs or {}).get(pool.provider)
+            for j, node_type in enumerate(pool.node_types):
+                found_type = catalog.instance_type(node_type.name) if catalog else None
+                said = _not_gpu(found_type.accelerator, registry) if found_type else None
+                if said:
+                    loc = ("spec", "pools", i, "node_types", j, "name")
+                    line = loaded.line_of(*loc)
+                    problems.append(Problem(loaded.path, line, dotted(loc), said))
             continue
         for j, group in enumerate(pool.nodes):
-            found = accelerator_problem(group.accelerator, registry) if group.accelerator else None
-            if found:
-                loc = ("spec", "pools", i, "nodes", j, "accelerator", found[0])
-                problems.append(Problem(loaded.path, loaded.line_of(*loc), dotted(loc), found[1]))
+            if group.accelerator is None:
+                continue
+            found = accelerator_problem(group.accelerator, registry)
+            said = _not_gpu(group.accelerator, registry)
+            if found or said:
+                field, message = found or ("vendor", said or "")
+                at = ("spec", "pools", i, "nodes", j, "accelerator", field)
+                problems.append(Problem(loaded.path, loaded.line_of(*at), dotted(at), message))
     return problems
 
 

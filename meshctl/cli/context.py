@@ -120,7 +120,7 @@ class AppContext:
             )
         catalogs = self.catalog_map() if catalogs is None else catalogs
         problems = mesh_node_types(docs[0], catalogs)
-        problems += mesh_accelerators(docs[0], self.accelerators())
+        problems += mesh_accelerators(docs[0], self.accelerators(), catalogs)
         if problems:
             raise InvalidFileError(problems)
         return docs[0].document, catalogs

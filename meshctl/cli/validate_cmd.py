@@ -64,7 +64,7 @@ def _cross_file_problems(ctx: typer.Context, loaded: list[Loaded]) -> list[Probl
     registry = given[0] if given else app_context(ctx).accelerators()
     for doc in loaded:
         problems.extend(mesh_node_types(doc, catalogs))
-        problems.extend(mesh_accelerators(doc, registry))
+        problems.extend(mesh_accelerators(doc, registry, catalogs))
         problems.extend(catalog_accelerators(doc, registry))
     return problems + _named_problems(ctx, loaded, sources, catalogs, registry)
 

@@ -104,7 +104,7 @@ spec:
 """
 ACME = """\
     - name: acme
-      ray_resource: XPU
+      ray_resource: GPU
       visibility: {variable: ACME_VISIBLE_DEVICES, by: index}
       torch_backend: gloo
 """
@@ -134,7 +134,7 @@ def test_a_made_up_vendor_is_one_entry_in_the_registry_beside_the_mesh(
         assert yaml.safe_load(SHIPPED.read_text())["spec"]["reference"] == registry.spec.reference
         acme = registry.spec.vendor("acme")
         assert acme is not None
-        assert acme.ray_resource == "XPU"
+        assert acme.ray_resource == "GPU"
     else:
         assert result.exit_code == 2
         assert result.stderr.strip() == (
@@ -143,3 +143,66 @@ def test_a_made_up_vendor_is_one_entry_in_the_registry_beside_the_mesh(
             " A10G, B200, Gaudi, H100, H200, Inferentia2, L4, L40S, MI250X, MI300X, TPU-v5e,"
             " TPU-v5p, TPU-v6e, Trainium, Trainium2)"
         )
+
+
+CLOUD = """\
+apiVersion: meshctl/v1
+kind: Mesh
+metadata: {name: m}
+spec:
+  pools:
+    - name: lab
+      provider: local
+      nodes:
+        - {name: n, gpus: 4, cpus: 8, memory_gib: 64GiB,
+           accelerator: {accelerator}}
+    - name: burst
+      provider: aws
+      region: us-east-1
+      node_types: [{name: {node_type}, max_nodes: 2}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "node_type", "expected"),
+    [
+        pytest.param("{model: H100, memory_gib: 80GiB}", "g6.xlarge", [], id="gpus-both"),
+        pytest.param(
+            "{vendor: google, model: TPU-v5e, memory_gib: 16GiB}", "g6.xlarge",
+            ["m.yaml:10: spec.pools[0].nodes[0].accelerator.vendor: expected an accelerator"
+             " counted in Ray's GPU resource: google TPU-v5e is counted in TPU, which meshctl"
+             " does not place work on yet (docs/ACCELERATORS.md)"],
+            id="an-on-prem-tpu-host",
+        ),
+        pytest.param(
+            "{model: H100, memory_gib: 80GiB}", "trn1.2xlarge",
+            ["m.yaml:14: spec.pools[1].node_types[0].name: expected an accelerator counted in"
+             " Ray's GPU resource: aws Trainium is counted in neuron_cores, which meshctl does"
+             " not place work on yet (docs/ACCELERATORS.md)"],
+            id="a-trainium-node-type",
+        ),
+    ],
+)  # fmt: skip
+def test_nodes_counted_in_another_ray_resource_are_refused_until_placed(
+    accelerator: str, node_type: str, expected: list[str]
+) -> None:
+    """Catalogs list Trainium, Inferentia, Gaudi and TPU offers, the registry their Ray
+    resources; a mesh that would place work on them is refused, not run on Ray's GPU."""
+    from meshctl.catalog import load_catalogs
+    from meshctl.catalog.check import mesh_accelerators
+    from meshctl.files import load_text
+
+    text = CLOUD.replace("{accelerator}", accelerator).replace("{node_type}", node_type)
+    (loaded,) = load_text(text, "m.yaml")
+    catalogs = {f.provider: f.catalog for f in load_catalogs()}
+    problems = mesh_accelerators(loaded, load_accelerators(), catalogs)
+    assert [str(p) for p in problems] == expected
+
+
+def test_the_catalogs_offer_at_least_four_vendors(cli: CliRunner) -> None:
+    import json
+
+    result = cli.invoke(app, ["providers", "list", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    vendors = {row["vendor"] for row in json.loads(result.stdout)}
+    assert vendors >= {"nvidia", "aws", "intel", "google"}

@@ -47,10 +47,13 @@ def test_the_shipped_catalogs_mark_what_their_notes_call_uncertain(
     assert GCP.price_uncertain(name, region) is uncertain
 
 
-def test_aws_prices_are_certain_and_only_g_types_nic_is_not() -> None:
+def test_aws_prices_are_certain_and_the_nic_figures_the_notes_doubt_are_marked() -> None:
+    """The G families' NIC figures are remembered, Inferentia2's come from one source only,
+    and trn1.2xlarge's two sources disagree."""
     assert uncertain_prices(AWS) == set()
     nic = {t.name for t in AWS.spec.instance_types if "nic_gbps" in t.uncertain}
-    assert nic == {t.name for t in AWS.spec.instance_types if t.family in ("g5", "g6", "g6e")}
+    doubted = {t.name for t in AWS.spec.instance_types if t.family in ("g5", "g6", "g6e", "inf2")}
+    assert nic == doubted | {"trn1.2xlarge"}
 
 
 def spot_before() -> float | None:

@@ -348,7 +348,8 @@ CASE_SAYS = "expected an accelerator model the catalogs or the mesh's nodes have
             "L4",
             "l4, Q9",
             [f"t.yaml:12: spec.cases[1].victim.resources.accelerator.any_of[1]: {CASE_SAYS}"
-             " 'Q9' (A100, A10G, H100, H200, L4, L40S, MI300X)"],
+             " 'Q9' (A100, A10G, Gaudi, H100, H200, Inferentia2, L4, L40S, MI300X, TPU-v5e,"
+             " Trainium)"],
             id="the-victim-of-a-case",
         ),
     ],
