@@ -161,8 +161,9 @@ step pools list
 echo; echo "== 4. Fault-tolerant training: a GPU fault found by the node's agent, then a node dies"
 trainjob=$("$MESHCTL" train model:train_loop --name mlp --working-dir "$repo/examples/train" \
   --workers 1 --gpus-per-worker 1 --cpus-per-worker 0.5 --memory-per-worker 512MiB \
-  --config steps=900 --config checkpoint_every_steps=20 --config step_delay_s=0.1 --no-follow)
-echo "train (examples/train/model.py, Ray Train, a checkpoint every 20 steps): $trainjob"
+  --config steps=900 --config checkpoint_every_steps=20 --config step_delay_s=0.1 --no-follow \
+  --export onnx)
+echo "train (examples/train/model.py, Ray Train, a checkpoint every 20 steps; its model leaves as ONNX): $trainjob"
 py="$(dirname "$MESHCTL")/python"
 until_step() {  # until the job's attempt $1 has passed step $2
   for _ in $(seq 1 600); do
@@ -201,8 +202,8 @@ local.remove_node(local.LocalCluster.load(local.run_file(run, "onprem")), sys.ar
 PY
 step jobs wait "$trainjob" --timeout 300
 step jobs show "$trainjob"
-printf '\n\033[1m$ meshctl jobs logs %s | grep -E "resumed|RESULT"\033[0m\n' "$trainjob"
-"$MESHCTL" jobs logs "$trainjob" | grep -E "resumed from|RESULT" | sort -u | tail -2
+printf '\n\033[1m$ meshctl jobs logs %s | grep -E "resumed|RESULT|exported"\033[0m\n' "$trainjob"
+"$MESHCTL" jobs logs "$trainjob" | grep -E "resumed from|RESULT|exported" | sort -u | tail -3
 step down
 
 echo; echo "== 5. An inference surge: a service borrows a GPU from elastic training and gives it back"

@@ -28,7 +28,7 @@ import torch
 from ray.train import Checkpoint
 from torch.nn.parallel import DistributedDataParallel
 
-from meshctl.train import Checkpointing
+from meshctl.train import Checkpointing, exporting
 
 SAMPLES, FEATURES, HIDDEN, BATCH = 4096, 16, 32, 64  # BATCH: the global batch, over all ranks
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -97,7 +97,9 @@ def save_and_report(
 
 def train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
     """Every worker runs this. Config keys: README.md. Returns (rank 0) where this worker group
-    started, the last step, its loss and the weights' hash: Ray Train's ``Result.return_value``."""
+    started, the last step, its loss and the weights' hash: Ray Train's ``Result.return_value``;
+    with the model and an example batch when the job asks for an export (``train.export``),
+    which meshctl takes out before Ray Train sees them."""
     steps = int(config.get("steps", 300))
     lr, seed = float(config.get("lr", 0.05)), int(config.get("seed", 0))
     every = config.get("checkpoint_every_steps")
@@ -162,4 +164,7 @@ def train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
         out = {"step": last, "sha256": sha256, "weights": weights}
         Path(config["output"]).write_text(json.dumps(out), encoding="utf-8")
     print(f"RESULT: step={last} loss={loss:.6f} sha256={sha256[:16]}", flush=True)
-    return {"start_step": start, "step": last, "loss": loss, "sha256": sha256}
+    returned: dict[str, Any] = {"start_step": start, "step": last, "loss": loss, "sha256": sha256}
+    if exporting():  # the job asked for `train.export`: the model and a batch it takes
+        returned |= {"model": unwrap(model), "example": x[:8]}
+    return returned

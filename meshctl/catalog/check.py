@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from meshctl.files import Loaded
 from meshctl.model import Accelerators, Catalog, Job, Mesh, PolicyTest
@@ -252,3 +253,22 @@ def job_accelerators(
     return resources_accelerators(
         loaded.path, resources, loaded.line_of, ("spec",), known, registry
     )
+
+
+def export_problems(loaded: Loaded, working_dir: Path) -> list[Problem]:
+    """A train job asking for an export (``train.export``) of a loop whose function never
+    returns a value: there would be no model to export."""
+    from meshctl.train.loops import returns_value
+
+    job = loaded.document
+    train = job.spec.train if isinstance(job, Job) else None
+    if train is None or train.export is None:
+        return []
+    if returns_value(working_dir, train.loop) is not False:
+        return []
+    loc = ("spec", "train", "export")
+    message = (
+        f"expected a loop that returns its model ({{'model': module, 'example': inputs}}) for"
+        f" export {train.export}, got {train.loop}, which never returns a value"
+    )
+    return [Problem(loaded.path, loaded.line_of(*loc), dotted(loc), message)]

@@ -156,6 +156,7 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
     for loan in data.get("loans", []):
         render.say(f"  loan: {render.esc(jobview.loan_text(loan))}")
     _show_training(data.get("training"))
+    _show_export(data.get("export"))
     for e in events:
         render.say(f"  {render.clock(e.at_s)} {e.kind}: {render.esc(e.message)}")
 
@@ -185,9 +186,11 @@ def show_data(
         "policy_hash": decisions[-1].policy_hash or None if decisions else None,
     }
     said = [{"at_s": e.at_s, "kind": e.kind, "message": e.message} for e in events]
-    training = _training(record, attempts, said)
+    training, exported = _training(record, attempts, said)
     if training is not None:
         data["training"] = training
+    if exported is not None:
+        data["export"] = exported
     pool = attempts[-1].pool if attempts else None
     port = serve_ports(home).get(pool) if pool else None
     service = jobview.service_data(record.spec, attempts, port)
@@ -261,24 +264,64 @@ def _show_training(training: dict[str, Any] | None) -> None:
         )
 
 
-def _training(record: Any, attempts: list[Any], events: list[dict[str, Any]]) -> Any:
-    """A train job's recoveries, from what it recorded beside its checkpoints."""
+def _training(
+    record: Any, attempts: list[Any], events: list[dict[str, Any]]
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """A train job's recoveries, and its latest export (``shapes.ExportData``), from what it
+    recorded beside its checkpoints."""
     from dataclasses import asdict
 
     from meshctl.controller.recovery import history
+    from meshctl.jsondata import timestamp
     from meshctl.pools.checkpoints import read_history
 
     if not record.spec.get("spec", {}).get("train") or not attempts:
-        return None
+        return None, None
     detail = attempts[-1].detail
     if not detail.checkpoint_uri:
-        return None
+        return None, None
     recorded = read_history(detail.checkpoint_uri, detail.checkpoint_endpoint)
     per_attempt, recoveries = history(recorded, events)
-    return {
+    training = {
         "attempts": [asdict(a) for a in per_attempt],
         "recoveries": [asdict(r) for r in recoveries],
     }
+    exports = recorded["exports"]
+    if not exports:
+        return training, None
+    doc = exports[max(exports)]
+    checked = doc.get("checked")
+    exported = {
+        "attempt": int(doc.get("attempt", 0)),
+        "format": str(doc.get("format", "")),
+        "path": doc.get("path"),
+        "bytes": doc.get("bytes"),
+        "checked": {k: checked.get(k) for k in CHECKED} if isinstance(checked, dict) else None,
+        "error": doc.get("error"),
+        "exported_at": timestamp(doc.get("at_s")),
+    }
+    return training, exported
+
+
+CHECKED = ("runtime", "samples", "max_abs_diff", "rtol", "atol")
+
+
+def _show_export(exported: dict[str, Any] | None) -> None:
+    from meshctl.cli import render
+
+    if exported is None:
+        return
+    if exported["error"]:
+        said = f"{exported['format']} failed: {exported['error']}"
+        render.say(f"  export, attempt {exported['attempt']}: {render.esc(said)}")
+        return
+    checked = exported["checked"] or {}
+    render.say(
+        f"  artifact: {render.esc(str(exported['path']))} ({exported['format']},"
+        f" {exported['bytes']} bytes); {checked.get('runtime')} agrees with PyTorch on"
+        f" {checked.get('samples')} samples: max |diff| {checked.get('max_abs_diff', 0):.3g}"
+        f" (rtol {checked.get('rtol')}, atol {checked.get('atol')})"
+    )
 
 
 def _or_dash(value: object) -> str:

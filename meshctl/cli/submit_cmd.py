@@ -155,7 +155,7 @@ def _checked_file(
     """A job file read once, its accelerator models and its datasets checked (file:line),
     with the mesh and catalogs it was checked against, kept for planning. ``listing``: the
     datasets are listed at their sources."""
-    from meshctl.catalog.check import job_accelerators
+    from meshctl.catalog.check import export_problems, job_accelerators
     from meshctl.cli import render
     from meshctl.data.check import check_job
 
@@ -163,6 +163,7 @@ def _checked_file(
     # the catalogs before the mesh: with both broken, the catalog's problem is the one shown
     mesh, catalogs = context.mesh_and_catalogs(context.catalog_map())
     problems = job_accelerators(loaded, catalogs, mesh, context.accelerators())
+    problems += export_problems(loaded, (job_dir / job.spec.working_dir).resolve())
     if problems:
         raise InvalidFileError(problems)
     problems, warnings = check_job(loaded, mesh, listing)

@@ -45,6 +45,10 @@ def train(
     hang_timeout: Annotated[
         str | None, typer.Option(help="Restart from the checkpoint after this long quiet.")
     ] = None,
+    export: Annotated[
+        str | None,
+        typer.Option(help="onnx: export the model the loop returns, checked with onnxruntime."),
+    ] = None,
     checkpoint_interval: Annotated[
         str, typer.Option(help="A duration, or auto (Young/Daly).")
     ] = "auto",
@@ -63,16 +67,23 @@ def train(
     output: OutputOption = Output.table,
 ) -> None:
     """Submit a Ray Train job (a job file, or a loop and its scaling); follow it."""
+    from meshctl.catalog.check import export_problems
+    from meshctl.problems import InvalidFileError
+    from meshctl.train.loops import returns_value
+
     context = app_context(ctx)
     timeout_s = duration_flag("--timeout", timeout)
     remote = context.remote()
     if target.endswith((".yaml", ".yml")):
         if not Path(target).is_file():
             raise InvalidRequestError(f"{target}: no such job file")
-        job, job_dir, _ = from_file(Path(target))
+        job, job_dir, loaded = from_file(Path(target))
         if job.spec.train is None:
             raise InvalidRequestError(f"{target}: spec.train: expected a train section")
         work = (job_dir / job.spec.working_dir).resolve()
+        problems = export_problems(loaded, work)
+        if problems:
+            raise InvalidFileError(problems)
     else:
         if workers % workers_per_node:
             raise InvalidRequestError(
@@ -83,8 +94,13 @@ def train(
         asked = None if remote is not None and team == "default" else team
         job = _job(target, workers, workers_per_node, gpus_per_worker, cpus_per_worker,
                    memory_per_worker, _config(config or []), max_failures, hang_timeout,
-                   checkpoint_interval, criticality, asked, name)  # fmt: skip
+                   export, checkpoint_interval, criticality, asked, name)  # fmt: skip
         work = working_dir.resolve()
+        if export and returns_value(work, target) is False:
+            raise InvalidRequestError(
+                f"--export: expected a loop that returns its model ({{'model': module,"
+                f" 'example': inputs}}), got {target}, which never returns a value"
+            )
     quiet = output is not Output.table  # with -o json|yaml the exit code says how it ended
     if remote is not None:
         from meshctl.cli.submit_cmd import _submit_remote
@@ -121,6 +137,7 @@ def _job(
     config: dict[str, Any],
     max_failures: int,
     hang_timeout: str | None,
+    export: str | None,
     interval: str,
     criticality: str,
     team: str | None,
@@ -139,6 +156,8 @@ def _job(
                              "max_failures": max_failures, "config": config}  # fmt: skip
     if hang_timeout:
         train["hang_timeout"] = hang_timeout
+    if export:
+        train["export"] = export
     raw = {
         "apiVersion": "meshctl/v1",
         "kind": "Job",
@@ -169,6 +188,7 @@ _FLAGS = {
     "spec.criticality": "--criticality",
     "spec.train.loop": "MODULE:FUNCTION",
     "spec.train.hang_timeout": "--hang-timeout",
+    "spec.train.export": "--export",
     "spec.train.max_failures": "--max-failures",
     "spec.checkpoint.interval": "--checkpoint-interval",
     "spec.resources.gpus": "--gpus-per-worker",

@@ -331,6 +331,7 @@ def _train_spec(view: JobView, attempt: AttemptRecord, nodes: Sequence[str]) -> 
         "keep": checkpoint.keep if checkpoint else 3,
         "interval": checkpoint.interval if checkpoint else "auto",
         "config": train.config,
+        **({"export": train.export} if train.export else {}),
         "run_name": view.record.id,
         "storage": storage,
         "endpoint_url": attempt.detail.checkpoint_endpoint,

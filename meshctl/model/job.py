@@ -199,6 +199,11 @@ class Train(Model):
         None, description="no progress report for this long: restarted from its checkpoint"
     )
     config: dict[str, Any] = Field(default_factory=dict, description="the loop's config")
+    export: Literal["onnx"] | None = Field(
+        None,
+        description="onnx: the model rank 0's loop returns ({'model': module, 'example': "
+        "inputs}) is exported to ONNX beside the last checkpoint and checked with onnxruntime",
+    )
 
     @field_validator("loop")
     @classmethod

@@ -58,19 +58,23 @@ def read_progress(
 
 
 def read_history(checkpoint_uri: str, endpoint_url: str | None = None) -> dict[str, Any]:
-    """Every attempt's progress and every worker-group start a train job recorded:
-    ``{"progress": {attempt: doc}, "starts": [doc, ...]}`` (starts in time order)."""
+    """Every attempt's progress, every worker-group start and every export a train job
+    recorded: ``{"progress": {attempt: doc}, "starts": [doc, ...], "exports": {attempt:
+    doc}}`` (starts in time order)."""
     progress: dict[int, dict[str, Any]] = {}
+    exports: dict[int, dict[str, Any]] = {}
     starts: list[dict[str, Any]] = []
     for name, doc in _documents(checkpoint_uri, endpoint_url, None).items():
         if not isinstance(doc, dict):
             continue
         if name.startswith("progress-"):
             progress[int(doc.get("attempt", 0))] = doc
+        elif name.startswith("export-"):
+            exports[int(doc.get("attempt", 0))] = doc
         elif name.startswith("start-"):
             starts.append(doc)
     starts.sort(key=lambda d: float(d.get("at_s") or 0))
-    return {"progress": progress, "starts": starts}
+    return {"progress": progress, "starts": starts, "exports": exports}
 
 
 def _remote(uri: str) -> bool:

@@ -41,10 +41,20 @@ from collections.abc import Callable, Iterator
 from meshctl.checkpointing import MAX_INTERVAL_S, MIN_INTERVAL_S, young_daly
 from meshctl.workload import checkpoint_requested
 
-__all__ = ["MAX_INTERVAL_S", "MIN_INTERVAL_S", "Checkpointing", "young_daly"]
+__all__ = ["MAX_INTERVAL_S", "MIN_INTERVAL_S", "Checkpointing", "exporting", "young_daly"]
 
 DEFAULT_MTBF_S = 24 * 3600.0  # assumed for a pool with no failure observed yet
 DEFAULT_COST_S = 10.0  # assumed when the loop checkpoints without timing it (``saving``)
+
+
+def exporting() -> str | None:
+    """The format the job asked its model exported to (``train.export``: ``"onnx"``), or None
+    (no export asked, or not a meshctl job). A loop returns ``{"model": module, "example":
+    inputs}`` (rank 0) when this says so: meshctl exports them in the worker and hands Ray
+    Train the rest (Ray Train refuses tensors in a return value)."""
+    spec = json.loads(os.environ.get("MESHCTL_TRAIN", "{}"))
+    found = spec.get("export")
+    return str(found) if found else None
 
 
 class Checkpointing:

@@ -11,7 +11,10 @@ What the job file says arrives in ``MESHCTL_TRAIN`` (JSON; the controller writes
 - ``run_name``, ``storage`` and ``endpoint_url``: ``RunConfig(name, storage_path)``, the same
   on every attempt of the job, so Ray Train resumes from the latest checkpoint;
 - ``max_failures`` (``FailureConfig``), ``keep`` (``CheckpointConfig.num_to_keep``),
-  ``config`` (the loop's ``train_loop_config``);
+  ``config`` (the loop's ``train_loop_config``), ``export`` (``onnx``: the model rank 0's
+  loop returns, exported in that worker beside the checkpoints and checked,
+  ``meshctl.train.export``; the model and its example are not handed on to Ray Train, which
+  refuses tensors in a return value);
 - ``replace_wait_s``: when given (with ``storage``), workers that Ray Train starts again after
   a failure are not pinned to nodes that died: the run asks the controller for replacements
   and waits this long for them (``meshctl.train.nominations``).
@@ -66,7 +69,31 @@ def run_loop(reference: str, where: dict[str, Any], config: dict[str, Any]) -> A
     returned = loop(config) if takes_config else loop()
     if context.get_world_rank() == 0 and where.get("uri"):
         progress.record_end(where["uri"], where.get("endpoint_url"), where["attempt"])
+    if context.get_world_rank() == 0 and where.get("export"):
+        exported(where, returned)
+    if isinstance(returned, dict):  # Ray Train refuses tensors in a return value
+        returned = {k: v for k, v in returned.items() if k not in ("model", "example")}
     return returned
+
+
+def exported(where: dict[str, Any], returned: Any) -> None:
+    """The model the loop returned, exported beside the checkpoints and checked, in rank 0's
+    worker (``meshctl.train.export``). A failure is said and recorded; the run goes on."""
+    from meshctl.train.export import export
+
+    if not where.get("uri"):
+        say("export: skipped: the job has no checkpoint storage")
+        return
+    record = export(returned, where["uri"], where.get("endpoint_url"), where["attempt"])
+    if record["error"]:
+        say(f"export to {where['export']} failed: {record['error']}")
+        return
+    checked = record["checked"]
+    say(
+        f"exported {record['path']} ({record['bytes']} bytes); {checked['runtime']} agrees"
+        f" with PyTorch on {checked['samples']} samples (max |diff| "
+        f"{checked['max_abs_diff']:.3g}; rtol {checked['rtol']:g}, atol {checked['atol']:g})"
+    )
 
 
 class Progress(UserCallback):
@@ -312,7 +339,7 @@ def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
     storage, endpoint = spec.get("storage"), spec.get("endpoint_url")
     uri = f"{storage.rstrip('/')}/{spec['run_name']}" if storage else None
     fs, path = filesystem(storage, endpoint) if storage else (None, None)
-    where = {"uri": uri, "endpoint_url": endpoint, "attempt": attempt}
+    where = {"uri": uri, "endpoint_url": endpoint, "attempt": attempt, "export": spec.get("export")}
     recorded = Progress(uri, endpoint, attempt) if uri else None
     callbacks: list[Any] = [recorded] if recorded else []
     wait_s = spec.get("replace_wait_s")

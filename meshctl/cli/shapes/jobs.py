@@ -147,6 +147,26 @@ class TrainingData(TypedDict):
 
 
 @with_config(STRICT)
+class ExportCheck(TypedDict):
+    runtime: Annotated[str, "what ran the exported file: onnxruntime and its version"]
+    samples: Annotated[int, "the example batch's size"]
+    max_abs_diff: Annotated[float, "the largest difference from PyTorch's outputs"]
+    rtol: float
+    atol: float
+
+
+@with_config(STRICT)
+class ExportData(TypedDict):
+    attempt: int
+    format: Annotated[str, "onnx"]
+    path: Annotated[str | None, "the exported file, beside the checkpoints; None: it failed"]
+    bytes: int | None
+    checked: Annotated[ExportCheck | None, "the runtime's outputs against PyTorch's"]
+    error: Annotated[str | None, "why the export failed (the training stands)"]
+    exported_at: str | None
+
+
+@with_config(STRICT)
 class JobShow(JobRow):
     kind: str
     priority_class: str | None
@@ -158,6 +178,7 @@ class JobShow(JobRow):
     decision: Annotated[str | None, "the scheduler's latest word on it"]
     policy_hash: Annotated[str | None, "the policy set its latest decision was made under"]
     training: NotRequired[Annotated[TrainingData, "a train job's recoveries, when recorded"]]
+    export: NotRequired[Annotated[ExportData, "a train job's export (train.export), when made"]]
     service: NotRequired[Annotated[ServiceData, "a service (a serve section): its replicas"]]
     loans: NotRequired[Annotated[list[LoanData], "GPUs it lent, or borrowed, and when"]]
 

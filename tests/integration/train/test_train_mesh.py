@@ -81,7 +81,10 @@ def fake_gpus(mesh: Mesh) -> dict[str, str]:
             "MESHCTL_FAKE_GPU_DIR": str(mesh.cwd / "gpus")}  # fmt: skip
 
 
-def train(mesh: Mesh, name: str, hang_timeout: str | None = None, **config: Any) -> str:
+def train(
+    mesh: Mesh, name: str, hang_timeout: str | None = None, export: str | None = None,
+    **config: Any,
+) -> str:  # fmt: skip
     config = {"steps": STEPS, "checkpoint_every_steps": EVERY, "step_delay_s": 0.1, **config}
     args = ["train", "model:train_loop", "--name", name, "--no-follow", "--cpus-per-worker", "0.5",
             "--gpus-per-worker", "1", "--memory-per-worker", "512MiB",
@@ -90,6 +93,8 @@ def train(mesh: Mesh, name: str, hang_timeout: str | None = None, **config: Any)
         args += ["--config", f"{key}={json.dumps(value)}"]
     if hang_timeout:
         args += ["--hang-timeout", hang_timeout]
+    if export:
+        args += ["--export", export]
     return mesh.run(*args).stdout.strip().splitlines()[-1]
 
 
@@ -115,11 +120,33 @@ def training(mesh: Mesh, job_id: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def reference(mesh: Mesh, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The uninterrupted run every interrupted one must match."""
+    """The uninterrupted run every interrupted one must match; its model exported to ONNX."""
     out = tmp_path_factory.mktemp("ref") / "weights.json"
-    job_id = train(mesh, "reference", output=str(out))
+    job_id = train(mesh, "reference", export="onnx", output=str(out))
     assert mesh.run("jobs", "wait", job_id, "--timeout", str(WAIT_S)).returncode == 0
-    return final(out)
+    return final(out) | {"job": job_id}
+
+
+def test_the_reference_run_left_its_model_in_onnx_checked_by_onnxruntime(
+    mesh: Mesh, reference: dict[str, Any]
+) -> None:
+    """``--export onnx``: after the run, model.onnx beside the checkpoints, and onnxruntime's
+    outputs on the example batch within the stated tolerance of PyTorch's; ``jobs show``
+    lists it."""
+    import onnxruntime
+
+    job_id = reference["job"]
+    exported: dict[str, Any] = mesh.show(job_id)["export"]  # type: ignore[assignment]
+    onnx_file = mesh.cwd / "checkpoints" / job_id / "model.onnx"
+    assert exported["path"] == f"file://{onnx_file}"
+    assert (exported["format"], exported["error"], exported["attempt"]) == ("onnx", None, 1)
+    assert exported["bytes"] == onnx_file.stat().st_size
+    checked = exported["checked"]
+    assert (checked["samples"], checked["rtol"], checked["atol"]) == (8, 1e-4, 1e-5)
+    assert checked["max_abs_diff"] <= 1e-4
+    onnxruntime.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    shown = mesh.run("jobs", "show", job_id).stdout
+    assert f"artifact: file://{onnx_file} (onnx," in shown
 
 
 def restore_node(mesh: Mesh, name: str) -> None:
