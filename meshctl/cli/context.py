@@ -312,7 +312,8 @@ def rules_from(home: Path, files: RuleFiles) -> Rules:
     providers = Path(files.providers) if files.providers else None
     context = AppContext(home, Path(files.mesh), providers)
     mesh, catalogs = context.mesh_and_catalogs()
-    return Rules(mesh, catalogs, context.policy_set(Path(files.policies), mesh))
+    policies = context.policy_set(Path(files.policies), mesh)
+    return Rules(mesh, catalogs, policies, accelerators=context.accelerators())
 
 
 def app_context(ctx: typer.Context) -> AppContext:

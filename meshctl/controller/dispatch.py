@@ -17,7 +17,7 @@ from meshctl.lifecycle import Start
 from meshctl.lifecycle.datacache import current_path, env_name
 from meshctl.lifecycle.replacing import drivers_apart
 from meshctl.model.job import Dataset, Resources
-from meshctl.model.mesh import Pool
+from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Pool, RayPool
 from meshctl.pools.observed import (
     GPU_MEMORY_RESOURCE,
     NIC_RESOURCE,
@@ -236,6 +236,9 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
     }
     if spec.train is not None:
         train = _train_spec(view, attempt, nodes) | {"node_label": label, "node_ids": values}
+        device = devices_of(rules, attempt.pool, nodes) if res.gpus > 0 else None
+        if device is not None:  # how its workers reach their devices (the registry's)
+            train["devices"] = device
         if attempt.detail.replaceable:  # the run waits this long for a replacement node
             train["replace_wait_s"] = REPLACE_WAIT_S
         env["MESHCTL_TRAIN"] = json.dumps(train, sort_keys=True)
@@ -301,6 +304,36 @@ def checkpoint_of(
     if uri:
         return uri, endpoint or None
     return _checkpoint_target(rules.mesh.pool(attempt.pool), view)
+
+
+def devices_of(rules: Rules, pool_name: str, nodes: Sequence[str]) -> dict[str, str] | None:
+    """The vendor of the accelerators on ``nodes`` of the pool, and from the registry the torch
+    backend and visibility variable their workers use; None when the registry or the vendor
+    is not known (a cloud pool whose node types mix vendors)."""
+    pool = rules.mesh.pool(pool_name)
+    registry = rules.accelerators
+    if pool is None or registry is None:
+        return None
+    vendors: set[str] = set()
+    if isinstance(pool, LocalPool | RayPool):
+        for group in pool.nodes:
+            if group.accelerator and set(group.node_names()) & set(nodes):
+                vendors.add(group.accelerator.vendor)
+    elif isinstance(pool, AwsPool | GcpPool):
+        catalog = rules.catalogs.get(pool.provider)
+        for node_type in pool.node_types:
+            found = catalog.instance_type(node_type.name) if catalog else None
+            if found is not None:
+                vendors.add(found.accelerator.vendor)
+    vendor = registry.spec.vendor(vendors.pop()) if len(vendors) == 1 else None
+    if vendor is None:
+        return None
+    return {
+        "vendor": vendor.name,
+        "backend": vendor.torch_backend,
+        "visibility": vendor.visibility.variable,
+        "visible_by": vendor.visibility.by,
+    }
 
 
 def _train_spec(view: JobView, attempt: AttemptRecord, nodes: Sequence[str]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 from meshctl.lifecycle import BudgetCrossed
 from meshctl.lifecycle import Launch as Launch  # a step's launch: the lifecycle's
 from meshctl.lifecycle.serving import Scaling
+from meshctl.model.accelerators import Accelerators
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import Mesh
 from meshctl.policy.compiled import PolicySet
@@ -199,6 +200,7 @@ class Rules:
     catalogs: Mapping[str, Catalog]
     policies: PolicySet | None
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    accelerators: Accelerators | None = None  # the registry: a train job's backend
 
 
 def submission_id(job_id: str, number: int) -> str:

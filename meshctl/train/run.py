@@ -10,6 +10,9 @@ What the job file says arrives in ``MESHCTL_TRAIN`` (JSON; the controller writes
   ``node_ids[i // workers_per_node]``, so the workers run where meshctl placed the job;
 - ``run_name``, ``storage`` and ``endpoint_url``: ``RunConfig(name, storage_path)``, the same
   on every attempt of the job, so Ray Train resumes from the latest checkpoint;
+- ``devices``: the vendor of the nodes' accelerators and, from the accelerator registry, the
+  torch backend (``TorchConfig``; gloo where the node has no CUDA device: an emulated mesh)
+  and the visibility variable;
 - ``max_failures`` (``FailureConfig``), ``keep`` (``CheckpointConfig.num_to_keep``),
   ``config`` (the loop's ``train_loop_config``), ``export`` (``onnx``: the model rank 0's
   loop returns, exported in that worker beside the checkpoints and checked,
@@ -37,6 +40,7 @@ from typing import Any
 
 import ray
 import ray.train
+from ray.train.torch.config import TorchConfig
 from ray.train.v2._internal.execution.callback import ControllerCallback, WorkerGroupCallback
 from ray.train.v2.api.callback import UserCallback
 from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
@@ -325,9 +329,12 @@ def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
     label, pins = str(spec["node_label"]), list(spec.get("node_ids") or [])
     per_worker = {k: v for k, v in spec.get("per_worker", {}).items() if v}
     use_gpu = bool(per_worker.get("GPU")) and cuda_here()
+    devices = spec.get("devices") or {}
     if per_worker.get("GPU") and not use_gpu:  # GPUs declared on CPU nodes: an emulated mesh
-        print("meshctl train: no CUDA here; the workers train on CPU (gloo)", flush=True)
+        said = f"{devices['vendor']} ({devices['backend']}); " if devices else ""
+        print(f"meshctl train: {said}no CUDA here; the workers train on CPU (gloo)", flush=True)
         per_worker.pop("GPU")  # meshctl placed the job; the label selector pins the workers
+    backend = (devices.get("backend") if use_gpu else None) or ("nccl" if use_gpu else "gloo")
     scaling = ScalingConfig(
         num_workers=(int(spec["min_workers"]), workers) if spec.get("min_workers") else workers,
         use_gpu=use_gpu,
@@ -358,6 +365,7 @@ def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
     return Trainer(
         functools.partial(run_loop, spec["loop"], where),
         train_loop_config=dict(spec.get("config") or {}),
+        torch_config=TorchConfig(backend=backend),  # the registry's for the nodes' vendor
         scaling_config=scaling,
         run_config=run,
     )

@@ -132,7 +132,7 @@ def test_the_reference_run_left_its_model_in_onnx_checked_by_onnxruntime(
 ) -> None:
     """``--export onnx``: after the run, model.onnx beside the checkpoints, and onnxruntime's
     outputs on the example batch within the stated tolerance of PyTorch's; ``jobs show``
-    lists it."""
+    lists it. The run was told its nodes' vendor and backend by the registry."""
     import onnxruntime
 
     job_id = reference["job"]
@@ -147,6 +147,8 @@ def test_the_reference_run_left_its_model_in_onnx_checked_by_onnxruntime(
     onnxruntime.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
     shown = mesh.run("jobs", "show", job_id).stdout
     assert f"artifact: file://{onnx_file} (onnx," in shown
+    # the registry's backend for the nodes' vendor, gloo here: the GPUs are emulated
+    assert "nvidia (nccl); no CUDA here" in mesh.run("jobs", "logs", job_id).stdout
 
 
 def restore_node(mesh: Mesh, name: str) -> None:

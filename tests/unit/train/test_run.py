@@ -84,3 +84,23 @@ def test_no_dataset_manager_is_started_for_a_run_without_datasets(tmp_path: Path
         datasets={"train": [1, 2, 3]},
     )
     assert DatasetsCallback in [type(c) for c in given._create_default_callbacks()]
+
+
+@pytest.mark.parametrize(
+    ("cuda", "devices", "backend"),
+    [
+        (False, {"vendor": "amd", "backend": "nccl"}, "gloo"),  # emulated: no device here
+        (True, {"vendor": "amd", "backend": "nccl"}, "nccl"),  # RCCL, under torch's name
+        (True, {"vendor": "acme", "backend": "xccl"}, "xccl"),  # whatever the registry says
+        (True, None, "nccl"),  # no registry entry: CUDA's own
+    ],
+    ids=["no-device-gloo", "amd-rccl", "a-registry-backend", "no-registry"],
+)
+def test_the_distributed_backend_is_the_registrys_for_the_nodes_vendor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cuda: bool, devices: Any, backend: str
+) -> None:
+    from meshctl.train import run
+
+    monkeypatch.setattr(run, "cuda_here", lambda: cuda)
+    built = run.trainer(spec(tmp_path, devices=devices), attempt=1)
+    assert built.backend_config.backend == backend

@@ -1,0 +1,52 @@
+"""A train job's workers learn, from the accelerator registry, the torch backend and the
+visibility variable of the vendor of the nodes meshctl placed them on."""
+
+from __future__ import annotations
+
+import pytest
+
+from meshctl.catalog import load_accelerators
+from meshctl.controller.dispatch import devices_of
+from meshctl.controller.step import Rules
+from meshctl.model import Mesh
+
+pytestmark = pytest.mark.unit
+
+
+def rules(vendor: str, model: str, registry: bool = True) -> Rules:
+    from meshctl.catalog import load_catalogs
+
+    mesh = Mesh.model_validate(
+        {"apiVersion": "meshctl/v1", "kind": "Mesh", "metadata": {"name": "m"},
+         "spec": {"pools": [
+             {"name": "lab", "provider": "local", "nodes": [
+                 {"name": "g", "count": 2, "gpus": 8, "cpus": 8, "memory_gib": 64,
+                  "accelerator": {"vendor": vendor, "model": model, "memory_gib": 80}}]},
+             {"name": "burst", "provider": "aws", "region": "us-east-1",
+              "node_types": [{"name": "g6.xlarge", "max_nodes": 1}]}]}}
+    )  # fmt: skip
+    catalogs = {f.provider: f.catalog for f in load_catalogs()}
+    return Rules(mesh, catalogs, None, accelerators=load_accelerators() if registry else None)
+
+
+@pytest.mark.parametrize(
+    ("vendor", "model", "pool", "expected"),
+    [
+        ("amd", "MI300X", "lab", {"vendor": "amd", "backend": "nccl",
+                                  "visibility": "ROCR_VISIBLE_DEVICES", "visible_by": "uuid"}),
+        ("nvidia", "H100", "lab", {"vendor": "nvidia", "backend": "nccl",
+                                   "visibility": "CUDA_VISIBLE_DEVICES", "visible_by": "index"}),
+        ("amd", "MI300X", "burst", {"vendor": "nvidia", "backend": "nccl",
+                                    "visibility": "CUDA_VISIBLE_DEVICES", "visible_by": "index"}),
+    ],
+    ids=["amd-on-prem-by-uuid", "nvidia-on-prem", "a-cloud-pools-l4s"],
+)  # fmt: skip
+def test_the_devices_of_the_placed_nodes_come_from_the_registry(
+    vendor: str, model: str, pool: str, expected: dict[str, str]
+) -> None:
+    nodes = ["g-0", "g-1"] if pool == "lab" else ["i-0123"]
+    assert devices_of(rules(vendor, model), pool, nodes) == expected
+
+
+def test_without_a_registry_nothing_is_said() -> None:
+    assert devices_of(rules("amd", "MI300X", registry=False), "lab", ["g-0"]) is None
