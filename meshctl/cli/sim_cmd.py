@@ -129,15 +129,23 @@ def _spec(
 
 
 def _simulate(context: AppContext, spec: RunSpec, policy_paths: list[Path], label: str) -> Outcome:
+    from meshctl.catalog.check import mesh_accelerators
     from meshctl.cli.policy_cmd import read_policies
     from meshctl.cli.render import progress_bar
+    from meshctl.files import load_path
     from meshctl.policyfiles import read_mesh
+    from meshctl.problems import InvalidFileError
     from meshctl.simrun import run
 
     mesh = read_mesh(spec.mesh)
+    catalogs = context.catalog_map()
+    # the accelerators of its nodes, as up checks them: ones the registry knows
+    problems = mesh_accelerators(load_path(spec.mesh)[0], context.accelerators(), catalogs)
+    if problems:
+        raise InvalidFileError(problems)
     policies = read_policies(context, policy_paths)[1] if policy_paths else None
     with progress_bar(f"simulating {label}", (spec.days or 30.0) * 86_400.0) as tick:
-        return run(spec, mesh, context.catalog_map(), policies, label, tick)
+        return run(spec, mesh, catalogs, policies, label, tick)
 
 
 def _charts_possible(out: Path | None, charts: bool) -> None:

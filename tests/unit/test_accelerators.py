@@ -206,3 +206,51 @@ def test_the_catalogs_offer_at_least_four_vendors(cli: CliRunner) -> None:
     assert result.exit_code == 0, result.output
     vendors = {row["vendor"] for row in json.loads(result.stdout)}
     assert vendors >= {"nvidia", "aws", "intel", "google"}
+
+
+SIM_MESH = """\
+apiVersion: meshctl/v1
+kind: Mesh
+metadata: {name: acme-lab}
+spec:
+  pools:
+    - name: onprem
+      provider: ray
+      address: http://head:8265
+      nodes:
+        - {name: x, count: 4, gpus: 8, cpus: 96, memory_gib: 1TiB,
+           accelerator: {vendor: acme, model: X1, memory_gib: 64GiB}}
+"""
+
+
+@pytest.mark.parametrize("known", [True, False], ids=["its-registry-lists-it", "unknown"])
+def test_a_made_up_vendors_mesh_runs_a_trace_in_the_simulator(
+    cli: CliRunner, tmp_path: Path, known: bool
+) -> None:
+    """The same entry, no code: the simulator places a synthetic trace's GPU jobs on the
+    made-up vendor's nodes; without the entry the run is refused before it starts."""
+    import json
+
+    (tmp_path / "mesh.yaml").write_text(SIM_MESH)
+    providers = tmp_path / "providers"
+    providers.mkdir()
+    if known:
+        text = SHIPPED.read_text().replace("  models:\n", ACME + "  models:\n", 1)
+        text += "    - {vendor: acme, model: X1, memory_gib: 64, interconnect: PCIe}\n"
+        (providers / "accelerators.yaml").write_text(text)
+    out = tmp_path / "out"
+    args = ["--providers", str(providers), "sim", "run", "--mesh", str(tmp_path / "mesh.yaml"),
+            "--trace", "synthetic", "--days", "0.25", "--jobs-per-hour", "20", "--seed", "1",
+            "--out", str(out), "--no-charts"]  # fmt: skip
+    result = cli.invoke(app, args)
+    if not known:
+        assert result.exit_code == 2
+        assert "spec.pools[0].nodes[0].accelerator.model: expected an accelerator model" in (
+            result.stderr
+        )
+        assert not out.exists()
+        return
+    assert result.exit_code == 0, result.output
+    jobs = json.loads((out / "report.json").read_text())["jobs"]
+    assert jobs["finished"] > 100  # of 128; one asks for more GPUs than the 32 there are
+    assert jobs["arrived"] == jobs["finished"] + jobs["rejected"]

@@ -1,0 +1,94 @@
+"""An accelerator added as data runs end to end on the embedded mesh: a made-up vendor
+(``acme``, its GPUs counted in Ray's ``GPU``) and its model (``X1``) are one entry each in
+the ``providers/accelerators.yaml`` beside the mesh file; ``up`` accepts a node of it, and a
+job asking for that vendor and model is placed there, runs and succeeds. No code knows acme.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.integration.controller.test_local_mesh import Mesh
+
+pytestmark = pytest.mark.integration
+
+MESH = """\
+apiVersion: meshctl/v1
+kind: Mesh
+metadata: {name: acme-lab}
+spec:
+  pools:
+    - name: lab
+      provider: local
+      nodes:
+        - {name: x, gpus: 1, cpus: 1, memory_gib: 2GiB,
+           accelerator: {vendor: acme, model: X1, memory_gib: 64GiB}}
+"""
+ACME = """\
+    - name: acme
+      ray_resource: GPU
+      visibility: {variable: ACME_VISIBLE_DEVICES, by: index}
+      torch_backend: gloo
+"""
+POLICY = """\
+apiVersion: meshctl/v1
+kind: Policy
+metadata: {name: acme}
+spec:
+  priority_classes:
+    - {name: standard, value: 100}
+  default_priority_class: {train: standard, batch: standard, inference: standard,
+                           interactive: standard}
+"""
+JOB = """\
+apiVersion: meshctl/v1
+kind: Job
+metadata: {name: on-acme}
+spec:
+  kind: batch
+  entrypoint: python -c "import os; print('ran on', os.environ['MESHCTL_NODES'])"
+  resources: {gpus: 1, cpus: 0.5, memory_gib: 512MiB, accelerator: {vendor: acme, any_of: [X1]}}
+"""
+
+
+@pytest.fixture(scope="module")
+def acme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
+    base = tmp_path_factory.mktemp("acme")
+    (base / "mesh.yaml").write_text(MESH)
+    (base / "providers").mkdir()
+    shipped = (ROOT / "providers" / "accelerators.yaml").read_text()
+    registry = shipped.replace("  models:\n", ACME + "  models:\n", 1)
+    registry += "    - {vendor: acme, model: X1, memory_gib: 64, interconnect: PCIe}\n"
+    (base / "providers" / "accelerators.yaml").write_text(registry)
+    (base / "policies").mkdir()
+    (base / "policies" / "acme.yaml").write_text(POLICY)
+    (base / "job.yaml").write_text(JOB)
+    mesh = Mesh(base / "home", base)
+    mesh.run("--mesh", str(base / "mesh.yaml"), "up", "--policies", str(base / "policies"))
+    try:
+        yield mesh
+    finally:
+        mesh.run("down", "--force", check=False)
+
+
+def test_a_job_asking_for_the_made_up_vendor_runs_on_its_node(acme: Mesh) -> None:
+    job = acme.submit("job.yaml")
+    acme.wait_done(job)
+    assert acme.show(job)["nodes"] == ["x"]
+    assert "ran on x" in acme.run("jobs", "logs", job).stdout
+
+
+def test_a_vendor_the_registry_lacks_is_refused_before_queueing(acme: Mesh) -> None:
+    wrong = JOB.replace("vendor: acme", "vendor: acne")
+    (acme.cwd / "wrong.yaml").write_text(wrong)
+    refused = acme.run("submit", "wrong.yaml", check=False)
+    assert refused.returncode == 2
+    [line] = refused.stderr.strip().splitlines()
+    assert line == (
+        "error: wrong.yaml:7: spec.resources.accelerator.vendor: expected a"
+        " vendor of the accelerator registry (nvidia, amd, google, aws, intel, acme), got 'acne'"
+    )
+    assert acme.run("jobs", "list", "-o", "json").stdout.count("acne") == 0
