@@ -362,6 +362,8 @@ class Burst:
             self._event(now, "instance.notice", None, message)
             self._set(record.id, InstanceState.RECLAIMING, now)
         elif record.state == InstanceState.JOINING and not self._in_flight(record.request_id):
+            if not self._still_joining(record.id):
+                return  # its launch joined it after this watch read the records: in service
             pool = self.mesh.pool(name)
             if isinstance(pool, AwsPool | GcpPool):
                 scripted = self.joiner.scripted(cloud)
@@ -374,6 +376,14 @@ class Burst:
                     self._start(record.request_id, name, rejoin)
                 else:
                     self._rejoin(pool, cloud, instance, head, now)
+
+    def _still_joining(self, instance_id: str) -> bool:
+        """Whether the instance is still joining, as the store says now. A watch's records are
+        read before it looks at what is in flight: a launch that joined its instance in
+        between is done, and its record says ready; joining it again would start its node
+        anew under the job just placed on it (on the emulated clouds, stop it first)."""
+        current = self.store.get(InstanceRecord, instance_id)
+        return current is not None and current.state == InstanceState.JOINING
 
     def _rejoin(
         self, pool: AwsPool | GcpPool, cloud: Cloud, instance: Instance, head: bool, now: float
