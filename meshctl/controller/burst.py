@@ -399,6 +399,8 @@ class Burst:
         pool = self.mesh.pool(name)
         for orphan in found:
             instance = orphan.instance
+            if self.store.get(InstanceRecord, instance.id) is not None:
+                continue  # recorded by its launch after this watch read the records: no orphan
             state = InstanceState.JOINING if orphan.fate == "adopt" else InstanceState.TERMINATING
             record = InstanceRecord(
                 instance.id, name, pool.provider if pool else "", instance.request_id,

@@ -1,8 +1,8 @@
 """A cloud instance takes work once its join is done, not when Ray first lists its node: a
 start-up tried again (the first ``ray start`` ran out of time on a loaded machine, and its
 node is stopped) or an agent not answering yet would lose the job placed there at once. And
-an instance joined is never joined again because a watch read its record a moment before
-its launch finished."""
+an instance joined is never joined again, nor swept as an orphan, because a watch read the
+records a moment before its launch finished."""
 
 from __future__ import annotations
 
@@ -85,3 +85,26 @@ def test_an_instance_its_launch_joined_after_the_watch_read_it_is_not_joined_aga
     store.update(replace(record, state=InstanceState.JOINING), expected_version=record.version)
     burst._watch_one("east", clouds["east"], stale, instance, clock.now + 120)
     assert machines.joined == [record.id, record.id]  # still joining: tried again
+
+
+def test_an_instance_recorded_after_the_sweep_read_the_records_is_no_orphan() -> None:
+    """The same moment for the sweep: an instance its launch recorded after the sweep read
+    the records is listed by the provider but was not among them; it is neither adopted nor
+    terminated."""
+    from meshctl.controller.burst import Burst
+    from meshctl.controller.step import Rules
+    from meshctl.controller.sweep import Orphan
+    from tests.unit.controller.test_loop import Clock, clouds_mesh
+
+    mesh, catalogs, shipped, clouds = clouds_mesh(1)
+    store, clock = MemoryStore(), Clock()
+    burst = Burst(store, mesh, catalogs, clouds, Machines())
+    loop = Controller(store, Rules(mesh, catalogs, shipped), {}, clock=clock, burst=burst)
+    queue(store, "spill")
+    loop.cycle()
+    [instance] = clouds["east"].list_instances("m")
+    burst._sweep("east", clouds["east"], [Orphan(instance, "terminate", "no job")], clock.now)
+    assert [i.id for i in clouds["east"].list_instances("m")] == [instance.id]  # still there
+    [record] = store.list(InstanceRecord)
+    assert record.state == InstanceState.READY
+    assert not [e for e in store.events() if e.kind == "instance.swept"]
