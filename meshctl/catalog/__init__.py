@@ -31,14 +31,15 @@ class Found:
     catalog: Catalog
 
 
-def _candidates(provider: Provider, directory: Path | None) -> list[Traversable | Path]:
+def _candidates(name: str, directory: Path | None) -> list[Traversable | Path]:
+    """Where the file ``name`` may be, first found wins: ``directory``, then shipped."""
     places: list[Traversable | Path] = [directory] if directory else []
-    return [p.joinpath(f"{provider}.yaml") for p in [*places, data_dir("providers")]]
+    return [p.joinpath(name) for p in [*places, data_dir("providers")]]
 
 
 def catalog_path(provider: Provider, directory: Path | None = None) -> Traversable | Path:
     """The first catalog file for ``provider``; an error naming where it looked otherwise."""
-    candidates = _candidates(provider, directory)
+    candidates = _candidates(f"{provider}.yaml", directory)
     for candidate in candidates:
         if candidate.is_file():
             return candidate
@@ -83,12 +84,8 @@ def load_catalogs(
 def accelerators_path(directory: Path | None = None) -> Traversable | Path:
     """The accelerator registry: ``accelerators.yaml`` in ``directory`` when it has one, else
     the one shipped with meshctl."""
-    places: list[Traversable | Path] = [directory] if directory else []
-    for place in [*places, data_dir("providers")]:
-        candidate = place.joinpath(ACCELERATORS_FILE)
-        if candidate.is_file():
-            return candidate
-    return data_dir("providers").joinpath(ACCELERATORS_FILE)
+    candidates = _candidates(ACCELERATORS_FILE, directory)
+    return next((c for c in candidates if c.is_file()), candidates[-1])
 
 
 def load_accelerators(directory: Path | None = None) -> Accelerators:

@@ -133,7 +133,7 @@ COLUMNS = [
 def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.table) -> None:
     """One job: what it asks for, its attempts (and why the last one failed), events, and the
     scheduler's latest decision."""
-    from meshctl.cli import jobview, render
+    from meshctl.cli import jobtraining, jobview, render
 
     context = app_context(ctx)
     remote = context.remote()
@@ -155,8 +155,8 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
             render.say(f"    Serve: {render.esc(service['message'])}")
     for loan in data.get("loans", []):
         render.say(f"  loan: {render.esc(jobview.loan_text(loan))}")
-    _show_training(data.get("training"))
-    _show_export(data.get("export"))
+    jobtraining.show_training(data.get("training"))
+    jobtraining.show_export(data.get("export"))
     for e in events:
         render.say(f"  {render.clock(e.at_s)} {e.kind}: {render.esc(e.message)}")
 
@@ -166,7 +166,7 @@ def show_data(
 ) -> tuple[dict[str, Any], list[AttemptRecord], list[Event]]:
     """One job as data (``shapes.JobDetail``), with its attempts and events: for ``jobs
     show`` and the API server alike."""
-    from meshctl.cli import jobview
+    from meshctl.cli import jobtraining, jobview
     from meshctl.controller.services import service_of
     from meshctl.controller.serving_apply import serve_ports
     from meshctl.state import LoanRecord
@@ -186,11 +186,12 @@ def show_data(
         "policy_hash": decisions[-1].policy_hash or None if decisions else None,
     }
     said = [{"at_s": e.at_s, "kind": e.kind, "message": e.message} for e in events]
-    training, exported = _training(record, attempts, said)
-    if training is not None:
-        data["training"] = training
-    if exported is not None:
-        data["export"] = exported
+    recorded = jobtraining.recorded(record, attempts)
+    if recorded is not None:  # a train job: what it recorded beside its checkpoints
+        data["training"] = jobtraining.training_data(recorded, said)
+        exported = jobtraining.export_data(recorded)
+        if exported is not None:
+            data["export"] = exported
     pool = attempts[-1].pool if attempts else None
     port = serve_ports(home).get(pool) if pool else None
     service = jobview.service_data(record.spec, attempts, port)
@@ -245,91 +246,6 @@ def _show_reason(job_id: str, attempt: AttemptRecord, latest: bool) -> None:
     if more:
         which = "" if latest else f" --attempt {attempt.number}"
         render.say(f"    ... {more} more lines: meshctl jobs logs {job_id}{which}")
-
-
-def _show_training(training: dict[str, Any] | None) -> None:
-    from meshctl.cli import render
-
-    for t in (training or {}).get("attempts", []):
-        start = "scratch" if t["resumed_from_step"] is None else f"step {t['resumed_from_step']}"
-        render.say(
-            f"  training, attempt {t['attempt']}: resumed from {start}, "
-            f"{t['restarts']} restarts inside, last step {t['last_step']}"
-        )
-    for r in (training or {}).get("recoveries", []):
-        render.say(
-            f"  recovery in attempt {r['attempt']}: {render.esc(r['cause'])}; "
-            f"steps lost {_or_dash(r['steps_lost'])}, detected in {_secs(r['detect_s'])}, "
-            f"resumed in {_secs(r['resume_s'])}"
-        )
-
-
-def _training(
-    record: Any, attempts: list[Any], events: list[dict[str, Any]]
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """A train job's recoveries, and its latest export (``shapes.ExportData``), from what it
-    recorded beside its checkpoints."""
-    from dataclasses import asdict
-
-    from meshctl.controller.recovery import history
-    from meshctl.jsondata import timestamp
-    from meshctl.pools.checkpoints import read_history
-
-    if not record.spec.get("spec", {}).get("train") or not attempts:
-        return None, None
-    detail = attempts[-1].detail
-    if not detail.checkpoint_uri:
-        return None, None
-    recorded = read_history(detail.checkpoint_uri, detail.checkpoint_endpoint)
-    per_attempt, recoveries = history(recorded, events)
-    training = {
-        "attempts": [asdict(a) for a in per_attempt],
-        "recoveries": [asdict(r) for r in recoveries],
-    }
-    exports = recorded["exports"]
-    if not exports:
-        return training, None
-    doc = exports[max(exports)]
-    checked = doc.get("checked")
-    exported = {
-        "attempt": int(doc.get("attempt", 0)),
-        "format": str(doc.get("format", "")),
-        "path": doc.get("path"),
-        "bytes": doc.get("bytes"),
-        "checked": {k: checked.get(k) for k in CHECKED} if isinstance(checked, dict) else None,
-        "error": doc.get("error"),
-        "exported_at": timestamp(doc.get("at_s")),
-    }
-    return training, exported
-
-
-CHECKED = ("runtime", "samples", "max_abs_diff", "rtol", "atol")
-
-
-def _show_export(exported: dict[str, Any] | None) -> None:
-    from meshctl.cli import render
-
-    if exported is None:
-        return
-    if exported["error"]:
-        said = f"{exported['format']} failed: {exported['error']}"
-        render.say(f"  export, attempt {exported['attempt']}: {render.esc(said)}")
-        return
-    checked = exported["checked"] or {}
-    render.say(
-        f"  artifact: {render.esc(str(exported['path']))} ({exported['format']},"
-        f" {exported['bytes']} bytes); {checked.get('runtime')} agrees with PyTorch on"
-        f" {checked.get('samples')} samples: max |diff| {checked.get('max_abs_diff', 0):.3g}"
-        f" (rtol {checked.get('rtol')}, atol {checked.get('atol')})"
-    )
-
-
-def _or_dash(value: object) -> str:
-    return "-" if value is None else str(value)
-
-
-def _secs(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f} s"
 
 
 @app.command("logs")

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from meshctl.clouds.base import Cloud
 from meshctl.controller.runtime import provider_for, refusal
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh, Pool
+from meshctl.state.records import Event
 
 log = logging.getLogger("meshctl.controller")
 RECHECK_S = 180.0  # an unavailable cloud pool is asked again after this
@@ -37,6 +38,17 @@ class Change:
 
     pool: str
     reason: str | None
+
+
+def change_events(changes: Sequence[Change | None], now: float) -> list[Event]:
+    """What each change says: ``pool.available`` again, or ``pool.unavailable`` and why."""
+    return [
+        Event(now, "pool.available", None, f"{c.pool}: available again")
+        if c.reason is None
+        else Event(now, "pool.unavailable", None, f"{c.pool}: {c.reason}")
+        for c in changes
+        if c is not None
+    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from dataclasses import InitVar, dataclass, field, replace
 from functools import partial
 
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
-from meshctl.controller.access import Change, CloudAccess
+from meshctl.controller.access import Change, CloudAccess, change_events
 from meshctl.controller.charges import ENDED, OPEN, Books
 from meshctl.controller.failpoints import failpoint
 from meshctl.controller.joining import Joiner, StandIn
@@ -41,7 +41,7 @@ from meshctl.controller.step import (
     own_head,
     workers_part,
 )
-from meshctl.controller.sweep import SWEEP_S, Orphan, ask_again, confirmed, orphans
+from meshctl.controller.sweep import SWEEP_S, Orphan, ask_again, confirmed, orphans, recorded
 from meshctl.lifecycle import Spend
 from meshctl.lifecycle.clusters import Part, head_of, parts
 from meshctl.model.catalog import Catalog
@@ -401,16 +401,9 @@ class Burst:
             instance = orphan.instance
             if self.store.get(InstanceRecord, instance.id) is not None:
                 continue  # recorded by its launch after this watch read the records: no orphan
-            state = InstanceState.JOINING if orphan.fate == "adopt" else InstanceState.TERMINATING
-            record = InstanceRecord(
-                instance.id, name, pool.provider if pool else "", instance.request_id,
-                instance.node_type, state, instance.launched_at_s or now, now, spot=instance.spot,
-            )  # fmt: skip
-            kind = "instance.adopted" if orphan.fate == "adopt" else "instance.swept"
-            message = f"{instance.id} in {name}: {orphan.why}"
-            job = instance.labels.get("job")
+            record, event = recorded(orphan, name, pool.provider if pool else "", now)
             with contextlib.suppress(ConflictError):
-                self.store.create(record, events=[Event(now, kind, job, message)])
+                self.store.create(record, events=[event])
                 self.books.touched(record.id)
             if orphan.fate == "terminate":
                 cloud.terminate([instance.id], f"swept-{instance.id}")
@@ -497,10 +490,5 @@ class Burst:
         self.store.append_event(Event(now, kind, job_id, message, data or {}))
 
     def _changed(self, changes: Sequence[Change | None], now: float) -> None:
-        for change in changes:
-            if change is None:
-                continue
-            if change.reason is None:
-                self._event(now, "pool.available", None, f"{change.pool}: available again")
-            else:
-                self._event(now, "pool.unavailable", None, f"{change.pool}: {change.reason}")
+        for event in change_events(changes, now):
+            self.store.append_event(event)

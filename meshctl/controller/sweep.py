@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from meshctl.clouds.base import Instance
-from meshctl.state.records import InstanceRecord, JobState
+from meshctl.state.records import Event, InstanceRecord, InstanceState, JobState
 
 SWEEP_S = 60.0  # how often a pool with no live record is listed for leaks
 RETERMINATE_S = 30.0  # a termination the provider has not carried out is asked again
@@ -70,3 +70,17 @@ def ask_again(record: InstanceRecord, listed: Instance | None, now_s: float) -> 
     if confirmed(record, listed) or listed is None or listed.state == "stopping":
         return False
     return now_s - record.updated_at_s >= RETERMINATE_S
+
+
+def recorded(orphan: Orphan, pool: str, provider: str, now: float) -> tuple[InstanceRecord, Event]:
+    """The record an orphan gets (``joining`` when adopted, else ``terminating``) and the
+    event that says so."""
+    instance, adopt = orphan.instance, orphan.fate == "adopt"
+    state = InstanceState.JOINING if adopt else InstanceState.TERMINATING
+    record = InstanceRecord(
+        instance.id, pool, provider, instance.request_id, instance.node_type, state,
+        instance.launched_at_s or now, now, spot=instance.spot,
+    )  # fmt: skip
+    kind = "instance.adopted" if adopt else "instance.swept"
+    message = f"{instance.id} in {pool}: {orphan.why}"
+    return record, Event(now, kind, instance.labels.get("job"), message)

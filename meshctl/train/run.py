@@ -334,7 +334,7 @@ def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
         said = f"{devices['vendor']} ({devices['backend']}); " if devices else ""
         print(f"meshctl train: {said}no CUDA here; the workers train on CPU (gloo)", flush=True)
         per_worker.pop("GPU")  # meshctl placed the job; the label selector pins the workers
-    backend = (devices.get("backend") if use_gpu else None) or ("nccl" if use_gpu else "gloo")
+    backend = (devices.get("backend") or "nccl") if use_gpu else "gloo"
     scaling = ScalingConfig(
         num_workers=(int(spec["min_workers"]), workers) if spec.get("min_workers") else workers,
         use_gpu=use_gpu,

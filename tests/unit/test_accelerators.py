@@ -110,6 +110,14 @@ ACME = """\
 """
 
 
+def with_acme(providers: Path) -> None:
+    """The shipped registry in ``providers``, with one vendor more (acme, its GPUs counted in
+    Ray's ``GPU``) and its model X1: two entries, no code."""
+    text = SHIPPED.read_text().replace("  models:\n", ACME + "  models:\n", 1)
+    text += "    - {vendor: acme, model: X1, memory_gib: 64, interconnect: PCIe}\n"
+    (providers / "accelerators.yaml").write_text(text)
+
+
 @pytest.mark.parametrize("known", [True, False], ids=["its-registry-lists-it", "unknown"])
 def test_a_made_up_vendor_is_one_entry_in_the_registry_beside_the_mesh(
     cli: CliRunner, tmp_path: Path, known: bool
@@ -120,9 +128,7 @@ def test_a_made_up_vendor_is_one_entry_in_the_registry_beside_the_mesh(
     providers = tmp_path / "providers"
     providers.mkdir()
     if known:
-        text = SHIPPED.read_text().replace("  models:\n", ACME + "  models:\n", 1)
-        text += "    - {vendor: acme, model: X1, memory_gib: 64, interconnect: PCIe}\n"
-        (providers / "accelerators.yaml").write_text(text)
+        with_acme(providers)
     assert accelerators_path(providers) == (
         providers / "accelerators.yaml" if known else accelerators_path(None)
     )
@@ -235,9 +241,7 @@ def test_a_made_up_vendors_mesh_runs_a_trace_in_the_simulator(
     providers = tmp_path / "providers"
     providers.mkdir()
     if known:
-        text = SHIPPED.read_text().replace("  models:\n", ACME + "  models:\n", 1)
-        text += "    - {vendor: acme, model: X1, memory_gib: 64, interconnect: PCIe}\n"
-        (providers / "accelerators.yaml").write_text(text)
+        with_acme(providers)
     out = tmp_path / "out"
     args = ["--providers", str(providers), "sim", "run", "--mesh", str(tmp_path / "mesh.yaml"),
             "--trace", "synthetic", "--days", "0.25", "--jobs-per-hour", "20", "--seed", "1",

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import ROOT
 from tests.integration.controller.test_local_mesh import Mesh
+from tests.unit.test_accelerators import with_acme
 
 pytestmark = pytest.mark.integration
 
@@ -26,12 +26,6 @@ spec:
       nodes:
         - {name: x, gpus: 1, cpus: 1, memory_gib: 2GiB,
            accelerator: {vendor: acme, model: X1, memory_gib: 64GiB}}
-"""
-ACME = """\
-    - name: acme
-      ray_resource: GPU
-      visibility: {variable: ACME_VISIBLE_DEVICES, by: index}
-      torch_backend: gloo
 """
 POLICY = """\
 apiVersion: meshctl/v1
@@ -59,10 +53,7 @@ def acme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
     base = tmp_path_factory.mktemp("acme")
     (base / "mesh.yaml").write_text(MESH)
     (base / "providers").mkdir()
-    shipped = (ROOT / "providers" / "accelerators.yaml").read_text()
-    registry = shipped.replace("  models:\n", ACME + "  models:\n", 1)
-    registry += "    - {vendor: acme, model: X1, memory_gib: 64, interconnect: PCIe}\n"
-    (base / "providers" / "accelerators.yaml").write_text(registry)
+    with_acme(base / "providers")
     (base / "policies").mkdir()
     (base / "policies" / "acme.yaml").write_text(POLICY)
     (base / "job.yaml").write_text(JOB)

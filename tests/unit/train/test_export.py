@@ -162,8 +162,11 @@ def test_a_failed_export_is_recorded_with_its_reason_and_writes_no_file(
     assert read_history(uri)["exports"][1]["error"] == error
 
 
-def test_jobs_show_lists_the_artifact_and_what_the_check_found() -> None:
-    from meshctl.cli.jobs_cmd import _show_export
+def test_jobs_show_lists_the_artifact_and_what_the_check_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import meshctl.cli.render as render
+    from meshctl.cli.jobtraining import show_export
 
     lines: list[str] = []
     exported = {
@@ -172,15 +175,9 @@ def test_jobs_show_lists_the_artifact_and_what_the_check_found() -> None:
                     "rtol": 1e-4, "atol": 1e-5},
         "error": None, "exported_at": "2026-12-05T15:00:00Z",
     }  # fmt: skip
-    import meshctl.cli.render as render
-
-    said = render.say
-    render.say = lines.append  # type: ignore[assignment]
-    try:
-        _show_export(exported)
-        _show_export({**exported, "path": None, "checked": None, "error": "no model"})
-    finally:
-        render.say = said  # type: ignore[assignment]
+    monkeypatch.setattr(render, "say", lines.append)
+    show_export(exported)
+    show_export({**exported, "path": None, "checked": None, "error": "no model"})
     assert lines == [
         "  artifact: file:///ckpt/job-1/model.onnx (onnx, 6443 bytes); onnxruntime 1.30.0"
         " agrees with PyTorch on 8 samples: max |diff| 5.96e-08 (rtol 0.0001, atol 1e-05)",
