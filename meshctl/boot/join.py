@@ -55,6 +55,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--head")
     parser.add_argument("--gpus", type=int, default=0)
     parser.add_argument("--accelerator")
+    parser.add_argument(
+        "--device-resource",
+        default="GPU:1",
+        help="NAME:UNITS: the Ray resource its devices are counted in, and units a device",
+    )
     parser.add_argument("--gpu-memory-gib", type=float, default=0.0)
     parser.add_argument("--nic-gbps", type=float, default=0.0)
     parser.add_argument("--agent-port", type=int, default=9109)
@@ -109,6 +114,10 @@ def ray_args(args: argparse.Namespace, me: Identity, agent_port: int) -> list[st
         resources[GPU_MEMORY_RESOURCE] = args.gpu_memory_gib
     if args.nic_gbps:
         resources[NIC_RESOURCE] = args.nic_gbps
+    gpus = args.gpus
+    resource, _, units = str(args.device_resource).partition(":")
+    if resource != "GPU" and gpus:  # a Trainium or Gaudi instance: never Ray's GPU
+        resources[resource], gpus = gpus * int(units or 1), 0
     role = (
         [
             "--head",
@@ -121,7 +130,7 @@ def ray_args(args: argparse.Namespace, me: Identity, agent_port: int) -> list[st
     )
     shown = ",".join(f"{k}={v}" for k, v in sorted(labels(args, me, agent_port).items()))
     return [
-        *role, f"--node-ip-address={me.address}", f"--num-gpus={args.gpus}",
+        *role, f"--node-ip-address={me.address}", f"--num-gpus={gpus}",
         f"--resources={json.dumps(resources)}", f"--labels={shown}", "--disable-usage-stats",
         "--block", *shlex.split(os.environ.get("MESHCTL_BOOT_RAY_ARGS", "")),
     ]  # fmt: skip

@@ -30,6 +30,8 @@ class StartupSpec:
     head_address: str | None = None  # a worker's: "<private address>:<GCS port>"
     gpus: int = 0
     accelerator: str | None = None
+    device_resource: str = "GPU"  # the Ray resource its devices are counted in (the registry's)
+    device_units: int = 1  # units of it a device is (a Trainium chip: 2 NeuronCores)
     gpu_memory_gib: float = 0.0
     nic_gbps: float = 0.0
     agent_port: int = 9109
@@ -83,6 +85,8 @@ def _arguments(spec: StartupSpec) -> list[list[str]]:
         pairs.append(["--head", spec.head_address])
     if spec.accelerator:
         pairs.append(["--accelerator", spec.accelerator])
+    if spec.device_resource != "GPU" or spec.device_units != 1:
+        pairs.append(["--device-resource", f"{spec.device_resource}:{spec.device_units}"])
     if spec.gpu_memory_gib:
         pairs.append(["--gpu-memory-gib", f"{spec.gpu_memory_gib:g}"])
     if spec.nic_gbps:

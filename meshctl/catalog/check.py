@@ -16,6 +16,7 @@ from pathlib import Path
 
 from meshctl.files import Loaded
 from meshctl.model import Accelerators, Catalog, Job, Mesh, PolicyTest
+from meshctl.model.catalog import InstanceType
 from meshctl.model.job import Resources
 from meshctl.model.mesh import Accelerator, CloudPoolBase, LocalPool, RayPool
 from meshctl.problems import Loc, Problem, dotted
@@ -128,35 +129,39 @@ def accelerator_problem(accelerator: Accelerator, registry: Accelerators) -> tup
     return None
 
 
-def _not_gpu(accelerator: Accelerator, registry: Accelerators) -> str | None:
-    """Why a node of this (known) accelerator cannot be placed on yet: its vendor's devices
-    are counted in another Ray resource than ``GPU`` (TPU, neuron_cores, HPU); None if not."""
-    vendor = registry.spec.vendor(accelerator.vendor)
-    if vendor is None or vendor.ray_resource == "GPU":
+def _not_launchable(kind: InstanceType, registry: Accelerators) -> str | None:
+    """Why meshctl cannot launch instances of this type: its accelerator comes in slices,
+    made through the vendor's own API (Cloud TPU: tpu.googleapis.com), not the compute API
+    meshctl's provider calls (instances.insert); None if it can."""
+    vendor = registry.spec.vendor(kind.accelerator.vendor)
+    if vendor is None or vendor.topology != "slice":
         return None
     return (
-        f"expected an accelerator counted in Ray's GPU resource: {accelerator.vendor}"
-        f" {accelerator.model} is counted in {vendor.ray_resource}, which meshctl does not place"
-        " work on yet (docs/ACCELERATORS.md)"
+        f"expected a node type launched as a compute instance: {kind.name} is a"
+        f" {kind.accelerator.model} slice, made through its own API (the Cloud TPU API),"
+        " which meshctl does not call yet; the simulator models it (docs/ACCELERATORS.md)"
     )
 
 
 def mesh_accelerators(
-    loaded: Loaded, registry: Accelerators, catalogs: Mapping[str, Catalog] | None = None
+    loaded: Loaded,
+    registry: Accelerators,
+    catalogs: Mapping[str, Catalog] | None = None,
+    launching: bool = True,
 ) -> list[Problem]:
     """On-prem node groups whose accelerator the registry does not know (or knows under
-    another vendor), and nodes, on-prem or a cloud pool's node types (``catalogs``), whose
-    accelerator is counted in another Ray resource than GPU."""
+    another vendor), and, ``launching`` (not the simulator), a cloud pool's node types
+    (``catalogs``) the provider's compute API cannot launch (a Cloud TPU slice)."""
     mesh = loaded.document
     if not isinstance(mesh, Mesh):
         return []
     problems = []
     for i, pool in enumerate(mesh.spec.pools):
         if isinstance(pool, CloudPoolBase):
-            catalog = (catalogs or {}).get(pool.provider)
+            catalog = (catalogs or {}).get(pool.provider) if launching else None
             for j, node_type in enumerate(pool.node_types):
                 found_type = catalog.instance_type(node_type.name) if catalog else None
-                said = _not_gpu(found_type.accelerator, registry) if found_type else None
+                said = _not_launchable(found_type, registry) if found_type else None
                 if said:
                     loc = ("spec", "pools", i, "node_types", j, "name")
                     line = loaded.line_of(*loc)
@@ -166,9 +171,8 @@ def mesh_accelerators(
             if group.accelerator is None:
                 continue
             found = accelerator_problem(group.accelerator, registry)
-            said = _not_gpu(group.accelerator, registry)
-            if found or said:
-                field, message = found or ("vendor", said or "")
+            if found:
+                field, message = found
                 at = ("spec", "pools", i, "nodes", j, "accelerator", field)
                 problems.append(Problem(loaded.path, loaded.line_of(*at), dotted(at), message))
     return problems

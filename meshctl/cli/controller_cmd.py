@@ -200,6 +200,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
         EmulatedInstances(run_dir(home)),
         background=not once,
         access=access,
+        registry=rules.registry,
     )
     controller: Controller = Controller(
         store,

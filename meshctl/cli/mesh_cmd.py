@@ -58,7 +58,7 @@ def up(
     context.policy_set(policy_dir, mesh)  # invalid policies stop here, before anything starts
     run = make_run_dir(context.home)
     started = time.monotonic()
-    failed = _start_pools(mesh, run)
+    failed = _start_pools(mesh, run, context.accelerators().spec)
     _show_health(mesh, context.home, failed)
     catalogs = context.catalog_dir()
     record = {
@@ -77,8 +77,9 @@ def up(
         raise typer.Exit(EXIT_FAILURE)
 
 
-def _start_pools(mesh: Any, run: Path) -> dict[str, str]:
-    """Start each local pool that is not up; the ones that could not start, and why."""
+def _start_pools(mesh: Any, run: Path, registry: Any) -> dict[str, str]:
+    """Start each local pool that is not up, each node declaring its devices in its vendor's
+    Ray resource (the accelerator ``registry``'s); the ones that could not start, and why."""
     from meshctl.cli import render
     from meshctl.model.mesh import LocalPool
     from meshctl.pools import local
@@ -96,7 +97,7 @@ def _start_pools(mesh: Any, run: Path) -> dict[str, str]:
             local.stop(cluster)  # what is left of a crashed one
         with render.progress(f"pool {pool.name}: starting") as step:
             try:
-                cluster = local.start(pool, run, step)
+                cluster = local.start(pool, run, step, registry)
             except local.LocalPoolError as err:
                 failed[pool.name] = str(err)
                 continue

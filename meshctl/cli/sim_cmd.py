@@ -140,7 +140,9 @@ def _simulate(context: AppContext, spec: RunSpec, policy_paths: list[Path], labe
     mesh = read_mesh(spec.mesh)
     catalogs = context.catalog_map()
     # the accelerators of its nodes, as up checks them: ones the registry knows
-    problems = mesh_accelerators(load_path(spec.mesh)[0], context.accelerators(), catalogs)
+    problems = mesh_accelerators(
+        load_path(spec.mesh)[0], context.accelerators(), catalogs, launching=False
+    )
     if problems:
         raise InvalidFileError(problems)
     policies = read_policies(context, policy_paths)[1] if policy_paths else None

@@ -44,6 +44,7 @@ from meshctl.controller.step import (
 from meshctl.controller.sweep import SWEEP_S, Orphan, ask_again, confirmed, orphans, recorded
 from meshctl.lifecycle import Spend
 from meshctl.lifecycle.clusters import Part, head_of, parts
+from meshctl.model.accelerators import AcceleratorsSpec
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh
 from meshctl.pools.emulated import EmulatedInstances, node_name
@@ -72,6 +73,7 @@ class Burst:
     unavailable: dict[tuple[str, str], float] = field(default_factory=dict)  # -> until
     background: bool = False  # launch on a worker thread, not in the controller's cycle
     access: InitVar[CloudAccess | None] = None  # which pools' credentials work
+    registry: AcceleratorsSpec | None = None  # each instance's devices: their Ray resource
     _worker: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
     # request id -> (its pool, the work on the launch thread)
     _inflight: dict[str, tuple[str, Future[str | None]]] = field(
@@ -86,7 +88,7 @@ class Burst:
         self.books = Books(self.store)  # the ledger, kept between cycles
         self.pool_access = access or CloudAccess(self.mesh, self.clouds)
         emulated = self.nodes if isinstance(self.nodes, EmulatedInstances) else None
-        self.joiner = Joiner(self.mesh, self.catalogs, emulated)
+        self.joiner = Joiner(self.mesh, self.catalogs, emulated, self.registry)
 
     def blocked(self, now: float) -> frozenset[tuple[str, str]]:
         """(pool, node type) pairs not to plan launches for: out of capacity lately. (A pool
@@ -97,10 +99,14 @@ class Burst:
         """Cloud pools that cannot be used now (no credentials, refused ones), and why."""
         return self.pool_access.unavailable()
 
-    def use(self, mesh: Mesh, catalogs: Mapping[str, Catalog]) -> None:
+    def use(
+        self, mesh: Mesh, catalogs: Mapping[str, Catalog], registry: AcceleratorsSpec | None = None
+    ) -> None:
         """New rules (a reload): the mesh and catalogs launches and spend are judged by."""
         self.mesh, self.catalogs = mesh, catalogs
         self.joiner.mesh, self.joiner.catalogs = mesh, catalogs
+        if registry is not None:
+            self.registry = self.joiner.registry = registry
         self.books.reset()  # other prices, maybe
         self.pool_access.use(mesh)
 

@@ -16,6 +16,7 @@ from meshctl.controller.world import JobView, World
 from meshctl.lifecycle import Start
 from meshctl.lifecycle.datacache import current_path, env_name
 from meshctl.lifecycle.replacing import drivers_apart
+from meshctl.model.accelerators import GPU
 from meshctl.model.job import Dataset, Resources
 from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Pool, RayPool
 from meshctl.pools.observed import (
@@ -35,6 +36,7 @@ TRAIN_ENTRYPOINT = "python -m meshctl.train.run"  # builds the TorchTrainer from
 # holds the job's placement group around its own command (MESHCTL_BUNDLES)
 PLACEMENT_ENTRYPOINT = "python -m meshctl.placement"
 GIB = 1024**3
+Counted = tuple[str, int]  # a device's Ray resource and the units of it one device is
 
 
 def failures_before(attempt: AttemptRecord | None) -> int:
@@ -91,15 +93,25 @@ def ray_node_ids(world: World, place: Start) -> tuple[str, ...]:
     return ids if all(ids) else ()
 
 
-def claims(view: JobView, place: Start, world: World) -> dict[str, float]:
-    """The Ray custom resources a job's entrypoint claims on its one node (``claimed_on``).
+def claims(
+    view: JobView, place: Start, world: World, device: Counted = (GPU, 1)
+) -> dict[str, float]:
+    """The Ray custom resources a job's entrypoint claims on its one node (``claimed_on``),
+    with its devices when they are counted in another resource than GPU (``device``: the
+    resource and the units a device is, the registry's): a TPU host's chips as TPU.
     Jobs whose Ray tasks hold their resources (``reserve: workers``) claim none here: their
     placement group's bundles do (``bundles``)."""
     if view.job.spec.reserves_for != "entrypoint" or len(place.allocations) != 1:
         return {}
     [alloc] = place.allocations
     node = _live(world, place.pool).get(alloc.node)
-    return {} if node is None else claimed_on(node, alloc, view.job.spec.resources)
+    if node is None:
+        return {}
+    out = claimed_on(node, alloc, view.job.spec.resources)
+    resource, units = device
+    if resource != GPU and alloc.gpus():
+        out[resource] = round(alloc.gpus() * units, 6)
+    return out
 
 
 def claimed_on(node: ObservedNode, alloc: Allocation, res: Resources) -> dict[str, float]:
@@ -119,12 +131,15 @@ def claimed_on(node: ObservedNode, alloc: Allocation, res: Resources) -> dict[st
     return out
 
 
-def bundles(view: JobView, place: Start, world: World) -> tuple[dict[str, float], ...]:
+def bundles(
+    view: JobView, place: Start, world: World, device: Counted = (GPU, 1)
+) -> tuple[dict[str, float], ...]:
     """The bundles of the placement group that holds what a job's workers use, one per node
     meshctl chose (``meshctl.placement``): a job with ``reserve: workers`` and an entrypoint
     of its own. None for a train job (Ray Train holds its workers in a group of its own,
     pinned to the same nodes), nor when a node is not live in the pool's latest observation
-    (the job is then pinned by name, and Ray could not pin a bundle to it)."""
+    (the job is then pinned by name, and Ray could not pin a bundle to it). A bundle holds
+    its node's devices in their Ray resource (``device``): GPU, or TPU, neuron_cores ..."""
     spec = view.job.spec
     if spec.reserves_for != "workers" or spec.train is not None:
         return ()
@@ -133,7 +148,9 @@ def bundles(view: JobView, place: Start, world: World) -> tuple[dict[str, float]
         return ()
     out = []
     for alloc in place.allocations:
-        bundle = {"CPU": alloc.cpus, "GPU": alloc.gpus(), "memory": alloc.memory_gib * GIB}
+        resource, units = device
+        bundle = {"CPU": alloc.cpus, resource: alloc.gpus() * units}
+        bundle["memory"] = alloc.memory_gib * GIB
         bundle |= claimed_on(live[alloc.node], alloc, spec.resources)
         out.append({k: round(v, 6) for k, v in bundle.items() if v > 0})
     return tuple(out) if all(out) else ()  # Ray refuses an empty bundle: nothing to hold
@@ -155,11 +172,12 @@ def dispatch(
     """The attempt a placement becomes; ``runtime_s``: what the job is expected to run
     (declared or estimated when it is placed), which its expected end is reckoned from."""
     number = (view.attempt.number if view.attempt else 0) + 1
+    device = counted(rules, place.pool, [a.node for a in place.allocations])
     detail = AttemptDetail(
         allocations=tuple(held_of(a) for a in place.allocations),
         ray_node_ids=ray_node_ids(world, place),
-        ray_resources=claims(view, place, world),
-        ray_bundles=bundles(view, place, world),
+        ray_resources=claims(view, place, world, device),
+        ray_bundles=bundles(view, place, world, device),
         failures_before=failures_after(view.attempt),  # what max_restarts is judged by
         runtime_s=runtime_s,  # None: no estimate then (not "unknown, estimate later")
     )
@@ -239,6 +257,9 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
         device = devices_of(rules, attempt.pool, nodes) if res.gpus > 0 else None
         if device is not None:  # how its workers reach their devices (the registry's)
             train["devices"] = device
+            per_worker, resource = train["per_worker"], device["resource"]
+            if resource != GPU:  # a TPU or Neuron job's workers hold no GPU
+                per_worker[resource] = per_worker.pop("GPU") * int(device["units"])
         if attempt.detail.replaceable:  # the run waits this long for a replacement node
             train["replace_wait_s"] = REPLACE_WAIT_S
         env["MESHCTL_TRAIN"] = json.dumps(train, sort_keys=True)
@@ -257,6 +278,7 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
         env["MESHCTL_PLACEMENT_GROUP_NAME"] = placement_group_name(attempt)
         entrypoint = f"{PLACEMENT_ENTRYPOINT} {shlex.quote(spec.entrypoint)}"
     entrypoint_holds = spec.reserves_for == "entrypoint"
+    in_gpus = counted(rules, attempt.pool, nodes)[0] == GPU  # else in ray_resources
     return Submission(
         submission_id=attempt.submission_id,
         entrypoint=entrypoint,
@@ -264,7 +286,7 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
         metadata={"meshctl_job_id": record.id, "meshctl_attempt": str(attempt.number)},
         label_selector=_driver_selector(attempt, label, values),
         num_cpus=res.cpus if entrypoint_holds else None,
-        num_gpus=res.gpus if entrypoint_holds and res.gpus else None,
+        num_gpus=res.gpus if entrypoint_holds and res.gpus and in_gpus else None,
         memory_bytes=int(res.memory_gib * 1024**3) if entrypoint_holds else None,
         resources=dict(attempt.detail.ray_resources) if entrypoint_holds else {},
     )
@@ -306,34 +328,47 @@ def checkpoint_of(
     return _checkpoint_target(rules.mesh.pool(attempt.pool), view)
 
 
-def devices_of(rules: Rules, pool_name: str, nodes: Sequence[str]) -> dict[str, str] | None:
+def devices_of(rules: Rules, pool_name: str, nodes: Sequence[str]) -> dict[str, Any] | None:
     """The vendor of the accelerators on ``nodes`` of the pool, and from the registry the torch
-    backend and visibility variable their workers use; None when the registry or the vendor
-    is not known (a cloud pool whose node types mix vendors)."""
+    backend and visibility variable their workers use, the Ray resource their devices are
+    counted in and the units of it a device is; None when the registry or the vendor is not
+    known (a cloud pool whose node types mix vendors)."""
     pool = rules.mesh.pool(pool_name)
-    registry = rules.accelerators
+    registry = rules.registry
     if pool is None or registry is None:
         return None
-    vendors: set[str] = set()
+    found: set[tuple[str, str]] = set()  # (vendor, model)
     if isinstance(pool, LocalPool | RayPool):
         for group in pool.nodes:
             if group.accelerator and set(group.node_names()) & set(nodes):
-                vendors.add(group.accelerator.vendor)
+                found.add((group.accelerator.vendor, group.accelerator.model))
     elif isinstance(pool, AwsPool | GcpPool):
         catalog = rules.catalogs.get(pool.provider)
         for node_type in pool.node_types:
-            found = catalog.instance_type(node_type.name) if catalog else None
-            if found is not None:
-                vendors.add(found.accelerator.vendor)
-    vendor = registry.spec.vendor(vendors.pop()) if len(vendors) == 1 else None
+            kind = catalog.instance_type(node_type.name) if catalog else None
+            if kind is not None:
+                found.add((kind.accelerator.vendor, kind.accelerator.model))
+    vendors = {v for v, _ in found}
+    vendor = registry.vendor(vendors.pop()) if len(vendors) == 1 else None
     if vendor is None:
         return None
+    units = {registry.counted_in(v, m)[1] for v, m in found}
     return {
         "vendor": vendor.name,
         "backend": vendor.torch_backend,
         "visibility": vendor.visibility.variable,
         "visible_by": vendor.visibility.by,
+        **({"instead_of": vendor.visibility.instead_of} if vendor.visibility.instead_of else {}),
+        "resource": vendor.ray_resource,
+        "units": units.pop() if len(units) == 1 else 1,
     }
+
+
+def counted(rules: Rules, pool_name: str, nodes: Sequence[str]) -> Counted:
+    """The Ray resource the devices on ``nodes`` are counted in, and the units of it one
+    device is: ``("GPU", 1)`` unless the registry says otherwise (``devices_of``)."""
+    found = devices_of(rules, pool_name, nodes)
+    return (str(found["resource"]), int(found["units"])) if found else (GPU, 1)
 
 
 def _train_spec(view: JobView, attempt: AttemptRecord, nodes: Sequence[str]) -> dict[str, Any]:

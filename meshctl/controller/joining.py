@@ -30,6 +30,7 @@ from typing import Protocol
 from meshctl.boot.script import StartupSpec, render, secret_name
 from meshctl.clouds.base import Cloud, Instance, Scripted
 from meshctl.lifecycle.clusters import Part
+from meshctl.model.accelerators import GPU, AcceleratorsSpec
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import RAY_DASHBOARD_PORT, RAY_GCS_PORT, AwsPool, GcpPool, Mesh
 from meshctl.pools import local
@@ -53,6 +54,7 @@ class Joiner:
     mesh: Mesh
     catalogs: Mapping[str, Catalog]
     nodes: EmulatedInstances | None
+    registry: AcceleratorsSpec | None = None  # the Ray resource an instance's devices are in
 
     def scripted(self, cloud: Cloud) -> bool:
         """Whether the provider's instances join by their startup script."""
@@ -84,13 +86,15 @@ class Joiner:
         catalog = self.catalogs.get(pool.provider)
         shape = catalog.instance_type(part.node_type) if catalog else None
         acc = shape.accelerator if shape else None
+        counted = self.registry.counted_in(acc.vendor, acc.model) if self.registry and acc else None
+        resource, units = counted or (GPU, 1)
         spec = StartupSpec(
             provider=pool.provider, mesh=self.mesh.metadata.name, pool=pool.name,
             role="worker" if head else "head", ray_version=_ray_version(),
             secret=secret_name(self.mesh.metadata.name, pool.name), node_type=part.node_type,
             where=_where(pool),
             head_address=head, gpus=acc.count if acc else 0,
-            accelerator=acc.model if acc else None,
+            accelerator=acc.model if acc else None, device_resource=resource, device_units=units,
             gpu_memory_gib=acc.count * acc.memory_gib if acc else 0.0,
             nic_gbps=shape.nic_gbps if shape else 0.0, agent_port=pool.agent_port,
             spot=part.spot, labels=((ROLE_LABEL, "head"),) if part.dedicated else (),

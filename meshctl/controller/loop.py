@@ -237,7 +237,7 @@ class Controller(Applying):
         if outcome.outcome == "reloaded":
             self.rules = rules
             if self.burst is not None:
-                self.burst.use(rules.mesh, rules.catalogs)
+                self.burst.use(rules.mesh, rules.catalogs, rules.registry)
             message = "; ".join([outcome.message, *outcome.notes])
             self.store.append_event(Event(now, "policy.reloaded", None, message, data))
             log.info("%s", message)

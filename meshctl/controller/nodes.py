@@ -18,6 +18,7 @@ from meshctl.lifecycle.snapshot import (
     price_paid,
     running_of,
 )
+from meshctl.model.accelerators import GPU, AcceleratorsSpec
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import (
     Accelerator,
@@ -63,7 +64,11 @@ def pools_down(
 
 
 def nodes(
-    world: World, mesh: Mesh, running: Sequence[Running], catalogs: Mapping[str, Catalog]
+    world: World,
+    mesh: Mesh,
+    running: Sequence[Running],
+    catalogs: Mapping[str, Catalog],
+    registry: AcceleratorsSpec | None = None,
 ) -> list[Node]:
     """The driven pools' nodes, less what running jobs hold; cordoned and draining nodes
     marked so. An on-prem node Ray reports dead is down (it takes no work and counts for no
@@ -72,7 +77,8 @@ def nodes(
     its instance costs (``cloud_prices``), an on-prem one at its pool's amortised price. A
     cloud node whose instance is still joining is not there yet: Ray may list it before the
     join is done (its agent not answering yet, or a start-up tried again), and work placed on
-    it then can lose its node at once."""
+    it then can lose its node at once. A node's devices are counted in its vendor's Ray
+    resource (the ``registry``'s): a TPU host's chips are its TPU, never GPUs."""
     joining = {(i.pool, node_name(i.id)) for i in world.instances if i.state == JOINING}
     held: dict[str, list[Allocation]] = defaultdict(list)
     for job in running:
@@ -93,7 +99,7 @@ def nodes(
             if cloud and (name, seen.name) in joining:
                 continue
             key = f"{name}/{seen.name}"
-            shape = _shape(seen, groups.get(seen.name), pool)
+            shape = _shape(seen, groups.get(seen.name), pool, registry)
             price = prices.get((name, seen.name), usd)
             health = _health(world, key) if seen.alive else "down"
             mine = held[key] if seen.alive else ()
@@ -155,11 +161,13 @@ def cloud_prices(
     return prices
 
 
-def observed_nodes(pool: Pool, observation: PoolObservation) -> list[Node]:
+def observed_nodes(
+    pool: Pool, observation: PoolObservation, registry: AcceleratorsSpec | None = None
+) -> list[Node]:
     """A pool's live nodes as the scheduler sees them, all free (for checks at submit)."""
     groups, usd = _groups(pool, observation, {}), pool.cost.usd_per_gpu_hour or 0.0
     return [
-        node_of(pool.name, seen.name, _shape(seen, groups.get(seen.name), pool), usd)
+        node_of(pool.name, seen.name, _shape(seen, groups.get(seen.name), pool, registry), usd)
         for seen in observation.nodes
         if seen.alive and not seen.head and (seen.gpus or seen.cpus)
     ]
@@ -190,8 +198,10 @@ def _groups(
     return found
 
 
-def _shape(seen: ObservedNode, group: NodeGroup | None, pool: Pool) -> NodeShape:
-    """A node as Ray reports it (GPUs, CPUs, memory, labels) with what its group or type
+def _shape(
+    seen: ObservedNode, group: NodeGroup | None, pool: Pool, registry: AcceleratorsSpec | None
+) -> NodeShape:
+    """A node as Ray reports it (devices, CPUs, memory, labels) with what its group or type
     says of the rest (GPU memory and model, vendor, NIC)."""
     accelerator = group.accelerator if group else None
     labels = dict(group.labels) if group else {}  # what mesh.yaml says of it, then Ray
@@ -200,7 +210,7 @@ def _shape(seen: ObservedNode, group: NodeGroup | None, pool: Pool) -> NodeShape
         if theirs in seen.labels:  # e.g. rack from the operator's own topology label
             labels[ours] = seen.labels[theirs]
     return NodeShape(
-        gpus=seen.gpus,
+        gpus=devices(seen, accelerator, registry),
         gpu_memory_gib=accelerator.memory_gib if accelerator else 0.0,
         accelerator=seen.accelerator or (accelerator.model if accelerator else None),
         vendor=accelerator.vendor if accelerator else ("nvidia" if seen.gpus else None),
@@ -209,6 +219,19 @@ def _shape(seen: ObservedNode, group: NodeGroup | None, pool: Pool) -> NodeShape
         nic_gbps=group.nic_gbps if group else 0.0,
         labels=labels,
     )
+
+
+def devices(
+    seen: ObservedNode, accelerator: Accelerator | None, registry: AcceleratorsSpec | None
+) -> int:
+    """The node's devices: its GPUs, or for a vendor counted in another Ray resource (the
+    registry's) what it declares of that resource over the units one device counts as."""
+    if accelerator is None or registry is None:
+        return seen.gpus
+    resource, units = registry.counted_in(accelerator.vendor, accelerator.model)
+    if resource == GPU:
+        return seen.gpus
+    return int(seen.devices.get(resource, 0.0) // units)
 
 
 def allocation_of(held: Held) -> Allocation:

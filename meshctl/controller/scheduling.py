@@ -115,7 +115,7 @@ def scheduling(
     lent = lending.lent_nodes(x for x in loans if x.id not in {c.id for c in closed})
     running = [_running(v, world, estimator, leaving_now, lent) for v in holding if v.attempt]
     running += units.running
-    nodes = observed(world, rules.mesh, running, rules.catalogs)
+    nodes = observed(world, rules.mesh, running, rules.catalogs, rules.registry)
     runtimes = {v.record.id: _runtime(v, estimator) for v in queued}
     mesh = _mesh_view(world, rules, nodes, running, queued, runtimes)
     snapshot = _snapshot(

@@ -11,7 +11,7 @@ from typing import Any
 from meshctl.lifecycle import BudgetCrossed
 from meshctl.lifecycle import Launch as Launch  # a step's launch: the lifecycle's
 from meshctl.lifecycle.serving import Scaling
-from meshctl.model.accelerators import Accelerators
+from meshctl.model.accelerators import Accelerators, AcceleratorsSpec
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import Mesh
 from meshctl.policy.compiled import PolicySet
@@ -201,6 +201,11 @@ class Rules:
     policies: PolicySet | None
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
     accelerators: Accelerators | None = None  # the registry: a train job's backend
+
+    @property
+    def registry(self) -> AcceleratorsSpec | None:
+        """The accelerator registry's entries (None: not loaded, every device a GPU)."""
+        return self.accelerators.spec if self.accelerators is not None else None
 
 
 def submission_id(job_id: str, number: int) -> str:

@@ -22,6 +22,7 @@ from meshctl.model.base import DocumentModel, GpuMemoryGiB, Model
 
 VendorName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,31}$", examples=["nvidia", "amd"])]
 ModelName = Annotated[str, Field(min_length=1, max_length=64, examples=["H100", "MI300X"])]
+GPU = "GPU"  # Ray's own resource for GPUs, what a vendor the registry does not know counts in
 # what a figure of a model may be marked (the notes say why)
 ModelField = Literal["memory_gib", "interconnect", "throughput"]
 
@@ -32,6 +33,11 @@ class Visibility(Model):
     )
     by: Literal["index", "uuid"] = Field(
         "index", description="devices named by their index on the host, or by their UUID"
+    )
+    instead_of: list[Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$")]] = Field(
+        default_factory=list,
+        description="variables Ray sets for the same devices that this one replaces: unset "
+        "in the workers (HIP_VISIBLE_DEVICES would number within ROCR's list)",
     )
 
 
@@ -109,6 +115,16 @@ class AcceleratorsSpec(Model):
     def model(self, name: str) -> AcceleratorModel | None:
         """The model of that name, in any case."""
         return next((m for m in self.models if m.model.lower() == name.lower()), None)
+
+    def counted_in(self, vendor: str | None, model: str | None = None) -> tuple[str, int]:
+        """The Ray resource a device of this vendor (and model) is counted in, and how many
+        units of it one device is: ``("TPU", 1)`` for a TPU chip, ``("neuron_cores", 2)`` for
+        a Trainium chip; ``("GPU", 1)`` for a vendor the registry does not know."""
+        found = self.vendor(vendor) if vendor else None
+        if found is None:
+            return GPU, 1
+        known = self.model(model) if model else None
+        return found.ray_resource, known.ray_units if known is not None else 1
 
 
 class Accelerators(DocumentModel):

@@ -7,13 +7,14 @@ sessions, never ``ray stop`` and never processes found by name, and it works aft
 because the run file outlives the processes that wrote it. A recorded leader whose pid now
 belongs to another program (a different start time) is left alone.
 
-GPUs are declared with ``--num-gpus`` (so GPU nodes exist on a CPU machine), the accelerator
-model as an ``accelerator_type:<model>`` resource, and mesh.yaml's labels plus
-``meshctl.io/node=<name>`` as Ray node labels. Each node's meshctl agent starts just before
-it, on loopback and a free port, in a session of its own; the node's labels say where it
-answers (``meshctl.io/agent-host``, ``meshctl.io/agent-port``). Nodes start one after
-another: Ray picks each node's socket names by looking at what exists, so nodes started at
-once on one machine race.
+GPUs are declared with ``--num-gpus`` (so GPU nodes exist on a CPU machine), other vendors'
+devices in their own Ray resource (``TPU``, ``neuron_cores``: the accelerator registry's),
+never as GPUs; the accelerator model as an ``accelerator_type:<model>`` resource, and
+mesh.yaml's labels plus ``meshctl.io/node=<name>`` as Ray node labels. Each node's meshctl
+agent starts just before it, on loopback and a free port, in a session of its own; the
+node's labels say where it answers (``meshctl.io/agent-host``, ``meshctl.io/agent-port``).
+Nodes start one after another: Ray picks each node's socket names by looking at what exists,
+so nodes started at once on one machine race.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from meshctl.errors import Failure
+from meshctl.model.accelerators import GPU, AcceleratorsSpec
 from meshctl.model.mesh import LocalPool, NodeAgents, NodeGroup
 from meshctl.pools.observed import (
     AGENT_HOST_LABEL,
@@ -95,14 +97,21 @@ def run_file(run_dir: Path, pool: str) -> Path:
     return run_dir / f"pool-{pool}.json"
 
 
-def start(pool: LocalPool, run_dir: Path, progress: Progress = lambda _: None) -> LocalCluster:
-    """Start the pool's head and nodes; the run file is written before the first process."""
+def start(
+    pool: LocalPool,
+    run_dir: Path,
+    progress: Progress = lambda _: None,
+    registry: AcceleratorsSpec | None = None,
+) -> LocalCluster:
+    """Start the pool's head and nodes; the run file is written before the first process.
+    Each node declares its devices in its vendor's Ray resource (the ``registry``'s: ``GPU``,
+    ``TPU``, ``neuron_cores`` ...; ``GPU`` without one)."""
     cluster = start_head(pool.name, run_dir, progress)
     try:
         for group in pool.nodes:
             for name in group.node_names():
                 progress(f"starting node {name} ({_shape(group)})")
-                add_node(cluster, name, group, run_dir, pool.agents)
+                add_node(cluster, name, group, run_dir, pool.agents, registry)
     except BaseException:
         stop(cluster)
         run_file(run_dir, pool.name).unlink(missing_ok=True)
@@ -178,6 +187,7 @@ def add_node(
     group: NodeGroup,
     run_dir: Path,
     agents: NodeAgents | None = None,
+    registry: AcceleratorsSpec | None = None,
 ) -> None:
     """One more node of ``group``'s shape, named ``name``; returns once the head sees it.
     With ``agents``, its meshctl agent starts first, and the node's labels say where it is.
@@ -189,7 +199,7 @@ def add_node(
     """
     for attempt in (1, 2):  # like the head: tried again once, on fresh ports
         labels = _start_agent(cluster, name, group, run_dir, agents) if agents else {}
-        shape = _shape_args(group, name, labels)
+        shape = _shape_args(group, name, labels, registry)
         args = [f"--address={cluster.gcs}", *shape, "--include-log-monitor=False"]
         _launch(cluster, name, args, run_file(run_dir, cluster.pool))
         try:
@@ -360,18 +370,28 @@ def environment(cluster: LocalCluster) -> dict[str, str]:
     return env
 
 
-def _shape_args(group: NodeGroup, name: str, more: dict[str, str] | None = None) -> list[str]:
+def _shape_args(
+    group: NodeGroup,
+    name: str,
+    more: dict[str, str] | None = None,
+    registry: AcceleratorsSpec | None = None,
+) -> list[str]:
     labels = {**group.labels, **(more or {}), NODE_LABEL: name}
     resources: dict[str, float] = {}
+    gpus = int(group.gpus)
     if group.accelerator:
         resources[f"accelerator_type:{group.accelerator.model}"] = 1
         if group.gpus:  # claimed by meshctl's jobs: Ray refuses to over-commit them too
             resources[GPU_MEMORY_RESOURCE] = group.gpus * group.accelerator.memory_gib
+        acc = group.accelerator
+        resource, units = registry.counted_in(acc.vendor, acc.model) if registry else (GPU, 1)
+        if resource != GPU and gpus:  # a TPU host, a Trainium node: never Ray's GPU
+            resources[resource], gpus = gpus * units, 0
     if group.nic_gbps:
         resources[NIC_RESOURCE] = group.nic_gbps
     return [
         f"--num-cpus={max(1, round(group.cpus))}",
-        f"--num-gpus={int(group.gpus)}",
+        f"--num-gpus={gpus}",
         f"--memory={int(group.memory_gib * GIB)}",
         f"--resources={json.dumps(resources)}",
         "--labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())),

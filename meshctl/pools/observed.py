@@ -62,6 +62,9 @@ class ObservedNode:
     address: str = ""  # the node's IP address, as Ray reports it
     gpus_in_use: float | None = None  # GPUs Ray counts as taken by any work (None: unknown)
     claimable: Mapping[str, float] = field(default_factory=dict)  # CLAIMED_RESOURCES it has
+    # what it declares of the Ray resources devices may be counted in, other than GPU (TPU,
+    # neuron_cores ...: the accelerator registry says which is whose)
+    devices: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

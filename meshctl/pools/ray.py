@@ -393,6 +393,20 @@ def _node(raw: Mapping[str, Any], name: str, gpus_in_use: float | None = None) -
         address=str(raw.get("node_ip") or ""),
         gpus_in_use=gpus_in_use,
         claimable={k: float(resources[k]) for k in CLAIMED_RESOURCES if k in resources},
+        devices={k: float(v) for k, v in resources.items() if _device_like(k)},
+    )
+
+
+NOT_DEVICES = frozenset({"CPU", "GPU", "memory", "object_store_memory", *CLAIMED_RESOURCES})
+
+
+def _device_like(resource: str) -> bool:
+    """A resource that may count a vendor's devices (TPU, neuron_cores, HPU, a made-up one's):
+    none of Ray's own for CPUs, memory and nodes, nor meshctl's claims or model markers."""
+    return (
+        resource not in NOT_DEVICES
+        and not resource.startswith(("node:", "accelerator_type:"))
+        and not resource.endswith("-head")  # Ray's TPU-<type>-head marker
     )
 
 

@@ -64,6 +64,16 @@ def run_loop(reference: str, where: dict[str, Any], config: dict[str, Any]) -> A
     """What every worker runs: record the start (rank 0), the job's own loop, and (rank 0)
     that the loop returned: what follows is Ray Train tearing the workers down, not a hang."""
     context = ray.train.get_context()
+    if where.get("devices"):  # the registry's visibility variable, for the devices Ray gave
+        from meshctl.train.devices import VisibilityError, set_visible
+
+        try:
+            shown = set_visible(where["devices"])
+        except VisibilityError as err:  # Ray's own variable, by index, stays
+            shown = {}
+            say(f"worker {context.get_world_rank()}: {err}; Ray's numbering stays")
+        if shown and context.get_world_rank() == 0:
+            say(", ".join(f"{k}={v}" for k, v in shown.items()))
     if context.get_world_rank() == 0 and where.get("uri"):
         checkpoint = ray.train.get_checkpoint()
         path = checkpoint.path if checkpoint is not None else None
@@ -301,6 +311,25 @@ def cuda_here() -> bool:
     return bool(torch.cuda.is_available())
 
 
+RUNTIMES = {"xla": "torch_xla", "hccl": "habana_frameworks.torch"}  # backend -> its module
+
+
+def runtime_here(resource: str, backend: str | None) -> bool:
+    """Whether this host can drive the devices: CUDA (or ROCm's) for GPUs, else the torch
+    runtime of the vendor's backend (torch_xla, Habana's), importable."""
+    if resource == "GPU":
+        return cuda_here()
+    module = RUNTIMES.get(backend or "")
+    if module is None:
+        return False
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package missing
+        return False
+
+
 class Trainer(TorchTrainer):
     """``TorchTrainer`` less Ray Data's dataset manager when it is given no datasets (a train
     job never gives any: its loop reads its own data, ``meshctl.workload``).
@@ -328,13 +357,22 @@ def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
     workers, per_node = int(spec["workers"]), int(spec.get("workers_per_node", 1))
     label, pins = str(spec["node_label"]), list(spec.get("node_ids") or [])
     per_worker = {k: v for k, v in spec.get("per_worker", {}).items() if v}
-    use_gpu = bool(per_worker.get("GPU")) and cuda_here()
     devices = spec.get("devices") or {}
-    if per_worker.get("GPU") and not use_gpu:  # GPUs declared on CPU nodes: an emulated mesh
+    resource = str(devices.get("resource") or "GPU")
+    held = bool(per_worker.get(resource))
+    here = held and runtime_here(resource, devices.get("backend"))
+    use_gpu = here and resource == "GPU"
+    if held and not here:  # devices declared on CPU nodes: an emulated mesh
         said = f"{devices['vendor']} ({devices['backend']}); " if devices else ""
-        print(f"meshctl train: {said}no CUDA here; the workers train on CPU (gloo)", flush=True)
-        per_worker.pop("GPU")  # meshctl placed the job; the label selector pins the workers
-    backend = (devices.get("backend") or "nccl") if use_gpu else "gloo"
+        print(f"meshctl train: {said}no {resource} runtime here; the workers train on CPU"
+              " (gloo)", flush=True)  # fmt: skip
+    if resource == "TPU" or (resource == "GPU" and not here):
+        # Ray Train asks CUDA of GPU workers, and a TPU worker of its own slice reservation
+        # (use_tpu, which pins by its own labels): meshctl placed the job, its label selector
+        # pins the workers, and its placement holds the devices. Other resources (Neuron
+        # cores, HPUs) the workers hold, and Ray makes only theirs visible to them.
+        per_worker.pop(resource, None)
+    backend = (devices.get("backend") or "nccl") if here else "gloo"
     scaling = ScalingConfig(
         num_workers=(int(spec["min_workers"]), workers) if spec.get("min_workers") else workers,
         use_gpu=use_gpu,
@@ -347,6 +385,8 @@ def trainer(spec: dict[str, Any], attempt: int) -> TorchTrainer:
     uri = f"{storage.rstrip('/')}/{spec['run_name']}" if storage else None
     fs, path = filesystem(storage, endpoint) if storage else (None, None)
     where = {"uri": uri, "endpoint_url": endpoint, "attempt": attempt, "export": spec.get("export")}
+    if devices:
+        where["devices"] = devices
     recorded = Progress(uri, endpoint, attempt) if uri else None
     callbacks: list[Any] = [recorded] if recorded else []
     wait_s = spec.get("replace_wait_s")

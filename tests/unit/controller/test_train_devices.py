@@ -33,16 +33,27 @@ def rules(vendor: str, model: str, registry: bool = True) -> Rules:
     ("vendor", "model", "pool", "expected"),
     [
         ("amd", "MI300X", "lab", {"vendor": "amd", "backend": "nccl",
-                                  "visibility": "ROCR_VISIBLE_DEVICES", "visible_by": "uuid"}),
+                                  "visibility": "ROCR_VISIBLE_DEVICES", "visible_by": "uuid",
+                                  "instead_of": ["HIP_VISIBLE_DEVICES"],
+                                  "resource": "GPU", "units": 1}),
         ("nvidia", "H100", "lab", {"vendor": "nvidia", "backend": "nccl",
-                                   "visibility": "CUDA_VISIBLE_DEVICES", "visible_by": "index"}),
+                                   "visibility": "CUDA_VISIBLE_DEVICES", "visible_by": "index",
+                                   "resource": "GPU", "units": 1}),
+        ("google", "TPU-v5e", "lab", {"vendor": "google", "backend": "xla",
+                                      "visibility": "TPU_VISIBLE_CHIPS", "visible_by": "index",
+                                      "resource": "TPU", "units": 1}),
+        ("aws", "Trainium", "lab", {"vendor": "aws", "backend": "xla",
+                                    "visibility": "NEURON_RT_VISIBLE_CORES",
+                                    "visible_by": "index", "resource": "neuron_cores",
+                                    "units": 2}),
         ("amd", "MI300X", "burst", {"vendor": "nvidia", "backend": "nccl",
-                                    "visibility": "CUDA_VISIBLE_DEVICES", "visible_by": "index"}),
+                                    "visibility": "CUDA_VISIBLE_DEVICES", "visible_by": "index",
+                                    "resource": "GPU", "units": 1}),
     ],
-    ids=["amd-on-prem-by-uuid", "nvidia-on-prem", "a-cloud-pools-l4s"],
+    ids=["amd-on-prem-by-uuid", "nvidia-on-prem", "tpu-host", "trainium", "a-cloud-pools-l4s"],
 )  # fmt: skip
 def test_the_devices_of_the_placed_nodes_come_from_the_registry(
-    vendor: str, model: str, pool: str, expected: dict[str, str]
+    vendor: str, model: str, pool: str, expected: dict[str, object]
 ) -> None:
     nodes = ["g-0", "g-1"] if pool == "lab" else ["i-0123"]
     assert devices_of(rules(vendor, model), pool, nodes) == expected

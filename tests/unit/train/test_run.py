@@ -104,3 +104,36 @@ def test_the_distributed_backend_is_the_registrys_for_the_nodes_vendor(
     monkeypatch.setattr(run, "cuda_here", lambda: cuda)
     built = run.trainer(spec(tmp_path, devices=devices), attempt=1)
     assert built.backend_config.backend == backend
+
+
+@pytest.mark.parametrize(
+    ("resource", "backend", "runtime", "held", "expected_backend"),
+    [
+        ("TPU", "xla", False, {}, "gloo"),  # an emulated TPU host: its placement holds the chips
+        ("TPU", "xla", True, {}, "xla"),  # Ray Train's own TPU path pins by its labels: not used
+        ("neuron_cores", "xla", False, {"neuron_cores": 4.0}, "gloo"),  # Ray sets the cores
+        ("neuron_cores", "xla", True, {"neuron_cores": 4.0}, "xla"),
+    ],
+    ids=["tpu-emulated", "tpu-with-torch-xla", "neuron-emulated", "neuron-with-torch-xla"],
+)
+def test_tpu_and_neuron_workers_never_hold_a_gpu(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    resource: str,
+    backend: str,
+    runtime: bool,
+    held: dict[str, float],
+    expected_backend: str,
+) -> None:
+    from meshctl.train import run
+
+    monkeypatch.setattr(run, "runtime_here", lambda r, b: runtime)
+    devices = {"vendor": "v", "backend": backend, "resource": resource, "units": 2}
+    per_worker = {"CPU": 0.5, resource: 4.0, "memory": 2**30}
+    built = run.trainer(spec(tmp_path, devices=devices, per_worker=per_worker), attempt=1)
+    scaling = built.scaling_config
+    assert not scaling.use_gpu
+    others = {k: v for k, v in (scaling.resources_per_worker or {}).items() if k == resource}
+    assert others == held
+    assert "GPU" not in (scaling.resources_per_worker or {})
+    assert built.backend_config.backend == expected_backend
