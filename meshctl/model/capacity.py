@@ -1,4 +1,4 @@
-"""What a pool can hold, as configured: GPUs, accelerator models and the price of a GPU-hour.
+"""What a pool can hold, as configured: GPUs, accelerators and the price of a GPU-hour.
 
 Pure derivations from the mesh and the catalogs, shared by ``meshctl pools`` and (later) the
 scheduler's cost scorer. Live use and health come from the pools themselves, not from here.
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from meshctl.model.catalog import Catalog, InstanceType
-from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Pool, RayPool
+from meshctl.model.mesh import Accelerator, AwsPool, GcpPool, LocalPool, Pool, RayPool
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,30 @@ class PoolCapacity:
     price_uncertain: bool = False  # a price above is one the catalog marks uncertain
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class AcceleratorType:
+    """One kind of accelerator a pool's nodes carry (the policies' ``pool.accelerator_types``)."""
+
+    vendor: str
+    model: str
+    memory_gib: float  # of one device
+
+
+def accelerator_types(pool: Pool, catalogs: Mapping[str, Catalog]) -> tuple[AcceleratorType, ...]:
+    """Each kind of accelerator on the pool's nodes, once, sorted: an on-prem pool's node groups
+    say it; a cloud pool's node types through the catalog (a type the catalog lacks adds none,
+    as it adds no GPUs)."""
+    carried: list[Accelerator]
+    if isinstance(pool, AwsPool | GcpPool):
+        catalog = catalogs.get(pool.provider)
+        found = [catalog.instance_type(t.name) if catalog else None for t in pool.node_types]
+        carried = [t.accelerator for t in found if t is not None]
+    else:
+        carried = [g.accelerator for g in pool.nodes if g.accelerator is not None]
+    kinds = {AcceleratorType(a.vendor, a.model, float(a.memory_gib)) for a in carried}
+    return tuple(sorted(kinds))
+
+
 def _location(pool: Pool) -> str:
     if isinstance(pool, LocalPool):
         return "this machine"
@@ -38,23 +62,25 @@ def _location(pool: Pool) -> str:
 
 
 def pool_capacity(pool: Pool, catalogs: Mapping[str, Catalog]) -> PoolCapacity:
+    models = tuple(sorted({a.model for a in accelerator_types(pool, catalogs)}))
     if isinstance(pool, AwsPool | GcpPool):
-        return _cloud_capacity(pool, catalogs.get(pool.provider))
+        return _cloud_capacity(pool, catalogs.get(pool.provider), models)
     groups = pool.nodes
-    models = sorted({g.accelerator.model for g in groups if g.accelerator is not None})
     return PoolCapacity(
         name=pool.name,
         provider=pool.provider,
         location=_location(pool),
         nodes=sum(g.count for g in groups),
         gpus=int(sum(g.gpus * g.count for g in groups)),
-        accelerators=tuple(models),
+        accelerators=models,
         usd_per_gpu_hour=pool.cost.usd_per_gpu_hour,
         spot_usd_per_gpu_hour=None,
     )
 
 
-def _cloud_capacity(pool: AwsPool | GcpPool, catalog: Catalog | None) -> PoolCapacity:
+def _cloud_capacity(
+    pool: AwsPool | GcpPool, catalog: Catalog | None, models: tuple[str, ...]
+) -> PoolCapacity:
     types: list[tuple[InstanceType, int, bool]] = []
     for node_type in pool.node_types:
         found = catalog.instance_type(node_type.name) if catalog else None
@@ -81,7 +107,7 @@ def _cloud_capacity(pool: AwsPool | GcpPool, catalog: Catalog | None) -> PoolCap
         location=_location(pool),
         nodes=pool.max_nodes,
         gpus=gpus,
-        accelerators=tuple(sorted({t.accelerator.model for t, _, _ in types})),
+        accelerators=models,
         usd_per_gpu_hour=cheapest[0] if cheapest else None,
         spot_usd_per_gpu_hour=cheapest_spot[0] if cheapest_spot else None,
         price_uncertain=any(c[1] for c in (cheapest, cheapest_spot) if c is not None),

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from meshctl.model.capacity import pool_capacity
+from meshctl.model.capacity import AcceleratorType, accelerator_types, pool_capacity
 from meshctl.model.catalog import Catalog
 from meshctl.model.job import Job
 from meshctl.model.mesh import Mesh
@@ -30,10 +30,17 @@ class PoolFacts:
     queued_jobs: int = 0
     expected_wait_s: float = 0.0
     spend_usd_month: float = 0.0
+    # vendor, model and memory of each kind of accelerator; facts built without the mesh's
+    # node groups and the catalogs (tests, benchmarks) may leave it empty
+    accelerator_types: tuple[AcceleratorType, ...] = ()
 
     @property
     def cloud(self) -> bool:
         return self.provider in ("aws", "gcp")
+
+    @property
+    def vendors(self) -> tuple[str, ...]:
+        return tuple(sorted({a.vendor for a in self.accelerator_types}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +97,7 @@ def mesh_snapshot(
                 queued_jobs=now.queued_jobs if now else 0,
                 expected_wait_s=now.expected_wait_s if now else 0.0,
                 spend_usd_month=now.spend_usd_month if now else 0.0,
+                accelerator_types=accelerator_types(pool, catalogs),
             )
         )
     teams = {
@@ -127,6 +135,7 @@ def observed(
                 queued_jobs=queued_jobs if seen else 0,
                 expected_wait_s=expected_wait_s.get(facts.name, 0.0),
                 spend_usd_month=spend_usd.get(facts.name, 0.0),
+                accelerator_types=facts.accelerator_types,
             )
         )
     teams = {team: TeamUsage(spend_usd_month=usd) for team, usd in team_spend_usd.items()}
@@ -145,6 +154,7 @@ def job_map(job: Job, priority_class: str, fields: frozenset[str] | None = None)
 
 def _job_map(job: Job, priority_class: str) -> dict[str, Any]:
     spec, res = job.spec, job.spec.resources
+    wanted = res.accelerator
     sets = [
         {
             "name": d.name,
@@ -162,11 +172,16 @@ def _job_map(job: Job, priority_class: str) -> dict[str, Any]:
         "criticality": spec.criticality,
         "priority_class": priority_class,
         "labels": dict(job.metadata.labels),
+        "accelerator": {  # what the job asks of each device ("" / [] / 0.0: anything)
+            "vendor": (wanted.vendor or "") if wanted else "",
+            "models": list(wanted.any_of) if wanted else [],
+            "memory_gib": float(res.gpu_memory_gib or 0.0),
+        },
         "resources": {  # float(): a field left at its default (gpus: 0) is an int
             "gpus": float(res.gpus),
             "total_gpus": float(res.total_gpus),
             "gpu_memory_gib": float(res.gpu_memory_gib or 0.0),
-            "accelerators": list(res.accelerator.any_of) if res.accelerator else [],
+            "accelerators": list(wanted.any_of) if wanted else [],
             "cpus": float(res.cpus),
             "memory_gib": float(res.memory_gib),
             "nic_gbps": float(res.nic_gbps),
@@ -216,6 +231,11 @@ def pool_map(pool: PoolFacts) -> dict[str, Any]:
         "region": pool.region,
         "labels": dict(pool.labels),
         "accelerators": list(pool.accelerators),
+        "vendors": list(pool.vendors),
+        "accelerator_types": [
+            {"vendor": a.vendor, "model": a.model, "memory_gib": float(a.memory_gib)}
+            for a in pool.accelerator_types
+        ],
         "gpus": int(pool.gpus),
         "usd_per_gpu_hour": float(pool.usd_per_gpu_hour or 0.0),
     }

@@ -26,6 +26,15 @@ TYPE_NAMES: Final = frozenset(
 _OPEN: Final = frozenset("([{")
 _CLOSE: Final = frozenset(")]}")
 _KEY_RE: Final = re.compile(r"""(["'])([A-Za-z_][A-Za-z0-9_]*)\1""")
+# Names an author may well write that are not there: what to write instead. A job asks for one
+# kind of accelerator; a pool may carry several, so it has no single `accelerator`.
+_INSTEAD: Final[Mapping[str, str]] = {
+    "accelerator": "did you mean 'job.accelerator' (what the job asks of each device) or "
+    "'pool.accelerator_types' (what a pool carries: "
+    'pool.accelerator_types.all(a, a.vendor == "amd"))?',
+    "pool.accelerator": "a pool may carry several kinds: did you mean 'accelerator_types' "
+    "(pool.accelerator_types.all(a, a.memory_gib >= 80.0)) or 'vendors'?",
+}
 
 
 def _add(problems: list[str], problem: str | None) -> None:
@@ -107,6 +116,8 @@ class PathChecker:
         expected = "expected one of: " + ", ".join(allowed) if allowed else "expected none"
         if name in self.schema:
             return f"variable '{name}' is not available here; {expected}"
+        if name in _INSTEAD:
+            return f"unknown variable '{name}'; {_INSTEAD[name]}"
         close = difflib.get_close_matches(name, allowed, n=1)
         if close:
             return f"unknown variable '{name}'; did you mean '{close[0]}'?"
@@ -183,7 +194,8 @@ def _field(node: Any, path: str, name: str) -> tuple[Any, str | None]:
         return None, f"{path} is a list, it has no field '{name}'; expected an index first"
     if name in node:
         return node[name], None
-    return None, f"{path} has no field '{name}'; {_suggest(node, name)}"
+    instead = _INSTEAD.get(f"{path}.{name}") or _suggest(node, name)
+    return None, f"{path} has no field '{name}'; {instead}"
 
 
 def _suggest(node: Mapping[str, Any], name: str) -> str:

@@ -25,6 +25,20 @@ _RESOURCES: Final[Schema] = {
     "nodes": "int",
     "topology": "string",
 }
+# What a job asks of each device: its vendor ("" when any), the models it accepts (none: any)
+# and the memory it needs (0.0 when any)
+_JOB_ACCELERATOR: Final[Schema] = {
+    "vendor": "string",
+    "models": "list<string>",
+    "memory_gib": "double",
+}
+# One kind of accelerator a pool's nodes carry; a pool may have several (node groups, node
+# types), so a pool has a list of them and rules ask `all` or `exists` of it
+_ACCELERATOR_TYPE: Final[Schema] = {
+    "vendor": "string",
+    "model": "string",
+    "memory_gib": "double",
+}
 _DATASET: Final[Schema] = {
     "name": "string",
     "location": "string",
@@ -39,6 +53,7 @@ JOB: Final[Schema] = {
     "criticality": "string",
     "priority_class": "string",
     "labels": {"*": "string"},
+    "accelerator": _JOB_ACCELERATOR,
     "resources": _RESOURCES,
     "data": {
         "tags": "list<string>",
@@ -64,6 +79,8 @@ POOL: Final[Schema] = {
     "region": "string",
     "labels": {"*": "string"},
     "accelerators": "list<string>",
+    "vendors": "list<string>",
+    "accelerator_types": {"[]": _ACCELERATOR_TYPE},
     "gpus": "int",
     "usd_per_gpu_hour": "double",
 }

@@ -55,6 +55,15 @@ JOB: dict[str, tuple[dict[str, Any], str]] = {
     "criticality": ({"criticality": "critical"}, '"critical"'),
     "priority_class": ({"priority_class": "low"}, '"low"'),
     "labels.*": ({"metadata": {"labels": {"team": "x"}}}, '"x"'),
+    "accelerator.vendor": (
+        {"resources": {"gpus": 1, "accelerator": {"vendor": "nvidia", "any_of": ["A100"]}}},
+        '"nvidia"',
+    ),
+    "accelerator.models": (
+        {"resources": {"gpus": 1, "accelerator": {"any_of": ["A100"]}}},
+        '["A100"]',
+    ),
+    "accelerator.memory_gib": ({"resources": {"gpus": 1, "gpu_memory_gib": "40GiB"}}, "40.0"),
     "resources.gpus": ({"resources": {"gpus": 2}}, "2.0"),
     "resources.total_gpus": ({"resources": {"gpus": 2, "nodes": 3}}, "6.0"),
     "resources.gpu_memory_gib": ({"resources": {"gpus": 1, "gpu_memory_gib": "40GiB"}}, "40.0"),
@@ -112,6 +121,10 @@ POOL: dict[str, dict[str, Any] | None] = {
     "region": None,
     "labels.*": None,
     "accelerators": None,
+    "vendors": None,
+    "accelerator_types[].vendor": None,
+    "accelerator_types[].model": None,
+    "accelerator_types[].memory_gib": None,
     "gpus": {"pools": {"aws-burst": {"gpus": 5}}},
     "usd_per_gpu_hour": None,
 }
@@ -149,8 +162,8 @@ def test_the_table_covers_every_field_of_the_schema() -> None:
 
 
 # What the mesh file above and the shipped aws catalog make of the aws-burst pool, as CEL
-# literals. providers/aws.yaml: g6.xlarge has one L4 at 0.8048 USD an hour on demand in
-# us-east-1, so 0.8048 USD per GPU-hour; gpus is the case's own state (POOL above).
+# literals. providers/aws.yaml: g6.xlarge has one nvidia L4 of 24 GiB at 0.8048 USD an hour on
+# demand in us-east-1, so 0.8048 USD per GPU-hour; gpus is the case's own state (POOL above).
 AWS_BURST: dict[str, str] = {
     "name": '"aws-burst"',
     "provider": '"aws"',
@@ -158,6 +171,10 @@ AWS_BURST: dict[str, str] = {
     "region": '"us-east-1"',
     "labels.*": '"burst"',
     "accelerators": '["L4"]',
+    "vendors": '["nvidia"]',
+    "accelerator_types[].vendor": '"nvidia"',
+    "accelerator_types[].model": '"L4"',
+    "accelerator_types[].memory_gib": "24.0",
     "gpus": "5",
     "usd_per_gpu_hour": "0.8048",
 }
@@ -223,5 +240,5 @@ def test_every_field_a_rule_reads_can_be_set_from_a_case_file(cli, tmp_path: Pat
     )
     assert result.exit_code == 0, result.output
     outcomes = json.loads(result.stdout)
-    assert len(outcomes) == len(cases) == len(JOB) * 2 + len(VICTIM_ONLY) + 11 + 8 + 1
+    assert len(outcomes) == len(cases) == len(JOB) * 2 + len(VICTIM_ONLY) + 11 + len(AWS_BURST) + 1
     assert [o["failures"] for o in outcomes if not o["passed"]] == []

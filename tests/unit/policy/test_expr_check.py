@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from meshctl.files import load_path, load_text
 from meshctl.model import Job, Mesh, Policy
-from meshctl.model.capacity import pool_capacity
+from meshctl.model.capacity import AcceleratorType, pool_capacity
 from meshctl.policy import compile_policies
 from meshctl.policy.compiled import Source
 from meshctl.policy.expr import ParseError, check, env_of, parse
@@ -408,7 +408,8 @@ def test_the_engines_maps_conform_to_the_schema() -> None:
             },
         }
     )
-    pool = PoolFacts("p", "aws", "us-east-1", {"tier": "burst"}, ("L4",), 8, 1, free_gpus=2)
+    pool = PoolFacts("p", "aws", "us-east-1", {"tier": "burst"}, ("L4",), 8, 1, free_gpus=2,
+                     accelerator_types=(AcceleratorType("nvidia", "L4", 24),))  # fmt: skip
     # the controller and the simulator hand in plain ints: the maps still say double
     moment = observed(
         type("M", (), {"pools": (pool,)})(), {"p": 1}, {"p": 4}, 3, {"p": 60}, {"p": 7}, {"t": 2}
@@ -425,7 +426,7 @@ def test_the_engines_maps_conform_to_the_schema() -> None:
         *_conforms(mesh_map(moment), SCHEMA["mesh"], "mesh"),
     ]
     assert found == []
-    assert pool_capacity(mesh_doc.document.spec.pools[0], {}).gpus == 8
+    assert pool_capacity(mesh_doc.document.spec.pools[0], {}).gpus == 24
 
 
 def test_the_checker_types_every_variable_of_the_schema() -> None:
