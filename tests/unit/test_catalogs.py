@@ -349,7 +349,7 @@ CASE_SAYS = "expected an accelerator model the catalogs or the mesh's nodes have
             "l4, Q9",
             [f"t.yaml:12: spec.cases[1].victim.resources.accelerator.any_of[1]: {CASE_SAYS}"
              " 'Q9' (A100, A10G, Gaudi, H100, H200, Inferentia2, L4, L40S, MI300X, TPU-v5e,"
-             " Trainium)"],
+             " TPU-v5p, TPU-v6e, Trainium, Trainium2)"],
             id="the-victim-of-a-case",
         ),
     ],

@@ -54,9 +54,9 @@ REFUSED = [
         id="no pool allowed",
     ),
     pytest.param(
-        job("j", resources={"gpus": 8}),
-        "job j can never run on this mesh: needs 8 GPUs per node; the largest node or node "
-        "type has 4",
+        job("j", resources={"gpus": 16}),
+        "job j can never run on this mesh: needs 16 GPUs per node; the largest node or node "
+        "type has 8",
         id="impossible on this mesh, whatever the policies",
     ),
 ]

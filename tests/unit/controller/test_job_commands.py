@@ -35,13 +35,13 @@ BAD = [
         "never fits",
         ["submit", "--gpus", "64", "--", "python", "x.py"],
         "error: job x can never run on this mesh: needs 64 GPUs per node; the largest node or "
-        "node type has 4",
+        "node type has 8",
     ),
     (
         "gang too big",
-        ["submit", "--gpus", "4", "--nodes", "3", "--", "python", "x.py"],
-        "error: job x can never run on this mesh: needs 3 nodes with 4 GPUs each; the pool "
-        "onprem has 2 such nodes; aws-burst may launch at most 2 g6e.12xlarge",
+        ["submit", "--gpus", "4", "--nodes", "5", "--", "python", "x.py"],
+        "error: job x can never run on this mesh: needs 5 nodes with 4 GPUs each; the pool "
+        "onprem has 4 such nodes; aws-burst may launch at most 2 g6e.12xlarge",
     ),
     (
         "over the team's quota, whatever it borrows",
