@@ -119,10 +119,14 @@ step nodes show "onprem/$gang_node"
 
 echo; echo "== 3. Burst: on-prem full, best-effort work to the cloud, critical work waits"
 blocker=$("$MESHCTL" submit --gpus 4 --nodes 2 --criticality critical --name fill-onprem -- python -c "import time; time.sleep(600)")
-echo "fill-onprem (critical, both on-prem nodes): $blocker"
-for _ in $(seq 1 120); do  # until it holds both nodes
-  "$MESHCTL" jobs show "$blocker" -o json | grep -q '"state": "running"' && break
-  sleep 0.25
+echo "fill-onprem (critical, both on-prem A100 nodes): $blocker"
+blocker_amd=$("$MESHCTL" submit --gpus 8 --criticality critical --name fill-amd -- python -c "import time; time.sleep(600)")
+echo "fill-amd (critical, the on-prem MI300X node): $blocker_amd"
+for job in "$blocker" "$blocker_amd"; do
+  for _ in $(seq 1 120); do  # until it holds its nodes
+    "$MESHCTL" jobs show "$job" -o json | grep -q '"state": "running"' && break
+    sleep 0.25
+  done
 done
 embed2=$("$MESHCTL" submit jobs/batch-embed.yaml); echo "batch-embed (best-effort): $embed2"
 serve2=$("$MESHCTL" submit jobs/serve-pii.yaml);   echo "serve-pii   (critical, pii stays on-prem): $serve2"
@@ -150,7 +154,7 @@ fi
 step explain "$serve2"
 printf '\n\033[1m$ meshctl jobs logs %s | tail -1\033[0m\n' "$embed2"
 "$MESHCTL" jobs logs "$embed2" | tail -1
-step jobs cancel "$blocker"
+step jobs cancel "$blocker" "$blocker_amd"
 step jobs wait "$serve2" --timeout 300
 for _ in $(seq 1 120); do  # the cloud pool goes once idle for its idle_minutes (12 s here)
   "$MESHCTL" status -o json | grep -q '"kind": "pool.teardown"' && break

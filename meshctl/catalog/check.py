@@ -14,6 +14,7 @@ import difflib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from meshctl.catalog import fungible
 from meshctl.files import Loaded
 from meshctl.model import Accelerators, Catalog, Job, Mesh, PolicyTest
 from meshctl.model.catalog import InstanceType
@@ -247,16 +248,24 @@ def job_accelerators(
     mesh: Mesh | None,
     registry: Accelerators | None = None,
 ) -> list[Problem]:
-    """A job file's accelerator models that neither the catalogs nor the mesh know, and a
-    vendor the registry does not list."""
+    """A job file's accelerator models that neither the catalogs nor the mesh know, a vendor
+    the registry does not list, a fungible class with no factor and a TPU slice the job does
+    not fill (``meshctl.catalog.fungible``)."""
     job = loaded.document
     if not isinstance(job, Job):
         return []
     known = job_models(catalogs, mesh)
     resources = job.spec.resources
-    return resources_accelerators(
+    problems = resources_accelerators(
         loaded.path, resources, loaded.line_of, ("spec",), known, registry
     )
+    if registry is None or problems:
+        return problems
+    found = fungible.options(job.spec, registry.spec, known)[1]
+    for loc, message in found + fungible.slices(job.spec, registry.spec):
+        at = ("spec", *loc)
+        problems.append(Problem(loaded.path, loaded.line_of(*at), dotted(at), message))
+    return problems
 
 
 def export_problems(loaded: Loaded, working_dir: Path) -> list[Problem]:

@@ -49,9 +49,14 @@ def _count(value: float, unit: str) -> str:
 
 def _accelerator(resources: Mapping[str, Any]) -> str:
     chosen = resources.get("accelerator") or {}
+    options = chosen.get("options") or []
+    if options:  # a fungible request: what it may be met as
+        met = " or ".join(f"{o['gpus']} {o['model']}" for o in options)
+        return f" (as {met})"
     models = " or ".join(chosen.get("any_of") or [])
     vendor = chosen.get("vendor")
-    named = " ".join(x for x in (vendor, models) if x)
+    topology = chosen.get("topology")
+    named = " ".join(x for x in (vendor, models, topology and f"{topology} slices") if x)
     return f" ({named})" if named else ""
 
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from meshctl.cli.context import AppContext
     from meshctl.controller.submit import Admission
     from meshctl.files import Loaded
-    from meshctl.model import Catalog, Job, Mesh
+    from meshctl.model import Accelerators, Catalog, Job, Mesh
     from meshctl.policy import PolicySet
     from meshctl.policy.evaluate import BoundPolicies
 
@@ -76,8 +76,31 @@ def admit(
     job = check_loop(job, work)  # a train loop or Serve app imports, before anything is queued
     now = dt.datetime.now(dt.UTC)
     mesh, catalogs, policies = planning
+    job = with_options(job, catalogs, mesh, context.accelerators())
     observed = _unlisted_inventory(context, mesh)
     return job, check(job, mesh, catalogs, policies, now, observed, bound and bound(now))
+
+
+def with_options(job: Job, catalogs: dict[str, Catalog], mesh: Mesh, registry: Accelerators) -> Job:
+    """The job with its fungible request's options worked out (``fungible.options``) and its
+    TPU slice checked; what is wrong raises ``InvalidRequestError`` naming the field."""
+    from meshctl.catalog import fungible
+    from meshctl.catalog.check import job_models
+    from meshctl.problems import dotted
+
+    known = job_models(catalogs, mesh)
+    found, problems = fungible.options(job.spec, registry.spec, known)
+    problems += fungible.slices(job.spec, registry.spec)
+    if problems:
+        loc, message = problems[0]
+        raise InvalidRequestError(f"{dotted(('spec', *loc))}: {message}")
+    acc = job.spec.resources.accelerator
+    if acc is None or not found:
+        return job
+    resources = job.spec.resources.model_copy(
+        update={"accelerator": acc.model_copy(update={"options": found})}
+    )
+    return job.model_copy(update={"spec": job.spec.model_copy(update={"resources": resources})})
 
 
 def submitted(job: Job, admission: Any, record: Any, planned: bool) -> dict[str, Any]:

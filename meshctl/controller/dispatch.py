@@ -236,6 +236,9 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
     """The Ray Jobs submission of one attempt: the same for the same attempt, always."""
     job, record = view.job, view.record
     spec, res = job.spec, job.spec.resources
+    held = attempt.detail.allocations
+    if held and spec.serve is None:  # a fungible request: as many as its option holds a node
+        res = res.model_copy(update={"gpus": held[0].gpus()})
     nodes = placement_nodes(attempt)
     label, values = pinned_by(attempt)
     env = {
@@ -253,7 +256,7 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
         **_data_env(spec.data, attempt.detail.data_paths, attempt.detail.node_data_paths),
     }
     if spec.train is not None:
-        train = _train_spec(view, attempt, nodes) | {"node_label": label, "node_ids": values}
+        train = _train_spec(view, attempt, nodes, res) | {"node_label": label, "node_ids": values}
         device = devices_of(rules, attempt.pool, nodes) if res.gpus > 0 else None
         if device is not None:  # how its workers reach their devices (the registry's)
             train["devices"] = device
@@ -371,10 +374,13 @@ def counted(rules: Rules, pool_name: str, nodes: Sequence[str]) -> Counted:
     return (str(found["resource"]), int(found["units"])) if found else (GPU, 1)
 
 
-def _train_spec(view: JobView, attempt: AttemptRecord, nodes: Sequence[str]) -> dict[str, Any]:
-    """What ``meshctl.train.run`` builds the TorchTrainer from (see there)."""
+def _train_spec(
+    view: JobView, attempt: AttemptRecord, nodes: Sequence[str], res: Resources
+) -> dict[str, Any]:
+    """What ``meshctl.train.run`` builds the TorchTrainer from (see there); ``res``: the
+    job's resources as placed (a fungible request's option)."""
     spec = view.job.spec
-    train, res = spec.train, spec.resources
+    train = spec.train
     assert train is not None
     per_node = train.workers_per_node
     target = attempt.detail.checkpoint_uri

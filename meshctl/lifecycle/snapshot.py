@@ -244,8 +244,11 @@ def running_of(
     leaving: bool = False,
 ) -> Running:
     """A running job; it is expected to end ``runtime_s`` (declared or estimated) after it
-    started, or at an unknown time when there is none."""
+    started, or at an unknown time when there is none. A fungible request runs as the option
+    it was placed as (what it holds a node)."""
     end = None if runtime_s is None else started_at_s + runtime_s
+    if request.options and allocations:
+        request = request.held(allocations[0].gpus())
     return Running(
         job_id,
         team,

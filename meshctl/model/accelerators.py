@@ -22,6 +22,8 @@ from meshctl.model.base import DocumentModel, GpuMemoryGiB, Model
 
 VendorName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,31}$", examples=["nvidia", "amd"])]
 ModelName = Annotated[str, Field(min_length=1, max_length=64, examples=["H100", "MI300X"])]
+# a TPU slice's shape: chips along each axis, 2x4 (v5e, v6e) or 2x2x2 (v5p)
+SliceShape = Annotated[str, Field(pattern=r"^[1-9][0-9]{0,2}(x[1-9][0-9]{0,2}){1,2}$")]
 GPU = "GPU"  # Ray's own resource for GPUs, what a vendor the registry does not know counts in
 # what a figure of a model may be marked (the notes say why)
 ModelField = Literal["memory_gib", "interconnect", "throughput"]
@@ -68,6 +70,11 @@ class AcceleratorModel(Model):
     chips_per_host: Annotated[int, Field(ge=1, le=64)] | None = Field(
         None, description="a slice's devices per host (the topology unit of a sliced vendor)"
     )
+    slices: dict[SliceShape, Annotated[int, Field(ge=1, le=4096)]] = Field(
+        default_factory=dict,
+        description="the slice shapes a job may ask for (accelerator.topology) and the hosts "
+        "of each: a job's workers come in whole slices",
+    )
     throughput: Annotated[float, Field(gt=0, le=100)] | None = Field(
         None, description="relative to the reference model; none: meets no fungible request"
     )
@@ -102,6 +109,13 @@ class AcceleratorsSpec(Model):
             vendor = self.vendor(m.vendor)
             if vendor is not None and vendor.topology == "slice" and m.chips_per_host is None:
                 raise ValueError(f"model {m.model}: a sliced vendor's model needs chips_per_host")
+            for shape, hosts in m.slices.items():
+                chips = chips_of(shape)
+                if chips % hosts or chips // hosts > (m.chips_per_host or chips):
+                    raise ValueError(
+                        f"model {m.model}: slice {shape} is {chips} chips, which do not fill"
+                        f" {hosts} hosts of at most {m.chips_per_host} chips"
+                    )
         reference = self.model(self.reference)
         if reference is None:
             raise ValueError(f"reference {self.reference!r} is not a listed model")
@@ -125,6 +139,14 @@ class AcceleratorsSpec(Model):
             return GPU, 1
         known = self.model(model) if model else None
         return found.ray_resource, known.ray_units if known is not None else 1
+
+
+def chips_of(topology: str) -> int:
+    """The chips of a slice shape: 4x4 is 16."""
+    chips = 1
+    for axis in topology.split("x"):
+        chips *= int(axis)
+    return chips
 
 
 class Accelerators(DocumentModel):

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from meshctl.model.accelerators import VendorName
+from meshctl.model.accelerators import SliceShape, VendorName
 from meshctl.model.base import (
     Count,
     Cpus,
@@ -34,12 +34,35 @@ LOOP = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*")
 ROUTE = re.compile(r"/[A-Za-z0-9_./-]*")
 
 
+class AcceleratorOption(Model):
+    """One way to meet a fungible request: this many devices of this model per node."""
+
+    model: Annotated[str, Field(min_length=1)]
+    gpus: Annotated[int, Field(ge=1, le=1024)]
+
+
 class AcceleratorSelector(Model):
     vendor: VendorName | None = Field(
         None, description="a vendor of the accelerator registry (providers/accelerators.yaml)"
     )
     any_of: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list, description="accelerator models the job can use, e.g. [H100, H200]"
+    )
+    equivalents: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        None,
+        description="fungible: devices per node in units of the registry's reference model "
+        "(8: eight H100-equivalents), met by any model of the class (any_of, vendor) with a "
+        "throughput factor, in as many devices as its factor needs",
+    )
+    topology: SliceShape | None = Field(
+        None,
+        description="a TPU slice's shape (4x4, 2x2x2): the job's workers come in whole "
+        "slices of the hosts the registry gives it",
+    )
+    options: list[AcceleratorOption] = Field(
+        default_factory=list,
+        description="the models and counts a fungible request may be met with, fastest first: "
+        "worked out by meshctl from `equivalents` and the registry at submit",
     )
 
 
@@ -58,8 +81,29 @@ class Resources(Model):
     nodes: Count = 1
     topology: Topology | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _equivalents_are_gpus(cls, data: Any) -> Any:
+        """A fungible request counts its GPUs in reference-model devices: ``gpus`` defaults to
+        ``accelerator.equivalents`` (what quotas and policies count it as)."""
+        if not isinstance(data, dict):
+            return data
+        acc = data.get("accelerator")
+        count = acc.get("equivalents") if isinstance(acc, dict) else None
+        if isinstance(count, int) and "gpus" not in data:
+            return {**data, "gpus": count}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> Resources:
+        acc = self.accelerator
+        if acc is not None and acc.equivalents is not None and self.gpus != acc.equivalents:
+            raise ValueError(
+                "a fungible request counts in accelerator.equivalents: leave gpus out"
+                f" (gpus {self.gpus:g}, equivalents {acc.equivalents})"
+            )
+        if acc is not None and acc.options and acc.equivalents is None:
+            raise ValueError("accelerator.options meet a fungible request: give equivalents")
         if 0 < self.gpus < 1 and self.nodes > 1:
             raise ValueError("a fraction of a GPU is for single-node jobs; use whole GPUs")
         if self.gpus == 0 and (self.gpu_memory_gib is not None or self.accelerator is not None):

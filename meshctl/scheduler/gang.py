@@ -1,5 +1,7 @@
 """Gangs: a job of N nodes gets all N at once or none, kept in one rack or under one leaf
-switch when its topology asks (required: only then; preferred: best effort).
+switch when its topology asks (required: only then; preferred: best effort). A gang's nodes
+are of one pool and one accelerator model: its workers talk over one collective library
+(NCCL, RCCL, ...) and run in step, so a mixed mesh's A100s and MI300Xs never make one gang.
 
 The topology score of a set of nodes is its compactness: 1 / the number of domains it spans
 (1.0 when all share one rack), weighted by the policy's topology weight.
@@ -39,7 +41,30 @@ def choose_gang(
     scored: Mapping[str, Candidate],
     topology_weight: float,
 ) -> tuple[tuple[NodeState, ...], Candidate] | None:
-    """The best N feasible nodes for the gang, or None if the topology cannot be met."""
+    """The best N feasible nodes for the gang, of one pool and accelerator model, or None if
+    no kind of node has N or the topology cannot be met."""
+    kinds: dict[tuple[str, str], list[NodeState]] = defaultdict(list)
+    for node in nodes:
+        kinds[(node.node.pool, (node.node.accelerator or "").lower())].append(node)
+    if len(kinds) == 1:
+        return _choose_gang(req, nodes, scored, topology_weight)
+    found = [
+        picked
+        for group in kinds.values()
+        if len(group) >= req.nodes
+        and (picked := _choose_gang(req, group, scored, topology_weight)) is not None
+    ]
+    if not found:
+        return None
+    return min(found, key=lambda p: (-p[1].total, p[1].nodes))
+
+
+def _choose_gang(
+    req: Request,
+    nodes: Sequence[NodeState],
+    scored: Mapping[str, Candidate],
+    topology_weight: float,
+) -> tuple[tuple[NodeState, ...], Candidate] | None:
     domain = LABELS.get(req.topology or "rack", "rack")
     groups: dict[str, list[NodeState]] = defaultdict(list)
     for node in nodes:

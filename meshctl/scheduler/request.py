@@ -14,7 +14,7 @@ is ``onprem``. Regions are not told apart: a job's data set names none.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from meshctl.model.job import Dataset, Job
 
@@ -60,6 +60,9 @@ class Request:
     data: tuple[DataSet, ...] = ()  # one a location
     # The models as the job wrote them, for messages (``accelerators`` is lower-case).
     accelerator_names: tuple[str, ...] = field(default=(), compare=False)
+    # A fungible request: the requests it may be met as (one model each, in the order to try;
+    # none of options of their own); this one is the first of them. Empty: just this.
+    options: tuple[Request, ...] = ()
     # Derived once: the scheduler reads them for every candidate node.
     fractional: bool = field(init=False, compare=False)
     whole_gpus: int = field(init=False, compare=False)
@@ -76,8 +79,31 @@ class Request:
         object.__setattr__(self, "datasets", frozenset(d.location for d in self.data))
         object.__setattr__(self, "data_weights", weights(self.data))
 
+    def held(self, gpus_per_node: float) -> Request:
+        """The option a fungible request was placed as, by the devices it holds a node (this
+        request when it has no options, or none holds as many)."""
+        found = (o for o in self.options if abs(o.gpus - gpus_per_node) < 1e-9)
+        return next(found, self)
+
     @classmethod
     def of(cls, job: Job) -> Request:
+        request = cls._of(job)
+        acc = job.spec.resources.accelerator
+        if acc is None or not acc.options:
+            return request
+        options = tuple(
+            replace(
+                request,
+                gpus=float(o.gpus),
+                accelerators=frozenset({o.model.lower()}),
+                accelerator_names=(o.model,),
+            )
+            for o in acc.options
+        )
+        return replace(options[0], options=options)
+
+    @classmethod
+    def _of(cls, job: Job) -> Request:
         res = job.spec.resources
         acc = res.accelerator
         return cls(

@@ -29,9 +29,20 @@ class JobRow(TypedDict):
 
 
 @with_config(STRICT)
+class OptionAsked(TypedDict):
+    model: str
+    gpus: Annotated[int, "devices of the model per node"]
+
+
+@with_config(STRICT)
 class AcceleratorAsked(TypedDict):
     vendor: NotRequired[str]
     any_of: list[str]
+    equivalents: NotRequired[Annotated[int, "a fungible request: reference-model devices"]]
+    topology: NotRequired[Annotated[str, "a TPU slice's shape"]]
+    options: NotRequired[
+        Annotated[list[OptionAsked], "a fungible request's options, fastest model first"]
+    ]
 
 
 @with_config(STRICT)

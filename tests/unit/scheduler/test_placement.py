@@ -116,6 +116,23 @@ def test_gangs_and_topology(racks, job, expected):
     assert (set(placed) == expected) if isinstance(expected, set) else len(placed) == expected
 
 
+@pytest.mark.parametrize(
+    ("models", "nodes", "expected"),
+    [
+        (["A100", "A100", "MI300X", "MI300X", "MI300X"], 3, {"n2", "n3", "n4"}),
+        (["A100", "A100", "MI300X", "MI300X"], 2, {"n0", "n1"}),  # the names break the tie
+        (["A100", "A100", "MI300X"], 3, None),  # three nodes, but not of one model
+    ],
+    ids=["the-model-with-enough-nodes", "one-model-or-the-other", "never-mixed"],
+)
+def test_a_gangs_nodes_are_of_one_accelerator_model(models, nodes, expected):
+    """Its workers run in step over one collective library: never A100s with MI300Xs."""
+    built = [node(f"n{i}", model=m) for i, m in enumerate(models)]
+    plan = schedule(snapshot(built, [pending("g", 8, nodes=nodes)]), Permissive())
+    placed = placements(plan).get("g")
+    assert (set(placed) if placed else None) == expected
+
+
 def test_a_gang_gets_all_its_nodes_or_none():
     nodes = [node("a"), node("b"), node("c")]
     plan = schedule(
