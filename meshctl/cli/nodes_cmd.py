@@ -207,6 +207,7 @@ def _node_row(
         "gpus": None if gpus is None else int(gpus),
         "gpus_used": round(gpus_used, 4),
         "accelerator": node.resources.get("accelerator") or None,
+        "devices": dict(node.resources.get("devices") or {}),
         "jobs": jobs,
         "labels": dict(sorted(node.labels.items())),
         "agent": agent,

@@ -117,6 +117,7 @@ class Recorder:
             "cpus": node.cpus,
             "memory_gib": round(node.memory_gib, 3),
             "accelerator": node.accelerator,
+            "devices": dict(sorted(node.devices.items())),  # TPU, neuron_cores ...
             "alive": node.alive,
             "ray_node_id": node.ray_node_id,
         }

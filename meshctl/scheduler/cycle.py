@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import replace
-from typing import Literal
 
 from meshctl.policy.facts import TeamUsage
 from meshctl.policy.tenancy import quota_ceiling
@@ -35,6 +33,7 @@ from meshctl.scheduler.context import cycle_context
 from meshctl.scheduler.filters import FILTERS, AcceleratorFilter, EligibilityFilter, HealthFilter
 from meshctl.scheduler.framework import CycleContext, Filter, Rejection
 from meshctl.scheduler.grow import growth
+from meshctl.scheduler.options import Stage, decide_any
 from meshctl.scheduler.placement import Choice, Weighted, choose, rejections
 from meshctl.scheduler.plan import (
     Decision,
@@ -61,7 +60,6 @@ from meshctl.scheduler.snapshot import Node, Pending, Running, Snapshot
 from meshctl.scheduler.state import FreeIndex, NodeState, States
 from meshctl.scheduler.unschedulable import never_fits
 
-Stage = Literal["all", "place", "act", "wait"]  # of a decision: see _Cycle._decide_one
 STATIC_FILTERS: tuple[Filter, ...] = (HealthFilter(), EligibilityFilter(), AcceleratorFilter())
 _ExplainKey = tuple[Request, frozenset[str], frozenset[str]]  # request, usable, eligible pools
 
@@ -208,46 +206,14 @@ class _Cycle:
 
     def _decide(self, job: Pending) -> Decision:
         if job.request.options:
-            return self._decide_any(job)
+            return decide_any(job, self._decide_one)
         decision = self._decide_one(job)
         assert decision is not None  # every stage: a decision
         return decision
 
-    def _decide_any(self, job: Pending) -> Decision:
-        """A fungible request (``Request.options``): a free place for any of its options
-        first, in their order (the fastest model first); then preemption or a launch for
-        each; else it waits as the first that could run. None could ever run: the first
-        option's verdict, with every option's reason."""
-        variants = [replace(job, request=option) for option in job.request.options]
-        blocked: list[tuple[Pending, Decision]] = []
-        open_: list[Pending] = []
-        for variant in variants:
-            decision = self._decide_one(variant, "place")
-            if decision is None:
-                open_.append(variant)
-            elif decision.status == "placed":
-                return decision
-            else:
-                blocked.append((variant, decision))
-        for variant in open_:
-            decision = self._decide_one(variant, "act")
-            if decision is not None:
-                return decision
-        if open_:
-            decision = self._decide_one(open_[0], "wait")
-            assert decision is not None
-            return decision
-        waiting = [d for _, d in blocked if d.status != "unschedulable"]
-        if waiting:
-            return waiting[0]
-        reasons = "; ".join(f"as {_option(v.request)}: {d.reason}" for v, d in blocked)
-        return Decision(job.job_id, "unschedulable", f"no option fits ({reasons})")
-
     def _decide_one(self, job: Pending, stage: Stage = "all") -> Decision | None:
-        """What becomes of a job: placed, preempting, provisioning, waiting or unschedulable.
-        ``stage`` (a fungible request's options, one at a time): ``place`` stops after the
-        placement (None: no place now, though one could be), ``act`` tries only preemption
-        and a launch (None: neither), ``wait`` only waits."""
+        """What becomes of a job: placed, preempting, provisioning, waiting or unschedulable;
+        ``stage``: a part of that, for a fungible request's options (``options.Stage``)."""
         verdict = self.policies.verdict(job.job_id)
         asked, usable, eligible = self.avail.pools(verdict)
         if job.only_pool is not None or job.onprem_only:  # a service's replica
@@ -534,8 +500,3 @@ class _Cycle:
             reasons, dimensions, total = cache[key]
             decision.filtered, decision.nodes_considered = reasons, total
             decision.exhausted = dimensions.most_common(1)[0][0] if dimensions else None
-
-
-def _option(request: Request) -> str:
-    """One option of a fungible request, as a message says it: 6 x MI300X."""
-    return f"{request.gpus:g} x {' or '.join(request.accelerator_names) or 'any'}"

@@ -85,6 +85,9 @@ class NodeRow(TypedDict):
     gpus: int | None
     gpus_used: float
     accelerator: str | None
+    devices: Annotated[
+        dict[str, float], "what it declares in Ray resources other than GPU: TPU, neuron_cores"
+    ]
     jobs: Annotated[list[str], "ids of the jobs on it"]
     labels: dict[str, str]
     agent: Annotated[NodeAgentData | None, "its meshctl agent, as the controller last heard it"]

@@ -41,7 +41,7 @@ BAD = [
         "gang too big",
         ["submit", "--gpus", "4", "--nodes", "5", "--", "python", "x.py"],
         "error: job x can never run on this mesh: needs 5 nodes with 4 GPUs each; the pool "
-        "onprem has 4 such nodes; aws-burst may launch at most 2 g6e.12xlarge",
+        "onprem has 3 such nodes; aws-burst may launch at most 2 g6e.12xlarge",
     ),
     (
         "over the team's quota, whatever it borrows",

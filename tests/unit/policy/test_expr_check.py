@@ -426,7 +426,7 @@ def test_the_engines_maps_conform_to_the_schema() -> None:
         *_conforms(mesh_map(moment), SCHEMA["mesh"], "mesh"),
     ]
     assert found == []
-    assert pool_capacity(mesh_doc.document.spec.pools[0], {}).gpus == 24
+    assert pool_capacity(mesh_doc.document.spec.pools[0], {}).gpus == 16
 
 
 def test_the_checker_types_every_variable_of_the_schema() -> None:

@@ -58,7 +58,7 @@ def test_critical_work_waits_with_the_reason(cli, tmp_path: Path):
     decision = explain(cli, "serve-pii.yaml", "--mesh", str(state))["decision"]
     assert decision["status"] == "pending"
     assert decision["summary"] == (
-        "pending; 4 nodes; 4 lack 1 free GPU; burst not allowed: no burst rule applies to this"
+        "pending; 3 nodes; 3 lack 1 free GPU; burst not allowed: no burst rule applies to this"
         " job now"
     )
 
