@@ -243,7 +243,7 @@ def test_a_mesh_naming_an_existing_ray_cluster_drives_it(mesh: Mesh, tmp_path: P
         assert other.run("jobs", "wait", job_id).returncode == 0
         assert other.show(job_id)["pool"] == "lab"
         assert "via the ray pool" in other.run("jobs", "logs", job_id).stdout
-        too_big = other.run("submit", "--gpus", "5", "--", "python", "-c", "pass", check=False)
+        too_big = other.run("submit", "--gpus", "9", "--", "python", "-c", "pass", check=False)
         assert too_big.returncode == 2  # judged against the cluster's own nodes
     finally:
         other.run("down")
