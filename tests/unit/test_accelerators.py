@@ -262,3 +262,56 @@ def test_a_made_up_vendors_mesh_runs_a_trace_in_the_simulator(
     jobs = json.loads((out / "report.json").read_text())["jobs"]
     assert jobs["finished"] > 100  # of 128; one asks for more GPUs than the 32 there are
     assert jobs["arrived"] == jobs["finished"] + jobs["rejected"]
+
+
+TPU_SIM_MESH = """\
+apiVersion: meshctl/v1
+kind: Mesh
+metadata: {name: tpu-sim}
+spec:
+  pools:
+    - name: onprem
+      provider: ray
+      address: http://head:8265
+      nodes:
+        - {name: n, gpus: 8, cpus: 96, memory_gib: 1TiB,
+           accelerator: {vendor: nvidia, model: H100, memory_gib: 80GiB}}
+    - name: gcp-burst
+      provider: gcp
+      project: my-project
+      region: us-central1
+      node_types: [{name: v5litepod-8, max_nodes: 4, spot: true}]
+      max_nodes: 4
+"""
+BURST_ALL = """\
+apiVersion: meshctl/v1
+kind: Policy
+metadata: {name: burst-all}
+spec:
+  burst:
+    - {name: all, when: "true", to: pool.cloud, spot: true, max_usd_per_hour: 100}
+"""
+
+
+def test_the_simulator_bursts_to_tpu_slices_that_up_refuses_to_launch(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    """A Cloud TPU slice is made through the Cloud TPU API, which meshctl does not call: a
+    pool naming one is refused by validate (and up), and modelled by the simulator, whose
+    jobs burst onto its slices and pay their prices."""
+    import json
+
+    (tmp_path / "mesh.yaml").write_text(TPU_SIM_MESH)
+    (tmp_path / "burst.yaml").write_text(BURST_ALL)
+    mesh = str(tmp_path / "mesh.yaml")
+    args = ["sim", "run", "--mesh", mesh, "-p", str(tmp_path / "burst.yaml"), "--trace",
+            "synthetic", "--days", "0.1", "--jobs-per-hour", "30", "--seed", "1",
+            "-o", "json"]  # fmt: skip
+    ran = cli.invoke(app, args)
+    assert ran.exit_code == 0, ran.output
+    report = json.loads(ran.stdout)
+    assert report["jobs"]["ran_on_cloud"] > 0
+    assert report["cloud_spend_usd"]["by_pool"]["gcp-burst"] > 0
+    refused = cli.invoke(app, ["--mesh", mesh, "validate", mesh])
+    assert refused.exit_code == 2
+    assert "v5litepod-8 is a TPU-v5e slice, made through its own API" in refused.stderr
