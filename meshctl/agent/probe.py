@@ -88,6 +88,7 @@ class Nic:
 class Limits:
     expected_gpus: int = 0  # what the node declares
     min_free_gib: float = 5.0  # on each checkpoint and cache folder
+    vendor: str = "nvidia"  # its devices' vendor: the GPU probe reads NVIDIA's tools only
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +139,9 @@ def judge(probe: Probe, limits: Limits) -> tuple[Verdict, tuple[str, ...]]:
     if probe.gpu_error is not None:
         f.bad(f"GPU driver not answering: {probe.gpu_error}")
     elif probe.source == "none":
-        if limits.expected_gpus:
+        if limits.expected_gpus and limits.vendor != "nvidia":
+            f.weak(f"no device probe for {limits.vendor}: the probe reads NVIDIA's tools only")
+        elif limits.expected_gpus:
             f.weak("no GPU probe: no NVIDIA driver library and no nvidia-smi on this node")
     else:
         seen = len(probe.gpus)

@@ -69,6 +69,10 @@ def run(
     kernel_log: KernelLogOption = None,
     min_free_gib: MinFreeOption = 5.0,
     no_nvml: NoNvmlOption = False,
+    vendor: Annotated[
+        str,
+        typer.Option(help="The vendor of the node's devices: only nvidia's are probed."),
+    ] = "nvidia",
     port_file: Annotated[
         Path | None, typer.Option(help="Write the port listened on here once serving.")
     ] = None,
@@ -87,7 +91,7 @@ def run(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     token = _token(token_file)
-    agent = _agent(node, gpus, disk, nic, kernel_log, min_free_gib, no_nvml)
+    agent = _agent(node, gpus, disk, nic, kernel_log, min_free_gib, no_nvml, vendor)
     if cache_dir is not None:
         agent.cache = _cache(cache_dir, cache_gib, token)
     agent.probe()  # the first probe before the first answer
@@ -196,6 +200,7 @@ def _agent(
     kernel_log: str | None,
     min_free_gib: float,
     no_nvml: bool,
+    vendor: str = "nvidia",
 ) -> Agent:
     import os
     import socket
@@ -214,8 +219,8 @@ def _agent(
         nics = [default]
     return Agent(
         name,
-        Limits(expected_gpus=gpus, min_free_gib=min_free_gib),
-        gpu_source(nvml=not no_nvml),
+        Limits(expected_gpus=gpus, min_free_gib=min_free_gib, vendor=vendor),
+        gpu_source(nvml=not no_nvml) if vendor == "nvidia" else None,
         KernelLog(kernel_log),
         disk or (),
         nics,

@@ -297,6 +297,8 @@ def _start_agent(
         f"--port-file={port_file}", f"--interval={agents.interval_s:g}",
         f"--disk={run_dir}", f"--min-free-gib={agents.min_free_gib:g}",
     ]  # fmt: skip
+    if group.accelerator is not None and group.accelerator.vendor != "nvidia":
+        args.append(f"--vendor={group.accelerator.vendor}")  # not probed with NVIDIA's tools
     if group.cache_gib:  # the node's own folder: every node of the embedded pool is here
         cache = run_dir / "cache" / f"{cluster.pool}-{name}"
         args += [f"--cache-dir={cache}", f"--cache-gib={group.cache_gib:g}"]

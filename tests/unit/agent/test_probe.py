@@ -127,6 +127,23 @@ def test_the_verdict_on_a_probe(changes: dict[str, object], verdict: str, reason
     assert reasons[:1] == ((reason,) if reason else ())
 
 
+def test_a_node_of_another_vendor_is_not_probed_with_nvidias_tools() -> None:
+    """An AMD, TPU or Neuron node: no NVIDIA probe, so nothing it would see (a fake nvidia-smi
+    on this machine) counts against it; the agent says it has no probe for that vendor."""
+    from dataclasses import replace
+
+    from meshctl.agent.probe import Limits
+    from meshctl.cli.agent_cmd import _agent
+
+    agent = _agent("mi", 8, None, None, None, 5.0, no_nvml=True, vendor="amd")
+    assert agent.gpu is None
+    probe = agent.probe()
+    verdict, reasons = judge(replace(probe, disks=(), nics=()), agent.limits)
+    assert verdict == "degraded"
+    assert reasons[0] == "no device probe for amd: the probe reads NVIDIA's tools only"
+    assert agent.limits == Limits(expected_gpus=8, min_free_gib=5.0, vendor="amd")
+
+
 @given(st.lists(st.sampled_from([13, 31, 43, 45, 48, 63, 64, 74, 79, 92, 94, 95]), max_size=6))
 def test_any_fatal_xid_in_the_log_makes_the_node_unhealthy_and_only_a_fatal_one(
     xids: list[int],
