@@ -94,20 +94,33 @@ def _cap(offer: Offer) -> int:
 
 
 def _enough_nodes(req: Request, nodes: Sequence[Shape]) -> bool:
+    """Enough nodes of one kind (a gang's nodes are of one pool and model), in one domain
+    when the job requires one."""
+    return _most(req, nodes) >= req.nodes
+
+
+def _most(req: Request, nodes: Sequence[Shape]) -> int:
+    """The most nodes a gang could have: of one pool and model (``gang.py``), and in one
+    domain when it requires one."""
+    kinds: dict[tuple[str, str], list[Shape]] = {}
+    for node in nodes:
+        kinds.setdefault((node.pool, node.accelerator.lower()), []).append(node)
     if not req.topology_required:
-        return len(nodes) >= req.nodes
-    return max(Counter(n.domain for n in nodes).values(), default=0) >= req.nodes
+        return max((len(k) for k in kinds.values()), default=0)
+    counts = (Counter(n.domain for n in k).values() for k in kinds.values())
+    return max((max(c, default=0) for c in counts), default=0)
 
 
 def _quick_fit(req: Request, nodes: Sequence[Node], offers: Sequence[Offer]) -> bool:
     """The common case, answered without looking at every node: enough nodes fit (no
     topology to respect), or a node type fits and may be launched often enough."""
     if not req.topology_required:
-        found = 0
+        found: Counter[tuple[str, str]] = Counter()  # a gang's nodes: one pool and model
         for node in nodes:
             if _fits(req, node):
-                found += 1
-                if found >= req.nodes:
+                kind = (node.pool, (node.accelerator or "").lower())
+                found[kind] += 1
+                if found[kind] >= req.nodes:
                     return True
     return any(offer_fits(req, o) is None and _cap(o) >= req.nodes for o in offers)
 
@@ -252,8 +265,9 @@ def _too_few(req: Request, shapes: Sequence[Shape]) -> str | None:
     parts = []
     if req.topology_required:
         head += f" in one {req.topology or 'rack'}"
-        best = max(Counter(n.domain for n in nodes).values(), default=0)
-        parts.append(f"the most in one {req.topology or 'rack'} is {best}")
+        parts.append(f"the most in one {req.topology or 'rack'} is {_most(req, nodes)}")
+    elif len(nodes) >= req.nodes:  # enough, but not of one pool and model
+        parts.append(f"the most of one model in one pool is {_most(req, nodes)}")
     elif nodes or not types:
         pools = sorted({n.pool for n in nodes})
         where = f"the pool {pools[0]} has" if len(pools) == 1 else "the pools it may use have"

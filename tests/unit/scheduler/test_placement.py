@@ -248,3 +248,15 @@ def test_same_snapshot_same_plan():
     assert first.actions == second.actions
     assert all(isinstance(a, Place) for a in first.actions)
     assert req(1) == req(1)
+
+
+def test_a_gang_with_too_few_nodes_of_any_one_model_can_never_run():
+    """Three nodes that fit, of two models: a 3-node gang (one model) never runs: rejected
+    with why, not left waiting."""
+    built = [node("n0", model="A100"), node("n1", model="A100"), node("n2", model="MI300X")]
+    plan = schedule(snapshot(built, [pending("g", 8, nodes=3)]), Permissive())
+    decision = plan.decisions["g"]
+    assert decision.status == "unschedulable"
+    assert decision.reason == (
+        "needs 3 nodes with 8 GPUs each; the most of one model in one pool is 2"
+    )
