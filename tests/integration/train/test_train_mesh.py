@@ -148,7 +148,7 @@ def test_the_reference_run_left_its_model_in_onnx_checked_by_onnxruntime(
     shown = mesh.run("jobs", "show", job_id).stdout
     assert f"artifact: file://{onnx_file} (onnx," in shown
     # the registry's backend for the nodes' vendor, gloo here: the GPUs are emulated
-    assert "nvidia (nccl); no CUDA here" in mesh.run("jobs", "logs", job_id).stdout
+    assert "nvidia (nccl); no GPU runtime here" in mesh.run("jobs", "logs", job_id).stdout
 
 
 def restore_node(mesh: Mesh, name: str) -> None:
