@@ -17,8 +17,9 @@ from meshctl.lifecycle import Start
 from meshctl.lifecycle.datacache import current_path, env_name
 from meshctl.lifecycle.replacing import drivers_apart
 from meshctl.model.accelerators import GPU
+from meshctl.model.capacity import accelerator_types
 from meshctl.model.job import Dataset, Resources
-from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Pool, RayPool
+from meshctl.model.mesh import LocalPool, Pool, RayPool
 from meshctl.pools.observed import (
     GPU_MEMORY_RESOURCE,
     NIC_RESOURCE,
@@ -240,6 +241,7 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
     if held and spec.serve is None:  # a fungible request: as many as its option holds a node
         res = res.model_copy(update={"gpus": held[0].gpus()})
     nodes = placement_nodes(attempt)
+    devices = devices_of(rules, attempt.pool, nodes)  # the registry's, for the placed nodes
     label, values = pinned_by(attempt)
     env = {
         **spec.runtime_env.env_vars,
@@ -257,7 +259,7 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
     }
     if spec.train is not None:
         train = _train_spec(view, attempt, nodes, res) | {"node_label": label, "node_ids": values}
-        device = devices_of(rules, attempt.pool, nodes) if res.gpus > 0 else None
+        device = devices if res.gpus > 0 else None
         if device is not None:  # how its workers reach their devices (the registry's)
             train["devices"] = device
             per_worker, resource = train["per_worker"], device["resource"]
@@ -281,7 +283,7 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
         env["MESHCTL_PLACEMENT_GROUP_NAME"] = placement_group_name(attempt)
         entrypoint = f"{PLACEMENT_ENTRYPOINT} {shlex.quote(spec.entrypoint)}"
     entrypoint_holds = spec.reserves_for == "entrypoint"
-    in_gpus = counted(rules, attempt.pool, nodes)[0] == GPU  # else in ray_resources
+    in_gpus = devices is None or devices["resource"] == GPU  # else in ray_resources
     return Submission(
         submission_id=attempt.submission_id,
         entrypoint=entrypoint,
@@ -345,12 +347,8 @@ def devices_of(rules: Rules, pool_name: str, nodes: Sequence[str]) -> dict[str, 
         for group in pool.nodes:
             if group.accelerator and set(group.node_names()) & set(nodes):
                 found.add((group.accelerator.vendor, group.accelerator.model))
-    elif isinstance(pool, AwsPool | GcpPool):
-        catalog = rules.catalogs.get(pool.provider)
-        for node_type in pool.node_types:
-            kind = catalog.instance_type(node_type.name) if catalog else None
-            if kind is not None:
-                found.add((kind.accelerator.vendor, kind.accelerator.model))
+    else:  # a cloud pool: its node types' accelerators, through the catalog
+        found = {(a.vendor, a.model) for a in accelerator_types(pool, rules.catalogs)}
     vendors = {v for v, _ in found}
     vendor = registry.vendor(vendors.pop()) if len(vendors) == 1 else None
     if vendor is None:
