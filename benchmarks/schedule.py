@@ -1,18 +1,22 @@
 """How long one scheduling cycle takes for a large queue on a large on-prem pool.
 
-    python benchmarks/schedule.py [--jobs 20000] [--runs 3] [--seed 7] [--busy 0.0]
+    python benchmarks/schedule.py [--nodes 1250] [--jobs 20000] [--runs 3] [--seed 7]
+                                  [--busy 0.0] [--candidates 32]
                                   [--trace-dir ../shared/traces/philly] [--json]
 
-Builds a snapshot of one on-prem pool of 1,250 nodes x 8 H100 (10,000 GPUs; racks of 16 nodes,
-4 racks per leaf switch) and N pending jobs whose sizes and maximum runtimes are drawn (seeded)
-from the Microsoft Philly trace (philly.csv: num_gpus, duration): up to 8 GPUs is one node,
-more is a gang of ceil(g / 8) nodes x 8 GPUs that prefers one switch. Jobs belong to 8 teams
-with priorities 0, 100 or 500, were submitted over the past hour and ask 4 CPUs and 32 GiB
-per GPU. ``--busy`` puts that share of the GPUs under running single-node jobs drawn from the
-trace, each part-way through its duration (so backfill has end times to reserve against);
-none by default. Then it times ``schedule(snapshot, Permissive())`` (default weights,
-bin-packing), several runs, and prints the median cycle time, decisions per second (pending
-jobs / cycle), jobs placed and the share of GPUs allocated after the cycle. Building the
+Builds a snapshot of one on-prem pool of ``--nodes`` nodes x 8 H100 (1,250 nodes: 10,000 GPUs;
+racks of 16 nodes, 4 racks per leaf switch) and N pending jobs whose sizes and maximum runtimes
+are drawn (seeded) from the Microsoft Philly trace (philly.csv: num_gpus, duration): up to 8
+GPUs is one node, more is a gang of ceil(g / 8) nodes x 8 GPUs that prefers one switch. Jobs
+belong to 8 teams with priorities 0, 100 or 500, were submitted over the past hour and ask 4
+CPUs and 32 GiB per GPU. ``--busy`` puts that share of the GPUs under running single-node jobs
+drawn from the trace, each part-way through its duration (so backfill has end times to reserve
+against); none by default. Then it times ``schedule(snapshot, Permissive())`` (default weights,
+bin-packing; ``--candidates``: feasible nodes scored per pool for a one-node job, the
+controller's 32 by default, 0 for every one: the exhaustive search), several runs, and prints
+the median cycle time, decisions per second (pending jobs / cycle), jobs placed, the share of
+GPUs allocated after the cycle, the placement quality (the mean score of the chosen places, and
+the nodes left whole: an 8-GPU job's room) and the process's peak resident memory. Building the
 snapshot is not timed. The trace has no user, team or priority; those are synthetic. Exits 2
 when the trace folder is missing.
 """
@@ -23,6 +27,7 @@ import argparse
 import json
 import math
 import random
+import resource
 import statistics
 import time
 from collections.abc import Sequence
@@ -41,6 +46,7 @@ from meshctl.scheduler import (
     PoolInfo,
     Request,
     Running,
+    SchedulerConfig,
     Snapshot,
     schedule,
 )
@@ -58,7 +64,7 @@ def pool_nodes(count: int = NODES) -> tuple[Node, ...]:
         rack = i // RACK_NODES
         nodes.append(
             Node(
-                name=f"n{i:04d}",
+                name=f"n{i:05d}",
                 pool=POOL,
                 gpu_free=(1.0,) * GPUS_PER_NODE,
                 gpu_memory_gib=80.0,
@@ -70,7 +76,7 @@ def pool_nodes(count: int = NODES) -> tuple[Node, ...]:
                 memory_gib_free=1024.0,
                 nic_gbps=400.0,
                 nic_gbps_free=400.0,
-                labels={"rack": f"r{rack:02d}", "switch": f"s{rack // SWITCH_RACKS:02d}"},
+                labels={"rack": f"r{rack:03d}", "switch": f"s{rack // SWITCH_RACKS:03d}"},
                 usd_per_gpu_hour=1.1,
             )
         )
@@ -152,13 +158,13 @@ def _fill(
 
 
 def busy_pool(
-    trace: Sequence[PhillyJob], share: float, seed: int
+    trace: Sequence[PhillyJob], share: float, seed: int, count: int = NODES
 ) -> tuple[tuple[Node, ...], tuple[Running, ...]]:
     """The pool with ``share`` of its GPUs held by running jobs (single-node, from the trace)."""
     rng, singles = random.Random(seed + 1), [j for j in trace if j.gpus <= GPUS_PER_NODE]
-    left = round(share * NODES * GPUS_PER_NODE)
+    left = round(share * count * GPUS_PER_NODE)
     nodes, running = [], []
-    for node in pool_nodes():
+    for node in pool_nodes(count):
         filled, jobs = _fill(node, min(left, GPUS_PER_NODE), singles, rng) if left else (node, [])
         left -= sum(len(r.allocations[0].gpu_indices) for r in jobs)
         nodes.append(filled)
@@ -166,8 +172,10 @@ def busy_pool(
     return tuple(nodes), tuple(running)
 
 
-def snapshot(trace: list[PhillyJob], jobs: int, seed: int, busy: float = 0.0) -> Snapshot:
-    nodes, running = busy_pool(trace, busy, seed)
+def snapshot(
+    trace: list[PhillyJob], jobs: int, seed: int, busy: float = 0.0, count: int = NODES
+) -> Snapshot:
+    nodes, running = busy_pool(trace, busy, seed, count)
     return Snapshot(
         now_s=NOW_S,
         nodes=nodes,
@@ -177,10 +185,17 @@ def snapshot(trace: list[PhillyJob], jobs: int, seed: int, busy: float = 0.0) ->
     )
 
 
-def timed_cycle(snap: Snapshot) -> tuple[float, Plan]:
+def timed_cycle(snap: Snapshot, candidates: int = 32) -> tuple[float, Plan]:
+    config = SchedulerConfig(max_candidates=candidates or 10**9)
     start = time.perf_counter()
-    plan = schedule(snap, Permissive())
+    plan = schedule(snap, Permissive(), config)
     return time.perf_counter() - start, plan
+
+
+def whole_nodes(snap: Snapshot, plan: Plan) -> int:
+    """Nodes with every GPU free after the plan: room for a whole-node job."""
+    taken = {a.node for p in plan.placed() for a in p.allocations}
+    return sum(1 for n in snap.nodes if n.name not in taken and n.whole_free == n.gpus)
 
 
 def summarize(snap: Snapshot, plan: Plan, times: list[float]) -> dict[str, Any]:
@@ -203,24 +218,35 @@ def summarize(snap: Snapshot, plan: Plan, times: list[float]) -> dict[str, Any]:
         "decisions_per_s": round(len(snap.pending) / cycle_s, 1),
         "placed": len(placed),
         "gpu_allocation_pct": round(100 * (busy + allocated) / capacity, 2),
+        "mean_score": round(statistics.fmean(p.score for p in placed), 4) if placed else None,
+        "whole_nodes_left": whole_nodes(snap, plan),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=NODES, help="8-GPU nodes in the pool")
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--busy", type=float, default=0.0, help="share of GPUs already held by running jobs"
     )
+    parser.add_argument(
+        "--candidates", type=int, default=32, help="nodes scored per pool (0: every one)"
+    )
     parser.add_argument("--trace-dir", type=Path, default=PHILLY)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     trace = philly_jobs(require(args.trace_dir, "philly.csv"))
-    snap = snapshot(trace, args.jobs, args.seed, args.busy)
-    runs = [timed_cycle(snap) for _ in range(max(1, args.runs))]
-    result = {"seed": args.seed, **summarize(snap, runs[-1][1], [t for t, _ in runs])}
+    snap = snapshot(trace, args.jobs, args.seed, args.busy, args.nodes)
+    runs = [timed_cycle(snap, args.candidates) for _ in range(max(1, args.runs))]
+    result = {
+        "seed": args.seed,
+        "candidates": args.candidates,
+        **summarize(snap, runs[-1][1], [t for t, _ in runs]),
+    }
     if args.json:
         print(json.dumps(result))
         return
@@ -231,7 +257,9 @@ def main() -> None:
         f"running jobs): median cycle {result['cycle_s']} s "
         f"(min {result['cycle_s_min']}, {result['runs']} runs), "
         f"{result['decisions_per_s']:,.0f} decisions/s; placed {result['placed']:,} jobs, "
-        f"{result['gpu_allocation_pct']}% of GPUs allocated after the cycle"
+        f"{result['gpu_allocation_pct']}% of GPUs allocated after the cycle; mean score "
+        f"{result['mean_score']}, {result['whole_nodes_left']:,} nodes left whole; "
+        f"peak RSS {result['peak_rss_mib']:,} MiB"
     )
 
 

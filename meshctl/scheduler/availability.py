@@ -6,7 +6,7 @@ its nodes tell the filters why, and a job that waits for one says so
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from meshctl.policy.verdict import Verdict
 from meshctl.scheduler.framework import CycleContext, Rejection
@@ -60,6 +60,6 @@ class Availability:
         data's egress is spread over); the unavailable ones of ``eligible`` tell the filters
         why their nodes are out."""
         if not self.down:
-            return replace(base, usable_pools=usable, runtime_s=runtime_s)
+            return base.for_job(usable, runtime_s=runtime_s)
         told = {p: self.told[p] for p in eligible if p in self.down}
-        return replace(base, usable_pools=usable, unavailable=told, runtime_s=runtime_s)
+        return base.for_job(usable, told, runtime_s)

@@ -20,7 +20,7 @@ nothing is placed, preempted or launched there, and a job that waits for it says
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 
 from meshctl.policy.facts import TeamUsage
@@ -30,11 +30,12 @@ from meshctl.scheduler import burst, preempt, reserve
 from meshctl.scheduler.availability import Availability
 from meshctl.scheduler.config import DEFAULT_CONFIG, SchedulerConfig
 from meshctl.scheduler.context import cycle_context
+from meshctl.scheduler.explain import explain_pending
 from meshctl.scheduler.filters import FILTERS, AcceleratorFilter, EligibilityFilter, HealthFilter
 from meshctl.scheduler.framework import CycleContext, Filter, Rejection
 from meshctl.scheduler.grow import growth
 from meshctl.scheduler.options import Stage, decide_any
-from meshctl.scheduler.placement import Choice, Weighted, choose, rejections
+from meshctl.scheduler.placement import Choice, ScoreMemo, Weighted, choose
 from meshctl.scheduler.plan import (
     Decision,
     Evict,
@@ -61,7 +62,6 @@ from meshctl.scheduler.state import FreeIndex, NodeState, States
 from meshctl.scheduler.unschedulable import never_fits
 
 STATIC_FILTERS: tuple[Filter, ...] = (HealthFilter(), EligibilityFilter(), AcceleratorFilter())
-_ExplainKey = tuple[Request, frozenset[str], frozenset[str]]  # request, usable, eligible pools
 
 
 def schedule(
@@ -120,6 +120,7 @@ class _Cycle:
                 self.nominees.add(pending.job_id)
         self.scorers = self._scorers()
         self.base = cycle_context(snap, self.max_usd)
+        self.scores: ScoreMemo = {}  # pure in this cycle's scorers and base
         self.rank = {name: i for i, name in enumerate(policies.pool_preference)}
 
     # --- set-up -----------------------------------------------------------------------------
@@ -174,8 +175,11 @@ class _Cycle:
                 self._grow(job)  # a running job: no decision of its own to record
                 continue
             self.plan.decisions[job.job_id] = self._decide(job)
-        if self.config.explain:
-            self._explain_pending()
+        if self.config.explain:  # why each waiting job waits, from the final state
+            explain_pending(
+                self.snap.pending, self.plan.decisions, self.avail,
+                self.policies.verdict, self.base, self.states.every,
+            )  # fmt: skip
         return self.plan
 
     def _evict(self) -> None:
@@ -274,8 +278,11 @@ class _Cycle:
         quotas = self.policies.quotas
         return over_quota(job.team, job.request, self.usage[job.team], quotas, self)
 
-    def _held(self, job: Pending) -> Callable[[NodeState], Rejection | None]:
-        """Rejects nodes nominated for another job or reserved past this job's end."""
+    def _held(self, job: Pending) -> Callable[[NodeState], Rejection | None] | None:
+        """Rejects nodes nominated for another job or reserved past this job's end; None while
+        no node is held for anyone."""
+        if not self.nominated and self.reservation is None:
+            return None
         end = None if job.max_runtime_s is None else self.snap.now_s + job.max_runtime_s
 
         def extra(node: NodeState) -> Rejection | None:
@@ -306,6 +313,7 @@ class _Cycle:
             topology_weight=self.policies.weights.topology,
             rank=lambda pool: self.rank.get(pool, len(self.rank)),
             extra=self._held(job) if held else None,
+            memo=self.scores,
         )
 
     def _place(self, job: Pending, choice: Choice) -> Decision:
@@ -484,19 +492,3 @@ class _Cycle:
                     f"+{start - self.snap.now_s:g} s (backfill around it)"
                 )
         return decision
-
-    def _explain_pending(self) -> None:
-        """Why each waiting job waits, from the final state; one scan per request shape."""
-        cache: dict[_ExplainKey, tuple[Counter[str], Counter[str], int]] = {}
-        for job in self.snap.pending:
-            decision = self.plan.decisions.get(job.job_id)
-            if decision is None or decision.status != "pending":
-                continue
-            _, usable, eligible = self.avail.pools(self.policies.verdict(job.job_id))
-            key = (job.request, usable, eligible if self.avail.down else usable)
-            if key not in cache:
-                ctx = self.avail.context(self.base, usable, eligible)
-                cache[key] = rejections(job.request, self.states.every(), ctx, FILTERS)
-            reasons, dimensions, total = cache[key]
-            decision.filtered, decision.nodes_considered = reasons, total
-            decision.exhausted = dimensions.most_common(1)[0][0] if dimensions else None

@@ -42,6 +42,25 @@ class CycleContext:
     egress_usd_per_gib: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     runtime_s: float | None = None  # the deciding job's, declared or estimated; None: unknown
 
+    def for_job(
+        self,
+        usable: frozenset[str],
+        unavailable: Mapping[str, Rejection] | None = None,
+        runtime_s: float | None = None,
+    ) -> CycleContext:
+        """This cycle's context for one job (``dataclasses.replace`` without its cost, paid
+        once per pending job)."""
+        return CycleContext(
+            now_s=self.now_s,
+            usable_pools=usable,
+            max_usd_per_gpu_hour=self.max_usd_per_gpu_hour,
+            pool_wait_s=self.pool_wait_s,
+            workload=self.workload,
+            unavailable=self.unavailable if unavailable is None else unavailable,
+            egress_usd_per_gib=self.egress_usd_per_gib,
+            runtime_s=runtime_s,
+        )
+
 
 class Filter(Protocol):
     name: str

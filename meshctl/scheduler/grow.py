@@ -25,7 +25,7 @@ def growth(
     scorers: tuple[Weighted, ...],
     config: SchedulerConfig,
     spread: bool,
-    held: Extra,
+    held: Extra | None,
     over_quota: Callable[[Pending], str | None],
 ) -> tuple[Request, Choice] | None:
     """The largest growth that fits, and where; None when not even one node does."""
@@ -35,7 +35,7 @@ def growth(
     def extra(node: NodeState) -> Rejection | None:
         if node.name in mine:
             return Rejection("own", "runs a worker of it already")
-        return held(node)
+        return held(node) if held is not None else None
 
     for count in range(job.request.nodes, 0, -1):
         req = replace(job.request, nodes=count)

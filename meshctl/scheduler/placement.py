@@ -73,21 +73,29 @@ def feasible(
     spread: bool,
     extra: Extra | None = None,
 ) -> tuple[list[NodeState], int]:
-    """Nodes that can take ``req`` now (at most ``limit`` per pool), and how many were looked at."""
+    """Nodes that can take ``req`` now (at most ``limit`` per pool), and how many were looked at.
+
+    The filters read nothing of a node but its shape (``NodeState.shape``), so they run once
+    per shape; only ``extra`` (holds on named nodes) runs for every node. On a large pool most
+    candidates are twins, and a twin costs a dictionary lookup."""
     found, looked = [], 0
     for pool in sorted(ctx.usable_pools):
         index = indexes.get(pool)
         if index is None:
             continue
+        passes: dict[tuple[object, ...], bool] = {}  # by shape: whether the filters pass
         seen: set[tuple[object, ...]] = set()
         feasible_here = 0
         for node in index.candidates(req, spread):
             looked += 1
-            if rejection(req, node, ctx, filters, extra) is not None:
+            shape = node.shape()
+            ok = passes.get(shape)
+            if ok is None:
+                ok = passes[shape] = rejection(req, node, ctx, filters) is None
+            if not ok or (extra is not None and extra(node) is not None):
                 continue
             feasible_here += 1
             if limit is not None:  # a twin of a node already taken would score the same
-                shape = _shape(node)
                 if shape in seen:
                     if feasible_here >= limit:
                         break
@@ -99,41 +107,35 @@ def feasible(
     return found, looked
 
 
-def _shape(node: NodeState) -> tuple[object, ...]:
-    """Everything a scorer of a single-node placement reads from a node."""
-    n = node.node
-    return (
-        tuple(node.gpu_free),
-        node.cpus_free,
-        node.memory_free,
-        node.nic_free,
-        n.usd_per_gpu_hour,
-        n.datasets,
-        n.cpus,
-        n.memory_gib,
-        n.pool,
-        n.accelerator,
-        n.vendor,
-        n.gpu_memory_gib,
-    )
+# Scores by what they depend on: the request and the job's runtime where its data's egress is
+# spread over it (the rest of the context is the cycle's), then the node's shape.
+ScoreMemo = dict[tuple[Request, float | None], dict[tuple[object, ...], Candidate]]
 
 
 def _scored(
-    req: Request, nodes: Sequence[NodeState], ctx: CycleContext, scorers: Sequence[Weighted]
+    req: Request,
+    nodes: Sequence[NodeState],
+    ctx: CycleContext,
+    scorers: Sequence[Weighted],
+    memo: ScoreMemo,
 ) -> dict[str, Candidate]:
-    """Each node's score, computed once per node shape: a gang looks at every feasible node,
-    and on a large pool most of them are twins (empty nodes of one type)."""
-    by_shape: dict[tuple[object, ...], Candidate] = {}
+    """Each node's score, computed once per node shape and request in a cycle (``memo``): a
+    gang looks at every feasible node, and on a large pool most of them are twins (empty
+    nodes of one type); the jobs of a queue ask for a few kinds of request. Twins share one
+    ``Candidate``, which names the first node scored (``_named`` names another)."""
+    by_shape = memo.setdefault((req, ctx.runtime_s if req.data else None), {})
     scored = {}
     for node in nodes:
-        key = _shape(node)
-        found = by_shape.get(key)
+        shape = node.shape()
+        found = by_shape.get(shape)
         if found is None:
-            found = by_shape[key] = score(req, node, ctx, scorers)
-        elif found.nodes != (node.name,):
-            found = replace(found, nodes=(node.name,))
+            found = by_shape[shape] = score(req, node, ctx, scorers)
         scored[node.name] = found
     return scored
+
+
+def _named(candidate: Candidate, name: str) -> Candidate:
+    return candidate if candidate.nodes == (name,) else replace(candidate, nodes=(name,))
 
 
 def choose(
@@ -149,13 +151,15 @@ def choose(
     topology_weight: float,
     rank: Callable[[str], int],
     extra: Extra | None = None,
+    memo: ScoreMemo | None = None,
 ) -> Choice | None:
-    """The best placement for ``req`` now, or None if no node (or set of nodes) can take it."""
+    """The best placement for ``req`` now, or None if no node (or set of nodes) can take it.
+    ``memo``: scores already worked out this cycle (the same scorers and cycle context)."""
     gang = req.nodes > 1
     nodes, looked = feasible(req, indexes, ctx, filters, None if gang else limit, spread, extra)
     if len(nodes) < req.nodes:
         return None
-    scored = _scored(req, nodes, ctx, scorers)
+    scored = _scored(req, nodes, ctx, scorers, {} if memo is None else memo)
     if gang:
         picked = choose_gang(req, nodes, scored, topology_weight)
         if picked is None:
@@ -163,21 +167,25 @@ def choose(
         chosen, best = picked
         return Choice(chosen, (best,), looked)
     ranked = sorted(nodes, key=lambda n: (-scored[n.name].total, rank(n.node.pool), n.name))
-    return Choice((ranked[0],), tuple(scored[n.name] for n in ranked[:top]), looked)
+    return Choice((ranked[0],), tuple(_named(scored[n.name], n.name) for n in ranked[:top]), looked)
 
 
 def rejections(
     req: Request, nodes: Iterable[NodeState], ctx: CycleContext, filters: Sequence[Filter]
 ) -> tuple[Counter[str], Counter[str], int]:
-    """Every node's first rejection: counts by reason and by exhausted dimension; node count."""
+    """Every node's first rejection: counts by reason and by exhausted dimension; node count.
+    The filters read a node's shape only, so each shape is checked once, for all its twins."""
+    twins: dict[tuple[object, ...], list[NodeState]] = {}
+    for node in nodes:
+        twins.setdefault(node.shape(), []).append(node)
     reasons: Counter[str] = Counter()
     dimensions: Counter[str] = Counter()
     total = 0
-    for node in nodes:
-        total += 1
-        found = rejection(req, node, ctx, filters)
+    for alike in twins.values():
+        total += len(alike)
+        found = rejection(req, alike[0], ctx, filters)
         if found is not None:
-            reasons[found.reason] += 1
+            reasons[found.reason] += len(alike)
             if found.dimension:
-                dimensions[found.dimension] += 1
+                dimensions[found.dimension] += len(alike)
     return reasons, dimensions, total

@@ -21,9 +21,12 @@ class NodeState:
     """One node's free resources, mutable within a cycle."""
 
     __slots__ = (
+        "_shape",
         "cpus_free",
         "gpu_free",
+        "kind",
         "memory_free",
+        "name",
         "nic_free",
         "node",
         "nominated",
@@ -33,6 +36,7 @@ class NodeState:
 
     def __init__(self, node: Node) -> None:
         self.node = node
+        self.name = node.name
         self.gpu_free = list(node.gpu_free)
         self.whole_free = node.whole_free
         self.cpus_free = node.cpus_free
@@ -40,10 +44,22 @@ class NodeState:
         self.nic_free = node.nic_gbps_free
         self.nominated: str | None = None  # freed by preemption for this job
         self.reserved_until_s: float | None = None  # held for the blocked head job
+        # what the filters and scorers read of the node itself (all but its name and labels)
+        self.kind = (
+            node.health, node.pool, node.accelerator, node.vendor, node.gpu_memory_gib,
+            node.cpus, node.memory_gib, node.nic_gbps, node.usd_per_gpu_hour, node.datasets,
+        )  # fmt: skip
+        self._shape: tuple[object, ...] | None = None
 
-    @property
-    def name(self) -> str:
-        return self.node.name
+    def shape(self) -> tuple[object, ...]:
+        """Everything the filters and the single-node scorers read of this node now: two nodes
+        of one shape are twins, whose filters pass alike and who score the same. Kept until the
+        node's free resources change."""
+        if self._shape is None:
+            self._shape = (
+                self.kind, tuple(self.gpu_free), self.cpus_free, self.memory_free, self.nic_free
+            )  # fmt: skip
+        return self._shape
 
     def shared_gpu_for(self, share: float) -> int | None:
         """Best fit for a fraction of a GPU: the fullest GPU that still has ``share`` free."""
@@ -82,6 +98,7 @@ class NodeState:
         self.nic_free += alloc.nic_gbps
 
     def _recount(self) -> None:
+        self._shape = None
         self.whole_free = sum(1 for f in self.gpu_free if f >= 1 - EPS)
 
     def copy(self) -> NodeState:
@@ -142,8 +159,8 @@ class FreeIndex:
             range(len(self.buckets) - 1, low - 1, -1) if spread else range(low, len(self.buckets))
         )
         states = self.states
-        for count in order:
-            for name in list(self.buckets[count]):
+        for count in order:  # the caller changes no bucket while it walks them
+            for name in self.buckets[count]:
                 yield states[name]
 
     def count_below(self, gpus: int) -> int:
