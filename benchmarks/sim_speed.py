@@ -1,16 +1,19 @@
-"""How fast the simulator replays a month of a 10,000-GPU mesh, and its event loop against SimPy.
+"""How fast the simulator replays a month of a 10,000-GPU (or larger) mesh, and its event loop
+against SimPy.
 
-    python benchmarks/sim_speed.py [--days 30] [--start-day 26.6] [--replicate 4]
-                                   [--failures stepfun] [--policies none|burst|onprem-only]
-                                   [--runs 1] [--json]
+    python benchmarks/sim_speed.py [--days 30] [--start-day 26.6] [--gpus 10000]
+                                   [--replicate 4] [--failures stepfun]
+                                   [--policies none|burst|onprem-only] [--runs 1] [--json]
 
 The run: the Microsoft Philly trace (../shared/traces/philly/philly.csv) from ``--start-day``
 (day 26.6 is 2017-10-01, the start of its busiest month) for ``--days``, each job replicated
-``--replicate`` times, on the example mesh (examples/sim/mesh.yaml: 1,250 nodes x 8 H100 in
-125 racks, a fat-tree oversubscribed 2:1, a GCP and an AWS burst pool), node failures from the
-``--failures`` preset, seed 0, a scheduling cycle at most every 60 s, Young/Daly checkpoints.
-``--policies``: none (every pool usable, nothing bursts), or one of the example policy sets
-(examples/sim/policies). The same code path as ``meshctl sim run``.
+``--replicate`` times, on the example mesh (examples/sim/mesh.yaml: 1,250 nodes x 8 H100 in 125
+racks, a fat-tree oversubscribed 2:1, a GCP and an AWS burst pool; ``--gpus`` other than 10,000
+gives its on-prem pool that many GPUs in racks of 10 nodes, 5 racks a switch, and replicates
+the trace ``--replicate`` x gpus / 10,000 times, so the load stays the same), node failures
+from the ``--failures`` preset, seed 0, a scheduling cycle at most every 60 s, Young/Daly
+checkpoints. ``--policies``: none (every pool usable, nothing bursts), or one of the example
+policy sets (examples/sim/policies). The same code path as ``meshctl sim run``.
 
 Printed (and with ``--json``): ``events_per_s`` (events the engine handled / wall seconds of
 the simulation, trace loading excluded), ``wall_s``, ``peak_rss_mib`` (the process's peak
@@ -38,6 +41,7 @@ from typing import Any
 from traces import PHILLY, require
 
 from meshctl.catalog import load_catalog
+from meshctl.model.mesh import Mesh, RayPool
 from meshctl.policy.compiled import compile_policies
 from meshctl.policyfiles import read_mesh, read_policy_files
 from meshctl.sim import engine as sim
@@ -45,6 +49,7 @@ from meshctl.simrun import RunSpec, config_of, jobs_of, sim_mesh
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "sim"
+EXAMPLE_GPUS = 10_000  # the example mesh's on-prem pool
 
 
 class Recording(sim.Engine):
@@ -56,8 +61,27 @@ class Recording(sim.Engine):
         self.clock.on_push = lambda t, kind: self.fired.append((t, int(kind)))
 
 
+def scaled(mesh: Mesh, gpus: int) -> Mesh:
+    """The example mesh with ``gpus`` on-prem GPUs: its first rack's nodes, repeated."""
+    onprem = mesh.spec.pools[0]
+    assert isinstance(onprem, RayPool)
+    rack = onprem.nodes[0]
+    per_rack = int(rack.count * rack.gpus)
+    if gpus % per_rack:
+        raise SystemExit(f"--gpus: expected a multiple of {per_rack} (racks of {rack.count} nodes)")
+    racks = [
+        rack.model_copy(update={"name": f"r{i:04d}", "labels": {"rack": f"r{i:04d}",
+                                                                "switch": f"s{i // 5:03d}"}})
+        for i in range(gpus // per_rack)
+    ]  # fmt: skip
+    pools = [onprem.model_copy(update={"nodes": racks}), *mesh.spec.pools[1:]]
+    return mesh.model_copy(update={"spec": mesh.spec.model_copy(update={"pools": pools})})
+
+
 def simulate(args: argparse.Namespace, record: bool) -> tuple[float, sim.Engine]:
     mesh = read_mesh(EXAMPLE / "mesh.yaml")
+    if args.gpus != EXAMPLE_GPUS:
+        mesh = scaled(mesh, args.gpus)
     catalogs = {p: load_catalog(p).catalog for p in ("aws", "gcp")}
     policies = None
     if args.policies != "none":
@@ -70,7 +94,7 @@ def simulate(args: argparse.Namespace, record: bool) -> tuple[float, sim.Engine]
         trace="philly",
         days=args.days,
         start_day=args.start_day,
-        replicate=args.replicate,
+        replicate=replicas(args),
         failures=args.failures,
     )
     simmesh = sim_mesh(mesh, catalogs, spec.comm_fraction)
@@ -81,6 +105,10 @@ def simulate(args: argparse.Namespace, record: bool) -> tuple[float, sim.Engine]
     start = time.perf_counter()
     engine.run()
     return time.perf_counter() - start, engine
+
+
+def replicas(args: argparse.Namespace) -> int:
+    return max(1, round(args.replicate * args.gpus / EXAMPLE_GPUS))
 
 
 def replay_ours(fired: list[tuple[float, int]]) -> float:
@@ -119,7 +147,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--days", type=float, default=30.0)
     parser.add_argument("--start-day", type=float, default=26.6)
-    parser.add_argument("--replicate", type=int, default=4)
+    parser.add_argument("--gpus", type=int, default=EXAMPLE_GPUS, help="on-prem GPUs")
+    parser.add_argument("--replicate", type=int, default=4, help="at 10,000 GPUs")
     parser.add_argument("--failures", default="stepfun")
     parser.add_argument("--policies", default="none", choices=("none", "burst", "onprem-only"))
     parser.add_argument("--runs", type=int, default=1)
@@ -140,7 +169,8 @@ def main() -> None:
     events = engine.totals.events
     out = {
         "days": args.days,
-        "replicate": args.replicate,
+        "gpus": args.gpus,
+        "replicate": replicas(args),
         "failures": args.failures,
         "policies": args.policies,
         "jobs": len(engine.jobs),
@@ -160,7 +190,7 @@ def main() -> None:
         return
     print(
         f"{out['days']:g} days of Philly x{out['replicate']} ({out['jobs']:,} jobs) "
-        f"on 10,000 GPUs, "
+        f"on {args.gpus:,} GPUs, "
         f"failures {out['failures']}, policies {out['policies']}: {events:,} events, "
         f"{out['cycles']:,} cycles, {out['node_failures']} node failures in {wall:.1f} s "
         f"({out['events_per_s']:,} events/s), peak RSS {out['peak_rss_mib']} MiB"
