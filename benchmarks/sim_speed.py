@@ -108,7 +108,7 @@ def simulate(args: argparse.Namespace, record: bool) -> tuple[float, sim.Engine]
 
 
 def replicas(args: argparse.Namespace) -> int:
-    return max(1, round(args.replicate * args.gpus / EXAMPLE_GPUS))
+    return max(1, round(int(args.replicate) * int(args.gpus) / EXAMPLE_GPUS))
 
 
 def replay_ours(fired: list[tuple[float, int]]) -> float:
