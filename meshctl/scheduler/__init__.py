@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from meshctl.scheduler.config import SchedulerConfig
 from meshctl.scheduler.cycle import schedule
+from meshctl.scheduler.layout import Layout
 from meshctl.scheduler.plan import (
     Decision,
     Evict,
@@ -29,6 +30,7 @@ __all__ = [
     "Evict",
     "FromPolicyEngine",
     "Grow",
+    "Layout",
     "Node",
     "Offer",
     "Pending",

@@ -34,6 +34,7 @@ from meshctl.scheduler.explain import explain_pending
 from meshctl.scheduler.filters import FILTERS, AcceleratorFilter, EligibilityFilter, HealthFilter
 from meshctl.scheduler.framework import CycleContext, Filter, Rejection
 from meshctl.scheduler.grow import growth
+from meshctl.scheduler.layout import Layout
 from meshctl.scheduler.options import Stage, decide_any
 from meshctl.scheduler.placement import Choice, ScoreMemo, Weighted, choose
 from meshctl.scheduler.plan import (
@@ -46,7 +47,7 @@ from meshctl.scheduler.plan import (
     Shrink,
 )
 from meshctl.scheduler.policies import PolicyView
-from meshctl.scheduler.queue import Totals, dominant_share, ordered
+from meshctl.scheduler.queue import dominant_share, ordered
 from meshctl.scheduler.quota import over_quota
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.scorers import (
@@ -57,7 +58,7 @@ from meshctl.scheduler.scorers import (
     SpreadScorer,
     WaitScorer,
 )
-from meshctl.scheduler.snapshot import Node, Pending, Running, Snapshot
+from meshctl.scheduler.snapshot import Pending, Running, Snapshot
 from meshctl.scheduler.state import FreeIndex, NodeState, States
 from meshctl.scheduler.unschedulable import never_fits
 
@@ -65,27 +66,30 @@ STATIC_FILTERS: tuple[Filter, ...] = (HealthFilter(), EligibilityFilter(), Accel
 
 
 def schedule(
-    snapshot: Snapshot, policies: PolicyView, config: SchedulerConfig = DEFAULT_CONFIG
+    snapshot: Snapshot,
+    policies: PolicyView,
+    config: SchedulerConfig = DEFAULT_CONFIG,
+    layout: Layout | None = None,
 ) -> Plan:
-    return _Cycle(snapshot, policies, config).run()
+    """One cycle's plan. ``layout``: the one kept from the caller's last cycle (layout.py),
+    brought to this snapshot's nodes; the plan is the same with or without it."""
+    return _Cycle(snapshot, policies, config, layout or Layout()).run()
 
 
 class _Cycle:
-    def __init__(self, snap: Snapshot, policies: PolicyView, config: SchedulerConfig) -> None:
+    def __init__(
+        self, snap: Snapshot, policies: PolicyView, config: SchedulerConfig, layout: Layout
+    ) -> None:
         self.snap, self.policies, self.config = snap, policies, config
         self.plan = Plan(snap.now_s)
-        self.states = States(snap.nodes)
-        by_pool: dict[str, list[Node]] = defaultdict(list)
-        gpus, cpus, memory = 0, 0.0, 0.0
-        self.max_usd = 0.0
-        self.any_unhealthy = False
-        for node in snap.nodes:  # one pass over the nodes for everything the set-up needs
-            by_pool[node.pool].append(node)
-            gpus, cpus, memory = gpus + node.gpus, cpus + node.cpus, memory + node.memory_gib
-            self.max_usd = max(self.max_usd, node.usd_per_gpu_hour)
-            self.any_unhealthy = self.any_unhealthy or node.health == "unhealthy"
-        self.totals = Totals(gpus, cpus, memory)
-        self.indexes = {pool: FreeIndex.of(nodes, self.states) for pool, nodes in by_pool.items()}
+        layout.update(snap.nodes)
+        self.states = States(layout.by_name)
+        self.max_usd, self.any_unhealthy = layout.max_usd, layout.any_unhealthy
+        self.totals = layout.totals
+        self.indexes = {
+            pool: FreeIndex([dict(bucket) for bucket in buckets], self.states)
+            for pool, buckets in layout.buckets.items()
+        }  # copies: the cycle moves nodes between buckets as it places jobs
         self._running_on: dict[str, list[Running]] | None = None  # built when first needed
         # per team: GPUs, CPUs, memory GiB, GPU memory GiB
         self.usage: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])

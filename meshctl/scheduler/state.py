@@ -8,7 +8,7 @@ changes them as it places jobs, so later decisions in the same cycle see earlier
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from meshctl.scheduler.request import Request
@@ -114,9 +114,9 @@ class States(dict[str, NodeState]):
     places a few jobs on a pool of thousands of nodes touches a few dozen of them, and the
     cost of a cycle follows what it does, not the size of the mesh."""
 
-    def __init__(self, nodes: Sequence[Node]) -> None:
+    def __init__(self, nodes: Mapping[str, Node]) -> None:
         super().__init__()
-        self.nodes = {node.name: node for node in nodes}
+        self.nodes = nodes  # by name, in snapshot order; never changed here
 
     def __missing__(self, name: str) -> NodeState:
         state = self[name] = NodeState(self.nodes[name])
@@ -133,14 +133,6 @@ class FreeIndex:
 
     buckets: list[dict[str, None]]  # names, in snapshot order within a bucket
     states: States
-
-    @classmethod
-    def of(cls, nodes: Sequence[Node], states: States) -> FreeIndex:
-        most = max((n.gpus for n in nodes), default=0)
-        index = cls([{} for _ in range(most + 1)], states)
-        for node in nodes:
-            index.buckets[node.whole_free][node.name] = None
-        return index
 
     def moved(self, state: NodeState, before: int) -> None:
         """Re-bucket ``state`` after its whole free GPUs changed from ``before``."""

@@ -268,7 +268,7 @@ class Engine(Services):
             self.budget_states[crossed.budget] = crossed.state
             self.totals.budget_crossings += 1
             self._record(crossed)
-        plan = run_scheduler(snapshot, view, self.config.scheduler)
+        plan = run_scheduler(snapshot, view, self.config.scheduler, self.layout)
         for action in effects.of_plan(plan):
             self._apply(action)
         for job_id, decision in plan.decisions.items():

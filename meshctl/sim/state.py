@@ -26,6 +26,7 @@ from meshctl.model.job import Job
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import BoundPolicies
 from meshctl.scheduler import Allocation, Pending, Request, Running
+from meshctl.scheduler.layout import Layout
 from meshctl.sim.cluster import Cluster
 from meshctl.sim.config import Sample, SimConfig, SimMesh, Totals
 from meshctl.sim.data import NodeCaches
@@ -55,6 +56,7 @@ class EngineState:
         self.clock = Clock()
         self.now = 0.0  # the clock's time, read often
         self.cluster = Cluster(mesh.nodes)
+        self.layout = Layout()  # the scheduler's, kept between cycles (scheduler/layout.py)
         self.fleet = Fleet(mesh.clouds, mesh.offers, config.seed, config.start_epoch_s)
         self.data = NodeCaches(config.data) if config.data is not None else None
         self.pending: dict[str, Pending] = {}
