@@ -1,9 +1,14 @@
-"""``meshctl sim run`` and ``meshctl sim compare``: the production core over a trace, offline.
+"""``meshctl sim run|compare|sweep``: the production core over a trace, offline.
 
-Both read a mesh file, policy files and a trace, run the simulator (``meshctl.simrun``) with
-a progress bar on stderr, and print a table (or the JSON report with ``-o json``). ``--out``
-writes ``report.json`` and PNG charts; ``compare`` writes one folder per policy set and a
-``compare.json``. The files are written by ``meshctl.simrun`` (``write``, ``write_compare``).
+All read a mesh file, policy files and a trace, run the simulator (``meshctl.simrun``) with
+a progress bar on stderr, and print a table (``meshctl.cli.simview``; the JSON with ``-o
+json``). ``run`` runs once and ``--out`` writes ``report.json`` and PNG charts. ``sweep`` runs
+every policy set x trace x seed as Ray tasks (``simrun.rayrun``) on the embedded mesh or
+``--ray ADDRESS`` and shows each figure's mean and 95 % interval (``simrun.sweep``);
+``compare`` is a sweep of one seed, run here one after another (no Ray: a few runs, and each
+keeps its time series for its charts). ``--out``: ``sweep.json`` and a chart per figure, and
+for ``compare`` a folder per policy set with its report and charts (``simrun.write``,
+``simrun.write_sweep``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import typer
 from meshctl.cli.context import app_context
 from meshctl.cli.errors import InvalidRequestError
 from meshctl.cli.options import OutputOption, duration_flag
-from meshctl.cli.render import Column, Output
+from meshctl.cli.render import Output
 
 if TYPE_CHECKING:
     from meshctl.cli.context import AppContext
@@ -243,20 +248,25 @@ def run_cmd(
     outcome = _simulate(context, spec, paths, _label(paths))
     if out is not None:
         write(outcome, out, charts)
-    _emit([outcome], output, out)
+    from meshctl.cli.simview import emit_run
+
+    emit_run(outcome, output, out)
+
+
+PolicySets = Annotated[
+    list[str],
+    typer.Option(
+        "--policy",
+        "-p",
+        help="One policy set per flag: [NAME=]files or folders joined by commas, or none.",
+    ),
+]
 
 
 @app.command("compare")
 def compare_cmd(
     ctx: typer.Context,
-    policy: Annotated[
-        list[str],
-        typer.Option(
-            "--policy",
-            "-p",
-            help="One policy set per flag: [NAME=]files or folders joined by commas, or none.",
-        ),
-    ],
+    policy: PolicySets,
     mesh: MeshFile = None,
     trace: Trace = "philly",
     days: Days = 30.0,
@@ -277,15 +287,130 @@ def compare_cmd(
     charts: Charts = True,
     output: OutputOption = Output.table,
 ) -> None:
-    """Run several policy sets on the same mesh, trace and seed; print them side by side."""
-    from meshctl.simrun import write_compare
+    """Run several policy sets on the same mesh, trace and seed: a sweep of one seed, run
+    here (no Ray); print them side by side."""
+    from meshctl.cli.simview import emit_sweep
+    from meshctl.simrun import write, write_sweep
+    from meshctl.simrun.sweep import Finished, RunKey, Sweep
 
     context = app_context(ctx)
     _charts_possible(out, charts)
+    sets = _policy_sets(policy, least=2)
+    mesh_file = mesh or context.mesh_file()
+    outcomes = []
+    for label, paths in sets.items():
+        spec = _spec(
+            mesh_file, paths, trace, days, start_day, replicate, arrival_scale, failures,
+            seed, cycle, checkpoint_interval, checkpoint_cost, restart, comm_fraction,
+            jobs_per_hour, candidates, queue_depth,
+        )  # fmt: skip
+        outcomes.append(_simulate(context, spec, paths, label))
+    finished = tuple(Finished(RunKey(o.name, trace, seed), o.report) for o in outcomes)
+    setting = _setting(outcomes[0].spec, "this machine, in process (no Ray)", None)
+    sweep = Sweep(tuple(sets), (trace,), (seed,), finished, (), setting)
+    if out is not None:
+        for outcome in outcomes:  # one seed: each run's own report and time-series charts
+            write(outcome, out / outcome.name, charts)
+        write_sweep(sweep, out, charts)
+    emit_sweep(sweep, output, out)
+
+
+@app.command("sweep")
+def sweep_cmd(
+    ctx: typer.Context,
+    policy: PolicySets,
+    seeds: Annotated[
+        str, typer.Option(help="Seeds: a range 0..31 (both ends) or a comma list 1,2,5.")
+    ] = "0..9",
+    mesh: MeshFile = None,
+    trace: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A trace per flag (default philly): philly, itp, itp:clusterNN, openb, "
+            "openb:NAME, synthetic, or a trace CSV file."
+        ),
+    ] = None,
+    days: Days = 30.0,
+    start_day: StartDay = 0.0,
+    replicate: Replicate = 1,
+    arrival_scale: ArrivalScale = 1.0,
+    failures: Failures = "none",
+    cycle: Cycle = "60",
+    checkpoint_interval: CheckpointInterval = "auto",
+    checkpoint_cost: CheckpointCost = "60",
+    restart: Restart = "300",
+    comm_fraction: Comm = 0.3,
+    jobs_per_hour: JobsPerHour = 60.0,
+    candidates: Candidates = 8,
+    queue_depth: QueueDepth = 500,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            help="Run on this Ray cluster (host:port or ray://host:10001); default: the "
+            "embedded mesh that meshctl up started.",
+        ),
+    ] = None,
+    retries: Annotated[
+        int, typer.Option(help="Times a run whose worker died is tried again.", min=0, max=100)
+    ] = 3,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write sweep.json and charts here.")
+    ] = None,
+    charts: Charts = True,
+    output: OutputOption = Output.table,
+) -> None:
+    """Run every policy set x trace x seed as Ray tasks; print each figure's mean and 95%
+    interval per policy set. Exit 1 when a run did not finish (the rest is still shown)."""
+    import os
+
+    from meshctl.cli import simsweep
+    from meshctl.cli.simview import emit_sweep
+    from meshctl.simrun import write_sweep
+    from meshctl.simrun.rayrun import HOLD_ENV, Task
+    from meshctl.simrun.sweep import RunKey, Sweep, parse_seeds
+
+    context = app_context(ctx)
+    _charts_possible(out, charts)
+    try:
+        seed_list = parse_seeds(seeds)
+    except ValueError as err:
+        raise InvalidRequestError(f"--seeds: {err}") from None
+    sets = _policy_sets(policy, least=1)
+    traces = list(dict.fromkeys(trace or ["philly"]))
+    mesh_file = mesh or context.mesh_file()
+    tasks: list[Task] = []
+    for label, paths in sets.items():
+        for name in traces:
+            for seed in seed_list:
+                spec = _spec(
+                    mesh_file, paths, name, days, start_day, replicate, arrival_scale,
+                    failures, seed, cycle, checkpoint_interval, checkpoint_cost, restart,
+                    comm_fraction, jobs_per_hour, candidates, queue_depth,
+                )  # fmt: skip
+                key = RunKey(label, name, seed)
+                tasks.append(Task(key, spec, len(tasks), os.environ.get(HOLD_ENV) or None))
+    shared = simsweep.inputs(context, mesh_file, sets)  # bad files: exit 2 before any run
+    where = simsweep.cluster(context, ray_address)
+    finished, unfinished = simsweep.gather(where, tasks, shared, retries)
+    setting = _setting(tasks[0].spec, where.name, retries)
+    sweep = Sweep(tuple(sets), tuple(traces), tuple(seed_list), tuple(finished),
+                  tuple(unfinished), setting)  # fmt: skip
+    if out is not None:
+        write_sweep(sweep, out, charts)
+    emit_sweep(sweep, output, out)
+    simsweep.unfinished(sweep)
+
+
+def _policy_sets(policy: list[str], least: int) -> dict[str, list[Path]]:
+    """``--policy [NAME=]a,b`` flags: each set's name (given, or from its files) and paths."""
     named = [p.partition("=") if "=" in p else ("", "", p) for p in policy]
     sets = [[] if p == "none" else [Path(x) for x in p.split(",") if x] for _, _, p in named]
-    if len(sets) < 2:
-        raise InvalidRequestError("--policy: give at least two policy sets to compare")
+    if len(sets) < least:
+        raise InvalidRequestError(
+            "--policy: give at least two policy sets to compare" if least > 1
+            else "--policy: give at least one policy set"
+        )  # fmt: skip
     for paths in sets:
         for path in paths:
             if not path.exists():
@@ -293,17 +418,7 @@ def compare_cmd(
     labels = [name or auto for (name, _, _), auto in zip(named, _labels(sets), strict=True)]
     if len(set(labels)) < len(labels):
         raise InvalidRequestError(f"--policy: two policy sets are named alike: {labels}")
-    outcomes = []
-    for paths, label in zip(sets, labels, strict=True):
-        spec = _spec(
-            mesh or context.mesh_file(), paths, trace, days, start_day, replicate,
-            arrival_scale, failures, seed, cycle, checkpoint_interval, checkpoint_cost,
-            restart, comm_fraction, jobs_per_hour, candidates, queue_depth,
-        )  # fmt: skip
-        outcomes.append(_simulate(context, spec, paths, label))
-    if out is not None:
-        write_compare(outcomes, out, charts)
-    _emit(outcomes, output, out)
+    return dict(zip(labels, sets, strict=True))
 
 
 def _labels(sets: list[list[Path]]) -> list[str]:
@@ -313,110 +428,11 @@ def _labels(sets: list[list[Path]]) -> list[str]:
     return labels
 
 
-# --- output ---------------------------------------------------------------------------------
-
-
-def _h(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def _data_rows(d: dict[str, Any] | None) -> list[tuple[str, str]]:
-    if d is None:
-        return []
-    return [
-        ("data stall (GPU-h, share)", f"{d['stall_gpu_hours']:,.0f} h, {d['stall_share']:.2%}"),
-        ("data read: central / peers", f"{d['central_gib']:,.0f} / {d['peer_gib']:,.0f} GiB"),
-        ("data egress", f"{d['egress_gib']:,.0f} GiB, ${d['egress_usd']:,.0f}"),
-        ("cache hit rate", f"{d['cache_hit_rate']:.1%}"),
-    ]
-
-
-def rows_of(report: dict[str, Any]) -> list[tuple[str, str]]:
-    """(metric, value) pairs in the order the table shows them."""
-    u, jobs, g = report["utilisation"], report["jobs"], report["gpu_hours"]
-    rows = [
-        ("jobs finished / arrived", f"{jobs['finished']:,} / {jobs['arrived']:,}"),
-        (
-            "jobs rejected, failed, unfinished",
-            f"{jobs['rejected']:,}, {jobs['failed']:,}, {jobs['unfinished']:,}",
-        ),
-        ("jobs that ran on cloud", f"{jobs['ran_on_cloud']:,}"),
-        ("on-prem utilisation", f"{u['onprem']:.1%} ({u['onprem_available']:.1%} of up)"),
-        ("cloud GPU-hours", f"{u['cloud_gpu_hours']:,.0f}"),
-    ]
-    for name in ("critical", "standard", "best-effort", "all"):
-        c = report["classes"][name]
-        q, j = c["queueing_delay"], c["jct"]
-        if not q["n"]:
-            continue
-        rows.append(
-            (
-                f"wait {name} (mean/p50/p99)",
-                f"{_h(q['mean_s'])} / {_h(q['p50_s'])} / {_h(q['p99_s'])}",
-            )
-        )
-        rows.append(
-            (
-                f"JCT {name} (mean/p50/p99)",
-                f"{_h(j['mean_s'])} / {_h(j['p50_s'])} / {_h(j['p99_s'])}",
-            )
-        )
-    f = report["failures"]
-    rows += [
-        ("cloud spend", f"${report['cloud_spend_usd']['total']:,.0f}"),
-        ("preemptions", f"{report['preemptions']:,}"),
-        ("backfill starts", f"{report['backfill_starts']:,}"),
-        ("node failures / spot reclaims", f"{f['node_failures']:,} / {f['spot_reclaims']:,}"),
-        ("jobs interrupted", f"{f['jobs_interrupted']:,}"),
-        ("GPU-hours lost to failures", f"{g['lost_to_failures']:,.0f}"),
-        ("goodput (useful / held)", f"{report['goodput']:.1%}"),
-        *_data_rows(report.get("data")),
-        ("ETTR (mean per job)", f"{report['ettr']:.1%}"),
-    ]
-    served = report.get("inference")
-    if served:
-        p50, p99 = served["surge_to_serving_p50_s"], served["surge_to_serving_p99_s"]
-        rows += [
-            (
-                "inference: utilisation shared / static split",
-                f"{served['utilisation_shared']:.1%} / {served['utilisation_static']:.1%} "
-                f"(+{served['gain_pp']:g} points)",
-            ),
-            (
-                "inference: surge to serving (p50/p99)",
-                "-" if p50 is None else f"{_h(p50)} / {_h(p99)}",
-            ),
-            (
-                "inference: GPU-hours lent / training lost",
-                f"{served['gpu_hours_lent']:,.0f} / {served['training_gpu_hours_lost']:,.0f}",
-            ),
-        ]
-    return rows
-
-
-def _emit(outcomes: list[Outcome], output: Output, out: Path | None) -> None:
-    from meshctl.cli import render
-    from meshctl.simrun import compared
-
-    if output is not Output.table:
-        data = outcomes[0].report if len(outcomes) == 1 else compared(outcomes)
-        render.emit_data(data, output)
-        return
-    table = [r for r, _ in rows_of(outcomes[0].report)]
-    values = [dict(rows_of(o.report)) for o in outcomes]
-    rows = [{"metric": m, **{f"c{i}": v[m] for i, v in enumerate(values)}} for m in table]
-    columns = [Column("metric", "metric")] + [
-        Column(f"c{i}", o.name, "right") for i, o in enumerate(outcomes)
-    ]
-    meta = outcomes[0].report["meta"]
-    caption = (
-        f"trace {meta['trace']}, {meta['days']:g} days x{meta['replicate']}, "
-        f"failures {meta['failures']}, seed {meta['seed']}"
-    )
-    render.emit(rows, columns, output, title="simulation", caption=caption)
-    if out is not None:
-        render.say(f"wrote {out}")
+def _setting(spec: RunSpec, cluster: str, retries: int | None) -> dict[str, Any]:
+    """What every run of a sweep shares, for its document and caption."""
+    return {
+        "mesh": str(spec.mesh), "days": spec.days, "start_day": spec.start_day,
+        "replicate": spec.replicate, "arrival_scale": spec.arrival_scale,
+        "failures": spec.failures, "cycle_s": spec.cycle_s, "cluster": cluster,
+        "retries": retries,
+    }  # fmt: skip

@@ -3,7 +3,9 @@
     spec = RunSpec(mesh=Path("mesh.yaml"), policies=[Path("policies")], trace="philly")
     outcome = run(spec, catalogs, progress)      # reads files, simulates (meshctl.sim)
     write(outcome, Path("out"))                  # report.json, charts/*.png
-    write_compare([outcome, other], Path("cmp")) # cmp/<policy set>/..., cmp/compare.json
+    write_sweep(sweep, Path("sweep"))            # sweep.json, charts/<figure>.png (sweep.py)
+
+A sweep's runs are many of these: on Ray (``rayrun``), their statistics pure (``sweep``).
 
 Cloud pools behave as ``PROVIDERS`` says (provisioning delay, spot notice and mean spot
 life); their shapes and prices come from the provider catalogs, less the pool's discount.
@@ -35,6 +37,7 @@ from meshctl.sim.engine import CloudPool, Result, SimConfig, SimMesh, simulate
 from meshctl.sim.failures import LLAMA3, Checkpoints, FailureModel
 from meshctl.sim.network import Network
 from meshctl.sim.report import build_report
+from meshctl.simrun.sweep import Sweep
 
 FAILURE_PRESETS = ("none", "stepfun", "llama3")
 
@@ -254,19 +257,18 @@ def write(outcome: Outcome, out: Path, charts: bool = True) -> list[Path]:
     return written
 
 
-def compared(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
-    """Several runs' reports by policy set name: ``compare.json``, and what ``sim compare -o
-    json`` prints."""
-    return {o.name: o.report for o in outcomes}
+def write_sweep(sweep: Sweep, out: Path, charts: bool = True) -> list[Path]:
+    """``sweep.json`` (``sweep.document``, sorted keys: the estimates, every run's report,
+    the runs that did not finish) and, with ``charts``, a bar chart per figure: each group's
+    mean with its 95 % interval (``charts.bars``). Returns the paths written."""
+    from meshctl.simrun.sweep import document, groups, summary
 
-
-def write_compare(outcomes: Sequence[Outcome], out: Path, charts: bool = True) -> list[Path]:
-    """One folder per policy set under ``out`` (``write``: its report and charts) and
-    ``compare.json`` (``compared``, sorted keys). Returns the paths written."""
-    written: list[Path] = []
-    for outcome in outcomes:
-        written += write(outcome, out / outcome.name, charts)
     out.mkdir(parents=True, exist_ok=True)
-    both = out / "compare.json"
-    both.write_text(json.dumps(compared(outcomes), indent=2, sort_keys=True) + "\n")
-    return [*written, both]
+    path = out / "sweep.json"
+    path.write_text(json.dumps(document(sweep), indent=2, sort_keys=True) + "\n")
+    written = [path]
+    if charts:
+        from meshctl.simrun.charts import bars
+
+        written += bars(summary(sweep), groups(sweep), out)
+    return written

@@ -4,14 +4,18 @@ utilisation.png  on-prem GPU utilisation over time (of the GPUs up), and cloud G
 queue.png        jobs waiting and running over time
 jct_cdf.png      job completion time CDF per criticality class (log scale)
 spend.png        cumulative cloud spend
+
+A sweep's charts (``bars``): charts/<figure>.png, each group's mean with its 95 % interval.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from meshctl.sim.engine import Result
 from meshctl.sim.report import jct_by_class, series
+from meshctl.simrun.sweep import Estimate, Figure
 
 DAY_S = 86_400.0
 
@@ -79,4 +83,36 @@ def draw(result: Result, out: Path, title: str) -> list[Path]:
     ax.set_title(f"cloud spend: {title}")
     fig.tight_layout()
     save(fig, "spend.png")
+    return written
+
+
+def bars(
+    rows: Sequence[tuple[Figure, dict[str, Estimate]]], groups: Sequence[str], out: Path
+) -> list[Path]:
+    """Per figure, a bar per group: its mean over the runs, with its 95 % interval as an
+    error bar (none for a group of one run); ``charts/<figure key>.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = out / "charts"
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    scale = {"share": 100.0}  # shares are drawn as percentages
+    for figure, by_group in rows:
+        names = [g for g in groups if g in by_group]
+        factor = scale.get(figure.unit, 1.0)
+        means = [by_group[g].mean * factor for g in names]
+        errors = [(by_group[g].half_width or 0.0) * factor for g in names]
+        fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(names) + 2), 3.5))
+        ax.bar(range(len(names)), means, yerr=errors, capsize=6, color="tab:blue", alpha=0.8)
+        ax.set_xticks(range(len(names)), names, rotation=20 if len(names) > 3 else 0)
+        ax.set_ylabel("%" if figure.unit == "share" else figure.unit)
+        ax.set_title(f"{figure.label} (mean, 95% interval)")
+        fig.tight_layout()
+        path = folder / f"{figure.key}.png"
+        fig.savefig(path, dpi=110, metadata={"Software": None})
+        plt.close(fig)
+        written.append(path)
     return written

@@ -1,4 +1,4 @@
-"""``meshctl sim run`` and ``meshctl sim compare`` through the CLI: a small mesh and a
+"""``meshctl sim run``, ``compare`` and ``sweep``'s flags through the CLI: a small mesh and a
 synthetic trace end to end (report, charts), and bad flags as one line with exit 2."""
 
 from __future__ import annotations
@@ -89,24 +89,31 @@ def test_run_with_data_reports_stalls_reads_and_hits(cli, mesh_file) -> None:
     assert cached["stall_gpu_hours"] < direct["stall_gpu_hours"]
 
 
-def test_compare_runs_each_policy_set_on_the_same_trace(cli, mesh_file, tmp_path) -> None:
+def test_compare_is_a_sweep_of_one_seed(cli, mesh_file, tmp_path) -> None:
+    """Each policy set once on the same trace and seed, gathered as a sweep: one run per set
+    (n 1, no interval), each set's own report, and sweep.json."""
     out = tmp_path / "cmp"
-    result = cli.invoke(
-        app,
-        [
-            "sim", "compare", "--mesh", str(mesh_file), *SMALL, "--arrival-scale", "3",
-            "--policy", f"onprem-only={POLICIES / 'common'},{POLICIES / 'onprem-only.yaml'}",
-            "--policy", f"burst={POLICIES / 'common'},{POLICIES / 'burst.yaml'}",
-            "--out", str(out), "--no-charts", "-o", "json",
-        ],
-    )  # fmt: skip
+    args = [
+        "sim", "compare", "--mesh", str(mesh_file), *SMALL, "--arrival-scale", "3",
+        "--policy", f"onprem-only={POLICIES / 'common'},{POLICIES / 'onprem-only.yaml'}",
+        "--policy", f"burst={POLICIES / 'common'},{POLICIES / 'burst.yaml'}",
+    ]  # fmt: skip
+    result = cli.invoke(app, [*args, "--out", str(out), "--no-charts"])
     assert result.exit_code == 0, result.output
-    both = json.loads(result.output)
-    assert set(both) == {"onprem-only", "burst"}
-    assert both["onprem-only"]["cloud_spend_usd"]["total"] == 0
-    assert both["onprem-only"]["jobs"]["arrived"] == both["burst"]["jobs"]["arrived"]
-    assert json.loads((out / "compare.json").read_text()) == both
-    assert (out / "burst" / "report.json").is_file()
+    assert "cloud spend" in result.stdout
+    assert "one run each" in result.stdout
+    both = json.loads((out / "sweep.json").read_text())
+    assert both["sweep"]["policy_sets"] == ["onprem-only", "burst"]
+    assert both["sweep"]["seeds"] == [3]
+    assert both["unfinished"] == []
+    reports = {run["policies"]: run["report"] for run in both["runs"]}
+    assert reports["onprem-only"]["cloud_spend_usd"]["total"] == 0
+    assert reports["onprem-only"]["jobs"]["arrived"] == reports["burst"]["jobs"]["arrived"]
+    spend = both["figures"]["cloud_spend_usd.total"]["groups"]
+    assert spend["burst"] == {"n": 1, "mean": reports["burst"]["cloud_spend_usd"]["total"],
+                              "half_width": None, "low": None, "high": None}  # fmt: skip
+    assert json.loads((out / "burst" / "report.json").read_text()) == reports["burst"]
+    assert "±" not in result.stdout  # one seed: no interval
 
 
 @pytest.mark.parametrize(
@@ -156,3 +163,29 @@ def test_compare_needs_two_policy_sets(cli, mesh_file) -> None:
     result = cli.invoke(app, ["sim", "compare", "--mesh", str(mesh_file), "-p", "none", *SMALL])
     assert result.exit_code == 2
     assert "at least two policy sets" in result.output
+
+
+@pytest.mark.parametrize(
+    ("seeds", "message"),
+    [
+        pytest.param("0..x", "--seeds: expected a range A..B or a comma list", id="word"),
+        pytest.param("5..2", "with A <= B, got '5..2'", id="backwards"),
+        pytest.param("1,2,1", "expected each seed once, got 1 twice", id="twice"),
+        pytest.param("-1", "with A <= B", id="negative"),
+    ],
+)
+def test_sweep_bad_seeds_are_one_line_and_exit_2(cli, mesh_file, seeds, message) -> None:
+    result = cli.invoke(app, ["sim", "sweep", "--mesh", str(mesh_file), "-p", "none",
+                              "--seeds", seeds, *SMALL[:-2]])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_sweep_with_no_mesh_up_and_no_ray_says_what_to_do(cli, mesh_file) -> None:
+    """The runner's home is empty: no embedded mesh is up."""
+    args = ["sim", "sweep", "--mesh", str(mesh_file), "-p", "none", "--seeds", "0..1"]
+    result = cli.invoke(app, [*args, *SMALL[:-2]])
+    assert result.exit_code == 2, result.output
+    assert "run meshctl up, or pass --ray ADDRESS" in result.output
+    assert len(result.output.strip().splitlines()) == 1

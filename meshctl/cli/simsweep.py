@@ -1,0 +1,90 @@
+"""``meshctl sim sweep``'s work beside its flags: the inputs every run shares, read and
+checked once; the cluster to run on (``--ray``, else the embedded mesh); the runs gathered
+with a progress bar; the runs that did not finish, as warnings and exit 1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from meshctl.cli.errors import InvalidRequestError
+
+if TYPE_CHECKING:
+    from meshctl.cli.context import AppContext
+    from meshctl.simrun.rayrun import Cluster, Inputs, Task
+    from meshctl.simrun.sweep import Finished, Sweep, Unfinished
+
+
+def inputs(context: AppContext, mesh_file: Path, sets: dict[str, list[Path]]) -> Inputs:
+    """The mesh, catalogs and each set's policy files, read and checked here (bad files: exit
+    2 before any run starts), as every task gets them."""
+    from meshctl.catalog.check import mesh_accelerators
+    from meshctl.cli.policy_cmd import read_policies
+    from meshctl.files import load_path
+    from meshctl.policyfiles import read_mesh
+    from meshctl.problems import InvalidFileError
+    from meshctl.simrun.rayrun import Inputs
+
+    simulated = read_mesh(mesh_file)
+    catalogs = context.catalog_map()
+    problems = mesh_accelerators(
+        load_path(mesh_file)[0], context.accelerators(), catalogs, launching=False
+    )
+    if problems:
+        raise InvalidFileError(problems)
+    policies = {
+        label: tuple(read_policies(context, paths)[0].policies) if paths else None
+        for label, paths in sets.items()
+    }
+    return Inputs(simulated, catalogs, policies)
+
+
+def cluster(context: AppContext, address: str | None) -> Cluster:
+    """``--ray ADDRESS``, else the embedded mesh that ``meshctl up`` started (its first local
+    pool that is up); neither: exit 2."""
+    from meshctl.model.mesh import LocalPool
+    from meshctl.policyfiles import read_mesh
+    from meshctl.simrun import rayrun
+
+    if address is not None:
+        return rayrun.remote(address)
+    up = context.up()
+    found = None
+    if "mesh" in up and Path(up["mesh"]).is_file():
+        pools = [p.name for p in read_mesh(Path(up["mesh"])).spec.pools if isinstance(p, LocalPool)]
+        found = rayrun.embedded(context.home / "run", pools)
+    if found is None:
+        raise InvalidRequestError(
+            "--ray: no embedded mesh is up here to run the sweep on: run meshctl up, "
+            "or pass --ray ADDRESS"
+        )
+    return found
+
+
+def gather(
+    where: Cluster, tasks: list[Task], shared: Inputs, retries: int
+) -> tuple[list[Finished], list[Unfinished]]:
+    from meshctl.cli.errors import CommandError
+    from meshctl.cli.render import progress_bar
+    from meshctl.simrun.rayrun import SweepError, execute
+
+    with progress_bar(f"sweeping {len(tasks)} runs on {where.name}", len(tasks)) as tick:
+        try:
+            return execute(where, tasks, shared, retries, lambda done, _: tick(done))
+        except SweepError as err:
+            raise CommandError(str(err)) from None
+
+
+def unfinished(sweep: Sweep) -> None:
+    """Runs that did not finish: a warning each, then exit 1."""
+    from meshctl.cli import render
+    from meshctl.cli.errors import CommandError
+
+    if not sweep.unfinished:
+        return
+    render.warnings(
+        f"run {r.key.policies} {r.key.trace} seed {r.key.seed} did not finish after "
+        f"{r.attempts} attempt(s): {r.reason}"
+        for r in sweep.unfinished
+    )
+    raise CommandError(f"{len(sweep.unfinished)} of {sweep.runs} runs did not finish")
