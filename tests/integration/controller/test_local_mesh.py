@@ -81,8 +81,9 @@ class Mesh:
 
     def wait_for(self, job_id: str, state: str) -> None:
         wait_until(  # worded when it fails: the job's state and the mesh's story
-            lambda: f"{job_id} never became {state}: {self.show(job_id)['state']}\n"
-            f"{self.story(job_id)}",
+            lambda: (
+                f"{job_id} never became {state}: {self.show(job_id)['state']}\n{self.story(job_id)}"
+            ),
             lambda: self.show(job_id)["state"] == state,
             WAIT_S,
             every_s=0.5,
