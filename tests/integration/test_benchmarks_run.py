@@ -50,6 +50,17 @@ def test_schedule_benchmark_reports_a_cycle():
 
 
 @needs_traces
+def test_schedule_benchmark_takes_the_size_and_the_exhaustive_search():
+    bounded = _json("schedule.py", "--nodes", "64", "--jobs", "300", "--runs", "1")
+    every = _json("schedule.py", "--nodes", "64", "--jobs", "300", "--runs", "1",
+                  "--candidates", "0")  # fmt: skip
+    assert (bounded["nodes"], bounded["gpus"], every["candidates"]) == (64, 512, 0)
+    assert bounded["placed"] > 0
+    assert 0 < bounded["mean_score"] <= 1
+    assert bounded["peak_rss_mib"] > 0
+
+
+@needs_traces
 def test_openb_packing_reports_every_strategy():
     result = _json("openb_packing.py", "--max-nodes", "120")
     assert set(result["allocation_pct"]) == {"binpack", "spread", "fgd"}
@@ -97,6 +108,13 @@ def test_sim_speed_reports_events_and_the_simpy_ratio():
     assert result["wall_s"] > 0
     assert result["peak_rss_mib"] > 0
     assert result["simpy_ratio"] > 0
+
+
+@needs_traces
+def test_sim_speed_takes_the_size_and_keeps_the_load():
+    result = _json("sim_speed.py", "--days", "0.2", "--replicate", "1", "--gpus", "20000")
+    assert (result["gpus"], result["replicate"]) == (20000, 2)  # twice the GPUs, twice the jobs
+    assert result["jobs"] > 0
 
 
 def test_differential_benchmark_counts_scenarios_and_no_mismatch():
