@@ -17,7 +17,7 @@ import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from meshctl.controller.burst import Burst
 from meshctl.controller.decide import (
@@ -36,6 +36,7 @@ from meshctl.controller.states import ALLOWED
 from meshctl.controller.step import ServiceChange
 from meshctl.lifecycle import BudgetCrossed, Estimator
 from meshctl.pools.checkpoints import request_checkpoint
+from meshctl.state.kinds import key_of
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,
     AttemptRecord,
@@ -46,7 +47,7 @@ from meshctl.state.records import (
     JobState,
     LoanRecord,
 )
-from meshctl.state.store import ConflictError, NotFoundError, Store
+from meshctl.state.store import ConflictError, NotFoundError, R, Store, Write
 
 if TYPE_CHECKING:
     from meshctl.controller.loop import PoolClient
@@ -81,14 +82,12 @@ class Applying:
 
     def apply(self, step: Step, now: float) -> list[str]:
         errors: list[str] = []
-        for change in step.attempts:
-            self._attempt(change, now)
+        self._attempts(step.attempts, now)
         for replacement in step.replacements:
             error = self._replace(replacement, now)
             if error:
                 errors.append(error)
-        for transition in step.transitions:
-            self._transition(transition, now)
+        self._transitions(step.transitions, now)
         for service in step.services:
             self._service(service, now)
         for loan in step.loans:
@@ -115,10 +114,7 @@ class Applying:
                 errors.append(self._submit_failed(resubmit.job_id, resubmit.attempt_id, err, now))
                 continue
             self._event(now, "job.submit", resubmit.job_id, f"{outcome} on {resubmit.pool}")
-        for dispatch in step.dispatches:
-            error = self._dispatch(dispatch, now)
-            if error:
-                errors.append(error)
+        errors += self._dispatch(step.dispatches, now)
         if self.burst is not None:
             for launch in step.launches:
                 try:
@@ -161,34 +157,45 @@ class Applying:
         self._event(now, "job.checkpoint-request", request.job_id, message)
         return None
 
-    def _dispatch(self, dispatch: Dispatch, now: float) -> str | None:
-        attempt = dispatch.attempt
-        try:
-            self.store.create(attempt)
-        except ConflictError:
-            return None  # recorded already; the next cycle adopts or resubmits it
-        admitted = self._transition(
-            Transition(dispatch.job_id, JobState.ADMITTED, dispatch.reason, attempt.pool), now
-        )
-        if not admitted:  # cancelled meanwhile: this attempt will never be submitted
-            self._attempt(AttemptChange(attempt.id, AttemptState.ABANDONED, "not admitted"), now)
-            return None
-        failpoint("before-submit")
-        try:
-            outcome = self._submit(attempt.pool, dispatch.job_id, dispatch.submission)
-        except Exception as err:
-            return self._submit_failed(dispatch.job_id, attempt.id, err, now)
-        failpoint("after-submit")
-        self._attempt(AttemptChange(attempt.id, "pending"), now)
-        self._transition(
-            Transition(
-                dispatch.job_id,
-                JobState.DISPATCHED,
-                f"{outcome} to pool {attempt.pool} as {attempt.submission_id}",
-            ),
+    def _dispatch(self, dispatches: Sequence[Dispatch], now: float) -> list[str]:
+        """The attempts recorded (one transaction) and their jobs admitted (one more), then
+        each submitted, then the submitted ones marked pending and dispatched (one more): a
+        cycle placing thousands commits three times, and nothing reaches Ray unrecorded."""
+        if not dispatches:
+            return []
+        made = self.store.write_all([Write(d.attempt) for d in dispatches])
+        recorded = [d for d, done in zip(dispatches, made, strict=True) if not _lost(done)]
+        # an attempt found recorded already: the next cycle adopts or resubmits it
+        admitted = self._transitions(
+            [Transition(d.job_id, JobState.ADMITTED, d.reason, d.attempt.pool) for d in recorded],
             now,
         )
-        return None
+        going = [d for d, ok in zip(recorded, admitted, strict=True) if ok]
+        # cancelled meanwhile: these attempts will never be submitted
+        gone = {d.attempt.id for d in going}
+        abandoned = AttemptState.ABANDONED
+        self._attempts([AttemptChange(d.attempt.id, abandoned, "not admitted")
+                        for d in recorded if d.attempt.id not in gone], now)  # fmt: skip
+        errors, submitted = [], []
+        for dispatch in going:
+            attempt = dispatch.attempt
+            failpoint("before-submit")
+            try:
+                outcome = self._submit(attempt.pool, dispatch.job_id, dispatch.submission)
+            except Exception as err:
+                errors.append(self._submit_failed(dispatch.job_id, attempt.id, err, now))
+                continue
+            failpoint("after-submit")
+            submitted.append((dispatch, outcome))
+        self._attempts([AttemptChange(d.attempt.id, "pending") for d, _ in submitted], now)
+        done = "{} to pool {} as {}"
+        self._transitions(
+            [Transition(d.job_id, JobState.DISPATCHED,
+                        done.format(outcome, d.attempt.pool, d.attempt.submission_id))
+             for d, outcome in submitted],
+            now,
+        )  # fmt: skip
+        return errors
 
     def _submit(self, pool: str, job_id: str, submission: Submission) -> str:
         """Send a submission to its pool, its working directory a folder on this host."""
@@ -216,27 +223,36 @@ class Applying:
         return message
 
     def _transition(self, t: Transition, now: float) -> bool:
-        record = self.store.get(JobRecord, t.job_id)
-        if record is None or record.state is t.to:
-            return False
-        if record.state in FINISHED:
-            return False  # finished (or cancelled meanwhile) is final
-        if (record.state, t.to) not in ALLOWED:  # the job-state table (states.py) is the rule
-            log.error("job %s: %s -> %s is not in the job-state table", t.job_id,
-                      record.state.value, t.to.value)  # fmt: skip
-        changed = replace(record, state=t.to, pool=t.pool or record.pool, updated_at_s=now)
-        event = Event(
-            now,
-            f"job.{t.to.value}",
-            t.job_id,
-            t.reason,
-            {"from": record.state.value, "to": t.to.value, "pool": changed.pool},
+        return self._transitions([t], now)[0]
+
+    def _transitions(self, transitions: Sequence[Transition], now: float) -> list[bool]:
+        """Jobs moved to their new states, each with its event, in one transaction; per
+        transition, whether it was made (not: the job is gone, finished, already there, or
+        someone else, a cancel, changed it first: the next cycle sees their change)."""
+        jobs: dict[str, JobRecord | None] = dict(
+            self._read(JobRecord, [t.job_id for t in transitions])
         )
-        try:
-            self.store.update(changed, expected_version=record.version, events=[event])
-        except (ConflictError, NotFoundError):
-            return False  # someone else (a cancel) won; the next cycle sees their change
-        return True
+        made = [False] * len(transitions)
+        for batch in _rounds([t.job_id for t in transitions]):
+            moves = {}
+            for i in batch:
+                t, record = transitions[i], jobs.get(transitions[i].job_id)
+                moved = _transitioned(record, t, now) if record is not None else None
+                if moved is not None:
+                    moves[i] = Write(moved[0], moved[0].version, [moved[1]])
+            stored = self.store.write_all(list(moves.values()))
+            for i, outcome in zip(moves, stored, strict=True):
+                # lost: the job is left alone until the next cycle reads it again
+                jobs[transitions[i].job_id] = None if _lost(outcome) else cast(JobRecord, outcome)
+                made[i] = not _lost(outcome)
+        return made
+
+    def _read(self, kind: type[R], keys: Sequence[str]) -> dict[str, R]:
+        """The stored records of these keys (one read), by key."""
+        if not keys:
+            return {}
+        found = self.store.list(kind, id=sorted(set(keys)))  # jobs and attempts: keyed by id
+        return {key_of(r): r for r in found}
 
     def _replace(self, change: Replacement, now: float) -> str | None:
         """An attempt on its new nodes: recorded (with a ``job.node-replaced`` event), then its
@@ -284,30 +300,23 @@ class Applying:
         return errors
 
     def _attempt(self, change: AttemptChange, now: float) -> None:
-        attempt = self.store.get(AttemptRecord, change.attempt_id)
-        if attempt is None:
-            return
-        detail = attempt.detail
-        if change.stop_at_s is not None and detail.stop_at_s is None:  # a grace never moves
-            detail = replace(detail, stop_at_s=change.stop_at_s)
-        if change.for_job is not None and detail.for_job is None:
-            detail = replace(detail, for_job=change.for_job)
-        if change.lent or change.grows_onto:
-            detail = replace(detail, lent=change.lent, grows_onto=change.grows_onto)
-        if change.failures is not None:
-            detail = replace(detail, failures=change.failures)
-        updated = replace(
-            attempt,
-            state=change.state or attempt.state,
-            reason=change.reason or attempt.reason,
-            started_at_s=attempt.started_at_s or change.started_at_s,
-            ended_at_s=attempt.ended_at_s or change.ended_at_s,
-            detail=detail,
-        )
-        if updated == attempt:
-            return
-        with contextlib.suppress(ConflictError, NotFoundError):
-            self.store.update(updated, expected_version=attempt.version)
+        self._attempts([change], now)
+
+    def _attempts(self, changes: Sequence[AttemptChange], now: float) -> None:
+        """Attempts changed, in one transaction; one changed meanwhile (a cancel) or gone is
+        left to the next cycle."""
+        found = self._read(AttemptRecord, [c.attempt_id for c in changes])
+        attempts: dict[str, AttemptRecord | None] = dict(found)
+        for batch in _rounds([c.attempt_id for c in changes]):
+            writes = []
+            for i in batch:
+                attempt = attempts.get(changes[i].attempt_id)
+                updated = _changed(attempt, changes[i]) if attempt is not None else None
+                if updated is not None:
+                    writes.append(Write(updated, updated.version))
+            for write, stored in zip(writes, self.store.write_all(writes), strict=True):
+                key = key_of(write.record)
+                attempts[key] = None if _lost(stored) else cast(AttemptRecord, stored)
 
     def _decisions(self, step: Step, now: float) -> None:
         """Record the decisions that changed, in one transaction (a cycle over thousands of
@@ -389,3 +398,59 @@ class Applying:
 
     def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
         self.store.append_event(Event(now, kind, job_id, message))
+
+
+def _rounds(keys: Sequence[str]) -> list[list[int]]:
+    """The writes of a step in rounds (their indexes), each key at most once a round, in
+    order: a write is made from what the one before it on that key stored, never from a
+    version another writer may have reached meanwhile."""
+    rounds: list[list[int]] = []
+    seen: dict[str, int] = {}  # key -> writes of it so far
+    for i, key in enumerate(keys):
+        n = seen[key] = seen.get(key, -1) + 1
+        if n == len(rounds):
+            rounds.append([])
+        rounds[n].append(i)
+    return rounds
+
+
+def _lost(outcome: object) -> bool:
+    """Whether a write of a batch lost (``Store.write_all``: its error, not its record)."""
+    return isinstance(outcome, ConflictError | NotFoundError)
+
+
+def _transitioned(record: JobRecord, t: Transition, now: float) -> tuple[JobRecord, Event] | None:
+    """The job's record moved to ``t.to``, with its event; None when it does not move (there
+    already, or finished: final, a cancel included). A move outside the job-state table
+    (``states.ALLOWED``, the rule) is logged and made."""
+    if record.state is t.to or record.state in FINISHED:
+        return None
+    if (record.state, t.to) not in ALLOWED:
+        log.error("job %s: %s -> %s is not in the job-state table", t.job_id,
+                  record.state.value, t.to.value)  # fmt: skip
+    changed = replace(record, state=t.to, pool=t.pool or record.pool, updated_at_s=now)
+    data = {"from": record.state.value, "to": t.to.value, "pool": changed.pool}
+    return changed, Event(now, f"job.{t.to.value}", t.job_id, t.reason, data)
+
+
+def _changed(attempt: AttemptRecord, change: AttemptChange) -> AttemptRecord | None:
+    """The attempt with the change made, or None when it changes nothing. A grace, the job
+    it is freed for and its start and end, once set, never move."""
+    detail = attempt.detail
+    if change.stop_at_s is not None and detail.stop_at_s is None:
+        detail = replace(detail, stop_at_s=change.stop_at_s)
+    if change.for_job is not None and detail.for_job is None:
+        detail = replace(detail, for_job=change.for_job)
+    if change.lent or change.grows_onto:
+        detail = replace(detail, lent=change.lent, grows_onto=change.grows_onto)
+    if change.failures is not None:
+        detail = replace(detail, failures=change.failures)
+    updated = replace(
+        attempt,
+        state=change.state or attempt.state,
+        reason=change.reason or attempt.reason,
+        started_at_s=attempt.started_at_s or change.started_at_s,
+        ended_at_s=attempt.ended_at_s or change.ended_at_s,
+        detail=detail,
+    )
+    return None if updated == attempt else updated

@@ -2,8 +2,10 @@
 
 Every cycle reads the jobs not yet finished, the attempts still active, and the attempts of
 those jobs, each through an index (``jobs.state``, ``attempts.state``, ``attempts.job_id``):
-a store holding 100,000 finished jobs costs a cycle what an empty one does. Of the unfinished
-jobs only the versions are read; a record is read again when its version moved. Two things the
+a store holding 1,000,000 finished jobs costs a cycle what an empty one does. Of each only
+the versions are read (``Kept``); a record is read again when its version moved, so a
+cycle over 100,000 running and waiting jobs decodes the few that changed, not all of them.
+The nodes' and the loans' records are kept so too. Two things the
 cycle needs do look back, and are kept here instead of read again:
 
 - when each node was last busy (idle teardown counts from it): read from every attempt once,
@@ -15,13 +17,44 @@ cycle needs do look back, and are kept here instead of read again:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Generic, cast
 
 from meshctl.controller.states import FINISHED
 from meshctl.controller.world import latest_attempts, node_busy, past_runs
-from meshctl.state.records import ACTIVE_ATTEMPT, AttemptRecord, JobRecord, JobState
-from meshctl.state.store import Store
+from meshctl.state.kinds import Filter, key_of
+from meshctl.state.records import (
+    ACTIVE_ATTEMPT,
+    AttemptRecord,
+    JobRecord,
+    JobState,
+    LoanRecord,
+    NodeRecord,
+    Record,
+)
+from meshctl.state.store import R, Store
 
 UNFINISHED = frozenset(JobState) - FINISHED
+
+
+class Kept(Generic[R]):
+    """Records of one kind a cycle reads each time, kept between cycles: of those a filter
+    finds only the versions are read, and the records whose version moved (or new ones)."""
+
+    def __init__(self, store: Store, kind: type[R]) -> None:
+        self.store, self.kind = store, kind
+        self._kept: dict[str, R] = {}
+
+    def read(self, *, prune: bool = True, **filters: Filter) -> dict[str, R]:
+        """The records the filters find now, by key (ordered by key); ``prune``: from now on
+        only these are kept."""
+        versions = self.store.versions(cast("type[Record]", self.kind), **filters)
+        kept = self._kept
+        stale = [k for k, v in versions.items() if k not in kept or kept[k].version != v]
+        fresh = {key_of(r): r for r in self.store.list(self.kind, id=stale)} if stale else {}
+        # a record gone between the two reads is left out
+        found = {k: fresh.get(k) or kept[k] for k in versions if k in fresh or k in kept}
+        self._kept = found if prune else kept | fresh
+        return found
 
 
 class History:
@@ -30,35 +63,33 @@ class History:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._busy: dict[str, float] | None = None  # ended attempts' nodes -> latest end
-        self._active: set[str] = set()  # attempts active as of the last cycle
-        self._jobs: dict[str, JobRecord] = {}  # the unfinished jobs as of the last cycle
+        self._was_active: set[str] = set()  # attempts active as of the last cycle
+        self._jobs = Kept(store, JobRecord)  # the unfinished jobs as of the last cycle
+        self._attempts = Kept(store, AttemptRecord)  # every attempt of the jobs read
+        self._nodes, self._loans = Kept(store, NodeRecord), Kept(store, LoanRecord)
 
     def live(self) -> tuple[list[JobRecord], list[AttemptRecord]]:
         """The unfinished jobs, plus finished ones whose attempt still runs (a cancelled job
         until Ray stops it), and every attempt of those jobs."""
-        records = self._unfinished()
-        active = self.store.list(AttemptRecord, state=ACTIVE_ATTEMPT)
+        # a job that finished between the two reads comes as it is now: left out
+        records = [r for r in self._jobs.read(state=UNFINISHED).values() if r.state in UNFINISHED]
+        active = self._attempts.read(prune=False, state=ACTIVE_ATTEMPT).values()
         known = {r.id for r in records}
         for job_id in sorted({a.job_id for a in active} - known):
             found = self.store.get(JobRecord, job_id)
             if found is not None:
                 records.append(found)
         records.sort(key=lambda r: r.id)
-        return records, self.store.list(AttemptRecord, job_id=[r.id for r in records])
+        attempts = self._attempts.read(job_id=[r.id for r in records])
+        return records, sorted(attempts.values(), key=lambda a: a.id)
 
-    def _unfinished(self) -> list[JobRecord]:
-        """The unfinished jobs: their versions read, and only the records that changed since
-        the last cycle (a backlog of thousands waiting is not decoded again each second)."""
-        versions = self.store.versions(JobRecord, state=UNFINISHED)
-        kept = self._jobs
-        stale = [k for k, v in versions.items() if k not in kept or kept[k].version != v]
-        if len(stale) > len(versions) // 2:
-            fresh = self.store.list(JobRecord, state=UNFINISHED)
-        else:  # changed since: a job that finished meanwhile comes as it is now
-            fresh = self.store.list(JobRecord, id=stale) if stale else []
-        found = {k: kept[k] for k in versions if k not in stale} | {r.id: r for r in fresh}
-        self._jobs = {k: r for k, r in found.items() if r.state in UNFINISHED}
-        return list(self._jobs.values())
+    def nodes(self) -> dict[str, NodeRecord]:
+        """Every node's record, by "pool/node"."""
+        return self._nodes.read()
+
+    def open_loans(self) -> tuple[LoanRecord, ...]:
+        """The loans not yet closed (the closed ones' keys are read, not their records)."""
+        return tuple(x for x in self._loans.read().values() if x.closed_at_s is None)
 
     def node_busy(self, attempts: Iterable[AttemptRecord], now_s: float) -> dict[str, float]:
         """``world.node_busy``: when a job last held each node, this cycle's attempts and
@@ -69,11 +100,11 @@ class History:
             _latest(self._busy, node_busy(self.store.list(AttemptRecord), now_s))
         ended = [a for a in attempts if a.state not in ACTIVE_ATTEMPT]
         current = {a.id for a in attempts}
-        for gone in sorted(self._active - current):  # ended with their job since last cycle
+        for gone in sorted(self._was_active - current):  # ended with their job since last cycle
             found = self.store.get(AttemptRecord, gone)
             ended += [found] if found is not None else []
         _latest(self._busy, node_busy(ended, now_s))
-        self._active = {a.id for a in attempts if a.state in ACTIVE_ATTEMPT}
+        self._was_active = {a.id for a in attempts if a.state in ACTIVE_ATTEMPT}
         busy = dict(self._busy)
         _latest(busy, node_busy(attempts, now_s))
         return busy

@@ -52,14 +52,13 @@ from meshctl.model.mesh import Mesh
 from meshctl.policy.tenancy import BudgetStanding
 from meshctl.pools.observed import PoolObservation, Submission
 from meshctl.pools.ray import LogChunk
+from meshctl.scheduler import Request
 from meshctl.state.private import write_private
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,
     AttemptRecord,
     Event,
     JobRecord,
-    LoanRecord,
-    NodeRecord,
 )
 from meshctl.state.store import Store
 
@@ -110,6 +109,8 @@ class CycleReport:
     transitions: int
     errors: list[str]
     unavailable: Mapping[str, str] = field(default_factory=dict)  # pool -> why, this cycle
+    # seconds spent in each phase: observe (pools and store), decide, apply, record
+    phases_s: Mapping[str, float] = field(default_factory=dict)
 
 
 class Controller(Applying):
@@ -169,8 +170,10 @@ class Controller(Applying):
         self.cycles = 0
         # The last cycle's world and its submissions in flux: what the watch compares to.
         self.seen: tuple[World, Mapping[str, tuple[str, str | None]]] | None = None
-        self._jobs: dict[str, Job] = {}  # parsed job files, by job id
-        self._same: dict[str, Job] = {}  # by content: identical jobs share one object
+        # parsed job files and what they ask of the scheduler, by job id; and by content:
+        # identical jobs share one object
+        self._jobs: dict[str, tuple[Job, Request]] = {}
+        self._same: dict[str, tuple[Job, Request]] = {}
         self._decided: dict[str, tuple[str, str, str]] = {}  # job -> last decision recorded
         self.recorder = Recorder(store)  # pool and node records, node health
         self.history = History(store)  # unfinished work read each cycle, and what it keeps
@@ -193,7 +196,9 @@ class Controller(Applying):
         world = self.world(now)
         if self.hold is not None:
             world = replace(world, hold=self.hold())
+        observed = time.perf_counter()
         step = decide(world, self.rules)
+        decided = time.perf_counter()
         errors = (
             self.renominate([v.attempt for v in world.jobs if v.attempt]) if not self.cycles else []
         )
@@ -208,16 +213,21 @@ class Controller(Applying):
             )
         if self.logs is not None:
             self.logs.follow(world, self.clients)
+        applied = time.perf_counter()
         self.recorder.record(world, self.rules.mesh, self.burst, now)
         self.cycles += 1
+        ended = time.perf_counter()
+        phases = {"observe": observed - started, "decide": decided - observed,
+                  "apply": applied - decided, "record": ended - applied}  # fmt: skip
         report = CycleReport(
             now,
-            time.perf_counter() - started,
+            ended - started,
             len(world.jobs),
             len(step.dispatches),
             len(step.transitions),
             errors,
             world.pool_unavailable,
+            phases,
         )
         self._beat(report)
         if self.on_cycle is not None:
@@ -261,9 +271,9 @@ class Controller(Applying):
             active = attempt is not None and attempt.state in ACTIVE_ATTEMPT
             if record.state in FINISHED and not active:
                 continue
-            job = self._job(record)
-            if job is not None:
-                views.append(JobView(record, job, attempt))
+            parsed = self._job(record)
+            if parsed is not None:
+                views.append(JobView(record, parsed[0], attempt, parsed[1]))
         if self.estimator is None:  # once: the runs recorded before this controller began
             self.estimator = Estimator()
             self.estimator.observe_all(self.history.past_runs())
@@ -286,7 +296,7 @@ class Controller(Applying):
             now,
             observations,
             tuple(views),
-            {n.id: n for n in self.store.list(NodeRecord)},
+            self.history.nodes(),
             progress=self.progress.read(views),
             health=health,
             suspect=suspect,
@@ -295,7 +305,7 @@ class Controller(Applying):
             node_busy_s=self.history.node_busy(attempts, now),
             estimator=self.estimator,
             budget_states=self._budget_states(),
-            loans=tuple(x for x in self.store.list(LoanRecord) if x.closed_at_s is None),
+            loans=self.history.open_loans(),
             serve=self.serve.observe(views, self.clients) if self.serve is not None else {},
             caches=caches_of(self.agent_report),
         )
@@ -339,19 +349,21 @@ class Controller(Applying):
             self._same = {}
             self._decided = {k: d for k, d in self._decided.items() if k in live}
 
-    def _job(self, record: JobRecord) -> Job | None:
-        job = self._jobs.get(record.id)
-        if job is None:
+    def _job(self, record: JobRecord) -> tuple[Job, Request] | None:
+        """The job's parsed file and its request, kept while it is unfinished."""
+        found = self._jobs.get(record.id)
+        if found is None:
             content = json.dumps(record.spec, sort_keys=True)
-            job = self._same.get(content)
-            if job is None:
+            found = self._same.get(content)
+            if found is None:
                 try:
-                    job = self._same[content] = Job.model_validate(record.spec)
+                    job = Job.model_validate(record.spec)
                 except ValueError as err:  # a record written by a different meshctl
                     log.error("job %s: stored spec is invalid: %s", record.id, err)
                     return None
-            self._jobs[record.id] = job
-        return job
+                found = self._same[content] = (job, Request.of(job))
+            self._jobs[record.id] = found
+        return found
 
     # --- applying -----------------------------------------------------------------------------
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 
-from meshctl.controller.world import JobView, World
+from meshctl.controller.world import JobView, World, request_of
 from meshctl.lifecycle import Estimator
 from meshctl.lifecycle.snapshot import (
     NodeShape,
@@ -31,7 +31,7 @@ from meshctl.model.mesh import (
     RayPool,
 )
 from meshctl.pools.observed import NODE_TYPE_LABEL, ObservedNode, PoolObservation, node_name
-from meshctl.scheduler import Allocation, Node, Request, Running
+from meshctl.scheduler import Allocation, Node, Running
 from meshctl.scheduler.snapshot import NodeHealth
 from meshctl.state.records import UNRECORDED, Held, InstanceState, JobState, NodeState
 
@@ -235,8 +235,12 @@ def devices(
 
 
 def allocation_of(held: Held) -> Allocation:
-    """The scheduler's allocation of what an attempt recorded it holds (the same fields)."""
-    return Allocation(**asdict(held))
+    """The scheduler's allocation of what an attempt recorded it holds (the same fields,
+    named one by one: ``asdict`` copies deeply, and a cycle makes one per running job)."""
+    return Allocation(
+        held.node, held.gpu_indices, held.gpu_share, held.cpus, held.memory_gib,
+        held.nic_gbps,
+    )  # fmt: skip
 
 
 def running(view: JobView, world: World, estimator: Estimator) -> Running:
@@ -261,7 +265,7 @@ def running(view: JobView, world: World, estimator: Estimator) -> Running:
         record.priority,
         attempt.pool,
         allocations,
-        Request.of(view.job),
+        request_of(view),
         started,
         runtime,
         checkpointed,

@@ -35,7 +35,7 @@ from meshctl.controller.step import (
     launch_request_id,
     own_head,
 )
-from meshctl.controller.world import JobView, World
+from meshctl.controller.world import JobView, World, request_of
 from meshctl.lifecycle import Backlog, Estimate, Estimator, Launch, Leave, Start, effects, lending
 from meshctl.lifecycle.snapshot import (
     configured_pools,
@@ -385,7 +385,7 @@ def _size(view: JobView, lent: Mapping[str, int]) -> int | None:
 
 
 def _request(view: JobView, lent: Mapping[str, int]) -> Request:
-    request = Request.of(view.job)
+    request = request_of(view)
     nodes = _size(view, lent)
     return request if nodes is None else lending.sized(request, nodes)
 

@@ -26,10 +26,10 @@ from typing import Any
 from meshctl.controller.dispatch import held_of
 from meshctl.controller.nodes import allocation_of
 from meshctl.controller.step import ServiceChange, Step, Transition
-from meshctl.controller.world import JobView, ServeSeen
+from meshctl.controller.world import JobView, ServeSeen, request_of
 from meshctl.lifecycle import Launch, Leave, Start, serving
 from meshctl.model.job import Serve
-from meshctl.scheduler import Pending, Request, Running
+from meshctl.scheduler import Pending, Running
 from meshctl.scheduler.plan import Decision
 from meshctl.state.records import JobState
 
@@ -122,7 +122,7 @@ def units(
         record = view.record
         started = view.attempt.started_at_s if view.attempt else None
         running, pending = service.units(
-            record.id, record.team, record.priority, Request.of(view.job),
+            record.id, record.team, record.priority, request_of(view),
             started if started is not None else now_s, record.submitted_at_s,
         )  # fmt: skip
         out.running += running

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from meshctl.lifecycle import Estimator
 from meshctl.model.job import Job
 from meshctl.pools.observed import PoolObservation
+from meshctl.scheduler import Request
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,
     AttemptRecord,
@@ -69,11 +70,20 @@ def past_runs(
 
 @dataclass(frozen=True, slots=True)
 class JobView:
-    """A stored job, its parsed file, and its latest attempt (if any)."""
+    """A stored job, its parsed file, and its latest attempt (if any); ``request``: what the
+    job asks of the scheduler (``Request.of(job)``), when the loop kept it from an earlier
+    cycle (``request_of``)."""
 
     record: JobRecord
     job: Job
     attempt: AttemptRecord | None = None
+    request: Request | None = None
+
+
+def request_of(view: JobView) -> Request:
+    """What the job asks of the scheduler: kept by the loop with its parsed file (a cycle
+    over 100,000 jobs does not work each out again), else worked out now."""
+    return view.request if view.request is not None else Request.of(view.job)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,14 @@ from meshctl.state.records import (
     UserRecord,
 )
 from meshctl.state.sqlite import SqliteStore
-from meshctl.state.store import ConflictError, FencedError, NotFoundError, Store, StoreError
+from meshctl.state.store import (
+    ConflictError,
+    FencedError,
+    NotFoundError,
+    Store,
+    StoreError,
+    Write,
+)
 
 if TYPE_CHECKING:
     from meshctl.state.postgres import PostgresStore
@@ -84,6 +91,7 @@ __all__ = [
     "StoreError",
     "TokenRecord",
     "UserRecord",
+    "Write",
     "default_home",
     "open_store",
     "open_store_at",

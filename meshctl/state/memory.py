@@ -27,7 +27,15 @@ from meshctl.state.kinds import (
     stamp,
 )
 from meshctl.state.records import Appended, JobRecord, LeaseRecord, Record
-from meshctl.state.store import ConflictError, L, NotFoundError, R, StoreBase, StoreError
+from meshctl.state.store import (
+    ConflictError,
+    L,
+    NotFoundError,
+    R,
+    StoreBase,
+    StoreError,
+    Write,
+)
 
 
 class MemoryStore(StoreBase):
@@ -92,6 +100,24 @@ class MemoryStore(StoreBase):
             table[key] = row = {**row, "version": expected_version + 1}
             self._append_entries(entries)
         return decode(type(record), row)
+
+    def write_all(self, writes: Sequence[Write]) -> builtins.list[Record | StoreError]:
+        out = builtins.list[Record | StoreError]()
+        with self._lock:  # one lock: one transaction
+            self._check_open()
+            for kind in dict.fromkeys(type(w.record) for w in writes):
+                self._fenced(kind, self._lease_epoch)
+            for write in writes:
+                try:
+                    if write.expected_version is None:
+                        out.append(self.create(write.record, events=write.events))
+                    else:
+                        out.append(self.update(write.record,
+                                               expected_version=write.expected_version,
+                                               events=write.events))  # fmt: skip
+                except (ConflictError, NotFoundError) as err:
+                    out.append(err)
+        return out
 
     def delete(
         self,

@@ -48,7 +48,15 @@ from meshctl.state.kinds import (
 )
 from meshctl.state.pg_migrations import PG_MIGRATIONS, migrate
 from meshctl.state.records import Appended, JobRecord, Record
-from meshctl.state.store import ConflictError, L, NotFoundError, R, StoreBase, StoreError
+from meshctl.state.store import (
+    ConflictError,
+    L,
+    NotFoundError,
+    R,
+    StoreBase,
+    StoreError,
+    Write,
+)
 
 LOG_LOCK = 0x6D657368_6C6F6773  # "meshlogs": held by every transaction that appends to a log
 
@@ -272,6 +280,33 @@ class PostgresStore(StoreBase):
 
         self._call(work, write=True)
         return decode(kind, row)
+
+    def write_all(self, writes: Sequence[Write]) -> builtins.list[Record | StoreError]:
+        epoch = self._epoch()
+
+        def work(conn: Connection) -> builtins.list[Record | StoreError]:
+            out = builtins.list[Record | StoreError]()
+            for kind in dict.fromkeys(type(w.record) for w in writes):
+                self._fenced(kind, partial(_lease_epoch, conn))
+            for write in writes:
+                kind, key, sql = type(write.record), key_of(write.record), _sql(type(write.record))
+                version = 1 if write.expected_version is None else write.expected_version + 1
+                row = {**stamp(kind, encode(write.record), epoch), "version": version}
+                if write.expected_version is None:
+                    if conn.execute(sql.create, _values(sql, row)).rowcount != 1:
+                        actual = self._version(conn, kind, key) or 1
+                        out.append(ConflictError(spec_for(kind).name, key, actual=actual))
+                        continue
+                else:
+                    params = (*_values(sql, row), key, write.expected_version)
+                    if conn.execute(sql.update, params).rowcount != 1:
+                        out.append(self._lost_race(conn, kind, key, write.expected_version))
+                        continue
+                self._append_rows(conn, entry_rows(write.events))
+                out.append(decode(kind, row))
+            return out
+
+        return self._call(work, write=True) if writes else []
 
     def delete(
         self,

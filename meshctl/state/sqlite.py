@@ -38,7 +38,15 @@ from meshctl.state.kinds import (
 from meshctl.state.migrations import MIGRATIONS, check_not_newer, migrate, schema_version
 from meshctl.state.private import open_private, private_file
 from meshctl.state.records import Appended, JobRecord, Record
-from meshctl.state.store import ConflictError, L, NotFoundError, R, StoreBase, StoreError
+from meshctl.state.store import (
+    ConflictError,
+    L,
+    NotFoundError,
+    R,
+    StoreBase,
+    StoreError,
+    Write,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +250,30 @@ class SqliteStore(StoreBase):
                 raise self._lost_race(conn, kind, key, expected_version)
             self._append_entries(conn, entries)
         return decode(kind, row)
+
+    def write_all(self, writes: Sequence[Write]) -> builtins.list[Record | StoreError]:
+        epoch, out = self._epoch(), builtins.list[Record | StoreError]()
+        if not writes:
+            return out
+        with self._write(*dict.fromkeys(type(w.record) for w in writes)) as conn:
+            for write in writes:
+                kind, key = type(write.record), key_of(write.record)
+                version = 1 if write.expected_version is None else write.expected_version + 1
+                row = {**stamp(kind, encode(write.record), epoch), "version": version}
+                if write.expected_version is None:
+                    actual = self._version(conn, kind, key)
+                    if actual is not None:
+                        out.append(ConflictError(spec_for(kind).name, key, actual=actual))
+                        continue
+                    conn.execute(_sql(kind).insert, tuple(row.values()))
+                else:
+                    params = (*row.values(), key, write.expected_version)
+                    if conn.execute(_sql(kind).update, params).rowcount != 1:
+                        out.append(self._lost_race(conn, kind, key, write.expected_version))
+                        continue
+                self._append_entries(conn, entry_rows(write.events))
+                out.append(decode(kind, row))
+        return out
 
     def delete(
         self,

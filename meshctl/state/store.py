@@ -12,6 +12,7 @@ import builtins
 import hashlib
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, Self, TypeVar
 
 from meshctl.errors import Failure
@@ -72,6 +73,16 @@ class NotFoundError(StoreError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return NotFoundError, (self.kind, self.key)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One write of a batch (``Store.write_all``): ``record`` created (``expected_version``
+    None) or updated from ``expected_version``, with the log entries it carries."""
+
+    record: Record
+    expected_version: int | None = None
+    events: Sequence[Appended] = ()
 
 
 class Store(Protocol):
@@ -136,6 +147,15 @@ class Store(Protocol):
     def create_all(self, records: Sequence[Record]) -> None:
         """Store new records at version 1 in one transaction (an import, a restore); a key
         that exists, or comes twice, is a ``ConflictError`` and nothing is written."""
+        ...
+
+    def write_all(self, writes: Sequence[Write]) -> builtins.list[Record | StoreError]:
+        """Each write as ``create`` or ``update`` does it, in order, all in one transaction;
+        the answer, one per write: the stored record, or the ``ConflictError`` or
+        ``NotFoundError`` of a write that lost (a key taken, a version moved, a record gone),
+        the others written all the same. A controller writes a cycle's changes so (one
+        commit, not one a job). A fenced store that leads no more raises ``FencedError``, and
+        nothing is written."""
         ...
 
     def put_package(self, job_id: str, archive: bytes) -> None:

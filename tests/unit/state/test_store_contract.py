@@ -46,6 +46,7 @@ from meshctl.state import (
     StoreError,
     TokenRecord,
     UserRecord,
+    Write,
     open_store_at,
 )
 from meshctl.state.kinds import key_of
@@ -590,6 +591,33 @@ def test_create_all_writes_every_record_or_none(store: Store) -> None:
     assert [r.id for r in store.list(JobRecord)] == ["j1", "j2"]
 
 
+def test_write_all_writes_in_order_and_answers_each_write(store: Store) -> None:
+    attempt = SAMPLES["attempt"]
+    store.create_all([JOB, replace(JOB, id="j2")])
+    moved = replace(JOB, state=JobState.ADMITTED)
+    answer = store.write_all(
+        [
+            Write(moved, 1, [ev("j1 admitted")]),
+            Write(replace(moved, state=JobState.DISPATCHED), 2, [ev("j1 dispatched")]),
+            Write(replace(JOB, id="j2"), 7, [ev("lost")]),  # a version moved
+            Write(replace(JOB, id="gone"), 1),  # never stored
+            Write(JOB),  # a key taken
+            Write(attempt, None, [ev("attempt")]),
+        ]
+    )
+    assert answer[:2] == [at_version(moved, 2), at_version(replace(moved, state="dispatched"), 3)]
+    assert isinstance(answer[2], ConflictError)
+    assert answer[2].actual == 1
+    assert isinstance(answer[3], NotFoundError)
+    assert isinstance(answer[4], ConflictError)
+    assert answer[4].expected is None
+    assert answer[5] == at_version(attempt, 1) == store.get(AttemptRecord, key_of(attempt))
+    assert store.get(JobRecord, "j1") == answer[1]
+    assert store.get(JobRecord, "j2") == at_version(replace(JOB, id="j2"), 1)
+    assert [e.message for e in store.events()] == ["j1 admitted", "j1 dispatched", "attempt"]
+    assert store.write_all([]) == []
+
+
 @pytest.mark.parametrize("kind", [Event, Decision, dict], ids=["event", "decision", "dict"])
 def test_not_a_record_kind_is_type_error(store: Store, kind: type[Any]) -> None:
     with pytest.raises(TypeError, match="not a state record type"):
@@ -905,6 +933,7 @@ FENCED_WRITES: list[tuple[str, Callable[[Store], object]]] = [
     ("update", lambda s: s.update(changed(JOB), expected_version=1, events=[ev("x")])),
     ("delete", lambda s: s.delete(JobRecord, "j1", expected_version=1, events=[ev("x")])),
     ("create_all", lambda s: s.create_all([replace(JOB, id="j3")])),
+    ("write_all", lambda s: s.write_all([Write(replace(JOB, id="j3")), Write(changed(JOB), 1)])),
     ("append_event", lambda s: s.append_event(ev("x"))),
     ("put_package", lambda s: s.put_package("j1", b"files")),
     ("delete_package", lambda s: s.delete_package("j1")),
