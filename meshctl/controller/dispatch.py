@@ -80,10 +80,9 @@ def pool_mtbf_s(world: World) -> dict[str, float]:
     return {pool: watched[pool] / n for pool, n in failures.items() if n}
 
 
-def _live(world: World, pool: str) -> dict[str, ObservedNode]:
-    """The pool's live nodes in its latest observation, by name."""
-    seen = world.pools.get(pool)
-    return {n.name: n for n in seen.nodes if n.alive} if seen else {}
+def _live(world: World, pool: str) -> Mapping[str, ObservedNode]:
+    """The pool's live nodes in its latest observation, by name (once a world)."""
+    return world.live_nodes(pool)
 
 
 def ray_node_ids(world: World, place: Start) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from meshctl.lifecycle import Estimator
 from meshctl.model.job import Job
-from meshctl.pools.observed import PoolObservation
+from meshctl.pools.observed import ObservedNode, PoolObservation
 from meshctl.scheduler import Request
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,
@@ -160,3 +160,18 @@ class World:
     loans: tuple[LoanRecord, ...] = ()  # open: elastic jobs' nodes lent to other jobs
     serve: Mapping[str, ServeSeen] = field(default_factory=dict)  # services, by job id
     caches: Mapping[str, CacheSeen] = field(default_factory=dict)  # "pool/node" -> its cache
+    # the live nodes of each pool asked for, by name (``live_nodes``); a world made by
+    # ``replace`` starts without
+    _live: dict[str, dict[str, ObservedNode]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def live_nodes(self, pool: str) -> Mapping[str, ObservedNode]:
+        """The pool's live nodes in its latest observation, by name: worked out once a
+        world (a cycle placing thousands of jobs asks for each of them)."""
+        found = self._live.get(pool)
+        if found is None:
+            seen = self.pools.get(pool)
+            found = {n.name: n for n in seen.nodes if n.alive} if seen else {}
+            self._live[pool] = found
+        return found
