@@ -111,10 +111,12 @@ class _Cycle:
         self.lent: dict[str, int] = {}  # elastic job -> nodes it lends this cycle
         self.never: dict[tuple[Request, frozenset[str]], str | None] = {}
         self.static: dict[tuple[object, ...], list[NodeState]] = {}
-        self.unplaceable: set[tuple[Request, frozenset[str]]] = set()
+        self.unplaceable: set[tuple[Request, frozenset[str], bool]] = set()
+        self.fits_unheld: dict[tuple[Request, frozenset[str]], bool] = {}
         self.no_victims: set[tuple[Request, int, int]] = set()
         self.verdicts_seen: list[Verdict] = []  # kept alive: no_victims keys hold their id()
         self.reservation: str | None = None
+        self.reserved_until: float | None = None  # when the reservation's nodes are needed
         self.reservation_tried = False
         self.nominated: dict[str, set[str]] = defaultdict(set)  # node -> jobs it is freed for
         self.nominees: set[str] = set()  # jobs some node is being freed for
@@ -258,16 +260,17 @@ class _Cycle:
             return self._wait(job, verdict, ctx, self.avail.why(asked))
         # Within a cycle nodes only fill up, so a request that found no place finds none later
         # in the cycle either, for any job the same holds apply to: no nodes being freed for
-        # it, and no runtime that reserved nodes might admit (a runtime matters only once a
-        # reservation is held; what found no place before one was held finds none after).
-        runtime_counts = job.max_runtime_s is not None and self.reservation is not None
-        shareable = not runtime_counts and job.job_id not in self.nominees
-        if shareable and (job.request, usable) in self.unplaceable:
+        # it, and the reserved nodes admitting it or not alike (a job that ends before the
+        # reservation starts may use them; what found no place before one was held finds none
+        # after, so the jobs no reservation admits share what was found before it).
+        shareable = job.job_id not in self.nominees
+        alike = (job.request, usable, self._admitted(job))
+        if shareable and alike in self.unplaceable:
             choice = None
         else:
             choice = self._choose(job, ctx)
             if choice is None and shareable:
-                self.unplaceable.add((job.request, usable))
+                self.unplaceable.add(alike)
         if choice is not None:
             return self._place(job, choice)
         if stage == "place":
@@ -281,6 +284,21 @@ class _Cycle:
     def _over_quota(self, job: Pending) -> str | None:
         quotas = self.policies.quotas
         return over_quota(job.team, job.request, self.usage[job.team], quotas, self)
+
+    def _admitted(self, job: Pending) -> bool:
+        """Whether the nodes reserved for the blocked head job admit ``job``: it ends first."""
+        if self.reserved_until is None or job.max_runtime_s is None:
+            return False
+        return self.snap.now_s + job.max_runtime_s <= self.reserved_until
+
+    def _fits_unheld(self, job: Pending, ctx: CycleContext) -> bool:
+        """Whether ``job`` would fit were no node held for another; worked out once per request
+        and usable pools until a placement changes the nodes (holds do not change them)."""
+        key = (job.request, ctx.usable_pools)
+        found = self.fits_unheld.get(key)
+        if found is None:
+            found = self.fits_unheld[key] = self._choose(job, ctx, held=False) is not None
+        return found
 
     def _held(self, job: Pending) -> Callable[[NodeState], Rejection | None] | None:
         """Rejects nodes nominated for another job or reserved past this job's end; None while
@@ -326,6 +344,7 @@ class _Cycle:
             before = state.whole_free
             allocations.append(state.allocate(job.request))
             self.indexes[state.node.pool].moved(state, before)
+            self.fits_unheld.clear()
             owners = self.nominated.get(state.name)
             if owners is not None:
                 owners.discard(job.job_id)
@@ -442,6 +461,7 @@ class _Cycle:
             before = state.whole_free
             allocations.append(state.allocate(req))
             index.moved(state, before)
+            self.fits_unheld.clear()
         self._use(job.team, req)
         self.plan.actions.append(Grow(job.job_id, pool, tuple(allocations)))
 
@@ -478,7 +498,7 @@ class _Cycle:
         decision = Decision(job.job_id, "pending", down or "", notes=[burst.note(verdict)])
         nominees = set().union(*self.nominated.values()) if self.nominated else set()
         holds = self.reservation or nominees
-        if self.config.explain and holds and self._choose(job, ctx, held=False):
+        if self.config.explain and holds and self._fits_unheld(job, ctx):
             owners = sorted(({self.reservation} if self.reservation else set()) | nominees)
             decision.reason = f"nodes it fits are held for {', '.join(owners)}"
         if self.config.backfill and not self.reservation_tried:
@@ -489,7 +509,7 @@ class _Cycle:
                 nodes, start = held
                 for node in nodes:
                     node.reserved_until_s = start
-                self.reservation = job.job_id
+                self.reservation, self.reserved_until = job.job_id, start
                 self.plan.reserved[job.job_id] = tuple(f"{n.node.pool}/{n.name}" for n in nodes)
                 decision.notes.append(
                     f"reserved {len(nodes)} node(s) from "
