@@ -36,7 +36,7 @@ from meshctl.scheduler.framework import CycleContext, Filter, Rejection
 from meshctl.scheduler.grow import growth
 from meshctl.scheduler.layout import Layout
 from meshctl.scheduler.options import Stage, decide_any
-from meshctl.scheduler.placement import Choice, ScoreMemo, Weighted, choose
+from meshctl.scheduler.placement import Choice, ScoreMemo, choose, weighted
 from meshctl.scheduler.plan import (
     Decision,
     Evict,
@@ -50,14 +50,6 @@ from meshctl.scheduler.policies import PolicyView
 from meshctl.scheduler.queue import dominant_share, ordered
 from meshctl.scheduler.quota import over_quota
 from meshctl.scheduler.request import Request
-from meshctl.scheduler.scorers import (
-    BinPackScorer,
-    CostScorer,
-    FragmentationScorer,
-    LocalityScorer,
-    SpreadScorer,
-    WaitScorer,
-)
 from meshctl.scheduler.snapshot import Pending, Running, Snapshot
 from meshctl.scheduler.state import FreeIndex, NodeState, States
 from meshctl.scheduler.unschedulable import never_fits
@@ -124,7 +116,9 @@ class _Cycle:
             for name in pending.nominated:
                 self.nominated[name].add(pending.job_id)
                 self.nominees.add(pending.job_id)
-        self.scorers = self._scorers()
+        self.scorers = weighted(
+            policies.weights, policies.packing == "spread", config.fragmentation
+        )
         self.base = cycle_context(snap, self.max_usd)
         self.scores: ScoreMemo = {}  # pure in this cycle's scorers and base
         self.rank = {name: i for i, name in enumerate(policies.pool_preference)}
@@ -141,19 +135,6 @@ class _Cycle:
                 for alloc in job.allocations:
                     self._running_on[alloc.node].append(job)
         return self._running_on
-
-    def _scorers(self) -> tuple[Weighted, ...]:
-        w = self.policies.weights
-        packing = SpreadScorer() if self.policies.packing == "spread" else BinPackScorer()
-        scorers = [
-            Weighted(packing, 1.0),
-            Weighted(CostScorer(), w.cost),
-            Weighted(WaitScorer(), w.wait),
-            Weighted(LocalityScorer(), w.locality),
-        ]
-        if self.config.fragmentation:
-            scorers.append(Weighted(FragmentationScorer(), w.fragmentation))
-        return tuple(s for s in scorers if s.weight > 0)
 
     def _use(self, team: str, req: Request, sign: float = 1.0) -> None:
         """Charge (or with ``sign=-1`` refund) a job's whole request to its team."""

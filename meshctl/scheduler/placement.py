@@ -14,10 +14,19 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from meshctl.model.policy import Weights
 from meshctl.scheduler.framework import CycleContext, Filter, Rejection, Scorer
 from meshctl.scheduler.gang import choose_gang
 from meshctl.scheduler.plan import Candidate
 from meshctl.scheduler.request import Request
+from meshctl.scheduler.scorers import (
+    BinPackScorer,
+    CostScorer,
+    FragmentationScorer,
+    LocalityScorer,
+    SpreadScorer,
+    WaitScorer,
+)
 from meshctl.scheduler.scorers.locality import local_gib
 from meshctl.scheduler.state import FreeIndex, NodeState
 
@@ -35,6 +44,19 @@ class Choice:
     nodes: tuple[NodeState, ...]
     candidates: tuple[Candidate, ...]
     considered: int
+
+
+def weighted(weights: Weights, spread: bool, fragmentation: bool) -> tuple[Weighted, ...]:
+    """The cycle's scorers with the policy's weights (packing weighs 1); none of weight 0."""
+    scorers = [
+        Weighted(SpreadScorer() if spread else BinPackScorer(), 1.0),
+        Weighted(CostScorer(), weights.cost),
+        Weighted(WaitScorer(), weights.wait),
+        Weighted(LocalityScorer(), weights.locality),
+    ]
+    if fragmentation:
+        scorers.append(Weighted(FragmentationScorer(), weights.fragmentation))
+    return tuple(s for s in scorers if s.weight > 0)
 
 
 def rejection(
