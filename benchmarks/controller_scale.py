@@ -8,9 +8,10 @@ One Ray pool (``provider: ray``) of ``--nodes`` nodes x 8 H100 (racks of 16 node
 switch, as ``benchmarks/schedule.py``), a state store holding ``--history`` finished jobs (each
 with its attempt, its last event and its decision) and ``--queued`` pending jobs whose sizes
 are drawn (seeded) from the Philly trace as ``schedule.py`` draws them (up to 8 GPUs: one
-node; more: a gang of 8-GPU nodes). Filling the store is not timed: the history goes in through
-``Store.create_all`` (one transaction per 50,000 records) and the log tables through the
-store's own batched ``record_decisions``; the queue likewise.
+node; more: a gang of 8-GPU nodes). Filling the store is not timed: the jobs and attempts go in
+through ``Store.create_all`` (one transaction per 50,000 records), the events through the
+stores' own batched log append (``_append``, what ``record_decisions`` calls) and the
+decisions through ``record_decisions``.
 
 What is fake: only the pool. ``FakeRay`` stands where ``meshctl.pools.ray.RayPoolClient``
 stands (the loop's ``PoolClient``: observe, submit, stop, read_log): it answers an
