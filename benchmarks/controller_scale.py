@@ -52,6 +52,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from schedule import (
+    GPUS_PER_NODE,
+    NOW_S,
+    PRIORITIES,
+    PRIORITY_WEIGHTS,
+    RACK_NODES,
+    SWITCH_RACKS,
+    TEAMS,
+    request,
+)
 from traces import PHILLY, PhillyJob, philly_jobs, require
 
 from meshctl.controller.decide import Rules
@@ -77,10 +87,7 @@ from meshctl.state import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-POOL, GPUS_PER_NODE, RACK_NODES, SWITCH_RACKS = "big", 8, 16, 4
-NOW_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z, the virtual clock's start
-TEAMS = tuple(f"team-{i}" for i in range(8))
-PRIORITIES, PRIORITY_WEIGHTS = (0, 100, 500), (6, 3, 1)
+POOL = "big"  # the rest of the shape, the teams and priorities: schedule.py's
 BATCH = 50_000  # records per fill transaction
 FINISHED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
@@ -178,8 +185,8 @@ class Clock:
 
 def spec(name: str, team: str, drawn: PhillyJob) -> dict[str, Any]:
     """A batch job's file: ``drawn.gpus`` GPUs on one node, or a gang of 8-GPU nodes."""
-    nodes = 1 if drawn.gpus <= GPUS_PER_NODE else math.ceil(drawn.gpus / GPUS_PER_NODE)
-    per_node = drawn.gpus if nodes == 1 else GPUS_PER_NODE
+    sized = request(drawn.gpus)  # as schedule.py sizes it
+    nodes, per_node = sized.nodes, int(sized.gpus)
     resources: dict[str, Any] = {"gpus": per_node, "cpus": 4 * per_node,
                                  "memory_gib": 32 * per_node, "nodes": nodes}  # fmt: skip
     body: dict[str, Any] = {"kind": "batch", "entrypoint": "python train.py", "team": team,

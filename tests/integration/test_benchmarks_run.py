@@ -61,6 +61,16 @@ def test_schedule_benchmark_takes_the_size_and_the_exhaustive_search():
 
 
 @needs_traces
+def test_controller_scale_times_the_real_cycle_and_its_phases():
+    result = _json("controller_scale.py", "--nodes", "64", "--queued", "300", "--history",
+                   "2000", "--runs", "1")  # fmt: skip
+    assert (result["nodes"], result["gpus"], result["history"]) == (64, 512, 2000)
+    assert result["first_dispatched"] > 0  # the first cycle placed what fit on the empty pool
+    assert set(result["phases_s_median"]) == {"observe", "decide", "apply", "record"}
+    assert result["cycle_s_median"] > 0
+
+
+@needs_traces
 def test_openb_packing_reports_every_strategy():
     result = _json("openb_packing.py", "--max-nodes", "120")
     assert set(result["allocation_pct"]) == {"binpack", "spread", "fgd"}
