@@ -1,9 +1,10 @@
 """A Ray cluster as a pool, over HTTP only: one controller can drive many clusters.
 
-Inventory comes from the dashboard's state API (``GET /api/v0/nodes``); jobs go through the
-Ray Jobs REST API (list, status, logs, stop) and ``JobSubmissionClient`` for submissions (it
-uploads the working directory). Every request carries ``Authorization: Bearer <token>``: Ray
-2.60 turns token authentication on by default, and meshctl keeps it on.
+Inventory comes from the dashboard's state API (``GET /api/v0/nodes``; past its cap, from the
+node summary: ``raynodes.py``); jobs go through the Ray Jobs REST API (list, status, logs,
+stop) and ``JobSubmissionClient`` for submissions (it uploads the working directory). Every
+request carries ``Authorization: Bearer <token>``: Ray 2.60 turns token authentication on by
+default, and meshctl keeps it on.
 
 Submissions are idempotent: a submission id names one attempt of one job, Ray refuses a
 second job with the same id, and ``submit`` first looks the id up, so a controller that died
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from meshctl.errors import Failure
+from meshctl.pools import raynodes
 from meshctl.pools.observed import (
     CLAIMED_RESOURCES,
     NODE_LABEL,
@@ -68,6 +70,7 @@ class RayPoolClient:
     # A cluster on this machine (the embedded pool, emulated instances): its Ray temp folder,
     # where the driver logs can be read from any offset. Ray's HTTP API has no such read.
     log_root: str | None = None
+    page: int = raynodes.PAGE  # nodes the state API is asked for at once (its cap by default)
 
     # --- observing ------------------------------------------------------------------------
 
@@ -95,9 +98,20 @@ class RayPoolClient:
         return f"dashboard at {self.address}: {type(err).__name__}: {err}"
 
     def nodes(self) -> list[ObservedNode]:
-        body = self._request("GET", "/api/v0/nodes?detail=1&limit=10000")
-        data = body.get("data", {}).get("result", {}).get("result", [])
-        used = self.gpus_in_use()
+        """Every node Ray lists, live ones first: live and dead listed apart, and past the
+        state API's cap from the node summary (``raynodes.py``)."""
+        live, cut = raynodes.listed(self._request("GET", raynodes.listing("ALIVE", self.page)))
+        dead, _ = raynodes.listed(self._request("GET", raynodes.listing("DEAD", self.page)))
+        summary = self._summary()
+        if cut:  # the rest are not gone: a listing that says it left some out
+            if not summary or not summary.get("summary"):
+                raise PoolError(
+                    f"dashboard at {self.address} listed {len(live)} live nodes of more, "
+                    "and its node summary did not answer"
+                )
+            live += raynodes.unlisted(summary, live)
+        data = live + dead
+        used = self._in_use(summary)
         nodes = [
             _node(raw, name, used.get(str(raw.get("node_id", ""))))
             for raw, name in zip(data, node_names(data), strict=True)
@@ -105,22 +119,35 @@ class RayPoolClient:
         # Ray keeps listing dead nodes; a node that came back under the same name is that
         # node, and of several dead entries of one name the last is enough.
         alive = {n.name for n in nodes if n.alive}
-        dead = {n.name: n for n in nodes if not n.alive and n.name not in alive}
-        return [n for n in nodes if n.alive] + list(dead.values())
+        dead_by_name = {n.name: n for n in nodes if not n.alive and n.name not in alive}
+        return [n for n in nodes if n.alive] + list(dead_by_name.values())
 
     def gpus_in_use(self) -> dict[str, float]:
         """GPUs Ray counts as taken on each node (by node id), by any work: meshctl's and what
         was submitted to the cluster some other way, held by placement groups too. From the
         dashboard's node summary (its logical resources, ``gpus_taken``); empty when the
         cluster does not give it."""
+        return self._in_use(self._summary())
+
+    def _summary(self) -> Mapping[str, Any] | None:
+        """The dashboard's node summary; empty from an older dashboard, which has none; None
+        when it did not answer this time."""
         try:
             body = self._request("GET", "/nodes?view=summary")
-        except _NotFound:  # an older dashboard: it never says
+        except _NotFound:
             return {}
-        except (PoolError, ValueError):  # slow or torn this time: what it said last, if lately
+        except (PoolError, ValueError):
+            return None
+        data = body.get("data") if isinstance(body, dict) else None
+        return data if isinstance(data, dict) else None
+
+    def _in_use(self, summary: Mapping[str, Any] | None) -> dict[str, float]:
+        if summary is None:  # slow or torn this time: what it said last, if lately
             at, known = _LAST_IN_USE.get(self.address, (float("-inf"), {}))
             return dict(known) if time.monotonic() - at < IN_USE_KEPT_S else {}
-        found = body.get("data", {}).get("nodeLogicalResources") or {}
+        if not summary:  # an older dashboard: it never says
+            return {}
+        found = summary.get("nodeLogicalResources") or {}
         taken = {str(node_id): gpus_taken(str(text)) for node_id, text in found.items()}
         used = {node_id: gpus for node_id, gpus in taken.items() if gpus is not None}
         _LAST_IN_USE[self.address] = (time.monotonic(), used)

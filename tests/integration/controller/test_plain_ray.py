@@ -144,6 +144,35 @@ def test_the_nodes_are_named_by_address_and_told_apart_by_ray_node_id(mesh: Mesh
     assert all(name.startswith(host + "-") for name in names), names  # one host, two node ids
 
 
+def test_live_nodes_past_the_state_apis_cap_come_from_the_node_summary(
+    plain: PlainCluster,
+) -> None:
+    """Ray's state API lists at most 10,000 nodes and has no pages; asked for one at a time,
+    it lists one of the two live nodes and says there are two. The pool then takes the other
+    from the dashboard's node summary, and sees what it sees when nothing is cut."""
+    from dataclasses import replace
+
+    from meshctl.pools import raynodes
+
+    token = plain.token_file.read_text()
+    whole = RayPoolClient("lab", plain.dashboard, token, timeout_s=10)
+    capped = replace(whole, page=1)
+    rows, cut = raynodes.listed(capped._request("GET", raynodes.listing("ALIVE", 1)))
+    assert (len(rows), cut) == (1, True)
+
+    def seen(client: RayPoolClient) -> list[object]:  # GPUs in use move with other tests
+        return sorted((replace(n, gpus_in_use=None) for n in client.nodes()), key=repr)
+
+    expected = seen(whole)
+    assert len(expected) == 2
+    wait_until(
+        lambda: f"the summary never completed the listing: {seen(capped)} != {expected}",
+        lambda: seen(capped) == expected,
+        WAIT_S,
+        0.5,
+    )
+
+
 def test_a_single_node_job_runs_on_the_plain_cluster(mesh: Mesh) -> None:
     job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "print('on a plain cluster')")
     assert mesh.run("jobs", "wait", job_id).returncode == 0

@@ -431,7 +431,11 @@ class _Listed(RayPoolClient):
                 "resources_total": {"GPU": 4},
             },
         ]
-        return {"data": {"result": {"result": raw}}}
+        if "view=summary" in path:
+            return {"data": {"summary": [], "nodeLogicalResources": {}}}
+        state = "DEAD" if "filter_values=DEAD" in path else "ALIVE"
+        rows = [r for r in raw if r["state"] == state]
+        return {"data": {"result": {"result": rows, "total": len(rows)}}}
 
 
 def test_a_node_that_came_back_is_not_taken_for_dead() -> None:
