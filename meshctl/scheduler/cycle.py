@@ -102,6 +102,7 @@ class _Cycle:
         self.preempted: set[str] = {job.job_id for job in snap.running if job.leaving}
         self.lent: dict[str, int] = {}  # elastic job -> nodes it lends this cycle
         self.never: dict[tuple[Request, frozenset[str]], str | None] = {}
+        self.requests: dict[Request, Request] = {}  # one of each: keys then match by identity
         self.static: dict[tuple[object, ...], list[NodeState]] = {}
         self.unplaceable: set[tuple[Request, frozenset[str], bool]] = set()
         self.fits_unheld: dict[tuple[Request, frozenset[str]], bool] = {}
@@ -212,7 +213,8 @@ class _Cycle:
             asked, usable, eligible = asked & only, usable & only, eligible & only
         if verdict is not None and verdict.priority_problem:
             return Decision(job.job_id, "unschedulable", verdict.priority_problem)
-        key = (job.request, eligible)
+        req = self.requests.setdefault(job.request, job.request)
+        key = (req, eligible)
         if key not in self.never:
             self.never[key] = never_fits(job.request, eligible, self.snap)
         never = self.never[key]
@@ -245,11 +247,11 @@ class _Cycle:
         # reservation starts may use them; what found no place before one was held finds none
         # after, so the jobs no reservation admits share what was found before it).
         shareable = job.job_id not in self.nominees
-        alike = (job.request, usable, self._admitted(job))
+        alike = (req, usable, self._admitted(job))
         if shareable and alike in self.unplaceable:
             choice = None
         else:
-            choice = self._choose(job, ctx)
+            choice = self._choose(job, ctx, req=req)
             if choice is None and shareable:
                 self.unplaceable.add(alike)
         if choice is not None:
@@ -275,7 +277,7 @@ class _Cycle:
     def _fits_unheld(self, job: Pending, ctx: CycleContext) -> bool:
         """Whether ``job`` would fit were no node held for another; worked out once per request
         and usable pools until a placement changes the nodes (holds do not change them)."""
-        key = (job.request, ctx.usable_pools)
+        key = (self.requests.setdefault(job.request, job.request), ctx.usable_pools)
         found = self.fits_unheld.get(key)
         if found is None:
             found = self.fits_unheld[key] = self._choose(job, ctx, held=False) is not None
@@ -303,9 +305,11 @@ class _Cycle:
 
         return extra
 
-    def _choose(self, job: Pending, ctx: CycleContext, held: bool = True) -> Choice | None:
+    def _choose(
+        self, job: Pending, ctx: CycleContext, held: bool = True, req: Request | None = None
+    ) -> Choice | None:
         return choose(
-            job.request,
+            req or job.request,
             self.indexes,
             ctx,
             FILTERS,

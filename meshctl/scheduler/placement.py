@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from meshctl.model.policy import Weights
 from meshctl.scheduler.framework import CycleContext, Filter, Rejection, Scorer
@@ -100,17 +100,38 @@ def feasible(
     The filters read nothing of a node but its shape (``NodeState.shape``), so they run once
     per shape; only ``extra`` (holds on named nodes) runs for every node. On a large pool most
     candidates are twins, and a twin costs a dictionary lookup."""
-    found, looked = [], 0
+    found: list[NodeState] = []
+    looked = 0
     for pool in sorted(ctx.usable_pools):
         index = indexes.get(pool)
-        if index is None:
-            continue
-        passes: dict[tuple[object, ...], bool] = {}  # by shape: whether the filters pass
-        seen: set[tuple[object, ...]] = set()
-        feasible_here = 0
-        for node in index.candidates(req, spread):
+        if index is not None:
+            looked += _feasible_in(req, index, ctx, filters, limit, spread, extra, found)
+    return found, looked
+
+
+def _feasible_in(
+    req: Request,
+    index: FreeIndex,
+    ctx: CycleContext,
+    filters: Sequence[Filter],
+    limit: int | None,
+    spread: bool,
+    extra: Extra | None,
+    found: list[NodeState],
+) -> int:
+    """``feasible`` in one pool: appends to ``found``, returns how many nodes it looked at.
+    The hottest loop of a cycle: it reads the nodes' shape numbers, not their shapes."""
+    passes: dict[int, bool] = {}  # by shape: whether the filters pass
+    seen: set[int] = set()
+    feasible_here = looked = 0
+    states = index.states
+    for bucket in index.walk(req, spread):
+        for name in bucket:
+            node = states[name]
             looked += 1
-            shape = node.shape()
+            shape = node.shape_key
+            if shape < 0:
+                shape = node.shape_id()
             ok = passes.get(shape)
             if ok is None:
                 ok = passes[shape] = rejection(req, node, ctx, filters) is None
@@ -120,18 +141,18 @@ def feasible(
             if limit is not None:  # a twin of a node already taken would score the same
                 if shape in seen:
                     if feasible_here >= limit:
-                        break
+                        return looked
                     continue
                 seen.add(shape)
             found.append(node)
             if limit is not None and feasible_here >= limit:
-                break
-    return found, looked
+                return looked
+    return looked
 
 
 # Scores by what they depend on: the request and the job's runtime where its data's egress is
 # spread over it (the rest of the context is the cycle's), then the node's shape.
-ScoreMemo = dict[tuple[Request, float | None], dict[tuple[object, ...], Candidate]]
+ScoreMemo = dict[tuple[Request, float | None], dict[int, Candidate]]
 
 
 def _scored(
@@ -148,7 +169,7 @@ def _scored(
     by_shape = memo.setdefault((req, ctx.runtime_s if req.data else None), {})
     scored = {}
     for node in nodes:
-        shape = node.shape()
+        shape = node.shape_id()
         found = by_shape.get(shape)
         if found is None:
             found = by_shape[shape] = score(req, node, ctx, scorers)
@@ -157,7 +178,10 @@ def _scored(
 
 
 def _named(candidate: Candidate, name: str) -> Candidate:
-    return candidate if candidate.nodes == (name,) else replace(candidate, nodes=(name,))
+    if candidate.nodes == (name,):
+        return candidate
+    c = candidate  # not dataclasses.replace: this runs for every candidate of every job
+    return Candidate((name,), c.total, c.scores, c.data_local_gib, c.data_gib)
 
 
 def choose(

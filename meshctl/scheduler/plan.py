@@ -16,6 +16,12 @@ from meshctl.scheduler.snapshot import Allocation
 Status = Literal["placed", "pending", "preempting", "provisioning", "unschedulable"]
 
 
+def _no_counts() -> Counter[str]:
+    """An empty ``Counter`` without running ``Counter.__init__`` (Python code, with nothing
+    to count): a cycle makes one for every decision, a hundred thousand in a large one."""
+    return Counter.__new__(Counter)
+
+
 @dataclass(frozen=True, slots=True)
 class Place:
     job_id: str
@@ -92,7 +98,7 @@ class Decision:
     status: Status
     reason: str = ""
     nodes_considered: int = 0
-    filtered: Counter[str] = field(default_factory=Counter)  # "lacks 8 GPUs free" -> nodes
+    filtered: Counter[str] = field(default_factory=_no_counts)  # "lacks 8 GPUs free" -> nodes
     exhausted: str | None = None  # the dimension most nodes ran out of
     candidates: tuple[Candidate, ...] = ()
     notes: list[str] = field(default_factory=list)  # burst, quota, preemption remarks

@@ -70,6 +70,9 @@ class Request:
     datasets: frozenset[str] = field(init=False, compare=False)  # the locations of ``data``
     # (location, weight) per data set: its GiB, or the mean of the sized ones (see above)
     data_weights: tuple[tuple[str, float], ...] = field(init=False, compare=False)
+    # The hash, worked out once: a cycle keys its caches by request, a hundred thousand times
+    # in a large one, and hashing a dozen fields (frozensets, tuples) each time showed.
+    _hash: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         fractional = 0 < self.gpus < 1
@@ -78,6 +81,26 @@ class Request:
         object.__setattr__(self, "total_gpus", self.gpus * self.nodes)
         object.__setattr__(self, "datasets", frozenset(d.location for d in self.data))
         object.__setattr__(self, "data_weights", weights(self.data))
+        object.__setattr__(self, "_hash", hash(self._compared()))
+
+    def _compared(self) -> tuple[object, ...]:
+        """The fields equality compares (every field but the derived ones and the names)."""
+        return (
+            self.gpus, self.gpu_memory_gib, self.accelerators, self.vendor, self.cpus,
+            self.memory_gib, self.nic_gbps, self.nodes, self.topology, self.topology_required,
+            self.data, self.options,
+        )  # fmt: skip
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[Request], tuple[object, ...]]:
+        """Rebuilt from its fields in another process, where strings hash otherwise."""
+        return Request, (
+            self.gpus, self.gpu_memory_gib, self.accelerators, self.vendor, self.cpus,
+            self.memory_gib, self.nic_gbps, self.nodes, self.topology, self.topology_required,
+            self.data, self.accelerator_names, self.options,
+        )  # fmt: skip
 
     def held(self, gpus_per_node: float) -> Request:
         """The option a fungible request was placed as, by the devices it holds a node (this

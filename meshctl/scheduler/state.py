@@ -15,6 +15,9 @@ from meshctl.scheduler.request import Request
 from meshctl.scheduler.snapshot import Allocation, Node
 
 EPS = 1e-9
+# The shapes of nodes made outside a cycle (tests, tools): one table for all of them, so that
+# their numbers never mix with a cycle's.
+_SHAPES: dict[tuple[object, ...], int] = {}
 
 
 class NodeState:
@@ -22,6 +25,7 @@ class NodeState:
 
     __slots__ = (
         "_shape",
+        "_shapes",
         "cpus_free",
         "gpu_free",
         "kind",
@@ -31,10 +35,11 @@ class NodeState:
         "node",
         "nominated",
         "reserved_until_s",
+        "shape_key",
         "whole_free",
     )
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, shapes: dict[tuple[object, ...], int] | None = None) -> None:
         self.node = node
         self.name = node.name
         self.gpu_free = list(node.gpu_free)
@@ -50,6 +55,9 @@ class NodeState:
             node.cpus, node.memory_gib, node.nic_gbps, node.usd_per_gpu_hour, node.datasets,
         )  # fmt: skip
         self._shape: tuple[object, ...] | None = None
+        self.shape_key = -1  # shape_id(), once worked out; -1 until then
+        # the cycle's shapes, numbered: nodes of one table have one number per shape
+        self._shapes = _SHAPES if shapes is None else shapes
 
     def shape(self) -> tuple[object, ...]:
         """Everything the filters and the single-node scorers read of this node now: two nodes
@@ -60,6 +68,13 @@ class NodeState:
                 self.kind, tuple(self.gpu_free), self.cpus_free, self.memory_free, self.nic_free
             )  # fmt: skip
         return self._shape
+
+    def shape_id(self) -> int:
+        """The number of this node's shape among its table's (``States`` keeps one a cycle):
+        a dictionary keyed by it hashes an int, not a tuple of twenty-odd fields."""
+        if self.shape_key < 0:
+            self.shape_key = self._shapes.setdefault(self.shape(), len(self._shapes))
+        return self.shape_key
 
     def shared_gpu_for(self, share: float) -> int | None:
         """Best fit for a fraction of a GPU: the fullest GPU that still has ``share`` free."""
@@ -98,11 +113,11 @@ class NodeState:
         self.nic_free += alloc.nic_gbps
 
     def _recount(self) -> None:
-        self._shape = None
+        self._shape, self.shape_key = None, -1
         self.whole_free = sum(1 for f in self.gpu_free if f >= 1 - EPS)
 
     def copy(self) -> NodeState:
-        twin = NodeState(self.node)
+        twin = NodeState(self.node, self._shapes)
         twin.gpu_free = list(self.gpu_free)
         twin.whole_free, twin.cpus_free = self.whole_free, self.cpus_free
         twin.memory_free, twin.nic_free = self.memory_free, self.nic_free
@@ -117,9 +132,10 @@ class States(dict[str, NodeState]):
     def __init__(self, nodes: Mapping[str, Node]) -> None:
         super().__init__()
         self.nodes = nodes  # by name, in snapshot order; never changed here
+        self.shapes: dict[tuple[object, ...], int] = {}  # its nodes' shapes, numbered
 
     def __missing__(self, name: str) -> NodeState:
-        state = self[name] = NodeState(self.nodes[name])
+        state = self[name] = NodeState(self.nodes[name], self.shapes)
         return state
 
     def every(self) -> list[NodeState]:
@@ -141,19 +157,23 @@ class FreeIndex:
             self.buckets[state.whole_free][state.name] = None
 
     def candidates(self, req: Request, spread: bool) -> Iterator[NodeState]:
-        """Nodes that may have room for ``req``'s GPUs: best fit first (worst fit to spread).
+        """Nodes that may have room for ``req``'s GPUs: best fit first (worst fit to spread)."""
+        states = self.states
+        for bucket in self.walk(req, spread):
+            for name in bucket:
+                yield states[name]
+
+    def walk(self, req: Request, spread: bool) -> list[dict[str, None]]:
+        """The buckets that may have room for ``req``'s GPUs, in the order to look at them:
+        best fit first (worst fit to spread); each bucket's names in snapshot order.
 
         A fraction of a GPU may fit on a partly used GPU, so every bucket is a candidate then;
         nodes with a shared GPU come first in best-fit order (bucket 0 before whole GPUs).
+        The caller changes no bucket while it walks them.
         """
         low = 0 if req.fractional else req.whole_gpus
-        order = (
-            range(len(self.buckets) - 1, low - 1, -1) if spread else range(low, len(self.buckets))
-        )
-        states = self.states
-        for count in order:  # the caller changes no bucket while it walks them
-            for name in self.buckets[count]:
-                yield states[name]
+        found = self.buckets[low:]
+        return found[::-1] if spread else found
 
     def count_below(self, gpus: int) -> int:
         return sum(len(b) for b in self.buckets[: max(0, min(gpus, len(self.buckets)))])
