@@ -3,7 +3,8 @@ against SimPy.
 
     python benchmarks/sim_speed.py [--days 30] [--start-day 26.6] [--gpus 10000]
                                    [--replicate 4] [--failures stepfun]
-                                   [--policies none|burst|onprem-only] [--runs 1] [--json]
+                                   [--policies none|burst|onprem-only] [--repeat 1]
+                                   [--no-replay] [--runs 1] [--json]
 
 The run: the Microsoft Philly trace (../shared/traces/philly/philly.csv) from ``--start-day``
 (day 26.6 is 2017-10-01, the start of its busiest month) for ``--days``, each job replicated
@@ -13,7 +14,9 @@ gives its on-prem pool that many GPUs in racks of 10 nodes, 5 racks a switch, an
 the trace ``--replicate`` x gpus / 10,000 times, so the load stays the same), node failures
 from the ``--failures`` preset, seed 0, a scheduling cycle at most every 60 s, Young/Daly
 checkpoints. ``--policies``: none (every pool usable, nothing bursts), or one of the example
-policy sets (examples/sim/policies). The same code path as ``meshctl sim run``.
+policy sets (examples/sim/policies). ``--repeat K`` runs the window's jobs K times back to
+back, each copy ``--days`` later (``--days 30.42 --repeat 12``: a year at the busiest month's
+load; the trace itself spans 109 days). The same code path as ``meshctl sim run``.
 
 Printed (and with ``--json``): ``events_per_s`` (events the engine handled / wall seconds of
 the simulation, trace loading excluded), ``wall_s``, ``peak_rss_mib`` (the process's peak
@@ -22,8 +25,8 @@ heap when the last job ended included), replayed through a SimPy event loop and 
 engine's own loop (a ``heapq`` of tuples and a dispatch table), each
 with the same trivial handler; SimPy's wall time over ours. The replay schedules every event
 at the time the run fired it, so both loops do exactly the same pushes, pops and dispatches;
-it measures the event machinery, not the scheduler (which both would call alike). Several
-``--runs``: medians. Exits 2 when the trace folder is missing.
+it measures the event machinery, not the scheduler (which both would call alike);
+``--no-replay`` skips it. Several ``--runs``: medians. Exits 2 when the trace folder is missing.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import json
 import resource
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +49,7 @@ from meshctl.model.mesh import Mesh, RayPool
 from meshctl.policy.compiled import compile_policies
 from meshctl.policyfiles import read_mesh, read_policy_files
 from meshctl.sim import engine as sim
+from meshctl.sim.workload import DAY_S, SimJob
 from meshctl.simrun import RunSpec, config_of, jobs_of, sim_mesh
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,13 +103,30 @@ def simulate(args: argparse.Namespace, record: bool) -> tuple[float, sim.Engine]
         failures=args.failures,
     )
     simmesh = sim_mesh(mesh, catalogs, spec.comm_fraction)
-    jobs = jobs_of(spec, 8)
-    config = config_of(spec)
+    jobs = repeated(jobs_of(spec, 8), args.repeat, args.days * DAY_S)
+    config = replace(config_of(spec), window_s=args.days * args.repeat * DAY_S)
     engine = (Recording if record else sim.Engine)(simmesh, jobs, config, policies)
     gc.collect()
     start = time.perf_counter()
     engine.run()
     return time.perf_counter() - start, engine
+
+
+def repeated(jobs: list[SimJob], times: int, span_s: float) -> list[SimJob]:
+    """The window's jobs ``times`` times back to back (ids ``id@k``), each copy ``span_s``
+    later than the one before: a year at the load of one month."""
+    if times == 1:
+        return jobs
+    return [
+        replace(
+            job,
+            id=f"{job.id}@{k}",
+            arrival_s=job.arrival_s + k * span_s,
+            deadline_s=None if job.deadline_s is None else job.deadline_s + k * span_s,
+        )
+        for k in range(times)
+        for job in jobs
+    ]
 
 
 def replicas(args: argparse.Namespace) -> int:
@@ -151,6 +173,8 @@ def main() -> None:
     parser.add_argument("--replicate", type=int, default=4, help="at 10,000 GPUs")
     parser.add_argument("--failures", default="stepfun")
     parser.add_argument("--policies", default="none", choices=("none", "burst", "onprem-only"))
+    parser.add_argument("--repeat", type=int, default=1, help="the window, back to back")
+    parser.add_argument("--no-replay", action="store_true", help="skip the SimPy comparison")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -158,17 +182,17 @@ def main() -> None:
 
     walls, engine = [], None
     for i in range(args.runs):
-        wall, engine = simulate(args, record=i == 0)
+        wall, engine = simulate(args, record=i == 0 and not args.no_replay)
         walls.append(wall)
-        if i == 0:
-            fired = engine.fired  # type: ignore[attr-defined]
     assert engine is not None
-    ours = statistics.median(replay_ours(fired) for _ in range(3))
-    theirs = statistics.median(replay_simpy(fired) for _ in range(3))
+    fired: list[tuple[float, int]] = getattr(engine, "fired", [])
+    ours = statistics.median(replay_ours(fired) for _ in range(3)) if fired else 0.0
+    theirs = statistics.median(replay_simpy(fired) for _ in range(3)) if fired else 0.0
     wall = statistics.median(walls)
     events = engine.totals.events
     out = {
         "days": args.days,
+        "repeat": args.repeat,
         "gpus": args.gpus,
         "replicate": replicas(args),
         "failures": args.failures,
@@ -183,18 +207,21 @@ def main() -> None:
         "replay_events": len(fired),
         "replay_ours_s": round(ours, 3),
         "replay_simpy_s": round(theirs, 3),
-        "simpy_ratio": round(theirs / ours, 2),
+        "simpy_ratio": round(theirs / ours, 2) if fired else None,
     }
     if args.json:
         print(json.dumps(out))
         return
     print(
-        f"{out['days']:g} days of Philly x{out['replicate']} ({out['jobs']:,} jobs) "
+        f"{out['days']:g} days of Philly x{out['replicate']}"
+        f"{f' repeated {args.repeat} times' if args.repeat > 1 else ''} ({out['jobs']:,} jobs) "
         f"on {args.gpus:,} GPUs, "
         f"failures {out['failures']}, policies {out['policies']}: {events:,} events, "
         f"{out['cycles']:,} cycles, {out['node_failures']} node failures in {wall:.1f} s "
         f"({out['events_per_s']:,} events/s), peak RSS {out['peak_rss_mib']} MiB"
     )
+    if not fired:
+        return
     print(
         f"event loop replay of {len(fired):,} events: ours {ours:.3f} s, SimPy {theirs:.3f} s "
         f"(SimPy / ours = {out['simpy_ratio']})"
