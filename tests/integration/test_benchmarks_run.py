@@ -127,6 +127,16 @@ def test_sim_speed_takes_the_size_and_keeps_the_load():
     assert result["jobs"] > 0
 
 
+@needs_traces
+def test_sim_speed_repeats_the_window_back_to_back():
+    once = _json("sim_speed.py", "--days", "0.2", "--replicate", "1", "--no-replay")
+    thrice = _json(
+        "sim_speed.py", "--days", "0.2", "--replicate", "1", "--repeat", "3", "--no-replay"
+    )
+    assert (thrice["repeat"], thrice["jobs"]) == (3, 3 * once["jobs"])
+    assert thrice["simpy_ratio"] is None  # not replayed
+
+
 def test_differential_benchmark_counts_scenarios_and_no_mismatch():
     result = _json("differential.py", "--random", "3")
     assert result["scenarios"] == result["named"] + 3 >= 20
