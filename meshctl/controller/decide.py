@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from meshctl.controller.dispatch import placement_nodes, pool_mtbf_s, submission
+from meshctl.controller.idle import idle_pools
 from meshctl.controller.leaving import (
     STOP_MARGIN_S,
     UNHEALTHY_GRACE_S,
@@ -26,7 +27,7 @@ from meshctl.controller.leaving import (
     unhealthy,
 )
 from meshctl.controller.nodes import observed_nodes
-from meshctl.controller.scheduling import idle_pools, scheduling
+from meshctl.controller.scheduling import scheduling
 from meshctl.controller.states import FINISHED, HOLDING, QUEUED, reconcile
 from meshctl.controller.step import (
     AttemptChange,

@@ -39,6 +39,8 @@ STATE_OF = {
 def reclaimed(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
     """Jobs on a spot instance its provider has given notice to are preempted: asked to
     checkpoint now, stopped shortly before the instance goes (then requeued)."""
+    if not world.reclaiming:
+        return  # no notice given: no job to look at
     for view in holding:
         attempt = view.attempt
         if attempt is None or view.record.state not in ON_ITS_WAY:
@@ -65,6 +67,8 @@ def unhealthy(world: World, rules: Rules, holding: Sequence[JobView], step: Step
         if record.state == NodeState.UNHEALTHY and key not in world.health:
             again = "its health probe says healthy again"
             step.nodes.append(NodeChange(key, NodeState.READY, again))
+    if not world.health:
+        return  # no node is sick: no job to look at
     moved = {t.job_id for t in step.transitions}
     for view in holding:
         attempt = view.attempt
@@ -150,18 +154,10 @@ def dead_nodes(
     else are evicted. What an evicted job holds on its other nodes stays held until its Ray
     job has stopped: the scheduler never sees dead nodes, so it cannot hand those GPUs out
     while the job still runs."""
-    live = {
-        (name, n.name)
-        for name, seen in world.pools.items()
-        if seen.reachable
-        for n in seen.nodes
-        if n.alive
-    }
     leaving = {t.job_id for t in step.transitions if t.to in (JobState.EVICTED, JobState.PREEMPTED)}
-    taken: set[tuple[str, str]] = set()  # nodes held (as the scheduler sees them), and given
-    for view in (*holding, *serving):
-        if view.attempt is not None:
-            taken.update((view.attempt.pool, n) for n in placement_nodes(view.attempt))
+    # nodes held (as the scheduler sees them), and given: worked out when a job first needs a
+    # stand-in (most cycles none does)
+    taken: set[tuple[str, str]] | None = None
     for view in holding:
         attempt = view.attempt
         if attempt is None or view.record.id in leaving:
@@ -171,13 +167,14 @@ def dead_nodes(
         seen = world.pools.get(attempt.pool)
         if seen is None or not seen.reachable:
             continue
-        nodes = placement_nodes(attempt)
-        dead = [n for n in nodes if (attempt.pool, n) not in live]
-        silent = [n for n in nodes if (attempt.pool, n) in live and silent_node(world, attempt, n)]
+        nodes, live = placement_nodes(attempt), world.live_nodes(attempt.pool)
+        dead = [n for n in nodes if n not in live]
+        silent = [n for n in nodes if n in live and silent_node(world, attempt, n)]
         taken_by = taken_back(world, attempt)
         if taken_by:  # a spot interruption: preempted (stopped now, then requeued)
             leave(view, rules, effects.taken_back(view.record.id, taken_by, world.now_s), step)
         elif dead or (silent and replaces_silent(world, attempt, silent)):
+            taken = _held(holding, serving) if taken is None else taken
             free = free_nodes(world, attempt.pool, taken)
             allocations = [allocation_of(h) for h in attempt.detail.allocations]
             found = effects.lost_nodes(
@@ -195,10 +192,20 @@ def dead_nodes(
                       step)  # fmt: skip
 
 
+def _held(holding: Sequence[JobView], serving: Sequence[JobView]) -> set[tuple[str, str]]:
+    """(pool, node) of every node a job or a service's replica holds."""
+    return {
+        (view.attempt.pool, n)
+        for view in (*holding, *serving)
+        if view.attempt is not None
+        for n in placement_nodes(view.attempt)
+    }
+
+
 def silent_node(world: World, attempt: AttemptRecord, node: str) -> bool:
     """The node's agent has been silent past its ``dead_after_s``: dead to meshctl, whatever
     Ray says of it yet."""
-    return f"{attempt.pool}/{node}" in world.silent
+    return bool(world.silent) and f"{attempt.pool}/{node}" in world.silent
 
 
 def replaces_silent(world: World, attempt: AttemptRecord, sick: Sequence[str]) -> bool:
@@ -252,5 +259,7 @@ def replaced(world: World, rules: Rules, view: JobView, found: Replace, step: St
 
 def taken_back(world: World, attempt: AttemptRecord) -> str | None:
     """The first of the attempt's nodes whose cloud instance the provider took back."""
+    if not world.interrupted:
+        return None
     nodes = placement_nodes(attempt)
     return next((n for n in nodes if (attempt.pool, n) in world.interrupted), None)

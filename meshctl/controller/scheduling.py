@@ -22,6 +22,7 @@ from typing import Any
 
 from meshctl.controller import services
 from meshctl.controller.dispatch import dispatch, placement_nodes
+from meshctl.controller.idle import JOIN_TIMEOUT_S, idle_pools, joined
 from meshctl.controller.leaving import leave
 from meshctl.controller.nodes import FINISHED_STATES
 from meshctl.controller.nodes import nodes as observed
@@ -31,7 +32,6 @@ from meshctl.controller.step import (
     RuleError,
     Rules,
     Step,
-    Teardown,
     launch_request_id,
     own_head,
 )
@@ -46,7 +46,6 @@ from meshctl.lifecycle.snapshot import (
     pending_of,
     pool_infos,
 )
-from meshctl.lifecycle.teardown import CloudNode, idle
 from meshctl.lifecycle.view import (
     Capacity,
     MeshView,
@@ -57,7 +56,6 @@ from meshctl.lifecycle.view import (
 )
 from meshctl.model.mesh import AwsPool, GcpPool
 from meshctl.policy.facts import mesh_snapshot
-from meshctl.pools.observed import node_name
 from meshctl.scheduler import (
     Node,
     Pending,
@@ -71,13 +69,11 @@ from meshctl.scheduler import (
 from meshctl.scheduler.plan import Decision, Plan
 from meshctl.state.records import (
     AttemptRecord,
-    InstanceRecord,
-    InstanceState,
     JobState,
     LoanRecord,
 )
 
-JOIN_TIMEOUT_S = 600.0  # an instance whose node has not joined by then is idle, not joining
+__all__ = ["JOIN_TIMEOUT_S", "idle_pools", "scheduling"]  # idle teardown: idle.py
 
 
 def scheduling(
@@ -152,8 +148,13 @@ def _mesh_view(
     running jobs' expected ends and the work queued), this month's spend."""
     capacity = Capacity.of(nodes).of_pools([p.name for p in rules.mesh.spec.pools])
     backlog = Backlog()
-    for r in running:
-        backlog.run(r.job_id, r.pool, r.expected_end_s, r.gpus, r.started_at_s)
+    # fed in the order it keeps them (by end, or start when the end is unknown): each one
+    # goes at the back of its list instead of moving those after it
+    for _, job_id, gpus, r in sorted(
+        (r.expected_end_s if r.expected_end_s is not None else r.started_at_s, r.job_id, r.gpus, r)
+        for r in running
+    ):
+        backlog.run(job_id, r.pool, r.expected_end_s, gpus, r.started_at_s)
     for v in queued:
         seconds = _seconds(runtimes[v.record.id])
         backlog.queue(v.record.id, v.record.priority, v.job.spec.resources.total_gpus, seconds)
@@ -243,6 +244,7 @@ def _forecasts(
     backfill reckons with and where it came from, and the wait the policies saw in each
     on-prem pool (recorded with the decision as ``forecast``)."""
     clouds = {p.name for p in mesh.configured.pools if p.cloud}
+    by_priority: dict[int, dict[str, float]] = {}  # the same for every job of a priority
     out = {}
     for view in queued:
         found = runtimes[view.record.id]
@@ -252,13 +254,16 @@ def _forecasts(
             else f"unknown: no max_runtime_s, no earlier run of {view.record.name!r} by team "
             f"{view.record.team}; backfill does not count on it ending"
         )
-        waits = mesh.waits.of(view.record.priority)
+        priority = view.record.priority
+        if priority not in by_priority:
+            waits = mesh.waits.of(priority)
+            by_priority[priority] = {
+                p: round(w, 3) for p, w in sorted(waits.items()) if p not in clouds
+            }
         out[view.record.id] = {
             "runtime_s": found.seconds if found is not None else None,
             "runtime": source,
-            "expected_wait_s": {
-                p: round(w, 3) for p, w in sorted(waits.items()) if p not in clouds
-            },
+            "expected_wait_s": dict(by_priority[priority]),
         }
     return out
 
@@ -348,6 +353,7 @@ def _snapshot(
         if pair[0] == v.record.id
     ]
     nominated = nominations(freeing)
+    launches = _launches(world)
     pending = [
         pending_of(
             v.record.id,
@@ -357,7 +363,7 @@ def _snapshot(
             v.record.submitted_at_s,
             _seconds(runtimes[v.record.id]),
             nominated.get(v.record.id, ()),
-            provisioning=_launching(world, v),
+            provisioning=_launching(v, launches),
         )
         for v in queued
     ]
@@ -403,73 +409,25 @@ def _freeing(job_id: str, attempt: AttemptRecord) -> list[tuple[str, Sequence[st
     return out
 
 
-def _launching(world: World, view: JobView) -> bool:
+def _launches(world: World) -> set[str]:
+    """The launch requests with an instance of work on its way (not joined yet): each such
+    instance's request id and every part of it before a "." (a request's instances are
+    ``<request>`` or ``<request>.<n>...``), looked up once per waiting job."""
+    out: set[str] = set()
+    for instance in world.instances:
+        request = instance.request_id
+        if own_head(request) or joined(world, instance):
+            continue  # no node of work: the workers tell
+        out.add(request)
+        out.update(request[:i] for i, c in enumerate(request) if c == ".")
+    return out
+
+
+def _launching(view: JobView, launches: set[str]) -> bool:
     """A launch for the job's next attempt is under way: one of its instances has not joined
-    its pool's cluster yet."""
+    its pool's cluster yet (``launches``: ``_launches``)."""
     number = (view.attempt.number if view.attempt else 0) + 1
-    request = launch_request_id(view.record.id, number)
-    return any(
-        (i.request_id == request or i.request_id.startswith(request + "."))
-        and not own_head(i.request_id)  # no node of work: the workers tell
-        and not _joined(world, i)
-        for i in world.instances
-    )
-
-
-def _joined(world: World, instance: InstanceRecord) -> bool:
-    """Whether the instance has joined its pool's cluster: it is no longer joining, and its
-    node is in the cluster as observed (a pool not driven yet cannot say), or it has had
-    ``JOIN_TIMEOUT_S``: one that never shows up is idle, not joining forever."""
-    if instance.state == InstanceState.JOINING:
-        return False
-    seen = world.pools.get(instance.pool)
-    if seen is None or world.now_s - (instance.launched_at_s or 0.0) >= JOIN_TIMEOUT_S:
-        return True
-    name = node_name(instance.id)
-    return any(n.name == name and n.alive for n in seen.nodes)
-
-
-def idle_pools(world: World, rules: Rules, holding: Sequence[JobView], step: Step) -> None:
-    """Idle cloud instances go (the lifecycle's rule): each idle for its pool's
-    ``idle_minutes`` since its launch or the end of the last job on it; the head of a
-    pool's cluster (its own, else its first instance) last, and not while workers are on
-    their way to join it: launched this cycle (as in the simulator, where a launch comes
-    first) or in flight on the launch thread."""
-    busy = {
-        f"{v.attempt.pool}/{n}" for v in holding if v.attempt for n in placement_nodes(v.attempt)
-    }
-    busy |= {f"{d.attempt.pool}/{n}" for d in step.dispatches for n in placement_nodes(d.attempt)}
-    for pool in rules.mesh.spec.pools:
-        if not isinstance(pool, AwsPool | GcpPool):
-            continue
-        mine = sorted(  # the head first: the pool's own (if any), else the first launched
-            (i for i in world.instances if i.pool == pool.name),
-            key=lambda i: (not own_head(i.request_id), i.launched_at_s or 0.0, i.id),
-        )
-        held = max(  # when a job last held a node of the pool (now, while one does)
-            (t for k, t in world.node_busy_s.items() if k.startswith(f"{pool.name}/")),
-            default=0.0,
-        )
-        nodes = []
-        for i in mine:
-            key = f"{pool.name}/{node_name(i.id)}"
-            if own_head(i.request_id):  # takes no work: idle since it is up and no job held
-                up = i.state != InstanceState.JOINING  # a node of its cluster
-                since = max(i.launched_at_s or 0.0, held) if up else None
-                nodes.append(CloudNode(pool.name, i.id, since))
-            elif key in busy or not _joined(world, i):
-                nodes.append(CloudNode(pool.name, i.id, None))
-            else:
-                since = max(i.launched_at_s or 0.0, world.node_busy_s.get(key, 0.0))
-                nodes.append(CloudNode(pool.name, i.id, since))
-        launching = pool.name in world.launching  # in flight on the launch thread
-        if nodes and (launching or any(launch.pool == pool.name for launch in step.launches)):
-            nodes[0] = CloudNode(pool.name, nodes[0].instance_id, None)  # they join its head
-        going = idle(nodes, pool.idle_minutes * 60, world.now_s)
-        if going:
-            step.teardowns.append(
-                Teardown(pool.name, tuple(t.instance_id for t in going), going[0].reason)
-            )
+    return launch_request_id(view.record.id, number) in launches
 
 
 def _rule_errors(policies: PolicyView, queued: Sequence[JobView]) -> list[RuleError]:
