@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import compress
+from operator import is_not
 
 from meshctl.scheduler.queue import Totals
 from meshctl.scheduler.snapshot import Node
@@ -45,7 +46,7 @@ class Layout:
             return self
         if len(nodes) != len(old):
             return self._build(nodes)
-        changed = [i for i, (a, b) in enumerate(zip(old, nodes, strict=True)) if a is not b]
+        changed = list(compress(range(len(nodes)), map(is_not, old, nodes)))  # in C
         if len(changed) * REBUILD_SHARE > len(nodes):
             return self._build(nodes)
         capacity = False

@@ -53,6 +53,8 @@ class EngineState:
         twice = sorted(i for i, n in Counter(j.id for j in self.jobs).items() if n > 1)
         if twice:
             raise ValueError(f"job ids must be unique: {', '.join(twice[:3])}")
+        # the elastic jobs: the rest have no size of their own to work out at every cycle
+        self.elastic = frozenset(j.id for j in self.jobs if j.elastic_min is not None)
         self.clock = Clock()
         self.now = 0.0  # the clock's time, read often
         self.cluster = Cluster(mesh.nodes)
@@ -144,6 +146,8 @@ class EngineState:
 
     def _size(self, job_id: str) -> int | None:
         """An elastic job's nodes now (its most, less what it lends); None for any other."""
+        if job_id not in self.elastic:
+            return None  # asked for every job at every cycle: most are not elastic
         result = self.results.get(job_id)
         least = result.job.elastic_min if result is not None else None
         if result is None or least is None:
