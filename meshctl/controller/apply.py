@@ -31,6 +31,7 @@ from meshctl.controller.decide import (
     Transition,
 )
 from meshctl.controller.failpoints import failpoint
+from meshctl.controller.history import History
 from meshctl.controller.records import Recorder
 from meshctl.controller.states import ALLOWED
 from meshctl.controller.step import ServiceChange
@@ -72,6 +73,7 @@ class Applying:
     clients: Mapping[str, PoolClient]
     burst: Burst | None
     recorder: Recorder
+    history: History
     estimator: Estimator | None
     _stopped: dict[str, float]
     _decided: dict[str, tuple[str, str, str]]
@@ -164,6 +166,7 @@ class Applying:
         if not dispatches:
             return []
         made = self.store.write_all([Write(d.attempt) for d in dispatches])
+        self.history.wrote(made)
         recorded = [d for d, done in zip(dispatches, made, strict=True) if not _lost(done)]
         # an attempt found recorded already: the next cycle adopts or resubmits it
         admitted = self._transitions(
@@ -241,6 +244,7 @@ class Applying:
                 if moved is not None:
                     moves[i] = Write(moved[0], moved[0].version, [moved[1]])
             stored = self.store.write_all(list(moves.values()))
+            self.history.wrote(stored)
             for i, outcome in zip(moves, stored, strict=True):
                 # lost: the job is left alone until the next cycle reads it again
                 jobs[transitions[i].job_id] = None if _lost(outcome) else cast(JobRecord, outcome)
@@ -314,7 +318,9 @@ class Applying:
                 updated = _changed(attempt, changes[i]) if attempt is not None else None
                 if updated is not None:
                     writes.append(Write(updated, updated.version))
-            for write, stored in zip(writes, self.store.write_all(writes), strict=True):
+            answers = self.store.write_all(writes)
+            self.history.wrote(answers)
+            for write, stored in zip(writes, answers, strict=True):
                 key = key_of(write.record)
                 attempts[key] = None if _lost(stored) else cast(AttemptRecord, stored)
 

@@ -56,6 +56,11 @@ class Kept(Generic[R]):
         self._kept = found if prune else kept | fresh
         return found
 
+    def learn(self, records: Iterable[R]) -> None:
+        """Records as the store answered a write of them: a later read finds their versions
+        unchanged and does not read them again."""
+        self._kept.update((key_of(r), r) for r in records)
+
 
 class History:
     """The controller's reads of jobs and attempts (``Controller.world``)."""
@@ -82,6 +87,14 @@ class History:
         records.sort(key=lambda r: r.id)
         attempts = self._attempts.read(job_id=[r.id for r in records])
         return records, sorted(attempts.values(), key=lambda a: a.id)
+
+    def wrote(self, stored: Iterable[object]) -> None:
+        """Jobs and attempts this controller wrote, as the store answered (a lost write's
+        error is passed over): the next cycle does not read them back, so the one after a
+        cycle that dispatched thousands of jobs does not decode them all again."""
+        stored = list(stored)
+        self._jobs.learn(r for r in stored if isinstance(r, JobRecord))
+        self._attempts.learn(r for r in stored if isinstance(r, AttemptRecord))
 
     def nodes(self) -> dict[str, NodeRecord]:
         """Every node's record, by "pool/node"."""

@@ -41,6 +41,7 @@ from meshctl.controller.records import Recorder
 from meshctl.controller.reload import Reloader, in_use_removed
 from meshctl.controller.watch import Watch, in_flux
 from meshctl.controller.world import (
+    Derived,
     JobView,
     ServeSeen,
     World,
@@ -177,6 +178,7 @@ class Controller(Applying):
         self._decided: dict[str, tuple[str, str, str]] = {}  # job -> last decision recorded
         self.recorder = Recorder(store)  # pool and node records, node health
         self.history = History(store)  # unfinished work read each cycle, and what it keeps
+        self.derived = Derived()  # what decide worked out of each job, for the next cycle
         self._stopped: dict[str, float] = {}  # submission id -> when a stop was last sent
         self.estimator: Estimator | None = None  # runtimes of the jobs that ended well
         self._budgets: dict[str, str] | None = None  # budget -> what it was last said to be
@@ -198,6 +200,7 @@ class Controller(Applying):
             world = replace(world, hold=self.hold())
         observed = time.perf_counter()
         step = decide(world, self.rules)
+        self.derived.turn()
         decided = time.perf_counter()
         errors = (
             self.renominate([v.attempt for v in world.jobs if v.attempt]) if not self.cycles else []
@@ -308,6 +311,7 @@ class Controller(Applying):
             loans=self.history.open_loans(),
             serve=self.serve.observe(views, self.clients) if self.serve is not None else {},
             caches=caches_of(self.agent_report),
+            derived=self.derived,
         )
         if self.burst is None:
             return world

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 
 from meshctl.controller.world import JobView, World, request_of
 from meshctl.lifecycle import Estimator
@@ -33,7 +34,14 @@ from meshctl.model.mesh import (
 from meshctl.pools.observed import NODE_TYPE_LABEL, ObservedNode, PoolObservation, node_name
 from meshctl.scheduler import Allocation, Node, Running
 from meshctl.scheduler.snapshot import NodeHealth
-from meshctl.state.records import UNRECORDED, Held, InstanceState, JobState, NodeState
+from meshctl.state.records import (
+    UNRECORDED,
+    AttemptRecord,
+    Held,
+    InstanceState,
+    JobState,
+    NodeState,
+)
 
 JOINING = InstanceState.JOINING
 FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
@@ -246,12 +254,11 @@ def allocation_of(held: Held) -> Allocation:
 def running(view: JobView, world: World, estimator: Estimator) -> Running:
     """A running (or leaving) job as the scheduler sees it: its expected end from the runtime
     estimated when it was placed (recorded with its attempt), its latest checkpoint from
-    what it recorded."""
+    what it recorded. Kept between cycles (``world.derived``) unless its runtime is
+    estimated now (the estimates move as jobs end)."""
     attempt = view.attempt
     assert attempt is not None
-    allocations = tuple(allocation_of(held) for held in attempt.detail.allocations)
     record, spec = view.record, view.job.spec
-    started = attempt.started_at_s or record.updated_at_s
     seen = world.progress.get(record.id)
     checkpointed = (
         seen.checkpoint_at_s if seen is not None and seen.attempt == attempt.number else None
@@ -259,18 +266,28 @@ def running(view: JobView, world: World, estimator: Estimator) -> Running:
     runtime = attempt.detail.runtime_s
     if runtime is UNRECORDED:  # placed by a controller that did not record it
         runtime = estimator.seconds(record.team, record.name, spec.limits.max_runtime_s)
-    found = running_of(
-        record.id,
-        record.team,
-        record.priority,
-        attempt.pool,
-        allocations,
-        request_of(view),
-        started,
-        runtime,
-        checkpointed,
-    )
+        found = _running(view, attempt, runtime, checkpointed)
+    else:
+        make = partial(_running, view, attempt, runtime, checkpointed)
+        found = world.derived.running(view, checkpointed, make)
     stop_at = attempt.detail.stop_at_s
     if record.state in (JobState.PREEMPTED, JobState.EVICTED) or record.state in FINISHED_STATES:
         return leaving(found, stop_at if stop_at is not None else world.now_s)
     return found
+
+
+def _running(
+    view: JobView, attempt: AttemptRecord, runtime_s: float | None, checkpointed: float | None
+) -> Running:
+    record = view.record
+    return running_of(
+        record.id,
+        record.team,
+        record.priority,
+        attempt.pool,
+        tuple(allocation_of(held) for held in attempt.detail.allocations),
+        request_of(view),
+        attempt.started_at_s or record.updated_at_s,
+        runtime_s,
+        checkpointed,
+    )

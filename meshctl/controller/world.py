@@ -7,13 +7,13 @@ reads a clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from meshctl.lifecycle import Estimator
 from meshctl.model.job import Job
 from meshctl.pools.observed import ObservedNode, PoolObservation
-from meshctl.scheduler import Request
+from meshctl.scheduler import Request, Running
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,
     AttemptRecord,
@@ -84,6 +84,41 @@ def request_of(view: JobView) -> Request:
     """What the job asks of the scheduler: kept by the loop with its parsed file (a cycle
     over 100,000 jobs does not work each out again), else worked out now."""
     return view.request if view.request is not None else Request.of(view.job)
+
+
+class Derived:
+    """What a cycle works out of a job that the next cycle may take again as it is: kept by
+    the loop between cycles and passed in with the world. An entry holds while the job's view
+    holds the very same records and parsed file (the loop keeps a record that did not change
+    between cycles, ``history.Kept``; any change is a new object) and the same other inputs;
+    one not asked for in a cycle is forgotten after the next (``turn``)."""
+
+    def __init__(self) -> None:
+        self._now: dict[str, tuple[tuple[object, ...], float | None, Running]] = {}
+        self._last: dict[str, tuple[tuple[object, ...], float | None, Running]] = {}
+
+    def running(
+        self, view: JobView, checkpointed: float | None, make: Callable[[], Running]
+    ) -> Running:
+        """The job as the scheduler sees it running (``make``: worked out again), before
+        what the cycle decides of it; ``checkpointed``: when it last checkpointed."""
+        inputs = (view.record, view.job, view.attempt, view.request)
+        job_id = view.record.id
+        found = self._now.get(job_id) or self._last.get(job_id)
+        if (
+            found is not None
+            and found[1] == checkpointed
+            and all(a is b for a, b in zip(found[0], inputs, strict=True))
+        ):
+            self._now[job_id] = found
+            return found[2]
+        made = make()
+        self._now[job_id] = (inputs, checkpointed, made)
+        return made
+
+    def turn(self) -> None:
+        """A cycle is over: what it did not ask for goes after the next one."""
+        self._last, self._now = self._now, {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +195,8 @@ class World:
     loans: tuple[LoanRecord, ...] = ()  # open: elastic jobs' nodes lent to other jobs
     serve: Mapping[str, ServeSeen] = field(default_factory=dict)  # services, by job id
     caches: Mapping[str, CacheSeen] = field(default_factory=dict)  # "pool/node" -> its cache
+    # what the last cycles worked out of each job, kept by the loop (a world of its own: none)
+    derived: Derived = field(default_factory=Derived, compare=False, repr=False)
     # the live nodes of each pool asked for, by name (``live_nodes``); a world made by
     # ``replace`` starts without
     _live: dict[str, dict[str, ObservedNode]] = field(
