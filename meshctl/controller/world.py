@@ -86,38 +86,47 @@ def request_of(view: JobView) -> Request:
     return view.request if view.request is not None else Request.of(view.job)
 
 
+_Inputs = tuple[JobRecord, Job, AttemptRecord | None, Request | None]
+
+
 class Derived:
     """What a cycle works out of a job that the next cycle may take again as it is: kept by
     the loop between cycles and passed in with the world. An entry holds while the job's view
     holds the very same records and parsed file (the loop keeps a record that did not change
     between cycles, ``history.Kept``; any change is a new object) and the same other inputs;
-    one not asked for in a cycle is forgotten after the next (``turn``)."""
+    one that a whole cycle did not ask for is forgotten (``turn``)."""
 
     def __init__(self) -> None:
-        self._now: dict[str, tuple[tuple[object, ...], float | None, Running]] = {}
-        self._last: dict[str, tuple[tuple[object, ...], float | None, Running]] = {}
+        self._now: dict[str, tuple[_Inputs, float | None, Running]] = {}
+        self._last: dict[str, tuple[_Inputs, float | None, Running]] = {}
 
     def running(
         self, view: JobView, checkpointed: float | None, make: Callable[[], Running]
     ) -> Running:
         """The job as the scheduler sees it running (``make``: worked out again), before
         what the cycle decides of it; ``checkpointed``: when it last checkpointed."""
-        inputs = (view.record, view.job, view.attempt, view.request)
         job_id = view.record.id
         found = self._now.get(job_id) or self._last.get(job_id)
-        if (
-            found is not None
-            and found[1] == checkpointed
-            and all(a is b for a, b in zip(found[0], inputs, strict=True))
-        ):
-            self._now[job_id] = found
-            return found[2]
+        if found is not None and found[1] == checkpointed:
+            record, job, attempt, request = found[0]
+            if (
+                record is view.record
+                and job is view.job
+                and attempt is view.attempt
+                and request is view.request
+            ):
+                self._now[job_id] = found
+                return found[2]
         made = make()
-        self._now[job_id] = (inputs, checkpointed, made)
+        self._now[job_id] = (
+            (view.record, view.job, view.attempt, view.request),
+            checkpointed,
+            made,
+        )
         return made
 
     def turn(self) -> None:
-        """A cycle is over: what it did not ask for goes after the next one."""
+        """A cycle is over: what it did not ask for is forgotten."""
         self._last, self._now = self._now, {}
 
 
