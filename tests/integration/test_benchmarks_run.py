@@ -71,6 +71,13 @@ def test_controller_scale_times_the_real_cycle_and_its_phases():
 
 
 @needs_traces
+def test_explain_scale_times_the_command_against_a_filled_store():
+    result = _json("explain_scale.py", "--history", "2000", "--queued", "200", "--runs", "1")
+    assert (result["history"], result["queued"], result["store"]) == (2000, 200, "sqlite")
+    assert 0 < result["explain_reads_s"] < result["explain_command_s"]
+
+
+@needs_traces
 def test_openb_packing_reports_every_strategy():
     result = _json("openb_packing.py", "--max-nodes", "120")
     assert set(result["allocation_pct"]) == {"binpack", "spread", "fgd"}
