@@ -45,6 +45,8 @@ def choose_gang(
 ) -> tuple[tuple[NodeState, ...], Candidate] | None:
     """The best N feasible nodes for the gang, of one pool and accelerator model, or None if
     no kind of node has N or the topology cannot be met."""
+    if len({(n.node.pool, n.node.accelerator) for n in nodes}) <= 1:  # the usual: one kind
+        return _choose_gang(req, nodes, scored, topology_weight)
     kinds: dict[tuple[str, str], list[NodeState]] = defaultdict(list)
     for node in nodes:
         kinds[(node.node.pool, (node.node.accelerator or "").lower())].append(node)
@@ -70,7 +72,8 @@ def _choose_gang(
     domain = LABELS.get(req.topology or "rack", "rack")
     groups: dict[str, list[NodeState]] = defaultdict(list)
     for node in nodes:
-        groups[node.node.labels.get(domain, f"?{node.name}")].append(node)
+        label = node.node.labels.get(domain)
+        groups["?" + node.name if label is None else label].append(node)
     options = [
         _best(group, scored, req.nodes) for group in groups.values() if len(group) >= req.nodes
     ]
