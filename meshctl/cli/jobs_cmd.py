@@ -44,26 +44,32 @@ JobArgument = Annotated[
 
 def find(store: Store, ref: str) -> JobRecord:
     """The job with this id; else the one with this name; else the only one whose id starts
-    with it. An exact id or name always wins over a prefix of another job's id."""
+    with it. An exact id or name always wins over a prefix of another job's id. Each is one
+    indexed read: the key, the name's index, and the keys just after ``ref`` (the ids that
+    start with it come first there); none lists every job."""
     from meshctl.state import JobRecord
 
     exact = store.get(JobRecord, ref)
     if exact is not None:
         return exact
-    jobs = store.list(JobRecord)
-    named = [j for j in jobs if j.name == ref]
+    named = store.list(JobRecord, name=ref)
     if len(named) > 1:
         ids = ", ".join(j.id for j in sorted(named, key=lambda j: -j.submitted_at_s)[:5])
         raise InvalidRequestError(f"job: {len(named)} jobs are named {ref!r} ({ids}); give an id")
     if named:
         return named[0]
-    matches = [j for j in jobs if j.id.startswith(ref)]
+    after = store.list(JobRecord, after=ref, limit=PREFIX_SHOWN + 1) if ref else []
+    matches = [j for j in after if j.id.startswith(ref)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
         raise InvalidRequestError(f"job: no job with id or name {ref!r} (meshctl jobs list)")
-    ids = ", ".join(j.id for j in matches[:5])
-    raise InvalidRequestError(f"job: {ref!r} names {len(matches)} jobs ({ids}); give more of it")
+    ids = ", ".join(j.id for j in matches[:PREFIX_SHOWN])
+    many = f"more than {PREFIX_SHOWN}" if len(matches) > PREFIX_SHOWN else str(len(matches))
+    raise InvalidRequestError(f"job: {ref!r} names {many} jobs ({ids}); give more of it")
+
+
+PREFIX_SHOWN = 5  # ids an ambiguous prefix names in its error
 
 
 def _row(job: JobRecord, attempt: AttemptRecord | None, now: float) -> dict[str, Any]:

@@ -76,7 +76,9 @@ def _spec(
 
 
 KINDS: Mapping[type[Record | LogEntry], KindSpec] = {
-    JobRecord: _spec("job", "jobs", "id", "state team pool owner", "spec", {"state": JobState}),
+    JobRecord: _spec(
+        "job", "jobs", "id", "state team pool owner name", "spec", {"state": JobState}
+    ),
     AttemptRecord: _spec(
         "attempt", "attempts", "id", "job_id state", details={"detail": AttemptDetail}
     ),

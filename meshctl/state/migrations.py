@@ -124,6 +124,11 @@ MIGRATIONS: tuple[str, ...] = (
         size INTEGER NOT NULL
     );
     """,
+    # 9: jobs found by name (``meshctl jobs show NAME``, ``explain NAME``) without listing
+    # them all.
+    """
+    CREATE INDEX jobs_name ON jobs (name);
+    """,
 )
 
 

@@ -145,6 +145,11 @@ PG_MIGRATIONS: tuple[str, ...] = (
         size BIGINT NOT NULL
     );
     """,
+    # 9: jobs found by name (``meshctl jobs show NAME``, ``explain NAME``) without listing
+    # them all.
+    """
+    CREATE INDEX jobs_name ON jobs (name);
+    """,
 )
 
 _VERSION_TABLE = """

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from meshctl.cli.app import app
 from meshctl.cli.errors import InvalidRequestError
 from meshctl.cli.jobs_cmd import find
-from meshctl.state import JobRecord, JobState, MemoryStore
+from meshctl.state import JobRecord, JobState, MemoryStore, Store
+from meshctl.state.sqlite import SqliteStore
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.unit
@@ -253,6 +254,23 @@ def test_a_prefix_of_several_ids_is_refused() -> None:
     store = store_with(("abc", "first"), ("abcdef", "second"))
     with pytest.raises(InvalidRequestError, match=r"'ab' names 2 jobs \(abc, abcdef\)"):
         find(store, "ab")
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_prefix_of_many_ids_names_the_first_few(kind: str, tmp_path: Path) -> None:
+    """Found by reading the keys just after the prefix, and a name by its index: never by
+    listing every job. SQLite orders keys as Python does, so the ids of a prefix come first."""
+    jobs = [(f"job-{i:02d}", f"n{i}") for i in range(9)] + [("job", "x"), ("jobz", "n3b")]
+    store: Store = store_with(*jobs)
+    if kind == "sqlite":
+        store = SqliteStore(tmp_path / "state.db")  # closed with the test's folder
+        for job_id, name in jobs:
+            store.create(JobRecord(job_id, name, "t", JobState.PENDING, 0, {}, None, 1.0, 1.0))
+    with pytest.raises(InvalidRequestError, match=r"'job-' names more than 5 jobs \(job-00, "):
+        find(store, "job-")
+    assert [find(store, ref).id for ref in ("job", "job-08", "n3b", "jobz", "job-07")] == [
+        "job", "job-08", "jobz", "jobz", "job-07",
+    ]  # fmt: skip
 
 
 def test_a_name_two_jobs_share_asks_for_an_id(cli: CliRunner) -> None:

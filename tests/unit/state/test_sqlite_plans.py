@@ -47,6 +47,7 @@ class Tracing(SqliteStore):
             id="many jobs by key",
         ),
         pytest.param(JobRecord, {"state": ["pending", "running"]}, "jobs_state", id="by state"),
+        pytest.param(JobRecord, {"name": "train-007"}, "jobs_name", id="by name"),
     ],
 )
 def test_a_filter_of_many_values_searches_its_index(

@@ -534,7 +534,7 @@ def test_list_filters(
 
 
 UNKNOWN_FILTERS = [
-    pytest.param(JobRecord, "name", id="job-name"),
+    pytest.param(JobRecord, "submitted_at_s", id="job-submitted"),
     pytest.param(JobRecord, "priority", id="job-priority"),
     pytest.param(AttemptRecord, "pool", id="attempt-pool"),
     pytest.param(NodeRecord, "labels", id="node-labels"),
