@@ -73,18 +73,33 @@ def find(store: Store, principal: Principal, ref: str) -> JobRecord:
         if not reaches(principal, exact):
             raise forbidden(f"job {ref}: {principal.name} may not see it (not theirs)")
         return exact
-    jobs = visible(store, principal)
-    named = [j for j in jobs if j.name == ref]
+    named = visible(store, principal, name=ref)  # through the name's index
     if len(named) > 1:
         ids = ", ".join(j.id for j in named[:5])
         raise invalid(f"job: {len(named)} jobs are named {ref!r} ({ids}); give an id")
-    matches = named or [j for j in jobs if j.id.startswith(ref)]
+    matches = named or _by_prefix(store, principal, ref)
     if len(matches) == 1:
         return matches[0]
     if not matches:
         raise not_found(f"job: no job with id or name {ref!r}")
     ids = ", ".join(j.id for j in matches[:5])
-    raise invalid(f"job: {ref!r} names {len(matches)} jobs ({ids}); give more of it")
+    many = "more than 5" if len(matches) > 5 else str(len(matches))
+    raise invalid(f"job: {ref!r} names {many} jobs ({ids}); give more of it")
+
+
+def _by_prefix(store: Store, principal: Principal, ref: str, most: int = 6) -> list[JobRecord]:
+    """Up to ``most`` of the jobs the principal reaches whose ids start with ``ref``: the keys
+    just after ``ref``, page by page while they start with it; never every job."""
+    found: list[JobRecord] = []
+    after = ref
+    while ref and len(found) < most:
+        page = store.list(JobRecord, after=after, limit=100)
+        starting = [j for j in page if j.id.startswith(ref)]
+        found += [j for j in starting if reaches(principal, j)]
+        if len(starting) < len(page) or len(page) < 100:
+            break  # past the prefix, or past the last job
+        after = page[-1].id
+    return found[:most]
 
 
 def parse_submission(raw: bytes) -> SubmitBody:
