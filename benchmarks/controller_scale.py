@@ -22,8 +22,7 @@ running jobs before each timed cycle. Everything else is the product: ``Controll
 the step's store writes and the decisions, in a batch; record: the pool and node records)
 over ``SqliteStore`` (WAL, a file in a temporary folder) or ``PostgresStore`` (a throwaway
 server started with initdb/pg_ctl on a free port, ``--store postgres``). No node agents, no
-cloud pools, no policies (permissive), no log copying. After each cycle the garbage collector
-is settled as ``Controller.run`` settles it (``loop.settle``, not timed, as in the loop).
+cloud pools, no policies (permissive), no log copying.
 
 The first cycle places what fits (the pool starts empty) and reads what a controller reads
 once at start (runtime estimates, when nodes were last busy); the second sees all of those
@@ -66,7 +65,7 @@ from schedule import (
 from traces import PHILLY, PhillyJob, philly_jobs, require
 
 from meshctl.controller.decide import Rules
-from meshctl.controller.loop import Controller, CycleReport, settle
+from meshctl.controller.loop import Controller, CycleReport
 from meshctl.model.mesh import Mesh
 from meshctl.pools.observed import (
     NODE_LABEL,
@@ -267,7 +266,7 @@ def measure(opts: argparse.Namespace) -> dict[str, Any]:
         fill_s = time.perf_counter() - began
         pool = FakeRay(node_names(opts.nodes), rng)
         loop = Controller(store, Rules(mesh(opts.nodes), {}, None), {POOL: pool}, Clock(pool))
-        first = [cycle(loop), cycle(loop)]  # places what fits; sees it all running
+        first = [loop.cycle(), loop.cycle()]  # places what fits; sees it all running
         seq = _last_decision(store)
         reports: list[CycleReport] = []
         profile = cProfile.Profile() if opts.profile else None
@@ -275,20 +274,13 @@ def measure(opts: argparse.Namespace) -> dict[str, Any]:
             pool.finish(opts.finish)
             if profile is not None:
                 profile.enable()
-            reports.append(cycle(loop))
+            reports.append(loop.cycle())
             if profile is not None:
                 profile.disable()
         if profile is not None:
             profile.dump_stats(opts.profile)
         recorded = _last_decision(store) - seq
     return _summary(opts, fill_s, first, reports, recorded)
-
-
-def cycle(loop: Controller) -> CycleReport:
-    """One cycle as ``Controller.run`` runs it: the garbage collector settled after it."""
-    report = loop.cycle()
-    settle(loop.cycles)
-    return report
 
 
 def _last_decision(store: Store) -> int:

@@ -11,7 +11,6 @@ those points.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
@@ -65,24 +64,6 @@ from meshctl.state.records import (
 from meshctl.state.store import Store
 
 log = logging.getLogger("meshctl.controller")
-
-
-FULL_GC_CYCLES = 100  # how often the garbage collector looks at every object again
-
-
-def settle(cycles: int) -> None:
-    """After a cycle of a long-running loop (``Controller.run``): what is alive now (the
-    records, parsed jobs and running jobs kept for the next cycle, the world last seen) is
-    set aside from the garbage collector (``gc.freeze``). Its full collections, which the
-    many new objects of a cycle set off about every other cycle, then look at what later
-    cycles make, not at every kept object again (1.5 million at 5,000 nodes: about a second
-    each). Objects go when their last reference does, as before; every ``FULL_GC_CYCLES``
-    cycles the collector looks at everything once, so reference cycles among kept objects
-    that became garbage are collected too."""
-    if cycles % FULL_GC_CYCLES == 0:
-        gc.unfreeze()
-        gc.collect()
-    gc.freeze()
 
 
 def agents_file(heartbeat: Path) -> Path:
@@ -465,6 +446,4 @@ class Controller(Applying):
                     )
             except Exception:
                 log.exception("cycle failed")
-            else:
-                settle(self.cycles)
             wake.wait(interval_s)

@@ -7,7 +7,6 @@ controller or a world that keeps nothing.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from meshctl.controller.history import History
-from meshctl.controller.loop import FULL_GC_CYCLES, settle
 from meshctl.controller.nodes import running
 from meshctl.controller.world import Derived, JobView, TrainProgress, World
 from meshctl.lifecycle import Estimator
@@ -125,20 +123,3 @@ def test_a_job_not_asked_for_is_forgotten_after_a_cycle() -> None:
     again = running(view, world, Estimator())
     assert again is not first
     assert again == first
-
-
-@pytest.mark.parametrize(
-    ("cycles", "calls"),
-    [
-        pytest.param(1, ["freeze"], id="a cycle: what is alive is set aside"),
-        pytest.param(2 * FULL_GC_CYCLES, ["unfreeze", "collect", "freeze"], id="a full look"),
-    ],
-)
-def test_settle_after_a_cycle(
-    cycles: int, calls: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    made: list[str] = []
-    for name in ("freeze", "unfreeze", "collect"):  # the test run's own objects stay as they are
-        monkeypatch.setattr(gc, name, lambda name=name: made.append(name))
-    settle(cycles)
-    assert made == calls
