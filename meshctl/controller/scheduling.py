@@ -22,7 +22,7 @@ from typing import Any
 
 from meshctl.controller import services
 from meshctl.controller.dispatch import dispatch, placement_nodes
-from meshctl.controller.idle import JOIN_TIMEOUT_S, idle_pools, joined
+from meshctl.controller.idle import joined
 from meshctl.controller.leaving import leave
 from meshctl.controller.nodes import FINISHED_STATES
 from meshctl.controller.nodes import nodes as observed
@@ -72,8 +72,6 @@ from meshctl.state.records import (
     JobState,
     LoanRecord,
 )
-
-__all__ = ["JOIN_TIMEOUT_S", "idle_pools", "scheduling"]  # idle teardown: idle.py
 
 
 def scheduling(

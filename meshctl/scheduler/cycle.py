@@ -47,7 +47,7 @@ from meshctl.scheduler.plan import (
     Shrink,
 )
 from meshctl.scheduler.policies import PolicyView
-from meshctl.scheduler.queue import dominant_share, ordered
+from meshctl.scheduler.queue import charge, dominant_share, ordered, team_usage
 from meshctl.scheduler.quota import over_quota
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.snapshot import Pending, Running, Snapshot
@@ -83,17 +83,7 @@ class _Cycle:
             for pool, buckets in layout.buckets.items()
         }  # copies: the cycle moves nodes between buckets as it places jobs
         self._running_on: dict[str, list[Running]] | None = None  # built when first needed
-        # per team: GPUs, CPUs, memory GiB, GPU memory GiB
-        self.usage: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
-        for job in snap.running:  # _use, inlined: this loop runs for every running job
-            req, used = job.request, self.usage[job.team]
-            used[0] += req.total_gpus
-            used[1] += req.cpus * req.nodes
-            used[2] += req.memory_gib * req.nodes
-            used[3] += req.gpu_memory_gib * req.total_gpus
-        for team, (team_gpus, gpu_memory) in snap.team_usage.items():
-            self.usage[team][0] += team_gpus
-            self.usage[team][3] += gpu_memory
+        self.usage = team_usage(snap)  # per team: GPUs, CPUs, memory GiB, GPU memory GiB
         every = frozenset(self.indexes) | frozenset(p.name for p in snap.pools)
         self.avail = Availability.of(snap, every)
         self.onprem = every - frozenset(p.name for p in snap.pools if p.cloud)
@@ -139,11 +129,7 @@ class _Cycle:
 
     def _use(self, team: str, req: Request, sign: float = 1.0) -> None:
         """Charge (or with ``sign=-1`` refund) a job's whole request to its team."""
-        used = self.usage[team]
-        used[0] += sign * req.total_gpus
-        used[1] += sign * req.cpus * req.nodes
-        used[2] += sign * req.memory_gib * req.nodes
-        used[3] += sign * req.gpu_memory_gib * req.total_gpus
+        charge(self.usage[team], req, sign)
 
     def team(self, name: str) -> TeamUsage:  # for borrowable_gpus
         return TeamUsage(gpus_in_use=self.usage[name][0])

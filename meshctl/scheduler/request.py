@@ -14,7 +14,7 @@ is ``onprem``. Regions are not told apart: a job's data set names none.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from meshctl.model.job import Dataset, Job
 
@@ -95,12 +95,8 @@ class Request:
         return self._hash
 
     def __reduce__(self) -> tuple[type[Request], tuple[object, ...]]:
-        """Rebuilt from its fields in another process, where strings hash otherwise."""
-        return Request, (
-            self.gpus, self.gpu_memory_gib, self.accelerators, self.vendor, self.cpus,
-            self.memory_gib, self.nic_gbps, self.nodes, self.topology, self.topology_required,
-            self.data, self.accelerator_names, self.options,
-        )  # fmt: skip
+        """Rebuilt by its constructor in another process, where strings hash otherwise."""
+        return Request, tuple(getattr(self, f.name) for f in fields(self) if f.init)
 
     def held(self, gpus_per_node: float) -> Request:
         """The option a fungible request was placed as, by the devices it holds a node (this

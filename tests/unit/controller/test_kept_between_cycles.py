@@ -35,14 +35,20 @@ def _running_job(tmp_path: Path) -> tuple[SqliteStore, JobRecord, AttemptRecord]
     return store, record, tried
 
 
+def _read_once(store: SqliteStore) -> tuple[Counting, History, JobRecord]:
+    """A history that has read the store once, what it reads counted; the job as stored."""
+    counting = Counting(store)
+    history = History(counting)  # type: ignore[arg-type]
+    history.live()
+    stored = store.get(JobRecord, "j1")
+    assert stored is not None
+    return counting, history, stored
+
+
 def test_what_the_controller_wrote_is_not_read_back(tmp_path: Path) -> None:
     store, _, _ = _running_job(tmp_path)
     with store:
-        counting = Counting(store)
-        history = History(counting)  # type: ignore[arg-type]
-        history.live()
-        stored = store.get(JobRecord, "j1")
-        assert stored is not None
+        counting, history, stored = _read_once(store)
         moved = replace(stored, state=JobState.PREEMPTED)
         history.wrote(store.write_all([Write(moved, stored.version)]))
         counting.read.clear()
@@ -56,11 +62,7 @@ def test_what_the_controller_wrote_is_not_read_back(tmp_path: Path) -> None:
 def test_what_another_wrote_is_read(tmp_path: Path) -> None:
     store, _, _ = _running_job(tmp_path)
     with store:
-        counting = Counting(store)
-        history = History(counting)  # type: ignore[arg-type]
-        history.live()
-        stored = store.get(JobRecord, "j1")
-        assert stored is not None
+        counting, history, stored = _read_once(store)
         history.wrote([store.update(replace(stored, team="b"), expected_version=1)])
         store.update(replace(stored, team="c"), expected_version=2)  # someone else, later
         counting.read.clear()

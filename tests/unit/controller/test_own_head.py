@@ -92,7 +92,7 @@ def test_a_head_left_alone_is_idle_from_the_last_job_on_its_pool(
     """The head's worker taken back an hour after they came up, its job ended then: the head
     is idle from the end of that job, not from its own launch (a requeued job gets the pool's
     idle time to come back to the same cluster)."""
-    from meshctl.controller.scheduling import idle_pools
+    from meshctl.controller.idle import idle_pools
     from meshctl.controller.step import Step
     from meshctl.pools.observed import node_name
 
@@ -135,7 +135,7 @@ def test_the_head_goes_with_the_last_worker_workers_first() -> None:
 def test_the_head_stays_while_a_launch_to_its_pool_is_in_flight(
     in_flight: frozenset[str], going: int
 ) -> None:
-    from meshctl.controller.scheduling import idle_pools
+    from meshctl.controller.idle import idle_pools
     from meshctl.controller.step import Step
 
     store, clock, _, loop = headed()
