@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-dev
 # torch comes as torch==2.13.0 (a CPU build on this kind of machine) through the train extra.
 EXTRAS ?= dev,ray,aws,gcp,train,sim,agent,serve,server,postgres
 
-.PHONY: install demo sim test lint unit integration bench clean
+.PHONY: install demo sim check test lint unit integration bench clean
 
 install: $(STAMP)
 
@@ -31,20 +31,31 @@ sim: $(STAMP)
 	    --trace philly --start-day 26.6 --days 3 --replicate 24 --failures stepfun --seed 0 \
 	    --out sim-out
 
+# The tiers and their budgets on a 2-core machine: docs/TESTING.md. Every pytest run below
+# uses both cores (pytest-xdist); an integration module's tests stay on one worker, in order
+# (tests/conftest.py), since they share the mesh or server the module starts.
+WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(WORKERS) --dist loadgroup
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m mypy meshctl
 	$(VENV)/bin/lint-imports
 
+# The inner loop: lint and the unit tier, under 5 minutes.
+check: lint
+	$(PYTEST) -m unit
+
+# Everything, what .ci/run calls: under 20 minutes of pytest.
 test: lint
-	$(PY) -m pytest
+	$(PYTEST)
 
 unit: $(STAMP)
-	$(PY) -m pytest -m unit
+	$(PYTEST) -m unit
 
 integration: $(STAMP)
-	$(PY) -m pytest -m "integration or e2e"
+	$(PYTEST) -m "integration or e2e"
 
 bench: $(STAMP)
 	$(PY) benchmarks/cli_startup.py

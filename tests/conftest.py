@@ -97,13 +97,38 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 
 
 TIERS = ("unit", "integration", "e2e")
+BUDGET_S = 60.0  # no test may take longer (docs/TESTING.md); the summary names those that do
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test belongs to exactly one tier, so `make unit` and `make integration` see all."""
+    """Every test belongs to exactly one tier, so `make unit` and `make integration` see all.
+
+    Under pytest-xdist (``--dist loadgroup``) the tests of an integration module stay on one
+    worker, in order: they share what the module starts (a mesh, a server), and some walk a
+    story step by step. Unit tests go wherever a worker is free."""
     for item in items:
         tiers = [t for t in TIERS if item.get_closest_marker(t)]
         if len(tiers) != 1:
             raise pytest.UsageError(
                 f"{item.nodeid}: expected one tier marker of {TIERS}, got {tiers}"
             )
+        if tiers[0] != "unit" and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+_over_budget: list[tuple[float, str]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each phase of a test (set-up, call, teardown) over ``BUDGET_S`` is named at the end; a
+    module's shared set-up (a mesh) counts in its first test's set-up."""
+    if report.duration > BUDGET_S:
+        _over_budget.append((report.duration, f"{report.nodeid} ({report.when})"))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _over_budget:
+        terminalreporter.section(f"over the {BUDGET_S:.0f} s budget of a test (docs/TESTING.md)")
+        for duration, what in sorted(_over_budget, reverse=True):
+            terminalreporter.write_line(f"{duration:7.1f} s  {what}")

@@ -78,7 +78,9 @@ def unhealthy(world: World, rules: Rules, holding: Sequence[JobView], step: Step
         if not sick or replaces_silent(world, attempt, sick):
             continue
         said = world.health[f"{attempt.pool}/{sick[0]}"]
-        leave(view, rules, effects.unhealthy(view.record.id, sick[0], said, world.now_s), step)
+        grace = rules.mesh.graces(attempt.pool).unhealthy_s
+        leaving = effects.unhealthy(view.record.id, sick[0], said, world.now_s, grace)
+        leave(view, rules, leaving, step)
 
 
 def leave(view: JobView, rules: Rules, leaving: Leave, step: Step) -> None:
@@ -188,8 +190,9 @@ def dead_nodes(
                 leave(view, rules, effects.node_died(view.record.id, dead[0], world.now_s), step)
             else:  # silent, no stand-in: as any unhealthy node, a grace to checkpoint first
                 said = world.health[f"{attempt.pool}/{silent[0]}"]
-                leave(view, rules, effects.unhealthy(view.record.id, silent[0], said, world.now_s),
-                      step)  # fmt: skip
+                grace = rules.mesh.graces(attempt.pool).unhealthy_s
+                sick = effects.unhealthy(view.record.id, silent[0], said, world.now_s, grace)
+                leave(view, rules, sick, step)
 
 
 def _held(holding: Sequence[JobView], serving: Sequence[JobView]) -> set[tuple[str, str]]:

@@ -200,7 +200,7 @@ def _carry_out(
     """The plan's actions, as the lifecycle carries them out, into the step (a service's
     replicas: into the service)."""
     by_id = {r.job_id: r for r in running}
-    for action in effects.of_plan(plan, leaving_now):
+    for action in effects.of_plan(plan, leaving_now, rules.mesh.grow_graces()):
         if services.carry(action, units):
             continue
         view = views[action.job_id]

@@ -55,6 +55,7 @@ class Scenario:
     checkpoint_s: float = 100.0
     until_s: float = 20_000.0
     notes: Mapping[str, Any] = field(default_factory=dict)
+    grow_grace_s: float | None = None  # the on-prem pool's (mesh.yaml graces.grow_s)
 
     def mesh(self, checkpoints: str) -> Mesh:
         """The mesh file: ``checkpoints`` is the on-prem pool's checkpoint storage."""
@@ -64,6 +65,7 @@ class Scenario:
                 "provider": "local",
                 "labels": {"tier": "strategic"},
                 "checkpoint_storage": {"uri": checkpoints},
+                **({"graces": {"grow_s": self.grow_grace_s}} if self.grow_grace_s else {}),
                 "nodes": [
                     {
                         "name": f"n{i + 1}",

@@ -197,6 +197,18 @@ TABLE: tuple[Scenario, ...] = (
         policies=PRIORITIES,
     ),
     Scenario(
+        # as above, in a pool whose grow grace (mesh.yaml graces.grow_s) is 5 s: once the
+        # loan closes, e is stopped 5 s after it is asked to checkpoint, not 30
+        "an-elastic-job-grows-back-after-its-pool-s-grace",
+        (
+            job("e", 0, 3000, 4, nodes=3, elastic_min=1),
+            job("hi", 100, 200, 4, priority_class="high"),
+        ),
+        nodes=3,
+        policies=PRIORITIES,
+        grow_grace_s=5.0,
+    ),
+    Scenario(
         # a two-node gang borrows two nodes of e, never below its least of one; then a
         # third high job finds only e's last node: e is at its least and is preempted whole
         "lending-stops-at-the-least-then-the-lender-is-preempted",

@@ -6,12 +6,14 @@ simulator.
   more than nothing, and stopped when the grace ends.
 - An elastic job that lends nodes (``Shrink``) leaves the same way, resized: every node it
   lends in one plan in one ``Leave``; one that grows (``Grow``) is asked to checkpoint and
-  stopped after ``GROW_GRACE_S``, the free nodes held for it meanwhile. Either resumes from
+  stopped after its pool's grow grace (``graces.grow_s`` in mesh.yaml), the free nodes held
+  for it meanwhile. Either resumes from
   that checkpoint at its new size; a resize is never a failure.
 - A spot notice preempts the jobs on the instance: asked to checkpoint (however short the
   notice), stopped ``STOP_MARGIN_S`` before the provider takes the instance back (at once
   when the notice is shorter than that).
-- A node found unhealthy evicts its jobs after ``UNHEALTHY_GRACE_S`` to checkpoint; a node
+- A node found unhealthy evicts its jobs after its pool's unhealthy grace to checkpoint
+  (``graces.unhealthy_s``); a node
   that died, an instance taken back, or the scheduler's eviction stops them at once. A train
   job whose node died goes on inside its attempt on a free node instead, where its pool and
   the free nodes allow (``lost_nodes``, ``meshctl.lifecycle.replacing``).
@@ -27,20 +29,25 @@ Pure: time is an argument.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from meshctl.lifecycle.actions import Action, Fail, Launch, Leave, Left, Replace, Requeue, Start
 from meshctl.lifecycle.replacing import Free, stand_ins
 from meshctl.scheduler import Allocation, Evict, Grow, Place, Plan, Preempt, Provision, Shrink
 
 STOP_MARGIN_S = 15.0  # a job on a spot instance given notice is stopped this long before it goes
+# a pool's graces unless mesh.yaml sets them (meshctl.model.mesh.Graces)
 UNHEALTHY_GRACE_S = 30.0  # a job on a node found unhealthy may checkpoint this long first
 GROW_GRACE_S = 30.0  # an elastic job growing back checkpoints this long before it stops
 
 
-def of_plan(plan: Plan, leaving: Iterable[str] = ()) -> list[Start | Leave | Launch]:
+def of_plan(
+    plan: Plan, leaving: Iterable[str] = (), grow_grace_s: Mapping[str, float] | None = None
+) -> list[Start | Leave | Launch]:
     """The plan's actions as the lifecycle carries them out, in the plan's order; a victim or
-    an evicted job already on its way out (``leaving``) is left alone."""
+    an evicted job already on its way out (``leaving``) is left alone. ``grow_grace_s``: each
+    pool's grow grace (``GROW_GRACE_S`` for a pool it does not name)."""
+    graces = grow_grace_s or {}
     now, gone = plan.now_s, set(leaving)
     out: list[Start | Leave | Launch] = []
     loans: dict[str, list[Shrink]] = defaultdict(list)
@@ -58,7 +65,7 @@ def of_plan(plan: Plan, leaving: Iterable[str] = ()) -> list[Start | Leave | Lau
             gone.add(action.victim_job_id)
         elif isinstance(action, Grow) and action.job_id not in gone:
             gone.add(action.job_id)
-            out.append(grows(action, now))
+            out.append(grows(action, now, graces.get(action.pool, GROW_GRACE_S)))
         elif isinstance(action, Evict) and action.job_id not in gone:
             gone.add(action.job_id)
             out.append(Leave(action.job_id, Left.EVICTED, action.reason, now, False))
@@ -102,10 +109,10 @@ def lends(shrinks: Sequence[Shrink], now_s: float) -> Leave:
     )
 
 
-def grows(action: Grow, now_s: float) -> Leave:
+def grows(action: Grow, now_s: float, grace_s: float = GROW_GRACE_S) -> Leave:
     nodes = tuple(a.node for a in action.allocations)
     why = f"growing onto {', '.join(nodes)}"
-    return Leave(action.job_id, Left.RESIZED, why, now_s + GROW_GRACE_S, True, grows_onto=nodes)
+    return Leave(action.job_id, Left.RESIZED, why, now_s + grace_s, True, grows_onto=nodes)
 
 
 def noticed(job_id: str, node: str, taken_at_s: float, now_s: float) -> Leave:
@@ -117,9 +124,11 @@ def noticed(job_id: str, node: str, taken_at_s: float, now_s: float) -> Leave:
     return Leave(job_id, Left.PREEMPTED, why, stop_at, True)
 
 
-def unhealthy(job_id: str, node: str, why: str, now_s: float) -> Leave:
+def unhealthy(
+    job_id: str, node: str, why: str, now_s: float, grace_s: float = UNHEALTHY_GRACE_S
+) -> Leave:
     reason = f"node {node} is unhealthy: {why}"
-    return Leave(job_id, Left.EVICTED, reason, now_s + UNHEALTHY_GRACE_S, True)
+    return Leave(job_id, Left.EVICTED, reason, now_s + grace_s, True)
 
 
 def node_died(job_id: str, node: str, now_s: float) -> Leave:

@@ -118,11 +118,27 @@ class CheckpointStorage(Model):
         return uri
 
 
+class Graces(Model):
+    """How long a job of the pool has to checkpoint, once asked, before it is stopped: on a
+    node found unhealthy (then evicted, to resume elsewhere) and when an elastic job grows
+    back onto freed nodes (then resumed at its new size). A preemption's grace is its policy
+    rule's (``grace_s``). Like Slurm's GraceTime per partition: a pool of large models whose
+    checkpoints take minutes gives more."""
+
+    unhealthy_s: DurationS = Field(
+        30.0, description="a job on a node found unhealthy checkpoints this long, then is evicted"
+    )
+    grow_s: DurationS = Field(
+        30.0, description="an elastic job growing back checkpoints this long, then restarts"
+    )
+
+
 class PoolBase(Model):
     name: Name
     labels: Labels = Field(default_factory=dict)
     cost: CostModel = Field(default_factory=CostModel)
     checkpoint_storage: CheckpointStorage | None = None
+    graces: Graces = Field(default_factory=Graces)
 
 
 class Network(Model):
@@ -347,3 +363,12 @@ class Mesh(DocumentModel):
 
     def pool(self, name: str) -> Pool | None:
         return next((pool for pool in self.spec.pools if pool.name == name), None)
+
+    def graces(self, pool: str) -> Graces:
+        """The pool's graces (the defaults for a pool the mesh no longer has)."""
+        found = self.pool(pool)
+        return found.graces if found is not None else Graces()
+
+    def grow_graces(self) -> dict[str, float]:
+        """Each pool's grow grace, as ``lifecycle.effects.of_plan`` takes them."""
+        return {pool.name: pool.graces.grow_s for pool in self.spec.pools}

@@ -33,6 +33,7 @@ class SimMesh:
     # pools where a train job's dead node is replaced inside its attempt: drivers kept apart,
     # checkpoint storage (``lifecycle.replacing.replaceable_pool``)
     replacing: frozenset[str] = frozenset()
+    grow_grace_s: Mapping[str, float] = field(default_factory=dict)  # per pool (mesh.yaml)
 
 
 @dataclass(frozen=True, slots=True)

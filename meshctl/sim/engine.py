@@ -269,7 +269,7 @@ class Engine(Services):
             self.totals.budget_crossings += 1
             self._record(crossed)
         plan = run_scheduler(snapshot, view, self.config.scheduler, self.layout)
-        for action in effects.of_plan(plan):
+        for action in effects.of_plan(plan, grow_grace_s=self.mesh.grow_grace_s):
             self._apply(action)
         for job_id, decision in plan.decisions.items():
             first = job_id not in self.decided

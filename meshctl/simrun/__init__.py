@@ -130,6 +130,7 @@ def sim_mesh(mesh: Mesh, catalogs: Mapping[str, Catalog], comm_fraction: float) 
         networks,
         mesh_snapshot(mesh, catalogs),
         replacing,
+        mesh.grow_graces(),
     )
 
 

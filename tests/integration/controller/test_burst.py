@@ -29,7 +29,7 @@ from meshctl.state import InstanceRecord, JobRecord, JobState, PoolRecord, open_
 from tests.conftest import ROOT, wait_until
 from tests.emulators.aws import MotoServer
 from tests.emulators.gce import GceEmulator
-from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
+from tests.integration.meshes import WAIT_S, Mesh
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from meshctl.state import InstanceRecord, open_store
 from tests.conftest import ROOT, wait_until
 from tests.emulators.gce import GceEmulator
 from tests.integration.controller.test_burst import SPOT_JOB
-from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
+from tests.integration.meshes import WAIT_S, Mesh
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.emulators.aws import MotoServer
-from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
+from tests.integration.meshes import WAIT_S, Mesh
 
 pytestmark = pytest.mark.integration
 

@@ -9,12 +9,9 @@ a loose umask (002), so the state folder's modes are meshctl's doing.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,75 +23,12 @@ from meshctl.pools import local
 from meshctl.pools.ray import RayPoolClient
 from meshctl.state import AttemptRecord, JobRecord, JobState, open_store
 from tests.conftest import wait_until
+from tests.integration.meshes import WAIT_S, Mesh
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
 JOBS = ROOT / "examples" / "jobs"
-WAIT_S = 180
-LOOSE_UMASK = 0o002  # group-writable, world-readable: what the state folder must not follow
-
-
-class Mesh:
-    def __init__(self, home: Path, cwd: Path) -> None:
-        self.home, self.cwd = home, cwd
-
-    def run(
-        self, *args: str, check: bool = True, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "meshctl", *args],
-            capture_output=True,
-            text=True,
-            cwd=self.cwd,
-            env={**os.environ, "MESHCTL_HOME": str(self.home), **(env or {})},
-            timeout=WAIT_S + 60,
-            umask=LOOSE_UMASK,
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(
-                f"meshctl {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-            )
-        return done
-
-    def submit(self, *args: str) -> str:
-        return self.run("submit", *args).stdout.strip().splitlines()[-1]
-
-    def show(self, job_id: str) -> dict[str, object]:
-        data: dict[str, object] = json.loads(self.run("jobs", "show", job_id, "-o", "json").stdout)
-        return data
-
-    def wait_done(self, job_id: str) -> None:
-        """``jobs wait`` for the job to succeed; else fail with the mesh's story."""
-        done = self.run("jobs", "wait", job_id, "--timeout", str(WAIT_S), check=False)
-        assert done.returncode == 0, f"{done.stdout}{done.stderr}\n{self.story(job_id)}"
-
-    def story(self, job_id: str) -> str:
-        """What the mesh did, for a failure's message: the job's events and those of no job
-        (instances, nodes, pools), in order, and the end of the controller's log."""
-        with open_store(self.home) as store:
-            events = [e for e in store.events() if e.job_id in (None, job_id)]
-        lines = [f"{e.at_s:.1f} {e.kind} {e.job_id or '-'} {e.message[:160]}" for e in events]
-        log = self.home / "run" / "logs" / "controller.log"
-        tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
-        return "\n".join(["events:", *lines[-80:], "controller.log:", *tail])
-
-    def wait_for(self, job_id: str, state: str) -> None:
-        wait_until(  # worded when it fails: the job's state and the mesh's story
-            lambda: (
-                f"{job_id} never became {state}: {self.show(job_id)['state']}\n{self.story(job_id)}"
-            ),
-            lambda: self.show(job_id)["state"] == state,
-            WAIT_S,
-            every_s=0.5,
-        )
-
-    def cluster(self) -> local.LocalCluster:
-        return local.LocalCluster.load(local.run_file(self.home / "run", "onprem"))
-
-    def ray(self) -> RayPoolClient:
-        cluster = self.cluster()
-        return RayPoolClient("onprem", cluster.dashboard, cluster.token)
 
 
 @pytest.fixture(scope="module")

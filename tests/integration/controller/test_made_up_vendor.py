@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.controller.test_local_mesh import Mesh
+from tests.integration.meshes import Mesh
 from tests.unit.test_accelerators import with_acme
 
 pytestmark = pytest.mark.integration

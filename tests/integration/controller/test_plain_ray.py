@@ -25,7 +25,7 @@ from meshctl.pools import local
 from meshctl.pools.observed import Submission
 from meshctl.pools.ray import RayPoolClient
 from tests.conftest import wait_until
-from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
+from tests.integration.meshes import WAIT_S, Mesh
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ import pytest
 from meshctl.controller import daemon
 from meshctl.state import open_store
 from tests.conftest import EXAMPLES, closed_port, onprem_policies, wait_until
-from tests.integration.controller.test_local_mesh import Mesh
+from tests.integration.meshes import Mesh
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,9 @@ from pgserver import PgServer
 from meshctl.controller import daemon
 from meshctl.state import AttemptRecord, JobRecord, JobState, LeaseRecord, open_store_at
 from meshctl.state.lease import CONTROLLER
+from meshctl.state.store import Store
 from tests.conftest import wait_until
-from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
+from tests.integration.meshes import WAIT_S, Mesh
 
 pytestmark = pytest.mark.integration
 
@@ -33,14 +34,17 @@ class SharedMesh(Mesh):
 
     def __init__(self, home: Path, cwd: Path, store: str) -> None:
         super().__init__(home, cwd)
-        self.store = store
+        self.store_url = store
         self.started: list[subprocess.Popen[bytes]] = []
 
     def run(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> Any:
-        return super().run(*args, check=check, env={"MESHCTL_STORE": self.store, **(env or {})})
+        return super().run(*args, check=check, env={"MESHCTL_STORE": self.store_url, **(env or {})})
+
+    def store(self) -> Store:
+        return open_store_at(self.store_url, self.home)
 
     def lease(self) -> LeaseRecord | None:
-        with open_store_at(self.store, self.home) as store:
+        with self.store() as store:
             return store.get(LeaseRecord, CONTROLLER)
 
     def controller(self, *flags: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
@@ -49,7 +53,7 @@ class SharedMesh(Mesh):
         process = subprocess.Popen(
             [sys.executable, "-m", "meshctl", "--home", str(self.home), "controller", "run",
              "--interval", "0.5", *flags],
-            env={**os.environ, "MESHCTL_STORE": self.store, **(env or {})},
+            env={**os.environ, "MESHCTL_STORE": self.store_url, **(env or {})},
             stdout=log, stderr=subprocess.STDOUT, cwd=self.cwd,
         )  # fmt: skip
         self.started.append(process)
@@ -91,7 +95,7 @@ def test_a_standby_takes_over_a_killed_leader_and_the_job_runs_once(mesh: Shared
     leader.wait(timeout=WAIT_S)  # killed at the failpoint, the attempt recorded, Ray not asked
     killed_at = time.monotonic()
     assert leader.returncode == -signal.SIGKILL, mesh.log(leader)
-    with open_store_at(mesh.store, mesh.home) as store:
+    with mesh.store() as store:
         [attempt] = store.list(AttemptRecord, job_id=job_id)
     assert (attempt.state, attempt.epoch) == ("submitting", epoch)
     assert mesh.ray().job(attempt.submission_id) is None
@@ -107,7 +111,7 @@ def test_a_standby_takes_over_a_killed_leader_and_the_job_runs_once(mesh: Shared
     submissions = [s for s in mesh.ray().jobs() if s.startswith(f"meshctl-{job_id}-")]
     assert submissions == [attempt.submission_id]
     assert mesh.run("jobs", "logs", job_id).stdout.splitlines().count("ran once") == 1
-    with open_store_at(mesh.store, mesh.home) as store:
+    with mesh.store() as store:
         [done] = store.list(AttemptRecord, job_id=job_id)
         decisions = store.decisions(job_id=job_id)
         assert store.get(JobRecord, job_id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
@@ -138,7 +142,7 @@ def test_a_leader_that_wakes_after_its_lease_was_taken_stops_and_writes_nothing(
     assert first.wait(timeout=60) == 1  # deposed: it stops
     assert "deposed" in mesh.log(first)
     assert mesh.run("jobs", "wait", job_id, "--timeout", str(WAIT_S)).returncode == 0
-    with open_store_at(mesh.store, mesh.home) as store:
+    with mesh.store() as store:
         taking = [e for e in store.events() if e.kind == "controller.leading"][-1]
         after = [d for d in store.decisions() if d.seq > 0 and d.at_s >= taking.at_s]
     assert taking.data["epoch"] == taken.epoch

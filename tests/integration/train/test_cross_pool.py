@@ -16,7 +16,7 @@ from meshctl.pools import local
 from meshctl.pools.checkpoints import read_progress
 from tests.conftest import ROOT
 from tests.emulators.aws import MotoServer
-from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
+from tests.integration.meshes import WAIT_S, Mesh
 
 pytestmark = pytest.mark.integration
 

@@ -30,7 +30,7 @@ from meshctl.lifecycle.effects import GROW_GRACE_S
 from meshctl.pools.checkpoints import read_progress
 from meshctl.state import LoanRecord, open_store
 from tests.conftest import wait_until
-from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
+from tests.integration.meshes import WAIT_S, Mesh
 
 # three Ray Train starts and the 30 s a growing job is given to checkpoint: about 3.5 min on a
 # quiet 2-core machine, past the suite's 300 s default when the machine is loaded

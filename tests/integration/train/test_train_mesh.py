@@ -36,7 +36,7 @@ from meshctl.model.mesh import NodeAgents, NodeGroup
 from meshctl.pools import local
 from meshctl.pools.checkpoints import read_progress
 from tests.conftest import ROOT
-from tests.integration.controller.test_local_mesh import WAIT_S, Mesh
+from tests.integration.meshes import WAIT_S, Mesh
 
 pytestmark = pytest.mark.integration
 
@@ -239,11 +239,7 @@ def test_an_unhealthy_node_is_left_and_the_job_resumes_from_its_checkpoint(
     finally:
         mesh.run("jobs", "cancel", job_id, check=False)
         mesh.run("nodes", "health", sick, "--healthy")
-    deadline = time.monotonic() + WAIT_S  # back in service once the probe says healthy
-    while {n["node"]: n["state"] for n in json.loads(
-        mesh.run("nodes", "list", "-o", "json").stdout)}[f"onprem/{sick}"] != "ready":  # fmt: skip
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
+    wait_for_node(mesh, sick, "ready", lambda r: r["state"] == "ready")  # the probe says healthy
 
 
 def test_a_killed_driver_is_resubmitted_and_resumes(mesh: Mesh, tmp_path: Path) -> None:
@@ -272,15 +268,20 @@ def test_a_hung_job_is_restarted_from_its_checkpoint(mesh: Mesh, tmp_path: Path)
 
 
 def node_list(mesh: Mesh) -> dict[str, dict[str, Any]]:
-    return {n["node"]: n for n in json.loads(mesh.run("nodes", "list", "-o", "json").stdout)}
+    return mesh.nodes()
 
 
 def wait_for_node(mesh: Mesh, node: str, what: str, ready: Any) -> dict[str, Any]:
-    deadline = time.monotonic() + WAIT_S
-    while not ready(row := node_list(mesh)[f"onprem/{node}"]):
-        assert time.monotonic() < deadline, f"{node} never became {what}: {row}"
-        time.sleep(0.25)
-    return row
+    """Until the node's ``nodes list`` row is ``ready``; that row."""
+
+    def row() -> dict[str, Any] | None:
+        found = node_list(mesh)[f"onprem/{node}"]
+        return found if ready(found) else None
+
+    found: dict[str, Any] = mesh.until(
+        lambda: f"{node} never became {what}: {node_list(mesh)[f'onprem/{node}']}", row
+    )
+    return found
 
 
 def test_each_node_has_an_agent_that_answers_only_with_the_cluster_s_token(mesh: Mesh) -> None:
@@ -386,11 +387,11 @@ def test_two_half_gpu_jobs_share_one_gpu_and_a_third_waits(mesh: Mesh) -> None:
     program = "import os, time; print('GPU', os.environ['CUDA_VISIBLE_DEVICES']); time.sleep(8)"
     try:
         jobs = [mesh.submit("--gpus", "0.5", "--", "python", "-c", program) for _ in range(3)]
-        deadline = time.monotonic() + WAIT_S
-        while [mesh.show(j)["state"] for j in jobs[:2]] != ["running", "running"]:
-            assert time.monotonic() < deadline, "the two halves never ran together"
-            time.sleep(0.25)
-        assert mesh.show(jobs[2])["state"] in ("pending", "admitted")  # no half GPU left for it
+        mesh.until(
+            "the two halves never ran together",
+            lambda: [mesh.state(j) for j in jobs[:2]] == ["running", "running"],
+        )
+        assert mesh.state(jobs[2]) in ("pending", "admitted")  # no half GPU left for it
         for job_id in jobs:
             assert mesh.run("jobs", "wait", job_id).returncode == 0
         assert {n for j in jobs for n in mesh.show(j)["nodes"]} == {names[0]}  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ from meshctl.controller.decide import (
 )
 from meshctl.controller.world import JobView, TrainProgress, World
 from meshctl.model import Job, Mesh
+from meshctl.model.mesh import Graces
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation
 from meshctl.pools.ray import RayPoolClient
 from meshctl.state.records import (
@@ -704,6 +705,24 @@ def test_an_unhealthy_node_leaves_service_and_its_jobs_checkpoint_then_move() ->
     assert "n1 is unhealthy: GPU XID 79" in request.reason
     [placed] = step.dispatches  # the new job avoids the unhealthy node
     assert [a.node for a in placed.attempt.detail.allocations] == ["n2"]
+
+
+def test_a_job_on_an_unhealthy_node_gets_its_pool_s_grace_to_checkpoint() -> None:
+    """mesh.yaml's ``graces.unhealthy_s``: how long the job has to checkpoint, then leaves."""
+    [onprem] = MESH.spec.pools
+    graced_pool = onprem.model_copy(update={"graces": Graces(unhealthy_s=5.0)})
+    graced = MESH.model_copy(update={"spec": MESH.spec.model_copy(update={"pools": [graced_pool]})})
+    running = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n1",)))
+    nodes = {"onprem/n1": NodeRecord("onprem/n1", "onprem", "ready", {}, {}, NOW)}
+    sick = {"onprem/n1": "GPU XID 79"}
+    observed = pool(ray("meshctl-a-1", "RUNNING"))
+    step = decide(
+        world(running, observed=observed, nodes=nodes, health=sick), Rules(graced, {}, None)
+    )
+    [request] = step.checkpoints
+    assert request.deadline_s == NOW + 5.0
+    [change] = step.attempts
+    assert change.stop_at_s == NOW + 5.0
 
 
 def test_a_node_whose_probe_says_healthy_again_returns_to_service() -> None:

@@ -41,6 +41,16 @@ def test_a_growth_checkpoints_and_holds_its_nodes():
     assert leave.stop_at_s == 100.0 + effects.GROW_GRACE_S
 
 
+def test_a_growth_checkpoints_for_its_pool_s_grow_grace():
+    """mesh.yaml's ``graces.grow_s``, per pool; the default for a pool not named."""
+    plan = Plan(100.0)
+    grown = (Allocation("n3", (0,), 1.0, 1.0, 4.0, 0.0),)
+    plan.actions = [Grow("tr", "onprem", grown), Grow("tq", "lab", grown)]
+    here, there = effects.of_plan(plan, grow_grace_s={"onprem": 4.0})
+    assert (here.job_id, here.stop_at_s) == ("tr", 104.0)
+    assert (there.job_id, there.stop_at_s) == ("tq", 100.0 + effects.GROW_GRACE_S)
+
+
 def test_loans_open_per_node_and_close_when_the_borrower_ends():
     plan = Plan(50.0)
     plan.actions = [Shrink("tr", "s1", "n1", 0.0, None), Shrink("tr", "s2", "n2", 0.0, None)]
