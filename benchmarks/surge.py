@@ -1,7 +1,8 @@
 """An inference surge on the embedded mesh: a Ray Serve service borrows a GPU from an elastic
 Ray Train job, and gives it back.
 
-    python benchmarks/surge.py [--surge-s 60] [--json]
+    python benchmarks/surge.py [--surge-s 60] [--base-s 15] [--after-s 40] [--downscale-s 20]
+                               [--grow-grace-s 30] [--json]
 
 A temporary embedded mesh (a local Ray cluster: three emulated 1-GPU nodes, the controller
 cycling every 0.5 s) runs, with the policy "services may borrow from elastic training":
@@ -10,13 +11,15 @@ cycling every 0.5 s) runs, with the policy "services may borrow from elastic tra
   ``train.workers: {min: 1, max: 2}``, a checkpoint every 10 steps (0.1 s a step);
 - ``classify``: the example Serve app (examples/serve/app.py, 200 ms a request) as a service
   of 1 to 2 replicas, 2 requests in flight per replica as its target, out after 5 s above
-  target, in after 20 s below.
+  target, in after ``--downscale-s`` (20 s) below.
 
-Once both run, an open-loop load generator (``meshctl.loadgen``) sends 2.5 requests a second
-for 15 s, then eight times that (20 a second: 4 in flight, 2 replicas' worth) for
-``--surge-s``, then 2.5 a second for 40 s. The service scales out: its second replica borrows
-one of the training job's nodes (it checkpoints, stops and resumes on one worker); the
-traffic falls, the replica goes, the loan closes and the training job grows back to two.
+The pool's grow grace (mesh.yaml ``graces.grow_s``) is ``--grow-grace-s``: 30 s, meshctl's
+default. Once both run, an open-loop load generator (``meshctl.loadgen``) sends 2.5 requests
+a second for ``--base-s``, then eight times that (20 a second: 4 in flight, 2 replicas' worth)
+for ``--surge-s``, then 2.5 a second for ``--after-s``. The service scales out: its second
+replica borrows one of the training job's nodes (it checkpoints, stops and resumes on one
+worker); the traffic falls, the replica goes, the loan closes and the training job grows back
+to two. The suite's test runs it with the shortest phases that still play it out.
 
 Printed (and with ``--json``, one line):
 
@@ -67,6 +70,7 @@ spec:
     - name: onprem
       provider: local
       checkpoint_storage: {{uri: "file://{checkpoints}"}}
+      graces: {{grow_s: {grow_grace_s}}}
       nodes:
         - {{name: n, count: 3, gpus: 1, cpus: 1, memory_gib: 2GiB,
            accelerator: {{model: A100, memory_gib: 80GiB}}}}
@@ -100,20 +104,20 @@ spec:
 SERVICE = """\
 apiVersion: meshctl/v1
 kind: Job
-metadata: {name: classify}
+metadata: {{name: classify}}
 spec:
   kind: inference
   working_dir: serve
-  runtime_env: {env_vars: {MESHCTL_SERVE_COST_MS: "200"}}
+  runtime_env: {{env_vars: {{MESHCTL_SERVE_COST_MS: "200"}}}}
   serve:
     app: app:app
     route_prefix: /classify
-    replicas: {min: 1, max: 2}
+    replicas: {{min: 1, max: 2}}
     target_ongoing_requests: 2
     max_ongoing_requests: 8
     upscale_delay: 5s
-    downscale_delay: 20s
-  resources: {gpus: 1, cpus: 250m, memory_gib: 256MiB}
+    downscale_delay: {downscale_s:g}s
+  resources: {{gpus: 1, cpus: 250m, memory_gib: 256MiB}}
 """
 
 
@@ -165,8 +169,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         shutil.copytree(ROOT / "examples" / "train", work / "train")
         shutil.copytree(ROOT / "examples" / "serve", work / "serve")
         (work / "train.yaml").write_text(TRAIN)
-        (work / "service.yaml").write_text(SERVICE)
-        (work / "mesh.yaml").write_text(MESH.format(checkpoints=work / "checkpoints"))
+        (work / "service.yaml").write_text(SERVICE.format(downscale_s=args.downscale_s))
+        mesh_yaml = MESH.format(checkpoints=work / "checkpoints", grow_grace_s=args.grow_grace_s)
+        (work / "mesh.yaml").write_text(mesh_yaml)
         mesh = Mesh(work)
         up(mesh)
         try:
@@ -186,7 +191,11 @@ def surge(mesh: Mesh, args: argparse.Namespace) -> dict[str, Any]:
     url = f"http://127.0.0.1:{port}/classify"
     cluster = mesh.cluster()
     serve = ServeClient(cluster.dashboard, cluster.token)
-    schedule = [(15.0, BASE_RPS), (float(args.surge_s), BASE_RPS * SURGE), (40.0, BASE_RPS)]
+    schedule = [
+        (float(args.base_s), BASE_RPS),
+        (float(args.surge_s), BASE_RPS * SURGE),
+        (float(args.after_s), BASE_RPS),
+    ]
     result: list[loadgen.LoadResult] = []
     started = time.time()
     load = threading.Thread(
@@ -229,6 +238,9 @@ def surge(mesh: Mesh, args: argparse.Namespace) -> dict[str, Any]:
         "training_steps_lost": sum(lost) if lost else None,
         "resizes": len(lost),
         "checkpoint_every_steps": CHECKPOINT_EVERY,
+        "phases_s": {"base": args.base_s, "surge": args.surge_s, "after": args.after_s},
+        "downscale_s": args.downscale_s,
+        "grow_grace_s": args.grow_grace_s,
         "requests_failed": done.failed,
         "requests_total": done.total,
         "p50_ms": done.p50_ms,
@@ -239,7 +251,15 @@ def surge(mesh: Mesh, args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--surge-s", type=float, default=60.0)
+    parser.add_argument("--surge-s", type=float, default=60.0, help="the surge's length")
+    parser.add_argument("--base-s", type=float, default=15.0, help="base traffic before it")
+    parser.add_argument("--after-s", type=float, default=40.0, help="base traffic after it")
+    parser.add_argument(
+        "--downscale-s", type=float, default=20.0, help="the service's downscale_delay"
+    )
+    parser.add_argument(
+        "--grow-grace-s", type=float, default=30.0, help="the pool's grow grace (graces.grow_s)"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--show", action="store_true", help="print both jobs as meshctl shows them")
     args = parser.parse_args()

@@ -95,11 +95,11 @@ def test_missing_traces_exit_2(tmp_path: Path, script: str):
 
 def test_recovery_benchmark_compares_meshctl_with_plain_ray_train():
     """A node killed mid-training, with meshctl and with plain Ray Train: two local Ray clusters
-    start and two runs recover, about 80 s on two cores (so more than ``_run`` allows)."""
-    every = 10
+    start (at once) and two runs recover (so more than ``_run`` allows)."""
+    every = 5
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "recovery.py"),
-         "--steps", "60", "--every", str(every), "--kill-at", "25", "--loss", "kill", "--json"],
+         "--steps", "40", "--every", str(every), "--kill-at", "15", "--loss", "kill", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=360,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
@@ -171,10 +171,10 @@ def test_surge_engine_benchmark_runs_both_splits_through_the_engine():
 
 def test_agent_benchmark_reports_probe_cost_and_detection_times():
     """The embedded mesh with agents on the fake GPU driver: one XID trial and one silent
-    node, about 90 s on two cores."""
+    node, not waiting for Ray's own verdict on it (about a minute)."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "agent.py"),
-         "--probes", "3", "--cpu-window", "3", "--trials", "1", "--json"],
+         "--probes", "3", "--cpu-window", "2", "--trials", "1", "--no-ray-dead", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=400,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
@@ -184,6 +184,7 @@ def test_agent_benchmark_reports_probe_cost_and_detection_times():
     assert 0 < result["xid_to_cordon_s"] < 30
     # dead after 8 s of silence counted from the last fresh probe (every 2 s)
     assert result["dead_after_s"] - 3 < result["silent_node_detect_s"] < 60
+    assert result["ray_dead_s"] is None  # not waited for
 
 
 def test_burst_benchmark_boots_joins_runs_and_leaks_nothing():

@@ -8,7 +8,8 @@ class arrives while it runs:
   resumes from its checkpoint on the other node, one worker, while the urgent job runs on the
   node it lent;
 - when the urgent job ends the loan closes and the train job grows back: asked to checkpoint
-  again, stopped after ``GROW_GRACE_S``, and resumed from its checkpoint on both nodes.
+  again, stopped after the pool's grow grace (``GROW_GRACE_S``, 5 s here), and resumed from
+  its checkpoint on both nodes.
 
 The loop (written to the test's folder) reports every step, checkpoints every ``EVERY``
 steps and whenever meshctl asks, records the Ray node of each worker of each attempt, and
@@ -26,20 +27,18 @@ from typing import Any, TypeVar
 
 import pytest
 
-from meshctl.lifecycle.effects import GROW_GRACE_S
 from meshctl.pools.checkpoints import read_progress
 from meshctl.state import LoanRecord, open_store
 from tests.conftest import wait_until
 from tests.integration.meshes import WAIT_S, Mesh
 
-# three Ray Train starts and the 30 s a growing job is given to checkpoint: about 3.5 min on a
-# quiet 2-core machine, past the suite's 300 s default when the machine is loaded
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(480)]
+pytestmark = pytest.mark.integration
 T = TypeVar("T")
 
 EVERY = 5  # a checkpoint every 5 steps
 STEP_DELAY_S = 0.1
 LEND_GRACE_S = 5  # the rule's grace: what the train job has to checkpoint before it lends
+GROW_GRACE_S = 5  # the pool's grow grace (mesh.yaml graces.grow_s; 30 s by default)
 MESH = """\
 apiVersion: meshctl/v1
 kind: Mesh
@@ -49,6 +48,7 @@ spec:
     - name: onprem
       provider: local
       checkpoint_storage: {{uri: "file://{checkpoints}"}}
+      graces: {{grow_s: {grow}}}
       nodes:
         - {{name: n, count: 2, gpus: 1, cpus: 1, memory_gib: 2GiB,
            accelerator: {{model: A100, memory_gib: 80GiB}}}}
@@ -171,7 +171,9 @@ HOLD = (
 @pytest.fixture(scope="module")
 def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
     base = tmp_path_factory.mktemp("elastic")
-    (base / "mesh.yaml").write_text(MESH.format(checkpoints=base / "checkpoints"))
+    (base / "mesh.yaml").write_text(
+        MESH.format(checkpoints=base / "checkpoints", grow=GROW_GRACE_S)
+    )
     (base / "policies").mkdir()
     (base / "policies" / "lending.yaml").write_text(POLICY)
     m = Mesh(base / "home", base)
@@ -316,7 +318,7 @@ def test_an_elastic_job_lends_a_node_to_urgent_work_and_grows_back(
     back = until(
         "the train job never ran on 2 nodes again",
         lambda: _attempt(mesh, job_id, 3),
-        WAIT_S + GROW_GRACE_S,
+        WAIT_S,
     )
     assert sorted(back["nodes"]) == ["n-0", "n-1"], back
     assert worker_nodes(mesh, run, 3, 2) == ["n-0", "n-1"]

@@ -146,15 +146,26 @@ def weights(path: Path) -> Any:
     return json.loads(path.read_text())["sha256"]
 
 
+@pytest.fixture(scope="module")
+def reference(
+    cluster: tuple[local.LocalCluster, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Any:
+    """The weights of a run that lost nothing (the loop is seeded: every run of it ends with
+    them), for both tests."""
+    ray_cluster, _ = cluster
+    folder = tmp_path_factory.mktemp("reference")
+    first = submit(ray_cluster, "reference", folder / "ckpt", folder / "out.json",
+                   node_ids(ray_cluster)["n-2"])  # fmt: skip
+    assert finished(ray_cluster, first) == "SUCCEEDED"
+    return weights(folder / "out.json")
+
+
 def test_a_node_lost_mid_run_is_replaced_inside_the_ray_job_with_identical_weights(
-    cluster: tuple[local.LocalCluster, Path], tmp_path: Path
+    cluster: tuple[local.LocalCluster, Path], reference: Any, tmp_path: Path
 ) -> None:
     ray_cluster, run_dir = cluster
     ids = node_ids(ray_cluster)
-    reference_out, out = tmp_path / "reference.json", tmp_path / "replaced.json"
-    first = submit(ray_cluster, "reference", tmp_path / "ckpt", reference_out, ids["n-1"])
-    assert finished(ray_cluster, first) == "SUCCEEDED"
-
+    out = tmp_path / "replaced.json"
     job = submit(ray_cluster, "replaced", tmp_path / "ckpt", out, ids["n-0"])
     uri = f"file://{tmp_path / 'ckpt' / 'replaced'}"
     reached(uri, 25)
@@ -164,7 +175,7 @@ def test_a_node_lost_mid_run_is_replaced_inside_the_ray_job_with_identical_weigh
     nominations.nominate(uri, None, 1, (ids["n-1"],))
 
     assert finished(ray_cluster, job) == "SUCCEEDED"  # one Ray job: no new attempt
-    assert weights(out) == weights(reference_out)  # bit for bit
+    assert weights(out) == reference  # bit for bit
     progress = read_progress(uri, 1)
     assert progress is not None
     [failure] = progress["failures"]
@@ -177,14 +188,11 @@ def test_a_node_lost_mid_run_is_replaced_inside_the_ray_job_with_identical_weigh
 
 
 def test_a_silent_node_the_controller_replaces_is_left_inside_the_ray_job_with_identical_weights(
-    cluster: tuple[local.LocalCluster, Path], tmp_path: Path
+    cluster: tuple[local.LocalCluster, Path], reference: Any, tmp_path: Path
 ) -> None:
     ray_cluster, run_dir = cluster
     ids = node_ids(ray_cluster)
-    reference_out, out = tmp_path / "reference.json", tmp_path / "replaced.json"
-    first = submit(ray_cluster, "reference-2", tmp_path / "ckpt", reference_out, ids["n-2"])
-    assert finished(ray_cluster, first) == "SUCCEEDED"
-
+    out = tmp_path / "replaced.json"
     job = submit(ray_cluster, "silent", tmp_path / "ckpt", out, ids["n-1"])
     uri = f"file://{tmp_path / 'ckpt' / 'silent'}"
     reached(uri, 25)
@@ -201,7 +209,7 @@ def test_a_silent_node_the_controller_replaces_is_left_inside_the_ray_job_with_i
             if local.start_ticks(process.pid) == process.start_ticks:
                 os.kill(process.pid, signal.SIGKILL)
         local.remove_node(ray_cluster, "n-1", run_dir)
-    assert weights(out) == weights(reference_out)  # bit for bit
+    assert weights(out) == reference  # bit for bit
     progress = read_progress(uri, 1)
     assert progress is not None
     [failure] = progress["failures"]

@@ -42,6 +42,7 @@ pytestmark = pytest.mark.integration
 
 STEPS, EVERY = 60, 10  # a checkpoint every 10 steps
 SUSPECT_S, DEAD_S = 3, 8  # a silent agent's node: suspect, then dead
+UNHEALTHY_GRACE_S = 5  # a job on an unhealthy node checkpoints this long (30 s by default)
 FAKE_GPU = ROOT / "scripts" / "fake-gpu"  # nvidia-smi and dmesg stand-ins (a driver mock)
 MESH = """\
 apiVersion: meshctl/v1
@@ -53,6 +54,7 @@ spec:
       provider: local
       checkpoint_storage: {{uri: "file://{checkpoints}"}}
       agents: {{suspect_after_s: {suspect}, dead_after_s: {dead}}}
+      graces: {{unhealthy_s: {grace}}}
       nodes:
         - {{name: n, count: 3, gpus: 1, cpus: 1, memory_gib: 2GiB,
            accelerator: {{model: A100, memory_gib: 80GiB}}}}
@@ -64,7 +66,7 @@ def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
     base = tmp_path_factory.mktemp("train")
     mesh_file = base / "mesh.yaml"
     mesh_file.write_text(MESH.format(checkpoints=base / "checkpoints", suspect=SUSPECT_S,
-                                     dead=DEAD_S))  # fmt: skip
+                                     dead=DEAD_S, grace=UNHEALTHY_GRACE_S))  # fmt: skip
     m = Mesh(base / "home", base)
     (base / "gpus").mkdir()
     m.run("--mesh", str(mesh_file), "up", "--interval", "0.5", env=fake_gpus(m))
@@ -215,7 +217,7 @@ def test_a_node_killed_mid_training_is_replaced_inside_the_attempt_with_identica
 def test_an_unhealthy_node_is_left_and_the_job_resumes_from_its_checkpoint(
     mesh: Mesh,
 ) -> None:
-    """A long run (it would not finish within the 30 s it is given to checkpoint): asked to
+    """A long run (it would not finish within the grace it is given to checkpoint): asked to
     checkpoint, it does at once; it is evicted and resumes on a healthy node from there."""
     job_id = train(mesh, "unhealthy", steps=2000)
     wait_for_step(mesh, job_id, 25)
@@ -307,8 +309,8 @@ def test_an_xid_found_by_the_agent_moves_the_job_with_identical_weights(
     mesh: Mesh, reference: dict[str, Any], tmp_path: Path
 ) -> None:
     out = tmp_path / "weights.json"
-    # slow enough to outlive the 30 s a job on an unhealthy node has to checkpoint
-    job_id = train(mesh, "xid", output=str(out), step_delay_s=1.0)
+    # slow enough to outlive the grace a job on an unhealthy node has to checkpoint
+    job_id = train(mesh, "xid", output=str(out), step_delay_s=0.3)
     wait_for_step(mesh, job_id, 12)
     [sick] = mesh.show(job_id)["nodes"]
     kernel_log = mesh.cwd / "gpus" / f"{sick}.kmsg"
