@@ -32,8 +32,8 @@ sim: $(STAMP)
 	    --out sim-out
 
 # The tiers and their budgets on a 2-core machine: docs/TESTING.md. Every pytest run below
-# uses both cores (pytest-xdist); an integration module's tests stay on one worker, in order
-# (tests/conftest.py), since they share the mesh or server the module starts.
+# uses both cores (pytest-xdist); the tests of a module outside tests/unit stay on one worker,
+# in order (tests/conftest.py), since they share the mesh or server the module starts.
 WORKERS ?= 2
 PYTEST := $(PY) -m pytest -n $(WORKERS) --dist loadgroup
 

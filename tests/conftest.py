@@ -9,7 +9,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from pgserver import PgServer, pg_server
@@ -100,21 +100,37 @@ TIERS = ("unit", "integration", "e2e")
 BUDGET_S = 60.0  # no test may take longer (docs/TESTING.md); the summary names those that do
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test belongs to exactly one tier, so `make unit` and `make integration` see all.
-
-    Under pytest-xdist (``--dist loadgroup``) the tests of an integration module stay on one
-    worker, in order: they share what the module starts (a mesh, a server), and some walk a
-    story step by step. Unit tests go wherever a worker is free."""
+    """Every test belongs to exactly one tier, so `make unit` and `make integration` see all."""
     for item in items:
         tiers = [t for t in TIERS if item.get_closest_marker(t)]
         if len(tiers) != 1:
             raise pytest.UsageError(
                 f"{item.nodeid}: expected one tier marker of {TIERS}, got {tiers}"
             )
-        if tiers[0] != "unit" and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+# Modules outside tests/unit whose tests share nothing (no mesh, no server of the module's):
+# pytest-xdist may spread them over its workers like unit tests.
+SPREAD = frozenset({"tests/integration/test_benchmarks_run.py"})
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` (what the Makefile runs): the tests of a module outside tests/unit
+    stay on one worker, in order, since they share what the module starts (a mesh, a
+    server) and some walk a story step by step; every other test goes to whichever worker
+    is free. (pytest-xdist's own loadgroup groups by ``xdist_group`` marks, which it writes
+    into node ids that pytest 9 no longer reads back: every test went anywhere.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module.startswith("tests/unit/") or module in SPREAD else module
+
+    return ModuleGroups(config, log)
 
 
 _over_budget: list[tuple[float, str]] = []

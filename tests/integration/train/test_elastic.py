@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -273,13 +274,32 @@ def worker_nodes(mesh: Mesh, run: Run, attempt: int, count: int) -> list[str]:
     return sorted(names[w["node_id"]] for w in workers)
 
 
-def test_an_elastic_job_lends_a_node_to_urgent_work_and_grows_back(
-    mesh: Mesh, tmp_path: Path
-) -> None:
-    run = Run(tmp_path)
-    job_id = mesh.submit(str(tmp_path / "job.yaml"))
+@dataclass
+class Story:
+    """The train job's story, told in two tests that share it: what the first saw, for the
+    second."""
 
-    # 1. it runs on both nodes, a worker on each
+    run: Run
+    job_id: str = ""
+    urgent: str = ""
+    lent: str = ""  # the node the train job lent the urgent job
+    resumed_on_one: int = 0  # the step its one worker started from
+    lost_at_shrink: int = 0
+    urgent_running_s: float = 0.0
+
+
+@pytest.fixture(scope="module")
+def story(tmp_path_factory: pytest.TempPathFactory) -> Story:
+    return Story(Run(tmp_path_factory.mktemp("run")))
+
+
+def test_an_elastic_job_lends_a_node_to_urgent_work_and_resumes_on_the_other(
+    mesh: Mesh, story: Story
+) -> None:
+    run = story.run
+    job_id = story.job_id = mesh.submit(str(run.folder / "job.yaml"))
+
+    # it runs on both nodes, a worker on each
     wait_for_step(mesh, job_id, 1, 2 * EVERY)
     shown = mesh.show(job_id)
     assert shown["state"] == "running"
@@ -287,15 +307,15 @@ def test_an_elastic_job_lends_a_node_to_urgent_work_and_grows_back(
     assert sorted(shown["nodes"]) == ["n-0", "n-1"], shown  # type: ignore[call-overload]
     assert worker_nodes(mesh, run, 1, 2) == ["n-0", "n-1"]
 
-    # 2. an urgent job (1 GPU) arrives: the train job lends it a node and resumes on the other
+    # an urgent job (1 GPU) arrives: the train job lends it a node and resumes on the other
     submitted = time.monotonic()
-    urgent = mesh.submit("--gpus", "1", "--name", "urgent", "--", "python", "-c",
-                         HOLD.format(release=str(run.release)))  # fmt: skip
+    urgent = story.urgent = mesh.submit("--gpus", "1", "--name", "urgent", "--", "python",
+                                        "-c", HOLD.format(release=str(run.release)))  # fmt: skip
     preempted = wait_for_event(mesh, job_id, "job.preempted", "lending")
     assert preempted["message"].startswith(f"lending 1 node(s) to {urgent}"), preempted
-    opened = wait_for_event(mesh, job_id, "loan.opened")
+    assert wait_for_event(mesh, job_id, "loan.opened")["message"]
     mesh.wait_for(urgent, "running")
-    urgent_running_s = time.monotonic() - submitted
+    story.urgent_running_s = time.monotonic() - submitted
     borrowed: list[str] = mesh.show(urgent)["nodes"]  # type: ignore[assignment]
     [lent] = borrowed
     kept = until("the train job never ran again", lambda: _attempt(mesh, job_id, 2), WAIT_S)
@@ -303,12 +323,19 @@ def test_an_elastic_job_lends_a_node_to_urgent_work_and_grows_back(
     assert worker_nodes(mesh, run, 2, 1) == kept["nodes"]
     [worker] = run.workers(2)
     assert worker["start"] > 0  # from its checkpoint, not from scratch
-    lost_at_shrink = run.ran(1) - (worker["start"] - 1)
-    assert 0 <= lost_at_shrink <= EVERY, (run.ran(1), worker)
+    story.lost_at_shrink = run.ran(1) - (worker["start"] - 1)
+    assert 0 <= story.lost_at_shrink <= EVERY, (run.ran(1), worker)
+    story.lent, story.resumed_on_one = lent, worker["start"]
 
-    # 3. the urgent job ends on the lent node; the loan closes and the train job grows back
-    wait_for_step(mesh, job_id, 2, worker["start"] + EVERY)  # it has checkpointed on 1 node
-    assert mesh.show(urgent)["state"] == "running"
+
+def test_when_the_urgent_job_ends_the_loan_closes_and_the_job_grows_back(
+    mesh: Mesh, story: Story
+) -> None:
+    if not story.lent:
+        pytest.fail("the lending test did not get this far: nothing to grow back from")
+    run, job_id, urgent, lent = story.run, story.job_id, story.urgent, story.lent
+    wait_for_step(mesh, job_id, 2, story.resumed_on_one + EVERY)  # it checkpointed on 1 node
+    assert mesh.state(urgent) == "running"
     run.release.touch()
     assert mesh.run("jobs", "wait", urgent, "--timeout", str(WAIT_S)).returncode == 0
     ended = time.monotonic()
@@ -316,15 +343,13 @@ def test_an_elastic_job_lends_a_node_to_urgent_work_and_grows_back(
     grown = wait_for_event(mesh, job_id, "job.preempted", "growing onto")
     assert grown["message"] == f"growing onto {lent}", grown
     back = until(
-        "the train job never ran on 2 nodes again",
-        lambda: _attempt(mesh, job_id, 3),
-        WAIT_S,
+        "the train job never ran on 2 nodes again", lambda: _attempt(mesh, job_id, 3), WAIT_S
     )
     assert sorted(back["nodes"]) == ["n-0", "n-1"], back
     assert worker_nodes(mesh, run, 3, 2) == ["n-0", "n-1"]
     regrown_s = time.monotonic() - ended
     resumed = run.workers(3)[0]["start"]
-    assert resumed > worker["start"]
+    assert resumed > story.resumed_on_one
     lost_at_grow = run.ran(2) - (resumed - 1)
     assert 0 <= lost_at_grow <= EVERY, (run.ran(2), resumed)
     wait_for_step(mesh, job_id, 3, resumed + 1)
@@ -335,22 +360,21 @@ def test_an_elastic_job_lends_a_node_to_urgent_work_and_grows_back(
     assert shown["attempt"] == 3, shown["events"]
     training: dict[str, Any] = shown["training"]  # type: ignore[assignment]
     assert [a["resumed_from_step"] for a in training["attempts"]] == [
-        None, worker["start"] - 1, resumed - 1,
+        None, story.resumed_on_one - 1, resumed - 1,
     ], training  # fmt: skip
     assert all(r["steps_lost"] <= EVERY for r in training["recoveries"]), training
 
-    # 4. the ledger: one loan, of the lent node, from the train job to the urgent one
+    # the ledger: one loan, of the lent node, from the train job to the urgent one
     with open_store(mesh.home) as store:
         [loan] = [x for x in store.list(LoanRecord) if x.lender == job_id]
     assert (loan.lender, loan.borrower, loan.pool, loan.node) == (job_id, urgent, "onprem", lent)
     assert loan.gpus == 1.0
     assert loan.closed_at_s is not None
     assert loan.opened_at_s < loan.closed_at_s
-    assert opened["message"]
     assert closed["message"]
     print(
-        f"\nelastic: urgent running {urgent_running_s:.1f} s after submit; steps lost at the "
-        f"shrink {lost_at_shrink}, at the grow {lost_at_grow}; on 2 nodes again "
+        f"\nelastic: urgent running {story.urgent_running_s:.1f} s after submit; steps lost at "
+        f"the shrink {story.lost_at_shrink}, at the grow {lost_at_grow}; on 2 nodes again "
         f"{regrown_s:.1f} s after the urgent job ended"
     )
 
