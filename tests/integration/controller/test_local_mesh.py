@@ -61,7 +61,7 @@ def test_ray_holds_the_gpu_memory_and_nic_a_job_claims(mesh: Mesh) -> None:
     client = mesh.ray()
     nodes = {n.name: n for n in client.nodes() if n.alive}
     assert nodes["gpu-rack1"].claimable == {"gpu_memory_gib": 320.0, "nic_gbps": 200.0}
-    job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "import time; time.sleep(30)")
+    job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "import time; time.sleep(600)")
     try:
         mesh.wait_for(job_id, "running")
         [node] = mesh.show(job_id)["nodes"]  # type: ignore[misc]

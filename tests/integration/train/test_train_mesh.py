@@ -380,13 +380,19 @@ def test_a_silent_agent_makes_its_node_suspect_then_dead_and_back_when_it_answer
     assert row["agent"]["verdict"] == "healthy"
 
 
-def test_two_half_gpu_jobs_share_one_gpu_and_a_third_waits(mesh: Mesh) -> None:
+def test_two_half_gpu_jobs_share_one_gpu_and_a_third_waits(mesh: Mesh, tmp_path: Path) -> None:
     """One node in service (the others cordoned): two 0.5-GPU jobs run on its GPU together,
-    Ray holding half of it for each (the same GPU in CUDA_VISIBLE_DEVICES); a third waits."""
+    Ray holding half of it for each (the same GPU in CUDA_VISIBLE_DEVICES); a third waits.
+    Each runs until the test releases it: how fast jobs start on a loaded machine decides
+    nothing."""
+    release = tmp_path / "release"
     names = sorted(n.split("/", 1)[1] for n in node_list(mesh))
     for name in names[1:]:
         mesh.run("nodes", "cordon", name)
-    program = "import os, time; print('GPU', os.environ['CUDA_VISIBLE_DEVICES']); time.sleep(8)"
+    program = (
+        "import os, time; print('GPU', os.environ['CUDA_VISIBLE_DEVICES'], flush=True); "
+        f"[time.sleep(0.2) for _ in iter(lambda: os.path.exists({str(release)!r}), True)]"
+    )
     try:
         jobs = [mesh.submit("--gpus", "0.5", "--", "python", "-c", program) for _ in range(3)]
         mesh.until(
@@ -394,12 +400,14 @@ def test_two_half_gpu_jobs_share_one_gpu_and_a_third_waits(mesh: Mesh) -> None:
             lambda: [mesh.state(j) for j in jobs[:2]] == ["running", "running"],
         )
         assert mesh.state(jobs[2]) in ("pending", "admitted")  # no half GPU left for it
+        release.touch()
         for job_id in jobs:
             assert mesh.run("jobs", "wait", job_id).returncode == 0
         assert {n for j in jobs for n in mesh.show(j)["nodes"]} == {names[0]}  # type: ignore[attr-defined]
         seen = [mesh.run("jobs", "logs", j).stdout for j in jobs]
         assert all("GPU 0" in out for out in seen), seen  # Ray gave each the GPU's half
     finally:
+        release.touch()
         for name in names[1:]:
             mesh.run("nodes", "uncordon", name)
 
