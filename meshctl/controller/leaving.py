@@ -164,8 +164,9 @@ def dead_nodes(
         attempt = view.attempt
         if attempt is None or view.record.id in leaving:
             continue
-        if view.record.state in (JobState.PREEMPTED, JobState.EVICTED):
-            continue
+        if view.record.state not in ON_ITS_WAY:
+            continue  # leaving already (preempted, evicted) or ended (failed past its
+            # max_runtime_s, cancelled) while its attempt is being stopped: nothing to evict
         seen = world.pools.get(attempt.pool)
         if seen is None or not seen.reachable:
             continue

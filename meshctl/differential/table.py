@@ -197,8 +197,17 @@ TABLE: tuple[Scenario, ...] = (
         policies=PRIORITIES,
     ),
     Scenario(
-        # as above, in a pool whose grow grace (mesh.yaml graces.grow_s) is 5 s: once the
-        # loan closes, e is stopped 5 s after it is asked to checkpoint, not 30
+        # j0 fails at 100 s, past its max_runtime_s, and is being stopped when n2 dies under
+        # it a cycle later: a job that has ended is not evicted (the controller did, the
+        # simulator did not: found by the drawn scenarios)
+        "a-job-stopped-past-its-max-runtime-is-not-evicted-when-its-node-dies",
+        (job("j0", 0, 1097, 4, nodes=2, max_runtime_s=100.0),),
+        failures=((110.0, "n2", 300.0),),
+    ),
+    Scenario(
+        # as an-elastic-job-lends-a-node-and-grows-back, in a pool whose grow grace (mesh.yaml
+        # graces.grow_s) is 5 s: once the loan closes, e is stopped 5 s after it is asked to
+        # checkpoint, not 30
         "an-elastic-job-grows-back-after-its-pool-s-grace",
         (
             job("e", 0, 3000, 4, nodes=3, elastic_min=1),
