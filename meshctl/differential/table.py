@@ -94,6 +94,12 @@ def service(
     )  # fmt: skip
 
 
+# an elastic job on three nodes lends one to a high-priority job that comes and goes
+LOAN = (
+    job("e", 0, 3000, 4, nodes=3, elastic_min=1),
+    job("hi", 100, 200, 4, priority_class="high"),
+)
+
 TABLE: tuple[Scenario, ...] = (
     Scenario("fifo", (job("a", 0, 100, 4), job("b", 0, 50, 4), job("c", 10, 30, 4))),
     Scenario(
@@ -189,10 +195,7 @@ TABLE: tuple[Scenario, ...] = (
         # hi borrows one of e's three nodes: e checkpoints for 30 s, resumes on two; when hi
         # ends, the loan closes and e grows back onto the free node, resuming on three
         "an-elastic-job-lends-a-node-and-grows-back",
-        (
-            job("e", 0, 3000, 4, nodes=3, elastic_min=1),
-            job("hi", 100, 200, 4, priority_class="high"),
-        ),
+        LOAN,
         nodes=3,
         policies=PRIORITIES,
     ),
@@ -209,10 +212,7 @@ TABLE: tuple[Scenario, ...] = (
         # graces.grow_s) is 5 s: once the loan closes, e is stopped 5 s after it is asked to
         # checkpoint, not 30
         "an-elastic-job-grows-back-after-its-pool-s-grace",
-        (
-            job("e", 0, 3000, 4, nodes=3, elastic_min=1),
-            job("hi", 100, 200, 4, priority_class="high"),
-        ),
+        LOAN,
         nodes=3,
         policies=PRIORITIES,
         grow_grace_s=5.0,
