@@ -7,16 +7,16 @@ simulator.
 - An elastic job that lends nodes (``Shrink``) leaves the same way, resized: every node it
   lends in one plan in one ``Leave``; one that grows (``Grow``) is asked to checkpoint and
   stopped after its pool's grow grace (``graces.grow_s`` in mesh.yaml), the free nodes held
-  for it meanwhile. Either resumes from
-  that checkpoint at its new size; a resize is never a failure.
+  for it meanwhile. Either resumes from that checkpoint at its new size; a resize is never a
+  failure.
 - A spot notice preempts the jobs on the instance: asked to checkpoint (however short the
   notice), stopped ``STOP_MARGIN_S`` before the provider takes the instance back (at once
   when the notice is shorter than that).
 - A node found unhealthy evicts its jobs after its pool's unhealthy grace to checkpoint
-  (``graces.unhealthy_s``); a node
-  that died, an instance taken back, or the scheduler's eviction stops them at once. A train
-  job whose node died goes on inside its attempt on a free node instead, where its pool and
-  the free nodes allow (``lost_nodes``, ``meshctl.lifecycle.replacing``).
+  (``graces.unhealthy_s``); a node that died, an instance taken back, or the scheduler's
+  eviction stops them at once. A train job whose node died goes on inside its attempt on a
+  free node instead, where its pool and the free nodes allow (``lost_nodes``,
+  ``meshctl.lifecycle.replacing``).
 - When a job's attempt has ended early it is requeued, or failed once its failures (evictions;
   preemptions are not the job's failure) pass its ``max_restarts``.
 - A job that has not started by its ``limits.deadline`` fails: it cannot start before it
@@ -33,12 +33,13 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from meshctl.lifecycle.actions import Action, Fail, Launch, Leave, Left, Replace, Requeue, Start
 from meshctl.lifecycle.replacing import Free, stand_ins
+from meshctl.model.mesh import Graces
 from meshctl.scheduler import Allocation, Evict, Grow, Place, Plan, Preempt, Provision, Shrink
 
 STOP_MARGIN_S = 15.0  # a job on a spot instance given notice is stopped this long before it goes
-# a pool's graces unless mesh.yaml sets them (meshctl.model.mesh.Graces)
-UNHEALTHY_GRACE_S = 30.0  # a job on a node found unhealthy may checkpoint this long first
-GROW_GRACE_S = 30.0  # an elastic job growing back checkpoints this long before it stops
+# a pool's graces unless its mesh.yaml entry sets them
+UNHEALTHY_GRACE_S = Graces().unhealthy_s  # a job on a node found unhealthy: checkpoint, then go
+GROW_GRACE_S = Graces().grow_s  # an elastic job growing back checkpoints this long, then stops
 
 
 def of_plan(
