@@ -101,7 +101,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -186,12 +185,11 @@ def result_of(
 
 
 def interleaved(sides: Mapping[str, Iterator[Run | None]]) -> tuple[list[Run], dict[str, float]]:
-    """Both sides up first, at once (each its own cluster, ports and folders; nothing is timed
-    then), then one run of each in turn (meshctl's, plain Ray Train's, and again), so that
-    what else loads this shared machine over the minutes a benchmark takes weighs on both
-    alike; each side's seconds (its start and its runs). Each side's generator yields None
-    once up, then a run at each ``next``; both are closed at the end (their clusters
-    stopped), also on an error."""
+    """Both sides up first, then one run of each in turn (meshctl's, plain Ray Train's, and
+    again), so that what else loads this shared machine over the minutes a benchmark takes
+    weighs on both alike; each side's seconds (its start and its runs). Each side's
+    generator yields None once up, then a run at each ``next``; both are closed at the end
+    (their clusters stopped), also on an error."""
     spent = dict.fromkeys(sides, 0.0)
     runs: list[Run] = []
     with contextlib.ExitStack() as stack:
@@ -205,9 +203,8 @@ def interleaved(sides: Mapping[str, Iterator[Run | None]]) -> tuple[list[Run], d
             finally:
                 spent[name] += time.perf_counter() - started
 
-        with ThreadPoolExecutor(len(sides)) as starting:  # up
-            for started in [starting.submit(step, name) for name in sides]:
-                started.result()
+        for name in sides:
+            step(name)  # up
         while True:
             done = [r for name in sides if (r := step(name)) is not None]
             if not done:

@@ -110,17 +110,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             )
 
 
-# Modules outside tests/unit whose tests share nothing (no mesh, no server of the module's):
-# pytest-xdist may spread them over its workers like unit tests.
-SPREAD = frozenset({"tests/integration/test_benchmarks_run.py"})
+# Modules whose tests run whole benchmarks, each starting meshes or clusters of its own: one
+# group, on one worker, one at a time, so that two never start their clusters at once beside
+# the other worker's mesh (a Ray node then took over 90 s to come up).
+BENCHMARKS = "benchmark runs"
+BENCHMARK_MODULES = frozenset(
+    {"tests/integration/test_benchmarks_run.py", "tests/integration/serve/test_surge.py"}
+)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadgroup`` (what the Makefile runs): the tests of a module outside tests/unit
     stay on one worker, in order, since they share what the module starts (a mesh, a
-    server) and some walk a story step by step; every other test goes to whichever worker
-    is free. (pytest-xdist's own loadgroup groups by ``xdist_group`` marks, which it writes
-    into node ids that pytest 9 no longer reads back: every test went anywhere.)"""
+    server) and some walk a story step by step; the benchmark runs form one group; every
+    other test goes to whichever worker is free. (pytest-xdist's own loadgroup groups by
+    ``xdist_group`` marks, which it writes into node ids that pytest 9 no longer reads
+    back: every test went anywhere.)"""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -128,7 +133,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class ModuleGroups(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return nodeid if module.startswith("tests/unit/") or module in SPREAD else module
+            if module in BENCHMARK_MODULES:
+                return BENCHMARKS
+            return nodeid if module.startswith("tests/unit/") else module
 
     return ModuleGroups(config, log)
 

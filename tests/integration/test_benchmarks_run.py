@@ -95,7 +95,7 @@ def test_missing_traces_exit_2(tmp_path: Path, script: str):
 
 def test_recovery_benchmark_compares_meshctl_with_plain_ray_train():
     """A node killed mid-training, with meshctl and with plain Ray Train: two local Ray clusters
-    start (at once) and two runs recover (so more than ``_run`` allows)."""
+    start and two runs recover (so more than ``_run`` allows)."""
     every = 5
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "recovery.py"),
