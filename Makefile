@@ -35,6 +35,9 @@ sim: $(STAMP)
 # uses both cores (pytest-xdist); the tests of a module outside tests/unit stay on one worker,
 # in order (tests/conftest.py), since they share the mesh or server the module starts.
 WORKERS ?= 2
+# The integration tier on one worker for now: on two, two meshes at once starved this machine
+# (a Ray node missing its 90 s start, Serve's metrics late, a spot job failing); see TESTING.md.
+INTEGRATION_WORKERS ?= 1
 PYTEST := $(PY) -m pytest -n $(WORKERS) --dist loadgroup
 
 lint: $(STAMP)
@@ -47,15 +50,16 @@ lint: $(STAMP)
 check: lint
 	$(PYTEST) -m unit
 
-# Everything, what .ci/run calls: under 20 minutes of pytest.
+# Everything, what .ci/run calls: the unit tier on both cores, then the integration tier.
 test: lint
-	$(PYTEST)
+	$(PYTEST) -m unit
+	$(PY) -m pytest -n $(INTEGRATION_WORKERS) --dist loadgroup -m "integration or e2e"
 
 unit: $(STAMP)
 	$(PYTEST) -m unit
 
 integration: $(STAMP)
-	$(PYTEST) -m "integration or e2e"
+	$(PY) -m pytest -n $(INTEGRATION_WORKERS) --dist loadgroup -m "integration or e2e"
 
 bench: $(STAMP)
 	$(PY) benchmarks/cli_startup.py
