@@ -31,14 +31,15 @@ sim: $(STAMP)
 	    --trace philly --start-day 26.6 --days 3 --replicate 24 --failures stepfun --seed 0 \
 	    --out sim-out
 
-# The tiers and their budgets on a 2-core machine: docs/TESTING.md. Every pytest run below
-# uses both cores (pytest-xdist); the tests of a module outside tests/unit stay on one worker,
-# in order (tests/conftest.py), since they share the mesh or server the module starts.
+# The tiers and their budgets on a 2-core machine: docs/TESTING.md. The unit tier uses both
+# cores (pytest-xdist); the tests of a module outside tests/unit stay on one worker, in order
+# (tests/conftest.py), since they share the mesh or server the module starts.
 WORKERS ?= 2
 # The integration tier on one worker for now: on two, two meshes at once starved this machine
 # (a Ray node missing its 90 s start, Serve's metrics late, a spot job failing); see TESTING.md.
 INTEGRATION_WORKERS ?= 1
 PYTEST := $(PY) -m pytest -n $(WORKERS) --dist loadgroup
+INTEGRATION := $(PY) -m pytest -n $(INTEGRATION_WORKERS) --dist loadgroup -m "integration or e2e"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -53,13 +54,13 @@ check: lint
 # Everything, what .ci/run calls: the unit tier on both cores, then the integration tier.
 test: lint
 	$(PYTEST) -m unit
-	$(PY) -m pytest -n $(INTEGRATION_WORKERS) --dist loadgroup -m "integration or e2e"
+	$(INTEGRATION)
 
 unit: $(STAMP)
 	$(PYTEST) -m unit
 
 integration: $(STAMP)
-	$(PY) -m pytest -n $(INTEGRATION_WORKERS) --dist loadgroup -m "integration or e2e"
+	$(INTEGRATION)
 
 bench: $(STAMP)
 	$(PY) benchmarks/cli_startup.py

@@ -97,7 +97,7 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 
 
 TIERS = ("unit", "integration", "e2e")
-BUDGET_S = 60.0  # no test may take longer (docs/TESTING.md); the summary names those that do
+BUDGET_S = 60.0  # a test's budget (docs/TESTING.md); the summary names what took longer
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
