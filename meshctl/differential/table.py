@@ -208,6 +208,17 @@ TABLE: tuple[Scenario, ...] = (
         failures=((110.0, "n2", 300.0),),
     ),
     Scenario(
+        # lo, a train job on n1 and n2 (its driver apart: a dead node is waited out inside
+        # the attempt), is preempted at 200 s for 30 s; n1 dies at 210 s, n2 at 230 s as its
+        # grace ends and its stop is sent: Ray stops it as asked, and it is requeued when the
+        # stop is seen a cycle later (the simulator took n2's death as its end: found by the
+        # drawn scenarios, seeds 2:664, 3:145942, 4:29704)
+        "a-train-job-whose-node-dies-as-its-grace-ends-is-requeued-when-its-stop-is-seen",
+        (job("lo", 0, 900, 4, nodes=2), job("hi", 200, 300, 4, priority_class="high")),
+        failures=((210.0, "n1", 100.0), (230.0, "n2", 100.0)),
+        policies=PRIORITIES,
+    ),
+    Scenario(
         # as an-elastic-job-lends-a-node-and-grows-back, in a pool whose grow grace (mesh.yaml
         # graces.grow_s) is 5 s: once the loan closes, e is stopped 5 s after it is asked to
         # checkpoint, not 30

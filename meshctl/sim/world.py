@@ -135,6 +135,12 @@ class WorldEvents(Attempts):
             attempt = self.running.get(job_id)
             if attempt is None:
                 continue  # a service's replica: gone at the next cycle, its node down
+            if attempt.stopped_s is not None and self._replaceable(attempt):
+                # stopped already (a stop sent this cycle, seen at the next): its driver lives
+                # on and Ray stops it as asked, so it is released then, as the controller sees
+                # it (the controller's cycle at this instant saw the node dead first and sent
+                # the stop to a run that was only waiting for a stand-in)
+                continue
             if attempt.stopped_s is None and self._replaceable(attempt):
                 # its driver lives on: it stops working; replaced or evicted at the next cycle
                 # (one already leaving stops when its stop comes)

