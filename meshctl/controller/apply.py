@@ -37,6 +37,7 @@ from meshctl.controller.states import ALLOWED
 from meshctl.controller.step import ServiceChange
 from meshctl.lifecycle import BudgetCrossed, Estimator
 from meshctl.pools.checkpoints import request_checkpoint
+from meshctl.pools.ray import PoolUnavailable
 from meshctl.state.kinds import key_of
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,
@@ -57,7 +58,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("meshctl.controller")
 STOP_RESEND_S = 10.0  # a stop not yet seen to take effect is asked again after this
-MAX_SUBMIT_ERRORS = 5  # a submission refused this often fails its job instead of holding GPUs
+# a submission refused this often fails its job instead of holding GPUs; a pool that cannot
+# take it now (no answer, a server error) is not a refusal: the job waits for it
+MAX_SUBMIT_ERRORS = 5
 BUDGET_SAID = {
     "warn": "past its warning share",
     "exceeded": "exhausted: bursting stops",
@@ -207,10 +210,20 @@ class Applying:
         return self.clients[pool].submit(submission)
 
     def _submit_failed(self, job_id: str, attempt_id: str, err: Exception, now: float) -> str:
-        """Count a failed submission; retried next cycle, until MAX_SUBMIT_ERRORS fail it."""
+        """Count a refused submission; retried next cycle, until MAX_SUBMIT_ERRORS fail it.
+        A pool that cannot take it now (``PoolUnavailable``: no answer, a server error) is
+        not the job's fault: it waits, the reason on its attempt, and is sent again."""
         attempt = self.store.get(AttemptRecord, attempt_id)
         message = f"submit {attempt_id}: {err}"
         if attempt is None:
+            return message
+        if isinstance(err, PoolUnavailable):
+            waiting = f"waiting for its pool: {err}"[:300]
+            if attempt.reason != waiting:
+                with contextlib.suppress(ConflictError, NotFoundError):
+                    self.store.update(
+                        replace(attempt, reason=waiting), expected_version=attempt.version
+                    )
             return message
         count = attempt.detail.submit_errors + 1
         detail = replace(attempt.detail, submit_errors=count)

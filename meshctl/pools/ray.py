@@ -53,6 +53,24 @@ class PoolError(Failure):
     """The pool's cluster could not be reached or refused a request."""
 
 
+class PoolUnavailable(PoolError):
+    """The pool cannot take a request now, through no fault of the request: it did not
+    answer (refused connection, no answer in time) or answered with a server error (HTTP
+    5xx, as Ray's "No available agent to submit job, please try again later" while a head's
+    job agent starts). Worth sending again later; a job waits on it, never fails of it."""
+
+
+_SERVER_ERROR = re.compile(r"status code 5\d\d")  # the job SDK's RuntimeError for HTTP 5xx
+
+
+def unavailable(err: BaseException) -> bool:
+    """Whether an error of the Ray job SDK or of a request says the pool cannot take the
+    request now (see ``PoolUnavailable``), rather than that the request itself is refused."""
+    if isinstance(err, PoolUnavailable | OSError):
+        return True  # timeouts, and the SDK's connection errors (requests'), are OSErrors
+    return isinstance(err, RuntimeError) and _SERVER_ERROR.search(str(err)) is not None
+
+
 @dataclass(frozen=True, slots=True)
 class LogChunk:
     """Bytes of a driver log from some offset, and how long the whole log is now."""
@@ -223,7 +241,8 @@ class RayPoolClient:
         except Exception as err:  # the SDK raises RuntimeError for HTTP errors
             if self.job(submission.submission_id) is not None:
                 return "adopted"  # a concurrent or retried submission won
-            raise PoolError(f"{self.pool}: submit {submission.submission_id}: {err}") from None
+            kind = PoolUnavailable if unavailable(err) else PoolError
+            raise kind(f"{self.pool}: submit {submission.submission_id}: {err}") from None
         return "submitted"
 
     def stop(self, submission_id: str) -> bool:
@@ -253,7 +272,7 @@ class RayPoolClient:
         worker.start()
         worker.join(6 * self.timeout_s)
         if worker.is_alive():
-            raise PoolError(
+            raise PoolUnavailable(
                 f"{self.pool}: no answer from {self.address} within {6 * self.timeout_s:g} s"
             )
         if "error" in outcome:
@@ -283,11 +302,16 @@ class RayPoolClient:
                     "check the pool's auth settings"
                 ) from None
             where = f"dashboard at {self.address}"
-            raise PoolError(f"{where}: {method} {path}: HTTP {err.code}") from None
-        except (urllib.error.URLError, OSError, ValueError) as err:
+            kind = PoolUnavailable if err.code >= 500 else PoolError
+            raise kind(f"{where}: {method} {path}: HTTP {err.code}") from None
+        except (urllib.error.URLError, OSError) as err:
             # The reason a pool is unavailable (shown as "<pool>: <this>"): no pool name here
             reason = getattr(err, "reason", err)
-            raise PoolError(f"dashboard at {self.address} does not answer: {reason}") from None
+            raise PoolUnavailable(
+                f"dashboard at {self.address} does not answer: {reason}"
+            ) from None
+        except ValueError as err:
+            raise PoolError(f"dashboard at {self.address} does not answer: {err}") from None
 
 
 @dataclass(frozen=True, slots=True)

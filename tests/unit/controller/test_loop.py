@@ -18,7 +18,7 @@ from meshctl.controller.submit import Admission, enqueue
 from meshctl.model import Job
 from meshctl.pools.emulated import node_name
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation, Submission
-from meshctl.pools.ray import LogChunk
+from meshctl.pools.ray import LogChunk, PoolUnavailable
 from meshctl.scheduler.plan import Decision
 from meshctl.state import AttemptRecord, InstanceRecord, JobRecord, JobState, MemoryStore
 
@@ -199,6 +199,43 @@ def test_a_submission_its_pool_keeps_refusing_fails_the_job_and_frees_its_gpus()
     [attempt] = store.list(AttemptRecord)
     assert (attempt.state, attempt.detail.submit_errors) == ("failed", 5)
     assert "refused it 5 times" in store.events(job_id=record.id)[-1].message
+
+
+def test_a_pool_that_cannot_take_a_submission_yet_makes_the_job_wait_not_fail() -> None:
+    """A head whose job agent is still starting answers HTTP 500 "No available agent to
+    submit job, please try again later" for as long as it takes (seconds on a loaded machine:
+    more than MAX_SUBMIT_ERRORS cycles at 0.5 s). The job waits, its attempt says why, and
+    it is submitted once the agent is up, as its first attempt."""
+    store, clock = MemoryStore(), Clock()
+    record = queue(store)
+    agent = "Request failed with status code 500: No available agent to submit job"
+
+    class Starting(FakePool):
+        refusals = 12
+
+        def submit(self, submission: Submission) -> str:
+            if self.refusals:
+                self.refusals -= 1
+                raise PoolUnavailable(f"onprem: submit {submission.submission_id}: {agent}")
+            return super().submit(submission)
+
+    pool = Starting()
+    loop = controller(store, pool, clock)
+    while pool.refusals:
+        loop.cycle()
+        waiting = store.get(JobRecord, record.id)
+        assert waiting is not None
+        assert waiting.state is JobState.ADMITTED
+    [attempt] = store.list(AttemptRecord)
+    assert attempt.detail.submit_errors == 0
+    assert attempt.reason.startswith("waiting for its pool: ")
+    assert "No available agent" in attempt.reason
+    for _ in range(2):  # the next submission: next cycle, or the one after
+        loop.cycle()
+    dispatched = store.get(JobRecord, record.id)
+    assert dispatched is not None
+    assert dispatched.state is JobState.DISPATCHED
+    assert pool.submitted == [f"meshctl-{record.id}-1"]
 
 
 def clouds_mesh(max_nodes: int = 2, head: str | None = None) -> tuple[Any, Any, Any, Any]:
