@@ -35,9 +35,7 @@ sim: $(STAMP)
 # cores (pytest-xdist); the tests of a module outside tests/unit stay on one worker, in order
 # (tests/conftest.py), since they share the mesh or server the module starts.
 WORKERS ?= 2
-# The integration tier on one worker for now: on two, two meshes at once starved this machine
-# (a Ray node missing its 90 s start, Serve's metrics late, a spot job failing); see TESTING.md.
-INTEGRATION_WORKERS ?= 1
+INTEGRATION_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -n $(WORKERS) --dist loadgroup
 INTEGRATION := $(PY) -m pytest -n $(INTEGRATION_WORKERS) --dist loadgroup -m "integration or e2e"
 

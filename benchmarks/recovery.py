@@ -5,7 +5,8 @@ How fast the run notices, how fast it trains again, how many steps it redoes and
 failure costs it overall:
 
     python benchmarks/recovery.py [--loss kill|stop|both] [--steps 120] [--every 10]
-                                  [--kill-at 45] [--runs 1] [--deadline 300] [--json]
+                                  [--kill-at 45] [--runs 1] [--deadline 300]
+                                  [--side meshctl|ray_train|both] [--json]
 
 Both sides train the example loop (examples/train/model.py: one worker, CPU, seeded) for
 ``--steps`` steps with ``step_delay_s`` 0.1 and a checkpoint every ``--every`` steps, with
@@ -29,7 +30,9 @@ same step on both sides, whatever their checkpoints' timing:
   after 30 s). Whichever comes first is what is measured; ``ray_dead_after_s`` says when Ray
   declared it dead.
 
-``--loss both`` (the default) runs ``kill``, then ``stop``, ``--runs`` times each, on each side.
+``--loss both`` (the default) runs ``kill``, then ``stop``, ``--runs`` times each, on each side;
+``--side`` runs one side alone (the suite tests each side on its own), its figures only, the
+other side's and the ratios null.
 Both sides' clusters are up for the whole benchmark and the runs take turns (meshctl's, plain
 Ray Train's, and again: ``interleaved``), so that whatever else loads this shared machine over
 the minutes a benchmark takes weighs on both alike; each side idles while the other runs.
@@ -260,6 +263,10 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--deadline", type=float, default=RUN_DEADLINE_S,
         help="seconds from the loss for a run to end; later it is stopped, not recovered",
     )  # fmt: skip
+    parser.add_argument(
+        "--side", choices=(*SIDES, "both"), default="both",
+        help="run meshctl's side, plain Ray Train's, or both (the ratios need both)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="one line of JSON")
     args = parser.parse_args(argv)
     if not 0 < args.kill_at < args.steps - 1:
@@ -271,6 +278,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.deadline <= 0:
         parser.error(f"--deadline: expected seconds above 0, got {args.deadline:g}")
     args.losses = list(node_loss.LOSSES) if args.loss == "both" else [args.loss]
+    args.sides = list(SIDES) if args.side == "both" else [args.side]
     return args
 
 
@@ -282,10 +290,10 @@ def main() -> None:
         loop_dir = working_dir(work)
         # Progress and Ray's chatter go to stderr; stdout is the result.
         with contextlib.redirect_stdout(sys.stderr):
+            sides = {"meshctl": meshctl_side, "ray_train": ray_train_side}
             runs, side_s = interleaved(
-                {"meshctl": meshctl_side(args, work, loop_dir),
-                 "ray_train": ray_train_side(args, work, loop_dir)}
-            )  # fmt: skip
+                {name: sides[name](args, work, loop_dir) for name in args.sides}
+            )
     elapsed_s = time.perf_counter() - started
     result = result_of(args, runs, side_s)
     if args.json:

@@ -19,7 +19,8 @@ a second for ``--base-s``, then eight times that (20 a second: 4 in flight, 2 re
 for ``--surge-s``, then 2.5 a second for ``--after-s``. The service scales out: its second
 replica borrows one of the training job's nodes (it checkpoints, stops and resumes on one
 worker); the traffic falls, the replica goes, the loan closes and the training job grows back
-to two. The suite's test runs it with the shortest phases that still play it out.
+to two. The suite's test (tests/integration/serve/test_surge.py) plays the same story stage by
+stage (``Surge``), each stage ending on the event it waits for instead of a fixed schedule.
 
 Printed (and with ``--json``, one line):
 
@@ -132,16 +133,6 @@ def wait(what: str, check: Callable[[], Any], deadline_s: float = DEADLINE_S) ->
     raise SystemExit(f"surge: {what}: not within {deadline_s:g} s")
 
 
-def events(mesh: Mesh, job_id: str) -> list[dict[str, Any]]:
-    shown: list[dict[str, Any]] = mesh.show(job_id)["events"]
-    return shown
-
-
-def running_on(mesh: Mesh, job_id: str, count: int) -> bool:
-    shown = mesh.show(job_id)
-    return shown["state"] == "running" and len(shown["nodes"]) == count
-
-
 def at_s(event: dict[str, Any]) -> float:
     from datetime import datetime
 
@@ -153,84 +144,150 @@ def first_after(found: list[dict[str, Any]], kind: str, after_s: float) -> float
     return min(times) if times else None
 
 
-def up(mesh: Mesh) -> None:
-    """``meshctl up`` with Ray exporting its metrics (a service's traffic, as the controller
-    reads it) every 2 s instead of Ray's 10 s: the surge is seen sooner. Ray reads the
-    setting from the environment its nodes start in, which ``up`` passes on."""
-    args = ["--mesh", str(mesh.work / "mesh.yaml"), "up", "--interval", "0.5"]
-    mesh.run(*args, env={"RAY_metrics_report_interval_ms": "2000"})
+class Load:
+    """``meshctl.loadgen`` on a thread: ``schedule`` sent to the service until it ends or
+    ``stop()``; ``result()`` waits for every request."""
+
+    def __init__(self, url: str, schedule: list[tuple[float, float]]) -> None:
+        self._stop = threading.Event()
+        self._done: list[loadgen.LoadResult] = []
+        self._thread = threading.Thread(target=lambda: self._done.append(
+            loadgen.run(url, schedule, timeout_s=REQUEST_TIMEOUT_S, stop=self._stop)))  # fmt: skip
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def result(self) -> loadgen.LoadResult:
+        self._thread.join()
+        (done,) = self._done
+        return done
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix="meshctl-surge-"))
-    try:
+class Surge:
+    """The story on a temporary embedded mesh, stage by stage. The benchmark plays it out on a
+    fixed schedule (``surge`` below); the suite's test (tests/integration/serve/test_surge.py)
+    runs the stages one by one, each ending on the event it waits for."""
+
+    def __init__(self, work: Path, downscale_s: float, grow_grace_s: float) -> None:
         (work / "policies").mkdir()
         (work / "policies" / "surge.yaml").write_text(POLICY)
         shutil.copytree(ROOT / "examples" / "train", work / "train")
         shutil.copytree(ROOT / "examples" / "serve", work / "serve")
         (work / "train.yaml").write_text(TRAIN)
-        (work / "service.yaml").write_text(SERVICE.format(downscale_s=args.downscale_s))
-        mesh_yaml = MESH.format(checkpoints=work / "checkpoints", grow_grace_s=args.grow_grace_s)
+        (work / "service.yaml").write_text(SERVICE.format(downscale_s=downscale_s))
+        mesh_yaml = MESH.format(checkpoints=work / "checkpoints", grow_grace_s=grow_grace_s)
         (work / "mesh.yaml").write_text(mesh_yaml)
-        mesh = Mesh(work)
-        up(mesh)
+        self.mesh = Mesh(work)
+        self.train = self.service = self.url = ""
+
+    def up(self) -> None:
+        """``meshctl up`` with Ray exporting its metrics (a service's traffic, as the controller
+        reads it) every 2 s instead of Ray's 10 s: the surge is seen sooner. Ray reads the
+        setting from the environment its nodes start in, which ``up`` passes on."""
+        args = ["--mesh", str(self.mesh.work / "mesh.yaml"), "up", "--interval", "0.5"]
+        self.mesh.run(*args, env={"RAY_metrics_report_interval_ms": "2000"})
+
+    def down(self) -> None:
+        self.mesh.run("down", "--force", check=False)
+
+    def start_training(self) -> None:
+        """Submit the elastic training job; wait for it on two nodes."""
+        self.train = self.mesh.run("submit", "train.yaml").stdout.strip().splitlines()[-1]
+        wait("the training job on two nodes", lambda: self.running_on(2))
+
+    def start_service(self) -> None:
+        """Submit the service; wait for it running, on one replica."""
+        self.service = self.mesh.run("submit", "service.yaml").stdout.strip().splitlines()[-1]
+        wait("the service running", lambda: self.mesh.show(self.service)["state"] == "running")
+        port = serve_ports(self.mesh.home)["onprem"]
+        self.url = f"http://127.0.0.1:{port}/classify"
+        cluster = self.mesh.cluster()
+        self.serve = ServeClient(cluster.dashboard, cluster.token)
+
+    def load(self, schedule: list[tuple[float, float]]) -> Load:
+        return Load(self.url, schedule)
+
+    def replicas(self) -> int:
+        """The service's replicas running, as Serve says."""
+        found = self.serve.status().get(self.service)
+        if found is None:
+            return 0
+        return sum(d.counts.get("RUNNING", 0) for d in found.deployments.values())
+
+    def running_on(self, count: int) -> bool:
+        """Whether the training job runs on ``count`` nodes."""
+        shown = self.mesh.show(self.train)
+        return shown["state"] == "running" and len(shown["nodes"]) == count
+
+    def events(self) -> list[dict[str, Any]]:
+        """The training job's events."""
+        shown: list[dict[str, Any]] = self.mesh.show(self.train)["events"]
+        return shown
+
+    def steps_lost(self) -> list[int]:
+        """Per resize the training job recovered from: the steps it did again."""
+        training = self.mesh.show(self.train).get("training", {})
+        recoveries = training.get("recoveries", [])
+        return [r["steps_lost"] for r in recoveries if r["steps_lost"] is not None]
+
+    def resized(self, since_s: float) -> dict[str, float | None]:
+        """Since ``since_s``: when the loan opened and closed, and when the training job ran
+        again after each (on one node, then on two)."""
+        found = self.events()
+        opened = first_after(found, "loan.opened", since_s)
+        closed = first_after(found, "loan.closed", since_s)
+        return {
+            "opened": opened,
+            "closed": closed,
+            "shrunk": None if opened is None else first_after(found, "job.running", opened),
+            "grown": None if closed is None else first_after(found, "job.running", closed),
+        }
+
+    def show(self) -> None:
+        """The story, as meshctl tells it: each job's events, its loans."""
+        for job_id in (self.service, self.train):
+            print(f"\n$ meshctl jobs show {job_id}", flush=True)
+            print(self.mesh.run("jobs", "show", job_id).stdout, flush=True)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="meshctl-surge-"))
+    try:
+        story = Surge(work, args.downscale_s, args.grow_grace_s)
+        story.up()
         try:
-            return surge(mesh, args)
+            return surge(story, args)
         finally:
-            mesh.run("down", "--force", check=False)
+            story.down()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def surge(mesh: Mesh, args: argparse.Namespace) -> dict[str, Any]:
-    train = mesh.run("submit", "train.yaml").stdout.strip().splitlines()[-1]
-    wait("the training job on two nodes", lambda: running_on(mesh, train, 2))
-    service = mesh.run("submit", "service.yaml").stdout.strip().splitlines()[-1]
-    wait("the service running", lambda: mesh.show(service)["state"] == "running")
-    port = serve_ports(mesh.home)["onprem"]
-    url = f"http://127.0.0.1:{port}/classify"
-    cluster = mesh.cluster()
-    serve = ServeClient(cluster.dashboard, cluster.token)
+def surge(story: Surge, args: argparse.Namespace) -> dict[str, Any]:
+    story.start_training()
+    story.start_service()
     schedule = [
         (float(args.base_s), BASE_RPS),
         (float(args.surge_s), BASE_RPS * SURGE),
         (float(args.after_s), BASE_RPS),
     ]
-    result: list[loadgen.LoadResult] = []
     started = time.time()
-    load = threading.Thread(
-        target=lambda: result.append(loadgen.run(url, schedule, timeout_s=REQUEST_TIMEOUT_S))
-    )
-    load.start()
+    load = story.load(schedule)
     surge_at = started + schedule[0][0]
-
-    def replicas() -> int:
-        apps = serve.status()
-        found = apps.get(service)
-        return (
-            0
-            if found is None
-            else sum(d.counts.get("RUNNING", 0) for d in found.deployments.values())
-        )
-
-    serving_at = wait("a second replica serving", lambda: replicas() >= 2 and time.time())
-    load.join()
-    wait("the training job back on two nodes", lambda: running_on(mesh, train, 2))
-    found = events(mesh, train)
-    opened = first_after(found, "loan.opened", started)
-    closed = first_after(found, "loan.closed", started)
+    serving_at = wait("a second replica serving", lambda: story.replicas() >= 2 and time.time())
+    done = load.result()
+    wait("the training job back on two nodes", lambda: story.running_on(2))
+    resized = story.resized(started)
+    opened, closed = resized["opened"], resized["closed"]
     if opened is None or closed is None:
-        raise SystemExit(f"surge: no loan opened and closed: {[e['kind'] for e in found]}")
-    shrunk = first_after(found, "job.running", opened)
-    grown = first_after(found, "job.running", closed)
-    training = mesh.show(train).get("training", {})
-    if args.show:  # the story, as meshctl tells it: each job's events, its loans
-        for job_id in (service, train):
-            print(f"\n$ meshctl jobs show {job_id}", flush=True)
-            print(mesh.run("jobs", "show", job_id).stdout, flush=True)
-    lost = [r["steps_lost"] for r in training.get("recoveries", []) if r["steps_lost"] is not None]
-    mesh.run("jobs", "cancel", train, check=False)
-    (done,) = result
+        kinds = [e["kind"] for e in story.events()]
+        raise SystemExit(f"surge: no loan opened and closed: {kinds}")
+    shrunk, grown = resized["shrunk"], resized["grown"]
+    if args.show:
+        story.show()
+    lost = story.steps_lost()
+    story.mesh.run("jobs", "cancel", story.train, check=False)
     return {
         "surge_to_serving_s": round(serving_at - surge_at, 2),
         "shrink_s": None if shrunk is None else round(shrunk - opened, 2),

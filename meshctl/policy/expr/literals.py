@@ -48,7 +48,8 @@ def number(text: str, negative: bool) -> tuple[LiteralKind, object]:
     Raises ValueError for a token CEL's lexer would split (and so reject) or a value out of
     range: ints are 64-bit signed, uints 64-bit unsigned, doubles finite."""
     if _UINT.fullmatch(text) and not negative:
-        value = int(text[:-1], 0)
+        digits = text[:-1]  # decimal with leading zeros too (`01u`), as CEL reads it
+        value = int(digits, 16) if digits.startswith("0x") else int(digits)
         if value > UINT_MAX:
             raise ValueError("invalid uint literal")
         return "uint", value

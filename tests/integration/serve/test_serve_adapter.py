@@ -188,10 +188,14 @@ def scale_under_load(client: ServeClient, app: ServeApp, http_port: int, seen: S
 
 
 def busy(client: ServeClient) -> dict[str, AppLoad] | None:
+    """A read that shows the deployment's traffic as the tests assert it: its request counter
+    and its latency histogram both grown since the read before (two metrics: a read is not
+    promised to see both grow at once)."""
     found = client.load()
     model = found.get(APP)
-    rps = model.deployments[DEPLOYMENT].rps if model and DEPLOYMENT in model.deployments else None
-    return found if rps else None
+    deployment = model.deployments.get(DEPLOYMENT) if model else None
+    seen = deployment is not None and bool(deployment.rps) and deployment.p50_ms is not None
+    return found if seen else None
 
 
 def test_one_replica_runs_on_the_node_it_is_pinned_to(story: Story) -> None:

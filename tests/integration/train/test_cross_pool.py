@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -65,42 +67,6 @@ def _keys() -> dict[str, str]:
     }
 
 
-def test_a_run_started_in_one_pool_resumes_in_the_other_from_s3(
-    two_pools: tuple[Mesh, MotoServer], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import boto3
-
-    mesh, moto = two_pools
-    for key, value in AWS.items():
-        monkeypatch.setenv(key, value)
-    config = {"steps": 60, "checkpoint_every_steps": 10, "step_delay_s": 0.1}
-    args = ["train", "model:train_loop", "--name", "cross", "--no-follow",
-            "--cpus-per-worker", "0.5", "--gpus-per-worker", "1", "--memory-per-worker", "512MiB",
-            "--working-dir", str(ROOT / "examples" / "train")]  # fmt: skip
-    for key, value in config.items():
-        args += ["--config", f"{key}={json.dumps(value)}"]
-    job_id = mesh.run(*args, env=AWS).stdout.strip().splitlines()[-1]
-    uri = f"s3://checkpoints/runs/{job_id}"
-    deadline = time.monotonic() + WAIT_S
-    while (seen := read_progress(uri, 1, moto.moto)) is None or (seen.get("step") or 0) < 25:
-        assert time.monotonic() < deadline, f"{job_id} never reached step 25: {seen}"
-        time.sleep(0.25)
-    first = mesh.show(job_id)
-    pool, [node] = str(first["pool"]), first["nodes"]
-    cluster = local.LocalCluster.load(local.run_file(mesh.home / "run", pool))
-    local.remove_node(cluster, node, mesh.home / "run")  # the pool's only GPU node dies
-    assert mesh.run("jobs", "wait", job_id, "--timeout", str(WAIT_S), env=AWS).returncode == 0
-    shown = mesh.show(job_id)
-    assert shown["attempt"] == 2
-    assert shown["pool"] != pool  # finished in the other pool
-    training: dict = shown["training"]  # type: ignore[assignment]
-    assert training["attempts"][-1]["resumed_from_step"] >= 19  # from S3, not from scratch
-    listed = boto3.client("s3", endpoint_url=moto.moto, **_keys()).list_objects_v2(
-        Bucket="checkpoints", Prefix=f"runs/{job_id}/checkpoint_"
-    )
-    assert listed.get("KeyCount", 0) > 0  # Ray Train's checkpoints are in S3
-
-
 def test_a_checkpoint_request_reaches_a_job_whose_checkpoints_are_in_s3(
     two_pools: tuple[Mesh, MotoServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -120,3 +86,74 @@ def test_a_checkpoint_request_reaches_a_job_whose_checkpoints_are_in_s3(
     request = workload.checkpoint_requested(every_s=0)
     assert request is not None
     assert request["reason"] == "spot notice"
+
+
+@dataclass
+class Moved:
+    """The run killed in its first pool: its job, that pool, the step it had reported."""
+
+    job_id: str
+    pool: str
+    step: int
+
+
+@pytest.fixture(scope="module")
+def moved(two_pools: tuple[Mesh, MotoServer]) -> Moved:
+    """A run trains in one pool past step 25 (a checkpoint every 10 steps, to S3); then that
+    pool's only GPU node dies."""
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in AWS.items():
+            env.setenv(key, value)  # S3's, for the progress read here and by `jobs show`
+        return _killed_in_its_first_pool(*two_pools)
+
+
+def _killed_in_its_first_pool(mesh: Mesh, moto: MotoServer) -> Moved:
+    config = {"steps": 60, "checkpoint_every_steps": 10, "step_delay_s": 0.1}
+    args = ["train", "model:train_loop", "--name", "cross", "--no-follow",
+            "--cpus-per-worker", "0.5", "--gpus-per-worker", "1", "--memory-per-worker", "512MiB",
+            "--working-dir", str(ROOT / "examples" / "train")]  # fmt: skip
+    for key, value in config.items():
+        args += ["--config", f"{key}={json.dumps(value)}"]
+    job_id = mesh.run(*args, env=AWS).stdout.strip().splitlines()[-1]
+    uri = f"s3://checkpoints/runs/{job_id}"
+    deadline = time.monotonic() + WAIT_S
+    while (seen := read_progress(uri, 1, moto.moto)) is None or (seen.get("step") or 0) < 25:
+        assert time.monotonic() < deadline, f"{job_id} never reached step 25: {seen}"
+        time.sleep(0.25)
+    first = mesh.show(job_id)
+    pool, [node] = str(first["pool"]), first["nodes"]
+    cluster = local.LocalCluster.load(local.run_file(mesh.home / "run", pool))
+    local.remove_node(cluster, node, mesh.home / "run")  # the pool's only GPU node dies
+    return Moved(job_id, pool, int(seen["step"]))
+
+
+def test_a_run_checkpoints_to_s3_in_its_first_pool(
+    two_pools: tuple[Mesh, MotoServer], moved: Moved
+) -> None:
+    _, moto = two_pools
+    assert moved.step >= 25
+    listed = _s3(moto).list_objects_v2(
+        Bucket="checkpoints", Prefix=f"runs/{moved.job_id}/checkpoint_"
+    )
+    assert listed.get("KeyCount", 0) > 0  # Ray Train's checkpoints are in S3
+
+
+def test_its_node_dead_the_run_resumes_in_the_other_pool_from_s3(
+    two_pools: tuple[Mesh, MotoServer], moved: Moved, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mesh, _ = two_pools
+    for key, value in AWS.items():
+        monkeypatch.setenv(key, value)
+    done = mesh.run("jobs", "wait", moved.job_id, "--timeout", str(WAIT_S), env=AWS, check=False)
+    assert done.returncode == 0, mesh.story(moved.job_id)
+    shown = mesh.show(moved.job_id)
+    assert shown["attempt"] == 2
+    assert shown["pool"] != moved.pool  # finished in the other pool
+    training: dict = shown["training"]  # type: ignore[assignment]
+    assert training["attempts"][-1]["resumed_from_step"] >= 19  # from S3, not from scratch
+
+
+def _s3(moto: MotoServer) -> Any:
+    import boto3
+
+    return boto3.client("s3", endpoint_url=moto.moto, **_keys())

@@ -43,6 +43,8 @@ def we_accept(source: str) -> bool:
 
 # Where cel's parser is particular: each of these is accepted or rejected as cel does it.
 EDGES = [
+    pytest.param("01u", True, id="a-uint-with-a-leading-zero"),
+    pytest.param("007u == 7u", True, id="a-uint-with-leading-zeros"),
     pytest.param("[1, 2,]", True, id="trailing-comma-in-a-list"),
     pytest.param("[,]", True, id="a-lone-comma-is-an-empty-list"),
     pytest.param("[,,]", False, id="two-lone-commas"),
