@@ -112,6 +112,7 @@ class Applying:
             error = self._ask_to_checkpoint(request, now)
             if error:
                 errors.append(error)
+        resubmitted = []
         for resubmit in step.resubmits:
             try:
                 outcome = self._submit(resubmit.pool, resubmit.job_id, resubmit.submission)
@@ -119,6 +120,8 @@ class Applying:
                 errors.append(self._submit_failed(resubmit.job_id, resubmit.attempt_id, err, now))
                 continue
             self._event(now, "job.submit", resubmit.job_id, f"{outcome} on {resubmit.pool}")
+            resubmitted.append(AttemptChange(resubmit.attempt_id, None, outcome))
+        self._attempts(resubmitted, now)  # their reasons: what became of them, as below
         errors += self._dispatch(step.dispatches, now)
         if self.burst is not None:
             for launch in step.launches:
@@ -193,7 +196,10 @@ class Applying:
                 continue
             failpoint("after-submit")
             submitted.append((dispatch, outcome))
-        self._attempts([AttemptChange(d.attempt.id, "pending") for d, _ in submitted], now)
+        # its reason now what became of it (not what a refusal or a wait for its pool said)
+        self._attempts(
+            [AttemptChange(d.attempt.id, "pending", outcome) for d, outcome in submitted], now
+        )
         done = "{} to pool {} as {}"
         self._transitions(
             [Transition(d.job_id, JobState.DISPATCHED,

@@ -236,6 +236,8 @@ def test_a_pool_that_cannot_take_a_submission_yet_makes_the_job_wait_not_fail() 
     assert dispatched is not None
     assert dispatched.state is JobState.DISPATCHED
     assert pool.submitted == [f"meshctl-{record.id}-1"]
+    [attempt] = store.list(AttemptRecord)
+    assert (attempt.state, attempt.reason) == ("pending", "submitted")  # no longer waiting
 
 
 def clouds_mesh(max_nodes: int = 2, head: str | None = None) -> tuple[Any, Any, Any, Any]:
