@@ -31,8 +31,8 @@ sim: $(STAMP)
 	    --trace philly --start-day 26.6 --days 3 --replicate 24 --failures stepfun --seed 0 \
 	    --out sim-out
 
-# The tiers and their budgets on a 2-core machine: docs/TESTING.md. The unit tier uses both
-# cores (pytest-xdist); the tests of a module outside tests/unit stay on one worker, in order
+# The tiers and their budgets on a 2-core machine: docs/TESTING.md. Both tiers use both cores
+# (pytest-xdist); the tests of a module outside tests/unit stay on one worker, in order
 # (tests/conftest.py), since they share the mesh or server the module starts.
 WORKERS ?= 2
 INTEGRATION_WORKERS ?= 2
