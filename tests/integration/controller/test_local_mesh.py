@@ -137,7 +137,10 @@ def test_a_cordoned_node_gets_no_new_work(mesh: Mesh) -> None:
     try:
         job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "pass")
         assert mesh.run("jobs", "wait", job_id).returncode == 0
-        assert mesh.show(job_id)["nodes"] == ["gpu-rack2"]
+        [node] = mesh.show(job_id)["nodes"]
+        # either other node may take it (gpu-rack2 or mi300x: which one is free to the
+        # scheduler depends on how soon Ray reports the last test's GPUs free)
+        assert node in ("gpu-rack2", "mi300x")
     finally:
         mesh.run("nodes", "uncordon", "gpu-rack1")
 
