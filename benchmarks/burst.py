@@ -1,7 +1,7 @@
 """A burst to each cloud, on the emulators: from the launch request to the instance joined,
 to a job running on it, and the teardown; whether anything leaked.
 
-    python benchmarks/burst.py [--trials 3] [--json]
+    python benchmarks/burst.py [--trials 3] [--cloud aws|gcp|both] [--json]
 
 Per cloud (AWS on moto_server, GCP on the tests' GCE emulator with Secret Manager) and trial,
 the controller's cloud side (``Burst``, launching in the foreground) against a pool without a
@@ -22,7 +22,8 @@ cluster:
 Beside them, in the same run, ``plain_ray_start_s``: a head started directly with
 ``ray start --head --block`` (``meshctl.pools.local.start_head``, what an emulated instance
 was before it booted from its script) until the cluster lists it: what the script's join
-adds is the difference. Medians of ``--trials``.
+adds is the difference. Medians of ``--trials``. ``--cloud`` bursts to one cloud only (the
+suite tests each on its own).
 """
 
 from __future__ import annotations
@@ -139,8 +140,13 @@ def plain_ray_start() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument(
+        "--cloud", choices=("aws", "gcp", "both"), default="both",
+        help="burst to one emulated cloud, or to each in turn",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    clouds = ("aws", "gcp") if args.cloud == "both" else (args.cloud,)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     from tests.emulators.aws import MotoServer
@@ -149,7 +155,8 @@ def main() -> None:
     catalogs = {f.provider: f.catalog for f in load_catalogs()}
     found: dict[str, Any] = {}
     with MotoServer() as aws, GceEmulator() as gce:
-        for provider, endpoint in (("aws", aws.endpoint), ("gcp", gce.endpoint)):
+        endpoints = {"aws": aws.endpoint, "gcp": gce.endpoint}
+        for provider, endpoint in ((c, endpoints[c]) for c in clouds):
             trials = [one_burst(provider, endpoint, catalogs, n) for n in range(args.trials)]
             found[provider] = {
                 key: (sum(t[key] for t in trials) if key == "leaked"
@@ -159,12 +166,12 @@ def main() -> None:
     found["plain_ray_start_s"] = round(
         statistics.median(plain_ray_start() for _ in range(args.trials)), 2
     )
-    found["leaked"] = found["aws"]["leaked"] + found["gcp"]["leaked"]
+    found["leaked"] = sum(found[c]["leaked"] for c in clouds)
     found["trials"] = args.trials
     if args.json:
         print(json.dumps(found))
         return
-    for provider in ("aws", "gcp"):
+    for provider in clouds:
         row = found[provider]
         print(f"{provider}: joined {row['request_to_joined_s']:.2f} s, job running "
               f"{row['request_to_running_s']:.2f} s, teardown {row['teardown_s']:.2f} s, "

@@ -27,6 +27,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -305,39 +306,64 @@ def test_each_node_has_an_agent_that_answers_only_with_the_cluster_s_token(mesh:
     assert [g["uuid"] for g in probe["gpus"]] == [f"GPU-fake-{probe['node']}-0"]
 
 
-def test_an_xid_found_by_the_agent_moves_the_job_with_identical_weights(
-    mesh: Mesh, reference: dict[str, Any], tmp_path: Path
-) -> None:
-    out = tmp_path / "weights.json"
-    # slow enough to outlive the grace a job on an unhealthy node has to checkpoint
-    job_id = train(mesh, "xid", output=str(out), step_delay_s=0.3)
-    wait_for_step(mesh, job_id, 12)
-    [sick] = mesh.show(job_id)["nodes"]
-    kernel_log = mesh.cwd / "gpus" / f"{sick}.kmsg"
-    kernel_log.write_text(
-        "[ 4242.0] NVRM: Xid (PCI:0000:1b:00): 79, pid=4242, GPU has fallen off the bus.\n"
-    )
-    try:
-        row = wait_for_node(mesh, sick, "unhealthy", lambda r: r["state"] == "unhealthy")
-        assert row["reason"] == "agent: XID 79 on GPU 0000:1b:00"
-        assert mesh.run("jobs", "wait", job_id, "--timeout", str(WAIT_S)).returncode == 0
-        shown = mesh.show(job_id)
+XID = "[ 4242.0] NVRM: Xid (PCI:0000:1b:00): 79, pid=4242, GPU has fallen off the bus.\n"
+XID_REASON = "agent: XID 79 on GPU 0000:1b:00"
+
+
+@dataclass
+class Xid:
+    """A train job whose node's kernel log reports an XID: the job, the node, its weights."""
+
+    job_id: str
+    sick: str
+    out: Path
+
+
+class TestAnXidFoundByTheAgent:
+    """One story in stages: a job's node reports an XID; the node leaves service, the job is
+    asked to checkpoint, evicted and resumes elsewhere with the weights of an uninterrupted
+    run; the operator overrules the agent. Class-scoped, so the node is healthy again before
+    the module's next test."""
+
+    @pytest.fixture(scope="class")
+    def xid(self, mesh: Mesh, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Xid]:
+        out = tmp_path_factory.mktemp("xid") / "weights.json"
+        # slow enough to outlive the grace a job on an unhealthy node has to checkpoint
+        job_id = train(mesh, "xid", output=str(out), step_delay_s=0.3)
+        wait_for_step(mesh, job_id, 12)
+        [sick] = mesh.show(job_id)["nodes"]
+        kernel_log = mesh.cwd / "gpus" / f"{sick}.kmsg"
+        kernel_log.write_text(XID)
+        try:
+            yield Xid(job_id, sick, out)
+        finally:
+            kernel_log.unlink()  # the node rebooted: its kernel log starts afresh
+        wait_for_node(mesh, sick, "healthy", lambda r: r["agent"]["verdict"] == "healthy")
+
+    def test_its_node_leaves_service_with_the_xid_as_the_reason(self, mesh: Mesh, xid: Xid) -> None:
+        row = wait_for_node(mesh, xid.sick, "unhealthy", lambda r: r["state"] == "unhealthy")
+        assert row["reason"] == XID_REASON
+
+    def test_the_job_resumes_elsewhere_with_identical_weights(
+        self, mesh: Mesh, xid: Xid, reference: dict[str, Any]
+    ) -> None:
+        assert mesh.run("jobs", "wait", xid.job_id, "--timeout", str(WAIT_S)).returncode == 0
+        shown = mesh.show(xid.job_id)
         assert shown["attempt"] == 2, shown["events"]
-        assert sick not in shown["nodes"]
+        assert xid.sick not in shown["nodes"]
         kinds = [e["kind"] for e in shown["events"]]  # type: ignore[index, union-attr]
         assert "job.checkpoint-request" in kinds
         assert "job.evicted" in kinds
-        assert final(out)["sha256"] == reference["sha256"]  # bit for bit
-        row = node_list(mesh)[f"onprem/{sick}"]
+        assert final(xid.out)["sha256"] == reference["sha256"]  # bit for bit
+        row = node_list(mesh)[f"onprem/{xid.sick}"]
         assert row["state"] == "unhealthy"
-        assert row["reason"] == "agent: XID 79 on GPU 0000:1b:00"
+        assert row["reason"] == XID_REASON
         assert row["agent"]["verdict"] == "unhealthy"
-        mesh.run("nodes", "health", sick, "--healthy")  # the operator overrules its agent
-        row = wait_for_node(mesh, sick, "ready", lambda r: r["state"] == "ready")
+
+    def test_the_operator_overrules_its_agent(self, mesh: Mesh, xid: Xid) -> None:
+        mesh.run("nodes", "health", xid.sick, "--healthy")
+        row = wait_for_node(mesh, xid.sick, "ready", lambda r: r["state"] == "ready")
         assert row["agent"]["verdict"] == "unhealthy"  # the agent still says so
-    finally:
-        kernel_log.unlink()  # the node rebooted: its kernel log starts afresh
-    wait_for_node(mesh, sick, "healthy", lambda r: r["agent"]["verdict"] == "healthy")
 
 
 def test_a_silent_agent_makes_its_node_suspect_then_dead_and_back_when_it_answers(
