@@ -78,7 +78,11 @@ TRANSITIONS: tuple[tuple[str, str, str], ...] = (
     ),
     ("pending", "failed", "its `limits.deadline` came before it started"),
     ("running", "failed", "it ran past its `limits.max_runtime_s` (its Ray job is then stopped)"),
-    ("admitted", "failed", "its pool refused its submission five times"),
+    (
+        "admitted",
+        "failed",
+        "its pool refused its submission five times (a pool that cannot take it now is waited for)",
+    ),
     (
         "admitted, dispatched, running",
         "requeued",
