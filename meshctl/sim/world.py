@@ -135,15 +135,15 @@ class WorldEvents(Attempts):
             attempt = self.running.get(job_id)
             if attempt is None:
                 continue  # a service's replica: gone at the next cycle, its node down
-            if attempt.stopped_s is not None and self._replaceable(attempt):
-                # stopped already (a stop sent this cycle, seen at the next): its driver lives
-                # on and Ray stops it as asked, so it is released then, as the controller sees
-                # it (the controller's cycle at this instant saw the node dead first and sent
-                # the stop to a run that was only waiting for a stand-in)
-                continue
-            if attempt.stopped_s is None and self._replaceable(attempt):
-                # its driver lives on: it stops working; replaced or evicted at the next cycle
-                # (one already leaving stops when its stop comes)
+            if self._replaceable(attempt):
+                # its driver lives on. Stopped already (a stop sent this cycle, seen at the
+                # next): Ray stops it as asked and it is released then, as the controller sees
+                # it (its cycle at this instant saw the node dead first and sent the stop to a
+                # run that was only waiting for a stand-in)
+                if attempt.stopped_s is not None:
+                    continue
+                # else it stops working; replaced or evicted at the next cycle (one already
+                # leaving stops when its stop comes)
                 attempt.halted_s = attempt.halted_s if attempt.halted_s is not None else self.now
                 if attempt.why is None:
                     attempt.lost += (name,)
