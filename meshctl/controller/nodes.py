@@ -149,6 +149,8 @@ def _health(world: World, key: str) -> NodeHealth:
         health = OUT_OF_SERVICE[record.state]
     if (pool, node) in world.reclaiming or key in world.suspect:
         health = "cordoned"  # being taken back, or its agent is late: nothing new goes there
+    if (pool, node) in world.interrupted:
+        health = "down"  # its instance is gone, though Ray may list its node a moment longer
     if key in world.health:
         health = "unhealthy"  # its probe says so (the record follows this cycle)
     return health

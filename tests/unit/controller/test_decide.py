@@ -459,6 +459,22 @@ def test_jobs_on_a_spot_instance_taken_back_are_preempted_then_requeued() -> Non
 
 
 @pytest.mark.parametrize(
+    ("taken_back", "placed_on"),
+    [(frozenset(), "n1"), (frozenset({("onprem", "n1")}), "n2")],
+    ids=["none taken back", "n1's instance taken back, Ray still lists its node"],
+)
+def test_nothing_new_goes_to_a_node_whose_instance_was_taken_back(
+    taken_back: frozenset[tuple[str, str]], placed_on: str
+) -> None:
+    """The cycle that finds a spot instance gone ends its notice (it is no longer reclaiming)
+    while Ray lists its node alive until the heartbeats stop: a job requeued from it must not
+    be placed on it again (found by the burst spot test, which saw three attempts, not two)."""
+    step = decide(world(job("b"), interrupted=taken_back), RULES)
+    [placed] = step.dispatches
+    assert [a.node for a in placed.attempt.detail.allocations] == [placed_on]
+
+
+@pytest.mark.parametrize(
     ("left_s", "stop_in_s"),
     [(120.0, 120.0 - STOP_MARGIN_S), (5.0, 0.0)],
     ids=["AWS's two minutes", "less than the margin: stopped now"],
