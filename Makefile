@@ -35,7 +35,7 @@ sim: $(STAMP)
 # (pytest-xdist); the tests of a module outside tests/unit stay on one worker, in order
 # (tests/conftest.py), since they share the mesh or server the module starts.
 WORKERS ?= 2
-INTEGRATION_WORKERS ?= 1  # two: see docs/TESTING.md (a burst module lost a run to a starved head)
+INTEGRATION_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -n $(WORKERS) --dist loadgroup
 INTEGRATION := $(PY) -m pytest -n $(INTEGRATION_WORKERS) --dist loadgroup -m "integration or e2e"
 

@@ -38,7 +38,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -51,6 +50,8 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
+
+from meshctl.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -73,13 +74,6 @@ JOB = {
     "metadata": {"name": "bench"},
     "spec": {"kind": "batch", "entrypoint": "python -c 'print(1)'", "resources": {"gpus": 1}},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 @contextmanager

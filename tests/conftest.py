@@ -5,7 +5,6 @@ or need a port nothing listens on (``closed_port``)."""
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +13,8 @@ from typing import Any, TypeVar
 import pytest
 from pgserver import PgServer, pg_server
 from typer.testing import CliRunner
+
+from meshctl.ports import free_port
 
 T = TypeVar("T")
 
@@ -61,11 +62,9 @@ def wait_until(
 
 
 def closed_port() -> int:
-    """A loopback port nothing listens on (one just freed): a dashboard that does not answer."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
+    """A loopback port nothing listens on, nor will for a while (``meshctl.ports`` leases it):
+    a dashboard that does not answer."""
+    return free_port()
 
 
 @pytest.fixture(scope="session")

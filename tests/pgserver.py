@@ -16,7 +16,6 @@ import os
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -24,6 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from meshctl.ports import free_port
 
 if TYPE_CHECKING:
     import psycopg
@@ -61,13 +62,6 @@ def binaries() -> Path:
         "the Postgres tests need initdb and pg_ctl (PATH or /usr/lib/postgresql/N/bin): "
         "install postgresql-15 (apt-get install postgresql-15)"
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 def _runner() -> tuple[list[str], int | None, int | None]:
@@ -196,7 +190,7 @@ def _started(folder: Path, bin_dir: Path, prefix: list[str], password: str) -> P
     """The server started on a free port (another, when one is taken between the pick and the
     start)."""
     for attempt in range(3):
-        server = PgServer(folder, bin_dir, _free_port(), password, prefix)
+        server = PgServer(folder, bin_dir, free_port(), password, prefix)
         try:
             server.start()
             return server

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,6 +32,7 @@ from meshctl.controller.packages import Packages
 from meshctl.controller.world import JobView, ServeSeen
 from meshctl.model.mesh import LocalPool, Mesh
 from meshctl.pools.serve import ServeApp, ServeClient
+from meshctl.ports import free_port
 from meshctl.state.records import Event, JobRecord, JobState
 from meshctl.state.store import Store
 
@@ -53,12 +53,6 @@ def serve_ports(home: Path) -> dict[str, int]:
     except (OSError, ValueError):
         return {}
     return {str(k): int(v) for k, v in found.items()} if isinstance(found, dict) else {}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -235,7 +229,7 @@ class ServeDeployer:
     def _port(self, pool: str) -> int:
         ports = serve_ports(self.home)
         if pool not in ports:
-            ports[pool] = _free_port()
+            ports[pool] = free_port()
             serve_file(self.home).write_text(json.dumps(ports))
         return ports[pool]
 

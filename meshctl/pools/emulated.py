@@ -32,6 +32,7 @@ from meshctl.clouds.base import Instance
 from meshctl.pools import local
 from meshctl.pools.metadata_server import Entry, MetadataServer
 from meshctl.pools.observed import node_name
+from meshctl.ports import free_port
 
 __all__ = ["EmulatedInstances", "node_name"]
 
@@ -76,7 +77,7 @@ class EmulatedInstances:
                 raise LookupError(f"pool {instance.pool} has no cluster for {instance.id}")
             if any(p.node == name for p in cluster.processes):  # a boot that failed: again
                 local.remove_node(cluster, name, self.run_dir)
-            agent_port = local.free_port()
+            agent_port = free_port()
             entry = Entry(provider, instance.id, instance.zone, where, LOOPBACK)
             env = self._environment(entry, cluster, head, agent_port, endpoint_url)
             path = local.run_file(self.run_dir, instance.pool)
@@ -120,8 +121,8 @@ class EmulatedInstances:
             local.stop(old)  # what is left of a cluster whose head died
         cluster = local.LocalCluster(
             pool=pool,
-            dashboard=f"http://{LOOPBACK}:{local.free_port()}",
-            gcs=f"{LOOPBACK}:{local.free_port()}",
+            dashboard=f"http://{LOOPBACK}:{free_port()}",
+            gcs=f"{LOOPBACK}:{free_port()}",
             token_file=str(self.token_file(pool)),
             temp_dir=tempfile.mkdtemp(prefix="meshctl-ray-"),  # short: Ray's socket paths
             log_dir=str(self.run_dir / "logs"),
@@ -157,13 +158,12 @@ class EmulatedInstances:
 
 
 def _ray_args(cluster: local.LocalCluster, head: bool) -> list[str]:
-    free = local.free_port
     args = [*local.node_ports(), f"--num-cpus={CPUS}", f"--memory={MEMORY_GIB * local.GIB}"]
     if head:
         port = cluster.gcs.rsplit(":", 1)[1]
         dashboard = cluster.dashboard.rsplit(":", 1)[1]
         return [*args, f"--port={port}", f"--dashboard-port={dashboard}",
-                f"--dashboard-host={LOOPBACK}", f"--ray-client-server-port={free()}",
+                f"--dashboard-host={LOOPBACK}", f"--ray-client-server-port={free_port()}",
                 f"--temp-dir={cluster.temp_dir}"]  # fmt: skip
     return [*args, "--include-log-monitor=False"]  # one log monitor per machine: the head's
 

@@ -25,7 +25,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,6 +45,7 @@ from meshctl.pools.observed import (
     ROLE_LABEL,
 )
 from meshctl.pools.ray import PoolError, RayPoolClient
+from meshctl.ports import free_port, free_ports
 from meshctl.procs import start_ticks, stat_fields, zombie
 from meshctl.state.private import open_private, private_dir, write_private
 
@@ -140,7 +140,7 @@ def _start_head(
     private_dir(run_dir)
     token_file = run_dir / f"pool-{pool}.token"
     write_private(token_file, secrets.token_hex(32))
-    gcs_port, dashboard_port = free_port(), free_port()
+    gcs_port, dashboard_port = free_ports(2)
     cluster = LocalCluster(
         pool=pool,
         dashboard=f"http://127.0.0.1:{dashboard_port}",
@@ -320,13 +320,14 @@ def _launch(cluster: LocalCluster, node: str, args: list[str], path: Path) -> No
 def node_ports() -> list[str]:
     """``ray start``'s arguments for one of several nodes on this machine: a free port for
     each of its servers, and a small object store."""
+    ports = iter(free_ports(6))
     return [
-        f"--node-manager-port={free_port()}",
-        f"--object-manager-port={free_port()}",
-        f"--metrics-export-port={free_port()}",
-        f"--dashboard-agent-listen-port={free_port()}",
-        f"--dashboard-agent-grpc-port={free_port()}",
-        f"--runtime-env-agent-port={free_port()}",
+        f"--node-manager-port={next(ports)}",
+        f"--object-manager-port={next(ports)}",
+        f"--metrics-export-port={next(ports)}",
+        f"--dashboard-agent-listen-port={next(ports)}",
+        f"--dashboard-agent-grpc-port={next(ports)}",
+        f"--runtime-env-agent-port={next(ports)}",
         f"--object-store-memory={OBJECT_STORE_BYTES}",
     ]
 
@@ -435,13 +436,6 @@ def _signal(pid: int, sig: signal.Signals) -> None:
 
 
 # --- readiness ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _alive_nodes(cluster: LocalCluster) -> set[str] | None:

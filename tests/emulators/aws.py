@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +34,8 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from meshctl.ports import free_port
 
 ERROR = (
     '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
@@ -53,13 +54,6 @@ SPOT_REQUEST = (
 )
 AUTH_FAILURE = "AWS was not able to validate the provided access credentials"
 SIGNED_BY = re.compile(r"Credential=([^/,\s]+)/")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class MotoServer:

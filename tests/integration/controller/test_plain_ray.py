@@ -9,10 +9,8 @@ them apart by Ray's own node id, and pins work with Ray's own `ray.io/node-id` l
 
 from __future__ import annotations
 
-import contextlib
 import json
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +22,7 @@ import pytest
 from meshctl.pools import local
 from meshctl.pools.observed import Submission
 from meshctl.pools.ray import RayPoolClient
+from meshctl.ports import free_ports
 from tests.conftest import wait_until
 from tests.integration.meshes import WAIT_S, Mesh
 
@@ -31,15 +30,6 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
 GPUS_PER_NODE = 2
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports: each socket is held until all are found."""
-    with contextlib.ExitStack() as held:
-        socks = [held.enter_context(socket.socket()) for _ in range(count)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 class PlainCluster:

@@ -27,8 +27,9 @@ import pytest
 from meshctl import loadgen
 from meshctl.loadgen import LoadResult
 from meshctl.pools.serve import AppLoad, AppStatus, ServeApp, ServeClient
+from meshctl.ports import free_ports
 from tests.conftest import wait_until
-from tests.integration.controller.test_plain_ray import PlainCluster, free_ports
+from tests.integration.controller.test_plain_ray import PlainCluster
 
 pytestmark = pytest.mark.integration
 

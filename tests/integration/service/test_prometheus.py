@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import urllib.parse
 import urllib.request
@@ -27,6 +26,7 @@ from meshctl.agent.watch import AgentReport, AgentStatus
 from meshctl.controller.metrics import Address, ControllerMetrics
 from meshctl.model.policy import TeamQuota
 from meshctl.policy.tenancy import BudgetStanding
+from meshctl.ports import free_port
 from meshctl.state import Event, JobRecord, JobState, NodeRecord, SqliteStore
 from tests.conftest import wait_until
 from tests.integration.service.test_api import start, stop
@@ -126,13 +126,6 @@ def controller_endpoint() -> Iterator[str]:
     metrics.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
 @pytest.fixture(scope="module")
 def prometheus(
     tools: Tools,
@@ -155,7 +148,7 @@ def prometheus(
         ],
     }
     (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = _free_port()
+    port = free_port()
     log = (folder / "prometheus.log").open("wb")
     process = subprocess.Popen(
         [
