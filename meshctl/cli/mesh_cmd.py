@@ -171,7 +171,8 @@ def status(
     output: OutputOption = Output.table,
 ) -> None:
     """Pools (with whether each can be used now, and why not), GPUs in use, the policies the
-    controller enforces, the queue by class and recent events, on one screen."""
+    controller enforces, the queue by class and recent events, on one screen. Exit 1 after
+    drawing it when no controller runs or its last cycle is over 90 s old."""
     from meshctl.cli import render
 
     context = app_context(ctx)
@@ -182,14 +183,17 @@ def status(
             render.emit_data(said, output)
         else:
             render.show(render_status(said))
+        _fail_if_down(said)
         return
     health = _Health(context)
     with context.store() as store:
-        if output is not Output.table:
-            render.emit_data(collect(context, store, health), output)
-            return
-        if not watch:
-            render.show(render_status(collect(context, store, health)))
+        if output is not Output.table or not watch:
+            data = collect(context, store, health)
+            if output is not Output.table:
+                render.emit_data(data, output)
+            else:
+                render.show(render_status(data))
+            _fail_if_down(data)
             return
         try:
             with render.live(render_status(collect(context, store, health))) as update:
@@ -198,6 +202,14 @@ def status(
                     update(render_status(collect(context, store, health)))
         except KeyboardInterrupt:
             raise typer.Exit(0) from None
+
+
+def _fail_if_down(data: Status) -> None:
+    from meshctl.controller.status import controller_down
+
+    down = controller_down(data["controller"])
+    if down is not None:
+        raise CommandError(down)
 
 
 class _Health:

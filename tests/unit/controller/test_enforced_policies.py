@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 
 from meshctl.cli.app import app
 from meshctl.controller import daemon
-from meshctl.pools.local import start_ticks
+from meshctl.procs import start_ticks
 from tests.conftest import EXAMPLES, ROOT, closed_port, onprem_policies
 
 pytestmark = pytest.mark.unit
@@ -35,7 +36,8 @@ def pretend_controller(home: Path, **beat: object) -> None:
     run.mkdir(parents=True, exist_ok=True)
     me = os.getpid()
     daemon.pid_file(home).write_text(json.dumps({"pid": me, "start_ticks": start_ticks(me)}))
-    daemon.heartbeat_file(home).write_text(json.dumps({"pid": me, "at_s": 0.0, **beat}))
+    beat = {"at_s": time.time(), **beat}
+    daemon.heartbeat_file(home).write_text(json.dumps({"pid": me, **beat}))
 
 
 @pytest.fixture
@@ -133,6 +135,33 @@ def test_status_shows_what_the_controller_enforces_and_each_pools_health(
     table = cli.invoke(app, ["status"]).stdout
     assert "policies 0123456789abcdef (/srv/policies, commit c0ffeec0ffee)" in table
     assert "unavailable: no credentials" in table
+
+
+@pytest.mark.parametrize(
+    ("last_cycle_s_ago", "code", "says"),
+    [
+        (None, 1, "no controller is running (meshctl up starts one)"),
+        (600.0, 1, "s ago: hung?"),
+        (1.0, 0, ""),
+    ],
+    ids=["none runs", "its last cycle 10 minutes ago", "cycling"],
+)
+@pytest.mark.parametrize("output", [[], ["-o", "json"]], ids=["screen", "json"])
+def test_status_draws_what_it_can_and_exits_1_when_no_controller_decides(
+    cli: CliRunner,
+    home: Path,
+    last_cycle_s_ago: float | None,
+    code: int,
+    says: str,
+    output: list[str],
+) -> None:
+    """Reported: status exited 0 with the controller down."""
+    if last_cycle_s_ago is not None:
+        pretend_controller(home, at_s=time.time() - last_cycle_s_ago)
+    shown = cli.invoke(app, ["status", *output])
+    assert shown.exit_code == code, shown.output
+    assert ("Pools" in shown.stdout) if not output else json.loads(shown.stdout)["pools"]
+    assert says in shown.stderr
 
 
 def test_reload_checks_every_file_first_and_refuses_an_invalid_change(
