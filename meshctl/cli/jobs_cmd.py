@@ -185,7 +185,7 @@ def show_data(
         for x in store.list(LoanRecord)
         if record.id in (x.lender, x.borrower, service_of(x.borrower))
     ]
-    decision = decisions[-1].explanation.get("summary") if decisions else None
+    decision = jobview.decision_now(decisions[-1] if decisions else None, events)
     data = {
         **_row(record, attempts[-1] if attempts else None, time.time()),
         **jobview.data(record.spec, attempts, events, decision),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from meshctl.jsondata import event_data, timestamp
 
 if TYPE_CHECKING:
-    from meshctl.state import AttemptRecord, Event, LoanRecord, Store
+    from meshctl.state import AttemptRecord, Decision, Event, LoanRecord, Store
 
 ERROR_LINES = 3  # of Ray's message on a failed attempt; the rest is in the job's log
 
@@ -103,6 +103,16 @@ def nodes_of(attempt: AttemptRecord | None) -> list[str]:
     if attempt is None:
         return []
     return [held.node for held in attempt.detail.allocations]
+
+
+def decision_now(decision: Decision | None, events: Sequence[Event]) -> str | None:
+    """The scheduler's latest decision, and each node replaced inside the attempt since: the
+    decision names the nodes the job was placed on, which it may have left."""
+    summary = decision.explanation.get("summary") if decision is not None else None
+    if decision is None or not summary:
+        return summary
+    moved = [e.message for e in events if e.kind == "job.node-replaced" and e.at_s >= decision.at_s]
+    return str(summary) + "".join(f"; then {m}" for m in moved)
 
 
 def attempt_data(attempt: AttemptRecord) -> dict[str, Any]:

@@ -10,11 +10,15 @@ Two layers of recovery:
   report is when it resumed).
 
 Steps lost: the last step reported before the failure less the step of the checkpoint the
-run resumed from (all of them when it started from scratch). Time to detect: from the last
-report before the failure to the failure being seen (none for a job that reported on while
-given a grace to checkpoint). Time to resume: from when it stopped (seen, or its last report
-when later) to the first report after it. The cause of a recovery across attempts is the
-last eviction or preemption between the two attempts' first reports.
+run resumed from (all of them when it started from scratch; unknown when the checkpoint's step
+was not recorded). A checkpoint's step is found in the latest checkpoints an attempt records,
+or in a failure's, which names the checkpoint that was latest when it happened: a run that
+checkpoints every step has rolled the one it resumed from off the list long before it ends.
+
+Time to detect: from the last report before the failure to the failure being seen (none for a
+job that reported on while given a grace to checkpoint). Time to resume: from when it stopped
+(seen, or its last report when later) to the first report after it. The cause of a recovery
+across attempts is the last eviction or preemption between the two attempts' first reports.
 """
 
 from __future__ import annotations
@@ -53,16 +57,27 @@ def history(
     (``at_s``, ``kind``, ``message``)."""
     progress: Mapping[int, Mapping[str, Any]] = recorded.get("progress", {})
     starts: Sequence[Mapping[str, Any]] = recorded.get("starts", [])
-    step_of = {
-        str(c["path"]): c.get("step")
+    known = [c for doc in progress.values() for c in doc.get("checkpoints", [])] + [
+        f["checkpoint"]
         for doc in progress.values()
-        for c in doc.get("checkpoints", [])
-        if c.get("path")
-    }
+        for f in doc.get("failures", [])
+        if isinstance(f.get("checkpoint"), Mapping)
+    ]
+    step_of = {str(c["path"]): c.get("step") for c in known if c.get("path")}
 
     def resumed(start: Mapping[str, Any] | None) -> int | None:
         path = start.get("checkpoint") if start else None
         return step_of.get(str(path)) if path else None
+
+    def lost(last_step: int | None, start: Mapping[str, Any] | None) -> int | None:
+        """Steps done again: all of them from scratch; unknown from a checkpoint whose step
+        was not recorded."""
+        if last_step is None:
+            return None
+        if not (start and start.get("checkpoint")):
+            return last_step + 1
+        step = resumed(start)
+        return last_step - step if step is not None else None
 
     attempts, recoveries = [], []
     numbers = sorted({int(n) for n in progress} | {int(s.get("attempt", 0)) for s in starts})
@@ -96,7 +111,7 @@ def history(
                     str(cause["message"]) if cause else "requeued",
                     before.get("step"),
                     resumed(mine[0] if mine else None),
-                    _lost(before.get("step"), resumed(mine[0] if mine else None)),
+                    lost(before.get("step"), mine[0] if mine else None),
                     max(0.0, seen_s - last_s) if seen_s is not None and last_s else None,
                     first_s - stopped_s if first_s and stopped_s is not None else None,
                 )
@@ -118,7 +133,7 @@ def history(
                     f"{said}Ray Train restarted the workers: {failure.get('error', '')}"[:300],
                     failure.get("step"),
                     resumed(after),
-                    _lost(failure.get("step"), resumed(after)) if after else None,
+                    lost(failure.get("step"), after) if after else None,
                     at_s - last_s if last_s else None,
                     back_s - at_s if back_s else None,
                 )
@@ -148,9 +163,3 @@ def _replacement(
         and since_s <= float(e["at_s"]) <= (until_s or float("inf"))
     ]  # fmt: skip
     return found[-1] if found else None
-
-
-def _lost(last_step: int | None, resumed_from: int | None) -> int | None:
-    if last_step is None:
-        return None
-    return last_step - resumed_from if resumed_from is not None else last_step + 1

@@ -6,8 +6,10 @@ Under ``<checkpoint uri>/.meshctl/``, written through ``meshctl.storage``:
 - ``progress-<attempt>.json``, written by the Ray Train controller (a ``UserCallback``) after
   reports: ``reports``, ``first_report_s``, and ``step`` and ``last_report_s`` of the latest
   report, ``checkpoints`` (``path``, ``step``, ``at_s``; the latest few), ``failures``
-  (worker errors: ``at_s``, ``error``, the ``step`` and ``last_report_s`` before it, and
-  ``resumed_s``, the first report after it, once Ray Train has restarted the workers).
+  (worker errors: ``at_s``, ``error``, the ``step`` and ``last_report_s`` before it, the
+  latest ``checkpoint`` then (``path``, ``step``: what Ray Train restarts the workers from,
+  kept here since the list above rolls on), and ``resumed_s``, the first report after it,
+  once Ray Train has restarted the workers).
 - ``start-<attempt>-<ns>.json``, written by rank 0 each time the worker group (re)starts:
   ``at_s`` and the ``checkpoint`` path it resumed from (None: from scratch).
 - ``end-<attempt>.json``, written by rank 0 when the loop returns: ``at_s``. The reports stop
@@ -73,6 +75,7 @@ class Recorder:
                 "error": error[:500],
                 "step": doc["step"],
                 "last_report_s": doc["last_report_s"],
+                "checkpoint": doc["checkpoints"][-1] if doc["checkpoints"] else None,
                 "resumed_s": None,
             }
         )

@@ -107,3 +107,30 @@ def test_an_eviction_with_a_grace_and_a_later_loss_are_each_told_by_their_own_ca
         10.0,
         20.0,
     )
+
+
+@pytest.mark.parametrize(
+    ("pinned", "lost"),
+    [({"path": "/c/ck-439", "step": 439}, 6), (None, None)],
+    ids=["the failure names its checkpoint", "no step recorded for it: unknown, not all"],
+)
+def test_steps_lost_inside_an_attempt_after_its_checkpoint_rolled_off_the_list(
+    pinned: dict[str, object] | None, lost: int | None
+) -> None:
+    """Reported: "steps lost 446" for a job that failed at step 445 and resumed from 439. It
+    checkpointed every step, and by its end the latest checkpoints the attempt records no
+    longer held 439: the resume was counted as one from scratch."""
+    latest = [{"path": f"/c/ck-{s}", "step": s} for s in range(880, 900)]
+    recorded = {
+        "progress": {
+            1: {"attempt": 1, "step": 899, "first_report_s": 1.0, "last_report_s": 900.0,
+                "checkpoints": latest,
+                "failures": [{"at_s": 446.0, "error": "worker 0 died", "step": 445,
+                              "last_report_s": 445.5, "checkpoint": pinned,
+                              "resumed_s": 452.0}]},
+        },
+        "starts": [{"attempt": 1, "at_s": 0.5, "checkpoint": None},
+                   {"attempt": 1, "at_s": 450.0, "checkpoint": "/c/ck-439"}],
+    }  # fmt: skip
+    _, [recovery] = history(recorded, [])
+    assert (recovery.last_step, recovery.steps_lost) == (445, lost)

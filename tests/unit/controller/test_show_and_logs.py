@@ -21,7 +21,7 @@ from meshctl.cli.context import AppContext
 from meshctl.cli.joblogs import Follower
 from meshctl.controller.logs import copy_path
 from meshctl.controller.world import JobView
-from meshctl.state import Event, JobState, open_store
+from meshctl.state import Decision, Event, JobState, open_store
 from meshctl.state.private import private_dir, write_private
 
 from .test_decide import NOW, attempt, job
@@ -149,6 +149,24 @@ def test_show_gives_a_few_lines_of_a_failure_and_where_the_rest_is(
         '      File "x.py", line 3, in <module>\n'
         "    ... 2 more lines: meshctl jobs logs boom\n"
     ) in out
+
+
+def test_show_names_the_nodes_a_job_is_on_after_one_was_replaced_inside_its_attempt(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    """Reported: after a node was replaced inside an attempt, jobs show kept naming the old
+    one (the scheduler's decision, placed on the node since lost)."""
+    home = tmp_path / "home"
+    moved = attempt("t", nodes=("n2",), replaced=1)  # as the replacement recorded it
+    view = job("t", state=JobState.RUNNING, attempt=moved)
+    replaced = "node n1 is dead; n2 replaces it inside the attempt"
+    stored(home, view, events=(Event(NOW, "job.node-replaced", "t", replaced, {}),))
+    with open_store(home) as store:
+        store.record_decision(Decision(NOW - 30, "t", "placed", "", {"summary": "placed on n1"}))
+    out = cli.invoke(app, ["jobs", "show", "t"]).stdout
+    assert "  nodes: n2\n" in out
+    assert f"  decision: placed on n1; then {replaced}\n" in out
+    assert "  attempt 1: running on onprem (n2) as meshctl-t-1\n" in out
 
 
 def test_show_json_follows_the_conventions(cli: CliRunner, tmp_path: Path) -> None:

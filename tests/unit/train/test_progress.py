@@ -28,6 +28,7 @@ def test_reports_checkpoints_failures_and_starts_round_trip(tmp_path: Path) -> N
     assert [c["step"] for c in seen["checkpoints"]] == [9, 10]
     [failure] = seen["failures"]
     assert (failure["step"], failure["error"]) == (9, "worker 1: died")
+    assert (failure["checkpoint"]["path"], failure["checkpoint"]["step"]) == ("/ck/9", 9)
     assert failure["resumed_s"] >= failure["at_s"]  # the next report: the workers are back
     history = read_history(uri)
     assert [s["checkpoint"] for s in history["starts"]] == [None, "/ck/9"]
