@@ -289,6 +289,11 @@ def reload_rules(context: AppContext, policies: Path | None, timeout_s: float) -
         "old_policy_hash": answer["old_hash"],
         "policy_hash": answer["new_hash"],
         "policies": files.policies,
+        "changes": [
+            {"part": part, "old_hash": old, "new_hash": new}
+            for part, old, new in answer.get("changes") or []
+        ],
+        "hashes": dict(answer.get("hashes") or {}),
         "notes": list(answer.get("notes") or []),
         "message": str(answer.get("message") or ""),
     }
@@ -301,10 +306,7 @@ def _show(said: dict[str, Any], output: Output) -> None:
     if output is not Output.table:
         render.emit_data(data, output)
         return
-    if said["outcome"] == "unchanged":
-        render.plain(f"policies {said['old_policy_hash']}: no change")
-    else:
-        render.plain(str(said["message"]))
+    render.plain(str(said["message"]))
     render.warnings(data["notes"])
 
 

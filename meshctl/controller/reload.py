@@ -9,6 +9,11 @@ reload checks exactly what ``validate`` and ``policy validate`` check); a valid 
 for this cycle on, an invalid one is refused with its first problem and the old set keeps
 running. A set is compared by content: touching a file changes nothing.
 
+Each part of a set has a hash of its own (the mesh, the policies, the catalogs): a reload says
+each part it took, old hash and new, and one that finds nothing new says what runs and when
+each part was last taken (a change noticed a moment before ``meshctl reload`` ran is taken
+already: "no change" alone would read as if it had been ignored).
+
 Why a request file and not only a signal: it carries what to load (``--policies DIR``) and an
 id the heartbeat echoes back, so ``reload`` knows that its own request was taken or refused;
 it waits for a controller between cycles or restarting; SIGUSR1 (the nudge ``submit`` uses)
@@ -17,6 +22,7 @@ only wakes the controller to read it now.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import subprocess
@@ -34,6 +40,7 @@ from meshctl.state.private import write_private
 log = logging.getLogger("meshctl.controller")
 WATCH_S = 1.0  # how often the files' stats are compared
 REQUEST_FILE = "reload.json"
+PARTS = ("mesh", "policies", "catalogs")
 Stamp = tuple[tuple[str, int, int], ...]  # (path, mtime ns, size) of every file read
 
 
@@ -57,11 +64,13 @@ class Outcome:
     or ``unchanged`` (valid, and the same content)."""
 
     outcome: Literal["reloaded", "refused", "unchanged"]
-    old_hash: str
+    old_hash: str  # of the policies, before and after (None: refused)
     new_hash: str | None
     message: str
     notes: tuple[str, ...] = ()  # what a reload cannot do by itself (a new local pool)
     request: str | None = None  # the id of the request it answers, if one asked
+    changes: tuple[tuple[str, str, str], ...] = ()  # (part, old hash, new hash) taken
+    hashes: dict[str, str] = field(default_factory=dict)  # each part's hash, running now
 
 
 @dataclass
@@ -76,6 +85,7 @@ class Reloader:
     commit: str | None = None  # the policy folder's git commit, for what runs now
     error: str | None = None  # the first problem of the last change refused, until one is taken
     last: Outcome | None = None
+    taken_s: dict[str, float] = field(default_factory=dict)  # part -> when last changed
     _stamp: Stamp = ()
     _refused: Stamp | None = None  # a refused change is not tried again until it changes
     _looked_s: float = field(default=float("-inf"))
@@ -90,14 +100,14 @@ class Reloader:
         request = take_request(self.home)
         if request is not None:
             ask_id, files = request
-            return self._try(rules, files, ask_id)
+            return self._try(now, rules, files, ask_id)
         if now - self._looked_s < WATCH_S:
             return None
         self._looked_s = now
         seen = stamp(self.files)
         if seen == self._stamp or seen == self._refused:
             return None
-        return self._try(rules, self.files, None, seen)
+        return self._try(now, rules, self.files, None, seen)
 
     def status(self) -> dict[str, Any]:
         """For the heartbeat: what runs, and how the last reload went."""
@@ -111,7 +121,12 @@ class Reloader:
         }
 
     def _try(
-        self, rules: Rules, files: RuleFiles, ask: str | None, seen: Stamp | None = None
+        self,
+        now: float,
+        rules: Rules,
+        files: RuleFiles,
+        ask: str | None,
+        seen: Stamp | None = None,
     ) -> tuple[Rules, Outcome]:
         seen = seen if seen is not None else stamp(files)
         old = _hash(rules)
@@ -128,19 +143,37 @@ class Reloader:
             self.error, self._refused = objection, seen
             self.last = Outcome("refused", old, None, objection, request=ask)
             return rules, self.last
-        changed = _changes(rules, new)
+        before, after = rule_hashes(rules), rule_hashes(new)
+        changes = tuple((p, before[p], after[p]) for p in PARTS if before[p] != after[p])
         moved = files != self.files
         self.error, self._refused, self._stamp, self.files = None, None, seen, files
-        if not changed and not moved:
-            self.last = Outcome("unchanged", old, old, "no change", request=ask)
+        if not changes and not moved:
+            message = "no change: runs " + self._running(before, now)
+            self.last = Outcome("unchanged", old, old, message, request=ask, hashes=before)
             return rules, self.last
         self.commit = git_commit(Path(files.policies))
         if moved:
             self.taken(files)
-        what = ", ".join(changed) or "nothing"
-        message = f"policies {old} -> {_hash(new)} ({what} changed)"
-        self.last = Outcome("reloaded", old, _hash(new), message, _new_local(rules, new), ask)
+        self.taken_s.update((part, now) for part, _, _ in changes)
+        said = [f"{part} {a} -> {b}" for part, a, b in changes]
+        kept = [f"{p} {after[p]}" for p in PARTS if before[p] == after[p]]
+        message = "; ".join(said or ["the same content"]) + (
+            f" (unchanged: {', '.join(kept)})" if kept else ""
+        )
+        self.last = Outcome(
+            "reloaded", old, _hash(new), message, _new_local(rules, new), ask, changes, after
+        )
         return new, self.last
+
+    def _running(self, hashes: dict[str, str], now: float) -> str:
+        """``mesh 1a2b (taken 40 s ago), policies 0c3d, catalogs 9e8f``: each part's hash and
+        how long ago this controller last took a change to it."""
+        parts = []
+        for part in PARTS:
+            at = self.taken_s.get(part)
+            since = f" (taken {now - at:.0f} s ago)" if at is not None else ""
+            parts.append(f"{part} {hashes[part]}{since}")
+        return ", ".join(parts)
 
 
 def in_use_removed(old: Rules, new: Rules, busy: set[str]) -> str | None:
@@ -223,19 +256,21 @@ def _hash(rules: Rules) -> str:
     return rules.policies.content_hash if rules.policies is not None else ""
 
 
-def _changes(old: Rules, new: Rules) -> list[str]:
-    changed = []
-    if _hash(old) != _hash(new):
-        changed.append("policies")
-    if old.mesh.model_dump_json() != new.mesh.model_dump_json():
-        changed.append("mesh")
-    if _catalogs(old) != _catalogs(new):
-        changed.append("catalogs")
-    return changed
+def rule_hashes(rules: Rules) -> dict[str, str]:
+    """Each part of a rule set by content: the mesh, the policies, the catalogs."""
+    catalogs = json.dumps(
+        {provider: c.model_dump(mode="json") for provider, c in rules.catalogs.items()},
+        sort_keys=True,
+    )
+    return {
+        "mesh": _digest(rules.mesh.model_dump_json()),
+        "policies": _hash(rules) or "none",
+        "catalogs": _digest(catalogs),
+    }
 
 
-def _catalogs(rules: Rules) -> dict[str, str]:
-    return {provider: c.model_dump_json() for provider, c in rules.catalogs.items()}
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _new_local(old: Rules, new: Rules) -> tuple[str, ...]:

@@ -212,9 +212,25 @@ class ValidatedFile(TypedDict):
 
 
 @with_config(STRICT)
+class RuleChange(TypedDict):
+    part: Annotated[Literal["mesh", "policies", "catalogs"], "the part of the rule set"]
+    old_hash: str
+    new_hash: str
+
+
+@with_config(STRICT)
+class RuleHashes(TypedDict):
+    mesh: str
+    policies: str
+    catalogs: str
+
+
+@with_config(STRICT)
 class ReloadResult(TypedDict):
     outcome: Annotated[Literal["reloaded", "unchanged"], "what the controller did"]
     old_policy_hash: Annotated[str | None, "the set it enforced before"]
     policy_hash: Annotated[str | None, "the set it enforces now"]
     policies: Annotated[str, "the policy folder it enforces now"]
+    changes: Annotated[list[RuleChange], "each part of the rule set it took anew"]
+    hashes: Annotated[RuleHashes, "each part's hash, as it runs now"]
     notes: Annotated[list[str], "what a reload cannot do alone (a new local pool needs up)"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +17,14 @@ import pytest
 from meshctl.cli.context import rules_from
 from meshctl.controller.decide import Rules
 from meshctl.controller.loop import Controller
-from meshctl.controller.reload import WATCH_S, Reloader, RuleFiles, ask, git_commit
+from meshctl.controller.reload import (
+    WATCH_S,
+    Reloader,
+    RuleFiles,
+    ask,
+    git_commit,
+    rule_hashes,
+)
 from meshctl.state import AttemptRecord, JobRecord, JobState, MemoryStore
 from tests.conftest import EXAMPLES, onprem_policies
 
@@ -138,7 +146,7 @@ def test_a_valid_edit_is_noticed_and_taken_with_an_event(setup: Setup) -> None:
     assert new != old
     [(message, data)] = setup.events("policy.reloaded")
     assert data == {"old_hash": old, "new_hash": new}
-    assert message == f"policies {old} -> {new} (policies changed)"
+    assert message.startswith(f"policies {old} -> {new} (unchanged: mesh ")
     assert setup.beat()["policy_hash"] == new
 
 
@@ -200,7 +208,39 @@ def test_a_mesh_change_is_taken_and_a_new_local_pool_is_left_to_up(setup: Setup)
     setup.cycle()
     assert setup.loop.rules.mesh.pool("lab2") is not None
     [(message, _)] = setup.events("policy.reloaded")
-    assert message.endswith("(mesh changed); pool lab2 is new: meshctl up starts it")
+    assert message.startswith("mesh ")
+    assert message.endswith(", catalogs " + rule_hashes(setup.loop.rules)["catalogs"] + ")"
+                            "; pool lab2 is new: meshctl up starts it")  # fmt: skip
+
+
+def test_a_reload_after_a_change_already_noticed_says_what_it_took_and_when(
+    setup: Setup,
+) -> None:
+    """Reported: reload printed "policies ...: no change" after a change to mesh.yaml that
+    the controller had taken (noticed a moment before the request)."""
+    setup.cycle()
+    before = rule_hashes(setup.loop.rules)
+    edit(Path(setup.files.mesh), "labels: {tier: strategic}", "labels: {tier: bulk}")
+    setup.cycle()  # noticed and taken
+    after = rule_hashes(setup.loop.rules)
+    assert after["mesh"] != before["mesh"]
+    assert after["policies"] == before["policies"]
+    ask(setup.base / "home", "req-2", setup.files)
+    setup.cycle()
+    answer = setup.beat()["reload"]
+    assert isinstance(answer, dict)
+    assert (answer["request"], answer["outcome"]) == ("req-2", "unchanged")
+    assert re.fullmatch(
+        rf"no change: runs mesh {after['mesh']} \(taken [12] s ago\), "
+        rf"policies {after['policies']}, catalogs {after['catalogs']}",
+        str(answer["message"]),
+    )
+    assert answer["hashes"] == after
+    [(taken, _)] = setup.events("policy.reloaded")
+    assert taken == (
+        f"mesh {before['mesh']} -> {after['mesh']} (unchanged: policies {after['policies']}, "
+        f"catalogs {after['catalogs']})"
+    )
 
 
 def test_a_mesh_that_drops_a_pool_still_running_jobs_is_refused(setup: Setup) -> None:
