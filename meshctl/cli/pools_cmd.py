@@ -63,11 +63,12 @@ def pool_rows(mesh: Mesh, catalogs: Mapping[str, Catalog], store: Store | None) 
 
 def _live(store: Store) -> dict[str, dict[str, Any]]:
     """Per pool, what the controller last saw (state) and the GPUs its jobs hold now."""
+    from meshctl.controller.status import pool_state
     from meshctl.state import ACTIVE_ATTEMPT, AttemptRecord, PoolRecord
 
     live: dict[str, dict[str, Any]] = {
         p.name: {
-            "state": p.state,
+            "state": pool_state(p),
             "gpus_in_use": 0.0,
             "spend_usd_month": p.observed.get("spend_usd"),
         }

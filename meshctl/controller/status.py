@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from meshctl.state import Event, Store
 
 EVENTS = 10  # the latest events the document holds
+UNAVAILABLE = "unavailable"
 STALE_CYCLE_S = 90.0  # a controller whose last cycle is older is not deciding: hung
 
 
@@ -194,13 +195,20 @@ def _pool(
     return {
         "pool": pool.name,
         "provider": pool.provider,
-        "state": _pool_state(pool, record, driven),
+        "state": UNAVAILABLE if reason is not None else _pool_state(pool, record, driven),
         "nodes": observed.get("nodes"),
         "gpus": observed.get("gpus"),
         "gpus_used": round(gpus_used, 2),
         "available": reason is None,
         "reason": reason,
     }
+
+
+def pool_state(record: PoolRecord) -> str:
+    """One word for a pool's state wherever it is shown (``status``, ``pools list``, their
+    JSON): ``unavailable`` while the controller holds it so (the reason beside it), else what
+    it saw (up, down, idle, not up)."""
+    return UNAVAILABLE if record.observed.get("available") is False else str(record.state)
 
 
 def _pool_state(pool: Pool, record: PoolRecord | None, driven: bool) -> str:

@@ -27,7 +27,9 @@ class PoolRow(TypedDict):
     usd_per_gpu_hour: Annotated[float | None, "on-prem: amortised; cloud: cheapest on-demand"]
     spot_usd_per_gpu_hour: float | None
     price_uncertain: Annotated[bool, "a price shown is one the catalog marks uncertain"]
-    state: Annotated[str | None, "as the controller last saw it; null: never seen"]
+    state: Annotated[
+        str | None, "as the controller last saw it: unavailable while it holds the pool so"
+    ]
     gpus_in_use: Annotated[float | None, "null: nothing recorded here"]
     spend_usd_month: Annotated[float | None, "cloud spend this month; null: none recorded"]
 

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from meshctl.cli.app import app
 from meshctl.controller import daemon
 from meshctl.procs import start_ticks
+from meshctl.state import PoolRecord, open_store
 from tests.conftest import EXAMPLES, ROOT, closed_port, onprem_policies
 
 pytestmark = pytest.mark.unit
@@ -162,6 +163,25 @@ def test_status_draws_what_it_can_and_exits_1_when_no_controller_decides(
     assert shown.exit_code == code, shown.output
     assert ("Pools" in shown.stdout) if not output else json.loads(shown.stdout)["pools"]
     assert says in shown.stderr
+
+
+def test_a_pool_the_controller_cannot_use_reads_unavailable_in_pools_list_and_status(
+    cli: CliRunner, home: Path
+) -> None:
+    """Reported: pools list showed a pool without credentials as idle while status said
+    unavailable. One word for it everywhere, in the tables and their JSON."""
+    why = "no credentials (set GOOGLE_APPLICATION_CREDENTIALS)"
+    pretend_controller(home, unavailable={"gcp-burst": why})
+    with open_store(home) as store:
+        observed = {"nodes": 0, "gpus": 0, "available": False, "reason": why}
+        store.create(PoolRecord("gcp-burst", "gcp", "idle", observed, time.time()))
+    listed = json.loads(cli.invoke(app, ["pools", "list", "-o", "json"]).stdout)
+    assert {r["pool"]: r["state"] for r in listed}["gcp-burst"] == "unavailable"
+    status = json.loads(cli.invoke(app, ["status", "-o", "json"]).stdout)
+    assert {p["pool"]: p["state"] for p in status["pools"]}["gcp-burst"] == "unavailable"
+    table = cli.invoke(app, ["pools", "list"]).stdout
+    assert "unavailable" in table
+    assert " idle " not in table
 
 
 def test_reload_checks_every_file_first_and_refuses_an_invalid_change(
