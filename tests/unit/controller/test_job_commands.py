@@ -171,7 +171,7 @@ def test_status_as_data_names_every_pool_and_the_queue(cli: CliRunner) -> None:
     data = json.loads(run(cli, "status", "-o", "json")[1])
     assert data["controller"]["pid"] is None
     assert [p["pool"] for p in data["pools"]] == ["onprem", "aws-burst", "gcp-burst"]
-    assert data["pools"][0]["state"] == "not up (meshctl up starts it)"
+    assert (data["pools"][0]["state"], data["pools"][0]["reason"]) == ("unavailable", "not up")
     assert data["jobs"] == {"pending": 1}
     assert data["queue"][0]["queued"] == 1
 

@@ -95,7 +95,7 @@ CASES = [
         {(): {"mesh": "t", "controller": NO_CONTROLLER, "jobs": {}, "queue": [], "events": [],
               "budgets": [],
               "pools": [
-                  {"pool": "onprem", "provider": "local", "state": "not up (meshctl up starts it)",
+                  {"pool": "onprem", "provider": "local", "state": "unavailable",
                    "nodes": None, "gpus": None, "gpus_used": 0.0, "available": False,
                    "reason": "not up"},
                   {"pool": "lab", "provider": "ray",
@@ -119,7 +119,7 @@ CASES = [
     ),
     pytest.param(
         [PoolRecord("onprem", "local", "up", {"nodes": 2, "gpus": 8, "error": "slow"}, NOW)],
-        {"driven": {"onprem", "lab"}},
+        {"driven": {"onprem", "lab"}, "unavailable": {"onprem": None, "lab": None}},
         {("pools", 0, "state"): "up: slow", ("pools", 0, "nodes"): 2, ("pools", 0, "gpus"): 8,
          ("pools", 1, "state"): "not yet observed", ("pools", 1, "nodes"): None},
         id="pool-state-driven-from-its-record-or-not-yet-observed",
@@ -127,7 +127,8 @@ CASES = [
     pytest.param(
         [], {"unavailable": {"lab": "does not answer"}},
         {("pools", 0, "available"): True, ("pools", 0, "reason"): None,
-         ("pools", 1, "available"): False, ("pools", 1, "reason"): "does not answer"},
+         ("pools", 1, "available"): False, ("pools", 1, "reason"): "does not answer",
+         ("pools", 1, "state"): "unavailable"},
         id="pool-available-unless-a-reason-says-why-not",
     ),
     pytest.param(
