@@ -15,7 +15,7 @@ import contextlib
 import datetime as dt
 import secrets
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -30,6 +30,7 @@ from meshctl.model.policy import TeamQuota
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import BoundPolicies, bind
 from meshctl.policy.facts import mesh_snapshot
+from meshctl.policy.names import did_you_mean
 from meshctl.policy.tenancy import hourly_headroom, hours_left_in_month, quota_ceiling
 from meshctl.policy.verdict import Verdict
 from meshctl.scheduler import (
@@ -117,7 +118,7 @@ def _policy_view(
         bound = bind(policies, mesh_snapshot(mesh, catalogs), now)
     verdict = bound.evaluate(job)
     view = FromPolicyEngine(bound, {job.metadata.name: job}, {})
-    refused = inadmissible(job, verdict, view.quotas)
+    refused = inadmissible(job, verdict, view.quotas, policies.teams)
     if refused is not None:
         raise Rejected(f"job {job.metadata.name} is {INADMISSIBLE}: {refused}")
     hours = hours_left_in_month(now)
@@ -127,8 +128,19 @@ def _policy_view(
     return verdict.priority, verdict.priority_class, view, headroom
 
 
-def inadmissible(job: Job, verdict: Verdict, quotas: Mapping[str, TeamQuota]) -> str | None:
-    """What the policies refuse the job whatever the mesh holds; None if nothing."""
+def inadmissible(
+    job: Job,
+    verdict: Verdict,
+    quotas: Mapping[str, TeamQuota],
+    teams: Collection[str] = (),
+) -> str | None:
+    """What the policies refuse the job whatever the mesh holds; None if nothing. ``teams``:
+    the teams the policies know; when they know any, a job of another team is refused (a
+    misspelt team would otherwise get around every quota)."""
+    if teams and job.spec.team not in teams:
+        known = ", ".join(sorted(teams))
+        hint = did_you_mean(job.spec.team, teams)
+        return f"team {job.spec.team!r} is not declared by the policies (teams: {known}){hint}"
     if verdict.priority_problem:
         return verdict.priority_problem
     if not verdict.eligible_pools:

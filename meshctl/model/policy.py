@@ -72,6 +72,14 @@ class PriorityClass(Model):
     description: str = ""
 
 
+class Team(Model):
+    """A team the mesh knows, declared without a quota of its own (a team with a quota is
+    known by it)."""
+
+    name: Name
+    description: str = ""
+
+
 class TeamQuota(Model):
     team: Name
     cohort: Name | None = None
@@ -136,6 +144,10 @@ class PolicySpec(Model):
     pools: list[PoolRule] = Field(default_factory=list)
     burst: list[BurstRule] = Field(default_factory=list)
     preemption: list[PreemptionRule] = Field(default_factory=list)
+    teams: list[Team] = Field(
+        default_factory=list,
+        description="teams known without a quota; with quotas, every team a job may name",
+    )
     quotas: list[TeamQuota] = Field(default_factory=list)
     budgets: list[Budget] = Field(default_factory=list)
     scoring: Scoring | None = None

@@ -123,6 +123,9 @@ class PolicySet:
     reads_waits: bool = True
     # per preemption rule (by position): whether its `victims` reads neither runtime field
     victims_static: tuple[bool, ...] = ()
+    # the teams the policies declare (``teams``) or give a quota: when any, a job naming
+    # another team is refused at submit
+    teams: frozenset[str] = frozenset()
 
 
 class _Builder:
@@ -137,6 +140,7 @@ class _Builder:
         self.burst_rules: list[BurstRuleC] = []
         self.preemption_rules: list[PreemptionRuleC] = []
         self.quotas: dict[str, TeamQuota] = {}
+        self.teams: set[str] = set()
         self.budgets: list[Budget] = []
         self.scoring: dict[str, object] = {}
         self.sources: list[str] = []
@@ -283,6 +287,10 @@ def _add_tenancy(b: _Builder, src: Source) -> None:
         origin = src.origin("spec", "quotas", i)
         if b.claim(f"the quota of team {quota.team!r}", origin, f"spec.quotas[{i}].team"):
             b.quotas[quota.team] = quota
+    for i, team in enumerate(spec.teams):
+        origin = src.origin("spec", "teams", i)
+        if b.claim(f"team {team.name!r}", origin, f"spec.teams[{i}].name"):
+            b.teams.add(team.name)
     for i, budget in enumerate(spec.budgets):
         origin = src.origin("spec", "budgets", i)
         scoped = b.claim(f"the budget of {budget.scope.key}", origin, f"spec.budgets[{i}].scope")
@@ -358,6 +366,7 @@ def compile_policies(sources: Sequence[Source]) -> PolicySet:
             not ((fields_read(r.victims.source, ("victim",)) or {"*"}) & VICTIM_DYNAMIC)
             for r in b.preemption_rules
         ),
+        teams=frozenset(b.teams | set(b.quotas)),
     )
 
 

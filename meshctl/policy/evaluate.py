@@ -26,6 +26,7 @@ from meshctl.policy.explain import Scope, failure
 from meshctl.policy.facts import MeshSnapshot, PoolFacts, VictimFacts, job_map, mesh_map
 from meshctl.policy.facts import pool_map as build_pool_map
 from meshctl.policy.facts import victim_map as build_victim_map
+from meshctl.policy.names import did_you_mean
 from meshctl.policy.refs import Compiled
 from meshctl.policy.tenancy import budget_standings, quota_standing
 from meshctl.policy.verdict import (
@@ -138,8 +139,10 @@ class BoundPolicies:
             return None, 0, None
         value = self.policies.priority_classes.get(name)
         if value is None:
-            defined = ", ".join(sorted(self.policies.priority_classes)) or "none"
-            return name, 0, f"priority class {name!r} is not defined (defined: {defined})"
+            classes = self.policies.priority_classes
+            defined = ", ".join(sorted(classes)) or "none"
+            hint = did_you_mean(name, classes)
+            return name, 0, f"priority class {name!r} is not defined (defined: {defined}){hint}"
         return name, value, None
 
     def evaluate(self, job: Job) -> Verdict:

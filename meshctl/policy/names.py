@@ -58,7 +58,7 @@ class MeshNames:
     def pool_problem(self, name: str) -> str | None:
         if name in self.pools:
             return None
-        hint = _hint(name, self.pools)
+        hint = did_you_mean(name, self.pools)
         return f"expected a pool of the mesh ({_listed(self.pools)}), got {name!r}{hint}"
 
     def provider_problem(self, name: str) -> str | None:
@@ -73,7 +73,8 @@ def _listed(names: Collection[str]) -> str:
     return ", ".join(sorted(names)) or "none"
 
 
-def _hint(name: str, names: Collection[str]) -> str:
+def did_you_mean(name: str, names: Collection[str]) -> str:
+    """``; did you mean 'search'?`` for the name closest to ``name``, or nothing."""
     close = difflib.get_close_matches(name, sorted(names), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 

@@ -19,6 +19,7 @@ CATALOGS = {found.provider: found.catalog for found in load_catalogs()}
 RULES = policies(
     """
     priority_classes: [{name: batch, value: 100}, {name: production, value: 1000}]
+    teams: [{name: default}, {name: secret, description: may use no pool}]
     quotas:
       - {team: vision, cohort: research, gpus: 4, borrowing_limit_gpus: 2}
       - {team: llm, cohort: research, gpus: 4}
@@ -34,6 +35,18 @@ REFUSED = [
         "job j is inadmissible under the current policies: priority class 'nope' is not "
         "defined (defined: batch, production)",
         id="an undefined priority class",
+    ),
+    pytest.param(
+        job("j", resources={"gpus": 1}, priority_class="batchh"),
+        "job j is inadmissible under the current policies: priority class 'batchh' is not "
+        "defined (defined: batch, production); did you mean 'batch'?",
+        id="a misspelt priority class",
+    ),
+    pytest.param(
+        job("j", team="serch", resources={"gpus": 3}),
+        "job j is inadmissible under the current policies: team 'serch' is not declared by "
+        "the policies (teams: default, llm, search, secret, vision); did you mean 'search'?",
+        id="a misspelt team: reported, it got around team search's quota of 1 GPU",
     ),
     pytest.param(
         job("j", team="search", resources={"gpus": 2}),

@@ -56,6 +56,18 @@ BAD = [
         "error: job x is inadmissible under the current policies: priority class 'nope' is not "
         "defined (defined: batch, production, research, scavenger)",
     ),
+    (
+        "a misspelt team (reported: accepted, and around team search's quota of 1 GPU)",
+        ["submit", "--dry-run", "--team", "serch", "--gpus", "3", "--", "python", "x.py"],
+        "error: job x is inadmissible under the current policies: team 'serch' is not declared "
+        "by the policies (teams: default, llm, search, support, vision); did you mean 'search'?",
+    ),
+    (
+        "a misspelt priority class",
+        ["submit", "--priority", "reserach", "--", "python", "x.py"],
+        "priority class 'reserach' is not defined (defined: batch, production, research, "
+        "scavenger); did you mean 'research'?",
+    ),
     ("unknown kind", ["submit", "--kind", "nap", "--", "python", "x.py"], "--kind:"),
     (
         "a fraction for a gang",
@@ -142,8 +154,8 @@ def test_a_command_job_carries_its_flags(cli: CliRunner) -> None:
 
 def test_the_controller_runs_one_cycle_with_no_pool_up(cli: CliRunner) -> None:
     run(cli, "submit", JOB)
-    code, out, _ = run(cli, "controller", "run", "--once")
-    assert code == 0
+    code, out, err = run(cli, "controller", "run", "--once")
+    assert code == 0, (out, err)
     assert out.startswith("cycle: 1 jobs, 0 dispatched")
 
 
