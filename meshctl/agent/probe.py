@@ -1,11 +1,21 @@
 """What a node agent's probe found, the verdict drawn from it, and the parsers of the text it
 reads (``nvidia-smi``'s CSV query, its NVLink status, the kernel log's XID lines). Pure: the
-reading is done by ``sources.py``.
+reading is done by ``sources.py``, the choice of which XIDs count by ``xids.py``, and what
+NVIDIA says of each XID and GPU model is in ``nvidia.py``.
 
-A verdict is ``healthy``, ``degraded`` (shown, the node stays in service: a GPU throttling,
-no GPU probe on this node) or ``unhealthy`` (the controller takes the node out of service and
-moves its jobs: a GPU missing or lost, a fatal XID, uncorrectable ECC errors, pages waiting
-to be retired, an NVLink link down, a checkpoint or cache folder nearly full, a NIC down).
+A verdict is, from best to worst:
+
+- ``healthy``: nothing found against the node (informational findings, such as an XID that
+  was an application's fault, are listed as notes);
+- ``unknown``: the agent cannot tell: no GPU probe on this node (an emulated node, a vendor
+  whose tools it does not read), or NVLink links inactive on a GPU model it has no link count
+  for; the node stays in service;
+- ``degraded`` (shown, the node stays in service): a GPU throttling, an XID after which NVIDIA
+  advises a reset when convenient, a kernel log it cannot read;
+- ``unhealthy`` (the controller takes the node out of service and moves its jobs): a GPU
+  missing or lost, a fatal XID, uncorrectable ECC errors, pages waiting to be retired, an
+  NVLink link down that the GPU model has, a checkpoint or cache folder nearly full, a NIC
+  down.
 """
 
 from __future__ import annotations
@@ -15,13 +25,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-Verdict = Literal["healthy", "degraded", "unhealthy"]
+from meshctl.agent.nvidia import nvlink_links, xid_kind
 
-# XIDs that mean the GPU or its memory cannot be trusted until the node is drained and the GPU
-# reset or replaced (NVIDIA's XID catalogue): 48 double-bit ECC, 63/64 row remapping pending or
-# failed, 74 NVLink error, 79 fallen off the bus, 92 high single-bit ECC rate, 94/95 contained
-# and uncontained ECC errors, 119/120 GSP errors.
-FATAL_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120})
+Verdict = Literal["healthy", "unknown", "degraded", "unhealthy"]
+VERDICTS: tuple[Verdict, ...] = ("healthy", "unknown", "degraded", "unhealthy")  # best first
+
+# How long an XID counts against the node after the agent saw it logged: long enough for the
+# controller to drain the node; a GPU still broken after it shows in its state (lost, ECC
+# errors, links down), which every probe reads afresh.
+XID_WINDOW_S = 3600.0
 
 # "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus."
 _XID = re.compile(r"\bXid\b\s*(?:\((?:PCI:)?([^)]*)\))?:\s*(\d+)", re.IGNORECASE)
@@ -62,13 +74,17 @@ class Gpu:
     ecc_uncorrected: int | None = None  # volatile: since the driver loaded
     retired_pages_pending: bool | None = None  # a reset is needed to retire them
     throttle: tuple[str, ...] = ()  # THROTTLE_BITS names active now
-    nvlink_down: tuple[int, ...] = ()  # links the GPU has that are inactive
+    # links the tool reports inactive or disabled; whether the model has them: nvidia.py
+    nvlink_down: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Xid:
     xid: int
     bus_id: str  # as the kernel log gives it ("0000:3b:00"), or "" when it gives none
+    # when the agent first saw it, on its clock; None: in the kernel log before the agent
+    # started or before the operator's last clear (it never counts)
+    seen_at_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +105,7 @@ class Limits:
     expected_gpus: int = 0  # what the node declares
     min_free_gib: float = 5.0  # on each checkpoint and cache folder
     vendor: str = "nvidia"  # its devices' vendor: the GPU probe reads NVIDIA's tools only
+    xid_window_s: float = XID_WINDOW_S  # an XID counts this long after it was seen
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,25 +118,33 @@ class Probe:
     source: str  # nvml, nvidia-smi, or none (no driver library and no nvidia-smi here)
     gpus: tuple[Gpu, ...] = ()
     lost: tuple[str, ...] = ()  # GPUs the driver lists but cannot reach ("GPU is lost")
-    xids: tuple[Xid, ...] = ()
+    xids: tuple[Xid, ...] = ()  # those that count: see xids.py
     disks: tuple[Disk, ...] = ()
     nics: tuple[Nic, ...] = ()
     errors: tuple[str, ...] = ()  # a source that failed, and how
     gpu_error: str | None = None  # the GPU source itself failed (driver not answering)
 
     def to_json(self, limits: Limits) -> dict[str, Any]:
-        verdict, reasons = judge(self, limits)
+        judged = judge(self, limits)
         return asdict(self) | {
-            "verdict": verdict,
-            "reasons": list(reasons),
+            "verdict": judged.verdict,
+            "reasons": list(judged.reasons),
+            "notes": list(judged.notes),
             "expected_gpus": limits.expected_gpus,
         }
 
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    verdict: Verdict
+    verdict: Verdict  # healthy: a note, reported and never held against the node
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    verdict: Verdict
+    reasons: tuple[str, ...]  # why the verdict is not healthy, the worst first
+    notes: tuple[str, ...] = ()  # informational findings: never change the verdict
 
 
 @dataclass
@@ -132,35 +157,22 @@ class _Findings:
     def weak(self, reason: str) -> None:
         self.found.append(Finding("degraded", reason))
 
+    def unsure(self, reason: str) -> None:
+        self.found.append(Finding("unknown", reason))
 
-def judge(probe: Probe, limits: Limits) -> tuple[Verdict, tuple[str, ...]]:
-    """The verdict on a probe and its reasons, the worst first."""
+    def note(self, reason: str) -> None:
+        self.found.append(Finding("healthy", reason))
+
+
+def judge(probe: Probe, limits: Limits) -> Judgement:
+    """The verdict on a probe: the worst of its findings, with their reasons and notes."""
     f = _Findings()
-    if probe.gpu_error is not None:
-        f.bad(f"GPU driver not answering: {probe.gpu_error}")
-    elif probe.source == "none":
-        if limits.expected_gpus and limits.vendor != "nvidia":
-            f.weak(f"no device probe for {limits.vendor}: the probe reads NVIDIA's tools only")
-        elif limits.expected_gpus:
-            f.weak("no GPU probe: no NVIDIA driver library and no nvidia-smi on this node")
-    else:
-        seen = len(probe.gpus)
-        if seen < limits.expected_gpus:
-            f.bad(f"sees {seen} of the {limits.expected_gpus} GPUs the node declares")
+    _judge_gpu_source(f, probe, limits)
     for bus in probe.lost:
         f.bad(f"GPU {bus} is lost")
-    for xid in sorted({x for x in probe.xids if x.xid in FATAL_XIDS}, key=_xid_key):
-        f.bad(f"XID {xid.xid}" + (f" on GPU {xid.bus_id}" if xid.bus_id else ""))
+    _judge_xids(f, probe.xids)
     for gpu in probe.gpus:
-        if gpu.ecc_uncorrected:
-            f.bad(f"GPU {gpu.index}: {gpu.ecc_uncorrected} uncorrectable ECC errors")
-        if gpu.retired_pages_pending:
-            f.bad(f"GPU {gpu.index}: retired pages pending (needs a reset)")
-        if gpu.nvlink_down:
-            links = ", ".join(str(n) for n in gpu.nvlink_down)
-            f.bad(f"GPU {gpu.index}: NVLink link {links} down")
-        if gpu.throttle:
-            f.weak(f"GPU {gpu.index}: throttled ({', '.join(gpu.throttle)})")
+        _judge_gpu(f, gpu)
     for disk in probe.disks:
         if disk.free_gib is None:
             f.bad(f"{disk.path}: cannot be read")
@@ -171,15 +183,65 @@ def judge(probe: Probe, limits: Limits) -> tuple[Verdict, tuple[str, ...]]:
             f.bad(f"NIC {nic.name} is {nic.state}")
     for error in probe.errors:
         f.weak(error)
-    worst: Verdict = "healthy"
-    if f.found:
-        worst = "unhealthy" if any(x.verdict == "unhealthy" for x in f.found) else "degraded"
-    ordered = sorted(f.found, key=lambda x: x.verdict != "unhealthy")
-    return worst, tuple(x.reason for x in ordered)
+    held = [x for x in f.found if x.verdict != "healthy"]
+    worst: Verdict = max((x.verdict for x in held), key=VERDICTS.index, default="healthy")
+    ordered = sorted(held, key=lambda x: -VERDICTS.index(x.verdict))
+    notes = tuple(x.reason for x in f.found if x.verdict == "healthy")
+    return Judgement(worst, tuple(x.reason for x in ordered), notes)
 
 
-def _xid_key(xid: Xid) -> tuple[int, str]:
-    return xid.xid, xid.bus_id
+def _judge_gpu_source(f: _Findings, probe: Probe, limits: Limits) -> None:
+    if probe.gpu_error is not None:
+        f.bad(f"GPU driver not answering: {probe.gpu_error}")
+    elif probe.source == "none":  # nothing is known of its GPUs: not a fault of the node
+        if limits.expected_gpus and limits.vendor != "nvidia":
+            f.unsure(f"no device probe for {limits.vendor}: the probe reads NVIDIA's tools only")
+        elif limits.expected_gpus:
+            f.unsure("no GPU probe: no NVIDIA driver library and no nvidia-smi on this node")
+    elif len(probe.gpus) < limits.expected_gpus:
+        f.bad(f"sees {len(probe.gpus)} of the {limits.expected_gpus} GPUs the node declares")
+
+
+def _judge_xids(f: _Findings, xids: Iterable[Xid]) -> None:
+    """Each XID and GPU once, by its severity in NVIDIA's catalog (``nvidia.XIDS``). A fatal
+    one's reason is only its code and GPU: the controller's events and its operators' tools
+    match on those words."""
+    for code, bus in sorted({(x.xid, x.bus_id) for x in xids}):
+        kind, on = xid_kind(code), f" on GPU {bus}" if bus else ""
+        if kind.severity == "fatal":
+            f.bad(f"XID {code}{on}")
+        elif kind.severity == "reset":
+            f.weak(f"XID {code}{on}: {kind.what}; reset the GPU when convenient")
+        else:
+            f.note(f"XID {code}{on}: {kind.what}")
+
+
+def _judge_gpu(f: _Findings, gpu: Gpu) -> None:
+    if gpu.ecc_uncorrected:
+        f.bad(f"GPU {gpu.index}: {gpu.ecc_uncorrected} uncorrectable ECC errors")
+    if gpu.retired_pages_pending:
+        f.bad(f"GPU {gpu.index}: retired pages pending (needs a reset)")
+    if gpu.nvlink_down:
+        _judge_nvlink(f, gpu)
+    if gpu.throttle:
+        f.weak(f"GPU {gpu.index}: throttled ({', '.join(gpu.throttle)})")
+
+
+def _judge_nvlink(f: _Findings, gpu: Gpu) -> None:
+    """Inactive links count only where the GPU's model has them (``nvidia.NVLINK_LINKS``): a
+    PCIe card reports every link it could have as disabled."""
+    links = nvlink_links(gpu.name)
+    if links is None:
+        shown = ", ".join(str(n) for n in gpu.nvlink_down)
+        f.unsure(
+            f"GPU {gpu.index}: NVLink link {shown} inactive; how many links a "
+            f"{gpu.name or 'GPU of unknown model'} has is not known"
+        )
+        return
+    down = [n for n in gpu.nvlink_down if n < links]
+    if down:
+        shown = ", ".join(str(n) for n in down)
+        f.bad(f"GPU {gpu.index}: NVLink link {shown} down ({len(down)} of its {links} links)")
 
 
 # --- parsers -----------------------------------------------------------------------------------
@@ -235,17 +297,22 @@ def parse_nvlink(text: str) -> dict[int, tuple[int, ...]]:
     return {g: tuple(links) for g, links in down.items() if links}
 
 
+def xid_lines(kernel_log: str) -> list[tuple[str, Xid]]:
+    """The kernel log's XID lines, each with its XID, in order."""
+    found = []
+    for line in kernel_log.splitlines():
+        if m := _XID.search(line):
+            found.append((line, Xid(int(m.group(2)), (m.group(1) or "").strip())))
+    return found
+
+
 def xids_in(kernel_log: str) -> list[Xid]:
     """The XIDs the kernel log holds, in order."""
-    return [Xid(int(m.group(2)), (m.group(1) or "").strip()) for m in _XID.finditer(kernel_log)]
+    return [xid for _, xid in xid_lines(kernel_log)]
 
 
 def with_nvlink(gpus: Sequence[Gpu], down: Mapping[int, tuple[int, ...]]) -> list[Gpu]:
     return [replace(g, nvlink_down=down.get(g.index, ())) for g in gpus]
-
-
-def unique(xids: Iterable[Xid]) -> tuple[Xid, ...]:
-    return tuple(dict.fromkeys(xids))
 
 
 def _int(cell: str, base: int = 10) -> int | None:

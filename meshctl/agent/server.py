@@ -1,6 +1,10 @@
 """The node agent: probes the node every ``interval_s`` in a thread of its own and answers
 ``GET /v1/probe`` with the latest probe, its verdict and its age.
 
+XIDs count from the agent's start, within a window (``xids.py``); ``POST /v1/xids/clear`` is
+the operator's clear, once the GPU is repaired or reset: every XID seen so far stops counting,
+and the answer says how many did (``{"cleared": n}``).
+
 With a data cache (``meshctl.data.cache``), it also keeps the node's datasets:
 
 - ``POST /v1/prefetch`` ``{"datasets": [{"location", "endpoint_url"}], "peers": [url]}``:
@@ -31,8 +35,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from meshctl.agent.probe import Limits, Probe, Xid, unique, xids_in
-from meshctl.agent.sources import GpuSource, KernelLog, disks, nics
+from meshctl.agent.probe import Limits, Probe
+from meshctl.agent.sources import GpuReading, GpuSource, KernelLog, disks, nics
+from meshctl.agent.xids import XidLog
 
 if TYPE_CHECKING:
     from meshctl.data.cache import NodeCache
@@ -41,6 +46,7 @@ log = logging.getLogger("meshctl.agent")
 
 PATH = "/v1/probe"
 PREFETCH_PATH, PINS_PATH, DATA_PATH = "/v1/prefetch", "/v1/pins", "/v1/data"
+CLEAR_PATH = "/v1/xids/clear"
 MAX_BODY = 64 * 1024
 DEFAULT_PORT = 9109
 DEFAULT_INTERVAL_S = 5.0
@@ -67,51 +73,68 @@ class Agent:
         self.disk_paths, self.nic_names, self.clock = tuple(disk_paths), tuple(nic_names), clock
         self.started_s = clock()
         self.probes = 0
-        self._seen_xids: dict[Xid, None] = {}  # NVML events: kept once seen
+        self.xids = XidLog(limits.xid_window_s)
         self._latest: Probe | None = None
+        # held while the XIDs are counted and the probe they go in is stored: a clear between
+        # the two would be undone by the probe
         self._lock = threading.Lock()
 
     def probe(self) -> Probe:
         """Probe the node now; the result is also what the agent serves from now on."""
         started = time.perf_counter()
-        gpus, lost, gpu_error = [], [], None
-        if self.gpu is not None:
-            reading = self.gpu.read()
-            gpus, lost, gpu_error = reading.gpus, reading.lost, reading.error
-            self._seen_xids.update(dict.fromkeys(reading.xids))
+        reading = self.gpu.read() if self.gpu is not None else GpuReading()
         probe = Probe(
             node=self.node,
-            at_s=self.clock(),
+            at_s=0.0,
             took_ms=0.0,
             source=self.gpu.name if self.gpu is not None else "none",
-            gpus=tuple(gpus),
-            lost=tuple(lost),
+            gpus=tuple(reading.gpus),
+            lost=tuple(reading.lost),
             disks=tuple(disks(self.disk_paths)),
             nics=tuple(nics(self.nic_names)),
-            gpu_error=gpu_error,
+            gpu_error=reading.error,
         )
-        probe = self._with_kernel_log(probe)
-        probe = replace(probe, took_ms=round((time.perf_counter() - started) * 1000, 3))
+        kernel_log = self.kernel.read()
         with self._lock:
+            now = self.clock()
+            self.xids.nvml(reading.xids, now)
+            took_ms = round((time.perf_counter() - started) * 1000, 3)
+            probe = replace(self._counted(probe, kernel_log, now), at_s=now, took_ms=took_ms)
             self._latest = probe
             self.probes += 1
         return probe
 
     def follow_kernel_log(self) -> None:
         """Between probes: read the kernel log again, and serve a new XID at once."""
+        kernel_log = self.kernel.read()
         with self._lock:
             latest = self._latest
-        if latest is None:
-            return
-        fresh = self._with_kernel_log(latest)
-        if fresh.xids != latest.xids or fresh.errors != latest.errors:
-            with self._lock:
+            if latest is None:  # the first probe reads it first: the agent's start
+                return
+            fresh = self._counted(latest, kernel_log, self.clock())
+            if fresh.xids != latest.xids or fresh.errors != latest.errors:
                 self._latest = replace(fresh, at_s=self.clock())
 
-    def _with_kernel_log(self, probe: Probe) -> Probe:
+    def _counted(self, probe: Probe, kernel_log: tuple[str, str | None], now: float) -> Probe:
+        """``probe`` with the XIDs that count now, after a read of the kernel log (one that
+        failed leaves what the last read found, and says why). Under ``_lock``."""
+        text, why = kernel_log
+        if why is None:
+            self.xids.kernel(text, now)
+        errors = (why,) if why is not None else ()
+        return replace(probe, xids=self.xids.counted(now), errors=errors)
+
+    def clear_xids(self) -> dict[str, Any]:
+        """The operator's clear (``POST /v1/xids/clear``): every XID seen so far stops
+        counting, those in the kernel log now included; served at once."""
         text, why = self.kernel.read()
-        xids = unique([*self._seen_xids, *xids_in(text)])
-        return replace(probe, xids=xids, errors=(why,) if why is not None else ())
+        with self._lock:
+            now = self.clock()
+            cleared = self.xids.clear(text if why is None else None, now)
+            if self._latest is not None:
+                self._latest = replace(self._latest, xids=self.xids.counted(now))
+        log.info("XIDs cleared by the operator: %d counted", cleared)
+        return {"cleared": cleared, "at_s": now}
 
     def answer(self) -> dict[str, Any]:
         """What ``GET /v1/probe`` returns: the latest probe, its verdict, and how old it is."""
@@ -227,10 +250,12 @@ def serve(agent: Agent, host: str, port: int, token: str) -> ThreadingHTTPServer
             if not self._authorised():
                 return
             path = self.path.split("?", 1)[0]
+            if path == CLEAR_PATH:  # no body: nothing it is sent is read
+                self._send(200, agent.clear_xids())
+                return
             if path not in (PREFETCH_PATH, PINS_PATH):
-                self._send(
-                    405, {"error": f"the agent takes POST at {PREFETCH_PATH} and {PINS_PATH} only"}
-                )
+                posts = f"{PREFETCH_PATH}, {PINS_PATH} and {CLEAR_PATH}"
+                self._send(405, {"error": f"the agent takes POST at {posts} only"})
                 return
             length = int(self.headers.get("Content-Length") or 0)
             if length > MAX_BODY:
@@ -253,7 +278,9 @@ def serve(agent: Agent, host: str, port: int, token: str) -> ThreadingHTTPServer
 
         def _refuse(self) -> None:
             if self._authorised():
-                self._send(405, {"error": "the agent answers GET, and POST for its data cache"})
+                self._send(
+                    405, {"error": "the agent answers GET, and POST for its data cache and XIDs"}
+                )
 
         do_PUT = do_DELETE = do_PATCH = _refuse
 

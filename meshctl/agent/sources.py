@@ -3,9 +3,14 @@
 GPUs: NVML through nvidia-ml-py where the driver's library loads (cheap: no process per
 probe; XIDs come as NVML events), else ``nvidia-smi`` (a query of every GPU, then its NVLink
 status), else none. XIDs also come from the kernel log: ``dmesg``, or a file the operator
-names (``--kernel-log``, e.g. a journald export). Disks: ``statvfs`` of the checkpoint and
-cache folders. NICs: ``/sys/class/net/<nic>/operstate``; by default the NIC of the default
-route.
+names (``--kernel-log``, e.g. a journald export), read whole each time. Disks: ``statvfs`` of
+the checkpoint and cache folders. NICs: ``/sys/class/net/<nic>/operstate``; by default the NIC
+of the default route.
+
+The sources report what the tools say, no more: every NVLink link a GPU reports inactive or
+disabled (a PCIe card reports all it could have), every XID line of the kernel log. Which
+links the model has is the verdict's business (``probe.py``, ``nvidia.py``); which XIDs count,
+the agent's (``xids.py``).
 """
 
 from __future__ import annotations
@@ -139,7 +144,7 @@ class NvmlSource:
                 if nv.nvmlDeviceGetNvLinkState(handle, link) == nv.NVML_FEATURE_DISABLED:
                     down.append(link)
             except nv.NVMLError:
-                continue  # the GPU has no such link
+                continue  # not a link this GPU could have
         return tuple(down)
 
     def _register(self, index: int, handle: Any) -> None:

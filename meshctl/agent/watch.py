@@ -8,6 +8,9 @@ Pulls run in threads: a cycle asks every agent not already being asked, then wai
 ``wait_s`` for the answers; an agent that does not answer in time is asked again only once its
 request ends (``timeout_s``), so a hung agent never holds up a cycle. Silence counts from the
 last fresh probe (the agent's answer less its age), or from when the node was first seen.
+
+Only ``unhealthy`` (and the silence of ``dead``) takes a node out of service; ``degraded`` and
+``unknown`` (an agent that cannot tell: no GPU probe on its node) are shown, nothing more.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ class AgentStatus:
     """One node's agent, as the controller last heard it."""
 
     url: str
-    verdict: str  # healthy, degraded, unhealthy (its own word); suspect, dead (its silence)
+    # healthy, unknown, degraded, unhealthy (its own word: probe.VERDICTS); suspect, dead (its
+    # silence); unknown also before its first answer (then ``error`` says "no answer yet")
+    verdict: str
     reasons: tuple[str, ...] = ()
     probed_at_s: float | None = None  # its last fresh probe, on the controller's clock
     error: str | None = None  # why the last pull failed

@@ -1,7 +1,10 @@
 """The agent's parsers (nvidia-smi's query, its NVLink status, the kernel log's XIDs) and the
-verdict drawn from a probe, against text in the real tools' formats."""
+verdict drawn from a probe, against text in the real tools' formats: each XID by its severity
+in NVIDIA's catalog, inactive NVLink links by the links the GPU model has, no probe unknown."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -19,6 +22,7 @@ from meshctl.agent.probe import (
     parse_nvlink,
     parse_smi_query,
     throttle_reasons,
+    with_nvlink,
     xids_in,
 )
 
@@ -80,8 +84,11 @@ def test_throttle_reasons_name_the_heat_and_power_bits_only() -> None:
     )
 
 
-def healthy_gpu(i: int) -> Gpu:
-    return Gpu(i, f"GPU-{i}", "NVIDIA H100", f"0000:{i}", 81559, 0, 40, 0, False)
+H100 = "NVIDIA H100 80GB HBM3"  # SXM5: 18 NVLink links
+
+
+def healthy_gpu(i: int, name: str = H100) -> Gpu:
+    return Gpu(i, f"GPU-{i}", name, f"0000:{i}", 81559, 0, 40, 0, False)
 
 
 BASE = Probe("n1", 0.0, 1.0, "nvidia-smi", gpus=tuple(healthy_gpu(i) for i in range(4)))
@@ -96,13 +103,13 @@ LIMITS = Limits(expected_gpus=4, min_free_gib=5.0)
         ({"lost": ("0000:4B:00.0",)}, "unhealthy", "GPU 0000:4B:00.0 is lost"),
         ({"xids": (Xid(79, "0000:3b:00"),)}, "unhealthy", "XID 79 on GPU 0000:3b:00"),
         ({"xids": (Xid(13, "0000:3b:00"),)}, "healthy", None),
-        ({"gpus": (Gpu(0, "u", "n", "b", ecc_uncorrected=3), *BASE.gpus[1:])}, "unhealthy",
+        ({"gpus": (Gpu(0, "u", H100, "b", ecc_uncorrected=3), *BASE.gpus[1:])}, "unhealthy",
          "GPU 0: 3 uncorrectable ECC errors"),
-        ({"gpus": (Gpu(0, "u", "n", "b", retired_pages_pending=True), *BASE.gpus[1:])},
+        ({"gpus": (Gpu(0, "u", H100, "b", retired_pages_pending=True), *BASE.gpus[1:])},
          "unhealthy", "GPU 0: retired pages pending (needs a reset)"),
-        ({"gpus": (Gpu(0, "u", "n", "b", nvlink_down=(1, 3)), *BASE.gpus[1:])}, "unhealthy",
-         "GPU 0: NVLink link 1, 3 down"),
-        ({"gpus": (Gpu(0, "u", "n", "b", throttle=("hw-thermal",)), *BASE.gpus[1:])},
+        ({"gpus": (Gpu(0, "u", H100, "b", nvlink_down=(1, 3)), *BASE.gpus[1:])}, "unhealthy",
+         "GPU 0: NVLink link 1, 3 down (2 of its 18 links)"),
+        ({"gpus": (Gpu(0, "u", H100, "b", throttle=("hw-thermal",)), *BASE.gpus[1:])},
          "degraded", "GPU 0: throttled (hw-thermal)"),
         ({"disks": (Disk("/ckpt", 2.0, 100.0),)}, "unhealthy", "/ckpt: 2.0 GiB free, under 5"),
         ({"disks": (Disk("/ckpt", None),)}, "unhealthy", "/ckpt: cannot be read"),
@@ -110,50 +117,131 @@ LIMITS = Limits(expected_gpus=4, min_free_gib=5.0)
         ({"nics": (Nic("eth0", "up"),)}, "healthy", None),
         ({"gpu_error": "NVIDIA-SMI has failed"}, "unhealthy",
          "GPU driver not answering: NVIDIA-SMI has failed"),
-        ({"source": "none", "gpus": ()}, "degraded",
+        ({"source": "none", "gpus": ()}, "unknown",
          "no GPU probe: no NVIDIA driver library and no nvidia-smi on this node"),
+        ({"source": "none", "gpus": (), "disks": (Disk("/ckpt", 2.0, 100.0),)}, "unhealthy",
+         "/ckpt: 2.0 GiB free, under 5"),
         ({"errors": ("kernel log: dmesg failed (denied)",)}, "degraded",
          "kernel log: dmesg failed (denied)"),
     ],
     ids=["healthy", "a GPU missing", "a GPU lost", "XID 79", "XID 13 is the application's",
          "ECC", "retired pages", "NVLink", "throttling", "disk nearly full", "disk unreadable",
-         "NIC down", "NIC up", "driver down", "no probe", "kernel log unreadable"],
+         "NIC down", "NIC up", "driver down", "no probe is unknown",
+         "no probe and a full disk", "kernel log unreadable"],
 )  # fmt: skip
 def test_the_verdict_on_a_probe(changes: dict[str, object], verdict: str, reason: str) -> None:
-    from dataclasses import replace
+    judged = judge(replace(BASE, **changes), LIMITS)  # type: ignore[arg-type]
+    assert judged.verdict == verdict
+    assert judged.reasons[:1] == ((reason,) if reason else ())
 
-    got, reasons = judge(replace(BASE, **changes), LIMITS)  # type: ignore[arg-type]
-    assert got == verdict
-    assert reasons[:1] == ((reason,) if reason else ())
+
+@pytest.mark.parametrize(
+    ("xid", "verdict", "reasons", "notes"),
+    [
+        # fatal: the GPU cannot be trusted until it is reset or the machine restarted
+        (48, "unhealthy", ["XID 48 on GPU 0000:3b:00"], []),
+        (64, "unhealthy", ["XID 64 on GPU 0000:3b:00"], []),
+        (74, "unhealthy", ["XID 74 on GPU 0000:3b:00"], []),
+        (79, "unhealthy", ["XID 79 on GPU 0000:3b:00"], []),
+        (95, "unhealthy", ["XID 95 on GPU 0000:3b:00"], []),
+        (119, "unhealthy", ["XID 119 on GPU 0000:3b:00"], []),
+        (120, "unhealthy", ["XID 120 on GPU 0000:3b:00"], []),
+        # contained to the application that met it: reset the GPU when convenient
+        (94, "degraded", ["XID 94 on GPU 0000:3b:00: contained ECC error: only the "
+                          "application that met it failed; reset the GPU when convenient"], []),
+        # informational: reported, never held against the node
+        (63, "healthy", [], ["XID 63 on GPU 0000:3b:00: ECC page retirement or row remapping "
+                             "recorded"]),
+        (92, "healthy", [], ["XID 92 on GPU 0000:3b:00: high single-bit ECC error rate "
+                             "(corrected)"]),
+        (13, "healthy", [], ["XID 13 on GPU 0000:3b:00: graphics engine exception (an "
+                             "application's fault)"]),
+        (31, "healthy", [], ["XID 31 on GPU 0000:3b:00: GPU memory page fault (an "
+                             "application's fault)"]),
+        (999, "healthy", [], ["XID 999 on GPU 0000:3b:00: not in NVIDIA's XID catalog as this "
+                              "agent knows it"]),
+    ],
+    ids=["48 double-bit ECC", "64 row remap failed", "74 NVLink", "79 off the bus",
+         "95 uncontained", "119 GSP timeout", "120 GSP error", "94 contained",
+         "63 row remap recorded", "92 single-bit rate", "13 the application's",
+         "31 the application's", "an XID the catalog does not have"],
+)  # fmt: skip
+def test_an_xid_counts_by_its_severity_in_nvidias_catalog(
+    xid: int, verdict: str, reasons: list[str], notes: list[str]
+) -> None:
+    log = f"[ 99.0] NVRM: Xid (PCI:0000:3b:00): {xid}, pid=1, text\n"
+    judged = judge(replace(BASE, xids=tuple(xids_in(log))), LIMITS)
+    assert (judged.verdict, list(judged.reasons), list(judged.notes)) == (verdict, reasons, notes)
+
+
+def a_node_of(name: str, links: int, inactive: set[int]) -> Probe:
+    """A node of four GPUs of model ``name``, through ``nvidia-smi nvlink --status``'s text:
+    ``links`` links each, GPU 0's ``inactive`` ones down."""
+    text = ""
+    for gpu in range(4):
+        text += f"GPU {gpu}: {name} (UUID: GPU-{gpu})\n"
+        for link in range(links):
+            down = gpu == 0 and link in inactive
+            text += f"\t Link {link}: " + ("<inactive>" if down else "26.562 GB/s") + "\n"
+    gpus = [healthy_gpu(i, name) for i in range(4)]
+    return replace(BASE, gpus=tuple(with_nvlink(gpus, parse_nvlink(text))))
+
+
+@pytest.mark.parametrize(
+    ("name", "links", "inactive", "verdict", "reason"),
+    [
+        (H100, 18, set(), "healthy", None),
+        (H100, 18, {5}, "unhealthy", "GPU 0: NVLink link 5 down (1 of its 18 links)"),
+        ("NVIDIA H200", 18, {0, 17}, "unhealthy",
+         "GPU 0: NVLink link 0, 17 down (2 of its 18 links)"),
+        ("NVIDIA A100-SXM4-80GB", 12, {3}, "unhealthy",
+         "GPU 0: NVLink link 3 down (1 of its 12 links)"),
+        # a PCIe card or a model without NVLink reports every link it could have as inactive
+        ("NVIDIA L4", 18, set(range(18)), "healthy", None),
+        ("NVIDIA A100-PCIE-40GB", 12, set(range(12)), "healthy", None),
+        ("NVIDIA H100 PCIe", 18, set(range(18)), "healthy", None),
+        # a model the table does not know: unknown, not unhealthy
+        ("NVIDIA H100 NVL", 18, {0, 1}, "unknown",
+         "GPU 0: NVLink link 0, 1 inactive; how many links a NVIDIA H100 NVL has is not known"),
+    ],
+    ids=["H100 all up", "H100 one of 18 down", "H200 two down", "A100 SXM one of 12 down",
+         "L4 has no NVLink", "A100 PCIe unbridged", "H100 PCIe unbridged", "a model not known"],
+)  # fmt: skip
+def test_inactive_nvlink_links_count_only_where_the_gpu_model_has_them(
+    name: str, links: int, inactive: set[int], verdict: str, reason: str | None
+) -> None:
+    judged = judge(a_node_of(name, links, inactive), LIMITS)
+    assert judged.verdict == verdict
+    assert judged.reasons == ((reason,) if reason else ())
 
 
 def test_a_node_of_another_vendor_is_not_probed_with_nvidias_tools() -> None:
     """An AMD, TPU or Neuron node: no NVIDIA probe, so nothing it would see (a fake nvidia-smi
-    on this machine) counts against it; the agent says it has no probe for that vendor."""
-    from dataclasses import replace
-
+    on this machine) counts against it; the agent says it cannot tell."""
     from meshctl.agent.probe import Limits
     from meshctl.cli.agent_cmd import _agent
 
     agent = _agent("mi", 8, None, None, None, 5.0, no_nvml=True, vendor="amd")
     assert agent.gpu is None
     probe = agent.probe()
-    verdict, reasons = judge(replace(probe, disks=(), nics=()), agent.limits)
-    assert verdict == "degraded"
-    assert reasons[0] == "no device probe for amd: the probe reads NVIDIA's tools only"
+    judged = judge(replace(probe, disks=(), nics=()), agent.limits)
+    assert judged.verdict == "unknown"
+    assert judged.reasons[0] == "no device probe for amd: the probe reads NVIDIA's tools only"
     assert agent.limits == Limits(expected_gpus=8, min_free_gib=5.0, vendor="amd")
 
 
-@given(st.lists(st.sampled_from([13, 31, 43, 45, 48, 63, 64, 74, 79, 92, 94, 95]), max_size=6))
-def test_any_fatal_xid_in_the_log_makes_the_node_unhealthy_and_only_a_fatal_one(
-    xids: list[int],
-) -> None:
+SAMPLED = [13, 31, 43, 45, 48, 63, 64, 74, 79, 92, 94, 95]
+
+
+@given(st.lists(st.sampled_from(SAMPLED), max_size=6))
+def test_only_a_fatal_xid_makes_the_node_unhealthy_and_only_94_degraded(xids: list[int]) -> None:
     log = "".join(f"NVRM: Xid (PCI:0000:3b:00): {x}, pid=1, text\n" for x in xids)
-    probe = Probe("n1", 0.0, 1.0, "nvidia-smi", gpus=BASE.gpus, xids=tuple(xids_in(log)))
-    verdict, reasons = judge(probe, LIMITS)
-    fatal = {48, 63, 64, 74, 79, 92, 94, 95} & set(xids)
-    assert (verdict == "unhealthy") == bool(fatal)
-    assert {int(r.split()[1]) for r in reasons} == fatal
+    judged = judge(replace(BASE, xids=tuple(xids_in(log))), LIMITS)
+    fatal, contained = {48, 64, 74, 79, 95} & set(xids), {94} & set(xids)
+    worst = "unhealthy" if fatal else "degraded" if contained else "healthy"
+    assert judged.verdict == worst
+    assert {int(r.split()[1]) for r in judged.reasons} == fatal | contained
+    assert {int(n.split()[1]) for n in judged.notes} == set(xids) - fatal - contained
 
 
 def test_a_probe_serialises_with_its_verdict() -> None:

@@ -1,5 +1,6 @@
 """The controller's pull of the agents: verdicts passed on, silence counted from the last
-fresh probe, suspect then dead, and back in service when the agent answers again."""
+fresh probe, suspect then dead, and back in service when the agent answers again; a node
+without a GPU probe is unknown, not degraded, up to ``nodes list``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from typing import Any
 
 import pytest
 
+from meshctl.agent.probe import Limits
+from meshctl.agent.server import Agent
+from meshctl.agent.sources import KernelLog
 from meshctl.agent.watch import AgentWatch, agent_url
 from meshctl.model.mesh import NodeAgents
 from meshctl.pools.observed import ObservedNode, PoolObservation
@@ -78,6 +82,24 @@ def test_an_unhealthy_verdict_is_passed_on_and_a_healthy_one_clears_it() -> None
     report = w.pull(seen(node("n1")), 101.0)
     assert (report.unhealthy, report.suspect) == ({}, {})
     assert report.agents["lab/n1"].verdict == "degraded"
+
+
+def test_a_node_without_a_gpu_probe_is_unknown_in_nodes_list_not_degraded(tmp_path: Any) -> None:
+    """The defect as reported: every emulated node (no NVML, no nvidia-smi) said degraded
+    ("no GPU probe") on every ``nodes list``, noise that hid the real verdicts."""
+    from meshctl.cli.nodes_cmd import _agent_cell
+
+    (tmp_path / "kmsg").write_text("[ 0.0] Linux version 6.1.0\n")
+    emulated = Agent("n1", Limits(expected_gpus=4), None, KernelLog(str(tmp_path / "kmsg")))
+    agents = Agents()
+    agents.answers[URL] = emulated.answer()
+    report = watch(agents).pull(seen(node("n1")), 100.0)
+    assert (report.unhealthy, report.suspect, report.dead) == ({}, {}, set())
+    status = report.agents["lab/n1"]
+    assert (status.verdict, status.error) == ("unknown", None)
+    assert _agent_cell(status.to_json()) == (
+        "unknown (no GPU probe: no NVIDIA driver library and no nvidia-smi on this node)"
+    )
 
 
 def test_a_silent_agent_makes_its_node_suspect_then_dead_then_back_when_it_answers() -> None:
