@@ -92,7 +92,7 @@ def _start_pools(mesh: Any, run: Path, registry: Any) -> dict[str, str]:
         if path.is_file():
             cluster = local.LocalCluster.load(path)
             if local.running(cluster):
-                render.say(f"pool {pool.name}: already up ({cluster.dashboard})")
+                _restart_dead(pool, cluster, run, registry, failed)
                 continue
             local.stop(cluster)  # what is left of a crashed one
         with render.progress(f"pool {pool.name}: starting") as step:
@@ -104,6 +104,29 @@ def _start_pools(mesh: Any, run: Path, registry: Any) -> dict[str, str]:
         nodes = sum(g.count for g in pool.nodes)
         render.say(f"pool {pool.name}: up, {nodes} nodes ({cluster.dashboard})")
     return failed
+
+
+def _restart_dead(
+    pool: Any, cluster: Any, run: Path, registry: Any, failed: dict[str, str]
+) -> None:
+    """A local pool already up: each node whose raylet is gone started again; one that could
+    not be is added to ``failed`` with why."""
+    from meshctl.cli import render
+    from meshctl.pools.local_nodes import dead_nodes, restart
+
+    dead = dead_nodes(cluster, pool)
+    if not dead:
+        render.say(f"pool {pool.name}: already up ({cluster.dashboard})")
+        return
+    with render.progress(f"pool {pool.name}: starting dead nodes {', '.join(dead)}"):
+        refused = restart(cluster, pool, dead, run, registry)
+    back = [name for name in dead if name not in refused]
+    if back:
+        render.say(f"pool {pool.name}: up; started again: {', '.join(back)}")
+    if refused:
+        failed[pool.name] = "; ".join(
+            f"node {name} could not be started again: {why}" for name, why in refused.items()
+        )
 
 
 def _show_health(mesh: Any, home: Path, failed: dict[str, str]) -> None:

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from meshctl.cli.remote import Remote
     from meshctl.state import AuditEntry, NodeDetail, NodeRecord, Store
 
+DEAD = "dead"  # a node Ray lists dead: its raylet is gone
+
 app = typer.Typer(help="Nodes: list, show, cordon, drain, uncordon, health.", no_args_is_help=True)
 
 NodeArgument = Annotated[str, typer.Argument(help="pool/node, or the node's name.")]
@@ -81,10 +83,15 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
 
 
 def node_rows(home: Path, store: Store) -> list[dict[str, Any]]:
-    """Every node as data (``shapes.NodeRow``): for ``nodes list`` and the API server."""
-    from meshctl.state import NodeRecord
+    """Every live node as data (``shapes.NodeRow``): for ``nodes list`` and the API server.
+    The node of a cloud instance the provider took back or meshctl terminated is not listed
+    (``nodes show`` and the events keep its history)."""
+    from meshctl.pools.observed import node_name
+    from meshctl.state import InstanceRecord, InstanceState, NodeRecord
 
-    nodes = store.list(NodeRecord)
+    ended = (InstanceState.INTERRUPTED, InstanceState.TERMINATED)
+    gone = {f"{i.pool}/{node_name(i.id)}" for i in store.list(InstanceRecord, state=ended)}
+    nodes = [n for n in store.list(NodeRecord) if n.id not in gone]
     used, jobs = _usage(store)
     agents = _agents(home)
     return [_node_row(n, used.get(n.id, 0.0), jobs.get(n.id, []), agents.get(n.id)) for n in nodes]
@@ -196,14 +203,14 @@ def _node_row(
         agent = {"url": agent.get("url", ""), "verdict": agent.get("verdict", "unknown"),
                  "reasons": list(agent.get("reasons") or []), "error": agent.get("error"),
                  "probed_at": timestamp(agent.get("probed_at_s"))}  # fmt: skip
-    gpus = node.resources.get("gpus")
+    gpus, alive = node.resources.get("gpus"), bool(node.resources.get("alive"))
     return {
         "node": node.id,
         "pool": node.pool,
-        "state": node.state,
-        "reason": node.detail.reason or None,
+        "state": node.state if alive else DEAD,  # whatever the operator had it at
+        "reason": node.detail.reason or (None if alive else "Ray lists its node dead"),
         "deadline_at": timestamp(node.detail.deadline_s),
-        "alive": bool(node.resources.get("alive")),
+        "alive": alive,
         "gpus": None if gpus is None else int(gpus),
         "gpus_used": round(gpus_used, 4),
         "accelerator": node.resources.get("accelerator") or None,

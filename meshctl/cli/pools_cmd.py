@@ -285,6 +285,8 @@ def preflight_rows(
             result, detail = ("pass", "yes") if row["available"] else ("fail", row["reason"])
             fix = None if row["available"] else FIXES[row["provider"]]
             row["checks"] = [{"check": name, "result": result, "detail": detail, "fix": fix}]
+            if row["provider"] == "local" and row["available"]:
+                _check_local_nodes(row, mesh.pool(row["pool"]), home)
             continue
         row["checks"] = [
             {"check": c.name, "result": c.result, "detail": c.detail, "fix": c.fix or None}
@@ -294,6 +296,24 @@ def preflight_rows(
         if first is not None and row["available"]:
             row["available"], row["reason"] = False, f"{first.name}: {first.detail}"
     return rows
+
+
+def _check_local_nodes(row: dict[str, Any], pool: Any, home: Path) -> None:
+    """A local pool that answers: whether each of its nodes runs (a node whose raylet was
+    killed leaves the head answering)."""
+    from meshctl.controller.rundir import run_dir
+    from meshctl.pools import local
+    from meshctl.pools.local_nodes import dead_nodes
+
+    cluster = local.LocalCluster.load(local.run_file(run_dir(home), pool.name))
+    dead = dead_nodes(cluster, pool)
+    detail = f"dead: {', '.join(dead)}" if dead else "every node runs"
+    fix = "meshctl up starts them again" if dead else None
+    row["checks"].append(
+        {"check": "nodes", "result": "fail" if dead else "pass", "detail": detail, "fix": fix}
+    )
+    if dead:
+        row["available"], row["reason"] = False, f"nodes: {detail}"
 
 
 def pool_health(mesh: Any, home: Path) -> list[dict[str, Any]]:

@@ -80,8 +80,10 @@ class NodeAgentData(TypedDict):
 class NodeRow(TypedDict):
     node: Annotated[str, "pool/node"]
     pool: str
-    state: Annotated[str, "ready, cordoned, draining, drained, unhealthy, ..."]
-    reason: Annotated[str | None, "why it is unhealthy"]
+    state: Annotated[
+        str, "ready, cordoned, draining, drained, unhealthy; dead when Ray lists it dead"
+    ]
+    reason: Annotated[str | None, "why it is unhealthy or dead"]
     deadline_at: Annotated[Timestamp | None, "a draining node's deadline"]
     alive: bool
     gpus: int | None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -227,6 +228,36 @@ def test_the_state_folder_is_private(mesh: Mesh) -> None:
     names = {p.name for p in mesh.home.rglob("*")}
     assert {"state.db-wal", "pool-onprem.token", "controller.heartbeat", "tasks.py"} <= names
     assert any(p.suffix == ".log" for p in (mesh.home / "logs").rglob("*"))
+
+
+def test_a_node_whose_raylet_was_killed_fails_pools_check_and_up_starts_it_again(
+    mesh: Mesh,
+) -> None:
+    """Reported: with a node's raylet and agent killed, up said "already up" (exit 0) and
+    pools check passed the pool."""
+    cluster = mesh.cluster()
+    sessions = [p.pid for p in cluster.processes if p.node == "gpu-rack2"]
+    assert len(sessions) == 2  # its agent, and ray start with the raylet under it
+    for pid in [member for sid in sessions for member in local.session_members(sid)]:
+        os.kill(pid, signal.SIGKILL)
+    wait_until(
+        "the node's processes outlived SIGKILL",
+        lambda: not [pid for sid in sessions for pid in local.session_members(sid)],
+        WAIT_S,
+        every_s=0.2,
+    )
+    checked = mesh.run("pools", "check", "onprem", check=False)
+    assert checked.returncode == 1, checked.stdout
+    assert "dead: gpu-rack2" in checked.stdout
+    started = mesh.run("up")
+    assert "pool onprem: up; started again: gpu-rack2" in started.stdout
+    assert mesh.run("pools", "check", "onprem").returncode == 0
+    wait_until(  # the controller sees the new node (a new Ray id, the same name) alive
+        "gpu-rack2 never came back in nodes list",
+        lambda: mesh.nodes().get("onprem/gpu-rack2", {}).get("alive") is True,
+        WAIT_S,
+        every_s=0.5,
+    )
 
 
 def test_down_refuses_while_a_job_runs_force_requeues_it_and_logs_outlive_it(
