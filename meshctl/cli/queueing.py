@@ -118,7 +118,11 @@ def submitted(job: Job, admission: Any, record: Any, planned: bool) -> dict[str,
 
 
 def _unlisted_inventory(context: Any, mesh: Any) -> dict[str, Any]:
-    """The nodes of ``ray`` pools whose mesh entry lists none, read from their clusters."""
+    """The nodes of ``ray`` pools whose mesh entry lists none, read from their clusters, with
+    those the store knows of that the cluster does not list now (not alive: a node restarting
+    or still joining is still the pool's)."""
+    from dataclasses import replace
+
     from meshctl.model.mesh import RayPool
 
     found = {}
@@ -133,8 +137,36 @@ def _unlisted_inventory(context: Any, mesh: Any) -> dict[str, Any]:
                     raise CommandError(
                         f"pool {pool.name}: cannot check the job against its nodes: {seen.error}"
                     )
-                found[pool.name] = seen
+                known = _known_nodes(context, pool.name, {n.name for n in seen.nodes})
+                found[pool.name] = replace(seen, nodes=seen.nodes + known)
     return found
+
+
+def _known_nodes(context: Any, pool: str, listed: set[str]) -> tuple[Any, ...]:
+    """The nodes of ``pool`` the controller has recorded that are not in ``listed``, as
+    observed nodes that are not alive."""
+    from meshctl.pools.observed import ObservedNode
+    from meshctl.state import NodeRecord
+
+    if context.store_url is None and not (context.home / "state.db").is_file():
+        return ()  # nothing ran here: no store made to be read
+    with context.store() as store:
+        records = store.list(NodeRecord, pool=pool)
+    found = []
+    for record in records:
+        name = record.id.split("/", 1)[1]
+        if name in listed:
+            continue
+        res = record.resources
+        found.append(
+            ObservedNode(
+                name, str(res.get("ray_node_id") or ""), False, int(res.get("gpus") or 0),
+                float(res.get("cpus") or 0.0), float(res.get("memory_gib") or 0.0),
+                res.get("accelerator") or None, dict(record.labels),
+                devices=dict(res.get("devices") or {}),
+            )
+        )  # fmt: skip
+    return tuple(found)
 
 
 def from_file(path: Path) -> tuple[Job, Path, Loaded]:

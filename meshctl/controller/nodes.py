@@ -174,13 +174,20 @@ def cloud_prices(
 def observed_nodes(
     pool: Pool, observation: PoolObservation, registry: AcceleratorsSpec | None = None
 ) -> list[Node]:
-    """A pool's live nodes as the scheduler sees them, all free (for checks at submit)."""
+    """A pool's nodes as the scheduler sees them (for checks at submit): the live ones all
+    free; one it lists dead (or that the store knows and it no longer lists) ``down``, so a
+    job that only such a node could hold waits for it, rather than being refused as one that
+    can never run (a node restarting for maintenance, one still joining)."""
     groups, usd = _groups(pool, observation, {}), pool.cost.usd_per_gpu_hour or 0.0
-    return [
-        node_of(pool.name, seen.name, _shape(seen, groups.get(seen.name), pool, registry), usd)
-        for seen in observation.nodes
-        if seen.alive and not seen.head and (seen.gpus or seen.cpus)
-    ]
+    alive = {seen.name for seen in observation.nodes if seen.alive}
+    found = []
+    for seen in observation.nodes:
+        if seen.head or not (seen.gpus or seen.cpus) or (not seen.alive and seen.name in alive):
+            continue  # a head, a node without devices, a dead copy of a node back (new id)
+        shape = _shape(seen, groups.get(seen.name), pool, registry)
+        node = node_of(pool.name, seen.name, shape, usd)
+        found.append(node if seen.alive else replace(node, health="down"))
+    return found
 
 
 def _groups(

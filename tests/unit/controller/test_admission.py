@@ -9,6 +9,7 @@ from meshctl.catalog import load_catalogs
 from meshctl.controller.submit import Rejected, check
 from meshctl.files import load_one
 from meshctl.model import Mesh
+from meshctl.pools.observed import ObservedNode, PoolObservation
 from tests.conftest import EXAMPLES
 from tests.unit.scheduler.policy_helpers import NOW, job, policies
 
@@ -102,3 +103,39 @@ def test_a_working_directory_holding_meshctl_s_home_is_copied_without_it(tmp_pat
     (tmp_path / "home" / "state.db").write_text("x")
     copy = package(tmp_path, tmp_path / "home" / "packages" / "j-1")
     assert sorted(p.name for p in copy.iterdir()) == [".meshctl-job", "train.py"]
+
+
+RAY_MESH = Mesh.model_validate(
+    {"apiVersion": "meshctl/v1", "kind": "Mesh", "metadata": {"name": "m"},
+     "spec": {"pools": [{"name": "lab", "provider": "ray", "address": "http://127.0.0.1:1"}]}}
+)  # fmt: skip
+
+
+def _lab(*alive: bool) -> dict[str, PoolObservation]:
+    nodes = tuple(
+        ObservedNode(f"w{i}", f"id{i}", up, 1, 2.0, 4.0, "A100") for i, up in enumerate(alive)
+    )
+    return {"lab": PoolObservation("lab", True, "", nodes)}
+
+
+@pytest.mark.parametrize(
+    ("alive", "never"),
+    [((True, True), False), ((True, False), False), ((True,), True)],
+    ids=[
+        "both nodes up: placed",
+        "one of its two known nodes not up now (joining, restarting): it waits",
+        "one node ever: never",
+    ],
+)
+def test_a_gang_on_a_pool_of_undeclared_capacity_is_judged_by_the_nodes_it_has_had(
+    alive: tuple[bool, ...], never: bool
+) -> None:
+    """Reported: a 2-node gang submitted while one of the cluster's two nodes was joining was
+    refused as one that can never run ("the pool lab has 1 such node")."""
+    gang = job("g", resources={"gpus": 1, "nodes": 2})
+    if never:
+        with pytest.raises(Rejected, match="can never run on this mesh: needs 2 nodes"):
+            check(gang, RAY_MESH, CATALOGS, None, NOW, _lab(*alive))
+        return
+    admitted = check(gang, RAY_MESH, CATALOGS, None, NOW, _lab(*alive))
+    assert admitted.decision.status == ("placed" if all(alive) else "pending")
