@@ -38,11 +38,13 @@ def explain(
 ) -> None:
     """Why a job runs where it runs, or why it waits: filters, scores, burst, quota.
 
-    JOB is a submitted job's id, or a job file to plan against the mesh as configured."""
+    JOB is a submitted job's id, or a job file: planned against the live mesh where a
+    controller runs (what its jobs hold, each node's state, as it last recorded them), against
+    the idle mesh where none does, or against the moment --mesh STATE.yaml gives."""
     if not job_file.exists() and mesh_file is None and policies is None and now is None:
         _explain_stored(ctx, str(job_file), output)
         return
-    from meshctl.lifecycle.mesh import snapshot_from_mesh
+    from meshctl.lifecycle.mesh import held, snapshot_from_mesh
     from meshctl.policy import bind, mesh_snapshot
     from meshctl.policy.tenancy import hourly_headroom, hours_left_in_month
     from meshctl.scheduler import FromPolicyEngine, Pending, Request, schedule
@@ -67,6 +69,13 @@ def explain(
         for p in m.mesh.spec.pools
     }
     snap = snapshot_from_mesh(m.mesh, catalogs, m.state, [pend], at_s, headroom)
+    against = ("moment", f"the moment in {mesh_file}") if mesh_file is not None else IDLE
+    live = _live(context) if mesh_file is None else None
+    if live is not None:
+        allocations, health, running = live
+        snap = held(snap, allocations, health)
+        jobs = f"{running} job{'' if running == 1 else 's'} running"
+        against = ("live", f"the live mesh as the controller last recorded it ({jobs})")
     plan = schedule(snap, FromPolicyEngine(bound, {name: m.job}, {}))
 
     def uncertain(pool_name: str, node_type: str) -> bool:  # a burst at an uncertain price
@@ -75,7 +84,33 @@ def explain(
         region = str(getattr(pool, "region", ""))
         return catalog is not None and catalog.price_uncertain(node_type, region)
 
-    _render(plan.decisions[name], plan, output, uncertain)
+    _render(plan.decisions[name], plan, output, uncertain, against)
+
+
+IDLE = ("idle", "the idle mesh: no controller runs, every node free")
+
+
+def _live(context: Any) -> tuple[list[Any], dict[tuple[str, str], Any], int] | None:
+    """The mesh as the running controller last recorded it: what each active attempt holds
+    (with its pool), each node's health, and how many jobs run; None when no controller runs."""
+    from meshctl.controller import daemon
+    from meshctl.controller.nodes import OUT_OF_SERVICE, allocation_of
+    from meshctl.state import ACTIVE_ATTEMPT, AttemptRecord, NodeRecord
+
+    if daemon.running(context.home) is None:
+        return None
+    with context.store() as store:
+        attempts = store.list(AttemptRecord, state=ACTIVE_ATTEMPT)
+        nodes = store.list(NodeRecord)
+    allocations = [(a.pool, allocation_of(h)) for a in attempts for h in a.detail.allocations]
+    health = {}
+    for node in nodes:
+        pool, name = node.id.split("/", 1)
+        if not node.resources.get("alive", True):
+            health[(pool, name)] = "down"
+        elif node.state in OUT_OF_SERVICE:
+            health[(pool, name)] = OUT_OF_SERVICE[node.state]
+    return allocations, health, len({a.job_id for a in attempts})
 
 
 def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
@@ -215,7 +250,11 @@ def _say_candidates(decision: Decision, output: Output) -> None:
 
 
 def _render(
-    decision: Decision, plan: Plan, output: Output, uncertain: Callable[[str, str], bool]
+    decision: Decision,
+    plan: Plan,
+    output: Output,
+    uncertain: Callable[[str, str], bool],
+    against: tuple[str, str],
 ) -> None:
     from dataclasses import asdict
 
@@ -227,10 +266,12 @@ def _render(
         if action["action"] == "provision":
             action["price_uncertain"] = uncertain(action["pool"], action["node_type"])
     if output is not Output.table:  # shapes.ExplainPlan
-        data = {"job": decision.job_id, "decision": decision_data(decision), "actions": actions}
+        data = {"job": decision.job_id, "planned_against": against[0],
+                "decision": decision_data(decision), "actions": actions}  # fmt: skip
         render.emit_data(data, output)
         return
     render.say(f"[bold]{render.esc(decision.job_id)}[/]: {render.esc(decision.summary())}")
+    render.say(f"  [dim]planned against {render.esc(against[1])}[/]")
     if decision.candidates:
         _say_candidates(decision, output)
     if decision.filtered:

@@ -3,7 +3,9 @@ built with the lifecycle's own node builder and offers (``snapshot.py``).
 
 Used where no controller observes real pools yet (``meshctl explain`` on a job file). A
 ``MeshState`` gives each pool's free GPUs; the busy ones are taken from the pool's nodes in
-order, whole GPUs first, since which jobs hold them is not known here.
+order, whole GPUs first, since which jobs hold them is not known here. Where a controller
+runs, ``held`` takes from each node what the running jobs recorded they hold there, and sets
+each node's health as the controller last recorded it: the live mesh.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from meshctl.lifecycle.snapshot import NodeShape, configured_pools, node_of, off
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, Mesh, Pool
 from meshctl.model.meshstate import MeshState
-from meshctl.scheduler.snapshot import Node, Offer, Pending, Snapshot
+from meshctl.scheduler.snapshot import Allocation, Node, NodeHealth, Offer, Pending, Snapshot
 
 
 def _nodes(pool: Pool) -> list[Node]:
@@ -71,3 +73,35 @@ def snapshot_from_mesh(
         for name, t in (state.spec.teams.items() if state else ())
     }
     return Snapshot(now_s, tuple(nodes), tuple(pools), (), tuple(pending), tuple(offers), teams)
+
+
+def held(
+    snapshot: Snapshot,
+    allocations: Sequence[tuple[str, Allocation]],
+    health: Mapping[tuple[str, str], NodeHealth],
+) -> Snapshot:
+    """``snapshot`` with what running jobs hold taken from its nodes (``allocations``: each
+    with its pool) and each node's health (by pool and node; a node not named keeps its
+    own): the mesh as the controller last recorded it."""
+    by_node: dict[tuple[str, str], list[Allocation]] = {}
+    for pool, allocation in allocations:
+        by_node.setdefault((pool, allocation.node), []).append(allocation)
+    return replace(snapshot, nodes=tuple(_taken(n, by_node.get((n.pool, n.name), []),
+                                               health.get((n.pool, n.name), n.health))
+                                        for n in snapshot.nodes))  # fmt: skip
+
+
+def _taken(node: Node, holds: Sequence[Allocation], health: NodeHealth) -> Node:
+    free = list(node.gpu_free)
+    for hold in holds:
+        for index in hold.gpu_indices:
+            if index < len(free):
+                free[index] = max(0.0, round(free[index] - hold.gpu_share, 9))
+    return replace(
+        node,
+        gpu_free=tuple(free),
+        cpus_free=max(0.0, node.cpus_free - sum(h.cpus for h in holds)),
+        memory_gib_free=max(0.0, node.memory_gib_free - sum(h.memory_gib for h in holds)),
+        nic_gbps_free=max(0.0, node.nic_gbps_free - sum(h.nic_gbps for h in holds)),
+        health=health,
+    )

@@ -290,5 +290,10 @@ Action = Annotated[
 @with_config(STRICT)
 class ExplainPlan(TypedDict):
     job: Annotated[str, "the job file's name"]
+    planned_against: Annotated[
+        Literal["live", "idle", "moment"],
+        "live: the mesh as the running controller last recorded it (what its jobs hold, each "
+        "node's state); idle: no controller runs, every node free; moment: --mesh STATE.yaml",
+    ]
     decision: DecisionData
     actions: Annotated[list[Action], "what the cycle would do"]

@@ -106,3 +106,33 @@ def test_bytes_local_as_people_read_them(local_gib, gib, shown):
     from meshctl.cli.views import data_local
 
     assert data_local(local_gib, gib) == shown
+
+
+def test_a_job_file_is_planned_against_the_live_mesh_where_a_controller_runs(cli) -> None:
+    """Reported: explain JOB.yaml said "placed on gpu-rack1" while that node was full: it
+    planned against the idle mesh, and did not say so."""
+    import os
+
+    from meshctl.state import JobState, open_store
+    from tests.unit.controller.test_decide import attempt, job
+    from tests.unit.controller.test_enforced_policies import pretend_controller
+
+    home = Path(os.environ["MESHCTL_HOME"])
+    with open_store(home) as store:  # four GPUs held on each A100 node by a running job
+        for node in ("gpu-rack1", "gpu-rack2"):
+            view = job(
+                node, gpus=4, state=JobState.RUNNING, attempt=attempt(node, nodes=(node,), gpus=4)
+            )
+            store.create(view.record)
+            assert view.attempt is not None
+            store.create(view.attempt)
+    idle = explain(cli, "train-resnet.yaml")
+    assert idle["planned_against"] == "idle"
+    assert idle["decision"]["status"] == "placed"
+    pretend_controller(home)
+    live = explain(cli, "train-resnet.yaml")
+    assert live["planned_against"] == "live"
+    assert live["decision"]["status"] != "placed", live["decision"]["summary"]
+    table = cli.invoke(app, [*BASE, str(EXAMPLES / "jobs" / "train-resnet.yaml"), *POLICIES])
+    said = "planned against the live mesh as the controller last recorded it (2 jobs running)"
+    assert said in table.stdout
