@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from meshctl.controller.reload import RuleFiles
     from meshctl.model import Accelerators, Catalog, Job, Mesh, MeshState
     from meshctl.policy import PolicySet
+    from meshctl.problems import InvalidFileError
     from meshctl.state import Store
 
 RUN_DIR = "run"  # controller.rundir.run_dir: the controller's pid, heartbeat and up.json
@@ -101,7 +102,48 @@ class AppContext:
     ) -> tuple[Mesh, dict[str, Catalog]]:
         """The mesh and the catalogs it was checked against (``catalogs``: those the caller
         read already; default: read them after the mesh), each read once: a command that
-        needs both reads them here. Invalid files raise InvalidFileError."""
+        needs both reads them here. Invalid files raise InvalidFileError, unless a controller
+        runs with the set it took last: then they are warnings, and that set is read."""
+        from meshctl.problems import InvalidFileError
+
+        try:
+            return self._mesh_and_catalogs(catalogs)
+        except InvalidFileError as err:
+            kept = self._kept(err, self.mesh_path is None and catalogs is None)
+            if kept is None:
+                raise
+            providers = kept / "providers"
+            copy = replace(
+                self,
+                mesh_path=kept / "mesh.yaml",
+                providers_dir=providers if providers.is_dir() else None,
+            )
+            return copy._mesh_and_catalogs(None)
+
+    def _kept(self, err: InvalidFileError, files_not_named: bool) -> Path | None:
+        """Where the running controller keeps a copy of the set it runs, when the files a
+        command read are those it runs with (``files_not_named``), they are invalid, and it
+        runs: each problem is said as a warning, and the command goes on with that copy.
+        None otherwise (the command fails with the problems, as with no controller)."""
+        from meshctl.cli import render
+        from meshctl.controller.reload import kept_dir
+
+        running = self.enforced() if files_not_named else None
+        kept = kept_dir(self.home)
+        if running is None or not (kept / "mesh.yaml").is_file():
+            return None
+        render.warnings([str(p) for p in err.problems])
+        render.warnings(
+            [
+                "the running controller refused this change and runs the set it took last "
+                f"(policies {running.get('policy_hash')}); planning with that set"
+            ]
+        )
+        return kept
+
+    def _mesh_and_catalogs(
+        self, catalogs: dict[str, Catalog] | None = None
+    ) -> tuple[Mesh, dict[str, Catalog]]:
         from meshctl.catalog.check import mesh_accelerators, mesh_node_types
         from meshctl.files import load_path
         from meshctl.model import Mesh
@@ -135,7 +177,14 @@ class AppContext:
         from meshctl.policyfiles import read_mesh, read_policy_files, written_for
         from meshctl.problems import InvalidFileError
 
-        folder = folder or self.policy_dir()
+        if folder is None:  # the controller's folder: its last good set if these are refused
+            try:
+                return self.policy_set(self.policy_dir(), mesh)
+            except InvalidFileError as err:
+                kept = self._kept(err, True)
+                if kept is None:
+                    raise
+                return self.policy_set(kept / "policies", mesh)
         sources = read_policy_files([folder], tests=False).policies
         policies = compile_policies(sources)
         example_mesh = written_for(folder)  # the shipped examples: checked against theirs
@@ -296,7 +345,12 @@ def read_moment(
     from meshctl.policyfiles import read_mesh_or_state, read_policy_files
 
     job = load_one(job_file, Job)
-    policy_set = compile_policies(read_policy_files(policies or [context.policy_dir()]).policies)
+    if policies or mesh_file:  # named, or another mesh's moment: those files, as they are
+        policy_set = compile_policies(
+            read_policy_files(policies or [context.policy_dir()]).policies
+        )
+    else:  # the controller's: its last good set while it refuses a change to them
+        policy_set = context.policy_set()
     context.warn_if_not_enforced(policy_set, bool(policies))
     mesh, state = read_mesh_or_state(mesh_file) if mesh_file else (None, None)
     moment = utc(now or dt.datetime.now(dt.UTC))

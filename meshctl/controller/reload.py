@@ -25,6 +25,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import shutil
 import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -35,11 +37,12 @@ from meshctl.controller.decide import Rules
 from meshctl.controller.rundir import run_dir
 from meshctl.model.mesh import LocalPool
 from meshctl.problems import InvalidFileError
-from meshctl.state.private import write_private
+from meshctl.state.private import private_dir, write_private
 
 log = logging.getLogger("meshctl.controller")
 WATCH_S = 1.0  # how often the files' stats are compared
 REQUEST_FILE = "reload.json"
+KEPT_DIR = "rules"  # in the run folder: a copy of the files of the set the controller runs
 PARTS = ("mesh", "policies", "catalogs")
 Stamp = tuple[tuple[str, int, int], ...]  # (path, mtime ns, size) of every file read
 
@@ -93,6 +96,7 @@ class Reloader:
     def __post_init__(self) -> None:
         self._stamp = stamp(self.files)
         self.commit = git_commit(Path(self.files.policies))
+        keep(self.home, self.files, self._stamp)
 
     def poll(self, now: float, rules: Rules) -> tuple[Rules, Outcome] | None:
         """A reload asked for or noticed: the rules to run with from now on, and what
@@ -152,6 +156,7 @@ class Reloader:
             self.last = Outcome("unchanged", old, old, message, request=ask, hashes=before)
             return rules, self.last
         self.commit = git_commit(Path(files.policies))
+        keep(self.home, files, seen)
         if moved:
             self.taken(files)
         self.taken_s.update((part, now) for part, _, _ in changes)
@@ -203,6 +208,39 @@ def stamp(files: RuleFiles) -> Stamp:
             continue
         found.append((str(path), seen.st_mtime_ns, seen.st_size))
     return tuple(found)
+
+
+def kept_dir(home: Path) -> Path:
+    return run_dir(home) / KEPT_DIR
+
+
+def keep(home: Path, files: RuleFiles, loaded: Stamp) -> None:
+    """A copy of ``files`` as the controller took them (``loaded``: their stamp when read),
+    for commands to plan with while the files on disk hold a change it refused: the mesh
+    file, the policy folder's files, the catalogs. None is kept when a file changed since it
+    was read (the next look reads it again). Replaced whole, by a rename."""
+    if stamp(files) != loaded:
+        return
+    target = kept_dir(home)
+    partial = target.with_name(f"{KEPT_DIR}.{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        copies = {partial / "mesh.yaml": Path(files.mesh)}
+        copies |= {partial / "policies" / p.name: p for p in _yaml_in(Path(files.policies))}
+        if files.providers:
+            copies |= {partial / "providers" / p.name: p for p in _yaml_in(Path(files.providers))}
+        for folder in {partial, partial / "policies", *(c.parent for c in copies)}:
+            private_dir(folder)
+        for copy, source in copies.items():
+            write_private(copy, source.read_bytes())
+        old = target.with_name(f"{KEPT_DIR}.old.{os.getpid()}")
+        if target.exists():
+            target.rename(old)
+        partial.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+    except OSError as err:  # planning falls back to the files on disk, as without a copy
+        log.warning("could not keep a copy of the rules taken: %s", err)
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def request_file(home: Path) -> Path:

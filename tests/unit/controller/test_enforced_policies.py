@@ -184,6 +184,61 @@ def test_a_pool_the_controller_cannot_use_reads_unavailable_in_pools_list_and_st
     assert " idle " not in table
 
 
+@pytest.fixture
+def scaffold(cli: CliRunner, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``meshctl init``'s mesh, the working directory; a controller runs with its files, and
+    keeps a copy of them, as it does when it takes a set."""
+    from meshctl.controller.reload import RuleFiles, keep, stamp
+
+    assert cli.invoke(app, ["init", str(tmp_path / "m")]).exit_code == 0
+    monkeypatch.chdir(tmp_path / "m")
+    runs = shipped_hash(cli)
+    files = RuleFiles(str(tmp_path / "m" / "mesh.yaml"), str(tmp_path / "m" / "policies"))
+    pretend_controller(home, policy_hash=runs, policies=files.policies)
+    keep(home, files, stamp(files))
+    return tmp_path / "m"
+
+
+QUOTA_LOTS = ("policies/quotas.yaml", "{team: search, gpus: 1}", '{team: search, gpus: "lots"}',
+              "policies/quotas.yaml:18: spec.quotas[2].gpus:")  # fmt: skip
+MESH_FOUR = ("mesh.yaml", "gpus: 4", "gpus: four", "mesh.yaml:30: spec.pools[0].nodes[0].gpus:")
+SUBMIT = ["submit", "--dry-run", "--gpus", "1", "--", "python", "-c", "print(1)"]
+
+
+@pytest.mark.parametrize(
+    ("args", "change"),
+    [
+        (SUBMIT, QUOTA_LOTS),
+        (["explain", "jobs/batch-embed.yaml"], QUOTA_LOTS),
+        (SUBMIT, MESH_FOUR),
+        (["explain", "jobs/batch-embed.yaml"], MESH_FOUR),
+        (["status"], MESH_FOUR),
+    ],
+    ids=["submit, a quota of lots", "explain, a quota of lots", "submit, a node of four GPUs",
+         "explain, a node of four GPUs", "status, a node of four GPUs"],
+)  # fmt: skip
+def test_a_change_the_controller_refused_is_a_warning_and_the_command_plans_with_its_set(
+    cli: CliRunner, scaffold: Path, args: list[str], change: tuple[str, str, str, str]
+) -> None:
+    """Reported: with gpus: "lots" in a quota file, every submit and explain exited 2 with
+    that file's error though the controller ran on the last good set; with gpus: four in
+    mesh.yaml, status printed two error lines and no screen."""
+    file, old, new, problem = change
+    edit = scaffold / file
+    text = edit.read_text()
+    assert old in text
+    edit.write_text(text.replace(old, new, 1))
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert any(problem in line for line in warned), result.stderr
+    assert any("the running controller refused this change" in line for line in warned)
+    daemon.pid_file(Path(os.environ["MESHCTL_HOME"])).unlink()  # none runs: an error
+    again = cli.invoke(app, args)
+    assert again.exit_code == 2, again.output
+    assert problem in again.stderr
+
+
 def test_reload_checks_every_file_first_and_refuses_an_invalid_change(
     cli: CliRunner, home: Path, tmp_path: Path
 ) -> None:
