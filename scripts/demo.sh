@@ -91,7 +91,7 @@ train=$("$MESHCTL" submit jobs/train-resnet.yaml);  echo "train-resnet (critical
 serve=$("$MESHCTL" submit jobs/serve-pii.yaml);     echo "serve-pii    (critical inference, pii data stays on-prem): $serve"
 embed=$("$MESHCTL" submit jobs/batch-embed.yaml);   echo "batch-embed  (best-effort Ray Tasks, 0.25 GPU): $embed"
 gang=$("$MESHCTL" submit jobs/gang-llm.yaml);       echo "gang-llm     (2 nodes x 4 GPUs under one switch): $gang"
-quick=$("$MESHCTL" submit --gpus 1 --kind interactive --team research -- python -c "print('hello from a command job')")
+quick=$("$MESHCTL" submit --gpus 1 --kind interactive --team vision -- python -c "print('hello from a command job')")
 echo "a command job (like ray job submit): $quick"
 printf '\n\033[1m$ meshctl submit --gpus 16 -- python big.py\033[0m   # can never fit: rejected at once\n'
 "$MESHCTL" submit --gpus 16 -- python big.py || echo "(exit $?)"
