@@ -149,19 +149,31 @@ def weights(path: Path) -> Any:
 @pytest.fixture(scope="module")
 def reference(
     cluster: tuple[local.LocalCluster, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Any:
-    """The weights of a run that lost nothing (the loop is seeded: every run of it ends with
-    them), for both tests."""
+) -> dict[str, Any]:
+    """A run that lost nothing: its weights (the loop is seeded: every run of it ends with
+    them), which both tests' runs must match, and where it recorded its progress."""
     ray_cluster, _ = cluster
     folder = tmp_path_factory.mktemp("reference")
     first = submit(ray_cluster, "reference", folder / "ckpt", folder / "out.json",
                    node_ids(ray_cluster)["n-2"])  # fmt: skip
     assert finished(ray_cluster, first) == "SUCCEEDED"
-    return weights(folder / "out.json")
+    return {
+        "sha256": weights(folder / "out.json"),
+        "uri": f"file://{folder / 'ckpt' / 'reference'}",
+    }
+
+
+def test_the_reference_run_lost_nothing(reference: dict[str, Any]) -> None:
+    """The module's first test (its cluster and the reference run are its set-up): the run
+    the others are compared with reported every step once, from scratch, and failed never."""
+    progress = read_progress(reference["uri"], 1)
+    assert progress is not None
+    assert (progress["step"], progress["failures"]) == (STEPS - 1, [])
+    assert [c["step"] for c in progress["checkpoints"]][-1] == STEPS - 1
 
 
 def test_a_node_lost_mid_run_is_replaced_inside_the_ray_job_with_identical_weights(
-    cluster: tuple[local.LocalCluster, Path], reference: Any, tmp_path: Path
+    cluster: tuple[local.LocalCluster, Path], reference: dict[str, Any], tmp_path: Path
 ) -> None:
     ray_cluster, run_dir = cluster
     ids = node_ids(ray_cluster)
@@ -175,7 +187,7 @@ def test_a_node_lost_mid_run_is_replaced_inside_the_ray_job_with_identical_weigh
     nominations.nominate(uri, None, 1, (ids["n-1"],))
 
     assert finished(ray_cluster, job) == "SUCCEEDED"  # one Ray job: no new attempt
-    assert weights(out) == reference  # bit for bit
+    assert weights(out) == reference["sha256"]  # bit for bit
     progress = read_progress(uri, 1)
     assert progress is not None
     [failure] = progress["failures"]
@@ -188,7 +200,7 @@ def test_a_node_lost_mid_run_is_replaced_inside_the_ray_job_with_identical_weigh
 
 
 def test_a_silent_node_the_controller_replaces_is_left_inside_the_ray_job_with_identical_weights(
-    cluster: tuple[local.LocalCluster, Path], reference: Any, tmp_path: Path
+    cluster: tuple[local.LocalCluster, Path], reference: dict[str, Any], tmp_path: Path
 ) -> None:
     ray_cluster, run_dir = cluster
     ids = node_ids(ray_cluster)
@@ -209,7 +221,7 @@ def test_a_silent_node_the_controller_replaces_is_left_inside_the_ray_job_with_i
             if local.start_ticks(process.pid) == process.start_ticks:
                 os.kill(process.pid, signal.SIGKILL)
         local.remove_node(ray_cluster, "n-1", run_dir)
-    assert weights(out) == reference  # bit for bit
+    assert weights(out) == reference["sha256"]  # bit for bit
     progress = read_progress(uri, 1)
     assert progress is not None
     [failure] = progress["failures"]

@@ -130,6 +130,32 @@ def reference(mesh: Mesh, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     return final(out) | {"job": job_id}
 
 
+def test_each_node_has_an_agent_that_answers_only_with_the_cluster_s_token(mesh: Mesh) -> None:
+    """The module's first test: the mesh it starts, its three nodes, and their agents."""
+    import urllib.error
+    import urllib.request
+
+    def three() -> list[str] | None:  # the controller's first cycles record them
+        listed = [n.split("/", 1)[1] for n in node_list(mesh)]
+        return listed if len(listed) == 3 else None
+
+    names = mesh.until(lambda: f"the three nodes were never listed: {node_list(mesh)}", three)
+    probed = [
+        wait_for_node(mesh, n, "probed", lambda r: (r["agent"] or {}).get("probed_at"))
+        for n in names
+    ]
+    assert {r["agent"]["verdict"] for r in probed} == {"healthy"}
+    url = probed[0]["agent"]["url"]
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(url, timeout=10)
+    assert refused.value.code == 401
+    asked = urllib.request.Request(url, headers={"Authorization": f"Bearer {mesh.cluster().token}"})
+    with urllib.request.urlopen(asked, timeout=10) as answer:
+        probe = json.loads(answer.read())
+    assert probe["source"] == "nvidia-smi"
+    assert [g["uuid"] for g in probe["gpus"]] == [f"GPU-fake-{probe['node']}-0"]
+
+
 def test_the_reference_run_left_its_model_in_onnx_checked_by_onnxruntime(
     mesh: Mesh, reference: dict[str, Any]
 ) -> None:
@@ -285,25 +311,6 @@ def wait_for_node(mesh: Mesh, node: str, what: str, ready: Any) -> dict[str, Any
         lambda: f"{node} never became {what}: {node_list(mesh)[f'onprem/{node}']}", row
     )
     return found
-
-
-def test_each_node_has_an_agent_that_answers_only_with_the_cluster_s_token(mesh: Mesh) -> None:
-    import urllib.error
-    import urllib.request
-
-    names = [n.split("/", 1)[1] for n in node_list(mesh)]
-    assert len(names) == 3
-    rows = [wait_for_node(mesh, name, "probed", lambda r: r["agent"]) for name in names]
-    assert {r["agent"]["verdict"] for r in rows} == {"healthy"}
-    url = rows[0]["agent"]["url"]
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(url, timeout=10)
-    assert refused.value.code == 401
-    asked = urllib.request.Request(url, headers={"Authorization": f"Bearer {mesh.cluster().token}"})
-    with urllib.request.urlopen(asked, timeout=10) as answer:
-        probe = json.loads(answer.read())
-    assert probe["source"] == "nvidia-smi"
-    assert [g["uuid"] for g in probe["gpus"]] == [f"GPU-fake-{probe['node']}-0"]
 
 
 XID = "[ 4242.0] NVRM: Xid (PCI:0000:1b:00): 79, pid=4242, GPU has fallen off the bus.\n"
