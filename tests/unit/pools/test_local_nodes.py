@@ -18,6 +18,7 @@ from meshctl.model.mesh import LocalPool, Mesh
 from meshctl.pools.local import LocalCluster, Process
 from meshctl.pools.local_nodes import dead_nodes
 from meshctl.procs import start_ticks
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.unit
 
@@ -47,11 +48,19 @@ def started(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 def _spawn(started: list[subprocess.Popen[bytes]], argv: list[str]) -> Process:
+    """``argv`` started, once it runs: Popen returns when the child is forked, and until it
+    has exec'd, /proc shows the parent's command line (a node that does not run ray)."""
     proc = subprocess.Popen(argv, start_new_session=True)
     started.append(proc)
-    ticks = None
-    while ticks is None:  # /proc has it as soon as Popen returns; read until it does
-        ticks = start_ticks(proc.pid)
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    wait_until(
+        f"{argv} never ran",
+        lambda: cmdline.read_bytes().split(b"\0")[-2:-1] == [argv[-1].encode()],
+        30.0,
+        every_s=0.01,
+    )
+    ticks = start_ticks(proc.pid)
+    assert ticks is not None
     return Process(argv[-1], proc.pid, ticks)
 
 
