@@ -106,7 +106,9 @@ def forward(home: Path, args: Sequence[str]) -> int | None:
 
 
 def _outcome(sock: socket.socket, pid: int) -> int:
-    """Wait for the command's status, passing on the signals this process gets."""
+    """Wait for the command's status, passing on the signals this process gets meanwhile
+    (the handlers before are put back after: a process that goes on must not keep passing
+    its signals to a command that ended, whose pid may be anyone's by then)."""
     received: list[int] = []
 
     def pass_on(signum: int, _frame: FrameType | None) -> None:
@@ -114,12 +116,14 @@ def _outcome(sock: socket.socket, pid: int) -> int:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
 
-    for signum in PASSED_ON:
-        signal.signal(signum, pass_on)
+    before = {signum: signal.signal(signum, pass_on) for signum in PASSED_ON}
     try:
         done = _read(sock)
     except OSError:
         done = None
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
     status = None if done is None else done.get("exit")
     if isinstance(status, int):
         return status

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -124,12 +125,16 @@ def test_the_status_the_caller_exits_with(
     told: list[dict[str, int]], expected: int, said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ours, theirs = _pair()
+    before = {signum: signal.getsignal(signum) for signum in relay.PASSED_ON}
     with ours, theirs:
         for message in told:
             theirs.send(json.dumps(message).encode())
         theirs.shutdown(socket.SHUT_WR)
         assert relay._outcome(ours, os.getpid()) == expected
     assert said in capsys.readouterr().err
+    # its handlers are gone with it: left, this process's next SIGTERM was passed to the
+    # command's pid, here its own, again and again (a RecursionError in a later test)
+    assert {signum: signal.getsignal(signum) for signum in relay.PASSED_ON} == before
 
 
 def test_a_refusal_leaves_the_command_to_the_caller(tmp_path: Path) -> None:

@@ -78,6 +78,10 @@ def _take(path: str, start: int, stop: int, count: int) -> list[int]:
 def test_processes_taking_ports_at_once_never_get_the_same_one(tmp_path: Path) -> None:
     ports = _free_run(60)
     args = [(str(tmp_path / "ports.json"), ports.start, ports.stop, 15)] * 4
-    with multiprocessing.get_context("fork").Pool(4) as pool:
+    pool = multiprocessing.get_context("fork").Pool(4)
+    try:
         taken = [p for got in pool.starmap(_take, args) for p in got]
+    finally:
+        pool.close()  # and let the workers end: no SIGTERM, whatever handles it here
+        pool.join()
     assert len(taken) == len(set(taken)) == 60
