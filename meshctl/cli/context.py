@@ -281,6 +281,11 @@ class AppContext:
             )
         render.warnings([line])
 
+    def has_store(self) -> bool:
+        """Whether there is a store to read: one named (``--store``), or the home's state.db
+        (none before anything ran here; reading would make an empty one)."""
+        return self.store_url is not None or (self.home / "state.db").is_file()
+
     def store(self, *, local: bool = False) -> Store:
         """The state store in the home. Talking to an API server (``remote``), a command
         the server does not serve is refused, not run on a local store the user did not mean;

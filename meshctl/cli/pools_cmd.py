@@ -32,7 +32,7 @@ def _capacities(ctx: typer.Context) -> list[dict[str, Any]]:
     context = app_context(ctx)
     mesh = context.mesh()
     catalogs = context.catalog_map()
-    if context.store_url is None and not (context.home / "state.db").is_file():
+    if not context.has_store():
         return pool_rows(mesh, catalogs, None)  # nothing ran here: no store made to be read
     with context.store() as store:
         return pool_rows(mesh, catalogs, store)

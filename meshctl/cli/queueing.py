@@ -148,8 +148,8 @@ def _known_nodes(context: Any, pool: str, listed: set[str]) -> tuple[Any, ...]:
     from meshctl.pools.observed import ObservedNode
     from meshctl.state import NodeRecord
 
-    if context.store_url is None and not (context.home / "state.db").is_file():
-        return ()  # nothing ran here: no store made to be read
+    if not context.has_store():
+        return ()
     with context.store() as store:
         records = store.list(NodeRecord, pool=pool)
     found = []
