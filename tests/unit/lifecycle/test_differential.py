@@ -19,10 +19,13 @@ from meshctl.differential.table import TABLE, generate
 pytestmark = pytest.mark.unit
 
 
-def _same(outcome: Outcome) -> None:
+def _same(outcome: Outcome, seed: str = "") -> None:
+    """Both sides took the same actions; ``seed``: a drawn scenario's, said when they did not
+    (``generate(random.Random(seed))`` draws it again)."""
     assert outcome.controller, "the scenario did nothing"
     mismatches = outcome.mismatches
-    assert not mismatches, "\n".join(f"controller {a}  simulator {b}" for a, b in mismatches)
+    said = [f"controller {a}  simulator {b}" for a, b in mismatches]
+    assert not mismatches, "\n".join([*([f"seed {seed!r}"] if seed else []), *said])
 
 
 class _Refused(logging.Handler):
@@ -69,7 +72,8 @@ def test_random_scenarios_take_the_same_actions_on_both_sides(
 ) -> None:
     # each batch its own scenarios, also where Hypothesis derandomizes (its CI profile seeds
     # every parametrization of a test alike)
-    _same(run(generate(random.Random(f"{batch}:{rng.getrandbits(64)}"))))
+    seed = f"{batch}:{rng.getrandbits(64)}"
+    _same(run(generate(random.Random(seed))), seed)
 
 
 def test_the_table_covers_the_lifecycle(outcomes) -> None:
