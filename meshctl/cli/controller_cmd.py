@@ -98,7 +98,7 @@ def run(
         server = _command_server(context.home)
         try:
             with contextlib.suppress(KeyboardInterrupt):
-                controller.run(interval, stop, wake, leadership=leadership)
+                controller.run(interval, stop, wake, leadership=leadership, stalls=sys.stderr)
         except Deposed as err:
             raise CommandError(str(err)) from None
         finally:

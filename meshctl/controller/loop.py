@@ -11,6 +11,7 @@ those points.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from meshctl.agent import AGENTS_FILE
 from meshctl.agent.watch import AgentReport, AgentWatch
@@ -64,6 +65,9 @@ from meshctl.state.records import (
 from meshctl.state.store import Store
 
 log = logging.getLogger("meshctl.controller")
+# a turn of the loop (a cycle, then its wait) not come round after this long has stalled: every
+# thread's stack goes to the log, and again each time as long again passes (``run``'s stalls)
+STALL_S = 120.0
 
 
 def agents_file(heartbeat: Path) -> Path:
@@ -410,12 +414,31 @@ class Controller(Applying):
         wake: threading.Event | None = None,
         watch: bool = True,
         leadership: Leadership | None = None,
+        stalls: IO[str] | None = None,
     ) -> None:
         """Cycle every ``interval_s``, or at once when ``wake`` is set (a submit, a cancel,
         or, with ``watch``, a pool reporting a change: ``watch.py``), until ``stop`` is set;
         a failing cycle is logged, not fatal. ``leadership``: cycle only while holding the
-        lease (standing by until then); ``Deposed`` once another took it."""
+        lease (standing by until then); ``Deposed`` once another took it. ``stalls``: where
+        every thread's stack is written, again every ``STALL_S``, while one turn of the loop
+        (a cycle and its wait) has not come round for longer than that: a controller stuck
+        in a call that never returns says where."""
         stop, wake = stop or threading.Event(), wake or threading.Event()
+        try:
+            self._run(interval_s, stop, wake, watch, leadership, stalls)
+        finally:
+            if stalls is not None:
+                faulthandler.cancel_dump_traceback_later()
+
+    def _run(
+        self,
+        interval_s: float,
+        stop: threading.Event,
+        wake: threading.Event,
+        watch: bool,
+        leadership: Leadership | None,
+        stalls: IO[str] | None,
+    ) -> None:
         if watch:
             watcher = Watch(lambda: self.seen, lambda: self.clients, wake)
             threading.Thread(target=watcher.run, args=(stop,), name="watch", daemon=True).start()
@@ -425,6 +448,8 @@ class Controller(Applying):
             )
             keeper.start()
         while not stop.is_set():
+            if stalls is not None:  # a turn of the loop that takes longer has stalled
+                faulthandler.dump_traceback_later(STALL_S + interval_s, repeat=True, file=stalls)
             wake.clear()
             if leadership is not None and not leadership.lead():
                 if leadership.deposed:

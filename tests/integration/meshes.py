@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -92,7 +93,16 @@ class Mesh:
         lines = [f"{e.at_s:.1f} {e.kind} {e.job_id or '-'} {e.message[:160]}" for e in events]
         log = self.home / "run" / "logs" / "controller.log"
         tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
-        return "\n".join(["events:", *lines[-80:], "controller.log:", *tail])
+        return "\n".join(["events:", *lines[-80:], self._controller(), "controller.log:", *tail])
+
+    def _controller(self) -> str:
+        """Whether the home's controller runs, and when it last finished a cycle."""
+        from meshctl.controller import daemon
+
+        pid, beat = daemon.running(self.home), daemon.heartbeat(self.home) or {}
+        at = beat.get("at_s")
+        last = f"{time.time() - at:.1f} s ago" if isinstance(at, int | float) else "never"
+        return f"controller: {'pid ' + str(pid) if pid else 'not running'}; last cycle {last}"
 
     def wait_for(self, job_id: str, state: str) -> None:
         wait_until(  # worded when it fails: the job's state and the mesh's story

@@ -21,6 +21,7 @@ from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation, S
 from meshctl.pools.ray import LogChunk, PoolUnavailable
 from meshctl.scheduler.plan import Decision
 from meshctl.state import AttemptRecord, InstanceRecord, JobRecord, JobState, MemoryStore
+from tests.conftest import wait_until
 
 from .test_decide import MESH
 
@@ -755,3 +756,43 @@ def test_the_heartbeat_carries_where_each_budget_stands(tmp_path) -> None:
     assert budgets, "the shipped policies have budgets"
     assert {b["state"] for b in budgets} <= {"ok", "warn", "exceeded"}
     assert all(b["spent_usd"] == 0.0 for b in budgets)  # nothing launched yet
+
+
+def test_a_stalled_loop_writes_where_each_thread_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cycle stuck in a call that never returns: the loop writes every thread's stack to
+    its stall file (the daemon's log), and again while it stays stuck, so that the log says
+    where it is stuck."""
+    import threading
+
+    from meshctl.controller import loop as loop_module
+
+    monkeypatch.setattr(loop_module, "STALL_S", 0.2)
+    store, clock = MemoryStore(), Clock()
+    loop = controller(store, FakePool(), clock)
+    stuck, release, stop = threading.Event(), threading.Event(), threading.Event()
+
+    def a_call_that_never_returns() -> None:
+        stuck.set()
+        release.wait(60)
+
+    monkeypatch.setattr(loop, "cycle", a_call_that_never_returns)
+    path = tmp_path / "controller.log"
+    with path.open("w") as stalls:
+        runner = threading.Thread(
+            target=loop.run, args=(0.05, stop), kwargs={"watch": False, "stalls": stalls}
+        )
+        runner.start()
+        try:
+            assert stuck.wait(60)
+            wait_until(  # written, and again while it stays stuck
+                lambda: f"the stacks twice: {path.read_text()!r}",
+                lambda: path.read_text().count("a_call_that_never_returns") >= 2,
+            )
+        finally:
+            stop.set()
+            release.set()
+            runner.join(60)
+        assert not runner.is_alive()
+    assert path.read_text().startswith("Timeout (0:00:00.25")
