@@ -165,10 +165,8 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
         said = f"{seconds:,.0f} s ({forecast.get('runtime')})" if seconds is not None else (
             str(forecast.get("runtime")))  # fmt: skip
         render.say(f"  runtime: {render.esc(said)}")
-        waits = forecast.get("expected_wait_s") or {}
-        if waits:
-            shown = ", ".join(f"{pool} {_wait(w)}" for pool, w in waits.items())
-            render.say(f"  expected wait: {render.esc(shown)}")
+        for line in forecast_lines(forecast):
+            render.say(f"  {render.esc(line)}")
 
 
 def explain_data(
@@ -210,6 +208,34 @@ def _say_offers(tried: list[dict[str, Any]]) -> None:
         spot = " (spot)" if offer["spot"] else ""
         said = render.esc(f"{where}{spot}: {offer['outcome']}: {offer['message']}")
         render.say(f"    {said}")
+
+
+HELD = {
+    "quota": "it waits for its team's quota, not for GPUs",
+    "policy": "the policies hold it, not busy GPUs",
+    "size": "no pool could ever hold it",
+}
+
+
+def forecast_lines(forecast: dict[str, Any]) -> list[str]:
+    """The wait forecast as explain says it: per on-prem pool, with what it had to assume
+    there; for a job held by its quota, the policies or its size, why no wait is forecast."""
+    held = forecast.get("held")
+    if held:
+        return [f"expected wait: none forecast: {HELD.get(held, held)}"]
+    waits = forecast.get("expected_wait_s") or {}
+    if not waits:
+        return []
+    lines = ["expected wait: " + ", ".join(f"{pool} {_wait(w)}" for pool, w in waits.items())]
+    assumed_s = _wait(float(forecast.get("unknown_runtime_s") or 0.0))
+    for pool, count in (forecast.get("assumed") or {}).items():
+        if count and waits.get(pool, 0.0) > 0:
+            jobs = f"{count} running job{'' if count == 1 else 's'}"
+            lines.append(
+                f"  {pool}: {jobs} with no runtime declared or estimated, each assumed to run"
+                f" at least {assumed_s} more (the policies' forecast.unknown_runtime_s)"
+            )
+    return lines
 
 
 def _wait(seconds: float) -> str:

@@ -63,6 +63,8 @@ def _gib(gib: float) -> str:
 
 
 def _forecast(found: Any) -> dict[str, Any] | None:
+    from meshctl.model.policy import UNKNOWN_RUNTIME_S
+
     if not isinstance(found, Mapping):
         return None
     runtime = found.get("runtime_s")
@@ -72,4 +74,7 @@ def _forecast(found: Any) -> dict[str, Any] | None:
         "expected_wait_s": {
             str(k): float(v) for k, v in (found.get("expected_wait_s") or {}).items()
         },
+        "assumed": {str(k): int(v) for k, v in (found.get("assumed") or {}).items()},
+        "unknown_runtime_s": float(found.get("unknown_runtime_s") or UNKNOWN_RUNTIME_S),
+        "held": str(found["held"]) if found.get("held") else None,
     }

@@ -55,6 +55,7 @@ from meshctl.lifecycle.view import (
     policy_view,
 )
 from meshctl.model.mesh import AwsPool, GcpPool
+from meshctl.model.policy import UNKNOWN_RUNTIME_S
 from meshctl.policy.facts import mesh_snapshot
 from meshctl.scheduler import (
     Node,
@@ -145,7 +146,7 @@ def _mesh_view(
     """What the policies see: capacity per pool, the wait forecast per priority (from the
     running jobs' expected ends and the work queued), this month's spend."""
     capacity = Capacity.of(nodes).of_pools([p.name for p in rules.mesh.spec.pools])
-    backlog = Backlog()
+    backlog = Backlog(rules.policies.unknown_runtime_s if rules.policies else UNKNOWN_RUNTIME_S)
     # fed in the order it keeps them (by end, or start when the end is unknown): each one
     # goes at the back of its list instead of moving those after it
     for _, job_id, gpus, r in sorted(
@@ -240,8 +241,11 @@ def _forecasts(
 ) -> dict[str, dict[str, Any]]:
     """What explain says of each waiting job besides the scheduler's reasons: the runtime
     backfill reckons with and where it came from, and the wait the policies saw in each
-    on-prem pool (recorded with the decision as ``forecast``)."""
+    on-prem pool with what it assumed there: the running jobs with no runtime known, each
+    taken to run at least ``unknown_runtime_s`` more (recorded with the decision as
+    ``forecast``)."""
     clouds = {p.name for p in mesh.configured.pools if p.cloud}
+    assumed = {p: n for p, n in sorted(mesh.waits.assumed.items()) if p not in clouds}
     by_priority: dict[int, dict[str, float]] = {}  # the same for every job of a priority
     out = {}
     for view in queued:
@@ -262,6 +266,9 @@ def _forecasts(
             "runtime_s": found.seconds if found is not None else None,
             "runtime": source,
             "expected_wait_s": dict(by_priority[priority]),
+            "assumed": dict(assumed),
+            "unknown_runtime_s": mesh.waits.unknown_runtime_s,
+            "held": None,
         }
     return out
 
@@ -444,4 +451,6 @@ def _note(decision: Decision, forecast: Mapping[str, Any] | None) -> DecisionNot
     explanation = decision.explanation()
     if forecast is not None:
         explanation["forecast"] = dict(forecast)
+        if decision.held is not None:  # not waiting for GPUs: a wait figure would mislead
+            explanation["forecast"].update(held=decision.held, expected_wait_s={}, assumed={})
     return DecisionNote(decision.job_id, decision.status, decision.summary(), explanation)

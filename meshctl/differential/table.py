@@ -370,6 +370,21 @@ TABLE: tuple[Scenario, ...] = (
         policies=BURST_AND_PRIORITIES,
         cloud=Cloud(),
     ),
+    # two jobs that declared no runtime fill on-prem; w comes 20 s later. Each is assumed to
+    # run 2 h more: w's wait (2 h) opens the 60 s gate at once. With the policies' 30 s, the
+    # wait is 30 s until they have run 60 s (then as long again): w bursts some 40 s later.
+    Scenario(
+        "a-pool-full-of-jobs-without-runtimes-opens-the-burst-gate",
+        (job("a", 0, 1000, 4), job("b", 0, 1000, 4), job("w", 20, 100, 1)),
+        policies=BURST,
+        cloud=Cloud(),
+    ),
+    Scenario(
+        "the-policies-set-what-a-job-without-a-runtime-is-assumed-to-run",
+        (job("a", 0, 1000, 4), job("b", 0, 1000, 4), job("w", 20, 100, 1)),
+        policies=BURST + "forecast: {unknown_runtime_s: 30s}\n",
+        cloud=Cloud(),
+    ),
 )
 
 
@@ -462,4 +477,7 @@ def generate(rng: random.Random, name: str = "random") -> Scenario:
         notices=notices,
         checkpoint_s=float(rng.choice([50, 100, 250])),
     )
-    return replace(scenario, until_s=30_000.0)
+    if cloud is not None and rng.random() < 0.4:  # drawn last: a seed's draws above stay
+        unknown_s = rng.choice([30, 120, 600])
+        policies += f"forecast: {{unknown_runtime_s: {unknown_s}s}}\n"
+    return replace(scenario, policies=policies, until_s=30_000.0)

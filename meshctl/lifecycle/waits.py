@@ -11,16 +11,18 @@ had ``need = max(A, 1)`` GPUs for them. GPUs come free as running jobs end:
     wait = the first end by which free + (GPUs released by then) >= need
 
 A running job ends at its expected end: its start plus its runtime, declared or estimated
-(one already past it ends now). One whose runtime nobody knows is taken to run as long again
-as it has run so far (the heavy-tailed lifetimes of jobs and processes make that the
-first-order guess; Harchol-Balter and Downey, "Exploiting process lifetime distributions for
-dynamic load balancing", ACM TOCS 1997): a job that just started says little, one that has
-run for hours says hours. When all the running jobs' ends together are not enough, the rest
-of the work ahead runs in waves of the whole pool, each as long as the mean runtime of the
-queued jobs ahead (their estimates), or when none is known the mean time the running jobs
-have left; with neither, or a pool with no node up, the wait is unbounded
-(``UNBOUNDED_WAIT_S``). A cloud pool's wait is 0: its capacity is launched for the work (the
-provider's delay is its own).
+(one already past it ends now). One whose runtime nobody declared or estimated is assumed to
+run ``unknown_runtime_s`` more (the policies' ``forecast.unknown_runtime_s``, 2 h unless they
+say otherwise), or as long again as it has run when that is longer: the heavy-tailed
+lifetimes of jobs and processes make "as long again" the first-order guess for one that has
+run for hours (Harchol-Balter and Downey, "Exploiting process lifetime distributions for
+dynamic load balancing", ACM TOCS 1997), and the floor keeps a job that just started from
+promising its GPUs back in seconds. When all the running jobs' ends together are not enough,
+the rest of the work ahead runs in waves of the whole pool, each as long as the mean runtime of
+the queued jobs ahead (their estimates), or when none is known the mean time the running jobs
+have left (``unknown_runtime_s`` at least, for one with no runtime known); with neither, or a
+pool with no node up, the wait is unbounded (``UNBOUNDED_WAIT_S``). A cloud pool's wait is 0:
+its capacity is launched for the work (the provider's delay is its own).
 
 A first-order forecast: every queued job counts against every on-prem pool, and
 fragmentation, gangs and topology are ignored. What it fixes is what the age of the oldest
@@ -42,6 +44,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from meshctl.model.policy import UNKNOWN_RUNTIME_S
+
 UNBOUNDED_WAIT_S = 30 * 86_400.0  # "no end in sight": longer than any burst rule waits
 _GPUS = operator.itemgetter(2)
 
@@ -49,10 +53,14 @@ _GPUS = operator.itemgetter(2)
 @dataclass(frozen=True, slots=True)
 class Waits:
     """Forecast waits in seconds, per pool: for each priority that has queued jobs, and with
-    nothing queued ahead (a pool not listed: 0)."""
+    nothing queued ahead (a pool not listed: 0); with what the forecast had to assume: per
+    on-prem pool, how many running jobs have no runtime declared or estimated, each taken to
+    run at least ``unknown_runtime_s`` more."""
 
     by_priority: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
     nothing_ahead: Mapping[str, float] = field(default_factory=dict)
+    assumed: Mapping[str, int] = field(default_factory=dict)
+    unknown_runtime_s: float = UNKNOWN_RUNTIME_S
 
     def of(self, priority: int) -> Mapping[str, float]:
         """The waits a job of ``priority`` sees: the work ahead of it is the queued work of
@@ -67,11 +75,13 @@ class Waits:
 
 class _Running:
     """One pool's running work: known ends sorted; the starts of work with no known end,
-    sorted too (it ends at ``2 * now - start``: as long again as it has run)."""
+    sorted too (it ends ``max(unknown_s, now - start)`` from now: at least ``unknown_s``
+    more, or as long again as it has run)."""
 
-    __slots__ = ("_cum", "ends", "starts")
+    __slots__ = ("_cum", "ends", "starts", "unknown_s")
 
-    def __init__(self) -> None:
+    def __init__(self, unknown_s: float = UNKNOWN_RUNTIME_S) -> None:
+        self.unknown_s = unknown_s
         self.ends: list[tuple[float, str, float]] = []  # (end, job, gpus), sorted
         self.starts: list[tuple[float, str, float]] = []  # (start, job, gpus), sorted
         self._cum: list[float] | None = None
@@ -97,25 +107,29 @@ class _Running:
         return self._cum
 
     def releases(self, now_s: float) -> Iterator[tuple[float, float]]:
-        """(moment, GPUs freed then) in time order: known ends, and unknown ones as long
-        again as they have run (the latest start ends first)."""
+        """(moment, GPUs freed then) in time order: known ends, and unknown ones at least
+        ``unknown_s`` from now or as long again as they have run (the latest start ends
+        first)."""
         known = ((e, g) for e, _, g in self.ends)
-        unknown = ((2 * now_s - s, g) for s, _, g in reversed(self.starts))
+        soonest = now_s + self.unknown_s
+        unknown = ((max(soonest, 2 * now_s - s), g) for s, _, g in reversed(self.starts))
         return heapq.merge(known, unknown)
 
     def left_s(self, now_s: float) -> float | None:
         """The mean time the running jobs have left (None: none runs)."""
         known = [max(0.0, e - now_s) for e, _, _ in self.ends]
-        unknown = [max(0.0, now_s - s) for s, _, _ in self.starts]
+        unknown = [max(self.unknown_s, now_s - s) for s, _, _ in self.starts]
         every = known + unknown
         return sum(every) / len(every) if every else None
 
 
 class Backlog:
-    """The work that holds each pool's GPUs and the work queued for them."""
+    """The work that holds each pool's GPUs and the work queued for them; a job whose runtime
+    nobody declared or estimated counts as ``unknown_runtime_s`` (the policies' rule)."""
 
-    def __init__(self) -> None:
-        self._pools: dict[str, _Running] = defaultdict(_Running)
+    def __init__(self, unknown_runtime_s: float = UNKNOWN_RUNTIME_S) -> None:
+        self.unknown_s = unknown_runtime_s
+        self._pools: dict[str, _Running] = defaultdict(lambda: _Running(unknown_runtime_s))
         self._running: dict[str, tuple[str, float | None, float, float]] = {}
         self._queued: dict[str, tuple[int, float, float | None]] = {}
         # per priority: [GPUs, the known runtimes' sum of seconds, how many known, jobs]
@@ -188,7 +202,12 @@ class Backlog:
             gpus, seconds, count, _ = self._levels[priority]
             ahead, known_s, known_n = ahead + gpus, known_s + seconds, known_n + count
             out[priority] = each_pool()
-        return Waits(out, nothing_ahead)
+        assumed = {
+            pool: len(self._pools[pool].starts)
+            for pool in capacity
+            if pool not in clouds and pool in self._pools and self._pools[pool].starts
+        }
+        return Waits(out, nothing_ahead, assumed, self.unknown_s)
 
     def _wait(
         self,
@@ -203,7 +222,7 @@ class Backlog:
             return 0.0
         if total <= 0:
             return UNBOUNDED_WAIT_S  # no node up: nothing says when there will be
-        running = self._pools.get(pool) or _Running()
+        running = self._pools.get(pool) or _Running(self.unknown_s)
         want, freed, last = need - free - 1e-9, 0.0, now_s
         if not running.starts:  # only known ends: a bisect on their running sum
             cumulative = running.cumulative()

@@ -23,6 +23,10 @@ from meshctl.model.base import (
 from meshctl.model.job import JobKind
 
 MAX_RULES_PER_FILE = 1000
+# what the wait forecast assumes is left of a running job whose runtime nobody declared or
+# estimated, unless the policies' ``forecast.unknown_runtime_s`` says otherwise: 2 h, long
+# enough that a full pool of such jobs opens a burst gate of minutes
+UNKNOWN_RUNTIME_S = 7200.0
 Expression = Annotated[str, Field(min_length=1, description="a CEL expression")]
 
 
@@ -136,6 +140,17 @@ class Scoring(Model):
     pool_preference: list[Name] | None = Field(None, description="pool names, most preferred first")
 
 
+class Forecast(Model):
+    """How the wait forecast (``mesh.pools.<name>.expected_wait_s``) counts what it does not
+    know."""
+
+    unknown_runtime_s: Annotated[DurationS, Field(gt=0)] | None = Field(
+        None,
+        description="a running job with no runtime declared or estimated is assumed to run at"
+        " least this long more (or as long again as it has run); a queued one, this long",
+    )
+
+
 class PolicySpec(Model):
     priority_classes: list[PriorityClass] = Field(default_factory=list)
     default_priority_class: dict[JobKind, Name] = Field(
@@ -151,6 +166,7 @@ class PolicySpec(Model):
     quotas: list[TeamQuota] = Field(default_factory=list)
     budgets: list[Budget] = Field(default_factory=list)
     scoring: Scoring | None = None
+    forecast: Forecast | None = None
 
     @model_validator(mode="after")
     def _bounded(self) -> PolicySpec:

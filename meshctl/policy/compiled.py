@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from meshctl.model.policy import Budget, Policy, Rule, TeamQuota, Weights
+from meshctl.model.policy import UNKNOWN_RUNTIME_S, Budget, Policy, Rule, TeamQuota, Weights
 from meshctl.policy.refs import (
     Compiled,
     ExpressionError,
@@ -126,6 +126,8 @@ class PolicySet:
     # the teams the policies declare (``teams``) or give a quota: when any, a job naming
     # another team is refused at submit
     teams: frozenset[str] = frozenset()
+    # what the wait forecast assumes of a job with no runtime declared or estimated
+    unknown_runtime_s: float = UNKNOWN_RUNTIME_S
 
 
 class _Builder:
@@ -143,6 +145,7 @@ class _Builder:
         self.teams: set[str] = set()
         self.budgets: list[Budget] = []
         self.scoring: dict[str, object] = {}
+        self.unknown_runtime_s = UNKNOWN_RUNTIME_S
         self.sources: list[str] = []
 
     def claim(self, what: str, origin: Origin, field_name: str) -> bool:
@@ -303,6 +306,11 @@ def _add_tenancy(b: _Builder, src: Source) -> None:
             origin = src.origin("spec", "scoring", key)
             if value is not None and b.claim(f"scoring.{key}", origin, f"spec.scoring.{key}"):
                 b.scoring[key] = value
+    unknown = spec.forecast.unknown_runtime_s if spec.forecast is not None else None
+    if unknown is not None:
+        origin = src.origin("spec", "forecast", "unknown_runtime_s")
+        if b.claim("forecast.unknown_runtime_s", origin, "spec.forecast.unknown_runtime_s"):
+            b.unknown_runtime_s = unknown
 
 
 def _check_class_references(b: _Builder, sources: Sequence[Source]) -> None:
@@ -367,6 +375,7 @@ def compile_policies(sources: Sequence[Source]) -> PolicySet:
             for r in b.preemption_rules
         ),
         teams=frozenset(b.teams | set(b.quotas)),
+        unknown_runtime_s=b.unknown_runtime_s,
     )
 
 

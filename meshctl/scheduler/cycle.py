@@ -41,6 +41,7 @@ from meshctl.scheduler.plan import (
     Decision,
     Evict,
     Grow,
+    Held,
     Place,
     Plan,
     Preempt,
@@ -198,7 +199,7 @@ class _Cycle:
             only = self.onprem if job.only_pool is None else frozenset({job.only_pool})
             asked, usable, eligible = asked & only, usable & only, eligible & only
         if verdict is not None and verdict.priority_problem:
-            return Decision(job.job_id, "unschedulable", verdict.priority_problem)
+            return Decision(job.job_id, "unschedulable", verdict.priority_problem, held="policy")
         req = self.requests.setdefault(job.request, job.request)
         key = (req, eligible)
         if key not in self.never:
@@ -207,7 +208,8 @@ class _Cycle:
         if never is not None:  # judged by what is known: an unavailable pool may hold it
             down = self.avail.why(eligible)
             if down is None:
-                return Decision(job.job_id, "unschedulable", never)
+                held: Held = "size" if eligible else "policy"
+                return Decision(job.job_id, "unschedulable", never, held=held)
             others = eligible - self.avail.names  # the verdict is about these
             notes = [f"elsewhere: {never}"] if others else []
             return Decision(job.job_id, "pending", down, notes=notes)
@@ -218,10 +220,11 @@ class _Cycle:
                 "unschedulable",
                 f"needs {job.request.total_gpus:g} GPUs; team {job.team}'s quota allows"
                 f" at most {ceiling:g}, borrowing included",
+                held="quota",
             )
         over = self._over_quota(job)
         if over is not None:
-            return Decision(job.job_id, "pending", over)
+            return Decision(job.job_id, "pending", over, held="quota")
         ctx = self.avail.context(self.base, usable, eligible, job.max_runtime_s)
         if stage == "act":
             return self._preempt(job, verdict, ctx) or self._burst(job, verdict)

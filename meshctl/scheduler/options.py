@@ -43,7 +43,7 @@ def decide_any(job: Pending, decide_one: DecideOne) -> Decision:
     if waiting:
         return waiting[0]
     reasons = "; ".join(f"as {_option(v.request)}: {d.reason}" for v, d in blocked)
-    return Decision(job.job_id, "unschedulable", f"no option fits ({reasons})")
+    return Decision(job.job_id, "unschedulable", f"no option fits ({reasons})", held="size")
 
 
 def _option(request: Request) -> str:

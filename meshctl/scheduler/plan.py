@@ -14,6 +14,9 @@ from typing import Any, Literal
 from meshctl.scheduler.snapshot import Allocation
 
 Status = Literal["placed", "pending", "preempting", "provisioning", "unschedulable"]
+# what holds a job back other than GPUs being busy: its team's quota, the policies (every pool
+# denied, an undefined class), its size (no pool could ever hold it); no wait is forecast for it
+Held = Literal["quota", "policy", "size"]
 
 
 def _no_counts() -> Counter[str]:
@@ -102,6 +105,7 @@ class Decision:
     exhausted: str | None = None  # the dimension most nodes ran out of
     candidates: tuple[Candidate, ...] = ()
     notes: list[str] = field(default_factory=list)  # burst, quota, preemption remarks
+    held: Held | None = None
 
     def summary(self) -> str:
         head = f"{self.status}"

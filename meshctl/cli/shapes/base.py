@@ -72,7 +72,17 @@ class CandidateData(TypedDict):
 class ForecastData(TypedDict):
     runtime_s: Annotated[float | None, "what backfill reckons the job runs (null: unknown)"]
     runtime: Annotated[str, "where that came from: declared, or the team's last runs"]
-    expected_wait_s: Annotated[dict[str, float], "per on-prem pool, as the policies saw it"]
+    expected_wait_s: Annotated[
+        dict[str, float], "per on-prem pool, as the policies saw it (none for a held job)"
+    ]
+    assumed: Annotated[
+        dict[str, int], "per on-prem pool: running jobs with no runtime known, each assumed"
+    ]
+    unknown_runtime_s: Annotated[float, "what each is assumed to run at least (policies' rule)"]
+    held: Annotated[
+        Literal["quota", "policy", "size"] | None,
+        "what holds the job back besides busy GPUs: no wait is forecast",
+    ]
 
 
 @with_config(STRICT)

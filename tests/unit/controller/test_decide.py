@@ -24,6 +24,7 @@ from meshctl.controller.decide import (
 from meshctl.controller.world import JobView, TrainProgress, World
 from meshctl.model import Job, Mesh
 from meshctl.model.mesh import Graces
+from meshctl.model.policy import UNKNOWN_RUNTIME_S
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation
 from meshctl.pools.ray import RayPoolClient
 from meshctl.state.records import (
@@ -895,10 +896,47 @@ def test_a_waiting_job_says_what_runtime_backfill_reckons_with_and_where_it_came
     forecast = note.explanation["forecast"]
     assert forecast["runtime_s"] == 200.0
     assert forecast["runtime"] == "mean of team t's last 2 runs of 'w'"
-    # r and o started 5 s ago with nothing known: each is taken to run as long again, so the
-    # first frees its 4 GPUs in 5 s
-    assert forecast["expected_wait_s"] == {"onprem": 5.0}
+    # r and o started 5 s ago with nothing known: each is taken to run at least 2 h more
+    # (as long again as it had run, it said 5 s: issue 45), and the forecast says so
+    assert forecast["expected_wait_s"] == {"onprem": UNKNOWN_RUNTIME_S}
+    assert (forecast["assumed"], forecast["held"]) == ({"onprem": 2}, None)
     unknown = decide(world(busy, other, job("x", gpus=4), observed=seen), RULES)
     [said] = [d for d in unknown.decisions if d.job_id == "x"]
     assert said.explanation["forecast"]["runtime_s"] is None
     assert said.explanation["forecast"]["runtime"].startswith("unknown: no max_runtime_s")
+
+
+def _full_of(team: str = "t") -> tuple[list[JobView], PoolObservation]:
+    """n1 and n2 each held whole by a job of ``team`` that declared no runtime."""
+    full = [
+        job(n, gpus=4, state=JobState.RUNNING, attempt=attempt(n, nodes=(node_,), gpus=4))
+        for n, node_ in (("r", "n1"), ("o", "n2"))
+    ]
+    full = [replace(v, record=replace(v.record, team=team)) for v in full]
+    return full, pool(ray("meshctl-r-1", "RUNNING"), ray("meshctl-o-1", "RUNNING"))
+
+
+def test_the_policies_set_what_a_job_without_a_runtime_is_assumed_to_run() -> None:
+    from tests.unit.policy.helpers import compiled
+
+    full, seen = _full_of()
+    rules = Rules(MESH, {}, compiled("forecast: {unknown_runtime_s: 15m}"))
+    step = decide(world(*full, job("w", gpus=4), observed=seen), rules)
+    [note] = [d for d in step.decisions if d.job_id == "w"]
+    forecast = note.explanation["forecast"]
+    assert (forecast["expected_wait_s"], forecast["unknown_runtime_s"]) == ({"onprem": 900.0}, 900)
+
+
+def test_a_job_its_quota_holds_back_has_no_wait_forecast_only_why() -> None:
+    """Issue 45: a job held back by its team's quota showed 'expected wait 0 s'."""
+    from tests.unit.policy.helpers import compiled
+
+    full, seen = _full_of("other")
+    quotas = compiled("quotas: [{team: t, gpus: 2}, {team: other, gpus: 8}]")
+    step = decide(world(*full[:1], job("q", gpus=2), job("w", gpus=2), observed=seen),
+                  Rules(MESH, {}, quotas))  # fmt: skip
+    notes = {d.job_id: d.explanation for d in step.decisions}
+    assert notes["w"]["status"] == "pending"
+    assert "quota" in notes["w"]["reason"]
+    assert notes["w"]["forecast"]["held"] == "quota"
+    assert notes["w"]["forecast"]["expected_wait_s"] == {}

@@ -291,3 +291,49 @@ def test_a_name_two_jobs_share_asks_for_an_id(cli: CliRunner) -> None:
     assert code == 2
     assert err.startswith("error: job: 2 jobs are named 'twin' (")
     assert (first in err, second in err) == (True, True)
+
+
+# What the controller records for a job waiting behind two whole nodes held by jobs that
+# declared no runtime (test_decide builds it), and for one its team's quota holds back.
+WAITING = {"runtime_s": None, "runtime": "unknown: no max_runtime_s",
+           "expected_wait_s": {"onprem": 7200.0}, "assumed": {"onprem": 2},
+           "unknown_runtime_s": 7200.0, "held": None}  # fmt: skip
+HELD = WAITING | {"expected_wait_s": {}, "assumed": {}, "held": "quota"}
+FORECASTS = [
+    pytest.param(
+        WAITING,
+        [
+            "expected wait: onprem 2.0 h",
+            "onprem: 2 running jobs with no runtime declared or estimated, each assumed to run"
+            " at least 2.0 h more (the policies' forecast.unknown_runtime_s)",
+        ],
+        id="a wait with what it assumed of the jobs ahead",
+    ),
+    pytest.param(
+        HELD,
+        ["expected wait: none forecast: it waits for its team's quota, not for GPUs"],
+        id="a job its quota holds: why, and no wait figure",
+    ),
+]
+
+
+@pytest.mark.parametrize(("forecast", "said"), FORECASTS)
+def test_explain_says_the_forecast_with_its_inputs(
+    cli: CliRunner, forecast: dict[str, object], said: list[str]
+) -> None:
+    """Issue 45: a full pool of jobs without runtimes forecast 11 s; a job its quota held
+    showed 'expected wait 0 s'."""
+    import os
+
+    from meshctl.state import Decision, open_store_at
+
+    [job_id] = submitted(cli, "w")
+    with open_store_at(None, Path(os.environ["MESHCTL_HOME"])) as store:
+        explanation = {"summary": "pending", "status": "pending", "forecast": forecast}
+        store.record_decision(Decision(1.0, job_id, "pending", "", explanation))
+    code, out, _ = run(cli, "explain", job_id)
+    assert code == 0
+    lines = [" ".join(line.split()) for line in out.splitlines()]
+    assert [line for line in lines if "expected wait" in line or "assumed" in line] == said
+    shown = json.loads(run(cli, "explain", job_id, "-o", "json")[1])
+    assert shown["decision"]["forecast"] == forecast

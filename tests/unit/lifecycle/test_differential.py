@@ -117,3 +117,22 @@ def test_a_pool_s_grow_grace_brings_an_elastic_job_back_sooner_on_both_sides(out
         default = regrown("an-elastic-job-lends-a-node-and-grows-back", side)
         graced = regrown("an-elastic-job-grows-back-after-its-pool-s-grace", side)
         assert 20.0 <= default - graced <= 30.0, (side, default, graced)
+
+
+def test_the_policies_rule_for_jobs_without_runtimes_moves_the_burst_on_both_sides(
+    outcomes,
+) -> None:
+    """On-prem full of jobs that declared no runtime: each is assumed to run 2 h more, so the
+    60 s gate opens as w arrives (20 s); with the policies' 30 s it opens once they have run
+    longer than 60 s (as long again), at 70 s. The same on both sides (issue 45: as long
+    again as they had run, the wait was 20 s and the gate stayed shut)."""
+
+    def launched(name: str, side: str) -> float:
+        outcome, _ = outcomes[name]
+        [at] = [e[0] for e in getattr(outcome, side) if e[1] == "launch" and e[2] == "w"]
+        return float(at)
+
+    for side in ("controller", "simulator"):
+        assert launched("a-pool-full-of-jobs-without-runtimes-opens-the-burst-gate", side) == 20.0
+        set_by_policy = "the-policies-set-what-a-job-without-a-runtime-is-assumed-to-run"
+        assert launched(set_by_policy, side) == 70.0

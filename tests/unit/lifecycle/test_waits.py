@@ -7,14 +7,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from meshctl.lifecycle.waits import UNBOUNDED_WAIT_S, Backlog
+from meshctl.model.policy import UNKNOWN_RUNTIME_S
 
 pytestmark = pytest.mark.unit
 
 NOW = 1_000.0
 
 
-def backlog(running=(), queued=()) -> Backlog:
-    b = Backlog()
+def backlog(running=(), queued=(), unknown_s: float = UNKNOWN_RUNTIME_S) -> Backlog:
+    b = Backlog(unknown_s)
     for i, (end, gpus, *started) in enumerate(running):
         b.run(f"r{i}", "onprem", end, gpus, *started)
     for i, (priority, gpus, runtime) in enumerate(queued):
@@ -53,14 +54,24 @@ CASES = [
         0,
         500.0 + 600.0,
     ),
-    # started at 600, its runtime unknown: it is taken to run as long again (to 1400)
+    # started at 600, its runtime unknown: it is taken to run 2 h more, though it has run
+    # only 400 s (as long again, the wait would be 400 s)
     (
-        "a running job with no estimate runs as long again as it has",
+        "a running job with no estimate runs at least the policies' unknown runtime more",
         0,
         [(None, 8, 600.0)],
         [],
         0,
-        400.0,
+        UNKNOWN_RUNTIME_S,
+    ),
+    # started 3 h before: it is taken to run as long again, 3 h more
+    (
+        "one that has run longer than that runs as long again as it has",
+        0,
+        [(None, 8, NOW - 3 * 3600.0)],
+        [],
+        0,
+        3 * 3600.0,
     ),
     # 16 GPUs ahead, no runtime known for them: waves as long as the running jobs have left
     (
@@ -70,6 +81,15 @@ CASES = [
         [(0, 8, None), (0, 8, None)],
         0,
         500.0 + 400.0,
+    ),
+    # as above, one of the running jobs with no runtime known: it has at least 2 h left
+    (
+        "the time left of a running job with no runtime known is the unknown runtime",
+        0,
+        [(1300, 2), (None, 6, 900.0)],
+        [(0, 8, None), (0, 8, None)],
+        0,
+        UNKNOWN_RUNTIME_S + (300.0 + UNKNOWN_RUNTIME_S) / 2,
     ),
     ("an end in the past reads as now", 0, [(900, 8)], [], 0, 0.0),
 ]
@@ -101,6 +121,20 @@ def test_one_stuck_gang_does_not_open_the_gate_for_a_job_ahead_of_it() -> None:
     assert waits.of(0)["onprem"] == pytest.approx(100.0 + 2 * 100.0)
 
 
+def test_a_pool_full_of_jobs_without_runtimes_is_not_about_to_free_up() -> None:
+    """Issue 45's case: 16 of 16 GPUs held by four jobs that declared no runtime, started
+    11 s before; a best-effort job's wait was 11 s ("as long again"), so a burst gate of
+    600 s stayed shut for ten minutes. Each is now assumed to run at least 2 h more, or what
+    the policies set; the forecast says how many it assumed so."""
+    fillers = [(None, 4, NOW - 11.0)] * 4
+    capacity = {"onprem": (16.0, 0.0), "aws": (0.0, 0.0)}
+    waits = backlog(fillers, [(0, 1, None)]).waits(capacity, ["aws"], NOW)
+    assert waits.lowest() == {"onprem": UNKNOWN_RUNTIME_S, "aws": 0.0}
+    assert (waits.assumed, waits.unknown_runtime_s) == ({"onprem": 4}, UNKNOWN_RUNTIME_S)
+    set_by_policy = backlog(fillers, [(0, 1, None)], unknown_s=900.0)
+    assert set_by_policy.waits(capacity, ["aws"], NOW).lowest()["onprem"] == 900.0
+
+
 @given(
     st.lists(
         st.tuples(
@@ -115,7 +149,7 @@ def test_one_stuck_gang_does_not_open_the_gate_for_a_job_ahead_of_it() -> None:
 def test_kept_or_built_afresh_the_forecast_is_the_same(running, queued) -> None:
     """The simulator keeps the backlog as jobs come and go; the controller builds it each
     cycle: both must say the same."""
-    kept = Backlog()
+    kept = Backlog(UNKNOWN_RUNTIME_S)
     for i, (end, gpus, started) in enumerate(running):
         kept.run(f"r{i}", "onprem", end, gpus, started)
         kept.run(f"gone{i}", "onprem", None if end is None else end + 1, gpus, started + 1)

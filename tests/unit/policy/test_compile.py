@@ -116,6 +116,17 @@ CLASSES = "priority_classes: [{name: high, value: 10}, {name: low, value: 1}]\n"
             id="weights-twice",
         ),
         pytest.param(
+            ["forecast: {unknown_runtime_s: 1h}", "forecast: {unknown_runtime_s: 3h}"],
+            "p1.yaml:5: spec.forecast.unknown_runtime_s: forecast.unknown_runtime_s is also set"
+            " at p0.yaml:5; it may be set in one place only",
+            id="unknown-runtime-twice",
+        ),
+        pytest.param(
+            ["forecast: {unknown_runtime_s: 0}"],
+            "p0.yaml:5: spec.forecast.unknown_runtime_s: expected greater than 0, got 0",
+            id="unknown-runtime-zero",
+        ),
+        pytest.param(
             ["pools: [{name: a, deny: '" + "(" * 40 + "pool.cloud" + ")" * 40 + "'}]"],
             "p0.yaml:5: spec.pools[0].deny: brackets nest deeper than 32 levels at column 33;"
             " expected at most 32 levels of (), [] and {} in `"

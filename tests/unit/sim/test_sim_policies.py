@@ -27,15 +27,14 @@ def policies(spec: str):
     return compile_policies([Source("p.yaml", loaded.document, loaded.lines)])
 
 
-BURST = policies(
-    """
-    burst:
-      - name: spill
-        when: mesh.pools["onprem"].expected_wait_s > 60.0
-        to: pool.cloud
-        spot: true
-    """
-)
+BURST_TEXT = """
+burst:
+  - name: spill
+    when: mesh.pools["onprem"].expected_wait_s > 60.0
+    to: pool.cloud
+    spot: true
+"""
+BURST = policies(BURST_TEXT)
 
 PRIORITIES = policies(
     """
@@ -76,14 +75,31 @@ def test_a_short_known_wait_keeps_the_work_on_prem() -> None:
     assert result.totals.launches == 0
 
 
-def test_a_job_of_unknown_runtime_is_taken_to_run_as_long_again_as_it_has() -> None:
-    # a starts at 0 (nothing known of it); b arrives at 200: a has run 200 s, so it is
-    # expected to free its GPU at 400: b's wait, 200 s (> 60), bursts it at once.
-    result = simulate(mesh(node("n1"), cloud=True), [job("a", 0, 1000), job("b", 200, 100)],
-                      config(), BURST)  # fmt: skip
+@pytest.mark.parametrize(
+    ("unknown", "arrives", "launched"),
+    [
+        ("", 20, 20),
+        ("forecast: {unknown_runtime_s: 30s}", 20, 70),
+        ("forecast: {unknown_runtime_s: 30s}", 200, 200),
+    ],
+    ids=[
+        "a job that just started is taken to run 2 h more: b bursts as it comes",
+        "the policies say 30 s: b's wait is 30 s until a has run past 60 s",
+        "a has run 200 s, longer than 30 s: it runs as long again, b's wait is 200 s",
+    ],
+)
+def test_a_job_of_unknown_runtime_runs_the_policies_rule_or_as_long_again(
+    unknown: str, arrives: int, launched: int
+) -> None:
+    # a starts at 0 (nothing known of it); b arrives later and bursts once its forecast
+    # wait passes the gate's 60 s (a waiting job looked at every 10 s); the node joins 100 s
+    # after its launch
+    rules = policies(BURST_TEXT + unknown + "\n")
+    jobs = [job("a", 0, 1000), job("b", arrives, 100)]
+    result = simulate(mesh(node("n1"), cloud=True), jobs, config(recheck_s=10.0), rules)
     by_id = {r.job.id: r for r in result.jobs}
     assert by_id["b"].pools == {"cloud"}
-    assert by_id["b"].first_start_s == 300  # launched at 200, joined 100 s later
+    assert by_id["b"].first_start_s == launched + 100
 
 
 def test_a_long_known_wait_bursts() -> None:
