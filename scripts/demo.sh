@@ -169,15 +169,32 @@ trainjob=$("$MESHCTL" train model:train_loop --name mlp --working-dir "$repo/exa
   --export onnx)
 echo "train (examples/train/model.py, Ray Train, a checkpoint every 20 steps; its model leaves as ONNX): $trainjob"
 py="$(dirname "$MESHCTL")/python"
-until_step() {  # until the job's attempt $1 has passed step $2
+until_step() {  # until the job's attempt $1 has passed step $2; the demo stops if the job ends
+  local said
   for _ in $(seq 1 600); do
-    "$MESHCTL" jobs show "$trainjob" -o json | "$py" -c '
+    said=$("$MESHCTL" jobs show "$trainjob" -o json | "$py" -c '
 import json, sys
-attempts = (json.load(sys.stdin).get("training") or {}).get("attempts") or []
+shown = json.load(sys.stdin)
+attempts = (shown.get("training") or {}).get("attempts") or []
 mine = [a for a in attempts if a.get("attempt") == int(sys.argv[1])]
-sys.exit(0 if mine and (mine[0].get("last_step") or 0) >= int(sys.argv[2]) else 1)' "$1" "$2" && return
-    sleep 0.5
+if mine and (mine[0].get("last_step") or 0) >= int(sys.argv[2]):
+    print("reached")
+elif shown["state"] in ("succeeded", "failed", "cancelled"):
+    last = (shown.get("events") or [{}])[-1]
+    print(shown["state"], last.get("kind", ""), last.get("message", ""), sep=": ")
+' "$1" "$2")
+    case "$said" in
+      reached) return ;;
+      "") sleep 0.5 ;;
+      *) echo "demo: the training job $trainjob ended before attempt $1 passed step $2: $said" >&2
+         echo "demo: its log: meshctl jobs logs $trainjob" >&2
+         "$MESHCTL" jobs logs "$trainjob" 2>&1 | tail -20 >&2 || true
+         exit 1 ;;
+    esac
   done
+  echo "demo: attempt $1 of the training job $trainjob did not pass step $2 in 5 minutes" >&2
+  "$MESHCTL" jobs show "$trainjob" >&2 || true
+  exit 1
 }
 node_state() {  # the state of node $1, as meshctl nodes list gives it
   "$MESHCTL" nodes list -o json | "$py" -c '
