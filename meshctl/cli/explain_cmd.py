@@ -210,30 +210,34 @@ def _say_offers(tried: list[dict[str, Any]]) -> None:
         render.say(f"    {said}")
 
 
-HELD = {
+BLOCKERS = {
     "quota": "it waits for its team's quota, not for GPUs",
-    "policy": "the policies hold it, not busy GPUs",
-    "size": "no pool could ever hold it",
+    "policy": "the policies keep it from every pool, not busy GPUs",
+    "size": "no pool it may use could ever hold it",
 }
 
 
 def forecast_lines(forecast: dict[str, Any]) -> list[str]:
     """The wait forecast as explain says it: per on-prem pool, with what it had to assume
-    there; for a job held by its quota, the policies or its size, why no wait is forecast."""
-    held = forecast.get("held")
-    if held:
-        return [f"expected wait: none forecast: {HELD.get(held, held)}"]
+    there; for a job its quota, the policies or its size keep from running, why no wait is
+    forecast."""
+    from meshctl.model.policy import UNKNOWN_RUNTIME_S
+
+    blocker = forecast.get("blocked_by")
+    if blocker:
+        return [f"expected wait: none forecast: {BLOCKERS.get(blocker, blocker)}"]
     waits = forecast.get("expected_wait_s") or {}
     if not waits:
         return []
     lines = ["expected wait: " + ", ".join(f"{pool} {_wait(w)}" for pool, w in waits.items())]
-    assumed_s = _wait(float(forecast.get("unknown_runtime_s") or 0.0))
+    assumed_s = _wait(float(forecast.get("unknown_runtime_s") or UNKNOWN_RUNTIME_S))
     for pool, count in (forecast.get("assumed") or {}).items():
         if count and waits.get(pool, 0.0) > 0:
             jobs = f"{count} running job{'' if count == 1 else 's'}"
             lines.append(
                 f"  {pool}: {jobs} with no runtime declared or estimated, each assumed to run"
-                f" at least {assumed_s} more (the policies' forecast.unknown_runtime_s)"
+                f" at least {assumed_s} more (forecast.unknown_runtime_s in the policies,"
+                " 2 h unless they set it)"
             )
     return lines
 

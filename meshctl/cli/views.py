@@ -76,5 +76,5 @@ def _forecast(found: Any) -> dict[str, Any] | None:
         },
         "assumed": {str(k): int(v) for k, v in (found.get("assumed") or {}).items()},
         "unknown_runtime_s": float(found.get("unknown_runtime_s") or UNKNOWN_RUNTIME_S),
-        "held": str(found["held"]) if found.get("held") else None,
+        "blocked_by": str(found["blocked_by"]) if found.get("blocked_by") else None,
     }

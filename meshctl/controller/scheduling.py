@@ -55,7 +55,6 @@ from meshctl.lifecycle.view import (
     policy_view,
 )
 from meshctl.model.mesh import AwsPool, GcpPool
-from meshctl.model.policy import UNKNOWN_RUNTIME_S
 from meshctl.policy.facts import mesh_snapshot
 from meshctl.scheduler import (
     Node,
@@ -146,7 +145,7 @@ def _mesh_view(
     """What the policies see: capacity per pool, the wait forecast per priority (from the
     running jobs' expected ends and the work queued), this month's spend."""
     capacity = Capacity.of(nodes).of_pools([p.name for p in rules.mesh.spec.pools])
-    backlog = Backlog(rules.policies.unknown_runtime_s if rules.policies else UNKNOWN_RUNTIME_S)
+    backlog = Backlog.of(rules.policies)
     # fed in the order it keeps them (by end, or start when the end is unknown): each one
     # goes at the back of its list instead of moving those after it
     for _, job_id, gpus, r in sorted(
@@ -268,7 +267,7 @@ def _forecasts(
             "expected_wait_s": dict(by_priority[priority]),
             "assumed": dict(assumed),
             "unknown_runtime_s": mesh.waits.unknown_runtime_s,
-            "held": None,
+            "blocked_by": None,
         }
     return out
 
@@ -451,6 +450,8 @@ def _note(decision: Decision, forecast: Mapping[str, Any] | None) -> DecisionNot
     explanation = decision.explanation()
     if forecast is not None:
         explanation["forecast"] = dict(forecast)
-        if decision.held is not None:  # not waiting for GPUs: a wait figure would mislead
-            explanation["forecast"].update(held=decision.held, expected_wait_s={}, assumed={})
+        if decision.blocked_by is not None:  # not waiting for GPUs: a wait would mislead
+            explanation["forecast"].update(
+                blocked_by=decision.blocked_by, expected_wait_s={}, assumed={}
+            )
     return DecisionNote(decision.job_id, decision.status, decision.summary(), explanation)

@@ -372,7 +372,8 @@ TABLE: tuple[Scenario, ...] = (
     ),
     # two jobs that declared no runtime fill on-prem; w comes 20 s later. Each is assumed to
     # run 2 h more: w's wait (2 h) opens the 60 s gate at once. With the policies' 30 s, the
-    # wait is 30 s until they have run 60 s (then as long again): w bursts some 40 s later.
+    # wait is the larger of 30 s and as long again as they have run: past 60 s once they have
+    # run past 60 s, so w bursts at 70 s (the cycle every 10 s).
     Scenario(
         "a-pool-full-of-jobs-without-runtimes-opens-the-burst-gate",
         (job("a", 0, 1000, 4), job("b", 0, 1000, 4), job("w", 20, 100, 1)),

@@ -43,8 +43,12 @@ import operator
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from meshctl.model.policy import UNKNOWN_RUNTIME_S
+
+if TYPE_CHECKING:
+    from meshctl.policy.compiled import PolicySet
 
 UNBOUNDED_WAIT_S = 30 * 86_400.0  # "no end in sight": longer than any burst rule waits
 _GPUS = operator.itemgetter(2)
@@ -134,6 +138,12 @@ class Backlog:
         self._queued: dict[str, tuple[int, float, float | None]] = {}
         # per priority: [GPUs, the known runtimes' sum of seconds, how many known, jobs]
         self._levels: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+
+    @classmethod
+    def of(cls, policies: PolicySet | None) -> Backlog:
+        """An empty backlog that counts a job with no runtime known by ``policies``' rule
+        (``forecast.unknown_runtime_s``; the default without policies)."""
+        return cls(policies.unknown_runtime_s if policies is not None else UNKNOWN_RUNTIME_S)
 
     # --- keeping it -----------------------------------------------------------------------
 

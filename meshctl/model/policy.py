@@ -147,7 +147,7 @@ class Forecast(Model):
     unknown_runtime_s: Annotated[DurationS, Field(gt=0)] | None = Field(
         None,
         description="a running job with no runtime declared or estimated is assumed to run at"
-        " least this long more (or as long again as it has run); a queued one, this long",
+        " least this long more (or as long again as it has run, when that is longer)",
     )
 
 

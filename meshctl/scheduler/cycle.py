@@ -38,10 +38,10 @@ from meshctl.scheduler.layout import Layout
 from meshctl.scheduler.options import Stage, decide_any
 from meshctl.scheduler.placement import Choice, ScoreMemo, choose, weighted
 from meshctl.scheduler.plan import (
+    Blocker,
     Decision,
     Evict,
     Grow,
-    Held,
     Place,
     Plan,
     Preempt,
@@ -195,11 +195,14 @@ class _Cycle:
         ``stage``: a part of that, for a fungible request's options (``options.Stage``)."""
         verdict = self.policies.verdict(job.job_id)
         asked, usable, eligible = self.avail.pools(verdict)
+        denied = not eligible  # by the policies, before a replica's own pool narrows it
         if job.only_pool is not None or job.onprem_only:  # a service's replica
             only = self.onprem if job.only_pool is None else frozenset({job.only_pool})
             asked, usable, eligible = asked & only, usable & only, eligible & only
         if verdict is not None and verdict.priority_problem:
-            return Decision(job.job_id, "unschedulable", verdict.priority_problem, held="policy")
+            return Decision(
+                job.job_id, "unschedulable", verdict.priority_problem, blocked_by="policy"
+            )
         req = self.requests.setdefault(job.request, job.request)
         key = (req, eligible)
         if key not in self.never:
@@ -208,8 +211,8 @@ class _Cycle:
         if never is not None:  # judged by what is known: an unavailable pool may hold it
             down = self.avail.why(eligible)
             if down is None:
-                held: Held = "size" if eligible else "policy"
-                return Decision(job.job_id, "unschedulable", never, held=held)
+                blocker: Blocker = "policy" if denied else "size"
+                return Decision(job.job_id, "unschedulable", never, blocked_by=blocker)
             others = eligible - self.avail.names  # the verdict is about these
             notes = [f"elsewhere: {never}"] if others else []
             return Decision(job.job_id, "pending", down, notes=notes)
@@ -220,11 +223,11 @@ class _Cycle:
                 "unschedulable",
                 f"needs {job.request.total_gpus:g} GPUs; team {job.team}'s quota allows"
                 f" at most {ceiling:g}, borrowing included",
-                held="quota",
+                blocked_by="quota",
             )
         over = self._over_quota(job)
         if over is not None:
-            return Decision(job.job_id, "pending", over, held="quota")
+            return Decision(job.job_id, "pending", over, blocked_by="quota")
         ctx = self.avail.context(self.base, usable, eligible, job.max_runtime_s)
         if stage == "act":
             return self._preempt(job, verdict, ctx) or self._burst(job, verdict)

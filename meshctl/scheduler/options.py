@@ -43,7 +43,11 @@ def decide_any(job: Pending, decide_one: DecideOne) -> Decision:
     if waiting:
         return waiting[0]
     reasons = "; ".join(f"as {_option(v.request)}: {d.reason}" for v, d in blocked)
-    return Decision(job.job_id, "unschedulable", f"no option fits ({reasons})", held="size")
+    blockers = {d.blocked_by for _, d in blocked}  # one for every option: that; else its size
+    blocker = blockers.pop() if len(blockers) == 1 else None
+    return Decision(
+        job.job_id, "unschedulable", f"no option fits ({reasons})", blocked_by=blocker or "size"
+    )
 
 
 def _option(request: Request) -> str:

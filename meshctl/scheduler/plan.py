@@ -14,9 +14,10 @@ from typing import Any, Literal
 from meshctl.scheduler.snapshot import Allocation
 
 Status = Literal["placed", "pending", "preempting", "provisioning", "unschedulable"]
-# what holds a job back other than GPUs being busy: its team's quota, the policies (every pool
-# denied, an undefined class), its size (no pool could ever hold it); no wait is forecast for it
-Held = Literal["quota", "policy", "size"]
+# what keeps a job from running other than GPUs being busy: its team's quota, the policies
+# (every pool denied it, an undefined class), its size (no pool it may use could ever hold it);
+# no wait is forecast for it
+Blocker = Literal["quota", "policy", "size"]
 
 
 def _no_counts() -> Counter[str]:
@@ -105,7 +106,7 @@ class Decision:
     exhausted: str | None = None  # the dimension most nodes ran out of
     candidates: tuple[Candidate, ...] = ()
     notes: list[str] = field(default_factory=list)  # burst, quota, preemption remarks
-    held: Held | None = None
+    blocked_by: Blocker | None = None
 
     def summary(self) -> str:
         head = f"{self.status}"

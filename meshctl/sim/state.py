@@ -23,7 +23,6 @@ from meshctl.lifecycle.lending import Loan
 from meshctl.lifecycle.snapshot import pending_of
 from meshctl.lifecycle.waits import Backlog
 from meshctl.model.job import Job
-from meshctl.model.policy import UNKNOWN_RUNTIME_S
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import BoundPolicies
 from meshctl.scheduler import Allocation, Pending, Request, Running
@@ -83,7 +82,7 @@ class EngineState:
         self.estimator = Estimator()
         self.waiting_by_key: dict[tuple[str, str], set[str]] = {}  # (team, name) -> waiting
         self.stale_keys: set[tuple[str, str]] = set()  # estimates changed since the last cycle
-        self.backlog = Backlog(policies.unknown_runtime_s if policies else UNKNOWN_RUNTIME_S)
+        self.backlog = Backlog.of(policies)
         self.budget_states: dict[str, str] = {}
         self.actions: list[tuple[float, Action]] = []
         self.tokens = 0

@@ -73,15 +73,17 @@ class ForecastData(TypedDict):
     runtime_s: Annotated[float | None, "what backfill reckons the job runs (null: unknown)"]
     runtime: Annotated[str, "where that came from: declared, or the team's last runs"]
     expected_wait_s: Annotated[
-        dict[str, float], "per on-prem pool, as the policies saw it (none for a held job)"
+        dict[str, float], "per on-prem pool, as the policies saw it (none when blocked_by)"
     ]
     assumed: Annotated[
-        dict[str, int], "per on-prem pool: running jobs with no runtime known, each assumed"
+        dict[str, int],
+        "per on-prem pool: the running jobs with no runtime known, each assumed to run at"
+        " least unknown_runtime_s more",
     ]
-    unknown_runtime_s: Annotated[float, "what each is assumed to run at least (policies' rule)"]
-    held: Annotated[
+    unknown_runtime_s: Annotated[float, "the policies' forecast.unknown_runtime_s (2 h unset)"]
+    blocked_by: Annotated[
         Literal["quota", "policy", "size"] | None,
-        "what holds the job back besides busy GPUs: no wait is forecast",
+        "what keeps the job from running besides busy GPUs: then no wait is forecast",
     ]
 
 

@@ -899,7 +899,7 @@ def test_a_waiting_job_says_what_runtime_backfill_reckons_with_and_where_it_came
     # r and o started 5 s ago with nothing known: each is taken to run at least 2 h more
     # (as long again as it had run, it said 5 s: issue 45), and the forecast says so
     assert forecast["expected_wait_s"] == {"onprem": UNKNOWN_RUNTIME_S}
-    assert (forecast["assumed"], forecast["held"]) == ({"onprem": 2}, None)
+    assert (forecast["assumed"], forecast["blocked_by"]) == ({"onprem": 2}, None)
     unknown = decide(world(busy, other, job("x", gpus=4), observed=seen), RULES)
     [said] = [d for d in unknown.decisions if d.job_id == "x"]
     assert said.explanation["forecast"]["runtime_s"] is None
@@ -938,5 +938,5 @@ def test_a_job_its_quota_holds_back_has_no_wait_forecast_only_why() -> None:
     notes = {d.job_id: d.explanation for d in step.decisions}
     assert notes["w"]["status"] == "pending"
     assert "quota" in notes["w"]["reason"]
-    assert notes["w"]["forecast"]["held"] == "quota"
+    assert notes["w"]["forecast"]["blocked_by"] == "quota"
     assert notes["w"]["forecast"]["expected_wait_s"] == {}

@@ -297,20 +297,21 @@ def test_a_name_two_jobs_share_asks_for_an_id(cli: CliRunner) -> None:
 # declared no runtime (test_decide builds it), and for one its team's quota holds back.
 WAITING = {"runtime_s": None, "runtime": "unknown: no max_runtime_s",
            "expected_wait_s": {"onprem": 7200.0}, "assumed": {"onprem": 2},
-           "unknown_runtime_s": 7200.0, "held": None}  # fmt: skip
-HELD = WAITING | {"expected_wait_s": {}, "assumed": {}, "held": "quota"}
+           "unknown_runtime_s": 7200.0, "blocked_by": None}  # fmt: skip
+BLOCKED = WAITING | {"expected_wait_s": {}, "assumed": {}, "blocked_by": "quota"}
 FORECASTS = [
     pytest.param(
         WAITING,
         [
             "expected wait: onprem 2.0 h",
             "onprem: 2 running jobs with no runtime declared or estimated, each assumed to run"
-            " at least 2.0 h more (the policies' forecast.unknown_runtime_s)",
+            " at least 2.0 h more (forecast.unknown_runtime_s in the policies, 2 h unless they"
+            " set it)",
         ],
         id="a wait with what it assumed of the jobs ahead",
     ),
     pytest.param(
-        HELD,
+        BLOCKED,
         ["expected wait: none forecast: it waits for its team's quota, not for GPUs"],
         id="a job its quota holds: why, and no wait figure",
     ),

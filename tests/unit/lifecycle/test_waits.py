@@ -145,11 +145,13 @@ def test_a_pool_full_of_jobs_without_runtimes_is_not_about_to_free_up() -> None:
         max_size=12,
     ),
     st.lists(st.tuples(st.sampled_from([0, 10]), st.sampled_from([1.0, 4.0])), max_size=12),
+    st.sampled_from([30.0, 300.0, UNKNOWN_RUNTIME_S]),
 )
-def test_kept_or_built_afresh_the_forecast_is_the_same(running, queued) -> None:
+def test_kept_or_built_afresh_the_forecast_is_the_same(running, queued, unknown_s) -> None:
     """The simulator keeps the backlog as jobs come and go; the controller builds it each
-    cycle: both must say the same."""
-    kept = Backlog(UNKNOWN_RUNTIME_S)
+    cycle: both must say the same, whatever the policies assume of a job with no runtime
+    (with 30 s, jobs started up to 1,000 s before run as long again)."""
+    kept = Backlog(unknown_s)
     for i, (end, gpus, started) in enumerate(running):
         kept.run(f"r{i}", "onprem", end, gpus, started)
         kept.run(f"gone{i}", "onprem", None if end is None else end + 1, gpus, started + 1)
@@ -160,6 +162,6 @@ def test_kept_or_built_afresh_the_forecast_is_the_same(running, queued) -> None:
         kept.stop(f"gone{i}")
     for i in range(len(queued)):
         kept.dequeue(f"x{i}")
-    fresh = backlog(running, [(p, g, 300.0) for p, g in queued])
+    fresh = backlog(running, [(p, g, 300.0) for p, g in queued], unknown_s)
     capacity = {"onprem": (16.0, 0.0)}
     assert kept.waits(capacity, (), NOW) == fresh.waits(capacity, (), NOW)

@@ -204,3 +204,73 @@ def test_a_job_bigger_than_its_team_could_ever_hold_is_unschedulable():
         "unschedulable",
         "needs 8 GPUs; team a's quota allows at most 6, borrowing included",
     )
+
+
+CLASSES = "priority_classes: [{name: low, value: 1}]\ndefault_priority_class: {batch: low}\n"
+BLOCKERS = [
+    # (name, policies, the job's spec, GPUs already held by team a, status, blocked by)
+    ("GPUs busy: it waits for them, a wait is forecast", CLASSES, {"resources": {"gpus": 8}},
+     4, "pending", None),
+    ("its team's quota now", CLASSES, {"resources": {"gpus": 4}, "team": "a"},
+     4, "pending", "quota"),
+    ("more than its team's quota allows at all", CLASSES,
+     {"resources": {"gpus": 8}, "team": "a"}, 0, "unschedulable", "quota"),
+    ("a class the policies do not define", CLASSES, {"priority_class": "urgent"},
+     0, "unschedulable", "policy"),
+    ("every pool denied by the policies",
+     CLASSES + "pools: [{name: none, deny: 'true'}]\n", {}, 0, "unschedulable", "policy"),
+    ("bigger than any node", CLASSES, {"resources": {"gpus": 64}}, 0, "unschedulable", "size"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("spec", "job_spec", "held", "status", "blocker"),
+    [b[1:] for b in BLOCKERS],
+    ids=[b[0] for b in BLOCKERS],
+)
+def test_what_keeps_a_job_from_running_besides_busy_gpus(
+    spec: str, job_spec: dict[str, object], held: int, status: str, blocker: str | None
+) -> None:
+    """A job its quota, the policies or its size keep from running says which (no wait is
+    forecast for it: issue 45); one that waits for busy GPUs says none."""
+    quotas = "quotas: [{team: a, gpus: 4}]\n"
+    waiting = job("j", **({"resources": {"gpus": 1}} | job_spec))  # type: ignore[arg-type]
+    engine = view(spec + quotas, [waiting])
+    run = [running("busy", "n", list(range(held)), team="a")] if held else []
+    plan = schedule(snapshot([node("n")], [pending_of(waiting, engine)], run), engine)
+    decision = plan.decisions["j"]
+    assert (decision.status, decision.blocked_by) == (status, blocker), decision.summary()
+
+
+@pytest.mark.parametrize(
+    ("blockers", "expected"),
+    [
+        (("quota", "quota"), "quota"),
+        (("policy", "policy"), "policy"),
+        (("size", "size"), "size"),
+        (("quota", "size"), "size"),
+        ((None, None), "size"),
+    ],
+    ids=["every option over the quota", "every option kept out by the policies",
+         "every option too big", "options blocked for different reasons: its size",
+         "none says: its size"],
+)  # fmt: skip
+def test_a_fungible_request_none_of_whose_options_fits_says_what_blocks_them(
+    blockers: tuple[str | None, str | None], expected: str
+) -> None:
+    from dataclasses import replace
+
+    from sched_helpers import req
+
+    from meshctl.scheduler.options import decide_any
+    from meshctl.scheduler.plan import Decision
+
+    options = (req(8, models=["H100"]), req(12, models=["MI300X"]))
+    fungible = pending("f", request=replace(options[0], options=options))
+    said = iter(blockers)
+
+    def decide_one(variant: object, stage: str) -> Decision:
+        return Decision("f", "unschedulable", "no", blocked_by=next(said))  # type: ignore[arg-type]
+
+    decision = decide_any(fungible, decide_one)  # type: ignore[arg-type]
+    assert (decision.status, decision.blocked_by) == ("unschedulable", expected)
