@@ -4,6 +4,7 @@ the background)."""
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import subprocess
 import sys
@@ -96,6 +97,7 @@ def run(
             "controller up: pools %s", ", ".join(controller.clients) or "(none driven)"
         )
         server = _command_server(context.home)
+        faulthandler.enable(all_threads=True)  # a crash in native code says where, in the log
         try:
             with contextlib.suppress(KeyboardInterrupt):
                 controller.run(interval, stop, wake, leadership=leadership, stalls=sys.stderr)
@@ -110,6 +112,8 @@ def run(
                 controller.burst.close()
             if controller.agents is not None:
                 controller.agents.close()
+            # a log without this line and without stacks ends in a process killed outright
+            logging.getLogger("meshctl.controller").info("controller stopped")
 
 
 def _lead_once(leadership: Leadership) -> None:
