@@ -165,7 +165,7 @@ def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
         said = f"{seconds:,.0f} s ({forecast.get('runtime')})" if seconds is not None else (
             str(forecast.get("runtime")))  # fmt: skip
         render.say(f"  runtime: {render.esc(said)}")
-        for line in forecast_lines(forecast):
+        for line in forecast_lines(data["decision"]["forecast"]):  # as -o json shows it
             render.say(f"  {render.esc(line)}")
 
 
@@ -220,18 +220,16 @@ BLOCKERS = {
 def forecast_lines(forecast: dict[str, Any]) -> list[str]:
     """The wait forecast as explain says it: per on-prem pool, with what it had to assume
     there; for a job its quota, the policies or its size keep from running, why no wait is
-    forecast."""
-    from meshctl.model.policy import UNKNOWN_RUNTIME_S
-
-    blocker = forecast.get("blocked_by")
+    forecast. ``forecast``: as ``views.decision_data`` reads it (every field there)."""
+    blocker = forecast["blocked_by"]
     if blocker:
         return [f"expected wait: none forecast: {BLOCKERS.get(blocker, blocker)}"]
-    waits = forecast.get("expected_wait_s") or {}
+    waits = forecast["expected_wait_s"]
     if not waits:
         return []
     lines = ["expected wait: " + ", ".join(f"{pool} {_wait(w)}" for pool, w in waits.items())]
-    assumed_s = _wait(float(forecast.get("unknown_runtime_s") or UNKNOWN_RUNTIME_S))
-    for pool, count in (forecast.get("assumed") or {}).items():
+    assumed_s = _wait(forecast["unknown_runtime_s"])
+    for pool, count in forecast["assumed"].items():
         if count and waits.get(pool, 0.0) > 0:
             jobs = f"{count} running job{'' if count == 1 else 's'}"
             lines.append(

@@ -244,7 +244,7 @@ def _forecasts(
     taken to run at least ``unknown_runtime_s`` more (recorded with the decision as
     ``forecast``)."""
     clouds = {p.name for p in mesh.configured.pools if p.cloud}
-    assumed = {p: n for p, n in sorted(mesh.waits.assumed.items()) if p not in clouds}
+    assumed = dict(sorted(mesh.waits.assumed.items()))  # on-prem pools only, as the waits
     by_priority: dict[int, dict[str, float]] = {}  # the same for every job of a priority
     out = {}
     for view in queued:
