@@ -19,13 +19,24 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
 from meshctl.clouds.aws import AwsCloud
 from meshctl.controller import daemon
-from meshctl.state import InstanceRecord, JobRecord, JobState, PoolRecord, open_store
+from meshctl.controller.rundir import run_dir
+from meshctl.pools import local
+from meshctl.state import (
+    InstanceRecord,
+    InstanceState,
+    JobRecord,
+    JobState,
+    PoolRecord,
+    open_store,
+)
 from tests.conftest import ROOT, wait_until
 from tests.emulators.aws import MotoServer
 from tests.emulators.gce import GceEmulator
@@ -74,8 +85,19 @@ ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 GCP_BUDGET = "    - {name: gcp-monthly, scope: {provider: gcp}, usd_per_month: 15000, soft_pct: 80}"
 
 
+@dataclass
+class Burst:
+    mesh: Mesh
+    moto: MotoServer
+    gce: GceEmulator
+    up: subprocess.CompletedProcess[str]  # what `meshctl up` said
+
+
 @pytest.fixture(scope="module")
-def burst(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Mesh, MotoServer]]:
+def burst(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Burst]:
+    """The mesh, up. Its first test checks what `up` said and its last brings it down, so
+    that the start and the stop are timed as tests of their own (the fixture's `down` below
+    is for a run that skipped the last one)."""
     base = tmp_path_factory.mktemp("burst")
     with MotoServer() as moto, GceEmulator() as gce:
         moto.stock_out("us-east-1a")  # the first zone has no capacity: fail over to the second
@@ -100,19 +122,26 @@ def burst(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Mesh, Moto
         mesh = Mesh(base / "home", base)
         up = mesh.run("--mesh", str(base / "mesh.yaml"), "up", "--policies", str(policies),
                       "--interval", "0.5", env=ENV)  # fmt: skip
-        assert f"warning: pool gcp-spill: unavailable: {DENIED}" in up.stderr
         try:
-            yield mesh, moto
+            yield Burst(mesh, moto, gce, up)
         finally:
             mesh.run("down", "--force", check=False, env=ENV)
             assert [r for r in gce.requests if r[0] == "POST"] == []  # nothing launched there
 
 
+def test_up_warns_that_a_pool_whose_credentials_are_refused_is_unavailable(burst: Burst) -> None:
+    """`up` goes on without the pool it may not use, and says why (the controller's view of
+    it, and where bursts go instead: the next test)."""
+    assert f"warning: pool gcp-spill: unavailable: {DENIED}" in burst.up.stderr
+    assert "mesh burst-test is up" in burst.up.stdout
+    assert daemon.running(burst.mesh.home) is not None
+
+
 @pytest.fixture
-def blocked(burst: tuple[Mesh, MotoServer]) -> Iterator[str]:
+def blocked(burst: Burst) -> Iterator[str]:
     """A critical job holding the on-prem pool's one GPU for the test, so that best-effort
     work bursts; cancelled after it, whatever happened (a failed test leaves the GPU free)."""
-    mesh, _ = burst
+    mesh = burst.mesh
     blocker = mesh.submit("--gpus", "1", "--criticality", "critical", "--name", "blocker", "--",
                           "python", "-c", "import time; time.sleep(600)")  # fmt: skip
     mesh.wait_for(blocker, "running")
@@ -123,9 +152,9 @@ def blocked(burst: tuple[Mesh, MotoServer]) -> Iterator[str]:
 
 
 def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(
-    burst: tuple[Mesh, MotoServer], blocked: str, monkeypatch: pytest.MonkeyPatch
+    burst: Burst, blocked: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mesh, moto = burst
+    mesh, moto = burst.mesh, burst.moto
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     critical = mesh.submit("--gpus", "1", "--criticality", "critical", "--name", "waits", "--",
@@ -172,9 +201,9 @@ def test_a_best_effort_job_bursts_runs_and_the_idle_pool_is_torn_down(
 
 
 def test_a_pool_with_refused_credentials_is_unavailable_and_bursts_go_to_the_next(
-    burst: tuple[Mesh, MotoServer], blocked: str
+    burst: Burst, blocked: str
 ) -> None:
-    mesh, _ = burst
+    mesh = burst.mesh
     checked = mesh.run("pools", "check", "-o", "json", check=False, env=ENV)
     assert checked.returncode == 1
     health = {r["pool"]: (r["available"], r["reason"]) for r in json.loads(checked.stdout)}
@@ -226,12 +255,12 @@ print("done on attempt", os.environ["MESHCTL_ATTEMPT"], flush=True)
 
 
 def test_a_spot_notice_checkpoints_the_job_and_it_resumes_on_a_new_instance(
-    burst: tuple[Mesh, MotoServer], blocked: str, monkeypatch: pytest.MonkeyPatch
+    burst: Burst, blocked: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """AWS gives the spot instance its two-minute notice: the job is asked to checkpoint and
     does, is preempted, the instance is taken back, and the job is requeued, runs on a new
     instance and resumes from its checkpoint."""
-    mesh, moto = burst
+    mesh, moto = burst.mesh, burst.moto
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     job = mesh.submit("--gpus", "1", "--criticality", "best-effort", "--name", "spot", "--",
@@ -270,14 +299,14 @@ def test_a_spot_notice_checkpoints_the_job_and_it_resumes_on_a_new_instance(
 
 
 def test_a_controller_killed_between_a_launch_and_its_record_leaks_nothing(
-    burst: tuple[Mesh, MotoServer], blocked: str, monkeypatch: pytest.MonkeyPatch
+    burst: Burst, blocked: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SIGKILL right after EC2 accepted the launch, before the instance was recorded (the
     pool's head, when its cluster had gone idle; else the worker): the restarted controller
     records that very instance once (its reconcile adopts it, or the relaunch of the same
     request finds it), it boots from its script, the job runs, and nothing is launched
     twice."""
-    mesh, moto = burst
+    mesh, moto = burst.mesh, burst.moto
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     daemon.stop(mesh.home)
@@ -307,3 +336,26 @@ def test_a_controller_killed_between_a_launch_and_its_record_leaks_nothing(
     assert [e["kind"] for e in said if e["kind"] in ("instance.adopted", "instance.launched")] in (
         ["instance.adopted"], ["instance.launched"],
     )  # fmt: skip
+
+
+def test_down_terminates_the_instances_and_leaves_no_process_behind(
+    burst: Burst, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Last: `down --force` ends what the tests left (the AWS pool's instances when its idle
+    teardown has not yet come, and the on-prem cluster): nothing runs in the emulator or on
+    this machine afterwards, the store says so, and a second `down` finds nothing up."""
+    mesh, moto = burst.mesh, burst.moto
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    clusters = [local.LocalCluster.load(p) for p in run_dir(mesh.home).glob("pool-*.json")]
+    assert clusters  # the on-prem pool's
+    mesh.run("down", "--force", env=ENV)
+    assert daemon.running(mesh.home) is None
+    assert AwsCloud("us-east-1", endpoint_url=moto.endpoint).list_instances("burst-test") == []
+    with open_store(mesh.home) as store:
+        ended = {InstanceState.TERMINATED, InstanceState.INTERRUPTED}  # by meshctl, or taken back
+        assert {i.state for i in store.list(InstanceRecord)} <= ended
+    assert [c.pool for c in clusters if local.leftover(c)] == []
+    assert list(run_dir(mesh.home).glob("pool-*.json")) == []
+    assert [r for r in burst.gce.requests if r[0] == "POST"] == []  # nothing launched there
+    assert "nothing was up" in mesh.run("down", "--force", env=ENV).stdout
