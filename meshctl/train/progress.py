@@ -4,12 +4,14 @@ controller (hang detection, ``meshctl jobs show``) to read.
 Under ``<checkpoint uri>/.meshctl/``, written through ``meshctl.storage``:
 
 - ``progress-<attempt>.json``, written by the Ray Train controller (a ``UserCallback``) after
-  reports: ``reports``, ``first_report_s``, and ``step`` and ``last_report_s`` of the latest
-  report, ``checkpoints`` (``path``, ``step``, ``at_s``; the latest few), ``failures``
-  (worker errors: ``at_s``, ``error``, the ``step`` and ``last_report_s`` before it, the
-  latest ``checkpoint`` then (``path``, ``step``: what Ray Train restarts the workers from,
-  kept here since the list above rolls on), and ``resumed_s``, the first report after it,
-  once Ray Train has restarted the workers).
+  reports (a checkpoint, a failure and the first report after one at once, others at most
+  once a second, and what is left when the run finishes or is aborted): ``reports``,
+  ``first_report_s``, and ``step`` and ``last_report_s`` of the latest report,
+  ``checkpoints`` (``path``, ``step``, ``at_s``; the latest few), ``failures`` (worker
+  errors: ``at_s``, ``error``, the ``step`` and ``last_report_s`` before it, the latest
+  ``checkpoint`` then (``path``, ``step``: what Ray Train restarts the workers from, kept
+  here since the list above rolls on), and ``resumed_s``, the first report after it, once
+  Ray Train has restarted the workers).
 - ``start-<attempt>-<ns>.json``, written by rank 0 each time the worker group (re)starts:
   ``at_s`` and the ``checkpoint`` path it resumed from (None: from scratch).
 - ``end-<attempt>.json``, written by rank 0 when the loop returns: ``at_s``. The reports stop
@@ -49,6 +51,7 @@ class Recorder:
             "failures": [],
         }
         self._written_s = 0.0
+        self._unwritten = False  # reports since the last write
         self._fs: tuple[pafs.FileSystem, str] | None = None
 
     def reported(self, metrics: dict[str, Any], checkpoint_path: str | None) -> None:
@@ -58,13 +61,22 @@ class Recorder:
         doc["step"] = int(step) if isinstance(step, int | float) else doc["reports"]
         doc["last_report_s"] = time.time()
         doc["first_report_s"] = doc["first_report_s"] or doc["last_report_s"]
-        for failure in doc["failures"]:
-            if failure.get("resumed_s") is None:
-                failure["resumed_s"] = doc["last_report_s"]  # the workers are back
+        resumed = [f for f in doc["failures"] if f.get("resumed_s") is None]
+        for failure in resumed:
+            failure["resumed_s"] = doc["last_report_s"]  # the workers are back
         if checkpoint_path is not None:
             entry = {"path": checkpoint_path, "step": doc["step"], "at_s": doc["last_report_s"]}
             doc["checkpoints"] = [*doc["checkpoints"], entry][-KEEP_CHECKPOINTS:]
-        if checkpoint_path is not None or time.monotonic() - self._written_s >= 1.0:
+        self._unwritten = True
+        # A checkpoint or a recovery is written at once (what a recovery's record is made
+        # of); other reports at most once a second, and the rest at the run's end (``flush``).
+        if checkpoint_path is not None or resumed or time.monotonic() - self._written_s >= 1.0:
+            self._write()
+
+    def flush(self) -> None:
+        """Write what the last reports changed and is not written yet: the run ends (or is
+        aborted), and a record must not depend on whether it ended within a second of them."""
+        if self._unwritten:
             self._write()
 
     def failed(self, error: str) -> None:
@@ -84,6 +96,7 @@ class Recorder:
     def _write(self) -> None:
         """Record; a storage error is reported, never allowed to fail the training run."""
         self._written_s = time.monotonic()
+        self._unwritten = False
         try:
             if self._fs is None:
                 self._fs = filesystem(self.uri, self.endpoint_url)

@@ -110,8 +110,9 @@ def exported(where: dict[str, Any], returned: Any) -> None:
     )
 
 
-class Progress(UserCallback):
-    """Runs in the Ray Train controller: every report and failure, recorded."""
+class Progress(UserCallback, ControllerCallback):
+    """Runs in the Ray Train controller: every report and failure, recorded; what is not yet
+    written is written when the run finishes or is aborted."""
 
     def __init__(self, uri: str, endpoint_url: str | None, attempt: int) -> None:
         self.recorder = progress.Recorder(uri, endpoint_url, attempt)
@@ -127,6 +128,12 @@ class Progress(UserCallback):
         first = next(iter(worker_exceptions.items()), None)
         error = f"worker {first[0]}: {first[1]!r}" if first else "a worker failed"
         self.recorder.failed(error)
+
+    def after_controller_finish(self, result: Any) -> None:
+        self.recorder.flush()
+
+    def before_controller_abort(self) -> None:
+        self.recorder.flush()
 
 
 def say(message: str) -> None:
