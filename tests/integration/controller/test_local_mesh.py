@@ -43,6 +43,16 @@ def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
         m.run("down", "--force", check=False)  # whatever a failed test left running
 
 
+def test_up_starts_every_node_of_the_pool_and_the_controller(mesh: Mesh) -> None:
+    """First, so that it carries the mesh's start: what `up` started, as status sees it."""
+    assert daemon.running(mesh.home) is not None
+    nodes = mesh.nodes()
+    assert {name for name, node in nodes.items() if node.get("alive")} == {
+        "onprem/gpu-rack1", "onprem/gpu-rack2", "onprem/mi300x",
+    }  # fmt: skip
+    assert [p.node for p in mesh.cluster().processes][:1] == ["head"]
+
+
 def test_a_job_runs_to_success_and_its_logs_come_back(mesh: Mesh) -> None:
     job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "print('hello from meshctl')")
     assert mesh.run("jobs", "wait", job_id).returncode == 0
