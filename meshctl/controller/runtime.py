@@ -38,7 +38,9 @@ def client_for(pool: Pool, home: Path) -> RayPoolClient | None:
         if not path.is_file():
             return None
         cluster = local.LocalCluster.load(path)
-        return RayPoolClient(pool.name, cluster.dashboard, cluster.token, log_root=cluster.temp_dir)
+        # a real cloud head's cluster has no temp folder here: nothing of it is on this machine
+        on_host = cluster.temp_dir or None
+        return RayPoolClient(pool.name, cluster.dashboard, cluster.token, log_root=on_host)
     if isinstance(pool, RayPool):
         return RayPoolClient(pool.name, pool.address, _token(pool))
     return None

@@ -180,7 +180,9 @@ class ServeDeployer:
                 here = spec.working_dir
                 if self.packages is not None:
                     here = self.packages.folder(record.id, spec.working_dir)
-                uri = self.uploaded[key] = self.client(pool).upload_working_dir(here)
+                uri = self.uploaded[key] = pool.in_place(here) or self.client(
+                    pool
+                ).upload_working_dir(here)
             env["working_dir"] = uri
         return ServeApp(
             name=record.id,

@@ -224,12 +224,17 @@ class RayPoolClient:
         """Submit once: an id Ray already knows is adopted, never submitted twice."""
         if self.job(submission.submission_id) is not None:
             return "adopted"
+        runtime_env = dict(submission.runtime_env)
+        folder = runtime_env.get("working_dir")
+        in_place = self.in_place(folder) if isinstance(folder, str) else None
+        if in_place is not None:
+            runtime_env["working_dir"] = in_place
         try:
             self._with_deadline(
                 lambda: self._client().submit_job(
                     entrypoint=submission.entrypoint,
                     submission_id=submission.submission_id,
-                    runtime_env=dict(submission.runtime_env),
+                    runtime_env=runtime_env,
                     metadata=dict(submission.metadata),
                     entrypoint_num_cpus=submission.num_cpus,
                     entrypoint_num_gpus=submission.num_gpus,
@@ -244,6 +249,20 @@ class RayPoolClient:
             kind = PoolUnavailable if unavailable(err) else PoolError
             raise kind(f"{self.pool}: submit {submission.submission_id}: {err}") from None
         return "submitted"
+
+    def in_place(self, folder: str) -> str | None:
+        """A folder as a ``local://`` working_dir, read where it is, when the cluster runs on
+        this machine; None for one elsewhere (the folder is uploaded) or a URI.
+
+        Every node of a cluster on one machine shares its head's session folder, and each
+        node's runtime-env agent unpacks an uploaded working_dir there afresh the first time
+        it needs it, deleting the copy that the job's processes on the nodes before it run
+        in. A process whose working folder is gone fails at whatever needs it next: loading
+        PyTorch, oneMKL dies with "Cannot load .../libtorch_cpu.so" (a Ray Train job's
+        driver or controller, once its workers start on other nodes)."""
+        if not self.log_root or "://" in folder or not Path(folder).is_dir():
+            return None
+        return f"local://{Path(folder).resolve()}"
 
     def stop(self, submission_id: str) -> bool:
         """Ask Ray to stop a job; False when it was not running (or is unknown)."""

@@ -219,6 +219,40 @@ def test_lines_printed_by_ray_tasks_reach_the_log_once(mesh: Mesh, tmp_path: Pat
     assert sorted(lines) == ["task line 0", "task line 1", "task line 2"], said
 
 
+ON_EVERY_NODE = """\
+import os, ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+ray.init()
+mine = ray.get_runtime_context().get_node_id()
+@ray.remote(num_cpus=0)
+def where():
+    return os.getcwd()
+for node in [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != mine]:
+    ray.get(where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, False)).remote())
+try:
+    print("the driver's folder is there:", os.getcwd(), flush=True)
+except FileNotFoundError:
+    print("the driver's folder is gone", flush=True)
+import torch  # oneMKL dies loading it in a deleted folder
+print("torch:", (torch.ones(2, 2) @ torch.ones(2, 2)).sum().item(), flush=True)
+"""
+
+
+def test_a_job_s_folder_outlives_its_tasks_on_the_other_nodes(mesh: Mesh, tmp_path: Path) -> None:
+    """Every node here shares the head's session folder: each node's runtime-env agent used
+    to unpack an uploaded working_dir there afresh, deleting the folder the job's driver ran
+    in, and PyTorch then died loading ("Intel oneMKL FATAL ERROR: Cannot load
+    libtorch_cpu.so"). The job's folder is now read in place, on every node."""
+    (tmp_path / "everywhere.py").write_text(ON_EVERY_NODE)
+    job_id = mesh.submit("--gpus", "1", "--working-dir", str(tmp_path), "--", "python",
+                         "everywhere.py")  # fmt: skip
+    done = mesh.run("jobs", "wait", job_id, check=False)
+    said = mesh.run("jobs", "logs", job_id).stdout
+    assert "the driver's folder is there" in said, said
+    assert "torch: 8.0" in said, said
+    assert done.returncode == 0, mesh.story(job_id)
+
+
 def test_the_state_folder_is_private(mesh: Mesh) -> None:
     """What up, submit and the controller wrote (store and WAL, run files, tokens, process
     logs, log copies, packages): folders 0700, files 0600, under a umask of 002."""
