@@ -33,6 +33,12 @@ LEFT = {JobState.PREEMPTED: Left.PREEMPTED, JobState.EVICTED: Left.EVICTED}
 KILLED = re.compile(  # SIGKILL, SIGTERM: not the job's own doing (the log tail is the job's)
     r"^Job entrypoint command failed with exit code (-9|-15|137|143)\b"
 )
+# Ray's words for a process of the run that died under it (an actor that never ran or died
+# unexpectedly, a crashed worker, a node gone), not an exception the job's code raised.
+DIED_UNDER_IT = re.compile(
+    r"The actor never ran|The actor died unexpectedly|WorkerCrashedError|NodeDiedError"
+    r"|ActorUnschedulableError|RaySystemError"
+)
 
 # (from, to, when): every change of a job's state. "(submit)" is a job stored; "any
 # unfinished" every state but succeeded, failed and cancelled. controller/README.md shows it,
@@ -68,7 +74,8 @@ TRANSITIONS: tuple[tuple[str, str, str], ...] = (
         "admitted, dispatched, running",
         "evicted",
         "its node died, became unhealthy or was drained past the deadline, its supervisor "
-        "died, its driver was killed, it hung, or its pool lost it",
+        "died, its driver was killed, it hung, its pool lost it, or a process of its Ray "
+        "Train run died before its loop ran",
     ),
     ("preempted, evicted", "requeued", "its Ray job has stopped; the next attempt is number + 1"),
     (
@@ -235,6 +242,10 @@ def follow(
         why = f"its driver was killed: {said}"  # the OOM killer, a node
         step.transitions.append(Transition(record.id, JobState.EVICTED, why))
         requeue(view, Left.EVICTED, "its driver was killed", step)
+    elif status == AttemptState.FAILED and before_its_loop(view, attempt, ray, world):
+        why = f"its run died before its loop ran: {_died(ray.message or '')}"
+        step.transitions.append(Transition(record.id, JobState.EVICTED, why[:300]))
+        requeue(view, Left.EVICTED, "its run died before its loop ran", step)
     elif status == AttemptState.FAILED:
         step.transitions.append(Transition(record.id, JobState.FAILED, last_line(ray.message)))
     else:  # stopped by someone else
@@ -242,6 +253,27 @@ def follow(
             Transition(record.id, JobState.CANCELLED, "stopped outside meshctl")
         )
     return None
+
+
+def before_its_loop(view: JobView, attempt: AttemptRecord, ray: ObservedJob, world: World) -> bool:
+    """A train job whose run failed because a process of it died (Ray's words), with no
+    report from its loop in this attempt: the loop never ran, so the failure is not its
+    own. It is evicted and runs again (counted against its max_restarts), never failed for
+    good. A loop that raised before its first report says so in its own words, and fails."""
+    if view.job.spec.train is None or not DIED_UNDER_IT.search(ray.message or ""):
+        return False
+    seen = world.progress.get(view.record.id)
+    return seen is None or seen.attempt != attempt.number or seen.reports == 0
+
+
+def _died(message: str) -> str:
+    """Ray's line that says what died."""
+    found = DIED_UNDER_IT.search(message)
+    if found is None:
+        return last_line(message)
+    start = message.rfind("\n", 0, found.start()) + 1
+    end = message.find("\n", found.end())
+    return message[start : end if end >= 0 else len(message)].strip()
 
 
 def _failed_under_it(

@@ -16,8 +16,8 @@ from meshctl.scheduler import Allocation
 class Left(StrEnum):
     """Why a job leaves its nodes before it ends on its own. A preemption (for a job of higher
     priority, or a spot instance taken back) is the mesh's doing; an eviction (its node died,
-    became unhealthy or was drained, its driver was killed, it hung) is a failure, and
-    failures count against the job's ``max_restarts``."""
+    became unhealthy or was drained, its driver was killed, it hung, its Ray Train run died
+    before its loop ran) is a failure, and failures count against the job's ``max_restarts``."""
 
     PREEMPTED = "preempted"
     EVICTED = "evicted"

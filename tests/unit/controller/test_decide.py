@@ -847,6 +847,57 @@ def test_a_driver_killed_by_a_signal_is_requeued_not_failed(message: str, expect
     assert moves(decide(world(view, observed=seen), RULES))[-1] == ("a", expected)
 
 
+NEVER_RAN = (
+    "Job entrypoint command failed with exit code 1, last available logs (truncated):\n"
+    "ray.train.ControllerError: Training failed due to controller error:\n"
+    "The actor died unexpectedly before finishing this task.\n"
+    "\tclass_name: TrainController\n"
+    "The actor never ran - it was cancelled before it started running."
+)
+OWN_ERROR = (
+    "Job entrypoint command failed with exit code 1, last available logs (truncated):\n"
+    "ray.train.WorkerGroupError: Training failed due to worker errors:\n"
+    "[Rank 0]\nValueError: the loop's own mistake"
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "progress", "expected"),
+    [
+        (NEVER_RAN, None, "requeued"),
+        (NEVER_RAN, TrainProgress(1, 0, None, None, None, restarting_since=NOW - 5), "requeued"),
+        (NEVER_RAN, TrainProgress(0, 12, 12, NOW - 200, 9), "requeued"),
+        (NEVER_RAN, TrainProgress(1, 12, 12, NOW - 2, 9), "failed"),
+        (OWN_ERROR, None, "failed"),
+    ],
+    ids=["no report: the loop never ran", "a failure recorded, no report",
+         "reports of another attempt only", "it had reported: its run's failure",
+         "the loop's own error before any report"],
+)  # fmt: skip
+def test_a_train_run_that_died_before_its_loop_ran_is_retried_not_failed(
+    message: str, progress: TrainProgress | None, expected: str
+) -> None:
+    """A process of the run that died under it (oneMKL killing Ray Train's controller at
+    start was one) is not the job's failure: evicted, requeued, counted against its
+    max_restarts."""
+    seen = pool(ray("meshctl-t-1", "FAILED", "JOB_ENTRYPOINT_COMMAND_ERROR", message))
+    known = {"t": progress} if progress else {}
+    step = decide(world(train_job(), observed=seen, progress=known), RULES)
+    assert moves(step)[-1] == ("t", expected)
+    if expected == "requeued":
+        [evicted] = [t for t in step.transitions if t.to is JobState.EVICTED]
+        assert evicted.reason == (
+            "its run died before its loop ran: "
+            "The actor died unexpectedly before finishing this task."
+        )
+
+
+def test_a_plain_job_s_died_actor_is_its_own_failure() -> None:
+    view = job("a", state=JobState.RUNNING, attempt=attempt("a"))
+    seen = pool(ray("meshctl-a-1", "FAILED", "JOB_ENTRYPOINT_COMMAND_ERROR", NEVER_RAN))
+    assert moves(decide(world(view, observed=seen), RULES))[-1] == ("a", "failed")
+
+
 def test_a_train_job_that_never_reports_is_stopped_after_the_start_up_allowance() -> None:
     view = train_job()
     stuck = replace(view, attempt=replace(view.attempt, started_at_s=NOW - 601))  # type: ignore[arg-type]
