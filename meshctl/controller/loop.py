@@ -36,6 +36,7 @@ from meshctl.controller.history import History
 from meshctl.controller.leadership import Deposed, Leadership
 from meshctl.controller.logs import LogCopier
 from meshctl.controller.nodes import pools_down
+from meshctl.controller.outage import Outage
 from meshctl.controller.packages import Packages
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
@@ -62,7 +63,7 @@ from meshctl.state.records import (
     Event,
     JobRecord,
 )
-from meshctl.state.store import Store
+from meshctl.state.store import Store, StoreError
 
 log = logging.getLogger("meshctl.controller")
 # a turn of the loop (a cycle, then its wait) not come round after this long has stalled: every
@@ -173,6 +174,7 @@ class Controller(Applying):
         self.progress = progress or ProgressReader(store)  # what running train jobs report
         self.heartbeat = heartbeat
         self.cycles = 0
+        self.outage = Outage()  # the state store's, as the log tells it
         # The last cycle's world and its submissions in flux: what the watch compares to.
         self.seen: tuple[World, Mapping[str, tuple[str, str | None]]] | None = None
         # parsed job files and what they ask of the scheduler, by job id; and by content:
@@ -460,6 +462,14 @@ class Controller(Applying):
                 continue
             try:
                 report = self.cycle()
+            except StoreError as err:  # said once per outage (``outage.py``)
+                if said := self.outage.failed(str(err), time.monotonic()):
+                    log.warning("%s", said)
+            except Exception:
+                log.exception("cycle failed")
+            else:
+                if said := self.outage.answered(time.monotonic()):
+                    log.info("%s", said)
                 if report.dispatched or report.transitions:
                     log.info(
                         "cycle %d: %d jobs, %d dispatched, %d transitions, %.0f ms",
@@ -469,6 +479,4 @@ class Controller(Applying):
                         report.transitions,
                         report.duration_s * 1000,
                     )
-            except Exception:
-                log.exception("cycle failed")
             wake.wait(interval_s)
