@@ -462,12 +462,6 @@ class Controller(Applying):
                 continue
             try:
                 report = self.cycle()
-            except StoreError as err:  # said once per outage (``outage.py``)
-                if said := self.outage.failed(str(err), time.monotonic()):
-                    log.warning("%s", said)
-            except Exception:
-                log.exception("cycle failed")
-            else:
                 if said := self.outage.answered(time.monotonic()):
                     log.info("%s", said)
                 if report.dispatched or report.transitions:
@@ -479,4 +473,9 @@ class Controller(Applying):
                         report.transitions,
                         report.duration_s * 1000,
                     )
+            except StoreError as err:  # said once per outage (``outage.py``)
+                if said := self.outage.failed(str(err), time.monotonic()):
+                    log.warning("%s", said)
+            except Exception:
+                log.exception("cycle failed")
             wake.wait(interval_s)
