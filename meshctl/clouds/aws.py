@@ -14,8 +14,10 @@ at start-up.
 - Tags ``meshctl:mesh``, ``meshctl:pool``, ``meshctl:request``, ``meshctl:job``.
 - Errors as data: ``InsufficientInstanceCapacity`` and friends are ``capacity``,
   ``*LimitExceeded`` ``quota``, ``RequestLimitExceeded`` ``throttled`` (after botocore's own
-  standard-mode retries and ours), ``AuthFailure`` / ``UnauthorizedOperation`` ``auth``, and
-  so are credentials botocore cannot find.
+  standard-mode retries and ours), an endpoint that does not answer (no connection, a
+  timeout) or answers a server error (``InternalError``, ``Unavailable``, HTTP 5xx)
+  ``unavailable``, ``AuthFailure`` / ``UnauthorizedOperation`` ``auth``, and so are
+  credentials botocore cannot find.
 - ``check``: ``DescribeAvailabilityZones`` in the pool's region, through a client with short
   timeouts and one retry (an endpoint that does not answer must not hold up a caller).
 """
@@ -62,6 +64,7 @@ QUOTA = frozenset(
 THROTTLED = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException"})
 NOTICE = frozenset({"marked-for-termination", "marked-for-stop", "marked-for-hibernation"})
 AUTH = frozenset({"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId"})
+SERVER = frozenset({"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable"})
 STATES: dict[str, InstanceState] = {
     "pending": "pending",
     "running": "running",
@@ -284,6 +287,8 @@ class AwsCloud:
             kind = "quota"
         elif code in THROTTLED:
             kind = "throttled"
+        elif code in SERVER or _server_error(err) or _unreachable(err):
+            kind = "unavailable"
         elif code in AUTH or _no_credentials(err):
             kind = "auth"
         elif isinstance(err, LookupError) or code.startswith("Invalid"):
@@ -292,6 +297,22 @@ class AwsCloud:
         if kind == "auth":  # the pool's reason for being unavailable: short
             message = _reason(err)
         return CloudError(kind, message, zone)
+
+
+def _server_error(err: Exception) -> bool:
+    """An HTTP 5xx answer, whatever its code says."""
+    response = getattr(err, "response", None)  # a ClientError's, a dict
+    meta = response.get("ResponseMetadata", {}) if isinstance(response, dict) else {}
+    status = meta.get("HTTPStatusCode")
+    return isinstance(status, int) and status >= 500
+
+
+def _unreachable(err: Exception) -> bool:
+    """No answer: no connection, or a timeout (after botocore's own retries)."""
+    from botocore.exceptions import ConnectionError as NoConnection
+    from botocore.exceptions import HTTPClientError
+
+    return isinstance(err, NoConnection | HTTPClientError)
 
 
 def _no_credentials(err: Exception) -> bool:

@@ -8,9 +8,11 @@ Assumptions, written down because every caller relies on them:
   start afterwards (state ``pending``, then ``running``).
 - **Idempotent per request id.** ``launch`` with a request id already used returns the
   instances of that request and launches nothing more; ``terminate`` of what is gone is fine.
-- **Errors are data.** Capacity, quota, throttling and permission problems come back as
-  :class:`CloudError` values with a kind the controller can act on (fail over, back off,
-  give up), never as exceptions. Throttling is retried with backoff first.
+- **Errors are data.** Capacity, quota, throttling and permission problems, and an API that
+  does not answer or answers with a server error (``unavailable``: transient, whatever the
+  request), come back as :class:`CloudError` values with a kind the controller can act on
+  (fail over, back off, give up), never as exceptions. Throttling is retried with backoff
+  first.
 - **Interruptions come with notice.** A spot instance the provider is about to take back is
   listed ``interrupting`` for up to ``notice_s`` (AWS: the spot request is
   ``marked-for-termination``, two minutes; GCE: a preempted instance is ``STOPPING``, about
@@ -35,7 +37,7 @@ from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 from meshctl.errors import Failure
 
-ErrorKind = Literal["capacity", "quota", "throttled", "auth", "invalid", "other"]
+ErrorKind = Literal["capacity", "quota", "throttled", "unavailable", "auth", "invalid", "other"]
 InstanceState = Literal["pending", "running", "interrupting", "stopping", "terminated", "preempted"]
 FAILS_OVER: frozenset[ErrorKind] = frozenset({"capacity", "quota"})  # try the next zone
 

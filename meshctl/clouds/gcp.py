@@ -16,8 +16,9 @@ pool is first used, never at start-up.
 - Labels ``meshctl-mesh``, ``meshctl-pool``, ``meshctl-request``, ``meshctl-job``.
 - Errors as data: ``ZONE_RESOURCE_POOL_EXHAUSTED*`` (a stock-out, surfaced by the operation)
   is ``capacity``, ``QUOTA_EXCEEDED`` ``quota``, HTTP 429 ``throttled`` after our backoff (the
-  client does not retry 429 itself), 401/403 ``auth`` (as are credentials that cannot be
-  found or refreshed), 400 ``invalid``.
+  client does not retry 429 itself), a server error (5xx) or an API that does not answer (no
+  connection, a timeout) ``unavailable``, 401/403 ``auth`` (as are credentials that cannot
+  be found or refreshed), 400 ``invalid``.
 - ``check``: one page of one instance of the project's aggregated list, with a 10 s timeout.
 - A pool's ``GcpSetup`` (mesh.yaml's image, network, subnetwork, network tags and service
   account) goes into every insert; bare names become the relative links GCE takes, so a pool
@@ -326,6 +327,8 @@ def _error(err: Exception, zone: str | None) -> CloudError:
         kind = "quota"
     elif isinstance(err, exceptions.TooManyRequests) or "rateLimitExceeded" in codes:
         kind = "throttled"
+    elif isinstance(err, exceptions.ServerError | exceptions.RetryError) or _unreachable(err):
+        kind = "unavailable"
     elif _refused(err):
         kind = "auth"
     elif isinstance(err, exceptions.BadRequest):
@@ -334,6 +337,14 @@ def _error(err: Exception, zone: str | None) -> CloudError:
     if kind == "auth":  # the pool's reason for being unavailable: short
         message = _reason(err)
     return CloudError(kind, message, zone)
+
+
+def _unreachable(err: Exception) -> bool:
+    """No answer: no connection, or a timeout (the REST transport's, or refreshing a token)."""
+    import requests
+    from google.auth.exceptions import TransportError
+
+    return isinstance(err, requests.ConnectionError | requests.Timeout | TransportError)
 
 
 def _refused(err: Exception) -> bool:

@@ -4,7 +4,10 @@
   an ``InstanceRecord`` per instance (``joining``), then the join (``ready``). The daemon
   (``background=True``) launches, and retries failed joins, on a worker thread, one at a
   time: a slow provider or join never stalls the cycle. Capacity and quota errors block the
-  (pool, node type) for ``BACKOFF_S``; an auth error makes the pool unavailable (``access``).
+  (pool, node type) for ``BACKOFF_S``; an API that did not answer or answered a server error
+  (``unavailable``) for ``UNANSWERED_S`` only, so launches go on soon after it is back;
+  other errors for four times ``BACKOFF_S``; an auth error makes the pool unavailable
+  (``access``).
 - ``watch``: a spot instance given notice is ``reclaiming``; one preempted or gone leaves
   its pool's cluster (its node dies; ``decide`` requeues its jobs); leaks are swept.
 - ``teardown``: terminate, workers first and the head last; each leaves the cluster.
@@ -60,7 +63,19 @@ from meshctl.state.store import ConflictError, NotFoundError, Store
 
 log = logging.getLogger("meshctl.controller")
 BACKOFF_S = 300.0  # how long a stock-out of a (pool, node type) is remembered
+UNANSWERED_S = 15.0  # how long a provider's API that did not answer is left alone
 LIST_LAG_S = 60.0  # a new instance missing from its provider's listing is not yet "gone"
+
+
+def backoff_s(kinds: set[str]) -> float:
+    """How long a (pool, node type) whose launch failed with errors of these kinds is left
+    alone: briefly when its API only did not answer (a transient outage), the stock-out's
+    time for capacity, quota and throttling, else four times that (a request it refuses)."""
+    if kinds and kinds <= {"unavailable"}:
+        return UNANSWERED_S
+    return (
+        BACKOFF_S if kinds <= {"capacity", "quota", "throttled", "unavailable"} else 4 * BACKOFF_S
+    )
 
 
 @dataclass
@@ -273,8 +288,7 @@ class Burst:
             self._changed([self.pool_access.refused(pool.name, refused.message, now)], now)
             return f"pool {pool.name}: {refused.message}"
         if not result.ok:  # look elsewhere for a while: longer when it is not capacity
-            kinds = {e.kind for e in result.errors}
-            wait = BACKOFF_S if kinds <= {"capacity", "quota", "throttled"} else 4 * BACKOFF_S
+            wait = backoff_s({e.kind for e in result.errors})
             self.unavailable[(pool.name, want.node_type)] = now + wait  # the head's too
             return f"pool {pool.name}: could not launch {part.node_type}"
         for instance in result.instances:
