@@ -15,6 +15,7 @@ import signal
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,7 @@ from meshctl.pools import local
 from meshctl.pools.ray import RayPoolClient
 from meshctl.state import AttemptRecord, JobRecord, JobState, open_store
 from tests.conftest import wait_until
+from tests.emulators.gate import NO_AGENT, Gate
 from tests.integration.meshes import WAIT_S, Mesh
 
 pytestmark = pytest.mark.integration
@@ -198,6 +200,47 @@ def test_a_mesh_naming_an_existing_ray_cluster_drives_it(mesh: Mesh, tmp_path: P
     finally:
         other.run("down")
     assert local.running(cluster)  # the cluster it only used is still up
+
+
+def test_a_gang_placed_before_the_head_s_job_agent_is_up_waits_and_runs(
+    mesh: Mesh, tmp_path: Path
+) -> None:
+    """A Ray cluster whose head's job agent is not up yet (or restarting) answers every job
+    submission "500: No available agent to submit job, please try again later" (a gate in
+    front of its dashboard says it, as Ray does). The gang placed meanwhile waits, saying what
+    for, is sent again each cycle, and runs once the agent answers; it never fails."""
+    cluster = mesh.cluster()
+    with Gate(cluster.dashboard) as gate:
+        gate.refuse("POST", "/api/jobs/", 500, NO_AGENT)
+        remote = tmp_path / "gated.yaml"
+        remote.write_text(
+            "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: lab}\nspec:\n  pools:\n"
+            f"    - {{name: lab, provider: ray, address: '{gate.address}',\n"
+            f"       auth: {{token_file: '{cluster.token_file}'}}}}\n"
+        )
+        other = Mesh(tmp_path / "home", tmp_path)
+        other.run("--mesh", str(remote), "up", "--interval", "0.5")
+        try:
+            job_id = other.submit("--nodes", "2", "--gpus", "1", "--", "python", "-c",
+                                  "print('the gang ran')")  # fmt: skip
+            other.until(
+                "the gang waiting for its pool, refused at least twice",
+                lambda: len(gate.refused) >= 2 and NO_AGENT in _attempt_reason(other, job_id),
+                job_id,
+            )
+            assert other.show(job_id)["state"] == "admitted"  # placed, waiting: not failed
+            gate.open()  # the job agent is up
+            assert other.run("jobs", "wait", job_id, check=False).returncode == 0, other.story(
+                job_id
+            )
+            assert "the gang ran" in other.run("jobs", "logs", job_id).stdout
+        finally:
+            other.run("down")
+
+
+def _attempt_reason(mesh: Mesh, job_id: str) -> str:
+    attempts: list[dict[str, Any]] = mesh.show(job_id)["attempts"]  # type: ignore[assignment]
+    return str(attempts[-1]["reason"]) if attempts else ""
 
 
 def test_lines_printed_by_ray_tasks_reach_the_log_once(mesh: Mesh, tmp_path: Path) -> None:
