@@ -284,16 +284,41 @@ def test_a_killed_driver_is_resubmitted_and_resumes(mesh: Mesh, tmp_path: Path) 
     assert training(mesh, job_id)["attempts"][-1]["resumed_from_step"] >= 19
 
 
-def test_a_hung_job_is_restarted_from_its_checkpoint(mesh: Mesh, tmp_path: Path) -> None:
-    marker = tmp_path / "hung-once"
-    job_id = train(mesh, "hang", hang_timeout="8s", hang_at_step=25, hang_marker=str(marker))
-    assert mesh.run("jobs", "wait", job_id, "--timeout", str(WAIT_S)).returncode == 0
-    assert marker.exists()
-    shown = mesh.show(job_id)
-    assert shown["attempt"] == 2
-    events = shown["events"]  # type: ignore[assignment]
-    assert any("no progress report" in e["message"] for e in events)  # type: ignore[union-attr]
-    assert training(mesh, job_id)["attempts"][-1]["resumed_from_step"] >= 19
+class TestAHungJob:
+    """One story in two stages (each a minute's work on a loaded machine, together more): a
+    train job's loop hangs at step 25; no report for its hang timeout gets it evicted; it
+    runs again in a new attempt from its checkpoint."""
+
+    @pytest.fixture(scope="class")
+    def hung(self, mesh: Mesh, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+        """The job, once the controller has evicted it for its hang."""
+        marker = tmp_path_factory.mktemp("hang") / "hung-once"
+        job_id = train(mesh, "hang", hang_timeout="8s", hang_at_step=25, hang_marker=str(marker))
+        try:
+            mesh.until(
+                f"{job_id} was never evicted for its hang",
+                lambda: "job.evicted" in _kinds(mesh, job_id),
+                job_id,
+            )
+            assert marker.exists()  # it hung where it was told to
+            yield job_id
+        finally:
+            mesh.run("jobs", "cancel", job_id, check=False)  # unless it finished
+
+    def test_no_report_for_its_hang_timeout_evicts_it(self, mesh: Mesh, hung: str) -> None:
+        events: list[dict[str, Any]] = mesh.show(hung)["events"]  # type: ignore[assignment]
+        assert [e["kind"] for e in events].count("job.evicted") == 1, events
+        assert any("no progress report" in e["message"] for e in events), events
+
+    def test_it_resumes_from_its_checkpoint_in_a_new_attempt(self, mesh: Mesh, hung: str) -> None:
+        assert mesh.run("jobs", "wait", hung, "--timeout", str(WAIT_S)).returncode == 0
+        assert mesh.show(hung)["attempt"] == 2
+        assert training(mesh, hung)["attempts"][-1]["resumed_from_step"] >= 19
+
+
+def _kinds(mesh: Mesh, job_id: str) -> list[str]:
+    events: list[dict[str, Any]] = mesh.show(job_id)["events"]  # type: ignore[assignment]
+    return [str(e["kind"]) for e in events]
 
 
 def node_list(mesh: Mesh) -> dict[str, dict[str, Any]]:
