@@ -43,6 +43,21 @@ FAILS_OVER: frozenset[ErrorKind] = frozenset({"capacity", "quota"})  # try the n
 
 T = TypeVar("T")
 
+# How long a (pool, node type) whose launch failed rests, by the errors' kinds.
+BACKOFF_S = 300.0  # a stock-out, a quota, throttling: remembered this long
+UNANSWERED_S = 15.0  # an API that did not answer (``unavailable``) is left alone this long
+
+
+def backoff_s(kinds: set[str]) -> float:
+    """How long a (pool, node type) whose launch failed with errors of these kinds is left
+    alone: briefly when its API only did not answer (a transient outage), the stock-out's
+    time for capacity, quota and throttling, else four times that (a request it refuses)."""
+    if kinds and kinds <= {"unavailable"}:
+        return UNANSWERED_S
+    return (
+        BACKOFF_S if kinds <= {"capacity", "quota", "throttled", "unavailable"} else 4 * BACKOFF_S
+    )
+
 
 class Unavailable(Failure):
     """A provider that cannot be built for a pool (no credentials, no SDK); the message is the

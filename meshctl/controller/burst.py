@@ -3,11 +3,10 @@
 - ``launch``: a ``Launch`` step becomes ``Cloud.launch`` (idempotent by its request id),
   an ``InstanceRecord`` per instance (``joining``), then the join (``ready``). The daemon
   (``background=True``) launches, and retries failed joins, on a worker thread, one at a
-  time: a slow provider or join never stalls the cycle. Capacity and quota errors block the
-  (pool, node type) for ``BACKOFF_S``; an API that did not answer or answered a server error
-  (``unavailable``) for ``UNANSWERED_S`` only, so launches go on soon after it is back;
-  other errors for four times ``BACKOFF_S``; an auth error makes the pool unavailable
-  (``access``).
+  time: a slow provider or join never stalls the cycle. A failed launch rests its (pool,
+  node type) for as long as its errors' kinds say (``clouds.base.backoff_s``: briefly for an
+  API that did not answer, longer for a stock-out, longest for a refused request); an auth
+  error makes the pool unavailable (``access``).
 - ``watch``: a spot instance given notice is ``reclaiming``; one preempted or gone leaves
   its pool's cluster (its node dies; ``decide`` requeues its jobs); leaks are swept.
 - ``teardown``: terminate, workers first and the head last; each leaves the cluster.
@@ -30,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field, replace
 from functools import partial
 
-from meshctl.clouds.base import Cloud, Instance, LaunchRequest
+from meshctl.clouds.base import Cloud, Instance, LaunchRequest, backoff_s
 from meshctl.controller.access import Change, CloudAccess, change_events
 from meshctl.controller.charges import ENDED, OPEN, Books
 from meshctl.controller.failpoints import failpoint
@@ -62,20 +61,7 @@ from meshctl.state.records import (
 from meshctl.state.store import ConflictError, NotFoundError, Store
 
 log = logging.getLogger("meshctl.controller")
-BACKOFF_S = 300.0  # how long a stock-out of a (pool, node type) is remembered
-UNANSWERED_S = 15.0  # how long a provider's API that did not answer is left alone
 LIST_LAG_S = 60.0  # a new instance missing from its provider's listing is not yet "gone"
-
-
-def backoff_s(kinds: set[str]) -> float:
-    """How long a (pool, node type) whose launch failed with errors of these kinds is left
-    alone: briefly when its API only did not answer (a transient outage), the stock-out's
-    time for capacity, quota and throttling, else four times that (a request it refuses)."""
-    if kinds and kinds <= {"unavailable"}:
-        return UNANSWERED_S
-    return (
-        BACKOFF_S if kinds <= {"capacity", "quota", "throttled", "unavailable"} else 4 * BACKOFF_S
-    )
 
 
 @dataclass

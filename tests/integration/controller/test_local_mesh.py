@@ -177,17 +177,22 @@ def test_sigkill_between_submit_and_record_runs_the_job_exactly_once(mesh: Mesh)
     assert mesh.run("jobs", "logs", job_id).stdout.splitlines().count("ran once") == 1
 
 
+def _ray_pool_mesh(path: Path, address: str, token_file: str) -> Path:
+    """A mesh.yaml of one pool, ``lab``: the Ray cluster at ``address`` (provider ray)."""
+    path.write_text(
+        "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: lab}\nspec:\n  pools:\n"
+        f"    - {{name: lab, provider: ray, address: '{address}',\n"
+        f"       auth: {{token_file: '{token_file}'}}}}\n"
+    )
+    return path
+
+
 def test_a_mesh_naming_an_existing_ray_cluster_drives_it(mesh: Mesh, tmp_path: Path) -> None:
     """A second meshctl home whose mesh.yaml names the running cluster (provider: ray, its
     address and token): the same commands submit there, and its `down` stops only its own
     controller, never the cluster it did not start."""
     cluster = mesh.cluster()
-    remote = tmp_path / "remote.yaml"
-    remote.write_text(
-        "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: lab}\nspec:\n  pools:\n"
-        f"    - {{name: lab, provider: ray, address: '{cluster.dashboard}',\n"
-        f"       auth: {{token_file: '{cluster.token_file}'}}}}\n"
-    )
+    remote = _ray_pool_mesh(tmp_path / "remote.yaml", cluster.dashboard, cluster.token_file)
     other = Mesh(tmp_path / "home", tmp_path)
     assert "existing Ray cluster" in other.run("--mesh", str(remote), "up").stdout
     try:
@@ -212,12 +217,7 @@ def test_a_gang_placed_before_the_head_s_job_agent_is_up_waits_and_runs(
     cluster = mesh.cluster()
     with Gate(cluster.dashboard) as gate:
         gate.refuse("POST", "/api/jobs/", 500, NO_AGENT)
-        remote = tmp_path / "gated.yaml"
-        remote.write_text(
-            "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: lab}\nspec:\n  pools:\n"
-            f"    - {{name: lab, provider: ray, address: '{gate.address}',\n"
-            f"       auth: {{token_file: '{cluster.token_file}'}}}}\n"
-        )
+        remote = _ray_pool_mesh(tmp_path / "gated.yaml", gate.address, cluster.token_file)
         other = Mesh(tmp_path / "home", tmp_path)
         other.run("--mesh", str(remote), "up", "--interval", "0.5")
         try:

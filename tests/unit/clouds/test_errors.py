@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from meshctl.clouds.aws import AwsCloud
+from meshctl.clouds.base import BACKOFF_S, UNANSWERED_S, backoff_s
 from meshctl.clouds.gcp import _error as gcp_error
-from meshctl.controller.burst import BACKOFF_S, UNANSWERED_S, backoff_s
 
 pytestmark = pytest.mark.unit
 
