@@ -74,6 +74,7 @@ class Applying:
     store: Store
     rules: Rules
     clients: Mapping[str, PoolClient]
+    refusing: dict[str, str]  # pools whose last submission they could not take now -> why
     burst: Burst | None
     recorder: Recorder
     history: History
@@ -213,7 +214,9 @@ class Applying:
         """Send a submission to its pool, its working directory a folder on this host."""
         if self.packages is not None:
             submission = self.packages.here(job_id, submission)
-        return self.clients[pool].submit(submission)
+        outcome = self.clients[pool].submit(submission)
+        self.refusing.pop(pool, None)  # it takes submissions again
+        return outcome
 
     def _submit_failed(self, job_id: str, attempt_id: str, err: Exception, now: float) -> str:
         """Count a refused submission; retried next cycle, until MAX_SUBMIT_ERRORS fail it.
@@ -224,6 +227,7 @@ class Applying:
         if attempt is None:
             return message
         if isinstance(err, PoolUnavailable):
+            self.refusing[attempt.pool] = str(err)[:300]  # until it takes one again
             waiting = f"waiting for its pool: {err}"[:300]
             if attempt.reason != waiting:
                 with contextlib.suppress(ConflictError, NotFoundError):

@@ -163,6 +163,7 @@ class Controller(Applying):
         self.serve = serve  # the services' Serve applications: read and deployed
         self.resolve = resolve
         self.unreachable: Mapping[str, str] = {}  # Ray pools without a client -> why
+        self.refusing: dict[str, str] = {}  # pools that could not take a submission -> why
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
         self.agents, self.overruled, self.forget_overruled = agents, overruled, forget_overruled
@@ -223,7 +224,7 @@ class Controller(Applying):
         if self.logs is not None:
             self.logs.follow(world, self.clients)
         applied = time.perf_counter()
-        self.recorder.record(world, self.rules.mesh, self.burst, now)
+        self.recorder.record(world, self.rules.mesh, self.burst, now, self.refusing)
         self.cycles += 1
         ended = time.perf_counter()
         phases = {"observe": observed - started, "decide": decided - observed,

@@ -50,10 +50,20 @@ class Recorder:
                 "pool": failed.pool, "message": failed.message}  # fmt: skip
         self.store.append_event(Event(now, "policy.error", failed.job_id, message, data))
 
-    def record(self, world: World, mesh: Mesh, burst: Burst | None, now: float) -> None:
+    def record(
+        self,
+        world: World,
+        mesh: Mesh,
+        burst: Burst | None,
+        now: float,
+        refusing: Mapping[str, str] | None = None,
+    ) -> None:
         """A record per pool: what was observed, spend this month, and whether it can be used
-        now (``available``, and the ``reason`` it cannot)."""
+        now (``available``, and the ``reason`` it cannot). A pool that answers but could not
+        take its last submission (``refusing``: its head's job agent away, a server error)
+        is ``degraded``, its words the record's ``error``, until it takes one again."""
         ledger = burst.ledger(now) if burst is not None else None
+        refusing = refusing or {}
         spend = ledger.by_pool if ledger is not None else {}
         names = [p.name for p in mesh.spec.pools]
         for name in names + [n for n in world.pools if n not in names]:
@@ -70,6 +80,8 @@ class Recorder:
                     "gpus": sum(n.gpus for n in seen.nodes if n.alive),
                 }
                 state = "up" if seen.reachable else "down"
+                if seen.reachable and name in refusing:
+                    state, observed["error"] = "degraded", refusing[name]
             if name in spend:  # cloud pools: spend whether or not they are up now
                 observed["spend_usd"] = round(spend[name], 6)
                 observed["spend_usd_by_team"] = _rounded(ledger.of_pool(name) if ledger else {})

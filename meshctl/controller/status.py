@@ -207,7 +207,7 @@ def _pool(
 def pool_state(record: PoolRecord) -> str:
     """One word for a pool's state wherever it is shown (``status``, ``pools list``, their
     JSON): ``unavailable`` while the controller holds it so (the reason beside it), else what
-    it saw (up, down, idle, not up)."""
+    it saw (up, degraded, down, idle, not up)."""
     return UNAVAILABLE if record.observed.get("available") is False else str(record.state)
 
 

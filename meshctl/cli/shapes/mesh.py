@@ -28,7 +28,10 @@ class PoolRow(TypedDict):
     spot_usd_per_gpu_hour: float | None
     price_uncertain: Annotated[bool, "a price shown is one the catalog marks uncertain"]
     state: Annotated[
-        str | None, "as the controller last saw it: unavailable while it holds the pool so"
+        str | None,
+        "as the controller last saw it: up; degraded (it answers, but could not take its last "
+        "submission: its head's job agent away); down; idle; not up; unavailable while the "
+        "controller holds it so",
     ]
     gpus_in_use: Annotated[float | None, "null: nothing recorded here"]
     spend_usd_month: Annotated[float | None, "cloud spend this month; null: none recorded"]

@@ -9,6 +9,7 @@ a loose umask (002), so the state folder's modes are meshctl's doing.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -23,7 +24,7 @@ from meshctl.cli import relay
 from meshctl.controller import daemon
 from meshctl.pools import local
 from meshctl.pools.ray import RayPoolClient
-from meshctl.state import AttemptRecord, JobRecord, JobState, open_store
+from meshctl.state import AttemptRecord, JobRecord, JobState, PoolRecord, open_store
 from tests.conftest import wait_until
 from tests.emulators.gate import NO_AGENT, Gate
 from tests.integration.meshes import WAIT_S, Mesh
@@ -213,7 +214,8 @@ def test_a_gang_placed_before_the_head_s_job_agent_is_up_waits_and_runs(
     """A Ray cluster whose head's job agent is not up yet (or restarting) answers every job
     submission "500: No available agent to submit job, please try again later" (a gate in
     front of its dashboard says it, as Ray does). The gang placed meanwhile waits, saying what
-    for, is sent again each cycle, and runs once the agent answers; it never fails."""
+    for, is sent again each cycle, and runs once the agent answers; it never fails. The pool
+    is shown degraded meanwhile, with Ray's words."""
     cluster = mesh.cluster()
     with Gate(cluster.dashboard) as gate:
         gate.refuse("POST", "/api/jobs/", 500, NO_AGENT)
@@ -224,11 +226,19 @@ def test_a_gang_placed_before_the_head_s_job_agent_is_up_waits_and_runs(
             job_id = other.submit("--nodes", "2", "--gpus", "1", "--", "python", "-c",
                                   "print('the gang ran')")  # fmt: skip
             other.until(
-                "the gang waiting for its pool, refused at least twice",
-                lambda: len(gate.refused) >= 2 and NO_AGENT in _attempt_reason(other, job_id),
+                "the gang waiting for its pool, refused at least twice; the pool degraded",
+                lambda: (
+                    len(gate.refused) >= 2
+                    and NO_AGENT in _attempt_reason(other, job_id)
+                    and _pool_state(other, "lab") == "degraded"
+                ),
                 job_id,
             )
             assert other.show(job_id)["state"] == "admitted"  # placed, waiting: not failed
+            [lab] = json.loads(other.run("status", "-o", "json").stdout)["pools"]
+            assert lab["state"].startswith("degraded: "), lab
+            assert NO_AGENT in lab["state"], lab
+            assert lab["available"] is True  # still placed on: its jobs wait there
             gate.open()  # the job agent is up
             assert other.run("jobs", "wait", job_id, check=False).returncode == 0, other.story(
                 job_id
@@ -236,6 +246,12 @@ def test_a_gang_placed_before_the_head_s_job_agent_is_up_waits_and_runs(
             assert "the gang ran" in other.run("jobs", "logs", job_id).stdout
         finally:
             other.run("down")
+
+
+def _pool_state(mesh: Mesh, pool: str) -> str | None:
+    with mesh.store() as store:
+        record = store.get(PoolRecord, pool)
+    return record.state if record else None
 
 
 def _attempt_reason(mesh: Mesh, job_id: str) -> str:

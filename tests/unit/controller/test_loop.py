@@ -20,7 +20,14 @@ from meshctl.pools.emulated import node_name
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation, Submission
 from meshctl.pools.ray import LogChunk, PoolUnavailable
 from meshctl.scheduler.plan import Decision
-from meshctl.state import AttemptRecord, InstanceRecord, JobRecord, JobState, MemoryStore
+from meshctl.state import (
+    AttemptRecord,
+    InstanceRecord,
+    JobRecord,
+    JobState,
+    MemoryStore,
+    PoolRecord,
+)
 from tests.conftest import wait_until
 
 from .test_decide import MESH
@@ -206,7 +213,8 @@ def test_a_pool_that_cannot_take_a_submission_yet_makes_the_job_wait_not_fail() 
     """A head whose job agent is still starting answers HTTP 500 "No available agent to
     submit job, please try again later" for as long as it takes (seconds on a loaded machine:
     more than MAX_SUBMIT_ERRORS cycles at 0.5 s). The job waits, its attempt says why, and
-    it is submitted once the agent is up, as its first attempt."""
+    it is submitted once the agent is up, as its first attempt. Meanwhile the pool is shown
+    degraded, with Ray's words; once it takes the submission, up again."""
     store, clock = MemoryStore(), Clock()
     record = queue(store)
     agent = "Request failed with status code 500: No available agent to submit job"
@@ -231,6 +239,13 @@ def test_a_pool_that_cannot_take_a_submission_yet_makes_the_job_wait_not_fail() 
     assert attempt.detail.submit_errors == 0
     assert attempt.reason.startswith("waiting for its pool: ")
     assert "No available agent" in attempt.reason
+    degraded = store.get(PoolRecord, "onprem")
+    assert degraded is not None
+    assert (degraded.state, degraded.observed["error"]) == (
+        "degraded",
+        f"onprem: submit meshctl-{record.id}-1: {agent}",
+    )
+    assert degraded.observed["available"] is True  # still placed on: its jobs wait there
     for _ in range(2):  # the next submission: next cycle, or the one after
         loop.cycle()
     dispatched = store.get(JobRecord, record.id)
@@ -239,6 +254,10 @@ def test_a_pool_that_cannot_take_a_submission_yet_makes_the_job_wait_not_fail() 
     assert pool.submitted == [f"meshctl-{record.id}-1"]
     [attempt] = store.list(AttemptRecord)
     assert (attempt.state, attempt.reason) == ("pending", "submitted")  # no longer waiting
+    loop.cycle()
+    up = store.get(PoolRecord, "onprem")
+    assert up is not None
+    assert (up.state, up.observed["error"]) == ("up", "")
 
 
 def clouds_mesh(max_nodes: int = 2, head: str | None = None) -> tuple[Any, Any, Any, Any]:
