@@ -71,6 +71,7 @@ class Leadership:
         self.epoch: int | None = None
         self.deposed = False
         self._expires_at_s = float("-inf")
+        self._unrenewed_since: float | None = None  # the store out of reach: said once
         self._lock = threading.Lock()
         store.fence(CONTROLLER, 0)  # no lease has epoch 0: nothing is written before leading
 
@@ -91,8 +92,13 @@ class Leadership:
                     replacing = held.holder
                 lease = acquire(self.store, self.holder, now, self.ttl_s, replacing=replacing)
             except StoreError as err:  # the store is out of reach: lead while the lease lasts
-                log.warning("lease: cannot renew it: %s", err)
+                if self._unrenewed_since is None:
+                    self._unrenewed_since = now
+                    log.warning("lease: cannot renew it: %s; tried again until it answers", err)
                 return self.epoch is not None and now < self._expires_at_s
+            if self._unrenewed_since is not None:
+                log.info("lease: the store answers again after %.1f s", now - self._unrenewed_since)
+                self._unrenewed_since = None
             if lease is None:
                 if self.epoch is not None:
                     self.deposed = True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import os
 import socket
 import subprocess
@@ -76,7 +78,12 @@ def test_a_clean_stop_hands_over_at_once() -> None:
     assert b.epoch == 2
 
 
-def test_a_store_out_of_reach_keeps_the_lead_only_while_the_lease_lasts() -> None:
+def test_a_store_out_of_reach_keeps_the_lead_only_while_the_lease_lasts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The log says so once, when the store first fails, and once when it answers again
+    (a renewal tried every few seconds through a minute's outage is not a line each)."""
+    caplog.set_level(logging.INFO, logger="meshctl.controller")
     store_a, _, clock, a, _ = pair()
     assert a.lead()
     broken = store_a.get
@@ -92,6 +99,11 @@ def test_a_store_out_of_reach_keeps_the_lead_only_while_the_lease_lasts() -> Non
     store_a.get = broken  # type: ignore[method-assign]
     assert a.lead()  # nobody took it meanwhile: renewed, same epoch
     assert a.epoch == 1
+    said = [r.getMessage() for r in caplog.records if "lease:" in r.getMessage()]
+    assert said[1:] == [
+        "lease: cannot renew it: database unreachable; tried again until it answers",
+        "lease: the store answers again after 6.0 s",
+    ]
 
 
 def test_a_holder_gone_from_this_host_is_replaced_without_waiting() -> None:
