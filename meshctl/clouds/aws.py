@@ -18,8 +18,11 @@ at start-up.
   timeout) or answers a server error (``InternalError``, ``Unavailable``, HTTP 5xx)
   ``unavailable``, ``AuthFailure`` / ``UnauthorizedOperation`` ``auth``, and so are
   credentials botocore cannot find.
-- ``check``: ``DescribeAvailabilityZones`` in the pool's region, through a client with short
-  timeouts and one retry (an endpoint that does not answer must not hold up a caller).
+- ``check``, ``list_instances`` and ``terminate`` (what the controller's cycle calls) go
+  through a client with short timeouts and one retry, none of ours: a throttled or silent
+  endpoint fails them in seconds, and the cycle asks again next time, rather than holding
+  every pool's work up for a minute of retries. Launches (on the controller's worker thread)
+  retry patiently.
 """
 
 from __future__ import annotations
@@ -113,7 +116,10 @@ class AwsCloud:
             endpoint_url=endpoint_url,
             config=Config(retries={"mode": "standard", "max_attempts": 5}),
         )
-        self._probe: Any = session.client(  # for check: fail fast rather than retry
+        # for what a caller must not wait on (check, and the controller's cycle: listing,
+        # terminating): short timeouts, one retry, none of ours; a throttled or silent API
+        # fails the call in seconds and the cycle asks again next time
+        self._quick: Any = session.client(
             "ec2",
             endpoint_url=endpoint_url,
             config=Config(
@@ -123,14 +129,14 @@ class AwsCloud:
 
     def check(self) -> CloudError | None:
         try:
-            self._probe.describe_availability_zones()
+            self._quick.describe_availability_zones()
         except Exception as err:
             found = self._error(err, None)
             return CloudError(found.kind, _reason(err))
         return None
 
     def list_instances(self, mesh: str) -> list[Instance]:
-        found = self._described([{"Name": f"tag:{TAG}mesh", "Values": [mesh]}])
+        found = self._described([{"Name": f"tag:{TAG}mesh", "Values": [mesh]}], quick=True)
         spot = [i.id for i in found if i.spot and i.state == "running"]
         if not spot:
             return found
@@ -151,7 +157,7 @@ class AwsCloud:
         errors = []
         for instance_id in ids:  # one by one: EC2 fails a whole batch on one unknown id
             try:
-                self._call(lambda i=instance_id: self.ec2.terminate_instances(InstanceIds=[i]))
+                self._quick.terminate_instances(InstanceIds=[instance_id])
             except Exception as err:
                 if _code(err) != "InvalidInstanceID.NotFound":  # gone already is fine
                     errors.append(self._error(err, None))
@@ -234,11 +240,12 @@ class AwsCloud:
             found["IamInstanceProfile"] = {key: setup.instance_profile}
         return found
 
-    def _described(self, filters: list[dict[str, Any]]) -> list[Instance]:
+    def _described(self, filters: list[dict[str, Any]], quick: bool = False) -> list[Instance]:
         alive = {"Name": "instance-state-name", "Values": ["pending", "running", "stopping"]}
-        paginator = self.ec2.get_paginator("describe_instances")
+        paginator = (self._quick if quick else self.ec2).get_paginator("describe_instances")
+        listed = lambda: list(paginator.paginate(Filters=[*filters, alive]))  # noqa: E731
         found = []
-        for page in self._call(lambda: list(paginator.paginate(Filters=[*filters, alive]))):
+        for page in listed() if quick else self._call(listed):
             for reservation in page["Reservations"]:
                 for raw in reservation["Instances"]:
                     pool = _tags(raw).get(TAG + "pool", "")
@@ -250,10 +257,8 @@ class AwsCloud:
         found: set[str] = set()
         for start in range(0, len(instance_ids), 200):  # a filter takes 200 values
             chunk = instance_ids[start : start + 200]
-            reply = self._call(
-                lambda c=chunk: self.ec2.describe_spot_instance_requests(
-                    Filters=[{"Name": "instance-id", "Values": c}]
-                )
+            reply = self._quick.describe_spot_instance_requests(
+                Filters=[{"Name": "instance-id", "Values": chunk}]
             )
             for request in reply.get("SpotInstanceRequests", []):
                 if request.get("Status", {}).get("Code") in NOTICE:

@@ -44,19 +44,20 @@ FAILS_OVER: frozenset[ErrorKind] = frozenset({"capacity", "quota"})  # try the n
 T = TypeVar("T")
 
 # How long a (pool, node type) whose launch failed rests, by the errors' kinds.
-BACKOFF_S = 300.0  # a stock-out, a quota, throttling: remembered this long
-UNANSWERED_S = 15.0  # an API that did not answer (``unavailable``) is left alone this long
+BACKOFF_S = 300.0  # a stock-out, a quota: remembered this long
+TRANSIENT_S = 15.0  # an API that did not answer or asked to slow down: left alone this long
+TRANSIENT = frozenset({"unavailable", "throttled"})
 
 
 def backoff_s(kinds: set[str]) -> float:
     """How long a (pool, node type) whose launch failed with errors of these kinds is left
-    alone: briefly when its API only did not answer (a transient outage), the stock-out's
-    time for capacity, quota and throttling, else four times that (a request it refuses)."""
-    if kinds and kinds <= {"unavailable"}:
-        return UNANSWERED_S
-    return (
-        BACKOFF_S if kinds <= {"capacity", "quota", "throttled", "unavailable"} else 4 * BACKOFF_S
-    )
+    alone: briefly when its API only did not answer or was over its request rate (a
+    transient state, each call already retried with backoff inside: a launch every 15 s is
+    no load), the stock-out's time for capacity and quota, else four times that (a request
+    it refuses)."""
+    if kinds and kinds <= TRANSIENT:
+        return TRANSIENT_S
+    return BACKOFF_S if kinds <= {"capacity", "quota", *TRANSIENT} else 4 * BACKOFF_S
 
 
 class Unavailable(Failure):

@@ -20,6 +20,9 @@ pool is first used, never at start-up.
   connection, a timeout) ``unavailable``, 401/403 ``auth`` (as are credentials that cannot
   be found or refreshed), 400 ``invalid``.
 - ``check``: one page of one instance of the project's aggregated list, with a 10 s timeout.
+  ``list_instances`` and ``terminate`` (what the controller's cycle calls) are tried once:
+  throttled or unanswered, they fail at once and the cycle asks again next time; launches
+  (on the controller's worker thread) are backed off and retried.
 - A pool's ``GcpSetup`` (mesh.yaml's image, network, subnetwork, network tags and service
   account) goes into every insert; bare names become the relative links GCE takes, so a pool
   may name a subnetwork once for all the zones of its region.
@@ -123,9 +126,8 @@ class GcpCloud:
         return None
 
     def list_instances(self, mesh: str) -> list[Instance]:
-        return [
-            i for i in self._listed(f'labels.{LABEL}mesh = "{mesh}"') if i.state != "terminated"
-        ]
+        listed = self._listed(f'labels.{LABEL}mesh = "{mesh}"', quick=True)
+        return [i for i in listed if i.state != "terminated"]
 
     def launch(self, request: LaunchRequest) -> LaunchResult:
         try:
@@ -149,7 +151,7 @@ class GcpCloud:
                 request_id=_uuid(request_id, instance_id),
             )
             try:
-                retried(lambda d=delete: self.instances.delete(request=d))
+                self.instances.delete(request=delete)  # the cycle's: tried once
             except exceptions.NotFound:
                 continue  # gone already: terminating twice is fine
             except Exception as err:
@@ -228,10 +230,11 @@ class GcpCloud:
             found["subnetwork"] = subnetwork_link(owner, region_of(zone), setup.subnetwork)
         return found or {"network": "global/networks/default"}
 
-    def _listed(self, filter_: str) -> list[Instance]:
+    def _listed(self, filter_: str, quick: bool = False) -> list[Instance]:
         listing = self.compute.AggregatedListInstancesRequest(project=self.project, filter=filter_)
+        listed = lambda: list(self.instances.aggregated_list(request=listing))  # noqa: E731
         found = []
-        for scope, scoped in retried(lambda: list(self.instances.aggregated_list(request=listing))):
+        for scope, scoped in listed() if quick else retried(listed):
             zone = scope.removeprefix("zones/")
             found += [_instance(raw, zone) for raw in scoped.instances]
         return found

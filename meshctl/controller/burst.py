@@ -29,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field, replace
 from functools import partial
 
-from meshctl.clouds.base import Cloud, Instance, LaunchRequest, backoff_s
+from meshctl.clouds.base import TRANSIENT_S, Cloud, Instance, LaunchRequest, backoff_s
 from meshctl.controller.access import Change, CloudAccess, change_events
 from meshctl.controller.charges import ENDED, OPEN, Books
 from meshctl.controller.failpoints import failpoint
@@ -152,8 +152,11 @@ class Burst:
     def _logged(self, want: Launch, now: float) -> str | None:
         try:
             error = self._launch(want, now)
-        except Exception as err:  # a node that would not join, an SDK error
+        except Exception as err:  # a node that would not join, an SDK error, no answer
             error = f"launch for {want.job_id} in {want.pool}: {err}"
+            # not the provider's verdict on this request (that is data: ``_phase``): left
+            # alone as briefly as an API that did not answer, not asked again every cycle
+            self.unavailable[(want.pool, want.node_type)] = now + TRANSIENT_S
         if error:
             log.warning("%s", error)
         return error

@@ -257,12 +257,27 @@ def test_gcp_with_a_missing_credentials_file_is_unavailable(
     assert str(raised.value) == f"no credentials: {missing}: No such file or directory"
 
 
-def test_gcp_throttling_is_retried_with_backoff(gce: GceEmulator) -> None:
+def test_gcp_throttling_is_retried_by_a_launch_and_fails_the_cycle_s_listing_at_once(
+    gce: GceEmulator,
+) -> None:
+    """A launch (on the controller's worker thread) backs off and tries again (the client
+    does not retry a 429 itself); a listing (the controller's cycle) fails at once, to be
+    asked again next cycle, never holding the cycle up."""
+    from google.api_core.exceptions import TooManyRequests
+
     from meshctl.clouds.gcp import GcpCloud
 
     cloud = GcpCloud("meshctl-test", endpoint_url=gce.endpoint)
-    gce.throttle(2)  # the client does not retry 429 itself
-    assert cloud.list_instances(f"mesh-{time.time_ns()}") == []
+    mesh = f"mesh-{time.time_ns()}"
+    request = LaunchRequest(
+        mesh, "burst", "g2-standard-8", 1, f"r-{time.time_ns()}", ("us-central1-a",)
+    )
+    gce.throttle(2)
+    [instance] = cloud.launch(request).instances
+    gce.throttle(1)
+    with pytest.raises(TooManyRequests):
+        cloud.list_instances(mesh)
+    assert [i.id for i in cloud.list_instances(mesh)] == [instance.id]
 
 
 def test_a_preempted_gcp_spot_instance_is_reported_so(gce: GceEmulator) -> None:

@@ -1,13 +1,13 @@
 """A cloud API that does not answer, or answers a server error, is ``unavailable``: a
 transient fault, whatever the request. The launches of its (pool, node type) wait briefly
-(``UNANSWERED_S``), not the twenty minutes a refused request waits."""
+(``TRANSIENT_S``), as after throttling, not the twenty minutes a refused request waits."""
 
 from __future__ import annotations
 
 import pytest
 
 from meshctl.clouds.aws import AwsCloud
-from meshctl.clouds.base import BACKOFF_S, UNANSWERED_S, backoff_s
+from meshctl.clouds.base import BACKOFF_S, TRANSIENT_S, backoff_s
 from meshctl.clouds.gcp import _error as gcp_error
 
 pytestmark = pytest.mark.unit
@@ -90,15 +90,18 @@ def test_gcp_errors_say_what_kind_of_fault_they_are(case: int) -> None:
 @pytest.mark.parametrize(
     ("kinds", "wait_s"),
     [
-        ({"unavailable"}, UNANSWERED_S),
+        ({"unavailable"}, TRANSIENT_S),
         ({"capacity"}, BACKOFF_S),
         ({"capacity", "unavailable"}, BACKOFF_S),  # one zone out of stock, the next silent
-        ({"throttled"}, BACKOFF_S),
+        ({"throttled"}, TRANSIENT_S),  # over the request rate: slow down, not stop
+        ({"throttled", "unavailable"}, TRANSIENT_S),
+        ({"throttled", "capacity"}, BACKOFF_S),
         ({"invalid"}, 4 * BACKOFF_S),
         ({"unavailable", "other"}, 4 * BACKOFF_S),
     ],
-    ids=["the API did not answer", "a stock-out", "a stock-out, then no answer",
-         "throttled", "a refused request", "no answer and a refusal"],
+    ids=["the API did not answer", "a stock-out", "a stock-out, then no answer", "throttled",
+         "throttled, then no answer", "throttled, then a stock-out", "a refused request",
+         "no answer and a refusal"],
 )  # fmt: skip
 def test_a_launch_that_found_the_api_away_is_tried_again_soon(
     kinds: set[str], wait_s: float
