@@ -243,7 +243,10 @@ class AwsCloud:
     def _described(self, filters: list[dict[str, Any]], quick: bool = False) -> list[Instance]:
         alive = {"Name": "instance-state-name", "Values": ["pending", "running", "stopping"]}
         paginator = (self._quick if quick else self.ec2).get_paginator("describe_instances")
-        listed = lambda: list(paginator.paginate(Filters=[*filters, alive]))  # noqa: E731
+
+        def listed() -> list[Any]:
+            return list(paginator.paginate(Filters=[*filters, alive]))
+
         found = []
         for page in listed() if quick else self._call(listed):
             for reservation in page["Reservations"]:

@@ -232,7 +232,10 @@ class GcpCloud:
 
     def _listed(self, filter_: str, quick: bool = False) -> list[Instance]:
         listing = self.compute.AggregatedListInstancesRequest(project=self.project, filter=filter_)
-        listed = lambda: list(self.instances.aggregated_list(request=listing))  # noqa: E731
+
+        def listed() -> list[Any]:
+            return list(self.instances.aggregated_list(request=listing))
+
         found = []
         for scope, scoped in listed() if quick else retried(listed):
             zone = scope.removeprefix("zones/")

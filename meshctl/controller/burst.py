@@ -4,9 +4,10 @@
   an ``InstanceRecord`` per instance (``joining``), then the join (``ready``). The daemon
   (``background=True``) launches, and retries failed joins, on a worker thread, one at a
   time: a slow provider or join never stalls the cycle. A failed launch rests its (pool,
-  node type) for as long as its errors' kinds say (``clouds.base.backoff_s``: briefly for an
-  API that did not answer, longer for a stock-out, longest for a refused request); an auth
-  error makes the pool unavailable (``access``).
+  node type) for as long as its errors' kinds say (``rests``; ``clouds.base.backoff_s``:
+  briefly for an API that did not answer or throttled, lifted once it answers a listing
+  again; longer for a stock-out, longest for a refused request); an auth error makes the
+  pool unavailable (``access``).
 - ``watch``: a spot instance given notice is ``reclaiming``; one preempted or gone leaves
   its pool's cluster (its node dies; ``decide`` requeues its jobs); leaks are swept.
 - ``teardown``: terminate, workers first and the head last; each leaves the cluster.
@@ -29,11 +30,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field, replace
 from functools import partial
 
-from meshctl.clouds.base import TRANSIENT_S, Cloud, Instance, LaunchRequest, backoff_s
+from meshctl.clouds.base import (
+    TRANSIENT,
+    TRANSIENT_S,
+    Cloud,
+    Instance,
+    LaunchRequest,
+    backoff_s,
+)
 from meshctl.controller.access import Change, CloudAccess, change_events
 from meshctl.controller.charges import ENDED, OPEN, Books
 from meshctl.controller.failpoints import failpoint
 from meshctl.controller.joining import Joiner, StandIn
+from meshctl.controller.rests import Rests
 from meshctl.controller.step import (
     HEAD_PART,
     WORKERS_PART,
@@ -71,7 +80,7 @@ class Burst:
     catalogs: Mapping[str, Catalog]
     clouds: dict[str, Cloud]
     nodes: EmulatedInstances | StandIn | None  # who plays the instances' machines here
-    unavailable: dict[tuple[str, str], float] = field(default_factory=dict)  # -> until
+    rests: Rests = field(default_factory=Rests)  # (pool, node type) launches resting
     background: bool = False  # launch on a worker thread, not in the controller's cycle
     access: InitVar[CloudAccess | None] = None  # which pools' credentials work
     registry: AcceleratorsSpec | None = None  # each instance's devices: their Ray resource
@@ -94,7 +103,7 @@ class Burst:
     def blocked(self, now: float) -> frozenset[tuple[str, str]]:
         """(pool, node type) pairs not to plan launches for: out of capacity lately. (A pool
         whose credentials do not work is unavailable as a whole: ``down``.)"""
-        return frozenset(k for k, until in self.unavailable.items() if until > now)
+        return self.rests.blocked(now)
 
     def down(self) -> dict[str, str]:
         """Cloud pools that cannot be used now (no credentials, refused ones), and why."""
@@ -156,7 +165,7 @@ class Burst:
             error = f"launch for {want.job_id} in {want.pool}: {err}"
             # not the provider's verdict on this request (that is data: ``_phase``): left
             # alone as briefly as an API that did not answer, not asked again every cycle
-            self.unavailable[(want.pool, want.node_type)] = now + TRANSIENT_S
+            self.rests.rest((want.pool, want.node_type), now + TRANSIENT_S, transient=True)
         if error:
             log.warning("%s", error)
         return error
@@ -277,8 +286,10 @@ class Burst:
             self._changed([self.pool_access.refused(pool.name, refused.message, now)], now)
             return f"pool {pool.name}: {refused.message}"
         if not result.ok:  # look elsewhere for a while: longer when it is not capacity
-            wait = backoff_s({e.kind for e in result.errors})
-            self.unavailable[(pool.name, want.node_type)] = now + wait  # the head's too
+            kinds: set[str] = {e.kind for e in result.errors}
+            transient = kinds <= TRANSIENT
+            key = (pool.name, want.node_type)  # the head's too
+            self.rests.rest(key, now + backoff_s(kinds), transient)
             return f"pool {pool.name}: could not launch {part.node_type}"
         for instance in result.instances:
             if self.store.get(InstanceRecord, instance.id) is None:
@@ -325,20 +336,22 @@ class Burst:
             self._next_sweep = now + SWEEP_S
         # every cycle the open records only (the state index: not the instances' history);
         # a sweep, every SWEEP_S, all of them, to tell an orphan from one meshctl ended
-        down = self.down()
+        down, waiting = self.down(), self.rests.waiting_for_api(now)
         if sweeping:
             records = self.store.list(InstanceRecord)
         else:
             records = self.store.list(InstanceRecord, state=OPEN)
         for name, cloud in self.clouds.items():
             mine = [r for r in records if r.pool == name and r.state not in ENDED]
-            if name in down or not (mine or sweeping):  # refused: nothing to learn
+            if name in down or not (mine or sweeping or name in waiting):  # refused: nothing
                 continue
             try:
                 seen = {i.id: i for i in cloud.list_instances(self.mesh.metadata.name)}
             except Exception as err:
+                self.rests.listed(name, answered=False)
                 log.warning("pool %s: cannot list instances: %s", name, err)
                 continue
+            self.rests.listed(name, answered=True)
             for record in mine:
                 self._watch_one(name, cloud, record, seen.get(record.id), now)
             if sweeping:
