@@ -10,6 +10,7 @@ request for a spot instance launched by RunInstances, so the proxy answers
         aws.stock_out("us-east-1a")
         aws.spot_notice("i-0123")
         aws.refuse("AKIDREFUSED")     # requests signed with this key id: AuthFailure
+        aws.throttle()                 # every EC2 call: RequestLimitExceeded (HTTP 503)
 
 It also answers Service Quotas' ``GetServiceQuota`` for the EC2 vCPU quotas a test sets
 (``aws.set_quota("L-DB2E81BA", 64)``): moto serves VPC quotas only. A quota not set goes to
@@ -53,6 +54,7 @@ SPOT_REQUEST = (
     "<instanceId>{instance}</instanceId><type>one-time</type></item>"
 )
 AUTH_FAILURE = "AWS was not able to validate the provided access credentials"
+THROTTLED = "Request limit exceeded."
 SIGNED_BY = re.compile(r"Credential=([^/,\s]+)/")
 
 
@@ -64,6 +66,7 @@ class MotoServer:
         self.noticed: list[str] = []  # spot instances given their interruption notice
         self.refused: set[str] = set()  # access key ids whose requests EC2 refuses
         self.quotas: dict[str, float] = {}  # EC2 quota code -> value (vCPUs)
+        self.throttling = False  # every EC2 call answered RequestLimitExceeded
         self.s3_reads: list[tuple[str, int]] = []  # S3 objects read: (path, bytes sent)
         self.proc: subprocess.Popen[bytes] | None = None
         self.proxy: ThreadingHTTPServer | None = None
@@ -89,6 +92,11 @@ class MotoServer:
         """Requests signed with this access key id are refused as EC2 refuses unknown or
         revoked credentials: HTTP 401, ``AuthFailure``."""
         self.refused.add(access_key_id)
+
+    def throttle(self, on: bool = True) -> None:
+        """Every EC2 call is answered as EC2 answers a caller over its request rate (HTTP 503,
+        ``RequestLimitExceeded``) until called with ``False``."""
+        self.throttling = on
 
     def set_quota(self, code: str, value: float) -> None:
         """Service Quotas answers this EC2 quota (a vCPU count) from now on."""
@@ -180,6 +188,10 @@ class MotoServer:
                 if signed and signed.group(1) in server.refused:
                     error = ERROR.format(code="AuthFailure", message=AUTH_FAILURE)
                     self._send(401, error.encode())
+                    return
+                if server.throttling and b"Action=" in body:  # EC2's query API; not S3
+                    self._send(503, ERROR.format(code="RequestLimitExceeded",
+                                                 message=THROTTLED).encode())  # fmt: skip
                     return
                 target = self.headers.get("X-Amz-Target", "")
                 if target.endswith(".GetServiceQuota") and (answer := server.quota(body)):

@@ -84,6 +84,8 @@ class Gate:
                         self._send(reply.status, reply.read(), reply.headers.get("Content-Type"))
                 except urllib.error.HTTPError as err:
                     self._send(err.code, err.read(), err.headers.get("Content-Type"))
+                except OSError:  # nothing answers behind the gate: nor does the gate
+                    self.close_connection = True
 
             def _send(self, status: int, payload: bytes, ctype: str | None) -> None:
                 self.send_response(status)

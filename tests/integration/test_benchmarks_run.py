@@ -191,9 +191,11 @@ def test_agent_benchmark_reports_probe_cost_and_detection_times():
     assert result["ray_dead_s"] is None  # not waited for
 
 
-@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+@pytest.mark.parametrize("cloud", ["aws"])
 def test_burst_benchmark_boots_joins_runs_and_leaks_nothing(cloud: str):
-    """One burst to an emulated cloud, booted from its startup script; about 25 s here."""
+    """One burst to an emulated cloud, booted from its startup script; about 35 s here. The
+    script's GCP side differs in the provider it builds alone; a burst to GCP for real is
+    controller/test_burst_gcp.py's."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "burst.py"), "--trials", "1",
          "--cloud", cloud, "--json"],
