@@ -40,6 +40,7 @@ from meshctl.controller.outage import Outage
 from meshctl.controller.packages import Packages
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
+from meshctl.controller.released import Released
 from meshctl.controller.reload import Reloader, in_use_removed
 from meshctl.controller.watch import Watch, in_flux
 from meshctl.controller.world import (
@@ -164,6 +165,7 @@ class Controller(Applying):
         self.resolve = resolve
         self.unreachable: Mapping[str, str] = {}  # Ray pools without a client -> why
         self.refusing: dict[str, str] = {}  # pools that could not take a submission -> why
+        self.released = Released()  # GPUs given back a moment ago: Ray may count them still
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
         self.agents, self.overruled, self.forget_overruled = agents, overruled, forget_overruled
@@ -313,6 +315,7 @@ class Controller(Applying):
             silent=silent,
             pool_unavailable=down,
             node_busy_s=self.history.node_busy(attempts, now),
+            released_gpus=self.released.update(attempts, now),
             estimator=self.estimator,
             budget_states=self._budget_states(),
             loans=self.history.open_loans(),
