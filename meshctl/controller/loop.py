@@ -40,7 +40,6 @@ from meshctl.controller.outage import Outage
 from meshctl.controller.packages import Packages
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
-from meshctl.controller.released import Released
 from meshctl.controller.reload import Reloader, in_use_removed
 from meshctl.controller.watch import Watch, in_flux
 from meshctl.controller.world import (
@@ -165,7 +164,6 @@ class Controller(Applying):
         self.resolve = resolve
         self.unreachable: Mapping[str, str] = {}  # Ray pools without a client -> why
         self.refusing: dict[str, str] = {}  # pools that could not take a submission -> why
-        self.released = Released()  # GPUs given back a moment ago: Ray may count them still
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
         self.agents, self.overruled, self.forget_overruled = agents, overruled, forget_overruled
@@ -315,7 +313,6 @@ class Controller(Applying):
             silent=silent,
             pool_unavailable=down,
             node_busy_s=self.history.node_busy(attempts, now),
-            released_gpus=self.released.update(attempts, now),
             estimator=self.estimator,
             budget_states=self._budget_states(),
             loans=self.history.open_loans(),

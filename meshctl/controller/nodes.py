@@ -111,7 +111,7 @@ def nodes(
             price = prices.get((name, seen.name), usd)
             health = _health(world, key) if seen.alive else "down"
             mine = held[key] if seen.alive else ()
-            others = _others_gpus(seen, mine, world.released_gpus.get(key, 0.0))
+            others = _others_gpus(seen, mine)
             node = node_of(name, seen.name, shape, price, health, mine, others)
             cache = world.caches.get(key)
             if cache is not None:  # whole, or on its way (the simulator's nodes: the same)
@@ -120,15 +120,13 @@ def nodes(
     return out
 
 
-def _others_gpus(seen: ObservedNode, mine: Sequence[Allocation], released: float = 0.0) -> float:
+def _others_gpus(seen: ObservedNode, mine: Sequence[Allocation]) -> float:
     """GPUs Ray counts as taken on the node beyond what meshctl's own jobs hold there: work
     submitted to the cluster another way, never given to a meshctl job. meshctl records a
-    job's hold before Ray hears of it, so its own jobs never count here; nor do those that
-    ended a moment ago (``released``: their GPUs, ``World.released_gpus``), which Ray's node
-    summary, refreshed every few seconds, may still count as taken."""
+    job's hold before Ray hears of it, so its own jobs never count here."""
     if seen.gpus_in_use is None:
         return 0.0
-    return max(0.0, round(seen.gpus_in_use - sum(a.gpus() for a in mine) - released, 6))
+    return max(0.0, round(seen.gpus_in_use - sum(a.gpus() for a in mine), 6))
 
 
 def _latest(seen: Sequence[ObservedNode]) -> list[ObservedNode]:

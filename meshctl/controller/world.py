@@ -182,9 +182,6 @@ class World:
     launching: frozenset[str] = frozenset()  # pools with a launch in flight (a worker thread)
     # "pool/node" -> when a job last held the node (now, while one does): idle teardown
     node_busy_s: Mapping[str, float] = field(default_factory=dict)
-    # "pool/node" -> GPUs meshctl's attempts gave back there within RELEASE_LAG_S: Ray's node
-    # summary may count them as taken a few seconds more; not another's work
-    released_gpus: Mapping[str, float] = field(default_factory=dict)
     spend_usd: Mapping[str, float] = field(default_factory=dict)  # per pool, this month
     team_spend_usd: Mapping[str, float] = field(default_factory=dict)  # per team, this month
     interrupted: frozenset[tuple[str, str]] = frozenset()  # (pool, node) whose instance the

@@ -54,10 +54,3 @@ def test_meshctl_s_own_jobs_are_never_counted_as_other_work(
     assert _others_gpus(seen(ours + foreign), mine) == pytest.approx(foreign, abs=1e-6)
     assert _others_gpus(seen(ours), mine) == 0.0
     assert _others_gpus(seen(None), mine) == 0.0  # the cluster does not say
-
-
-def test_gpus_a_job_gave_back_a_moment_ago_are_not_other_work() -> None:
-    """Ray's node summary still counts a job that just ended (it is refreshed every few
-    seconds): its GPUs, released, are not taken for another's work."""
-    assert _others_gpus(seen(3.0), [], released=2.0) == pytest.approx(1.0)
-    assert _others_gpus(seen(1.0), [], released=2.0) == 0.0  # the summary caught up already
