@@ -32,7 +32,6 @@ from functools import partial
 
 from meshctl.clouds.base import (
     TRANSIENT,
-    TRANSIENT_S,
     Cloud,
     Instance,
     LaunchRequest,
@@ -161,11 +160,8 @@ class Burst:
     def _logged(self, want: Launch, now: float) -> str | None:
         try:
             error = self._launch(want, now)
-        except Exception as err:  # a node that would not join, an SDK error, no answer
+        except Exception as err:  # a node that would not join, an SDK error
             error = f"launch for {want.job_id} in {want.pool}: {err}"
-            # not the provider's verdict on this request (that is data: ``_phase``): left
-            # alone as briefly as an API that did not answer, not asked again every cycle
-            self.rests.rest((want.pool, want.node_type), now + TRANSIENT_S, transient=True)
         if error:
             log.warning("%s", error)
         return error

@@ -453,44 +453,6 @@ def test_a_slow_launch_runs_beside_the_cycle_and_is_started_once() -> None:
     assert not burst.launching()
 
 
-def test_a_launch_that_raises_rests_its_node_type_as_briefly_as_an_api_that_did_not_answer() -> (
-    None
-):
-    """A launch can fail outside the provider's answer (writing the cluster's token to a
-    secret store that does not answer, a node that would not join): the (pool, node type)
-    is left alone for ``TRANSIENT_S``, not launched again every cycle."""
-    from meshctl.clouds.base import TRANSIENT_S
-    from meshctl.clouds.fake import FakeCloud
-
-    class Away(FakeCloud):
-        launches = 0
-
-        def launch(self, request: Any) -> Any:
-            self.launches += 1
-            raise ConnectionError("Could not connect to the endpoint URL")
-
-    store, clock, clouds, loop, burst = bursting()
-    burst.background = True
-    clouds["east"] = burst.clouds["east"] = Away()  # type: ignore[index]
-    clouds["west"] = burst.clouds["west"] = Away()  # type: ignore[index]
-    queue(store, "spill")
-    try:
-        loop.cycle()
-        burst.close()  # the launch's thread done
-        assert burst.blocked(clock.now) == {("east", "g6.xlarge")}
-        loop.cycle()  # east left alone: west tried
-        burst.close()
-        assert burst.blocked(clock.now) == {("east", "g6.xlarge"), ("west", "g6.xlarge")}
-        for _ in range(3):
-            loop.cycle()
-        burst.close()
-        assert (clouds["east"].launches, clouds["west"].launches) == (1, 1)
-        clock.now += TRANSIENT_S
-        assert burst.blocked(clock.now) == frozenset()
-    finally:
-        burst.close()
-
-
 def test_a_health_signal_takes_a_node_out_of_service_and_back() -> None:
     from meshctl.state import NodeRecord
 
