@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FAULTS = "job-agent,controller-kill,postgres-restart"
 
 
-def test_faults_of_the_job_api_the_dashboard_the_controller_and_the_store_fail_no_job() -> None:
+def test_faults_of_the_job_agent_the_controller_and_the_store_fail_no_job() -> None:
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "chaos.py"), "--faults", FAULTS,
          "--outage", "4", "--calm", "1", "--every", "3", "--run-s", "1", "--interval", "0.5",
