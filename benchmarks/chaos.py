@@ -269,7 +269,7 @@ def run(args: argparse.Namespace, kinds: list[str], work: Path) -> dict[str, Any
     mesh_text = MESH + (CLOUD_POOLS if clouds else "")
     with ExitStack() as stack:
         world, client, mesh = world_up(stack, work, args, mesh_text, POLICY, ENV)
-        train = mesh.train(work) if args.train else None
+        train = mesh.train() if args.train else None
         stream = Stream(client, runs, args.every)
         stream.start()
         time.sleep(args.calm)

@@ -20,6 +20,7 @@ import yaml
 from chaos_client import Client
 from chaos_faults import POOL, Front, World
 
+from meshctl.controller.rundir import run_dir
 from meshctl.model import LocalPool
 from meshctl.ports import free_port
 from meshctl.state import AttemptRecord, JobRecord, JobState, Role, open_store_at
@@ -58,7 +59,7 @@ class Mesh:
         said: dict[str, Any] = json.loads(self.run("status", "-o", "json", check=False).stdout)
         return said
 
-    def train(self, work: Path) -> str:
+    def train(self) -> str:
         """A Ray Train job of the example loop, a checkpoint every 10 steps; its id."""
         done = self.run(
             "train", "model:train_loop", "--name", "train", "--no-follow",
@@ -119,7 +120,7 @@ def world_up(
         gce = stack.enter_context(GceEmulator())
         clouds = [stack.enter_context(Switch(e)) for e in (moto.endpoint, gce.endpoint)]
     gate = stack.enter_context(Gate("http://127.0.0.1:9"))  # aimed once the cluster is up
-    front = Front(gate, stack.enter_context(Switch(gate.address)), work / "home" / "run")
+    front = Front(gate, stack.enter_context(Switch(gate.address)), run_dir(work / "home"))
     aws, gcp = (c.address for c in clouds) if clouds else ("", "")
     text = mesh_text.format(pool=POOL, work=work, aws=aws, gcp=gcp, nodes=args.nodes)
     (work / "mesh.yaml").write_text(text)

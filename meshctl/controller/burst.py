@@ -30,13 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field, replace
 from functools import partial
 
-from meshctl.clouds.base import (
-    TRANSIENT,
-    Cloud,
-    Instance,
-    LaunchRequest,
-    backoff_s,
-)
+from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.access import Change, CloudAccess, change_events
 from meshctl.controller.charges import ENDED, OPEN, Books
 from meshctl.controller.failpoints import failpoint
@@ -283,9 +277,7 @@ class Burst:
             return f"pool {pool.name}: {refused.message}"
         if not result.ok:  # look elsewhere for a while: longer when it is not capacity
             kinds: set[str] = {e.kind for e in result.errors}
-            transient = kinds <= TRANSIENT
-            key = (pool.name, want.node_type)  # the head's too
-            self.rests.rest(key, now + backoff_s(kinds), transient)
+            self.rests.rest((pool.name, want.node_type), now, kinds)  # the head's too
             return f"pool {pool.name}: could not launch {part.node_type}"
         for instance in result.instances:
             if self.store.get(InstanceRecord, instance.id) is None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import threading
 
+from meshctl.clouds.base import TRANSIENT, backoff_s
+
 Key = tuple[str, str]  # (pool, node type)
 
 
@@ -22,9 +24,11 @@ class Rests:
         self._failed: set[str] = set()  # pools whose listing failed since their rest began
         self._lock = threading.Lock()  # launches rest from the launch thread
 
-    def rest(self, key: Key, until_s: float, transient: bool) -> None:
+    def rest(self, key: Key, now_s: float, kinds: set[str]) -> None:
+        """A launch for ``key`` failed with errors of these kinds: it rests from ``now_s``."""
+        transient = bool(kinds) and kinds <= TRANSIENT
         with self._lock:
-            self._until[key] = until_s
+            self._until[key] = now_s + backoff_s(kinds)
             if transient:
                 self._transient.add(key)
             else:

@@ -15,7 +15,7 @@ EAST, WEST = ("east", "g6.xlarge"), ("west", "g6.xlarge")
 
 def test_a_rest_blocks_its_node_type_until_it_ends() -> None:
     rests = Rests()
-    rests.rest(EAST, 300.0, transient=False)
+    rests.rest(EAST, 0.0, {"capacity"})  # rests 300 s
     assert rests.blocked(299.0) == {EAST}
     assert rests.blocked(300.0) == frozenset()
     assert rests.waiting_for_api(0.0) == frozenset()  # a stock-out: nothing to watch for
@@ -35,8 +35,8 @@ def test_a_transient_rest_is_lifted_when_the_api_answers_again(
     listings: list[bool], lifted: bool
 ) -> None:
     rests = Rests()
-    rests.rest(EAST, 15.0, transient=True)
-    rests.rest(WEST, 15.0, transient=True)
+    rests.rest(EAST, 0.0, {"unavailable"})  # rests 15 s, unless lifted
+    rests.rest(WEST, 0.0, {"throttled"})
     assert rests.waiting_for_api(0.0) == {"east", "west"}
     for answered in listings:
         rests.listed("east", answered)
@@ -45,8 +45,8 @@ def test_a_transient_rest_is_lifted_when_the_api_answers_again(
 
 def test_only_transient_rests_are_lifted() -> None:
     rests = Rests()
-    rests.rest(EAST, 300.0, transient=True)
-    rests.rest(EAST, 300.0, transient=False)  # the next launch found a stock-out
+    rests.rest(EAST, 0.0, {"throttled"})
+    rests.rest(EAST, 0.0, {"capacity"})  # the next launch found a stock-out: 300 s
     rests.listed("east", answered=False)
     rests.listed("east", answered=True)
     assert rests.blocked(1.0) == {EAST}
