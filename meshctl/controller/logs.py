@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from meshctl.controller.world import World
+from meshctl.pools.exits import exit_status
 from meshctl.pools.ray import LogChunk
 from meshctl.state.private import open_private, private_dir, write_private
 from meshctl.state.records import ACTIVE_ATTEMPT, AttemptRecord
@@ -53,6 +54,7 @@ TAIL_BYTES = CAP_BYTES - HEAD_BYTES - MARKER_MAX - SLACK_BYTES
 LINE_SEARCH_BYTES = 64 * KIB  # how far a cut looks for a line start
 READ_EVERY_S = 2.0
 READ_LIMIT_BYTES = MIB
+EXIT_TAIL_BYTES = 64  # the exit line is the log's last
 FOLDER = "logs"
 MARKER = re.compile(rb"\n\[meshctl: ([\d,]+) bytes of this log dropped here; [^\]\n]*\]\n")
 
@@ -118,6 +120,15 @@ class LogCopy:
             if found is not None:
                 copy.head, copy.dropped = found.start(), int(found.group(1).replace(b",", b""))
         return copy
+
+    def tail(self, size: int) -> bytes:
+        """The copy's last ``size`` bytes (at most)."""
+        try:
+            with self.path.open("rb") as f:
+                f.seek(max(0, self.size - size))
+                return f.read(size)
+        except FileNotFoundError:
+            return b""
 
     def append(self, data: bytes) -> None:
         """Bytes that continue the log where the copy ends."""
@@ -221,6 +232,18 @@ class LogCopier:
             if followed.pool in sources and followed.pool not in reachable:
                 continue  # its pool may answer again: finish it then
             self._finish(followed, sources.get(followed.pool))
+
+    def exit_of(self, attempt: AttemptRecord, source: LogSource) -> int | None:
+        """The exit status an active attempt's driver log ends with, read to its end now (its
+        pool no longer knows it: did it end before?); None when the log records none."""
+        followed = self._opened().get(attempt.id) or self._start(attempt)
+        if followed is None:
+            return None
+        for _ in range(CAP_BYTES // READ_LIMIT_BYTES + 2):
+            if self._pull(followed, source, READ_LIMIT_BYTES):
+                break
+        followed.due_at = self.clock() + READ_EVERY_S
+        return exit_status(followed.copy.tail(EXIT_TAIL_BYTES))
 
     def flush(self, attempts: Iterable[AttemptRecord], sources: Mapping[str, LogSource]) -> None:
         """Copy these attempts' logs to their end now (``down``, before their clusters go)."""

@@ -3,7 +3,8 @@
 Job states (``JobState``) and when they change are in ``TRANSITIONS``, the table the
 controller's README shows (a test holds the two together). Attempt states (``AttemptState``,
 beside the records): ``submitting`` (recorded; Ray may not know it yet), then Ray's own
-lowercased, or ``lost`` (its pool no longer knows it), or ``abandoned`` (never submitted: the
+lowercased, or ``lost`` (its pool no longer knows it, and its driver log records no exit:
+``pools/exits.py``; one that does keeps the outcome it records), or ``abandoned`` (never submitted: the
 job was cancelled first). A job whose attempt ended early is requeued or failed by the
 lifecycle's rule (``meshctl.lifecycle.effects.requeue_or_fail``): evictions count against its
 ``max_restarts``, preemptions do not. Pure, like ``decide``.
@@ -147,6 +148,8 @@ def reconcile(view: JobView, world: World, rules: Rules, step: Step) -> Kept:
     # No observation at all: the pool has no cluster any more (a cloud pool whose last
     # instance went, a local pool that is down): whatever ran there is gone.
     ray = observation.jobs.get(attempt.submission_id) if observation else None
+    if ray is None and attempt.id in world.exits:  # ended before its head forgot it
+        ray = recorded_exit(attempt, world.exits[attempt.id], world.now_s)
     if state in FINISHED:  # cancelled (or finished) while its attempt may still run
         if ray is not None and ray.status in RAY_ACTIVE:
             step.stops.append(Stop(record.id, attempt.pool, attempt.submission_id, state.value))
@@ -158,6 +161,15 @@ def reconcile(view: JobView, world: World, rules: Rules, step: Step) -> Kept:
     if ray is None:  # admitted, dispatched or running, and its pool does not know it
         return _unknown(view, attempt, observation is None, world, rules, step)
     return follow(view, attempt, ray, world, step)
+
+
+def recorded_exit(attempt: AttemptRecord, status: int, now: float) -> ObservedJob:
+    """What Ray would have said of an attempt whose driver log recorded its exit
+    (``pools/exits.py``): Ray's own words for a failure, so a killed one is told apart."""
+    if status == 0:
+        return ObservedJob(attempt.submission_id, "SUCCEEDED", "its log records exit 0", end_s=now)
+    said = f"Job entrypoint command failed with exit code {status} (its log records it)"
+    return ObservedJob(attempt.submission_id, "FAILED", said, end_s=now)
 
 
 def _leaving(

@@ -189,6 +189,9 @@ class World:
     reclaiming: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (pool, node)
     # whose spot instance was given notice -> when the provider takes it back
     progress: Mapping[str, TrainProgress] = field(default_factory=dict)  # train jobs, by job id
+    # attempt id -> the exit status its driver log recorded, for attempts their pool no longer
+    # knows (a head that restarted forgets the jobs it ran: ``pools/exits.py``)
+    exits: Mapping[str, int] = field(default_factory=dict)
     health: Mapping[str, str] = field(default_factory=dict)  # "pool/node" -> why unhealthy
     # "pool/node" whose agent is silent past dead_after_s (one of ``health``): dead to meshctl
     # while Ray may still list it; a replaceable attempt replaces it as a dead node

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from meshctl.errors import Failure
 from meshctl.pools import raynodes
+from meshctl.pools.exits import without_exit_line, wrapped
 from meshctl.pools.observed import (
     CLAIMED_RESOURCES,
     NODE_LABEL,
@@ -232,7 +233,7 @@ class RayPoolClient:
         try:
             self._with_deadline(
                 lambda: self._client().submit_job(
-                    entrypoint=submission.entrypoint,
+                    entrypoint=wrapped(submission.entrypoint),  # its exit recorded
                     submission_id=submission.submission_id,
                     runtime_env=runtime_env,
                     metadata=dict(submission.metadata),
@@ -358,9 +359,16 @@ class _NotFound(Exception):
 
 def _driver_log(root: str, submission_id: str) -> Path | None:
     """Where the cluster keeps the driver log: the nodes of a cluster on this machine share
-    the head's temp folder (``local.py``)."""
-    path = Path(root) / "session_latest" / "logs" / DRIVER_LOG.format(submission_id)
-    return path if path.is_file() else None
+    the head's temp folder (``local.py``). A head that restarted began a new session; a job
+    of an earlier one has its log in that session's folder (newest first: names are times)."""
+    name = DRIVER_LOG.format(submission_id)
+    path = Path(root) / "session_latest" / "logs" / name
+    if path.is_file():
+        return path
+    for session in sorted(Path(root).glob("session_2*"), reverse=True):
+        if (session / "logs" / name).is_file():
+            return session / "logs" / name
+    return None
 
 
 def _read_file(path: Path | None, offset: int, limit: int) -> LogChunk | None:
@@ -487,7 +495,7 @@ def _job(raw: Mapping[str, Any]) -> ObservedJob:
     return ObservedJob(
         submission_id=str(raw.get("submission_id") or raw.get("job_id") or ""),
         status=str(raw.get("status", "")),
-        message=str(raw.get("message") or ""),
+        message=without_exit_line(str(raw.get("message") or "")),
         error_type=raw.get("error_type"),
         start_s=seconds(raw.get("start_time")),
         end_s=seconds(raw.get("end_time")),

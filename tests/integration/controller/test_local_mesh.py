@@ -59,7 +59,9 @@ def test_up_starts_every_node_of_the_pool_and_the_controller(mesh: Mesh) -> None
 def test_a_job_runs_to_success_and_its_logs_come_back(mesh: Mesh) -> None:
     job_id = mesh.submit("--gpus", "1", "--", "python", "-c", "print('hello from meshctl')")
     assert mesh.run("jobs", "wait", job_id).returncode == 0
-    assert "hello from meshctl" in mesh.run("jobs", "logs", job_id).stdout
+    said = mesh.run("jobs", "logs", job_id).stdout
+    assert "hello from meshctl" in said
+    assert said.rstrip().endswith("[meshctl: the job exited 0]")  # pools/exits.py
     shown = mesh.show(job_id)
     assert shown["state"] == "succeeded"
     assert [e["kind"] for e in shown["events"]][:3] == [
@@ -67,6 +69,17 @@ def test_a_job_runs_to_success_and_its_logs_come_back(mesh: Mesh) -> None:
         "job.admitted",
         "job.dispatched",
     ]  # type: ignore[index]
+
+
+def test_a_failed_job_s_reason_is_its_own_last_words(mesh: Mesh) -> None:
+    """Ray's message quotes the log's last lines; meshctl's exit line is not among them."""
+    job_id = mesh.submit("--gpus", "1", "--", "sh", "-c", "echo 'boom: out of ideas' >&2; exit 3")
+    assert mesh.run("jobs", "wait", job_id, check=False).returncode != 0
+    shown = mesh.show(job_id)
+    assert shown["state"] == "failed"
+    assert shown["attempts"][-1]["reason"].rstrip().endswith("boom: out of ideas")  # type: ignore[index]
+    said = mesh.run("jobs", "logs", job_id).stdout
+    assert said.rstrip().endswith("[meshctl: the job exited 3]")
 
 
 def test_ray_holds_the_gpu_memory_and_nic_a_job_claims(mesh: Mesh) -> None:

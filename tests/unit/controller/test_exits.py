@@ -1,0 +1,119 @@
+"""A job's exit, recorded in its driver log (``pools/exits.py``): a job that ended just before
+its head restarted (and forgot it) keeps its outcome; it is not run again. The wrapper runs
+under the same shell Ray runs entrypoints with (``/bin/sh -c``)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from meshctl.controller.decide import decide
+from meshctl.controller.logs import LogCopier, read_copy
+from meshctl.controller.loop import Controller
+from meshctl.controller.step import Rules
+from meshctl.pools.exits import exit_status, without_exit_line, wrapped
+from meshctl.pools.observed import ObservedJob
+from meshctl.pools.ray import _driver_log
+from meshctl.state.memory import MemoryStore
+from meshctl.state.records import AttemptRecord, JobRecord, JobState
+
+from .test_decide import MESH, attempt, job, moves, world
+from .test_loop import Clock, FakePool, queue
+
+pytestmark = pytest.mark.unit
+
+# (name, entrypoint, exit status Ray sees, what the log ends with, status the line records)
+WRAPPED = [
+    ("success", "echo hi", 0, b"hi\n[meshctl: the job exited 0]\n", 0),
+    ("its own failure", "echo boom >&2; false", 1, b"boom\n[meshctl: the job exited 1]\n", 1),
+    ("a trailing comment", "echo hi # no exit?", 0, b"hi\n[meshctl: the job exited 0]\n", 0),
+    ("a here-document", "cat <<EOF\nin\nEOF", 0, b"in\n[meshctl: the job exited 0]\n", 0),
+    ("no newline at the end", "printf hi", 0, b"hi[meshctl: the job exited 0]\n", 0),
+    ("killed", "sh -c 'kill -9 $$'", 137, b"[meshctl: the job exited 137]\n", 137),
+    ("an exit of its own: no line", "echo hi; exit 3", 3, b"hi\n", None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("entrypoint", "code", "ends", "recorded"),
+    [row[1:] for row in WRAPPED],
+    ids=[row[0] for row in WRAPPED],
+)
+def test_the_wrapped_entrypoint_keeps_its_status_and_records_it_last(
+    entrypoint: str, code: int, ends: bytes, recorded: int | None
+) -> None:
+    ran = subprocess.run(  # as Ray runs it: its output and errors into one log
+        ["/bin/sh", "-c", wrapped(entrypoint)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=30,
+        check=False,
+    )
+    log = ran.stdout
+    assert ran.returncode == code
+    assert log.endswith(ends)
+    assert exit_status(log) == recorded
+
+
+def test_ray_s_message_loses_the_line_so_a_failure_ends_with_the_job_s_words() -> None:
+    said = "Job entrypoint command failed with exit code 1, last available logs:\nboom\n"
+    assert without_exit_line(said + "[meshctl: the job exited 1]\n") == said
+    assert exit_status(b"the job exited 0 said the job\n") is None  # only meshctl's line
+
+
+# (name, the status its log records, the job's moves)
+FORGOTTEN = [
+    ("exited 0: succeeded, not run again", 0, [("a", "succeeded")]),
+    ("exited 1: its own failure", 1, [("a", "failed")]),
+    ("killed: evicted and requeued", 137, [("a", "evicted"), ("a", "requeued")]),
+    ("no record: lost, requeued", None, [("a", "evicted"), ("a", "requeued")]),
+]
+
+
+@pytest.mark.parametrize(
+    ("status", "moved"), [row[1:] for row in FORGOTTEN], ids=[row[0] for row in FORGOTTEN]
+)
+def test_a_job_its_pool_forgot_keeps_the_outcome_its_log_records(
+    status: int | None, moved: list[tuple[str, str]]
+) -> None:
+    view = job("a", state=JobState.RUNNING, attempt=attempt("a", state="running"))
+    exits = {} if status is None else {"a-1": status}
+    step = decide(world(view, exits=exits), Rules(MESH, {}, None))
+    assert moves(step) == moved
+
+
+def test_a_job_that_ended_before_its_head_restarted_is_done_not_run_again(
+    tmp_path: Path,
+) -> None:
+    """The cycle that sees the job gone reads its log to the end first (the copier had not
+    read its last line yet)."""
+    store, pool, clock = MemoryStore(), FakePool(), Clock()
+    loop = Controller(store, Rules(MESH, {}, None), {"onprem": pool}, clock=clock,
+                      logs=LogCopier(tmp_path))  # fmt: skip
+    record = queue(store)
+    loop.cycle()
+    sid = f"meshctl-{record.id}-1"
+    pool.jobs[sid] = ObservedJob(sid, "RUNNING")
+    pool.logs[sid] = b"working\n"
+    loop.cycle()
+    pool.logs[sid] += b"done\n[meshctl: the job exited 0]\n"
+    pool.jobs.clear()  # its head restarted: Ray knows no job
+    loop.cycle()
+    assert store.get(JobRecord, record.id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
+    assert [a.state for a in store.list(AttemptRecord)] == ["succeeded"]
+    assert pool.submitted == [sid]
+    assert read_copy(tmp_path, record.id, 1) == pool.logs[sid]
+
+
+def test_a_driver_log_of_an_earlier_session_is_found(tmp_path: Path) -> None:
+    """A head that restarted began a new session; the finished job's log is in the old one."""
+    old = tmp_path / "session_2026-12-07_09-00-00_1"
+    new = tmp_path / "session_2026-12-07_09-05-00_2"
+    for session in (old, new):
+        (session / "logs").mkdir(parents=True)
+    (tmp_path / "session_latest").symlink_to(new)
+    (old / "logs" / "job-driver-meshctl-a-1.log").write_bytes(b"[meshctl: the job exited 0]\n")
+    assert _driver_log(str(tmp_path), "meshctl-a-1") == old / "logs" / "job-driver-meshctl-a-1.log"
+    assert _driver_log(str(tmp_path), "meshctl-b-1") is None
