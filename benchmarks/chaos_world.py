@@ -90,6 +90,18 @@ class Mesh:
             lines = [f"{e.at_s:.1f} {e.kind} {e.job_id or '-'} {e.message}" for e in store.events()]
         path.write_text("\n".join(lines) + "\n")
 
+    def launches(self, ids: list[str]) -> dict[str, float]:
+        """When the first cloud instance launched for each of these jobs was launched (the
+        provider took the request), by job id; jobs that launched none are left out."""
+        found: dict[str, float] = {}
+        with open_store_at(self.store, self.home) as store:
+            for job_id in ids:
+                launched = [e.at_s for e in store.events(job_id=job_id)
+                            if e.kind == "instance.launched"]  # fmt: skip
+                if launched:
+                    found[job_id] = launched[0]
+        return found
+
     def records(self, ids: list[str]) -> dict[str, dict[str, Any]]:
         """Each job's state, name, attempts and its last attempt's reason."""
         found: dict[str, dict[str, Any]] = {}

@@ -28,7 +28,7 @@ from meshctl.clouds.preflight import Check, failed
 from meshctl.controller.rundir import run_dir
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, Pool, RayPool
-from meshctl.pools import local
+from meshctl.pools import driverlogs, local
 from meshctl.pools.ray import RayPoolClient
 
 
@@ -40,7 +40,10 @@ def client_for(pool: Pool, home: Path) -> RayPoolClient | None:
         cluster = local.LocalCluster.load(path)
         # a real cloud head's cluster has no temp folder here: nothing of it is on this machine
         on_host = cluster.temp_dir or None
-        return RayPoolClient(pool.name, cluster.dashboard, cluster.token, log_root=on_host)
+        kept = str(driverlogs.kept_folder(cluster.log_dir, pool.name)) if on_host else None
+        return RayPoolClient(
+            pool.name, cluster.dashboard, cluster.token, log_root=on_host, kept_logs=kept
+        )
     if isinstance(pool, RayPool):
         return RayPoolClient(pool.name, pool.address, _token(pool))
     return None

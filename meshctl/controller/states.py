@@ -4,10 +4,10 @@ Job states (``JobState``) and when they change are in ``TRANSITIONS``, the table
 controller's README shows (a test holds the two together). Attempt states (``AttemptState``,
 beside the records): ``submitting`` (recorded; Ray may not know it yet), then Ray's own
 lowercased, or ``lost`` (its pool no longer knows it, and its driver log records no exit:
-``pools/exits.py``; one that does keeps the outcome it records), or ``abandoned`` (never submitted: the
-job was cancelled first). A job whose attempt ended early is requeued or failed by the
-lifecycle's rule (``meshctl.lifecycle.effects.requeue_or_fail``): evictions count against its
-``max_restarts``, preemptions do not. Pure, like ``decide``.
+``pools/exits.py``; one that does keeps the outcome it records), or ``abandoned`` (never
+submitted: the job was cancelled first). A job whose attempt ended early is requeued or failed
+by the lifecycle's rule (``meshctl.lifecycle.effects.requeue_or_fail``): evictions count
+against its ``max_restarts``, preemptions do not. Pure, like ``decide``.
 """
 
 from __future__ import annotations

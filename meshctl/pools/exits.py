@@ -4,7 +4,7 @@ Ray keeps a job's outcome in its head's memory. A head that restarts (a crash, m
 chaos run's fault) forgets every job it ran, finished ones too, so a job that ended a moment
 before looks, to the controller, like a job its pool lost: it would run again. The driver
 log is different: meshctl copies it home as it grows (``controller/logs.py``), and a cluster
-on this machine keeps the old session's files on disk.
+on this machine keeps its driver logs a day after it stops (``driverlogs.py``).
 
 So every entrypoint meshctl submits is wrapped in a few words of POSIX shell (Ray runs an
 entrypoint with ``/bin/sh -c``) that, when the command ends, print one line with its exit

@@ -36,6 +36,7 @@ from pathlib import Path
 from meshctl.errors import Failure
 from meshctl.model.accelerators import GPU, AcceleratorsSpec
 from meshctl.model.mesh import LocalPool, NodeAgents, NodeGroup
+from meshctl.pools import driverlogs
 from meshctl.pools.observed import (
     AGENT_HOST_LABEL,
     AGENT_PORT_LABEL,
@@ -229,6 +230,8 @@ def remove_node(cluster: LocalCluster, name: str, run_dir: Path, grace_s: float 
 def stop(cluster: LocalCluster, grace_s: float = 3.0) -> list[int]:
     """Stop every process of the cluster's node sessions; return the pids signalled."""
     signalled = terminate([p.pid for p in cluster.processes if _ours(p)], grace_s)
+    if cluster.temp_dir and cluster.log_dir:  # its jobs' driver logs outlive it a while
+        driverlogs.keep(cluster.temp_dir, driverlogs.kept_folder(cluster.log_dir, cluster.pool))
     shutil.rmtree(cluster.temp_dir, ignore_errors=True)
     return signalled
 

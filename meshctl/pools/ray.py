@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from meshctl.errors import Failure
-from meshctl.pools import raynodes
+from meshctl.pools import driverlogs, raynodes
 from meshctl.pools.exits import without_exit_line, wrapped
 from meshctl.pools.observed import (
     CLAIMED_RESOURCES,
@@ -41,7 +41,6 @@ from meshctl.pools.observed import (
 )
 
 GIB = 1024**3
-DRIVER_LOG = "job-driver-{}.log"  # Ray's name for a submission's driver log, per node
 
 
 # The last node summary each dashboard gave (by address), for a read that fails: a busy
@@ -89,6 +88,7 @@ class RayPoolClient:
     # A cluster on this machine (the embedded pool, emulated instances): its Ray temp folder,
     # where the driver logs can be read from any offset. Ray's HTTP API has no such read.
     log_root: str | None = None
+    kept_logs: str | None = None  # a cluster on this machine: its stopped sessions' driver logs
     page: int = raynodes.PAGE  # nodes the state API is asked for at once (its cap by default)
 
     # --- observing ------------------------------------------------------------------------
@@ -212,7 +212,8 @@ class RayPoolClient:
         (only the bytes asked for); a remote one through the Jobs API, which sends the whole
         log: the price of a cluster known only by its address."""
         if self.log_root is not None:
-            return _read_file(_driver_log(self.log_root, submission_id), offset, limit)
+            found = driverlogs.find(self.log_root, self.kept_logs, submission_id)
+            return _read_file(found, offset, limit)
         text = self.logs(submission_id)
         if text is None:
             return None
@@ -355,20 +356,6 @@ def _group(raw: Mapping[str, Any]) -> ObservedGroup:
 
 class _NotFound(Exception):
     pass
-
-
-def _driver_log(root: str, submission_id: str) -> Path | None:
-    """Where the cluster keeps the driver log: the nodes of a cluster on this machine share
-    the head's temp folder (``local.py``). A head that restarted began a new session; a job
-    of an earlier one has its log in that session's folder (newest first: names are times)."""
-    name = DRIVER_LOG.format(submission_id)
-    path = Path(root) / "session_latest" / "logs" / name
-    if path.is_file():
-        return path
-    for session in sorted(Path(root).glob("session_2*"), reverse=True):
-        if (session / "logs" / name).is_file():
-            return session / "logs" / name
-    return None
 
 
 def _read_file(path: Path | None, offset: int, limit: int) -> LogChunk | None:

@@ -4,7 +4,9 @@ under the same shell Ray runs entrypoints with (``/bin/sh -c``)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -13,9 +15,9 @@ from meshctl.controller.decide import decide
 from meshctl.controller.logs import LogCopier, read_copy
 from meshctl.controller.loop import Controller
 from meshctl.controller.step import Rules
+from meshctl.pools import driverlogs
 from meshctl.pools.exits import exit_status, without_exit_line, wrapped
 from meshctl.pools.observed import ObservedJob
-from meshctl.pools.ray import _driver_log
 from meshctl.state.memory import MemoryStore
 from meshctl.state.records import AttemptRecord, JobRecord, JobState
 
@@ -107,13 +109,36 @@ def test_a_job_that_ended_before_its_head_restarted_is_done_not_run_again(
     assert read_copy(tmp_path, record.id, 1) == pool.logs[sid]
 
 
-def test_a_driver_log_of_an_earlier_session_is_found(tmp_path: Path) -> None:
-    """A head that restarted began a new session; the finished job's log is in the old one."""
-    old = tmp_path / "session_2026-12-07_09-00-00_1"
-    new = tmp_path / "session_2026-12-07_09-05-00_2"
-    for session in (old, new):
-        (session / "logs").mkdir(parents=True)
-    (tmp_path / "session_latest").symlink_to(new)
-    (old / "logs" / "job-driver-meshctl-a-1.log").write_bytes(b"[meshctl: the job exited 0]\n")
-    assert _driver_log(str(tmp_path), "meshctl-a-1") == old / "logs" / "job-driver-meshctl-a-1.log"
-    assert _driver_log(str(tmp_path), "meshctl-b-1") is None
+def test_a_driver_log_is_found_in_an_earlier_session_or_kept_from_a_stopped_cluster(
+    tmp_path: Path,
+) -> None:
+    """A head that restarted began a new session; a cluster stopped (its temp folder gone)
+    left its driver logs in the kept folder."""
+    temp, kept = tmp_path / "temp", tmp_path / "run" / "logs" / "onprem-drivers"
+    old = temp / "session_2026-12-07_09-00-00_1" / "logs"
+    new = temp / "session_2026-12-07_09-05-00_2" / "logs"
+    for folder in (old, new):
+        folder.mkdir(parents=True)
+    (temp / "session_latest").symlink_to(new.parent)
+    (old / "job-driver-meshctl-a-1.log").write_bytes(b"[meshctl: the job exited 0]\n")
+    (new / "job-driver-meshctl-b-1.log").write_bytes(b"running\n")
+    assert (
+        driverlogs.find(str(temp), str(kept), "meshctl-a-1") == old / "job-driver-meshctl-a-1.log"
+    )
+    assert driverlogs.find(str(temp), str(kept), "meshctl-c-1") is None
+
+    assert driverlogs.keep(str(temp), kept) == 2  # the cluster stops: its temp folder goes
+    shutil.rmtree(temp)
+    found = driverlogs.find(str(temp), str(kept), "meshctl-a-1")
+    assert found is not None
+    assert exit_status(found.read_bytes()) == 0
+    assert oct(found.stat().st_mode & 0o777) == "0o600"
+
+
+def test_kept_driver_logs_go_after_a_day(tmp_path: Path) -> None:
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "job-driver-meshctl-a-1.log").write_bytes(b"old\n")
+    later = time.time() + driverlogs.KEPT_S + 60
+    assert driverlogs.keep(str(tmp_path / "gone"), kept, now=later) == 0
+    assert list(kept.iterdir()) == []
