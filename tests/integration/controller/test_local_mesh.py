@@ -22,7 +22,8 @@ import pytest
 
 from meshctl.cli import relay
 from meshctl.controller import daemon
-from meshctl.pools import local
+from meshctl.pools import driverlogs, local
+from meshctl.pools.exits import exit_status
 from meshctl.pools.ray import RayPoolClient
 from meshctl.state import AttemptRecord, JobRecord, JobState, PoolRecord, open_store
 from tests.conftest import wait_until
@@ -344,6 +345,38 @@ def test_the_state_folder_is_private(mesh: Mesh) -> None:
     names = {p.name for p in mesh.home.rglob("*")}
     assert {"state.db-wal", "pool-onprem.token", "controller.heartbeat", "tasks.py"} <= names
     assert any(p.suffix == ".log" for p in (mesh.home / "logs").rglob("*"))
+
+
+def test_a_job_that_ended_unseen_before_its_cluster_restarted_is_done_not_run_again(
+    mesh: Mesh, tmp_path: Path
+) -> None:
+    """The job ends while the controller is away, then the cluster is restarted: Ray's job
+    table goes with its head. The job's driver log, kept when its cluster stopped, ends with
+    its exit (pools/exits.py): the controller that comes back finds the job done, in one
+    attempt, and never runs it again."""
+    ran, go = tmp_path / "ran", tmp_path / "go"
+    script = f"while [ ! -e {go} ]; do sleep 0.1; done; echo ran >> {ran}"
+    job_id = mesh.submit("--gpus", "1", "--", "sh", "-c", script)
+    mesh.wait_for(job_id, "running")
+    daemon.stop(mesh.home)  # nothing sees the job end
+    go.touch()
+    cluster = mesh.cluster()
+    wait_until(
+        "the job's driver log never recorded its exit",
+        lambda: (
+            (log := driverlogs.find(cluster.temp_dir, None, f"meshctl-{job_id}-1")) is not None
+            and exit_status(log.read_bytes()[-64:]) == 0
+        ),
+        WAIT_S,
+        every_s=0.2,
+    )
+    local.stop(cluster)  # its head and nodes, and their temp folder
+    mesh.run("up")  # a new cluster, which knows no job; the controller again
+    mesh.wait_for(job_id, "succeeded")
+    assert ran.read_text() == "ran\n"  # once
+    shown = mesh.show(job_id)
+    assert [a["state"] for a in shown["attempts"]] == ["succeeded"]  # type: ignore[union-attr]
+    assert "job.evicted" not in [e["kind"] for e in shown["events"]]  # type: ignore[union-attr]
 
 
 def test_a_node_whose_raylet_was_killed_fails_pools_check_and_up_starts_it_again(
