@@ -44,10 +44,10 @@ Figures:
   (or the job's submission, when later) to the job's next start, less the calm figure
   (``baseline_s``: the median of the stream's jobs started before the first fault, or the
   cloud burst's); ``within``: whether that is at most the outage plus two cycles. For a cloud
-  fault, ``to_launch_s`` too: the same up to the launch of the probe's instance (the provider
-  took the request), less the calm bursts' figure; its instance's boot and its node's joining
-  that follow are the machine's (a local Ray node starting on a loaded machine: 15 to 25 s
-  here), not the fault's, so a cloud fault is within when ``to_launch_s`` is.
+  fault, ``to_launch_s`` too, to tell where the time went: the same up to the launch of the
+  probe's instance (the provider took the request), less the calm bursts' figure. The rest is
+  the instance's boot and join (a local Ray node starting on a loaded machine: 17 to 33 s
+  here, run to run), and, while the API throttles, the instance's own calls to it.
 
 Targets (issue 46): ``failed_by_fault`` 0, ``ran_twice`` 0, ``lost`` 0, every fault within.
 """
@@ -348,7 +348,7 @@ def figures(args: argparse.Namespace, out: Outcome) -> dict[str, Any]:
     ]
     for fault, figure in zip(out.faults, per_fault, strict=True):
         if fault.kind in CLOUD_KINDS:
-            launch = _to_launch(fault, out, launch_baseline, args.interval)
+            launch = _to_launch(fault, out, launch_baseline)
             figure["notes"] += launch.pop("told")
             figure.update(launch)
     return {
@@ -367,6 +367,7 @@ def figures(args: argparse.Namespace, out: Outcome) -> dict[str, Any]:
         "failures": failures,
         "lost_ids": lost,
         "ran_twice_ids": twice,
+        "ran_twice_runs": {job_id: _runs(out, job_id) for job_id in twice},
         "run_again_ids": again,
         "answers": out.answers,
         "train": out.records.get(out.train) if out.train else None,
@@ -402,11 +403,9 @@ def _held_up(fault: Fault, out: Outcome, baseline: float, interval: float) -> di
     }
 
 
-def _to_launch(fault: Fault, out: Outcome, baseline: float, interval: float) -> dict[str, Any]:
-    """A cloud fault's hold on work up to what meshctl controls: from each probe's sending to
-    the launch of its instance (the provider took the request), less the calm bursts' figure;
-    what follows (the instance booting, its node joining) is the machine's, not the fault's.
-    Within, for a cloud fault: this at most the outage plus two cycles."""
+def _to_launch(fault: Fault, out: Outcome, baseline: float) -> dict[str, Any]:
+    """A cloud fault's hold on work up to the launch: from each probe's sending to the launch
+    of its instance (the provider took the request), less the calm bursts' figure."""
     waits, told = {}, []
     for probe in out.probes[fault.kind]:
         sent = max(fault.began_s, probe.first_try_s)
@@ -417,12 +416,18 @@ def _to_launch(fault: Fault, out: Outcome, baseline: float, interval: float) -> 
         told.append(f"{probe.name}: its instance launched after {waits[probe.id]:.1f} s{boot}")
     worst = max(waits.values(), default=float("inf"))
     to_launch = None if worst == float("inf") else worst - baseline
-    outage = fault.ended_s - fault.began_s
-    return {
-        "to_launch_s": None if to_launch is None else round(to_launch, 1),
-        "within": to_launch is not None and to_launch <= outage + 2 * interval,
-        "told": told,
-    }
+    return {"to_launch_s": None if to_launch is None else round(to_launch, 1), "told": told}
+
+
+def _runs(out: Outcome, job_id: str) -> list[str]:
+    """Each run of a job: its attempt, when it started against the fault last begun before
+    it, and whether its work was done."""
+    told = []
+    for attempt, at, done in out.started.get(job_id, []):
+        before = [f for f in out.faults if f.began_s <= at]
+        when = f"{at - before[-1].began_s:+.1f} s from {before[-1].kind}" if before else "calm"
+        told.append(f"attempt {attempt} started {when}, {'done' if done else 'not done'}")
+    return told
 
 
 def _next_start(ran: list[tuple[int, float, bool]], after_s: float) -> float:

@@ -38,6 +38,8 @@ from collections.abc import Mapping, Sequence
 from types import FrameType
 from typing import Any
 
+from meshctl.exits import EXIT_LINE
+
 DEFAULT_TIMEOUT_S = 600.0
 GROUP_ENV = "MESHCTL_PLACEMENT_GROUP"  # the group's id (hex), for the job's own code
 JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # how Ray Jobs hands a driver its job's config
@@ -133,10 +135,12 @@ def main(argv: Sequence[str]) -> int:
 
     try:
         code = run(argv[0], group.id.hex(), cwd)
+        # A command killed by a signal: the shell's convention, as a plain entrypoint says it
+        code = code if code >= 0 else 128 - code
+        print(EXIT_LINE.format(code), flush=True)  # recorded before the slow goodbyes
     finally:
         remove_placement_group(group)
-    # A command killed by a signal: the shell's convention, as a plain entrypoint reports it
-    return code if code >= 0 else 128 - code
+    return code
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Any
 
 from meshctl.controller.step import Dispatch, Rules, submission_id
 from meshctl.controller.world import JobView, World
+from meshctl.exits import wrapped
 from meshctl.lifecycle import Start
 from meshctl.lifecycle.datacache import current_path, env_name
 from meshctl.lifecycle.replacing import drivers_apart
@@ -276,7 +277,8 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
     runtime_env["env_vars"] = env
     if spec.working_dir:
         runtime_env["working_dir"] = spec.working_dir
-    entrypoint = spec.entrypoint or TRAIN_ENTRYPOINT
+    # its log ends with its exit status (meshctl/exits.py): the placement wrapper prints it
+    entrypoint = wrapped(spec.entrypoint or TRAIN_ENTRYPOINT)
     if attempt.detail.ray_bundles and spec.entrypoint:
         env["MESHCTL_BUNDLES"] = json.dumps([dict(b) for b in attempt.detail.ray_bundles])
         env["MESHCTL_PLACEMENT_GROUP_NAME"] = placement_group_name(attempt)

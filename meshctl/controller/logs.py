@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
+from meshctl import exits
 from meshctl.controller.world import World
-from meshctl.pools.exits import exit_status
 from meshctl.pools.ray import LogChunk
 from meshctl.state.private import open_private, private_dir, write_private
 from meshctl.state.records import ACTIVE_ATTEMPT, AttemptRecord
@@ -54,7 +54,6 @@ TAIL_BYTES = CAP_BYTES - HEAD_BYTES - MARKER_MAX - SLACK_BYTES
 LINE_SEARCH_BYTES = 64 * KIB  # how far a cut looks for a line start
 READ_EVERY_S = 2.0
 READ_LIMIT_BYTES = MIB
-EXIT_TAIL_BYTES = 64  # the exit line is the log's last
 FOLDER = "logs"
 MARKER = re.compile(rb"\n\[meshctl: ([\d,]+) bytes of this log dropped here; [^\]\n]*\]\n")
 
@@ -243,7 +242,7 @@ class LogCopier:
             if self._pull(followed, source, READ_LIMIT_BYTES):
                 break
         followed.due_at = self.clock() + READ_EVERY_S
-        return exit_status(followed.copy.tail(EXIT_TAIL_BYTES))
+        return exits.exit_status(followed.copy.tail(exits.SEARCHED_BYTES))
 
     def flush(self, attempts: Iterable[AttemptRecord], sources: Mapping[str, LogSource]) -> None:
         """Copy these attempts' logs to their end now (``down``, before their clusters go)."""

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from meshctl.errors import Failure
+from meshctl.exits import without_exit_line
 from meshctl.pools import driverlogs, raynodes
-from meshctl.pools.exits import without_exit_line, wrapped
 from meshctl.pools.observed import (
     CLAIMED_RESOURCES,
     NODE_LABEL,
@@ -234,7 +234,7 @@ class RayPoolClient:
         try:
             self._with_deadline(
                 lambda: self._client().submit_job(
-                    entrypoint=wrapped(submission.entrypoint),  # its exit recorded
+                    entrypoint=submission.entrypoint,
                     submission_id=submission.submission_id,
                     runtime_env=runtime_env,
                     metadata=dict(submission.metadata),

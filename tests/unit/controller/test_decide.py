@@ -22,6 +22,7 @@ from meshctl.controller.decide import (
     pool_mtbf_s,
 )
 from meshctl.controller.world import JobView, TrainProgress, World
+from meshctl.exits import wrapped
 from meshctl.model import Job, Mesh
 from meshctl.model.mesh import Graces
 from meshctl.model.policy import UNKNOWN_RUNTIME_S
@@ -790,7 +791,7 @@ def test_a_train_job_is_submitted_as_a_trainer_with_a_stable_run_name_and_storag
     nodes = {"onprem/n1": NodeRecord("onprem/n1", "onprem", "ready", {}, {}, NOW, watched)}
     [dispatch] = decide(world(view, nodes=nodes), RULES).dispatches
     sub = dispatch.submission
-    assert sub.entrypoint == "python -m meshctl.train.run"
+    assert sub.entrypoint == wrapped("python -m meshctl.train.run")  # its exit recorded
     env = sub.runtime_env["env_vars"]
     spec = json.loads(env["MESHCTL_TRAIN"])
     assert (spec["loop"], spec["run_name"], spec["storage"]) == (

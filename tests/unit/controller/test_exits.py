@@ -1,4 +1,4 @@
-"""A job's exit, recorded in its driver log (``pools/exits.py``): a job that ended just before
+"""A job's exit, recorded in its driver log (``meshctl/exits.py``): a job that ended just before
 its head restarted (and forgot it) keeps its outcome; it is not run again. The wrapper runs
 under the same shell Ray runs entrypoints with (``/bin/sh -c``)."""
 
@@ -15,8 +15,8 @@ from meshctl.controller.decide import decide
 from meshctl.controller.logs import LogCopier, read_copy
 from meshctl.controller.loop import Controller
 from meshctl.controller.step import Rules
+from meshctl.exits import exit_status, without_exit_line, wrapped
 from meshctl.pools import driverlogs
-from meshctl.pools.exits import exit_status, without_exit_line, wrapped
 from meshctl.pools.observed import ObservedJob
 from meshctl.state.memory import MemoryStore
 from meshctl.state.records import AttemptRecord, JobRecord, JobState
@@ -34,7 +34,8 @@ WRAPPED = [
     ("a here-document", "cat <<EOF\nin\nEOF", 0, b"in\n[meshctl: the job exited 0]\n", 0),
     ("no newline at the end", "printf hi", 0, b"hi[meshctl: the job exited 0]\n", 0),
     ("killed", "sh -c 'kill -9 $$'", 137, b"[meshctl: the job exited 137]\n", 137),
-    ("an exit of its own: no line", "echo hi; exit 3", 3, b"hi\n", None),
+    ("an exit of its own", "echo hi; exit 3", 3, b"hi\n[meshctl: the job exited 3]\n", 3),
+    ("quotes", "echo \"it's\" 'a' \"$((1+1))\"", 0, b"it's a 2\n[meshctl: the job exited 0]\n", 0),
 ]  # fmt: skip
 
 
@@ -62,7 +63,11 @@ def test_the_wrapped_entrypoint_keeps_its_status_and_records_it_last(
 def test_ray_s_message_loses_the_line_so_a_failure_ends_with_the_job_s_words() -> None:
     said = "Job entrypoint command failed with exit code 1, last available logs:\nboom\n"
     assert without_exit_line(said + "[meshctl: the job exited 1]\n") == said
+    ray_s_line = "Running entrypoint for job meshctl-a-1: sh -c 'boom'; meshctl_exit=$?\n"
+    assert without_exit_line(said + "[meshctl: the job exited 1]\n" + ray_s_line) == said
     assert exit_status(b"the job exited 0 said the job\n") is None  # only meshctl's line
+    shutdown = b"[meshctl: the job exited 0]\nPlacementGroupCleaner: ConnectionError\n"
+    assert exit_status(shutdown) == 0  # what a driver's shutdown printed after it
 
 
 # (name, the status its log records, the job's moves)
