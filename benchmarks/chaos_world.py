@@ -23,7 +23,14 @@ from chaos_faults import POOL, Front, World
 from meshctl.controller.rundir import run_dir
 from meshctl.model import LocalPool
 from meshctl.ports import free_port
-from meshctl.state import AttemptRecord, JobRecord, JobState, Role, open_store_at
+from meshctl.state import (
+    AttemptRecord,
+    InstanceRecord,
+    JobRecord,
+    JobState,
+    Role,
+    open_store_at,
+)
 from tests.emulators.aws import MotoServer
 from tests.emulators.gate import Gate
 from tests.emulators.gce import GceEmulator
@@ -91,15 +98,18 @@ class Mesh:
         path.write_text("\n".join(lines) + "\n")
 
     def launches(self, ids: list[str]) -> dict[str, float]:
-        """When the first cloud instance launched for each of these jobs was launched (the
-        provider took the request), by job id; jobs that launched none are left out."""
+        """When the provider launched the first cloud instance meshctl asked for each of these
+        jobs (the instance's own launch time, as the provider reports it), by job id; jobs
+        that launched none are left out."""
         found: dict[str, float] = {}
         with open_store_at(self.store, self.home) as store:
             for job_id in ids:
-                launched = [e.at_s for e in store.events(job_id=job_id)
-                            if e.kind == "instance.launched"]  # fmt: skip
-                if launched:
-                    found[job_id] = launched[0]
+                named = [e.message.split(" ", 1)[0] for e in store.events(job_id=job_id)
+                         if e.kind == "instance.launched"]  # fmt: skip
+                records = [store.get(InstanceRecord, name) for name in named]
+                times = [r.launched_at_s for r in records if r is not None and r.launched_at_s]
+                if times:
+                    found[job_id] = min(times)
         return found
 
     def records(self, ids: list[str]) -> dict[str, dict[str, Any]]:
