@@ -42,13 +42,15 @@ Figures:
 - per fault: ``outage_s``; ``delay_s``, the worst over the jobs it held up (its probes, and
   the jobs running when it began that had to start again) of the time from the fault's start
   (or the job's submission, when later) to the job's next start, less the calm figure
-  (``baseline_s``: the median of the stream's jobs started before the first fault, or the
-  cloud burst's); ``within``: whether that is at most the outage plus two cycles. For a cloud
-  fault, ``to_launch_s`` too, to tell where the time went: the same up to the provider's
-  launch of the probe's instance (its launch time as the provider reports it), less the calm
-  bursts' figure, and ``launch_within``, the same test of it. The rest is the instance's boot
-  and join, the machine's (a local Ray node starting on this loaded machine: 17 to 33 s, run
-  to run), not the fault's once the instance was launched after it.
+  (the median start of the stream's jobs of its kind started before the first fault,
+  ``baseline_single_s`` or ``baseline_gang_s``: a gang starts later, its placement group
+  first; for a cloud fault, the calm cloud bursts' slower, ``cloud_baseline_s``);
+  ``within``: whether that is at most the outage plus two cycles. For a cloud fault,
+  ``to_launch_s`` too, to tell where the time went: the same up to the provider's launch of
+  the probe's instance (its launch time as the provider reports it), less the calm bursts'
+  figure, and ``launch_within``, the same test of it. The rest is the instance's boot and
+  join, the machine's (a local Ray node starting on this loaded machine: 17 to 33 s, run to
+  run), not the fault's once the instance was launched after it.
 
 Targets (issue 46): ``failed_by_fault`` 0, ``ran_twice`` 0, ``lost`` 0, every fault within.
 """
@@ -57,12 +59,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -322,10 +326,14 @@ def inject(fault: Fault, world: World, client: Client, runs: Runs) -> list[Submi
 def figures(args: argparse.Namespace, out: Outcome) -> dict[str, Any]:
     started = out.started
     first_fault = out.faults[0].began_s if out.faults else float("inf")
-    calm = [started[s.id][0][1] - s.first_try_s for s in out.sent
+    calm = [(s.id, started[s.id][0][1] - s.first_try_s) for s in out.sent
             if s.name.startswith("stream-") and s.id in started
             and started[s.id][0][1] < first_fault]  # fmt: skip
-    baseline = statistics.median(calm) if calm else 0.0
+    baseline = statistics.median(t for _, t in calm) if calm else 0.0
+    gangs = [t for job_id, t in calm if _gang(job_id)]  # a gang starts slower: its group
+    gang_baseline = statistics.median(gangs) if gangs else baseline
+    singles = [t for job_id, t in calm if not _gang(job_id)]
+    single_baseline = statistics.median(singles) if singles else baseline
     cloud_calm = [started[s.id][0][1] - s.first_try_s for s in out.clouds if s.id in started]
     cloud_baseline = max(cloud_calm) if cloud_calm else 0.0
     launch_calm = [out.launched[s.id] - s.first_try_s for s in out.clouds if s.id in out.launched]
@@ -343,8 +351,17 @@ def figures(args: argparse.Namespace, out: Outcome) -> dict[str, Any]:
             twice.append(job_id)  # an attempt run twice, or a run whose work was done redone
         elif len(ran) > 1:
             again.append(job_id)  # killed by a fault and run again, as it should be
+
+    def calm_start(job_id: str) -> float:
+        return gang_baseline if _gang(job_id) else single_baseline
+
     per_fault = [
-        _held_up(f, out, cloud_baseline if f.kind in CLOUD_KINDS else baseline, args.interval)
+        _held_up(
+            f,
+            out,
+            (lambda _: cloud_baseline) if f.kind in CLOUD_KINDS else calm_start,
+            args.interval,
+        )
         for f in out.faults
     ]
     for fault, figure in zip(out.faults, per_fault, strict=True):
@@ -362,6 +379,8 @@ def figures(args: argparse.Namespace, out: Outcome) -> dict[str, Any]:
         "lost": len(lost),
         "http_500": out.answers.get("500", 0),
         "baseline_s": round(baseline, 2),
+        "baseline_single_s": round(single_baseline, 2),
+        "baseline_gang_s": round(gang_baseline, 2),
         "cloud_baseline_s": round(cloud_baseline, 2),
         "cloud_launch_baseline_s": round(launch_baseline, 2),
         "per_fault": per_fault,
@@ -375,10 +394,19 @@ def figures(args: argparse.Namespace, out: Outcome) -> dict[str, Any]:
     }
 
 
-def _held_up(fault: Fault, out: Outcome, baseline: float, interval: float) -> dict[str, Any]:
+def _gang(job_id: str) -> bool:
+    """Whether the job is one of the stream's gangs (its even-numbered jobs)."""
+    found = re.match(r"stream-(\d+)-", job_id)
+    return found is not None and int(found.group(1)) % 2 == 0
+
+
+def _held_up(
+    fault: Fault, out: Outcome, baseline: Callable[[str], float], interval: float
+) -> dict[str, Any]:
     """How long the fault held work up: its probes from their sending, and the jobs running
     as it began that had to start again from its start, to their next start; less the calm
-    figure. Within: at most the outage (until what it broke was back) plus two cycles."""
+    figure for a job of its kind. Within: at most the outage (until what it broke was back)
+    plus two cycles."""
     held: dict[str, float] = {}  # job id -> held up for
     told = []
     for probe in out.probes[fault.kind]:
@@ -392,8 +420,8 @@ def _held_up(fault: Fault, out: Outcome, baseline: float, interval: float) -> di
             held[job_id] = _next_start(ran, fault.began_s) - fault.began_s
             told.append(f"{job_id}: running, started again after {held[job_id]:.1f} s")
     outage = fault.ended_s - fault.began_s
-    worst = max(held.values(), default=None)
-    delay = None if worst is None or worst == float("inf") else worst - baseline  # None: never
+    worst = max((t - baseline(job_id) for job_id, t in held.items()), default=None)
+    delay = None if worst is None or worst == float("inf") else worst  # None: never
     return {
         "kind": fault.kind,
         "outage_s": round(outage, 1),
