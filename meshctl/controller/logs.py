@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from meshctl import exits
-from meshctl.controller.world import World
+from meshctl.controller.world import JobView, World
+from meshctl.pools.observed import PoolObservation
 from meshctl.pools.ray import LogChunk
 from meshctl.state.private import open_private, private_dir, write_private
 from meshctl.state.records import ACTIVE_ATTEMPT, AttemptRecord
@@ -214,9 +215,7 @@ class LogCopier:
         """Copy what is new of each active attempt's log (each at most every READ_EVERY_S);
         finish the copies of attempts that ended. Never raises: a failed read is retried."""
         reachable = {n: s for n, s in sources.items() if _reachable(world, n)}
-        # a service's attempt is no Ray job: it has no driver log (its replicas log in Ray)
-        attempts = [v.attempt for v in world.jobs if v.attempt is not None and not v.job.spec.serve]
-        active = {a.id: a for a in attempts if a.state in ACTIVE_ATTEMPT}
+        active = {a.id: a for a in attempts_of(world.jobs) if a.state in ACTIVE_ATTEMPT}
         opened = self._opened()
         now = self.clock()
         for attempt in active.values():
@@ -231,6 +230,26 @@ class LogCopier:
             if followed.pool in sources and followed.pool not in reachable:
                 continue  # its pool may answer again: finish it then
             self._finish(followed, sources.get(followed.pool))
+
+    def exits(
+        self,
+        attempts: Iterable[AttemptRecord],
+        observations: Mapping[str, PoolObservation],
+        sources: Mapping[str, LogSource],
+    ) -> dict[str, int]:
+        """The exit each active attempt its answering pool no longer knows recorded in its
+        driver log, by attempt id: one that ended just before its head restarted is done,
+        not lost (``meshctl/exits.py``)."""
+        found: dict[str, int] = {}
+        for attempt in attempts:
+            seen, source = observations.get(attempt.pool), sources.get(attempt.pool)
+            if attempt.state not in ACTIVE_ATTEMPT or seen is None or not seen.reachable:
+                continue
+            if source is not None and attempt.submission_id not in seen.jobs:
+                status = self.exit_of(attempt, source)
+                if status is not None:
+                    found[attempt.id] = status
+        return found
 
     def exit_of(self, attempt: AttemptRecord, source: LogSource) -> int | None:
         """The exit status an active attempt's driver log ends with, read to its end now (its
@@ -323,6 +342,12 @@ class LogCopier:
         with contextlib.suppress(OSError):
             followed.copy.path.with_suffix(".open").unlink(missing_ok=True)
         self._opened().pop(followed.attempt_id, None)
+
+
+def attempts_of(views: Iterable[JobView]) -> list[AttemptRecord]:
+    """The jobs' latest attempts that have driver logs (a service's attempt is no Ray job:
+    its replicas log in Ray)."""
+    return [v.attempt for v in views if v.attempt is not None and not v.job.spec.serve]
 
 
 def _reachable(world: World, pool: str) -> bool:

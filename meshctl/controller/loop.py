@@ -34,7 +34,7 @@ from meshctl.controller.decide import (
 )
 from meshctl.controller.history import History
 from meshctl.controller.leadership import Deposed, Leadership
-from meshctl.controller.logs import LogCopier
+from meshctl.controller.logs import LogCopier, attempts_of
 from meshctl.controller.nodes import pools_down
 from meshctl.controller.outage import Outage
 from meshctl.controller.packages import Packages
@@ -271,26 +271,6 @@ class Controller(Applying):
         busy = {a.pool for a in self.store.list(AttemptRecord, state=ACTIVE_ATTEMPT)}
         return busy | ({i.pool for i in self.burst.live()} if self.burst is not None else set())
 
-    def _exits(
-        self, observations: Mapping[str, PoolObservation], views: list[JobView]
-    ) -> dict[str, int]:
-        """The exit each active attempt its answering pool no longer knows recorded in its
-        driver log: one that ended just before its head restarted is done, not lost."""
-        exits: dict[str, int] = {}
-        for view in views if self.logs is not None else ():
-            attempt = view.attempt
-            if attempt is None or attempt.state not in ACTIVE_ATTEMPT or view.job.spec.serve:
-                continue
-            seen, source = observations.get(attempt.pool), self.clients.get(attempt.pool)
-            if seen is None or not seen.reachable or source is None:
-                continue
-            if attempt.submission_id not in seen.jobs:
-                assert self.logs is not None
-                status = self.logs.exit_of(attempt, source)
-                if status is not None:
-                    exits[attempt.id] = status
-        return exits
-
     def world(self, now: float) -> World:
         observations = {name: client.observe() for name, client in self.clients.items()}
         records, attempts = self.history.live()
@@ -328,7 +308,9 @@ class Controller(Applying):
             tuple(views),
             self.history.nodes(),
             progress=self.progress.read(views),
-            exits=self._exits(observations, views),
+            exits=self.logs.exits(attempts_of(views), observations, self.clients)
+            if self.logs is not None
+            else {},
             health=health,
             suspect=suspect,
             silent=silent,
