@@ -12,17 +12,14 @@ from pathlib import Path
 import pytest
 
 from meshctl.controller.decide import decide
-from meshctl.controller.logs import LogCopier, read_copy
-from meshctl.controller.loop import Controller
+from meshctl.controller.logs import read_copy
 from meshctl.controller.step import Rules
 from meshctl.exits import exit_status, without_exit_line, wrapped
 from meshctl.pools import driverlogs
-from meshctl.pools.observed import ObservedJob
-from meshctl.state.memory import MemoryStore
 from meshctl.state.records import AttemptRecord, JobRecord, JobState
 
 from .test_decide import MESH, attempt, job, moves, world
-from .test_loop import Clock, FakePool, queue
+from .test_loop import running_with_log
 
 pytestmark = pytest.mark.unit
 
@@ -96,15 +93,7 @@ def test_a_job_that_ended_before_its_head_restarted_is_done_not_run_again(
 ) -> None:
     """The cycle that sees the job gone reads its log to the end first (the copier had not
     read its last line yet)."""
-    store, pool, clock = MemoryStore(), FakePool(), Clock()
-    loop = Controller(store, Rules(MESH, {}, None), {"onprem": pool}, clock=clock,
-                      logs=LogCopier(tmp_path))  # fmt: skip
-    record = queue(store)
-    loop.cycle()
-    sid = f"meshctl-{record.id}-1"
-    pool.jobs[sid] = ObservedJob(sid, "RUNNING")
-    pool.logs[sid] = b"working\n"
-    loop.cycle()
+    store, pool, loop, record, sid = running_with_log(tmp_path, b"working\n")
     pool.logs[sid] += b"done\n[meshctl: the job exited 0]\n"
     pool.jobs.clear()  # its head restarted: Ray knows no job
     loop.cycle()

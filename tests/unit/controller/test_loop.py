@@ -668,8 +668,12 @@ def test_a_hold_keeps_queued_jobs_queued_until_it_is_lifted() -> None:
     assert pool.submitted == [f"meshctl-{record.id}-1"]
 
 
-def test_the_loop_copies_the_driver_log_of_a_running_job(tmp_path: Path) -> None:
-    from meshctl.controller.logs import LogCopier, read_copy
+def running_with_log(
+    tmp_path: Path, log: bytes
+) -> tuple[MemoryStore, FakePool, Controller, JobRecord, str]:
+    """A loop copying logs into ``tmp_path``, and a job of it running that has written
+    ``log``, copied once: the store, the pool, the loop, the job and its submission id."""
+    from meshctl.controller.logs import LogCopier
 
     store, pool, clock = MemoryStore(), FakePool(), Clock()
     loop = Controller(store, Rules(MESH, {}, None), {"onprem": pool}, clock=clock,
@@ -678,8 +682,15 @@ def test_the_loop_copies_the_driver_log_of_a_running_job(tmp_path: Path) -> None
     loop.cycle()
     sid = f"meshctl-{record.id}-1"
     pool.jobs[sid] = ObservedJob(sid, "RUNNING")
-    pool.logs[sid] = b"hello\n"
+    pool.logs[sid] = log
     loop.cycle()
+    return store, pool, loop, record, sid
+
+
+def test_the_loop_copies_the_driver_log_of_a_running_job(tmp_path: Path) -> None:
+    from meshctl.controller.logs import read_copy
+
+    _, pool, loop, record, sid = running_with_log(tmp_path, b"hello\n")
     assert read_copy(tmp_path, record.id, 1) == b"hello\n"
     pool.logs[sid] += b"bye\n"
     pool.finish()
