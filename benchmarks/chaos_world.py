@@ -162,7 +162,7 @@ def world_up(
 
 def _api_server(stack: ExitStack, mesh: Mesh) -> tuple[int, str]:
     """``meshctl server`` on the mesh's store, and a user's token for it."""
-    from meshctl.service.identity import add_user
+    from meshctl.server.identity import add_user
 
     with open_store_at(mesh.store, mesh.home) as store:
         token = add_user(store, "chaos", ["default", "aws", "gcp"], Role.USER, time.time())[1]

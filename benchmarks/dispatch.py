@@ -54,7 +54,7 @@ from typing import Any
 
 from ray.job_submission import JobSubmissionClient
 
-from meshctl.cli.context import AppContext
+from meshctl.app.context import AppContext
 from meshctl.controller import daemon
 from meshctl.controller.loop import Controller
 from meshctl.controller.runtime import clients

@@ -8,7 +8,7 @@ with its attempt, its last event and its decision, then ``--queued`` pending job
 records a scheduler decision for one pending job, then times ``meshctl explain`` of that job
 by its id, ``--runs`` times, two ways: the command itself in a fresh process (``python -m
 meshctl explain ID -o json``, interpreter start-up included; SQLite only, the store in the
-command's home) and the reads it makes in this process (``explain_data`` after ``find``: the
+command's home) and the reads it makes in this process (``app.explain.stored`` after ``find``: the
 job by its key, its attempts, decisions and events by the job's indexed id). Medians. A job
 given by its name or a prefix of its id is not timed: that lists every job (see
 docs/SCALING.md). Exits 2 when the trace folder is missing.
@@ -31,8 +31,9 @@ from controller_scale import fill, opened
 from schedule import NOW_S
 from traces import PHILLY, philly_jobs, require
 
-from meshctl.cli.explain_cmd import explain_data
-from meshctl.cli.jobs_cmd import find
+from meshctl.app.context import AppContext
+from meshctl.app.explain import stored
+from meshctl.app.jobs import find
 from meshctl.state import Decision, JobRecord, JobState, Store
 
 
@@ -44,13 +45,14 @@ def pending_job(store: Store) -> str:
     return job.id
 
 
-def in_process(store: Store, job_id: str, runs: int) -> float:
+def in_process(home: Path, store: Store, job_id: str, runs: int) -> float:
+    context = AppContext(home, None, None)
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        data, decision, _, _ = explain_data(store, find(store, job_id))
+        data = stored(context, store, find(store, job_id))
         times.append(time.perf_counter() - start)
-        if data["id"] != job_id or not decision:
+        if data["id"] != job_id or not data["decision"]:
             raise SystemExit(f"explain read the wrong job or no decision: {data}")
     return statistics.median(times)
 
@@ -80,7 +82,7 @@ def measure(opts: argparse.Namespace) -> dict[str, Any]:
             fill(store, opts.queued, opts.history, trace, opts.seed)
             job_id = pending_job(store)
             filled = time.perf_counter() - start
-            reads = in_process(store, job_id, opts.runs)
+            reads = in_process(home, store, job_id, opts.runs)
         whole = command(home, job_id, opts.runs) if opts.store == "sqlite" else None
     return {
         "store": opts.store,

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from meshctl.cli.context import AppContext
+from meshctl.app.context import AppContext
 from meshctl.controller import daemon
 from meshctl.controller.logs import READ_EVERY_S, LogCopier
 from meshctl.controller.loop import Controller

@@ -151,7 +151,7 @@ def client(args: tuple[int, str, int]) -> tuple[list[str], list[float], list[str
 
 
 def one_run(opts: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    from meshctl.service.identity import add_user
+    from meshctl.server.identity import add_user
     from meshctl.state import JobRecord, LeaseRecord, Role, open_store_at
     from meshctl.state.lease import CONTROLLER
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from traces import PHILLY, require
 
-from meshctl.cli.context import AppContext
+from meshctl.app.context import AppContext
 from meshctl.policy.compiled import compile_policies
 from meshctl.policyfiles import read_mesh, read_policy_files
 from meshctl.simrun import RunSpec, run

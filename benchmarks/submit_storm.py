@@ -61,7 +61,7 @@ def submit_many(home: str, count: int) -> Share:
     """``count`` submissions as ``meshctl submit`` stores one (``cli.queueing.queue``)."""
     import datetime as dt
 
-    from meshctl.cli.context import AppContext
+    from meshctl.app.context import AppContext
     from meshctl.controller.submit import check, enqueue
     from meshctl.model import Job
 

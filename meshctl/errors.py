@@ -37,3 +37,12 @@ class Failure(MeshctlError):
     def __init__(self, message: str, *, exit_code: int = EXIT_FAILURE) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class InvalidRequestError(InvalidInput):
+    """A request that cannot be carried out as asked: exit 2, nothing changed."""
+
+
+class CommandError(Failure):
+    """The command could not do its work (a process, a cluster, the store): exit 1, or the
+    code given (``EXIT_TIMEOUT`` for a wait that ran out of time)."""

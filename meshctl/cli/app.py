@@ -9,11 +9,13 @@ from __future__ import annotations
 import copy
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from meshctl.app.context import AppContext
 from meshctl.cli import (
     agent_cmd,
     controller_cmd,
@@ -31,16 +33,15 @@ from meshctl.cli import (
     pools_cmd,
     providers_cmd,
     schema_cmd,
+    server_cmd,
     sim_cmd,
     submit_cmd,
     train_cmd,
     validate_cmd,
 )
 from meshctl.cli.argv import command_name
-from meshctl.cli.context import AppContext
 from meshctl.cli.errors import MeshGroup
 from meshctl.home import default_home
-from meshctl.service import commands  # the server's host: above the rest of the CLI
 
 deferred.defer(*deferred.UNUSED)  # before any command imports the packages that import them
 
@@ -63,7 +64,7 @@ app.command("gc")(gc_cmd.gc)
 app.command("validate")(validate_cmd.validate)
 app.command("schema")(schema_cmd.schema)
 app.command("explain")(explain_cmd.explain)
-app.command("server")(commands.server)
+app.command("server")(server_cmd.server)
 app.command("login")(login_cmd.login)
 app.command("logout")(login_cmd.logout)
 app.add_typer(jobs_cmd.app, name="jobs")
@@ -74,7 +75,7 @@ app.add_typer(pools_cmd.app, name="pools")
 app.add_typer(providers_cmd.app, name="providers")
 app.add_typer(sim_cmd.app, name="sim")
 app.add_typer(agent_cmd.app, name="agent")
-app.add_typer(commands.admin, name="admin")
+app.add_typer(server_cmd.admin, name="admin")
 
 
 @app.callback()
@@ -115,8 +116,25 @@ def root(
     ] = None,
 ) -> None:
     ctx.obj = AppContext(
-        home=home or default_home(), mesh_path=mesh, providers_dir=providers, store_url=store
+        home=home or default_home(),
+        mesh_path=mesh,
+        providers_dir=providers,
+        store_url=store,
+        warn=_warn,
+        busy=_busy,
     )
+
+
+def _warn(lines: Sequence[str]) -> None:
+    from meshctl.cli import render
+
+    render.warnings(lines)
+
+
+def _busy(message: str) -> AbstractContextManager[object]:
+    from meshctl.cli import render
+
+    return render.progress(message)
 
 
 def main() -> None:

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from meshctl.app.policies import reload_rules
 from meshctl.cli.context import app_context
-from meshctl.cli.errors import CommandError, InvalidRequestError
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Output
+from meshctl.errors import CommandError, InvalidRequestError
 
 if TYPE_CHECKING:
-    from meshctl.cli.context import AppContext
     from meshctl.controller.leadership import Leadership
     from meshctl.controller.loop import Controller
     from meshctl.controller.metrics import Address
@@ -129,8 +129,7 @@ def _lead_once(leadership: Leadership) -> None:
 def _metrics_address(address: str) -> Address:
     """``--metrics-address`` checked before anything starts; prometheus_client is imported
     only here, when metrics are asked for."""
-    from meshctl.cli.errors import CommandError
-    from meshctl.errors import InvalidInput
+    from meshctl.errors import CommandError, InvalidInput
 
     try:
         from meshctl.controller.metrics import Address
@@ -148,8 +147,8 @@ def _serve_metrics(controller: Controller, where: Address, leadership: Leadershi
     from a thread."""
     import logging
 
-    from meshctl.cli.errors import CommandError
     from meshctl.controller.metrics import ControllerMetrics, Reading
+    from meshctl.errors import CommandError
 
     metrics = ControllerMetrics(Reading(controller))
     try:
@@ -177,7 +176,7 @@ def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Contr
     """The controller over the files given, with its cloud side, health signals and reloader
     (``once``: launches and credential checks in the cycle, not on worker threads)."""
     from meshctl.agent.watch import AgentWatch
-    from meshctl.cli.context import rules_from
+    from meshctl.app.context import rules_from
     from meshctl.controller import daemon
     from meshctl.controller.access import CloudAccess
     from meshctl.controller.burst import Burst
@@ -270,39 +269,6 @@ def reload(
     _show(data, output)
 
 
-def reload_rules(context: AppContext, policies: Path | None, timeout_s: float) -> dict[str, Any]:
-    """Have the running controller take the files again (``policies``: another folder); what
-    it answered (``shapes.Reloaded``, with its ``message``). Every problem of every file is an
-    ``InvalidInput`` and nothing is asked. For the CLI and the API server."""
-    import uuid
-
-    from meshctl.cli.context import rules_from
-    from meshctl.controller import daemon
-    from meshctl.controller.reload import ask
-
-    if daemon.running(context.home) is None:
-        raise CommandError("no controller is running (meshctl up starts one)")
-    files = context.rule_files(policies)
-    rules_from(context.home, files)  # every problem of every file: exit 2, nothing asked
-    ask_id = uuid.uuid4().hex
-    ask(context.home, ask_id, files)
-    daemon.nudge(context.home)
-    answer = _answer(context.home, ask_id, timeout_s)
-    return {
-        "outcome": answer["outcome"],
-        "old_policy_hash": answer["old_hash"],
-        "policy_hash": answer["new_hash"],
-        "policies": files.policies,
-        "changes": [
-            {"part": part, "old_hash": old, "new_hash": new}
-            for part, old, new in answer.get("changes") or []
-        ],
-        "hashes": dict(answer.get("hashes") or {}),
-        "notes": list(answer.get("notes") or []),
-        "message": str(answer.get("message") or ""),
-    }
-
-
 def _show(said: dict[str, Any], output: Output) -> None:
     from meshctl.cli import render
 
@@ -314,37 +280,12 @@ def _show(said: dict[str, Any], output: Output) -> None:
     render.warnings(data["notes"])
 
 
-def _answer(home: Path, ask_id: str, timeout_s: float) -> dict[str, Any]:
-    """The controller's answer to request ``ask_id``, from its heartbeat."""
-    import time
-
-    from meshctl.cli import render
-    from meshctl.cli.errors import CommandError
-    from meshctl.controller import daemon
-
-    deadline = time.monotonic() + timeout_s
-    with render.progress("controller: reloading"):
-        while True:
-            beat = daemon.heartbeat(home) or {}
-            answer = beat.get("reload")
-            if isinstance(answer, dict) and answer.get("request") == ask_id:
-                return answer
-            if daemon.running(home) is None:
-                raise CommandError("the controller stopped before it took the reload")
-            if time.monotonic() > deadline:
-                raise CommandError(
-                    f"the controller did not confirm within {timeout_s:g} s; it takes the "
-                    "request at its next cycle (meshctl status shows the hash it runs)"
-                )
-            time.sleep(0.2)
-
-
 def _record_up(home: Path, files: RuleFiles) -> None:
     """A reload switched files: ``up.json`` says what runs now (when ``up`` started it)."""
     import json
     from dataclasses import asdict
 
-    from meshctl.cli.context import UP_FILE
+    from meshctl.app.context import UP_FILE
     from meshctl.controller.rundir import run_dir
     from meshctl.state.private import write_private
 

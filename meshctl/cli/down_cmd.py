@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from meshctl.cli.context import UP_FILE, AppContext, app_context
-from meshctl.cli.errors import EXIT_FAILURE, CommandError, InvalidRequestError
+from meshctl.app.context import UP_FILE, AppContext
+from meshctl.cli.context import app_context
+from meshctl.errors import EXIT_FAILURE, CommandError, InvalidRequestError
 
 if TYPE_CHECKING:
     from meshctl.model import Mesh
@@ -67,10 +68,10 @@ def down(
     context = app_context(ctx)
     remote = context.remote()
     if remote is not None:  # the server's host brings its mesh down
-        from meshctl.cli.remote import relay_command
+        from meshctl.cli import render
 
         body = {"force": force, "drain": drain, "deadline": deadline}
-        relay_command(remote.call("POST", "/v1/mesh/down", body, timeout_s=wait_s + 120))
+        render.relayed(remote.call("POST", "/v1/mesh/down", body, timeout_s=wait_s + 120))
         return
     with contextlib.ExitStack() as opened:  # the store, once for the whole command (if any)
         store = (

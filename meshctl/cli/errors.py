@@ -21,7 +21,6 @@ from meshctl.errors import (
     EXIT_FAILURE,
     EXIT_INVALID,
     EXIT_OK,
-    EXIT_TIMEOUT,
     Failure,
     InvalidInput,
     MeshctlError,
@@ -29,24 +28,9 @@ from meshctl.errors import (
 from meshctl.problems import InvalidFileError, Problem
 
 __all__ = [
-    "EXIT_FAILURE",
-    "EXIT_INVALID",
-    "EXIT_OK",
-    "EXIT_TIMEOUT",
-    "CommandError",
-    "InvalidRequestError",
     "MeshGroup",
     "requested_output",
 ]
-
-
-class InvalidRequestError(InvalidInput):
-    """A request that cannot be carried out as asked: exit 2, nothing changed."""
-
-
-class CommandError(Failure):
-    """The command could not do its work (a process, a cluster, the store): exit 1, or the
-    code given (``EXIT_TIMEOUT`` for a wait that ran out of time)."""
 
 
 class MeshGroup(typer.core.TyperGroup):

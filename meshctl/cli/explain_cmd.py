@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from meshctl.cli.context import app_context, read_moment
+from meshctl.app.context import read_moment
+from meshctl.cli.context import app_context
 from meshctl.cli.options import (
     JobFileArgument,
     MomentOption,
@@ -25,7 +26,6 @@ from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
     from meshctl.scheduler import Decision, Plan
-    from meshctl.state import Event, JobRecord, Store
 
 
 def explain(
@@ -114,87 +114,65 @@ def _live(context: Any) -> tuple[list[Any], dict[tuple[str, str], Any], int] | N
 
 
 def _explain_stored(ctx: typer.Context, ref: str, output: Output) -> None:
+    from meshctl.app import explain as explaining
+    from meshctl.app.jobs import find
     from meshctl.cli import render
-    from meshctl.cli.jobs_cmd import find
-    from meshctl.cli.views import data_local
 
     context = app_context(ctx)
     remote = context.remote()
-    if remote is not None:  # the document; as YAML for people
-        from meshctl.cli.remote import job_path
+    if remote is not None:
+        from meshctl.app.remote import job_path
 
-        said = remote.call("GET", job_path(ref, "explain"))
-        render.emit_data(said, Output.yaml if output is Output.table else output)
-        return
-    with context.store() as store:
-        record = find(store, ref)
-        data, decision, events, state = explain_data(store, record)
+        data = remote.call("GET", job_path(ref, "explain"))
+    else:
+        with context.store() as store:
+            data = explaining.stored(context, store, find(store, ref))
     if output is not Output.table:
         render.emit_data(data, output)
         return
-    policy_hash = data["policy_hash"]
+    show_stored(data)
+
+
+def show_stored(data: dict[str, Any]) -> None:
+    """``explain JOB``'s lines, from its document (``meshctl.app.explain.stored``)."""
+    from meshctl.app.decisions import data_local
+    from meshctl.cli import render
+
+    policy_hash, decision = data["policy_hash"], data["decision"]
     nodes, last = data["nodes"], data["attempt"]
-    where = f"attempt {last} on pool {data['pool']} ({', '.join(nodes)}), {state}"
-    render.say(f"[bold]{render.esc(record.id)}[/]: {record.state.value}")
+    where = f"attempt {last} on pool {data['pool']} ({', '.join(nodes)}), {data['attempt_state']}"
+    render.say(f"[bold]{render.esc(data['id'])}[/]: {data['state']}")
     if last:
         render.say(f"  runs: {render.esc(where)}")
-    if events:
-        render.say(f"  last event: {events[-1].kind}: {render.esc(events[-1].message)}")
+    event = data["last_event"]
+    if event:
+        render.say(f"  last event: {event['kind']}: {render.esc(event['message'])}")
     _say_offers(data["offers_tried"])
     if not decision:
         render.say("  no scheduling decision recorded yet (is the controller running?)")
         return
-    running = context.enforced()
-    now = running.get("policy_hash") if running else None
+    now = data["policy_hash_enforced"]
     by = f" (policies {policy_hash})" if policy_hash else ""
-    render.say(f"  scheduler{by}: {render.esc(decision.get('summary', ''))}")
+    render.say(f"  scheduler{by}: {render.esc(decision['summary'])}")
     if now is not None and policy_hash and now != policy_hash:
         render.say(f"  [dim]the controller enforces policies {now} now; it decides again[/]")
-    for candidate in decision.get("candidates", []):
+    for candidate in decision["candidates"]:
         scores = ", ".join(f"{k} {v:.3f}" for k, v in candidate["scores"].items())
-        local = data_local(candidate.get("data_local_gib"), candidate.get("data_gib"))
+        local = data_local(candidate["data_local_gib"], candidate["data_gib"])
         render.say(
             f"    candidate {render.esc(', '.join(candidate['nodes']))}: "
             f"total {candidate['total']:.3f} ({scores})" + (f"; {local}" if local else "")
         )
-    for why, count in decision.get("filtered", {}).items():
-        render.say(f"    {count} nodes: {render.esc(why)}")
-    forecast = decision.get("forecast")
+    for filtered in decision["filtered"]:
+        render.say(f"    {filtered['nodes']} nodes: {render.esc(filtered['reason'])}")
+    forecast = decision["forecast"]
     if forecast:
-        seconds = forecast.get("runtime_s")
-        said = f"{seconds:,.0f} s ({forecast.get('runtime')})" if seconds is not None else (
-            str(forecast.get("runtime")))  # fmt: skip
+        seconds = forecast["runtime_s"]
+        said = f"{seconds:,.0f} s ({forecast['runtime']})" if seconds is not None else (
+            forecast["runtime"])  # fmt: skip
         render.say(f"  runtime: {render.esc(said)}")
-        for line in forecast_lines(data["decision"]["forecast"]):  # as -o json shows it
+        for line in forecast_lines(forecast):
             render.say(f"  {render.esc(line)}")
-
-
-def explain_data(
-    store: Store, record: JobRecord
-) -> tuple[dict[str, Any], dict[str, Any], list[Event], str | None]:
-    """A stored job as ``explain`` shows it (``shapes.ExplainStored``), with the decision as
-    recorded, its events and its last attempt's state. For the CLI and the API server."""
-    from meshctl.cli.jobview import attempts_of, nodes_of, offers_tried
-    from meshctl.cli.views import decision_data
-    from meshctl.jsondata import event_data
-
-    attempts = attempts_of(store, record.id)
-    decisions = store.decisions(job_id=record.id)
-    events = store.events(job_id=record.id)
-    decision = dict(decisions[-1].explanation) if decisions else {}
-    last = attempts[-1] if attempts else None
-    data = {
-        "id": record.id,
-        "state": record.state.value,
-        "pool": last.pool if last else None,
-        "nodes": nodes_of(last),
-        "attempt": last.number if last else 0,
-        "last_event": event_data(events[-1]) if events else None,
-        "decision": decision_data(decision) if decision else None,
-        "policy_hash": (decisions[-1].policy_hash or None) if decisions else None,
-        "offers_tried": offers_tried(events),
-    }
-    return data, decision, events, last.state if last else None
 
 
 def _say_offers(tried: list[dict[str, Any]]) -> None:
@@ -250,8 +228,8 @@ def _wait(seconds: float) -> str:
 
 def _say_candidates(decision: Decision, output: Output) -> None:
     """The top candidates: each scorer's score and, for a job with data, its bytes local."""
+    from meshctl.app.decisions import data_local
     from meshctl.cli import render
-    from meshctl.cli.views import data_local
 
     with_data = decision.candidates[0].data_gib is not None
     rows = [
@@ -286,8 +264,8 @@ def _render(
 ) -> None:
     from dataclasses import asdict
 
+    from meshctl.app.decisions import decision_data
     from meshctl.cli import render
-    from meshctl.cli.views import decision_data
 
     actions = [{"action": type(a).__name__.lower(), **asdict(a)} for a in plan.actions]
     for action in actions:

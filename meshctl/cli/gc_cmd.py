@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from meshctl.cli.context import app_context
-from meshctl.cli.errors import EXIT_FAILURE
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Column, Output
+from meshctl.errors import EXIT_FAILURE
 
 if TYPE_CHECKING:
     from meshctl.clouds.base import Cloud, Instance

@@ -36,7 +36,7 @@ def init(
 ) -> None:
     """Scaffold a working mesh: the embedded local pool, catalogs, policies, example jobs."""
     from meshctl.cli import render
-    from meshctl.cli.errors import InvalidRequestError
+    from meshctl.errors import InvalidRequestError
 
     files = _scaffold()
     existing = [rel for rel in files if (directory / rel).exists()]

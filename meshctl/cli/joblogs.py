@@ -1,11 +1,7 @@
-"""``meshctl jobs logs``: a job's driver log, from its pool or from meshctl's copy.
-
-While the job's pool has its Ray job, the log comes from the pool (the freshest text, whole);
-once the pool no longer has it (the job ended and the pool was stopped, restarted, or lost),
-it comes from the copy the controller kept (``controller/logs.py``: bounded, head and tail).
-``--follow`` on a job that has not started says on stderr what it waits for (queued,
-admitted, dispatched) and follows it once it runs, into its next attempts if it is requeued,
-until it ends.
+"""``meshctl jobs logs``: a job's driver log, from its pool or from meshctl's copy
+(``meshctl.app.logs``). ``--follow`` on a job that has not started says on stderr what it
+waits for (queued, admitted, dispatched) and follows it once it runs, into its next attempts
+if it is requeued, until it ends.
 """
 
 from __future__ import annotations
@@ -15,54 +11,16 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from meshctl.app.logs import chosen, text_of, waiting_for
 from meshctl.cli import render
-from meshctl.cli.errors import CommandError, InvalidRequestError
+from meshctl.errors import CommandError
 
 if TYPE_CHECKING:
-    from meshctl.cli.context import AppContext
-    from meshctl.model.mesh import Mesh
+    from meshctl.app.context import AppContext
     from meshctl.state import AttemptRecord, JobRecord, Store
 
 POLL_S = 1.0
 WAITING = frozenset({"pending", "requeued", "admitted", "dispatched"})  # not running yet
-
-
-def fresh(context: AppContext, mesh: Mesh, attempt: AttemptRecord) -> bytes | None:
-    """The whole log from the attempt's pool; None when the pool is not up, does not answer,
-    or no longer has the job."""
-    from meshctl.controller.runtime import client_for
-    from meshctl.pools.ray import PoolError
-
-    pool = mesh.pool(attempt.pool)
-    client = client_for(pool, context.home) if pool else None
-    if client is None:
-        return None
-    try:
-        text = client.logs(attempt.submission_id)
-    except (PoolError, OSError):
-        return None
-    return None if text is None else text.encode("utf-8")
-
-
-def text_of(context: AppContext, mesh: Mesh, attempt: AttemptRecord) -> bytes | None:
-    """The freshest text there is: the pool's, else meshctl's copy, else None."""
-    from meshctl.controller.logs import read_copy
-
-    found = fresh(context, mesh, attempt)
-    if found is None:
-        found = read_copy(context.home, attempt.job_id, attempt.number)
-    return found
-
-
-def chosen(store: Store, job_id: str, number: int | None) -> AttemptRecord | None:
-    """The attempt asked for (``--attempt``), else the latest; None before the first."""
-    from meshctl.cli.jobview import attempts_of
-
-    tries = attempts_of(store, job_id)
-    picked = [a for a in tries if number is None or a.number == number]
-    if number is not None and not picked:
-        raise InvalidRequestError(f"--attempt: job {job_id} has no attempt {number}")
-    return picked[-1] if picked else None
 
 
 def show(context: AppContext, store: Store, record: JobRecord, number: int | None) -> None:
@@ -79,19 +37,6 @@ def show(context: AppContext, store: Store, record: JobRecord, number: int | Non
             "have it (is it up?) and meshctl kept no copy"
         )
     render.raw(text.decode("utf-8", errors="replace"))
-
-
-def waiting_for(record: JobRecord, attempt: AttemptRecord | None) -> str:
-    """What a job that has not started waits for, in words."""
-    state = record.state.value
-    if state == "pending":
-        return "it is queued (pending)"
-    if state == "requeued":
-        return "it is queued again (requeued)"
-    if state == "admitted":
-        return f"it is admitted to pool {record.pool}, being submitted"
-    sid = f" as {attempt.submission_id}" if attempt else ""
-    return f"it is dispatched to pool {record.pool}{sid}, waiting for Ray to start it"
 
 
 @dataclass

@@ -16,21 +16,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from meshctl.app import jobs as jobs_of
 from meshctl.cli.context import app_context
-from meshctl.cli.errors import EXIT_TIMEOUT, CommandError, InvalidRequestError
 from meshctl.cli.options import OutputOption, duration_flag
 from meshctl.cli.render import Column, Output
+from meshctl.errors import EXIT_TIMEOUT, CommandError, InvalidRequestError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from pathlib import Path
-
-    from meshctl.cli.remote import Remote
-    from meshctl.state import AttemptRecord, AuditEntry, Event, JobRecord, Store
+    from meshctl.app.remote import Remote
 
 
 def job_path(ref: str, *rest: str) -> str:
-    from meshctl.cli.remote import job_path
+    from meshctl.app.remote import job_path
 
     return job_path(ref, *rest)
 
@@ -42,56 +39,6 @@ JobArgument = Annotated[
 ]
 
 
-def find(store: Store, ref: str) -> JobRecord:
-    """The job with this id; else the one with this name; else the only one whose id starts
-    with it. An exact id or name always wins over a prefix of another job's id. Each is one
-    indexed read: the key, the name's index, and the keys just after ``ref`` (the ids that
-    start with it come first there); none lists every job."""
-    from meshctl.state import JobRecord
-
-    exact = store.get(JobRecord, ref)
-    if exact is not None:
-        return exact
-    named = store.list(JobRecord, name=ref)
-    if len(named) > 1:
-        ids = ", ".join(j.id for j in sorted(named, key=lambda j: -j.submitted_at_s)[:5])
-        raise InvalidRequestError(f"job: {len(named)} jobs are named {ref!r} ({ids}); give an id")
-    if named:
-        return named[0]
-    after = store.list(JobRecord, after=ref, limit=PREFIX_SHOWN + 1) if ref else []
-    matches = [j for j in after if j.id.startswith(ref)]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise InvalidRequestError(f"job: no job with id or name {ref!r} (meshctl jobs list)")
-    ids = ", ".join(j.id for j in matches[:PREFIX_SHOWN])
-    many = f"more than {PREFIX_SHOWN}" if len(matches) > PREFIX_SHOWN else str(len(matches))
-    raise InvalidRequestError(f"job: {ref!r} names {many} jobs ({ids}); give more of it")
-
-
-PREFIX_SHOWN = 5  # ids an ambiguous prefix names in its error
-
-
-def _row(job: JobRecord, attempt: AttemptRecord | None, now: float) -> dict[str, Any]:
-    """A job as data (``shapes.JobRow``); ``now`` is for people's tables (``age_s``)."""
-    from meshctl.cli.jobview import nodes_of
-    from meshctl.jsondata import timestamp
-
-    return {
-        "id": job.id,
-        "name": job.name,
-        "team": job.team,
-        "state": job.state.value,
-        "priority": job.priority,
-        "pool": job.pool or None,
-        "nodes": nodes_of(attempt),
-        "attempt": attempt.number if attempt else 0,
-        "submitted_at": timestamp(job.submitted_at_s),
-        "updated_at": timestamp(job.updated_at_s),
-        "age_s": round(now - job.submitted_at_s, 1),
-    }
-
-
 @app.command("list")
 def list_jobs(
     ctx: typer.Context,
@@ -101,8 +48,7 @@ def list_jobs(
 ) -> None:
     """Every job, newest first: state, pool, nodes, attempt."""
     from meshctl.cli import render
-    from meshctl.controller.world import latest_attempts
-    from meshctl.state import AttemptRecord, JobRecord, JobState
+    from meshctl.state import JobState
 
     if state is not None and state not in {s.value for s in JobState}:
         raise InvalidRequestError(
@@ -114,12 +60,7 @@ def list_jobs(
         render.emit(remote.call("GET", "/v1/jobs", state=state, team=team), COLUMNS, output)
         return
     with context.store() as store:
-        filters: dict[str, Any] = {"state": state, "team": team}
-        filters = {k: v for k, v in filters.items() if v is not None}
-        jobs = sorted(store.list(JobRecord, **filters), key=lambda j: -j.submitted_at_s)
-        latest = latest_attempts(store.list(AttemptRecord, job_id=[j.id for j in jobs]))
-    now = time.time()
-    rows = [_row(job, latest.get(job.id), now) for job in jobs]
+        rows = jobs_of.listed(store, state, team)
     render.emit(rows, COLUMNS, output)
 
 
@@ -139,21 +80,54 @@ COLUMNS = [
 def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.table) -> None:
     """One job: what it asks for, its attempts (and why the last one failed), events, and the
     scheduler's latest decision."""
-    from meshctl.cli import jobtraining, jobview, render
+    from meshctl.cli import render
 
     context = app_context(ctx)
     remote = context.remote()
-    if remote is not None:  # the document; as YAML for people
-        said = remote.call("GET", job_path(job))
-        render.emit_data(said, Output.yaml if output is Output.table else output)
-        return
-    with context.store() as store:
-        record = find(store, job)
-        data, attempts, events = show_data(context.home, store, record)
+    if remote is not None:
+        data = remote.call("GET", job_path(job))
+    else:
+        with context.store() as store:
+            data = jobs_of.show(context.home, store, jobs_of.find(store, job))
     if output is not Output.table:
         render.emit_data(data, output)
         return
-    _show_job(record, data, attempts)
+    show_job(data)
+
+
+def show_job(data: dict[str, Any]) -> None:
+    """``jobs show``'s lines, from the job's document (``meshctl.app.jobs.show``)."""
+    from meshctl.cli import jobtraining, jobview, render
+
+    render.say(f"[bold]{render.esc(data['id'])}[/] ({render.esc(data['name'])}): {data['state']}")
+    nodes = int(data["resources"].get("nodes") or 1)
+    train = data["train"]
+    lines = {
+        "kind": data["kind"],
+        "team": data["team"],
+        "priority": f"{data['priority']}"
+        + (f" ({data['priority_class']})" if data["priority_class"] else ""),
+        "pool": data["pool"],
+        "nodes": ", ".join(data["nodes"]),
+        "entrypoint": data["entrypoint"],
+        "train": jobview.train_text({**train, "hang_timeout": train["hang_timeout_s"]}, nodes)
+        if train
+        else None,
+        "resources": jobview.resources_text(data["resources"]),
+        "decision": data["decision"],
+        "policies": data["policy_hash"],
+    }
+    for key, value in lines.items():
+        if value:
+            render.say(f"  {key}: {render.esc(value)}")
+    attempts = data["attempts"]
+    for a in attempts:
+        where = f" ({render.esc(', '.join(a['nodes']))})" if a["nodes"] else ""
+        render.say(
+            f"  attempt {a['number']}: {a['state']} on {a['pool']}{where} as {a['submission_id']}"
+        )
+        if a["reason"] and a["state"] != "succeeded":
+            _show_reason(data["id"], a, a is attempts[-1])
     service = data.get("service")
     if service is not None:
         render.say(f"  service: {render.esc(jobview.service_text(service))}")
@@ -163,94 +137,19 @@ def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.tab
         render.say(f"  loan: {render.esc(jobview.loan_text(loan))}")
     jobtraining.show_training(data.get("training"))
     jobtraining.show_export(data.get("export"))
-    for e in events:
-        render.say(f"  {render.clock(e.at_s)} {e.kind}: {render.esc(e.message)}")
+    for e in data["events"]:
+        render.say(f"  {render.clock_of(e['occurred_at'])} {e['kind']}: {render.esc(e['message'])}")
 
 
-def show_data(
-    home: Path, store: Store, record: JobRecord
-) -> tuple[dict[str, Any], list[AttemptRecord], list[Event]]:
-    """One job as data (``shapes.JobDetail``), with its attempts and events: for ``jobs
-    show`` and the API server alike."""
-    from meshctl.cli import jobtraining, jobview
-    from meshctl.controller.services import service_of
-    from meshctl.controller.serving_apply import serve_ports
-    from meshctl.state import LoanRecord
-
-    attempts = jobview.attempts_of(store, record.id)
-    events = store.events(job_id=record.id)
-    decisions = store.decisions(job_id=record.id)
-    loans = [
-        x
-        for x in store.list(LoanRecord)
-        if record.id in (x.lender, x.borrower, service_of(x.borrower))
-    ]
-    decision = jobview.decision_now(decisions[-1] if decisions else None, events)
-    data = {
-        **_row(record, attempts[-1] if attempts else None, time.time()),
-        **jobview.data(record.spec, attempts, events, decision),
-        "policy_hash": decisions[-1].policy_hash or None if decisions else None,
-    }
-    said = [{"at_s": e.at_s, "kind": e.kind, "message": e.message} for e in events]
-    recorded = jobtraining.recorded(record, attempts)
-    if recorded is not None:  # a train job: what it recorded beside its checkpoints
-        data["training"] = jobtraining.training_data(recorded, said)
-        exported = jobtraining.export_data(recorded)
-        if exported is not None:
-            data["export"] = exported
-    pool = attempts[-1].pool if attempts else None
-    port = serve_ports(home).get(pool) if pool else None
-    service = jobview.service_data(record.spec, attempts, port)
-    if service is not None:
-        data["service"] = service
-    if loans:
-        now = time.time()
-        data["loans"] = [
-            jobview.loan_data(x, now) for x in sorted(loans, key=lambda x: x.opened_at_s)
-        ]
-    return data, attempts, events
-
-
-def _show_job(record: JobRecord, data: dict[str, Any], attempts: list[AttemptRecord]) -> None:
-    from meshctl.cli import jobview, render
-
-    body = record.spec.get("spec", {})
-    nodes = int(body.get("resources", {}).get("nodes") or 1)
-    render.say(
-        f"[bold]{render.esc(record.id)}[/] ({render.esc(record.name)}): {record.state.value}"
-    )
-    lines = {
-        "kind": body.get("kind"),
-        "team": record.team,
-        "priority": f"{record.priority}"
-        + (f" ({body['priority_class']})" if body.get("priority_class") else ""),
-        "pool": record.pool,
-        "nodes": ", ".join(jobview.nodes_of(attempts[-1] if attempts else None)),
-        "entrypoint": body.get("entrypoint"),
-        "train": jobview.train_text(body["train"], nodes) if body.get("train") else None,
-        "resources": jobview.resources_text(body.get("resources", {})),
-        "decision": data["decision"],
-        "policies": data["policy_hash"],
-    }
-    for key, value in lines.items():
-        if value:
-            render.say(f"  {key}: {render.esc(value)}")
-    for a in attempts:
-        where = f" ({render.esc(', '.join(jobview.nodes_of(a)))})" if jobview.nodes_of(a) else ""
-        render.say(f"  attempt {a.number}: {a.state} on {a.pool}{where} as {a.submission_id}")
-        if a.reason and a.state != "succeeded":
-            _show_reason(record.id, a, a is attempts[-1])
-
-
-def _show_reason(job_id: str, attempt: AttemptRecord, latest: bool) -> None:
+def _show_reason(job_id: str, attempt: dict[str, Any], latest: bool) -> None:
     """Ray's message, its first lines only: the rest is in the job's log."""
     from meshctl.cli import jobview, render
 
-    first, more = jobview.error_excerpt(attempt.reason)
+    first, more = jobview.error_excerpt(attempt["reason"])
     for line in first:
         render.say(f"    {render.esc(line)}")
     if more:
-        which = "" if latest else f" --attempt {attempt.number}"
+        which = "" if latest else f" --attempt {attempt['number']}"
         render.say(f"    ... {more} more lines: meshctl jobs logs {job_id}{which}")
 
 
@@ -286,7 +185,7 @@ def logs(
             sys.stdout.write(said["text"])
         return
     with context.store() as store:
-        record = find(store, job)
+        record = jobs_of.find(store, job)
         if follow:
             joblogs.Follower(context, store, record.id, attempt).run()
         else:
@@ -333,8 +232,8 @@ def cancel(
         rows = [remote.call("POST", f"/v1/jobs/{i}/cancel") for i in dict.fromkeys(ids)]
     else:
         with context.store() as store:
-            ids = list(dict.fromkeys(find(store, ref).id for ref in jobs))  # all known, or none
-            rows = [cancel_one(store, job_id) for job_id in ids]
+            ids = list(dict.fromkeys(jobs_of.find(store, ref).id for ref in jobs))  # all, or none
+            rows = [jobs_of.cancel_one(store, job_id) for job_id in ids]
         if any(r["cancelled"] for r in rows):
             daemon.nudge(context.home)  # stop their Ray jobs now, not next interval
     if output is not Output.table:
@@ -345,40 +244,6 @@ def cancel(
             render.plain(f"{row['id']} cancelled (was {row['previous_state']})")
         else:
             render.plain(f"{row['id']} already {row['state']}; nothing to cancel")
-
-
-def cancel_one(
-    store: Store, job_id: str, by: str = "user", also: Sequence[AuditEntry] = ()
-) -> dict[str, Any]:
-    """Cancel one job (``shapes.CancelRow``); the controller may update it meanwhile: read
-    again and retry. ``by``: who, as its event says; ``also``: audit entries written with
-    the cancellation (none when there is nothing to cancel)."""
-    from dataclasses import replace
-
-    from meshctl.controller.decide import FINISHED
-    from meshctl.state import ConflictError, Event, JobRecord, JobState
-
-    for _ in range(10):
-        record = store.get(JobRecord, job_id)
-        if record is None:
-            raise CommandError(f"job {job_id}: gone from the store while cancelling")
-        was = record.state.value
-        if record.state in FINISHED:
-            return {"id": job_id, "state": was, "previous_state": was, "cancelled": False}
-        now = time.time()
-        event = Event(
-            now, "job.cancelled", job_id, f"cancelled by {by}", {"from": was, "to": "cancelled"}
-        )
-        try:
-            store.update(
-                replace(record, state=JobState.CANCELLED, updated_at_s=now),
-                expected_version=record.version,
-                events=[event, *also],
-            )
-        except ConflictError:
-            continue
-        return {"id": job_id, "state": "cancelled", "previous_state": was, "cancelled": True}
-    raise CommandError(f"job {job_id}: kept changing while cancelling; try again")
 
 
 @app.command("wait")
@@ -403,7 +268,7 @@ def wait(
     with contextlib.ExitStack() as stack:
         if remote is None:
             store = stack.enter_context(context.store())
-            ids = list(dict.fromkeys(find(store, ref).id for ref in jobs))
+            ids = list(dict.fromkeys(jobs_of.find(store, ref).id for ref in jobs))
 
             def read() -> dict[str, JobState]:
                 records = [store.get(JobRecord, i) for i in ids]

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from meshctl.cli.context import app_context
-from meshctl.cli.errors import InvalidRequestError
+from meshctl.errors import InvalidRequestError
 
 
 def login(
@@ -23,7 +23,8 @@ def login(
     ] = None,
 ) -> None:
     """Check a token against an API server and keep both: commands then talk to it."""
-    from meshctl.cli import remote, render
+    from meshctl.app import remote
+    from meshctl.cli import render
 
     if token is None:
         token = typer.prompt("token", hide_input=True) if sys.stdin.isatty() else sys.stdin.read()
@@ -38,7 +39,8 @@ def login(
 
 def logout(ctx: typer.Context) -> None:
     """Forget the server and token that meshctl login kept: commands work locally again."""
-    from meshctl.cli import remote, render
+    from meshctl.app import remote
+    from meshctl.cli import render
 
     gone = remote.logout(app_context(ctx).home)
     render.plain("logged out" if gone else "not logged in")

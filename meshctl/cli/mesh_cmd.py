@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from meshctl.cli.context import UP_FILE, AppContext, app_context
-from meshctl.cli.errors import EXIT_FAILURE, CommandError
+from meshctl.app.context import UP_FILE, AppContext
+from meshctl.app.pools import PoolHealth
+from meshctl.app.status import collect
+from meshctl.cli.context import app_context
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Output, clock_of
+from meshctl.errors import EXIT_FAILURE, CommandError
 
 if TYPE_CHECKING:
     from meshctl.controller.status import Status
-    from meshctl.state import Store
 
 HEARTBEAT_TIMEOUT_S = 90.0
 
@@ -46,12 +47,11 @@ def up(
     context = app_context(ctx)
     remote = context.remote()
     if remote is not None:  # the server's host brings its mesh up
-        from meshctl.cli.errors import InvalidRequestError
-        from meshctl.cli.remote import relay_command
+        from meshctl.errors import InvalidRequestError
 
         if policies is not None:
             raise InvalidRequestError("--policies: the server enforces the folder it runs with")
-        relay_command(remote.call("POST", "/v1/mesh/up", {"interval": interval}, timeout_s=900))
+        render.relayed(remote.call("POST", "/v1/mesh/up", {"interval": interval}, timeout_s=900))
         return
     mesh = context.mesh()
     policy_dir = (policies or context.policy_dir()).resolve()
@@ -59,7 +59,7 @@ def up(
     run = make_run_dir(context.home)
     started = time.monotonic()
     failed = _start_pools(mesh, run, context.accelerators().spec)
-    _show_health(mesh, context.home, failed)
+    _show_health(context, mesh, failed)
     catalogs = context.catalog_dir()
     record = {
         "mesh": str(context.mesh_file().resolve()),
@@ -129,14 +129,14 @@ def _restart_dead(
         )
 
 
-def _show_health(mesh: Any, home: Path, failed: dict[str, str]) -> None:
+def _show_health(context: AppContext, mesh: Any, failed: dict[str, str]) -> None:
     """Every pool checked: an existing Ray cluster, whether it answers; a warning for each
     pool that cannot be used (a cloud pool without credentials ...), with why."""
+    from meshctl.app.pools import pool_health
     from meshctl.cli import render
-    from meshctl.cli.pools_cmd import pool_health
     from meshctl.model.mesh import RayPool
 
-    for row in pool_health(mesh, home):
+    for row in pool_health(context, mesh):
         pool = mesh.pool(row["pool"])
         if isinstance(pool, RayPool):  # checked, not started
             answers = "answers" if row["available"] else "does not answer"
@@ -208,7 +208,7 @@ def status(
             render.show(render_status(said))
         _fail_if_down(said)
         return
-    health = _Health(context)
+    health = PoolHealth(context)
     with context.store() as store:
         if output is not Output.table or not watch:
             data = collect(context, store, health)
@@ -233,47 +233,6 @@ def _fail_if_down(data: Status) -> None:
     down = controller_down(data["controller"])
     if down is not None:
         raise CommandError(down)
-
-
-class _Health:
-    """Whether each pool can be used now: what the running controller saw in its last cycle,
-    else a check of our own (at most every ``LIVE_CHECK_S``: a cloud provider takes a while)."""
-
-    LIVE_CHECK_S = 30.0
-
-    def __init__(self, context: AppContext) -> None:
-        self.context = context
-        self._checked: tuple[float, dict[str, str | None]] | None = None
-
-    def __call__(self, mesh: Any, live: Mapping[str, Any]) -> dict[str, str | None]:
-        """``live``: the running controller's heartbeat (``daemon.live_beat``), or nothing."""
-        seen = live.get("unavailable")
-        if isinstance(seen, dict):
-            return {p.name: seen.get(p.name) for p in mesh.spec.pools}
-        now = time.monotonic()
-        if self._checked is None or now - self._checked[0] > self.LIVE_CHECK_S:
-            from meshctl.cli.pools_cmd import pool_health
-
-            rows = pool_health(mesh, self.context.home)
-            self._checked = (now, {r["pool"]: r["reason"] for r in rows})
-        return self._checked[1]
-
-
-def collect(context: AppContext, store: Store, health: _Health) -> Status:
-    """Everything status shows (``controller.status``): what this machine knows of the
-    controller and the pools is read here, the document is counted there."""
-    from meshctl.controller import daemon
-    from meshctl.controller.runtime import clients
-    from meshctl.controller.status import status_document
-
-    mesh = context.mesh()
-    driven = set(clients(mesh, context.home))
-    beat: dict[str, Any] = dict(daemon.heartbeat(context.home) or {})
-    pid = daemon.running(context.home)
-    down = health(mesh, daemon.live_beat(beat, pid))
-    return status_document(
-        store, mesh, beat=beat, pid=pid, driven=driven, unavailable=down, now_s=time.time()
-    )
 
 
 def render_status(data: Status) -> Any:

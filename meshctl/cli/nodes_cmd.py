@@ -16,42 +16,22 @@ pool has it.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from meshctl.app import nodes
 from meshctl.cli.context import app_context
-from meshctl.cli.errors import InvalidRequestError
 from meshctl.cli.options import OutputOption, duration_flag
 from meshctl.cli.render import Column, Output, clock_of
+from meshctl.errors import InvalidRequestError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from meshctl.cli.remote import Remote
-    from meshctl.state import AuditEntry, NodeDetail, NodeRecord, Store
-
-DEAD = "dead"  # a node Ray lists dead: its raylet is gone
+    from meshctl.app.remote import Remote
 
 app = typer.Typer(help="Nodes: list, show, cordon, drain, uncordon, health.", no_args_is_help=True)
 
 NodeArgument = Annotated[str, typer.Argument(help="pool/node, or the node's name.")]
-
-
-def find_node(store: Store, ref: str) -> NodeRecord:
-    from meshctl.state import NodeRecord
-
-    nodes = store.list(NodeRecord)
-    matches = [n for n in nodes if n.id == ref] or [
-        n for n in nodes if n.id.split("/", 1)[1] == ref
-    ]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        known = ", ".join(n.id for n in nodes[:8]) or "none yet (is the mesh up?)"
-        raise InvalidRequestError(f"node: expected one of {known}, got {ref!r}")
-    raise InvalidRequestError(f"node: {ref!r} is in several pools; name it pool/node")
 
 
 @app.command("list")
@@ -65,7 +45,7 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
         rows = remote.call("GET", "/v1/nodes")
     else:
         with context.store() as store:
-            rows = node_rows(context.home, store)
+            rows = nodes.node_rows(context.home, store)
     render.emit(
         rows if output is not Output.table else [_node_cells(r) for r in rows],
         [
@@ -82,33 +62,6 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
     )
 
 
-def node_rows(home: Path, store: Store) -> list[dict[str, Any]]:
-    """Every live node as data (``shapes.NodeRow``): for ``nodes list`` and the API server.
-    The node of a cloud instance the provider took back or meshctl terminated is not listed
-    (``nodes show`` and the events keep its history)."""
-    from meshctl.pools.observed import node_name
-    from meshctl.state import InstanceRecord, InstanceState, NodeRecord
-
-    ended = (InstanceState.INTERRUPTED, InstanceState.TERMINATED)
-    gone = {f"{i.pool}/{node_name(i.id)}" for i in store.list(InstanceRecord, state=ended)}
-    nodes = [n for n in store.list(NodeRecord) if n.id not in gone]
-    used, jobs = _usage(store)
-    agents = _agents(home)
-    return [_node_row(n, used.get(n.id, 0.0), jobs.get(n.id, []), agents.get(n.id)) for n in nodes]
-
-
-def node_data(home: Path, store: Store, ref: str) -> dict[str, Any]:
-    """One node as data (``shapes.NodeDetail``): for ``nodes show`` and the API server."""
-    from meshctl.cli import nodeview
-
-    found = find_node(store, ref)
-    used, jobs = _usage(store)
-    agents = _agents(home)
-    agent = agents.get(found.id)
-    row = _node_row(found, used.get(found.id, 0.0), jobs.get(found.id, []), agent)
-    return row | {"cache": nodeview.cache_data((agent or {}).get("cache"), agents)}
-
-
 @app.command("show")
 def show(ctx: typer.Context, node: NodeArgument, output: OutputOption = Output.table) -> None:
     """One node: state, GPUs, jobs, labels, its agent, and its data cache (root, capacity and
@@ -121,7 +74,7 @@ def show(ctx: typer.Context, node: NodeArgument, output: OutputOption = Output.t
         data = remote.call("GET", f"/v1/nodes/{_remote_ref(remote, node)}")
     else:
         with context.store() as store:
-            data = node_data(context.home, store, node)
+            data = nodes.node_data(context.home, store, node)
     if output is not Output.table:
         render.emit_data(data, output)
         return
@@ -164,63 +117,6 @@ def _probed(agent: dict[str, Any] | None) -> str:
     return f" ({agent['url']}{when}{error})"
 
 
-def _usage(store: Store) -> tuple[dict[str, float], dict[str, list[str]]]:
-    """GPUs in use and the jobs on each node, by "pool/node", from the active attempts."""
-    from meshctl.state import ACTIVE_ATTEMPT, AttemptRecord
-
-    used: dict[str, float] = {}
-    jobs: dict[str, list[str]] = {}
-    for attempt in store.list(AttemptRecord):
-        if attempt.state not in ACTIVE_ATTEMPT:
-            continue
-        for held in attempt.detail.allocations:
-            key = f"{attempt.pool}/{held.node}"
-            used[key] = used.get(key, 0.0) + held.gpus()
-            jobs.setdefault(key, []).append(attempt.job_id)
-    return used, jobs
-
-
-def _agents(home: Path) -> dict[str, dict[str, Any]]:
-    """What each node's agent said at the controller's last cycle, by "pool/node"."""
-    import json
-
-    from meshctl.agent import AGENTS_FILE
-
-    try:  # the run folder, as cli.context reads it: no controller modules loaded for a name
-        found: dict[str, dict[str, Any]] = json.loads((home / "run" / AGENTS_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return found
-
-
-def _node_row(
-    node: NodeRecord, gpus_used: float, jobs: list[str], agent: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """A node as data (``shapes.NodeRow``)."""
-    from meshctl.jsondata import timestamp
-
-    if agent is not None:  # AgentStatus.to_json, its time as a timestamp
-        agent = {"url": agent.get("url", ""), "verdict": agent.get("verdict", "unknown"),
-                 "reasons": list(agent.get("reasons") or []), "error": agent.get("error"),
-                 "probed_at": timestamp(agent.get("probed_at_s"))}  # fmt: skip
-    gpus, alive = node.resources.get("gpus"), bool(node.resources.get("alive"))
-    return {
-        "node": node.id,
-        "pool": node.pool,
-        "state": node.state if alive else DEAD,  # whatever the operator had it at
-        "reason": node.detail.reason or (None if alive else "Ray lists its node dead"),
-        "deadline_at": timestamp(node.detail.deadline_s),
-        "alive": alive,
-        "gpus": None if gpus is None else int(gpus),
-        "gpus_used": round(gpus_used, 4),
-        "accelerator": node.resources.get("accelerator") or None,
-        "devices": dict(node.resources.get("devices") or {}),
-        "jobs": jobs,
-        "labels": dict(sorted(node.labels.items())),
-        "agent": agent,
-    }
-
-
 def _node_cells(row: dict[str, Any]) -> dict[str, Any]:
     """The same node in words for the table."""
     from meshctl.state import NodeState
@@ -246,18 +142,6 @@ def _agent_cell(agent: dict[str, Any] | None) -> str:
     return str(agent["verdict"]) + (f" ({reasons[0]})" if reasons else "")
 
 
-def _kept(node: NodeRecord, state: str, deadline_s: float | None) -> NodeDetail:
-    """What a node keeps when the operator sets its state: what the controller counts, and
-    its health signal unless it is put back in service; and a drain's deadline."""
-    from meshctl.state import NodeDetail, NodeState
-
-    was = node.detail
-    reason = was.reason if state != NodeState.READY else None  # still unhealthy: the same signal
-    return NodeDetail(
-        first_seen_s=was.first_seen_s, failures=was.failures, deadline_s=deadline_s, reason=reason
-    )
-
-
 def _set(
     ctx: typer.Context, ref: str, state: str, why: str, deadline_s: float | None = None
 ) -> None:
@@ -270,7 +154,7 @@ def _set(
         render.plain(f"{said['node']} {said['state']}")
         return
     with context.store() as store:
-        node = set_state(store, ref, state, why, deadline_s)
+        node = nodes.set_state(store, ref, state, why, deadline_s)
     render.plain(f"{node.id} {state}")
 
 
@@ -280,8 +164,8 @@ _ACTIONS = {"cordoned": "cordon", "draining": "drain", "ready": "uncordon"}
 def _remote_ref(remote: Remote, ref: str) -> str:
     """``pool/node`` quoted for a URL; a node named alone is looked up among the server's."""
     if "/" not in ref:
-        nodes = remote.call("GET", "/v1/nodes")
-        names = {row["node"].split("/", 1)[1]: row["node"] for row in nodes}
+        listed = remote.call("GET", "/v1/nodes")
+        names = {row["node"].split("/", 1)[1]: row["node"] for row in listed}
         ref = names.get(ref, ref)
     if "/" not in ref:
         raise InvalidRequestError(f"node: expected pool/node or a known node's name, got {ref!r}")
@@ -295,37 +179,6 @@ def _remote_set(remote: Remote, ref: str, action: str, why: str) -> Any:
     """The API server's answer to cordon, drain (``why`` holds its deadline) or uncordon."""
     body = {"deadline": why.removeprefix("draining, deadline ")} if action == "drain" else None
     return remote.call("POST", f"/v1/nodes/{_remote_ref(remote, ref)}/{action}", body)
-
-
-def set_state(
-    store: Store,
-    ref: str,
-    state: str,
-    why: str,
-    deadline_s: float | None = None,
-    also: Sequence[AuditEntry] = (),
-) -> NodeRecord:
-    """Put a node in ``state`` (cordoned, draining, ready) with an event saying ``why``, and
-    ``also`` (audit entries) in the same write; the node as stored. For the CLI and the API
-    server."""
-    from dataclasses import replace
-
-    from meshctl.state import ConflictError, Event
-
-    for _ in range(10):
-        node = find_node(store, ref)
-        now = time.time()
-        event = Event(now, f"node.{state}", None, f"{node.id}: {why}", {"node": node.id})
-        detail = _kept(node, state, deadline_s)
-        try:
-            return store.update(
-                replace(node, state=state, detail=detail, updated_at_s=now),
-                expected_version=node.version,
-                events=[event, *also],
-            )
-        except ConflictError:
-            continue
-    raise InvalidRequestError(f"node {ref}: kept changing; try again")
 
 
 @app.command("cordon")
@@ -365,34 +218,8 @@ def uncordon(ctx: typer.Context, node: NodeArgument) -> None:
         render.plain(f"{said['node']} {said['state']}")
         return
     with context.store() as store:
-        found = back_in_service(context.home, store, node)
+        found = nodes.back_in_service(context.home, store, node)
     render.plain(f"{found.id} {NodeState.READY}")
-
-
-def back_in_service(
-    home: Path, store: Store, ref: str, also: Sequence[AuditEntry] = ()
-) -> NodeRecord:
-    """Uncordon: the node's health signal cleared, what its agent says against it now
-    overruled, and the node ready. For the CLI and the API server."""
-    from meshctl.pools.health import set_signal
-    from meshctl.state import NodeState
-
-    pool, name = find_node(store, ref).id.split("/", 1)
-    set_signal(home, pool, name, None)
-    _overrule_agent(home, pool, name)
-    return set_state(store, ref, NodeState.READY, "back in service", also=also)
-
-
-def _overrule_agent(home: Path, pool: str, name: str) -> None:
-    """The operator says the node is fine: what its agent says against it now is ignored
-    until the agent says something else."""
-    from meshctl.agent.watch import said
-    from meshctl.pools.health import overrule
-
-    agent = _agents(home).get(f"{pool}/{name}") or {}
-    verdict = str(agent.get("verdict") or "")
-    bad = verdict in ("unhealthy", "dead", "suspect")
-    overrule(home, pool, name, said(verdict, agent.get("reasons") or []) if bad else None)
 
 
 @app.command("health")
@@ -426,20 +253,6 @@ def health(
         found_id = str(said["node"])
     else:
         with context.store() as store:
-            found_id = set_health(context.home, find_node(store, node).id, reason)
+            found_id = nodes.set_health(context.home, nodes.find_node(store, node).id, reason)
         daemon.nudge(context.home)
     render.plain(f"{found_id}: " + (f"unhealthy ({reason})" if reason else "healthy"))
-
-
-def set_health(home: Path, node_id: str, unhealthy: str | None) -> str:
-    """Set (a reason) or clear (None) a node's health signal, as its probe would; clearing
-    also overrules what its agent says against it now. For the CLI and the API server."""
-    from meshctl.pools.health import overrule, set_signal
-
-    pool, name = node_id.split("/", 1)
-    set_signal(home, pool, name, unhealthy)
-    if unhealthy:
-        overrule(home, pool, name, None)  # the operator says unhealthy: nothing ignored
-    else:
-        _overrule_agent(home, pool, name)
-    return node_id

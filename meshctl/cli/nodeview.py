@@ -1,17 +1,14 @@
-"""A node's data cache as ``meshctl nodes show`` gives it: data for ``-o json`` (the shape
-``shapes.NodeCacheData``) from its agent's report (``meshctl.data.cache.NodeCache.inventory``,
-as the controller keeps it in ``run/agents.json``), and the same in words for the table."""
+"""A node's data cache in words, for ``meshctl nodes show``'s table, from its data
+(``meshctl.app.nodes.cache_data``)."""
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
 from meshctl.cli.render import Column
 
 GIB = 1024**3
-COUNTERS = ("source_bytes", "peer_bytes", "hits", "misses", "refetched")
 ENTRY_COLUMNS = (
     Column("location", "Location"),
     Column("version", "Version"),
@@ -21,67 +18,6 @@ ENTRY_COLUMNS = (
     Column("last_used", "Last used"),
     Column("pinned", "Pinned"),
 )
-
-
-def cache_data(
-    report: Mapping[str, Any] | None, agents: Mapping[str, Mapping[str, Any]]
-) -> dict[str, Any] | None:
-    """The cache its agent reported (None: it keeps none, or no report), keys checked and
-    defaults filled in: an agent of another version may say less. ``agents``: every node's
-    agent by "pool/node", to name the peer an entry came from."""
-    if not report:
-        return None
-    capacity, used = _int(report.get("capacity_bytes")), _int(report.get("used_bytes"))
-    entries = [e for e in report.get("entries") or () if isinstance(e, Mapping)]
-    return {
-        "root": str(report.get("root") or ""),
-        "capacity_bytes": capacity,
-        "used_bytes": used,
-        "used_pct": round(100.0 * used / capacity, 2) if capacity else None,
-        "entries": [_entry(e, agents) for e in entries],
-        **{name: _int(report.get(name)) for name in COUNTERS},
-        "errors": [str(x) for x in report.get("errors") or ()],
-        "failed": {str(k): str(v) for k, v in dict(report.get("failed") or {}).items()},
-    }
-
-
-def _entry(entry: Mapping[str, Any], agents: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    from meshctl.jsondata import timestamp
-
-    complete = bool(entry.get("complete"))
-    fetched = entry.get("fetched_bytes")
-    source = str(entry.get("fetched_from") or "") or None
-    used_s = entry.get("last_used_s") or None
-    return {
-        "key": str(entry.get("key") or ""),
-        "location": str(entry.get("location") or ""),
-        "version": str(entry.get("version") or ""),
-        "size_bytes": _int(entry.get("size_bytes")),
-        "fetched_bytes": None if fetched is None else _int(fetched),
-        "complete": complete,
-        "pinned": bool(entry.get("pinned")),
-        "fetched_from": source,
-        "peer": _peer(source, agents),
-        "last_used_at": timestamp(float(used_s)) if complete and used_s else None,
-    }
-
-
-def _peer(source: str | None, agents: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """The node whose agent answers at ``source`` (a peer's base URL), if known."""
-    if not source or source == "source":
-        return None
-    where = urllib.parse.urlsplit(source).netloc
-    found = [
-        k for k, a in agents.items() if urllib.parse.urlsplit(str(a.get("url"))).netloc == where
-    ]
-    return found[0] if len(found) == 1 else None
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 # --- in words -----------------------------------------------------------------------------

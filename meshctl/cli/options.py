@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from meshctl.cli.errors import InvalidRequestError
 from meshctl.cli.render import Output
+from meshctl.errors import InvalidRequestError
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel, ValidationError
+    pass
 
 OutputOption = Annotated[
     Output,
@@ -34,21 +32,6 @@ PoliciesOption = Annotated[
 NowOption = Annotated[
     dt.datetime | None, typer.Option(help="The moment to decide at (default: now, UTC).")
 ]
-
-
-def flag_error(
-    err: ValidationError, model: type[BaseModel], flags: Mapping[str, str]
-) -> InvalidRequestError:
-    """A ``model`` built from flags failed validation: one line naming the flag (``flags``
-    maps a field's location to it) and what was expected, with the value given once."""
-    from meshctl.files import error_message
-
-    first = err.errors()[0]
-    # pydantic names the branches of a union in the location ("function-before[...]"): they
-    # are not fields the user could have set
-    where = ".".join(str(p) for p in first["loc"] if re.fullmatch(r"\w+", str(p)))
-    message = error_message(dict(first), model, tuple(first["loc"]))
-    return InvalidRequestError(f"{flags.get(where, where)}: {message}")
 
 
 def duration_flag(flag: str, value: str) -> float:

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from meshctl.cli.context import AppContext, app_context, read_moment
+from meshctl.app.context import AppContext, read_moment
+from meshctl.cli.context import app_context
 from meshctl.cli.options import (
     JobFileArgument,
     MomentOption,

@@ -33,7 +33,7 @@ GpuOption = Annotated[
 
 def _catalogs(ctx: typer.Context, providers: list[str] | None) -> list[Found]:
     from meshctl.catalog import PROVIDERS, load_catalogs
-    from meshctl.cli.errors import InvalidRequestError
+    from meshctl.errors import InvalidRequestError
 
     chosen = providers or list(PROVIDERS)
     unknown = [p for p in chosen if p not in PROVIDERS]
@@ -158,7 +158,7 @@ def prices(
 ) -> None:
     """List prices per region, cheapest GPU-hour first."""
     from meshctl.cli import render
-    from meshctl.cli.errors import InvalidRequestError
+    from meshctl.errors import InvalidRequestError
 
     found = _catalogs(ctx, provider)
     rows = _price_rows(found, region, gpu)
@@ -311,7 +311,7 @@ def refresh(
     from meshctl.catalog import load_catalog
     from meshctl.catalog import refresh as rf
     from meshctl.cli import render
-    from meshctl.cli.errors import CommandError, InvalidRequestError
+    from meshctl.errors import CommandError, InvalidRequestError
 
     if provider not in ("aws", "gcp"):
         raise InvalidRequestError(f"provider: expected aws or gcp, got {provider!r}")

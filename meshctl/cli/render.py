@@ -301,3 +301,13 @@ def live(renderable: Any) -> Iterator[Callable[[Any], None]]:
 
     with Live(renderable, console=_stdout_console(), refresh_per_second=4, screen=False) as view:
         yield view.update
+
+
+def relayed(said: Mapping[str, Any]) -> None:
+    """What a command the API server ran on its host printed, and its exit code, as if run
+    here."""
+    sys.stdout.write(said.get("stdout") or "")
+    sys.stderr.write(said.get("stderr") or "")
+    code = int(said.get("exit_code") or 0)
+    if code:
+        raise SystemExit(code)

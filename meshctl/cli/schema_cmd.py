@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from meshctl.cli.errors import InvalidRequestError
 from meshctl.cli.render import Output
+from meshctl.errors import InvalidRequestError
 
 _KIND_NAMES = ("Mesh", "Job", "Policy", "PolicyTest", "MeshState", "Catalog")
 

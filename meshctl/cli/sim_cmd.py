@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from meshctl.cli.context import app_context
-from meshctl.cli.errors import InvalidRequestError
 from meshctl.cli.options import OutputOption, duration_flag
 from meshctl.cli.render import Output
+from meshctl.errors import InvalidRequestError
 
 if TYPE_CHECKING:
-    from meshctl.cli.context import AppContext
+    from meshctl.app.context import AppContext
     from meshctl.simrun import Outcome, RunSpec
 
 app = typer.Typer(

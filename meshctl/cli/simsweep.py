@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from meshctl.cli.errors import InvalidRequestError
+from meshctl.errors import InvalidRequestError
 
 if TYPE_CHECKING:
-    from meshctl.cli.context import AppContext
+    from meshctl.app.context import AppContext
     from meshctl.simrun.rayrun import Cluster, Inputs, Task
     from meshctl.simrun.sweep import Finished, Sweep, Unfinished
 
@@ -64,8 +64,8 @@ def cluster(context: AppContext, address: str | None) -> Cluster:
 def gather(
     where: Cluster, tasks: list[Task], shared: Inputs, retries: int
 ) -> tuple[list[Finished], list[Unfinished]]:
-    from meshctl.cli.errors import CommandError
     from meshctl.cli.render import progress_bar
+    from meshctl.errors import CommandError
     from meshctl.simrun.rayrun import SweepError, execute
 
     with progress_bar(f"sweeping {len(tasks)} runs on {where.name}", len(tasks)) as tick:
@@ -78,7 +78,7 @@ def gather(
 def unfinished(sweep: Sweep) -> None:
     """Runs that did not finish: a warning each, then exit 1."""
     from meshctl.cli import render
-    from meshctl.cli.errors import CommandError
+    from meshctl.errors import CommandError
 
     if not sweep.unfinished:
         return

@@ -17,15 +17,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from meshctl.cli.context import AppContext, app_context
-from meshctl.cli.errors import InvalidRequestError
-from meshctl.cli.options import OutputOption, flag_error
-from meshctl.cli.queueing import from_file, name_from, queue
+from meshctl.app.admission import from_file, name_from
+from meshctl.app.context import AppContext
+from meshctl.cli.context import app_context
+from meshctl.cli.options import OutputOption
+from meshctl.cli.queueing import queue
 from meshctl.cli.render import Output
+from meshctl.errors import InvalidRequestError
+from meshctl.files import flag_error
 from meshctl.problems import InvalidFileError
 
 if TYPE_CHECKING:
-    from meshctl.cli.remote import Remote
+    from meshctl.app.remote import Remote
     from meshctl.model import Catalog, Job, Mesh
 
 
@@ -93,7 +96,7 @@ def submit(
             )
         work: Path | None
         if remote is not None:  # the server checks it against its mesh
-            from meshctl.cli.queueing import from_file
+            from meshctl.app.admission import from_file
 
             job, job_dir, _ = from_file(Path(args[0]))
             work, held = (job_dir / job.spec.working_dir).resolve(), None
@@ -120,8 +123,8 @@ def _submit_remote(
     """Send the job (as written: defaults the user did not set stay unset, the team among
     them) and its working directory to the API server; print what it says and return the
     job's id (None: a dry run). Shared by ``submit`` and ``train``."""
+    from meshctl.app.remote import pack
     from meshctl.cli import render
-    from meshctl.cli.remote import pack
     from meshctl.controller.submit import IGNORED
 
     body: dict[str, Any] = {

@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from meshctl.app.admission import from_file, name_from
 from meshctl.cli.context import app_context
-from meshctl.cli.errors import EXIT_TIMEOUT, CommandError, InvalidRequestError
-from meshctl.cli.options import OutputOption, duration_flag, flag_error
-from meshctl.cli.queueing import from_file, name_from, queue
+from meshctl.cli.options import OutputOption, duration_flag
+from meshctl.cli.queueing import queue
 from meshctl.cli.render import Output
+from meshctl.errors import EXIT_TIMEOUT, CommandError, InvalidRequestError
+from meshctl.files import flag_error
 
 if TYPE_CHECKING:
     from meshctl.model import Job

@@ -5,7 +5,7 @@ duration and errors, whether this controller leads, and, as of its last cycle, e
 spend and limit, each team's quota, usage and borrowing (the policies' quotas against the
 GPUs its jobs hold), and the nodes' agents by verdict. What the state store holds (the queue,
 admissions, evictions, nodes, spend per pool) the API server serves
-(``meshctl.service.metrics``). Imported only when metrics are asked for, so that the CLI's
+(``meshctl.server.metrics``). Imported only when metrics are asked for, so that the CLI's
 start does not import ``prometheus_client``.
 """
 

@@ -404,7 +404,7 @@ class Decision:
 
 
 class Role(StrEnum):
-    """What a user of a shared mesh may do (``meshctl.service.access`` says which verbs)."""
+    """What a user of a shared mesh may do (``meshctl.server.access`` says which verbs)."""
 
     USER = "user"  # submit, see and cancel their own jobs
     TEAM_ADMIN = "team-admin"  # and manage the jobs of their teams

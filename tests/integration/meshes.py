@@ -74,7 +74,7 @@ class Mesh:
 
     def nodes(self) -> dict[str, dict[str, Any]]:
         """``nodes list -o json`` by node (``pool/name``), worked out here by the CLI's code."""
-        from meshctl.cli.nodes_cmd import node_rows
+        from meshctl.app.nodes import node_rows
 
         with self.store() as store:
             rows = node_rows(self.home, store)

@@ -13,17 +13,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from meshctl.cli.app import app
-from meshctl.cli.errors import (
-    EXIT_TIMEOUT,
-    CommandError,
-    InvalidRequestError,
-    MeshGroup,
-    requested_output,
-)
+from meshctl.cli.errors import MeshGroup, requested_output
 from meshctl.cli.submit_cmd import _name_of
 from meshctl.clouds.base import Unavailable
 from meshctl.controller.submit import Rejected, new_job_id
-from meshctl.errors import Failure, MeshctlError
+from meshctl.errors import EXIT_TIMEOUT, CommandError, Failure, InvalidRequestError, MeshctlError
 from meshctl.model.base import NAME_PATTERN
 from meshctl.pools.local import LocalPoolError
 from meshctl.pools.ray import PoolError

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import typer.main
 
+from meshctl.app.context import AppContext
 from meshctl.cli import deferred
 from meshctl.cli.app import app, for_command
 from meshctl.cli.argv import ROOT_VALUE_OPTIONS
-from meshctl.cli.context import AppContext
 
 pytestmark = pytest.mark.unit
 

@@ -81,8 +81,8 @@ def test_following_prints_the_events_until_the_job_ends(
 ) -> None:
     import contextlib
 
-    from meshctl.cli.errors import CommandError
     from meshctl.cli.train_cmd import _follow
+    from meshctl.errors import CommandError
     from meshctl.state import Event, JobRecord, JobState, MemoryStore
 
     store = MemoryStore()
@@ -114,7 +114,7 @@ def test_following_through_the_server_prints_each_event_once_until_the_job_ends(
     exit_code: int | None,
 ) -> None:
     from meshctl.cli import train_cmd
-    from meshctl.cli.errors import CommandError
+    from meshctl.errors import CommandError
 
     monkeypatch.setattr(train_cmd.time, "sleep", lambda _: None)
     admitted = {"occurred_at": "2026-12-01T14:04:50Z", "kind": "job.admitted", "message": "n-0"}
@@ -187,15 +187,14 @@ def test_a_train_job_file_s_loop_is_checked_in_its_working_directory(cli, tmp_pa
     assert refused.stderr.endswith("module model has no fit\n")
 
 
-def test_a_loop_that_imports_too_slowly_is_queued_with_a_warning(tmp_path: Path, capsys) -> None:
-    from meshctl.cli.queueing import check_loop
+def test_a_loop_that_imports_too_slowly_is_queued_with_a_warning(tmp_path: Path) -> None:
+    from meshctl.app.admission import check_loop
     from meshctl.model import Job
 
     (tmp_path / "slow.py").write_text("import time\ntime.sleep(30)\n")
     job = Job.model_validate(
         {"metadata": {"name": "j"}, "spec": {"kind": "train", "train": {"loop": "slow:f"}}}
     )
-    check_loop(job, tmp_path, timeout_s=0.5)
-    assert capsys.readouterr().err == (
-        "warning: train.loop: slow:f did not import within 0.5 s; not checked\n"
-    )
+    warned: list[str] = []
+    assert check_loop(job, tmp_path, warned.extend, timeout_s=0.5) is job
+    assert warned == ["train.loop: slow:f did not import within 0.5 s; not checked"]

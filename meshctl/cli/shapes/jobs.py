@@ -238,9 +238,11 @@ class ExplainStored(TypedDict):
     pool: str | None
     nodes: list[str]
     attempt: int
+    attempt_state: Annotated[str | None, "its last attempt's state; null: none yet"]
     last_event: EventData | None
     decision: Annotated[DecisionData | None, "null: the controller has not decided yet"]
     policy_hash: Annotated[str | None, "the policy set that decision was made under"]
+    policy_hash_enforced: Annotated[str | None, "the policy set enforced now; null: none runs"]
     offers_tried: Annotated[list[OfferTried], "every cloud launch for it, in order, and outcome"]
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from meshctl.app.admission import with_options
 from meshctl.catalog import fungible, load_accelerators
-from meshctl.cli.queueing import with_options
 from meshctl.controller.decide import decide
 from meshctl.controller.step import Rules
 from meshctl.controller.world import JobView, World

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from meshctl.app.jobs import find
 from meshctl.cli.app import app
-from meshctl.cli.errors import InvalidRequestError
-from meshctl.cli.jobs_cmd import find
+from meshctl.errors import InvalidRequestError
 from meshctl.state import JobRecord, JobState, MemoryStore, Store
 from meshctl.state.sqlite import SqliteStore
 from tests.conftest import EXAMPLES

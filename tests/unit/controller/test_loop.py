@@ -341,7 +341,7 @@ def test_a_queued_job_that_can_never_run_does_not_keep_an_idle_pool_up() -> None
 def test_a_region_out_of_capacity_fails_over_to_the_next_eligible_pool() -> None:
     """Every zone of us-east-1 is out of g6.xlarge: the launch fails there, the stock-out is
     remembered, and the next cycle's plan launches in us-west-2 instead."""
-    from meshctl.cli.jobview import offers_tried
+    from meshctl.app.jobdata import offers_tried
     from meshctl.controller.burst import Burst
 
     mesh, catalogs, shipped, clouds = clouds_mesh()

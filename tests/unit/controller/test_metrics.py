@@ -14,7 +14,7 @@ from meshctl.agent.watch import AgentReport, AgentStatus
 from meshctl.controller.metrics import Address, ControllerMetrics, Reading, quotas
 from meshctl.model.policy import TeamQuota
 from meshctl.policy.tenancy import BudgetStanding
-from meshctl.service.metrics import registry
+from meshctl.server.metrics import registry
 from meshctl.state import MemoryStore
 
 from .test_loop import Clock, FakePool, controller, queue

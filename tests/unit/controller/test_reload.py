@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from meshctl.cli.context import rules_from
+from meshctl.app.context import rules_from
 from meshctl.controller.decide import Rules
 from meshctl.controller.loop import Controller
 from meshctl.controller.reload import (

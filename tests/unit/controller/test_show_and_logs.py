@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from meshctl.app.context import AppContext
 from meshctl.cli import jobview
 from meshctl.cli.app import app
-from meshctl.cli.context import AppContext
 from meshctl.cli.joblogs import Follower
 from meshctl.controller.logs import copy_path
 from meshctl.controller.world import JobView

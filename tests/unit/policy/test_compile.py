@@ -244,7 +244,7 @@ def test_any_change_to_a_rule_changes_the_hash(change):
 def test_a_time_without_a_zone_is_utc(tmp_path, monkeypatch):
     import datetime as dt
 
-    from meshctl.cli.context import utc
+    from meshctl.app.context import utc
 
     monkeypatch.setenv("TZ", "Asia/Tokyo")
     assert utc(dt.datetime(2026, 1, 3, 3, 0)) == dt.datetime(2026, 1, 3, 3, 0, tzinfo=dt.UTC)

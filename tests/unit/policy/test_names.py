@@ -10,8 +10,8 @@ import pytest
 from conftest import EXAMPLES, ROOT
 from helpers import sources
 
+from meshctl.app.context import AppContext
 from meshctl.cli.app import app
-from meshctl.cli.context import AppContext
 from meshctl.files import load_text
 from meshctl.model import MeshState, PolicyTest
 from meshctl.policy.expr import parse

@@ -103,7 +103,7 @@ def test_candidates_show_the_bytes_of_the_jobs_data_local(cli, tmp_path: Path):
     ],
 )
 def test_bytes_local_as_people_read_them(local_gib, gib, shown):
-    from meshctl.cli.views import data_local
+    from meshctl.app.decisions import data_local
 
     assert data_local(local_gib, gib) == shown
 

@@ -14,7 +14,7 @@ import secrets
 import shutil
 from pathlib import Path
 
-from meshctl.service.errors import invalid, too_large
+from meshctl.server.errors import invalid, too_large
 from meshctl.state.private import private_dir
 
 MAX_UPLOAD_MIB = 128  # the body; the package limit (100 MiB unpacked) applies after

@@ -14,7 +14,7 @@ from meshctl.agent.watch import AgentReport
 from meshctl.controller.metrics import ControllerMetrics
 from meshctl.model.policy import TeamQuota
 from meshctl.policy.tenancy import BudgetStanding
-from meshctl.service.metrics import registry
+from meshctl.server.metrics import registry
 from meshctl.state import MemoryStore
 
 pytestmark = pytest.mark.unit

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from meshctl.errors import InvalidInput
-from meshctl.service.access import ALLOWED, Verb, administrative, charged_team, may, reaches
-from meshctl.service.identity import (
+from meshctl.server.access import ALLOWED, Verb, administrative, charged_team, may, reaches
+from meshctl.server.identity import (
     KEPT,
     Authenticator,
     Principal,

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from meshctl.service.reasons import EVICTED, PREEMPTED, classify
+from meshctl.server.reasons import EVICTED, PREEMPTED, classify
 from meshctl.state import AttemptRecord, Event, JobRecord, Store
 
 PAGE: Final = 1000  # events read per query

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from typing import Any
 
-from meshctl.service.errors import ApiError, invalid
+from meshctl.server.errors import ApiError, invalid
 
 TIMEOUT_S = 900.0  # a down --drain waits for running jobs (10 minutes by default)
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from meshctl.pools import health
-from meshctl.service.identity import add_user, issue_token, revoke_tokens
+from meshctl.server.identity import add_user, issue_token, revoke_tokens
 from meshctl.state import (
     AuditEntry,
     JobRecord,

@@ -69,9 +69,9 @@ def application() -> Any:
     """The application of one server process, from ``SETTINGS_ENV`` (uvicorn's factory)."""
     from prometheus_client import make_asgi_app
 
-    from meshctl.cli.context import AppContext
-    from meshctl.service.app import Service, create_app
-    from meshctl.service.metrics import registry
+    from meshctl.app.context import AppContext
+    from meshctl.server.app import Service, create_app
+    from meshctl.server.metrics import registry
     from meshctl.state import open_store_at
 
     settings = Settings(**json.loads(os.environ[SETTINGS_ENV]))
@@ -96,7 +96,7 @@ def serve(settings: Settings, listen: Listen, workers: int, on_ready: Any = None
     if on_ready is not None:
         on_ready()
     uvicorn.run(
-        "meshctl.service.server:application",
+        "meshctl.server.server:application",
         factory=True,
         host=listen.host,
         port=listen.port,

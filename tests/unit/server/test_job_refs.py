@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from meshctl.service.errors import ApiError
-from meshctl.service.identity import Principal
-from meshctl.service.jobs import find
+from meshctl.server.errors import ApiError
+from meshctl.server.identity import Principal
+from meshctl.server.jobs import find
 from meshctl.state import JobRecord, JobState, MemoryStore, Role
 
 pytestmark = pytest.mark.unit

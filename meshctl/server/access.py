@@ -18,7 +18,7 @@ from collections.abc import Collection
 from enum import StrEnum
 from typing import Final
 
-from meshctl.service.identity import Principal
+from meshctl.server.identity import Principal
 from meshctl.state import JobRecord, Role
 
 

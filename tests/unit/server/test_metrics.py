@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from meshctl.lifecycle import effects
 from meshctl.scheduler.plan import Grow, Preempt, Shrink
 from meshctl.scheduler.snapshot import Allocation
-from meshctl.service.metrics import registry
-from meshctl.service.reasons import EVICTED, OTHER, PREEMPTED, classify
+from meshctl.server.metrics import registry
+from meshctl.server.reasons import EVICTED, OTHER, PREEMPTED, classify
 from meshctl.state import (
     AttemptDetail,
     AttemptRecord,

@@ -1,4 +1,4 @@
-"""The CLI's side of a shared mesh: which API server to talk to, and talking to it.
+"""The client's side of a shared mesh: which API server to talk to, and talking to it.
 
 ``MESHCTL_SERVER`` and ``MESHCTL_TOKEN`` name the server and the token; else what ``meshctl
 login`` saved in ``$MESHCTL_HOME/credentials.json`` (0600). With neither, every command works
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from meshctl.cli.errors import CommandError, InvalidRequestError
+from meshctl.errors import CommandError, InvalidRequestError
 
 CREDENTIALS = "credentials.json"
 TIMEOUT_S = 60.0
@@ -144,14 +144,3 @@ def pack(folder: Path, ignored: Sequence[str]) -> str:
     from meshctl.controller.packages import archive
 
     return base64.b64encode(archive(folder, ignored)).decode()
-
-
-def relay_command(said: dict[str, Any]) -> None:
-    """What a command the server ran on its host printed, and its exit code, as if run here."""
-    import sys
-
-    sys.stdout.write(said.get("stdout") or "")
-    sys.stderr.write(said.get("stderr") or "")
-    code = int(said.get("exit_code") or 0)
-    if code:
-        raise SystemExit(code)

@@ -12,7 +12,7 @@ import yaml
 
 from meshctl.controller.reload import RuleFiles
 from meshctl.model import Mesh
-from meshctl.service.planning import WATCH_S, Planner
+from meshctl.server.planning import WATCH_S, Planner
 
 pytestmark = pytest.mark.unit
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.integration.service.test_api import start, stop
 
 from meshctl.agent.watch import AgentReport, AgentStatus
 from meshctl.controller.metrics import Address, ControllerMetrics
@@ -29,7 +30,6 @@ from meshctl.policy.tenancy import BudgetStanding
 from meshctl.ports import free_port
 from meshctl.state import Event, JobRecord, JobState, NodeRecord, SqliteStore
 from tests.conftest import wait_until
-from tests.integration.service.test_api import start, stop
 
 pytestmark = pytest.mark.integration
 

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import datetime as dt
 
-    from meshctl.cli.context import AppContext
+    from meshctl.app.context import AppContext
     from meshctl.controller.reload import RuleFiles, Stamp
     from meshctl.model import Catalog, Mesh
     from meshctl.policy import PolicySet
     from meshctl.policy.evaluate import BoundPolicies
 
-log = logging.getLogger("meshctl.service")
+log = logging.getLogger("meshctl.server")
 WATCH_S = 1.0
 Planning = tuple["Mesh", dict[str, "Catalog"], "PolicySet"]
 

@@ -27,7 +27,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from meshctl.service.tail import NO_POOL, EventTail, Labels, priority_class
+from meshctl.server.tail import NO_POOL, EventTail, Labels, priority_class
 from meshctl.state import (
     INSTANCE_LIVE,
     InstanceRecord,

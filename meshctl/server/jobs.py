@@ -1,8 +1,9 @@
 """The API server's verbs on jobs: submit, list, show, cancel, each for one principal.
 
-The data are the CLI's own (``-o json`` shapes), built by the same functions, so a remote
-``meshctl jobs list`` prints what a local one does. A job a principal does not reach is a 403;
-a job reference (id, name or unique id prefix) is looked up among the jobs they reach only.
+The documents are the application layer's (``meshctl.app``, the ``-o json`` shapes), so a
+remote ``meshctl jobs list`` prints what a local one does. A job a principal does not reach is
+a 403; a job reference (id, name or unique id prefix) is looked up among the jobs they reach
+only.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from meshctl.errors import InvalidInput
-from meshctl.service.access import Verb, administrative, charged_team, reaches
-from meshctl.service.errors import ApiError, forbidden, invalid, not_found
-from meshctl.service.identity import Principal
-from meshctl.service.planning import Planner
-from meshctl.service.uploads import discard, unpack
+from meshctl.server.access import Verb, administrative, charged_team, reaches
+from meshctl.server.errors import ApiError, forbidden, invalid, not_found
+from meshctl.server.identity import Principal
+from meshctl.server.planning import Planner
+from meshctl.server.uploads import discard, unpack
 from meshctl.state import AuditEntry, JobRecord, JobState, Role, Store
 
 
@@ -124,9 +125,9 @@ def submit(
 ) -> dict[str, Any]:
     """Check and queue a job for the principal, charged to one of their teams; what ``meshctl
     submit -o json`` prints. ``planner``: the server's mesh, catalogs and policies."""
-    from meshctl.cli.options import flag_error
-    from meshctl.cli.queueing import admit, submitted
+    from meshctl.app.admission import admit, submitted
     from meshctl.controller.submit import enqueue
+    from meshctl.files import flag_error
     from meshctl.model import Job
 
     spec = body.job.get("spec")
@@ -168,31 +169,25 @@ def submit(
 
 def rows(store: Store, principal: Principal, state: str | None, team: str | None) -> list[Any]:
     """``GET /v1/jobs``: the jobs the principal reaches, as ``jobs list -o json`` rows."""
-    from meshctl.cli.jobs_cmd import _row
-    from meshctl.controller.world import latest_attempts
-    from meshctl.state import AttemptRecord
+    from meshctl.app.jobs import rows as rows_of
 
     if state is not None and state not in {s.value for s in JobState}:
         states = ", ".join(s.value for s in JobState)
         raise invalid(f"state: expected one of {states}, got {state!r}")
     filters = {k: v for k, v in {"state": state, "team": team}.items() if v is not None}
-    jobs = visible(store, principal, **filters)
-    latest = latest_attempts(store.list(AttemptRecord, job_id=[j.id for j in jobs]))
-    now = time.time()
-    return [_row(job, latest.get(job.id), now) for job in jobs]
+    return rows_of(store, visible(store, principal, **filters))
 
 
 def show(home: Path, store: Store, principal: Principal, ref: str) -> dict[str, Any]:
-    from meshctl.cli.jobs_cmd import show_data
+    from meshctl.app.jobs import show as shown
 
-    data, _, _ = show_data(home, store, find(store, principal, ref))
-    return data
+    return shown(home, store, find(store, principal, ref))
 
 
 def cancel(context: Any, store: Store, principal: Principal, ref: str) -> dict[str, Any]:
     """``POST /v1/jobs/{ref}/cancel``: one's own job; a team's (team-admin); any
     (platform-admin). Cancelling another's job is audited with the cancellation."""
-    from meshctl.cli.jobs_cmd import cancel_one
+    from meshctl.app.jobs import cancel_one
 
     try:
         job = find(store, principal, ref)
@@ -224,17 +219,17 @@ def logs(
     """``GET /v1/jobs/{ref}/logs``: the log of the attempt asked for (else the latest), from its
     pool or meshctl's copy, from byte ``offset`` on (``log_slice``); ``text`` null (and why)
     before the job started. ``offset`` in the answer: where the next read goes on."""
-    from meshctl.cli import joblogs
+    from meshctl.app.logs import chosen, log_slice, text_of, waiting_for
 
     record = find(store, principal, ref)
     try:
-        attempt = joblogs.chosen(store, record.id, number)
+        attempt = chosen(store, record.id, number)
     except InvalidInput as err:
         raise not_found(str(err)) from None
     if attempt is None:
         return {"id": record.id, "attempt": 0, "text": None, "offset": 0,
-                "waiting_for": joblogs.waiting_for(record, None)}  # fmt: skip
-    text = joblogs.text_of(planner.context, planner.planning()[0], attempt)
+                "waiting_for": waiting_for(record, None)}  # fmt: skip
+    text = text_of(planner.context, planner.planning()[0], attempt)
     if text is None:
         raise not_found(
             f"job {record.id}, attempt {attempt.number}: no log: pool {attempt.pool} does not "
@@ -245,24 +240,8 @@ def logs(
             "waiting_for": None}  # fmt: skip
 
 
-def log_slice(data: bytes, offset: int) -> tuple[str, int]:
-    """The log from byte ``offset`` to its last whole UTF-8 character, and where that ends
-    (a follower asks from there next: a character cut in two by a read comes whole in the
-    next). An offset past the end means another log than the one it was read from (meshctl's
-    copy, once the pool has let the log go, keeps its head and tail only): from the start."""
-    import codecs
-
-    if offset > len(data):
-        offset = 0
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    text = decoder.decode(data[offset:], final=False)
-    cut, _ = decoder.getstate()  # the bytes of a character not whole yet
-    return text, len(data) - len(cut)
-
-
-def explain(store: Store, principal: Principal, ref: str) -> Any:
+def explain(context: Any, store: Store, principal: Principal, ref: str) -> Any:
     """``GET /v1/jobs/{ref}/explain``: ``meshctl explain JOB -o json``."""
-    from meshctl.cli.explain_cmd import explain_data
+    from meshctl.app.explain import stored
 
-    data, _, _, _ = explain_data(store, find(store, principal, ref))
-    return data
+    return stored(context, store, find(store, principal, ref))

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from meshctl.service.jobs import log_slice
+from meshctl.app.logs import log_slice
 
 pytestmark = pytest.mark.unit
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from meshctl.cli.remote import pack
+from meshctl.app.remote import pack
 from meshctl.controller.submit import IGNORED
-from meshctl.service.errors import ApiError
-from meshctl.service.uploads import UPLOADS, discard, unpack
+from meshctl.server.errors import ApiError
+from meshctl.server.uploads import UPLOADS, discard, unpack
 
 pytestmark = pytest.mark.unit
 

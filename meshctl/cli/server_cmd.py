@@ -17,10 +17,11 @@ from typing import Annotated, Any
 
 import typer
 
-from meshctl.cli.context import AppContext, app_context
-from meshctl.cli.errors import InvalidRequestError
+from meshctl.app.context import AppContext
+from meshctl.cli.context import app_context
 from meshctl.cli.options import OutputOption
 from meshctl.cli.render import Column, Output
+from meshctl.errors import InvalidRequestError
 
 admin = typer.Typer(help="Users, tokens and the audit log of a shared mesh.", no_args_is_help=True)
 users = typer.Typer(help="Users and their API tokens.", no_args_is_help=True)
@@ -62,7 +63,7 @@ def server(
 ) -> None:
     """Serve the mesh's API to its users: jobs, nodes, status, the audit log; /metrics."""
     from meshctl.cli import render
-    from meshctl.service.server import Listen, Settings, check_listen, serve
+    from meshctl.server.server import Listen, Settings, check_listen, serve
 
     context = app_context(ctx)
     listen = Listen(host, port, tls_cert, tls_key)
@@ -94,7 +95,7 @@ def users_add(
 ) -> None:
     """Add a user; print their API token (shown this once)."""
     from meshctl.cli import render
-    from meshctl.service.identity import add_user, check_role
+    from meshctl.server.identity import add_user, check_role
 
     checked = check_role(role)
     with open_store_for(app_context(ctx), store) as opened:
@@ -134,7 +135,7 @@ def users_token(
 ) -> None:
     """Issue another token for a user; print it (shown this once)."""
     from meshctl.cli import render
-    from meshctl.service.identity import issue_token
+    from meshctl.server.identity import issue_token
 
     with open_store_for(app_context(ctx), store) as opened:
         render.plain(issue_token(opened, name, time.time()))
@@ -148,7 +149,7 @@ def users_revoke(
 ) -> None:
     """Revoke every token of a user: their requests get 401 from now on."""
     from meshctl.cli import render
-    from meshctl.service.identity import revoke_tokens
+    from meshctl.server.identity import revoke_tokens
 
     with open_store_for(app_context(ctx), store) as opened:
         count = revoke_tokens(opened, name, time.time())

@@ -2,7 +2,7 @@
 
 Every ``/v1/`` request carries ``Authorization: Bearer <token>`` (``meshctl admin users add``
 prints one): without a valid one, 401. A verb the principal's role lacks, or a job out of their
-reach, is a 403 (``meshctl.service.access``). A malformed body or query is a 422 naming the
+reach, is a 403 (``meshctl.server.access``). A malformed body or query is a 422 naming the
 field, a body over the cap a 413; every error is ``{"error": "one line"}`` and writes nothing
 (a refused administrative action writes its audit entry, nothing else).
 
@@ -28,11 +28,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
 from meshctl.errors import Failure, InvalidInput
-from meshctl.service import jobs
-from meshctl.service.access import ADMINISTRATIVE, Verb, may
-from meshctl.service.errors import ApiError, forbidden, invalid, too_large, unauthorised
-from meshctl.service.identity import CHECKED_FOR_S, Authenticator, Principal
-from meshctl.service.planning import Planner
+from meshctl.server import jobs
+from meshctl.server.access import ADMINISTRATIVE, Verb, may
+from meshctl.server.errors import ApiError, forbidden, invalid, too_large, unauthorised
+from meshctl.server.identity import CHECKED_FOR_S, Authenticator, Principal
+from meshctl.server.planning import Planner
 from meshctl.state import Store, StoreError
 
 
@@ -54,10 +54,10 @@ class Service:
     health: Any = field(init=False)  # whether each pool can be used: checked at most every 30 s
 
     def __post_init__(self) -> None:
-        from meshctl.cli.mesh_cmd import _Health
+        from meshctl.app.pools import PoolHealth
 
         object.__setattr__(self, "planner", Planner(self.context))
-        object.__setattr__(self, "health", _Health(self.context))
+        object.__setattr__(self, "health", PoolHealth(self.context))
 
 
 async def principal(request: Request) -> Principal:
@@ -174,11 +174,11 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
     @app.get("/v1/jobs/{ref}/explain")
     def explain_job(ref: str, caller: Caller) -> Any:
         allowed(caller, Verb.JOBS_READ)
-        return jobs.explain(store, caller, ref)
+        return jobs.explain(service.context, store, caller, ref)
 
     @app.get("/v1/pools")
     def list_pools(caller: Caller) -> Any:
-        from meshctl.cli.pools_cmd import pool_rows
+        from meshctl.app.pools import pool_rows
 
         allowed(caller, Verb.POOLS_READ)
         mesh, catalogs, _ = service.planner.planning()
@@ -186,7 +186,7 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
 
     @app.get("/v1/pools/{name}")
     def show_pool(name: str, caller: Caller) -> Any:
-        from meshctl.cli.pools_cmd import pool_data
+        from meshctl.app.pools import pool_data
 
         allowed(caller, Verb.POOLS_READ)
         mesh, catalogs, _ = service.planner.planning()
@@ -194,12 +194,11 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
 
     @app.post("/v1/pools/check")
     def check_pools(body: CheckBody, caller: Caller) -> Any:
-        from meshctl.cli.pools_cmd import checked
+        from meshctl.app.pools import checked
 
         allowed(caller, Verb.POOLS_CHECK)
         mesh, catalogs, _ = service.planner.planning()
-        context = service.context
-        return checked(mesh, context.mesh_file(), context.home, catalogs, body.pool)
+        return checked(service.context, mesh, catalogs, body.pool)
 
     @app.post("/v1/jobs/{ref}/cancel")
     def cancel_job(ref: str, caller: Caller) -> Any:
@@ -208,28 +207,28 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
 
     @app.get("/v1/status")
     def status(caller: Caller) -> Any:
-        from meshctl.cli.mesh_cmd import collect
+        from meshctl.app.status import collect
 
         allowed(caller, Verb.STATUS_READ)
         return collect(service.context, store, service.health)
 
     @app.get("/v1/nodes")
     def list_nodes(caller: Caller) -> Any:
-        from meshctl.cli.nodes_cmd import node_rows
+        from meshctl.app.nodes import node_rows
 
         allowed(caller, Verb.NODES_READ)
         return node_rows(service.context.home, store)
 
     @app.get("/v1/nodes/{pool}/{node}")
     def show_node(pool: str, node: str, caller: Caller) -> Any:
-        from meshctl.cli.nodes_cmd import node_data
+        from meshctl.app.nodes import node_data
 
         allowed(caller, Verb.NODES_READ)
         return node_data(service.context.home, store, f"{pool}/{node}")
 
     @app.post("/v1/nodes/{pool}/{node}/health")
     def node_health(pool: str, node: str, caller: Caller, body: HealthBody) -> Any:
-        from meshctl.cli.nodes_cmd import find_node, set_health
+        from meshctl.app.nodes import find_node, set_health
 
         target = f"{pool}/{node}"
         allowed(caller, Verb.NODES_MANAGE, target)
@@ -256,7 +255,7 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
 
     @app.post("/v1/policies/reload")
     def reload_policies(caller: Caller, body: ReloadBody | None = None) -> Any:
-        from meshctl.cli.controller_cmd import reload_rules
+        from meshctl.app.policies import reload_rules
 
         allowed(caller, Verb.POLICIES_MANAGE, "policies")
         said = reload_rules(service.context, None, (body or ReloadBody()).timeout_s)
@@ -268,7 +267,7 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
 
     @app.post("/v1/mesh/up")
     def mesh_up(caller: Caller, body: UpBody | None = None) -> Any:
-        from meshctl.service import mesh
+        from meshctl.server import mesh
 
         allowed(caller, Verb.MESH_MANAGE, "mesh")
         args = ["up", "--interval", str((body or UpBody()).interval)]
@@ -276,7 +275,7 @@ def create_app(service: Service, metrics: Any | None = None) -> FastAPI:
 
     @app.post("/v1/mesh/down")
     def mesh_down(caller: Caller, body: DownBody | None = None) -> Any:
-        from meshctl.service import mesh
+        from meshctl.server import mesh
 
         allowed(caller, Verb.MESH_MANAGE, "mesh")
         asked = body or DownBody()
@@ -323,7 +322,7 @@ def _manage(service: Service, caller: Principal, target: str, action: str, body:
     """Cordon, drain or uncordon a node, audited in the same write."""
     import time
 
-    from meshctl.cli import nodes_cmd
+    from meshctl.app import nodes
     from meshctl.state import NodeState
     from meshctl.units import parse_duration_s
 
@@ -331,7 +330,7 @@ def _manage(service: Service, caller: Principal, target: str, action: str, body:
     verb = f"nodes.{action}"
     entry = jobs.audit_entry(caller, verb, target, "allowed")
     if action == "cordon":
-        node = nodes_cmd.set_state(store, target, NodeState.CORDONED,
+        node = nodes.set_state(store, target, NodeState.CORDONED,
                                    f"cordoned by {caller.name}", also=[entry])  # fmt: skip
     elif action == "drain":
         try:
@@ -339,11 +338,11 @@ def _manage(service: Service, caller: Principal, target: str, action: str, body:
         except ValueError as err:
             raise invalid(f"deadline: {err}") from None
         entry = jobs.audit_entry(caller, verb, target, "allowed", deadline=body.deadline)
-        node = nodes_cmd.set_state(store, target, NodeState.DRAINING,
+        node = nodes.set_state(store, target, NodeState.DRAINING,
                                    f"draining, deadline {body.deadline}, by {caller.name}",
                                    time.time() + seconds, also=[entry])  # fmt: skip
     elif action == "uncordon":
-        node = nodes_cmd.back_in_service(service.context.home, store, target, also=[entry])
+        node = nodes.back_in_service(service.context.home, store, target, also=[entry])
     else:
         raise invalid(f"action: expected cordon, drain or uncordon, got {action!r}")
     service.context.nudge()

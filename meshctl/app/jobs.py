@@ -1,0 +1,167 @@
+"""What a user does with jobs, for the CLI and the API server alike: find one by a reference
+(its id, its name when one job has it, or a prefix of its id that only one job has; an exact
+id or name wins over a prefix), list them as rows, show one as a document, cancel one.
+
+The documents are the ``-o json`` shapes (``meshctl.cli.shapes``): the CLI prints them, the
+API server answers with them, so a command prints the same in local and server mode.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from meshctl.errors import CommandError, InvalidRequestError
+
+if TYPE_CHECKING:
+    from meshctl.state import AttemptRecord, AuditEntry, JobRecord, Store
+
+PREFIX_SHOWN = 5  # ids an ambiguous prefix names in its error
+
+
+def find(store: Store, ref: str) -> JobRecord:
+    """The job with this id; else the one with this name; else the only one whose id starts
+    with it. An exact id or name always wins over a prefix of another job's id. Each is one
+    indexed read: the key, the name's index, and the keys just after ``ref`` (the ids that
+    start with it come first there); none lists every job."""
+    from meshctl.state import JobRecord
+
+    exact = store.get(JobRecord, ref)
+    if exact is not None:
+        return exact
+    named = store.list(JobRecord, name=ref)
+    if len(named) > 1:
+        ids = ", ".join(j.id for j in sorted(named, key=lambda j: -j.submitted_at_s)[:5])
+        raise InvalidRequestError(f"job: {len(named)} jobs are named {ref!r} ({ids}); give an id")
+    if named:
+        return named[0]
+    after = store.list(JobRecord, after=ref, limit=PREFIX_SHOWN + 1) if ref else []
+    matches = [j for j in after if j.id.startswith(ref)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise InvalidRequestError(f"job: no job with id or name {ref!r} (meshctl jobs list)")
+    ids = ", ".join(j.id for j in matches[:PREFIX_SHOWN])
+    many = f"more than {PREFIX_SHOWN}" if len(matches) > PREFIX_SHOWN else str(len(matches))
+    raise InvalidRequestError(f"job: {ref!r} names {many} jobs ({ids}); give more of it")
+
+
+def row(job: JobRecord, attempt: AttemptRecord | None, now: float) -> dict[str, Any]:
+    """A job as data (``shapes.JobRow``); ``now`` is for people's tables (``age_s``)."""
+    from meshctl.app.jobdata import nodes_of
+    from meshctl.jsondata import timestamp
+
+    return {
+        "id": job.id,
+        "name": job.name,
+        "team": job.team,
+        "state": job.state.value,
+        "priority": job.priority,
+        "pool": job.pool or None,
+        "nodes": nodes_of(attempt),
+        "attempt": attempt.number if attempt else 0,
+        "submitted_at": timestamp(job.submitted_at_s),
+        "updated_at": timestamp(job.updated_at_s),
+        "age_s": round(now - job.submitted_at_s, 1),
+    }
+
+
+def rows(store: Store, jobs: Sequence[JobRecord]) -> list[dict[str, Any]]:
+    """``jobs`` as ``jobs list`` rows, each with its latest attempt."""
+    from meshctl.controller.world import latest_attempts
+    from meshctl.state import AttemptRecord
+
+    latest = latest_attempts(store.list(AttemptRecord, job_id=[j.id for j in jobs]))
+    now = time.time()
+    return [row(job, latest.get(job.id), now) for job in jobs]
+
+
+def listed(store: Store, state: str | None, team: str | None) -> list[dict[str, Any]]:
+    """Every job (in ``state``, of ``team``), newest first, as rows."""
+    from meshctl.state import JobRecord, JobState
+
+    if state is not None and state not in {s.value for s in JobState}:
+        raise InvalidRequestError(
+            f"--state: expected one of {', '.join(s.value for s in JobState)}, got {state!r}"
+        )
+    filters: dict[str, Any] = {"state": state, "team": team}
+    filters = {k: v for k, v in filters.items() if v is not None}
+    jobs = sorted(store.list(JobRecord, **filters), key=lambda j: -j.submitted_at_s)
+    return rows(store, jobs)
+
+
+def show(home: Path, store: Store, record: JobRecord) -> dict[str, Any]:
+    """One job as data (``shapes.JobDetail``): ``jobs show`` and the API server alike."""
+    from meshctl.app import jobdata, training
+    from meshctl.controller.services import service_of
+    from meshctl.controller.serving_apply import serve_ports
+    from meshctl.state import LoanRecord
+
+    attempts = jobdata.attempts_of(store, record.id)
+    events = store.events(job_id=record.id)
+    decisions = store.decisions(job_id=record.id)
+    loans = [
+        x
+        for x in store.list(LoanRecord)
+        if record.id in (x.lender, x.borrower, service_of(x.borrower))
+    ]
+    decision = jobdata.decision_now(decisions[-1] if decisions else None, events)
+    data = {
+        **row(record, attempts[-1] if attempts else None, time.time()),
+        **jobdata.data(record.spec, attempts, events, decision),
+        "policy_hash": decisions[-1].policy_hash or None if decisions else None,
+    }
+    said = [{"at_s": e.at_s, "kind": e.kind, "message": e.message} for e in events]
+    recorded = training.recorded(record, attempts)
+    if recorded is not None:  # a train job: what it recorded beside its checkpoints
+        data["training"] = training.training_data(recorded, said)
+        exported = training.export_data(recorded)
+        if exported is not None:
+            data["export"] = exported
+    pool = attempts[-1].pool if attempts else None
+    port = serve_ports(home).get(pool) if pool else None
+    service = jobdata.service_data(record.spec, attempts, port)
+    if service is not None:
+        data["service"] = service
+    if loans:
+        now = time.time()
+        data["loans"] = [
+            jobdata.loan_data(x, now) for x in sorted(loans, key=lambda x: x.opened_at_s)
+        ]
+    return data
+
+
+def cancel_one(
+    store: Store, job_id: str, by: str = "user", also: Sequence[AuditEntry] = ()
+) -> dict[str, Any]:
+    """Cancel one job (``shapes.CancelRow``); the controller may update it meanwhile: read
+    again and retry. ``by``: who, as its event says; ``also``: audit entries written with
+    the cancellation (none when there is nothing to cancel)."""
+    from dataclasses import replace
+
+    from meshctl.controller.decide import FINISHED
+    from meshctl.state import ConflictError, Event, JobRecord, JobState
+
+    for _ in range(10):
+        record = store.get(JobRecord, job_id)
+        if record is None:
+            raise CommandError(f"job {job_id}: gone from the store while cancelling")
+        was = record.state.value
+        if record.state in FINISHED:
+            return {"id": job_id, "state": was, "previous_state": was, "cancelled": False}
+        now = time.time()
+        event = Event(
+            now, "job.cancelled", job_id, f"cancelled by {by}", {"from": was, "to": "cancelled"}
+        )
+        try:
+            store.update(
+                replace(record, state=JobState.CANCELLED, updated_at_s=now),
+                expected_version=record.version,
+                events=[event, *also],
+            )
+        except ConflictError:
+            continue
+        return {"id": job_id, "state": "cancelled", "previous_state": was, "cancelled": True}
+    raise CommandError(f"job {job_id}: kept changing while cancelling; try again")
