@@ -106,7 +106,7 @@ _resources = resources  # for batch_document, whose argument of that name hides 
 def batch_document(
     name: str = "j",
     *,
-    entrypoint: str = "python x.py",
+    entrypoint: str | None = "python x.py",
     resources: Mapping[str, Any] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
