@@ -26,19 +26,15 @@ A100: Final[Mapping[str, Any]] = {"model": "A100", "memory_gib": "80GiB"}
 # --- mesh files ----------------------------------------------------------------------------------
 
 
-def mesh_document(*pools: Mapping[str, Any], name: str = "m") -> dict[str, Any]:
-    """A Mesh file's content: ``pools`` (as ``local_pool`` and its kin build them)."""
-    return {
+def mesh(*pools: Mapping[str, Any], name: str = "m") -> Mesh:
+    """The Mesh parsed from a file of ``pools`` (as ``local_pool`` and its kin build them)."""
+    document = {
         "apiVersion": API_VERSION,
         "kind": "Mesh",
         "metadata": {"name": name},
         "spec": {"pools": [dict(p) for p in pools]},
     }
-
-
-def mesh(*pools: Mapping[str, Any], name: str = "m") -> Mesh:
-    """The Mesh model of ``mesh_document(*pools, name=name)``."""
-    return Mesh.model_validate(mesh_document(*pools, name=name))
+    return Mesh.model_validate(document)
 
 
 def local_pool(name: str, *nodes: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
