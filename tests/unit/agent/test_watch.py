@@ -15,6 +15,7 @@ from meshctl.agent.sources import KernelLog
 from meshctl.agent.watch import AgentWatch, agent_url
 from meshctl.model.mesh import NodeAgents
 from meshctl.pools.observed import ObservedNode, PoolObservation
+from tests.builders import observed_node, observed_pool
 
 pytestmark = pytest.mark.unit
 
@@ -23,7 +24,8 @@ SETTINGS = NodeAgents(suspect_after_s=10, dead_after_s=30)
 
 def node(name: str, alive: bool = True, **labels: str) -> ObservedNode:
     labels = {"meshctl.io/agent-port": "9109", **labels}
-    return ObservedNode(name, f"id-{name}", alive, 4, 8.0, 64.0, "H100", labels, address="10.0.0.7")
+    return observed_node(name, alive=alive, cpus=8.0, memory_gib=64.0, accelerator="H100",
+                         labels=labels, address="10.0.0.7")  # fmt: skip
 
 
 class Agents:
@@ -52,7 +54,7 @@ URL = "http://10.0.0.7:9109/v1/probe"
 
 
 def seen(*nodes: ObservedNode) -> dict[str, PoolObservation]:
-    return {"lab": PoolObservation("lab", True, nodes=nodes)}
+    return {"lab": observed_pool("lab", *nodes)}
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ from meshctl.catalog import load_catalogs
 from meshctl.controller.submit import Rejected, check
 from meshctl.files import load_one
 from meshctl.model import Mesh
-from meshctl.pools.observed import ObservedNode, PoolObservation
+from meshctl.pools.observed import PoolObservation
+from tests.builders import mesh, observed_node, observed_pool, ray_pool
 from tests.conftest import EXAMPLES
 from tests.unit.scheduler.policy_helpers import NOW, job, policies
 
@@ -105,17 +106,15 @@ def test_a_working_directory_holding_meshctl_s_home_is_copied_without_it(tmp_pat
     assert sorted(p.name for p in copy.iterdir()) == [".meshctl-job", "train.py"]
 
 
-RAY_MESH = Mesh.model_validate(
-    {"apiVersion": "meshctl/v1", "kind": "Mesh", "metadata": {"name": "m"},
-     "spec": {"pools": [{"name": "lab", "provider": "ray", "address": "http://127.0.0.1:1"}]}}
-)  # fmt: skip
+RAY_MESH = mesh(ray_pool("lab", "http://127.0.0.1:1"))
 
 
 def _lab(*alive: bool) -> dict[str, PoolObservation]:
-    nodes = tuple(
-        ObservedNode(f"w{i}", f"id{i}", up, 1, 2.0, 4.0, "A100") for i, up in enumerate(alive)
+    nodes = (
+        observed_node(f"w{i}", ray_node_id=f"id{i}", alive=up, gpus=1, memory_gib=4.0, labels={})
+        for i, up in enumerate(alive)
     )
-    return {"lab": PoolObservation("lab", True, "", nodes)}
+    return {"lab": observed_pool("lab", *nodes)}
 
 
 @pytest.mark.parametrize(

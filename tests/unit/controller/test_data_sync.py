@@ -19,6 +19,7 @@ from meshctl.controller.step import Step
 from meshctl.controller.world import CacheSeen, JobView, World
 from meshctl.lifecycle.datacache import location_name
 from meshctl.scheduler.plan import Plan
+from tests import builders
 from tests.unit.controller.test_decide import NOW, attempt, job
 
 pytestmark = pytest.mark.unit
@@ -63,7 +64,7 @@ class Agents:
 
 
 def world(now: float, views: tuple[JobView, ...], **caches: CacheSeen) -> World:
-    return World(now, {}, views, caches={f"onprem/{k}": v for k, v in caches.items()})
+    return builders.world(*views, now_s=now, caches={f"onprem/{k}": v for k, v in caches.items()})
 
 
 def test_central_storage_is_read_once_per_pool_the_other_node_waits_then_reads_its_peer() -> None:
@@ -162,11 +163,11 @@ def test_caches_of_reads_what_is_whole_on_its_way_and_failed() -> None:
 
 def test_a_job_on_two_nodes_is_told_each_nodes_copy_and_its_source() -> None:
     from meshctl.controller.decide import decide
-    from tests.unit.controller.test_decide import RULES
+    from tests.unit.controller.test_decide import RULES, pool
 
     caches = {"onprem/n1": cache("n1")}  # n2 keeps no cache
     views = (job("g", gpus=4, nodes=2, data=DATA),)
-    step = decide(World(NOW, _pools(), views, caches=caches), RULES)
+    step = decide(builders.world(*views, pools=(pool(),), now_s=NOW, caches=caches), RULES)
     [dispatch] = step.dispatches
     env = dispatch.submission.runtime_env["env_vars"]
     nodes = env["MESHCTL_NODES"].split(",")
@@ -174,12 +175,6 @@ def test_a_job_on_two_nodes_is_told_each_nodes_copy_and_its_source() -> None:
     assert env["MESHCTL_DATA_CORPUS_SOURCE"] == LOC
     assert env["MESHCTL_DATA_CORPUS_NODES"].split(",") == [path if n == "n1" else "" for n in nodes]
     assert ("MESHCTL_DATA_CORPUS" in env) == (nodes[0] == "n1")  # the driver's node's copy
-
-
-def _pools() -> dict[str, Any]:
-    from tests.unit.controller.test_decide import pool
-
-    return {"onprem": pool()}
 
 
 DATASET_TABLE = {

@@ -23,7 +23,7 @@ from meshctl.controller.decide import (
 )
 from meshctl.controller.world import JobView, TrainProgress, World
 from meshctl.exits import wrapped
-from meshctl.model import Job, Mesh
+from meshctl.model import Mesh
 from meshctl.model.mesh import Graces
 from meshctl.model.policy import UNKNOWN_RUNTIME_S
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation
@@ -32,55 +32,40 @@ from meshctl.state.records import (
     AttemptDetail,
     AttemptRecord,
     Held,
-    JobRecord,
     JobState,
     NodeDetail,
     NodeRecord,
+)
+from tests import builders
+from tests.builders import (
+    batch_document,
+    job_view,
+    local_pool,
+    mesh,
+    node_group,
+    observed_node,
+    observed_pool,
+    resources,
 )
 
 pytestmark = pytest.mark.unit
 
 NOW = 1_800_000_000.0
 
-MESH = Mesh.model_validate(
-    {
-        "apiVersion": "meshctl/v1",
-        "kind": "Mesh",
-        "metadata": {"name": "t"},
-        "spec": {
-            "pools": [
-                {
-                    "name": "onprem",
-                    "provider": "local",
-                    "checkpoint_storage": {"uri": "file:///ckpt"},
-                    "nodes": [
-                        {
-                            "name": f"n{i}",
-                            "gpus": 4,
-                            "accelerator": {"model": "A100", "memory_gib": "80GiB"},
-                            "cpus": 2,
-                            "memory_gib": "8GiB",
-                            "labels": {"rack": f"r{i}", "switch": "s1"},
-                        }
-                        for i in (1, 2)
-                    ],
-                }
-            ]
-        },
-    }
+MESH = mesh(
+    local_pool(
+        "onprem",
+        *(node_group(f"n{i}", labels={"rack": f"r{i}", "switch": "s1"}) for i in (1, 2)),
+        checkpoint_storage={"uri": "file:///ckpt"},
+    ),
+    name="t",
 )
 RULES = Rules(MESH, {}, None)
 
 
-def node(name: str, alive: bool = True, gpus: int = 4) -> ObservedNode:
-    return ObservedNode(
-        name, f"id-{name}", alive, gpus, 2.0, 8.0, "A100", {"meshctl.io/node": name}
-    )
-
-
 def pool(*jobs: ObservedJob, nodes: tuple[ObservedNode, ...] | None = None) -> PoolObservation:
-    seen = nodes if nodes is not None else (node("n1"), node("n2"))
-    return PoolObservation("onprem", True, "", seen, {j.submission_id: j for j in jobs})
+    seen = nodes if nodes is not None else (observed_node("n1"), observed_node("n2"))
+    return observed_pool("onprem", *seen, jobs=jobs)
 
 
 def job(
@@ -91,21 +76,9 @@ def job(
     attempt: AttemptRecord | None = None,
     **spec: Any,
 ) -> JobView:
-    document = {
-        "apiVersion": "meshctl/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "kind": "batch",
-            "entrypoint": "python x.py",
-            "working_dir": "/pkg",
-            "resources": {"gpus": gpus, "nodes": nodes, "cpus": 0.5, "memory_gib": 1},
-            **spec,
-        },
-    }
-    parsed = Job.model_validate(document)
-    record = JobRecord(name, name, "t", state, 0, document, None, NOW - 10, NOW - 10)
-    return JobView(record, parsed, attempt)
+    spec.setdefault("resources", resources(gpus, nodes=nodes))
+    document = batch_document(name, working_dir="/pkg", **spec)
+    return job_view(document, state=state, at_s=NOW - 10, attempt=attempt)
 
 
 def attempt(
@@ -146,7 +119,7 @@ def ray(sid: str, status: str, error_type: str | None = None, message: str = "")
 
 
 def world(*views: JobView, observed: PoolObservation | None = None, **kw: Any) -> World:
-    return World(NOW, {"onprem": observed or pool()}, tuple(views), **kw)
+    return builders.world(*views, pools=(observed or pool(),), now_s=NOW, **kw)
 
 
 def moves(step: Step) -> list[tuple[str, str]]:
@@ -191,7 +164,7 @@ def test_a_gang_gets_a_placement_group_with_a_bundle_on_each_node_meshctl_chose(
     """reserve: workers: the entrypoint holds nothing; meshctl.placement has Ray hold one
     bundle per node (the job's per-node GPUs, CPUs, memory and claims) before the command
     runs. The bundles are recorded with the attempt: a resubmission holds the same."""
-    nodes = tuple(replace(node(n), claimable={"gpu_memory_gib": 320.0}) for n in ("n1", "n2"))
+    nodes = tuple(observed_node(n, claimable={"gpu_memory_gib": 320.0}) for n in ("n1", "n2"))
     step = decide(world(job("g", gpus=4, nodes=2), observed=pool(nodes=nodes)), RULES)
     [dispatch] = step.dispatches
     sub, detail = dispatch.submission, dispatch.attempt.detail
@@ -240,7 +213,7 @@ def test_a_placement_group_only_where_the_workers_hold_the_resources(
 def test_the_entrypoint_claims_the_gpu_memory_and_nic_its_node_declares_to_ray(
     gpus: float, spec: dict[str, Any], claimable: dict[str, float], claimed: dict[str, float]
 ) -> None:
-    nodes = tuple(replace(node(n), claimable=claimable) for n in ("n1", "n2"))
+    nodes = tuple(observed_node(n, claimable=claimable) for n in ("n1", "n2"))
     resources = {"gpus": gpus, "cpus": 0.5, "memory_gib": 1, **spec}
     raw = MESH.model_dump(mode="json", by_alias=True, exclude_none=True)
     for group in raw["spec"]["pools"][0]["nodes"]:
@@ -451,10 +424,12 @@ def test_a_node_that_came_back_is_not_taken_for_dead() -> None:
 
 def test_jobs_on_a_spot_instance_taken_back_are_preempted_then_requeued() -> None:
     view = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n1",)))
-    observed = pool(ray("meshctl-a-1", "RUNNING"), nodes=(node("n2"),))
+    observed = pool(ray("meshctl-a-1", "RUNNING"), nodes=(observed_node("n2"),))
     step = decide(world(view, observed=observed, interrupted=frozenset({("onprem", "n1")})), RULES)
     assert moves(step) == [("a", "preempted")]
-    failed = pool(ray("meshctl-a-1", "FAILED", "JOB_ENTRYPOINT_COMMAND_ERROR"), nodes=(node("n2"),))
+    failed = pool(
+        ray("meshctl-a-1", "FAILED", "JOB_ENTRYPOINT_COMMAND_ERROR"), nodes=(observed_node("n2"),)
+    )
     taken = job("a", state=JobState.PREEMPTED, attempt=attempt("a", nodes=("n1",)))
     after = decide(world(taken, observed=failed, interrupted=frozenset({("onprem", "n1")})), RULES)
     assert moves(after) == [("a", "requeued")]
@@ -533,7 +508,9 @@ def test_a_victim_of_priority_preemption_is_asked_to_checkpoint_within_its_grace
 
 def test_jobs_on_a_dead_node_are_evicted() -> None:
     view = job("a", state=JobState.RUNNING, attempt=attempt("a", nodes=("n1",)))
-    observed = pool(ray("meshctl-a-1", "RUNNING"), nodes=(node("n1", alive=False), node("n2")))
+    observed = pool(
+        ray("meshctl-a-1", "RUNNING"), nodes=(observed_node("n1", alive=False), observed_node("n2"))
+    )
     assert ("a", "evicted") in moves(decide(world(view, observed=observed), RULES))
 
 
@@ -545,11 +522,15 @@ def test_an_evicted_gang_keeps_its_live_node_until_its_ray_job_has_stopped() -> 
         state=JobState.RUNNING,
         attempt=attempt("g", gpus=4, nodes=("n1", "n2")),
     )
-    observed = pool(ray("meshctl-g-1", "RUNNING"), nodes=(node("n1", alive=False), node("n2")))
+    observed = pool(
+        ray("meshctl-g-1", "RUNNING"), nodes=(observed_node("n1", alive=False), observed_node("n2"))
+    )
     step = decide(world(gang, job("w", gpus=4), observed=observed), RULES)
     assert moves(step) == [("g", "evicted")]
     assert step.dispatches == []  # n2 is still the gang's until Ray says it stopped
-    stopped = pool(ray("meshctl-g-1", "STOPPED"), nodes=(node("n1", alive=False), node("n2")))
+    stopped = pool(
+        ray("meshctl-g-1", "STOPPED"), nodes=(observed_node("n1", alive=False), observed_node("n2"))
+    )
     evicted = replace(gang, record=replace(gang.record, state=JobState.EVICTED))
     after = decide(world(evicted, job("w", gpus=4), observed=stopped), RULES)
     assert moves(after) == [("g", "requeued")]

@@ -18,11 +18,20 @@ from meshctl.controller.decide import decide
 from meshctl.controller.nodes import nodes as nodes_of
 from meshctl.controller.step import Rules
 from meshctl.controller.world import JobView, World
-from meshctl.model import Job, Mesh
 from meshctl.model.mesh import NodeGroup
 from meshctl.pools.local import _shape_args
-from meshctl.pools.observed import ObservedNode, PoolObservation
-from meshctl.state.records import JobRecord, JobState
+from meshctl.pools.observed import ObservedNode
+from tests import builders
+from tests.builders import (
+    batch_document,
+    job_view,
+    local_pool,
+    mesh,
+    node_group,
+    observed_node,
+    observed_pool,
+    resources,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -41,39 +50,32 @@ DECLARED = {
     "tpu": (0, {"TPU": 8.0}),
     "trn": (0, {"neuron_cores": 32.0}),
 }
-MESH = Mesh.model_validate(
-    {"apiVersion": "meshctl/v1", "kind": "Mesh", "metadata": {"name": "t"},
-     "spec": {"pools": [{"name": "lab", "provider": "local",
-                         "checkpoint_storage": {"uri": "file:///ckpt"},
-                         "nodes": [{"name": n, "cpus": 4, "memory_gib": "16GiB", **g}
-                                   for n, g in GROUPS.items()]}]}}
-)  # fmt: skip
+MESH = mesh(
+    local_pool(
+        "lab",
+        *(node_group(n, cpus=4, memory_gib="16GiB", **g) for n, g in GROUPS.items()),
+        checkpoint_storage={"uri": "file:///ckpt"},
+    ),
+    name="t",
+)
 RULES = Rules(MESH, {}, None, accelerators=REGISTRY)
 
 
 def observed(name: str) -> ObservedNode:
     gpus, devices = DECLARED[name]
-    return ObservedNode(
-        name, f"id-{name}", True, gpus, 4.0, 16.0, None, {"meshctl.io/node": name},
-        devices=devices,
-    )  # fmt: skip
+    return observed_node(
+        name, gpus=gpus, cpus=4.0, memory_gib=16.0, accelerator=None, devices=devices
+    )
 
 
 def world(*views: JobView) -> World:
-    seen = PoolObservation("lab", True, "", tuple(observed(n) for n in GROUPS), {})
-    return World(NOW, {"lab": seen}, views)
+    seen = observed_pool("lab", *(observed(n) for n in GROUPS))
+    return builders.world(*views, pools=(seen,), now_s=NOW)
 
 
 def job(vendor: str, gpus: int, **spec: Any) -> JobView:
-    document = {
-        "apiVersion": "meshctl/v1", "kind": "Job", "metadata": {"name": "j"},
-        "spec": {"kind": "batch", "entrypoint": "python x.py", "working_dir": "/pkg",
-                 "resources": {"gpus": gpus, "cpus": 1, "memory_gib": 1,
-                               "accelerator": {"vendor": vendor}},
-                 **spec},
-    }  # fmt: skip
-    record = JobRecord("j", "j", "t", JobState.PENDING, 0, document, None, NOW, NOW)
-    return JobView(record, Job.model_validate(document), None)
+    asked = resources(gpus, cpus=1, accelerator={"vendor": vendor})
+    return job_view(batch_document(working_dir="/pkg", resources=asked, **spec), at_s=NOW)
 
 
 @pytest.mark.parametrize(

@@ -19,16 +19,12 @@ from meshctl.controller.submit import (
 from meshctl.model import Job
 from meshctl.scheduler.plan import Decision
 from meshctl.state import ConflictError, JobRecord, MemoryStore, StoreError
+from tests.builders import batch_document
 
 pytestmark = pytest.mark.unit
 
 JOB = Job.model_validate(
-    {
-        "apiVersion": "meshctl/v1",
-        "kind": "Job",
-        "metadata": {"name": "train"},
-        "spec": {"kind": "batch", "entrypoint": "python train.py", "resources": {"gpus": 1}},
-    }
+    batch_document("train", entrypoint="python train.py", resources={"gpus": 1})
 )
 ADMITTED = Admission(0, None, Decision("train", "placed"))
 NOW_S = 1_800_000_000.0

@@ -16,10 +16,19 @@ from meshctl.controller.decide import decide
 from meshctl.controller.step import Rules
 from meshctl.controller.world import JobView, World
 from meshctl.lifecycle.snapshot import running_of
-from meshctl.model import Job, Mesh
-from meshctl.pools.observed import ObservedNode, PoolObservation
+from meshctl.model import Job
+from meshctl.pools.observed import ObservedNode
 from meshctl.scheduler import Allocation, Request
-from meshctl.state.records import JobRecord, JobState
+from tests import builders
+from tests.builders import (
+    batch_document,
+    job_view,
+    local_pool,
+    mesh,
+    node_group,
+    observed_node,
+    observed_pool,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -29,23 +38,17 @@ GROUPS: dict[str, dict[str, Any]] = {
     "h100": {"gpus": 8, "accelerator": {"model": "H100", "memory_gib": "80GiB"}},
     "mi": {"gpus": 8, "accelerator": {"vendor": "amd", "model": "MI300X", "memory_gib": 192}},
 }
-MESH = Mesh.model_validate(
-    {"apiVersion": "meshctl/v1", "kind": "Mesh", "metadata": {"name": "t"},
-     "spec": {"pools": [{"name": "lab", "provider": "local",
-                         "nodes": [{"name": n, "cpus": 8, "memory_gib": "64GiB", **g}
-                                   for n, g in GROUPS.items()]}]}}
-)  # fmt: skip
+MESH = mesh(
+    local_pool("lab", *(node_group(n, cpus=8, memory_gib="64GiB", **g) for n, g in GROUPS.items())),
+    name="t",
+)
 RULES = Rules(MESH, {}, None, accelerators=REGISTRY)
 KNOWN = {"h100": "H100", "mi300x": "MI300X", "a100": "A100"}
 
 
 def spec_of(accelerator: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "meshctl/v1", "kind": "Job", "metadata": {"name": "j"},
-        "spec": {"kind": "batch", "entrypoint": "python x.py",
-                 "resources": {"cpus": 1, "memory_gib": 1, "accelerator": accelerator},
-                 **spec},
-    }  # fmt: skip
+    asked = {"cpus": 1, "memory_gib": 1, "accelerator": accelerator}  # in equivalents, no gpus
+    return batch_document(resources=asked, **spec)
 
 
 @pytest.mark.parametrize(
@@ -103,10 +106,9 @@ def test_gpus_beside_equivalents_is_refused() -> None:
 
 
 def observed(name: str, in_use: float = 0.0) -> ObservedNode:
-    return ObservedNode(
-        name, f"id-{name}", True, 8, 8.0, 64.0, None, {"meshctl.io/node": name},
-        gpus_in_use=in_use,
-    )  # fmt: skip
+    return observed_node(
+        name, gpus=8, cpus=8.0, memory_gib=64.0, accelerator=None, gpus_in_use=in_use
+    )
 
 
 def world(busy: str | None) -> tuple[World, JobView]:
@@ -116,12 +118,9 @@ def world(busy: str | None) -> tuple[World, JobView]:
         Job.model_validate(spec_of({"equivalents": 8, "any_of": ["H100", "MI300X"]})),
         {}, MESH, REGISTRY,
     )  # fmt: skip
-    record = JobRecord("j", "j", "t", JobState.PENDING, 0, job.model_dump(mode="json"),
-                       None, NOW, NOW)  # fmt: skip
-    nodes = tuple(observed(n, 6.0 if n == busy else 0.0) for n in GROUPS)
-    seen = PoolObservation("lab", True, "", nodes, {})
-    view = JobView(record, Job.model_validate(record.spec), None)
-    return World(NOW, {"lab": seen}, (view,)), view
+    view = job_view(job.model_dump(mode="json"), at_s=NOW)
+    seen = observed_pool("lab", *(observed(n, 6.0 if n == busy else 0.0) for n in GROUPS))
+    return builders.world(view, pools=(seen,), now_s=NOW), view
 
 
 @pytest.mark.parametrize(
@@ -153,11 +152,9 @@ def test_a_fungible_request_is_met_by_another_model_in_its_own_count(
 def test_when_no_option_fits_each_says_why() -> None:
     raw = spec_of({"equivalents": 16, "any_of": ["H100", "MI300X"]})
     job = with_options(Job.model_validate(raw), {}, MESH, REGISTRY)
-    record = JobRecord("j", "j", "t", JobState.PENDING, 0, job.model_dump(mode="json"),
-                       None, NOW, NOW)  # fmt: skip
-    seen = PoolObservation("lab", True, "", tuple(observed(n) for n in GROUPS), {})
-    view = JobView(record, job, None)
-    step = decide(World(NOW, {"lab": seen}, (view,)), RULES)
+    view = job_view(job.model_dump(mode="json"), at_s=NOW, job=job)
+    seen = observed_pool("lab", *(observed(n) for n in GROUPS))
+    step = decide(builders.world(view, pools=(seen,), now_s=NOW), RULES)
     [decision] = step.decisions
     assert decision.outcome == "unschedulable"
     assert "no option fits (as 13 x MI300X: needs 13 GPUs per node" in decision.summary

@@ -13,9 +13,10 @@ import pytest
 
 from meshctl.controller.loop import Controller
 from meshctl.controller.nodes import nodes
-from meshctl.pools.observed import ObservedNode, PoolObservation, node_name
+from meshctl.pools.observed import node_name
 from meshctl.state import InstanceRecord, MemoryStore
 from meshctl.state.records import InstanceState
+from tests.builders import observed_node, observed_pool
 from tests.unit.controller.test_loop import bursting, queue
 
 pytestmark = pytest.mark.unit
@@ -38,10 +39,11 @@ def test_a_cloud_node_is_offered_once_its_instance_has_joined(
     loop.cycle()  # launched: one g6.xlarge in east
     [worker] = store.list(InstanceRecord)
     name = node_name(worker.id)
-    alive = ObservedNode(name, "ray-1", True, 1, 4.0, 16.0, "L4", {"meshctl.io/node": name})
+    alive = observed_node(name, ray_node_id="ray-1", gpus=1, cpus=4.0, memory_gib=16.0,
+                          accelerator="L4")  # fmt: skip
     world = replace(
         loop.world(clock.now),
-        pools={"east": PoolObservation("east", True, "", (alive,))},
+        pools={"east": observed_pool("east", alive)},
         instances=(replace(worker, state=state),),
     )
     found = [n.name for n in nodes(world, loop.rules.mesh, [], loop.rules.catalogs)]

@@ -17,7 +17,7 @@ from meshctl.controller.loop import Controller
 from meshctl.controller.submit import Admission, enqueue
 from meshctl.model import Job
 from meshctl.pools.emulated import node_name
-from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation, Submission
+from meshctl.pools.observed import ObservedJob, PoolObservation, Submission
 from meshctl.pools.ray import LogChunk, PoolUnavailable
 from meshctl.scheduler.plan import Decision
 from meshctl.state import (
@@ -27,6 +27,14 @@ from meshctl.state import (
     JobState,
     MemoryStore,
     PoolRecord,
+)
+from tests import builders
+from tests.builders import (
+    aws_pool,
+    batch_document,
+    observed_node,
+    observed_pool,
+    resources,
 )
 from tests.conftest import wait_until
 
@@ -47,11 +55,8 @@ class FakePool:
     logs: dict[str, bytes] = field(default_factory=dict)  # driver logs, by submission id
 
     def observe(self) -> PoolObservation:
-        nodes = tuple(
-            ObservedNode(n, n, True, 4, 2.0, 8.0, "A100", {"meshctl.io/node": n})
-            for n in ("n1", "n2")
-        )
-        return PoolObservation("onprem", True, "", nodes, dict(self.jobs))
+        nodes = (observed_node(n, ray_node_id=n) for n in ("n1", "n2"))
+        return observed_pool("onprem", *nodes, jobs=self.jobs.values())
 
     def submit(self, submission: Submission) -> str:
         if submission.submission_id in self.jobs:
@@ -86,18 +91,7 @@ class Clock:
 
 
 def queue(store: MemoryStore, name: str = "a", gpus: float = 1) -> JobRecord:
-    job = Job.model_validate(
-        {
-            "apiVersion": "meshctl/v1",
-            "kind": "Job",
-            "metadata": {"name": name},
-            "spec": {
-                "kind": "batch",
-                "entrypoint": "python x.py",
-                "resources": {"gpus": gpus, "cpus": 0.5, "memory_gib": 1},
-            },
-        }
-    )
+    job = Job.model_validate(batch_document(name, resources=resources(gpus)))
     admission = Admission(0, None, Decision(name, "placed"))
     return enqueue(store, job, admission, None, Path("/no-packages"), 1_800_000_000.0)
 
@@ -265,22 +259,17 @@ def clouds_mesh(max_nodes: int = 2, head: str | None = None) -> tuple[Any, Any, 
     ``head``: the pools' head_node_type."""
     from meshctl.catalog import load_catalogs
     from meshctl.clouds.fake import FakeCloud
-    from meshctl.model import Mesh
     from meshctl.policy.compiled import compile_policies
     from meshctl.policyfiles import read_policy_files
     from tests.conftest import ROOT
 
     pools = [
-        {"name": name, "provider": "aws", "region": region, "zones": [f"{region}a", f"{region}b"],
-         "labels": {"tier": "burst"}, "idle_minutes": 1,
-         "node_types": [{"name": "g6.xlarge", "max_nodes": max_nodes}],
-         **({"head_node_type": head} if head else {})}
+        aws_pool(name, region=region, max_nodes=max_nodes, zones=[f"{region}a", f"{region}b"],
+                 labels={"tier": "burst"}, idle_minutes=1,
+                 **({"head_node_type": head} if head else {}))
         for name, region in (("east", "us-east-1"), ("west", "us-west-2"))
     ]  # fmt: skip
-    mesh = Mesh.model_validate(
-        {"apiVersion": "meshctl/v1", "kind": "Mesh", "metadata": {"name": "m"},
-         "spec": {"pools": pools}}
-    )  # fmt: skip
+    mesh = builders.mesh(*pools)
     catalogs = {f.provider: f.catalog for f in load_catalogs()}
     shipped = compile_policies(read_policy_files([ROOT / "policies"]).policies)
     return mesh, catalogs, shipped, {"east": FakeCloud(), "west": FakeCloud()}
@@ -741,8 +730,7 @@ def test_a_ray_pool_whose_token_file_cannot_be_read_is_unavailable_and_says_why(
     from meshctl.model import Mesh
 
     path = tmp_path / token_file
-    lab = {"name": "lab", "provider": "ray", "address": "http://127.0.0.1:9",
-           "auth": {"token_file": str(path)}}  # fmt: skip
+    lab = builders.ray_pool("lab", "http://127.0.0.1:9", auth={"token_file": str(path)})
     document = MESH.model_dump(mode="json")
     document["spec"]["pools"].append(lab)
     mesh = Mesh.model_validate(document)

@@ -17,6 +17,7 @@ from meshctl.model import Job
 from meshctl.pools.observed import Submission
 from meshctl.scheduler.plan import Decision
 from meshctl.state import AttemptRecord, JobRecord, MemoryStore
+from tests.builders import batch_document
 
 from .test_decide import MESH
 from .test_loop import Clock, FakePool
@@ -37,11 +38,7 @@ class Recording(FakePool):
 
 
 def job(name: str = "a") -> Job:
-    return Job.model_validate({
-        "apiVersion": "meshctl/v1", "kind": "Job", "metadata": {"name": name},
-        "spec": {"kind": "batch", "entrypoint": "python main.py",
-                 "resources": {"gpus": 1, "cpus": 0.5, "memory_gib": 1}},
-    })  # fmt: skip
+    return Job.model_validate(batch_document(name, entrypoint="python main.py"))
 
 
 def submitted(store: MemoryStore, tmp_path: Path, keep_files: bool) -> JobRecord:

@@ -20,6 +20,7 @@ from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation
 from meshctl.state import AttemptRecord, JobRecord, JobState, MemoryStore
 from meshctl.state.records import Held
 from meshctl.train.nominations import nominated
+from tests.builders import job_document, observed_node, observed_pool, resources
 from tests.unit.controller.test_decide import (
     MESH,
     NOW,
@@ -27,7 +28,6 @@ from tests.unit.controller.test_decide import (
     attempt,
     job,
     moves,
-    node,
     pool,
     ray,
     world,
@@ -48,7 +48,8 @@ def running_train(**detail: Any) -> Any:
     return train_job(JobState.RUNNING, attempt=ran)
 
 
-THREE = (node("n1", alive=False), node("n2"), node("n3"))
+DEAD, N2 = observed_node("n1", alive=False), observed_node("n2")
+THREE = (DEAD, N2, observed_node("n3"))
 
 
 def test_a_train_job_in_a_pool_with_a_head_of_its_own_runs_its_driver_there() -> None:
@@ -94,9 +95,9 @@ def test_a_dead_node_under_a_train_job_is_replaced_by_a_free_one_inside_the_atte
 @pytest.mark.parametrize(
     ("nodes", "others", "replaceable"),
     [
-        pytest.param((node("n1", alive=False), node("n2")), True, True, id="no-free-node"),
+        pytest.param((DEAD, N2), True, True, id="no-free-node"),
         pytest.param(THREE, False, False, id="not-replaceable"),
-        pytest.param((node("n1", alive=False), node("n2"), node("n3", gpus=2)), True, True,
+        pytest.param((DEAD, N2, observed_node("n3", gpus=2)), True, True,
                      id="the-free-node-is-too-small"),
     ],
 )  # fmt: skip
@@ -149,7 +150,7 @@ def test_a_silent_node_ray_still_lists_counts_as_dead_for_a_replaceable_attempt(
     if not replaceable:
         detail = replace(view.attempt.detail, replaceable=False)
         view = replace(view, attempt=replace(view.attempt, detail=detail))
-    nodes = (node("n1"), node("n2"), node("n3")) if free else (node("n1"),)
+    nodes = tuple(observed_node(n) for n in (("n1", "n2", "n3") if free else ("n1",)))
     observed = pool(ray("meshctl-t-1", "RUNNING"), nodes=nodes)
     silent = world(view, observed=observed, health={"onprem/n1": SILENT},
                    silent=frozenset({"onprem/n1"}))  # fmt: skip
@@ -170,7 +171,7 @@ def test_a_silent_node_ray_still_lists_counts_as_dead_for_a_replaceable_attempt(
 def test_a_node_its_probe_calls_unhealthy_is_not_replaced_but_left_after_a_grace() -> None:
     """An unhealthy node (an XID error) still runs: its jobs checkpoint in their grace, then
     resume in a new attempt. Only silence (or death) replaces a node inside the attempt."""
-    observed = pool(ray("meshctl-t-1", "RUNNING"), nodes=(node("n1"), node("n2")))
+    observed = pool(ray("meshctl-t-1", "RUNNING"), nodes=(observed_node("n1"), observed_node("n2")))
     step = decide(world(running_train(), observed=observed, health={"onprem/n1": "XID 79"}),
                   RULES)  # fmt: skip
     assert step.replacements == []
@@ -188,11 +189,8 @@ class Pool:
         self.submissions: list[Any] = []
 
     def observe(self) -> PoolObservation:
-        nodes = tuple(
-            ObservedNode(n, f"id-{n}", up, 4, 2.0, 8.0, "A100", {"meshctl.io/node": n})
-            for n, up in self.alive.items()
-        )
-        return PoolObservation("onprem", True, "", nodes, dict(self.jobs))
+        nodes = (observed_node(n, alive=up) for n, up in self.alive.items())
+        return observed_pool("onprem", *nodes, jobs=self.jobs.values())
 
     def submit(self, submission: Any) -> str:
         self.submissions.append(submission)
@@ -217,12 +215,7 @@ def test_a_replacement_is_recorded_and_the_run_told_its_new_pins(tmp_path: Path)
              for p in MESH.spec.pools]  # fmt: skip
     mesh = MESH.model_validate({**MESH.model_dump(mode="json", exclude_none=True),
                                 "spec": {"pools": pools}})  # fmt: skip
-    document = {
-        "apiVersion": "meshctl/v1",
-        "kind": "Job",
-        "metadata": {"name": "t"},
-        "spec": {**TRAIN, "resources": {"gpus": 4, "cpus": 0.5, "memory_gib": 1}},
-    }
+    document = job_document("t", **TRAIN, resources=resources(4))
     store, ray_pool, now = MemoryStore(), Pool(), [NOW]
     parsed = Job.model_validate({**document, "spec": {k: v for k, v in document["spec"].items()
                                                        if v is not None}})  # fmt: skip

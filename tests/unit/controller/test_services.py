@@ -11,40 +11,31 @@ import pytest
 from meshctl.controller.decide import Rules, decide
 from meshctl.controller.services import replica_id, service_of
 from meshctl.controller.world import JobView, ServeSeen, World
-from meshctl.model import Job, Mesh
 from meshctl.policy import compile_policies
 from meshctl.policy.compiled import Source
-from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation
-from meshctl.state.records import AttemptDetail, AttemptRecord, Held, JobRecord, JobState
+from meshctl.pools.observed import ObservedJob, PoolObservation
+from meshctl.state.records import AttemptDetail, AttemptRecord, Held, JobState
+from tests.builders import (
+    job_document,
+    job_view,
+    local_pool,
+    mesh,
+    node_group,
+    observed_node,
+    observed_pool,
+)
 
 pytestmark = pytest.mark.unit
 
 NOW = 1_800_000_000.0
-MESH = Mesh.model_validate(
-    {
-        "apiVersion": "meshctl/v1",
-        "kind": "Mesh",
-        "metadata": {"name": "t"},
-        "spec": {
-            "pools": [
-                {
-                    "name": "onprem",
-                    "provider": "local",
-                    "checkpoint_storage": {"uri": "file:///ckpt"},
-                    "nodes": [
-                        {
-                            "name": f"n{i}",
-                            "gpus": 1,
-                            "accelerator": {"model": "L4", "memory_gib": "24GiB"},
-                            "cpus": 2,
-                            "memory_gib": "8GiB",
-                        }
-                        for i in (1, 2, 3)
-                    ],
-                }
-            ]
-        },
-    }
+L4 = {"model": "L4", "memory_gib": "24GiB"}
+MESH = mesh(
+    local_pool(
+        "onprem",
+        *(node_group(f"n{i}", gpus=1, accelerator=L4) for i in (1, 2, 3)),
+        checkpoint_storage={"uri": "file:///ckpt"},
+    ),
+    name="t",
 )
 POLICY = """\
 apiVersion: meshctl/v1
@@ -67,10 +58,8 @@ def rules() -> Rules:
 
 def view(name: str, spec: dict[str, Any], state: JobState, attempt: AttemptRecord | None,
          priority: int) -> JobView:  # fmt: skip
-    document = {"apiVersion": "meshctl/v1", "kind": "Job", "metadata": {"name": name},
-                "spec": {"working_dir": "", **spec}}  # fmt: skip
-    record = JobRecord(name, name, "t", state, priority, document, None, NOW - 100, NOW - 100)
-    return JobView(record, Job.model_validate(document), attempt)
+    document = job_document(name, working_dir="", **spec)
+    return job_view(document, state=state, priority=priority, at_s=NOW - 100, attempt=attempt)
 
 
 SERVICE = {
@@ -109,13 +98,8 @@ def train_attempt(nodes: tuple[str, ...]) -> AttemptRecord:
 
 
 def observed(*jobs: ObservedJob) -> dict[str, PoolObservation]:
-    nodes = tuple(
-        ObservedNode(f"n{i}", f"id-n{i}", True, 1, 2.0, 8.0, None, {"meshctl.io/node": f"n{i}"})
-        for i in (1, 2, 3)
-    )
-    return {
-        "onprem": PoolObservation("onprem", True, "", nodes, {j.submission_id: j for j in jobs})
-    }
+    nodes = (observed_node(f"n{i}", gpus=1, accelerator=None) for i in (1, 2, 3))
+    return {"onprem": observed_pool("onprem", *nodes, jobs=jobs)}
 
 
 TRAINING = ObservedJob("meshctl-tr-1", "RUNNING")

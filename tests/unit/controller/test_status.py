@@ -10,7 +10,6 @@ import pytest
 from pydantic import TypeAdapter
 
 from meshctl.controller.status import Status, status_document
-from meshctl.model import Mesh
 from meshctl.state import (
     AttemptDetail,
     AttemptRecord,
@@ -20,36 +19,16 @@ from meshctl.state import (
     MemoryStore,
     PoolRecord,
 )
+from tests.builders import local_pool, mesh, node_group, ray_pool
 
 pytestmark = pytest.mark.unit
 
 NOW = 1_800_000_000.0
 
-MESH = Mesh.model_validate(
-    {
-        "apiVersion": "meshctl/v1",
-        "kind": "Mesh",
-        "metadata": {"name": "t"},
-        "spec": {
-            "pools": [
-                {
-                    "name": "onprem",
-                    "provider": "local",
-                    "nodes": [
-                        {
-                            "name": "n",
-                            "count": 2,
-                            "gpus": 4,
-                            "cpus": 8,
-                            "memory_gib": "32GiB",
-                            "accelerator": {"model": "A100", "memory_gib": "80GiB"},
-                        }
-                    ],
-                },
-                {"name": "lab", "provider": "ray", "address": "http://lab:8265"},
-            ]
-        },
-    }
+MESH = mesh(
+    local_pool("onprem", node_group("n", count=2, cpus=8, memory_gib="32GiB")),
+    ray_pool("lab", "http://lab:8265"),
+    name="t",
 )
 
 

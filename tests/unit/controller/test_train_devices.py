@@ -8,7 +8,8 @@ import pytest
 from meshctl.catalog import load_accelerators
 from meshctl.controller.dispatch import devices_of
 from meshctl.controller.step import Rules
-from meshctl.model import Mesh
+from tests import builders
+from tests.builders import aws_pool, local_pool, node_group
 
 pytestmark = pytest.mark.unit
 
@@ -16,15 +17,9 @@ pytestmark = pytest.mark.unit
 def rules(vendor: str, model: str, registry: bool = True) -> Rules:
     from meshctl.catalog import load_catalogs
 
-    mesh = Mesh.model_validate(
-        {"apiVersion": "meshctl/v1", "kind": "Mesh", "metadata": {"name": "m"},
-         "spec": {"pools": [
-             {"name": "lab", "provider": "local", "nodes": [
-                 {"name": "g", "count": 2, "gpus": 8, "cpus": 8, "memory_gib": 64,
-                  "accelerator": {"vendor": vendor, "model": model, "memory_gib": 80}}]},
-             {"name": "burst", "provider": "aws", "region": "us-east-1",
-              "node_types": [{"name": "g6.xlarge", "max_nodes": 1}]}]}}
-    )  # fmt: skip
+    accelerator = {"vendor": vendor, "model": model, "memory_gib": 80}
+    group = node_group("g", count=2, gpus=8, accelerator=accelerator, cpus=8, memory_gib=64)
+    mesh = builders.mesh(local_pool("lab", group), aws_pool("burst"))
     catalogs = {f.provider: f.catalog for f in load_catalogs()}
     return Rules(mesh, catalogs, None, accelerators=load_accelerators() if registry else None)
 

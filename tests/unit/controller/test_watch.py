@@ -20,6 +20,7 @@ from meshctl.state import MemoryStore
 from meshctl.state.records import AttemptState
 from meshctl.train import nominations
 from meshctl.train.nominations import Ask
+from tests.builders import observed_node
 
 from .test_loop import Clock, FakePool, controller, queue
 
@@ -43,10 +44,7 @@ class WatchedPool(FakePool):
         return self.jobs.get(submission_id)
 
     def nodes(self) -> list[ObservedNode]:
-        return [
-            ObservedNode(n, n, n not in self.dead, 4, 2.0, 8.0, "A100", {"meshctl.io/node": n})
-            for n in ("n1", "n2")
-        ]
+        return [observed_node(n, ray_node_id=n, alive=n not in self.dead) for n in ("n1", "n2")]
 
     def running(self) -> None:
         for sid, job in self.jobs.items():

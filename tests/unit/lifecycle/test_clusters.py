@@ -9,6 +9,7 @@ from meshctl.catalog import load_catalogs
 from meshctl.lifecycle import Launch
 from meshctl.lifecycle.clusters import HeadOffer, Part, head_of, parts
 from meshctl.model import Mesh
+from tests.builders import aws_pool, mesh
 
 pytestmark = pytest.mark.unit
 
@@ -39,17 +40,10 @@ def test_a_launch_splits_into_the_head_and_the_workers(want, running, head, expe
 
 
 def _pool(extra: str) -> Mesh:
-    pool = {
-        "name": "east",
-        "provider": "aws",
-        "region": "us-east-1",
-        "node_types": [{"name": "g6.xlarge", "max_nodes": 2}],
-        "cost": {"discount_pct": 25},
-    }
+    pool = aws_pool("east", max_nodes=2, cost={"discount_pct": 25})
     if extra:
         pool["head_node_type"] = extra
-    return Mesh.model_validate({"apiVersion": "meshctl/v1", "kind": "Mesh",
-                                "metadata": {"name": "m"}, "spec": {"pools": [pool]}})  # fmt: skip
+    return mesh(pool)
 
 
 @pytest.mark.parametrize(
