@@ -673,3 +673,47 @@ def test_a_server_with_tls_is_reached_with_its_certificate_authority(
         assert trusted.returncode == 0, trusted.stderr
     finally:
         stop(process)
+
+
+# --- one view: a command prints the same in local and server mode -------------------------------
+
+SAME_IN_BOTH_MODES = [
+    # id, argv (JOB: the job submitted for the test)
+    pytest.param(["jobs", "show", "JOB"], id="jobs-show"),
+    pytest.param(["explain", "JOB"], id="explain"),
+    pytest.param(["pools", "list"], id="pools-list"),
+    pytest.param(["pools", "show", "onprem"], id="pools-show"),
+    pytest.param(["nodes", "list"], id="nodes-list"),
+    pytest.param(["nodes", "show", "local/n1"], id="nodes-show"),
+]
+
+
+@pytest.fixture(scope="module")
+def decided(server: Server) -> str:
+    """A job with a scheduling decision recorded for it, as the controller records one."""
+    from meshctl.state import Decision
+
+    job_id = server.submit("ana", name="both-modes")
+    said = {
+        "status": "pending",
+        "summary": "pending: 1 node; 1 lacks 8 GPUs free",
+        "nodes_considered": 1,
+        "filtered": {"lacks 8 GPUs free": 1},
+        "candidates": [{"nodes": ["n1"], "total": 0.5556, "scores": {"binpack": 0.5556}}],
+    }
+    with server.store() as store:
+        store.record_decisions([Decision(1.0, job_id, "pending", "abc123", said)])
+    return job_id
+
+
+@pytest.mark.parametrize("argv", SAME_IN_BOTH_MODES)
+def test_a_command_prints_the_same_in_local_and_server_mode(
+    server: Server, decided: str, argv: list[str]
+) -> None:
+    args = [decided if a == "JOB" else a for a in argv]
+    local = server.cli(*args, who=None, MESHCTL_HOME=str(server.home))
+    remote = server.cli(*args, who="root")
+    assert local.returncode == 0, local.stderr
+    assert (remote.returncode, remote.stderr) == (0, local.stderr)
+    assert remote.stdout == local.stdout
+    assert remote.stdout.strip()
