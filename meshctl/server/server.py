@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -70,8 +72,9 @@ def application() -> Any:
     from prometheus_client import make_asgi_app
 
     from meshctl.app.context import AppContext
-    from meshctl.server.app import Service, create_app
+    from meshctl.server.app import create_app
     from meshctl.server.metrics import registry
+    from meshctl.server.served import Server
     from meshctl.state import open_store_at
 
     settings = Settings(**json.loads(os.environ[SETTINGS_ENV]))
@@ -81,11 +84,19 @@ def application() -> Any:
         None if settings.mesh is None else Path(settings.mesh),
         None if settings.providers is None else Path(settings.providers),
         settings.store,
+        warn=_logged,
     )
     store, loop_store = open_store_at(settings.store, home), open_store_at(settings.store, home)
-    service = Service(context, store, settings.max_body_bytes, loop_store=loop_store)
+    server = Server(context, store, settings.max_body_bytes, loop_store=loop_store)
     # the registry is built once per process: it keeps its place in the event log
-    return create_app(service, metrics=make_asgi_app(registry(store)))
+    return create_app(server, metrics=make_asgi_app(registry(store)))
+
+
+def _logged(lines: Sequence[str]) -> None:
+    """A warning of the application layer (the policies it plans with are not those the
+    controller enforces ...), in the server's log."""
+    for line in lines:
+        logging.getLogger("meshctl.server").warning("%s", line)
 
 
 def serve(settings: Settings, listen: Listen, workers: int, on_ready: Any = None) -> None:

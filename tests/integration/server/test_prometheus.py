@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.integration.service.test_api import start, stop
+from tests.integration.server.test_api import start, stop
 
 from meshctl.agent.watch import AgentReport, AgentStatus
 from meshctl.controller.metrics import Address, ControllerMetrics
