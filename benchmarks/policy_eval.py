@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from meshctl.files.policies import read_policy_files
 from meshctl.model import Job
 from meshctl.policy import MeshSnapshot, PoolFacts, TeamUsage, bind, compile_policies
 from meshctl.policy import evaluate as evaluate_module
-from meshctl.policyfiles import read_policy_files
 
 ROOT = Path(__file__).resolve().parents[1]
 NOW = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.UTC)

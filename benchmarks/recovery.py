@@ -47,7 +47,7 @@ one go.
   pool's head. A killed node, or a silent one once its agent's silence makes it dead to
   meshctl: the controller nominates a free node and Ray Train resumes there from the latest
   checkpoint inside the attempt (``meshctl.lifecycle.replacing``; for the silent node the run
-  ends its unanswering worker itself, ``meshctl.train.run.Replacements``). ``detect_s``,
+  ends its unanswering worker itself, ``meshctl.workload.train.run.Replacements``). ``detect_s``,
   ``resume_s`` and ``steps_lost`` are meshctl's own account: ``meshctl jobs show -o json``'s
   ``training.recoveries[0]`` (``meshctl/controller/recovery.py``), from the progress the job
   records beside its checkpoints and the controller's events.

@@ -45,9 +45,9 @@ from typing import Any
 from traces import PHILLY, require
 
 from meshctl.catalog import load_catalog
+from meshctl.files.policies import read_mesh, read_policy_files
 from meshctl.model.mesh import Mesh, RayPool
 from meshctl.policy.compiled import compile_policies
-from meshctl.policyfiles import read_mesh, read_policy_files
 from meshctl.sim import engine as sim
 from meshctl.sim.workload import DAY_S, SimJob
 from meshctl.simrun import RunSpec, config_of, jobs_of, sim_mesh

@@ -37,8 +37,8 @@ from typing import Any
 from traces import PHILLY, require
 
 from meshctl.app.context import AppContext
+from meshctl.files.policies import read_mesh, read_policy_files
 from meshctl.policy.compiled import compile_policies
-from meshctl.policyfiles import read_mesh, read_policy_files
 from meshctl.simrun import RunSpec, run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ PROVIDERS = ROOT / "providers"
 
 @pytest.fixture(scope="session", autouse=True)
 def _file_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The checked-files cache (``meshctl.filecache``) of this run's own, also for the commands
+    """The checked-files cache (``meshctl.files.cache``) of this run's own, also for the commands
     and controllers the tests start: never the user's ~/.cache."""
     os.environ["MESHCTL_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
 

@@ -28,7 +28,7 @@ import torch
 from ray.train import Checkpoint
 from torch.nn.parallel import DistributedDataParallel
 
-from meshctl.train import Checkpointing, exporting
+from meshctl.workload.train import Checkpointing, exporting
 
 SAMPLES, FEATURES, HIDDEN, BATCH = 4096, 16, 32, 64  # BATCH: the global batch, over all ranks
 CHECKPOINT_FILE = "checkpoint.pt"

@@ -160,8 +160,8 @@ def name_from(text: str, default: str = "job") -> str:
 
 
 # Run by the cluster's interpreter in the job's working directory (``python -c`` puts it first
-# on sys.path, as meshctl.train.run does on the workers): the module imports and the function is
-# there and callable. It prints one line saying what is wrong, and exits 3, if not.
+# on sys.path, as meshctl.workload.train.run does on the workers): the module imports and the
+# function is there and callable. It prints one line saying what is wrong, and exits 3, if not.
 _LOOP_CHECK = """
 import importlib, sys
 module, function, want_callable = sys.argv[1], sys.argv[2], sys.argv[3] == "1"

@@ -52,7 +52,7 @@ class AppContext:
     def mesh_file(self) -> Path:
         """``--mesh``, else the mesh that is up, else ``./mesh.yaml``, else the embedded
         default shipped with meshctl."""
-        from meshctl.resources import data_dir
+        from meshctl.files.shipped import data_dir
 
         if self.mesh_path is not None:
             return self.mesh_path
@@ -79,7 +79,7 @@ class AppContext:
     def policy_dir(self) -> Path:
         """The policies of the mesh that is up, else ``./policies``, else ``policies/`` beside
         the mesh file, else the shipped ones."""
-        from meshctl.resources import data_dir
+        from meshctl.files.shipped import data_dir
 
         if "policies" in self.up():
             return Path(self.up()["policies"])
@@ -180,9 +180,9 @@ class AppContext:
         the mesh (``mesh``: the one the caller read already; default: read it): a pool or
         provider it does not have is an error (InvalidFileError), not a rule that silently
         never matches. ``up``, ``submit`` and the controller come here."""
+        from meshctl.files.policies import read_mesh, read_policy_files, written_for
         from meshctl.policy.compiled import compile_policies
         from meshctl.policy.names import MeshNames, policy_problems
-        from meshctl.policyfiles import read_mesh, read_policy_files, written_for
         from meshctl.problems import InvalidFileError
 
         if folder is None:  # the controller's folder: its last good set if these are refused
@@ -351,9 +351,9 @@ def read_moment(
 ) -> Moment:
     """``--mesh`` (a Mesh or MeshState; the global mesh where it names none), policies, time."""
     from meshctl.files import load_one
+    from meshctl.files.policies import read_mesh_or_state, read_policy_files
     from meshctl.model import Job
     from meshctl.policy.compiled import compile_policies
-    from meshctl.policyfiles import read_mesh_or_state, read_policy_files
 
     job = load_one(job_file, Job)
     if policies or mesh_file:  # named, or another mesh's moment: those files, as they are

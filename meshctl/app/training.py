@@ -1,7 +1,7 @@
 """A train job's record in ``meshctl jobs show``: its recoveries (per attempt: where it
 resumed, restarts inside, steps lost, time to detect and to resume) and its model's export,
-from what the run recorded beside its checkpoints (``meshctl.train.progress``,
-``meshctl.train.export``), as data (``shapes.TrainingData``, ``shapes.ExportData``)."""
+from what the run recorded beside its checkpoints (``meshctl.workload.train.progress``,
+``meshctl.workload.train.export``), as data (``shapes.TrainingData``, ``shapes.ExportData``)."""
 
 from __future__ import annotations
 

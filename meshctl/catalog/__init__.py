@@ -3,7 +3,7 @@ and the accelerator registry (``providers/accelerators.yaml``).
 
 Where a catalog comes from, first found wins:
 1. a directory the user names (``--providers DIR``, or ``providers/`` beside a mesh file);
-2. the catalogs shipped with meshctl (see ``meshctl.resources``).
+2. the catalogs shipped with meshctl (see ``meshctl.files.shipped``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Final, Literal
 
 from meshctl.files import load_one
+from meshctl.files.shipped import data_dir
 from meshctl.model import Accelerators, Catalog
 from meshctl.problems import InvalidFileError, Problem
-from meshctl.resources import data_dir
 
 Provider = Literal["aws", "gcp"]
 PROVIDERS: Final[tuple[Provider, ...]] = ("aws", "gcp")

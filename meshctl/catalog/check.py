@@ -271,7 +271,7 @@ def job_accelerators(
 def export_problems(loaded: Loaded, working_dir: Path) -> list[Problem]:
     """A train job asking for an export (``train.export``) of a loop whose function never
     returns a value: there would be no model to export."""
-    from meshctl.train.loops import returns_value
+    from meshctl.workload.train.loops import returns_value
 
     job = loaded.document
     train = job.spec.train if isinstance(job, Job) else None

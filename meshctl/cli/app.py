@@ -34,13 +34,13 @@ from meshctl.cli import (
     providers_cmd,
     schema_cmd,
     server_cmd,
-    sim_cmd,
     submit_cmd,
     train_cmd,
     validate_cmd,
 )
 from meshctl.cli.argv import command_name
 from meshctl.cli.errors import MeshGroup
+from meshctl.cli.sim import commands as sim_cmd
 from meshctl.home import default_home
 
 deferred.defer(*deferred.UNUSED)  # before any command imports the packages that import them

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 def _scaffold() -> dict[str, Traversable]:
     """Relative path in the new directory -> the shipped file it is copied from."""
-    from meshctl.resources import data_dir
+    from meshctl.files.shipped import data_dir
 
     examples, providers, policies = (data_dir(n) for n in ("examples", "providers", "policies"))
     files: dict[str, Traversable] = {"mesh.yaml": examples / "mesh.yaml"}

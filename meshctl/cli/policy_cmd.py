@@ -19,11 +19,11 @@ from meshctl.cli.options import (
 from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
+    from meshctl.files.policies import MeshReader, PolicyFiles
     from meshctl.model import Catalog, Mesh
     from meshctl.policy.compiled import PolicySet
     from meshctl.policy.testing import CaseResult
     from meshctl.policy.verdict import RuleError, Verdict
-    from meshctl.policyfiles import MeshReader, PolicyFiles
 
 app = typer.Typer(help="Routing policies: validate, test and explain them.", no_args_is_help=True)
 
@@ -34,8 +34,8 @@ PathsArgument = Annotated[
 
 
 def read_policies(context: AppContext, paths: list[Path] | None) -> tuple[PolicyFiles, PolicySet]:
+    from meshctl.files.policies import read_policy_files
     from meshctl.policy.compiled import compile_policies
-    from meshctl.policyfiles import read_policy_files
 
     files = read_policy_files(paths or [context.policy_dir()])
     return files, compile_policies(files.policies)
@@ -45,7 +45,7 @@ def _policies_mesh(context: AppContext, paths: list[Path] | None, meshes: MeshRe
     """The mesh the policies are written for: ``--mesh``, else ``mesh.yaml`` beside their
     folder (as ``meshctl init`` lays them out), else for the shipped examples the embedded
     default mesh, else the mesh in use."""
-    from meshctl.policyfiles import mesh_file_for
+    from meshctl.files.policies import mesh_file_for
 
     if context.mesh_path is not None:
         return meshes.read(None)
@@ -72,8 +72,8 @@ def _check_names(
     their meshes and the catalogs: every problem at once (InvalidFileError, exit 2). Returns
     each test file's mesh and the catalogs (each file read once)."""
     from meshctl.catalog.check import case_accelerators, job_models
+    from meshctl.files.policies import MeshReader
     from meshctl.policy.names import MeshNames, policy_problems, policy_test_problems
-    from meshctl.policyfiles import MeshReader
     from meshctl.problems import InvalidFileError
 
     reader = MeshReader(context.mesh)

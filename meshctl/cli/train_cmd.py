@@ -4,7 +4,7 @@
     meshctl train --workers 2 --gpus-per-worker 1 --config steps=300 model:train_loop
 
 The loop (``module:function`` in the working directory) is written the normal Ray Train V2
-way; meshctl builds the ``TorchTrainer`` around it (``meshctl.train.run``). The job id is
+way; meshctl builds the ``TorchTrainer`` around it (``meshctl.workload.train.run``). The job id is
 printed first; then the job's events (placement, checkpoint requests, evictions, resumes)
 until it ends. Exit 0 when it succeeded, 1 otherwise.
 """
@@ -71,7 +71,7 @@ def train(
     """Submit a Ray Train job (a job file, or a loop and its scaling); follow it."""
     from meshctl.catalog.check import export_problems
     from meshctl.problems import InvalidFileError
-    from meshctl.train.loops import returns_value
+    from meshctl.workload.train.loops import returns_value
 
     context = app_context(ctx)
     timeout_s = duration_flag("--timeout", timeout)

@@ -296,7 +296,9 @@ class Applying:
             )
         except (ConflictError, NotFoundError):
             return None  # changed meanwhile (a cancel): the next cycle decides again
-        from meshctl.train.nominations import nominate  # pyarrow: only when a node is replaced
+        from meshctl.workload.train.nominations import (
+            nominate,  # pyarrow: only when a node is replaced
+        )
 
         try:
             nominate(change.uri, change.endpoint_url, change.attempt, change.ray_node_ids)
@@ -317,7 +319,9 @@ class Applying:
                 or attempt.state not in ACTIVE_ATTEMPT
             ):
                 continue
-            from meshctl.train.nominations import nominate  # pyarrow: only when one needs it
+            from meshctl.workload.train.nominations import (
+                nominate,  # pyarrow: only when one needs it
+            )
 
             try:
                 nominate(detail.checkpoint_uri, detail.checkpoint_endpoint or None,

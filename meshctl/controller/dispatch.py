@@ -1,6 +1,7 @@
 """Dispatching: the attempt a placement becomes, and the Ray Jobs submission of an attempt
 (the same for the same attempt, always), with where the job keeps its checkpoints and, for a
-train job, what ``meshctl.train.run`` builds the trainer from. Pure, like ``decide``."""
+train job, what ``meshctl.workload.train.run`` builds the trainer from. Pure, like
+``decide``."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from typing import Any
 
 from meshctl.controller.step import Dispatch, Rules, submission_id
 from meshctl.controller.world import JobView, World
-from meshctl.exits import wrapped
 from meshctl.lifecycle import Start
 from meshctl.lifecycle.datacache import current_path, env_name
 from meshctl.lifecycle.replacing import drivers_apart
@@ -32,11 +32,13 @@ from meshctl.pools.observed import (
 )
 from meshctl.scheduler import Allocation
 from meshctl.state.records import AttemptDetail, AttemptRecord, AttemptState, Held
+from meshctl.workload.exits import wrapped
 
 REPLACE_WAIT_S = 120.0  # a run whose node died waits this long for the controller's nomination
-TRAIN_ENTRYPOINT = "python -m meshctl.train.run"  # builds the TorchTrainer from MESHCTL_TRAIN
+# builds the TorchTrainer from MESHCTL_TRAIN
+TRAIN_ENTRYPOINT = "python -m meshctl.workload.train.run"
 # holds the job's placement group around its own command (MESHCTL_BUNDLES)
-PLACEMENT_ENTRYPOINT = "python -m meshctl.placement"
+PLACEMENT_ENTRYPOINT = "python -m meshctl.workload.placement"
 GIB = 1024**3
 Counted = tuple[str, int]  # a device's Ray resource and the units of it one device is
 
@@ -136,8 +138,8 @@ def bundles(
     view: JobView, place: Start, world: World, device: Counted = (GPU, 1)
 ) -> tuple[dict[str, float], ...]:
     """The bundles of the placement group that holds what a job's workers use, one per node
-    meshctl chose (``meshctl.placement``): a job with ``reserve: workers`` and an entrypoint
-    of its own. None for a train job (Ray Train holds its workers in a group of its own,
+    meshctl chose (``meshctl.workload.placement``): a job with ``reserve: workers`` and an
+    entrypoint of its own. None for a train job (Ray Train holds its workers in a group of its own,
     pinned to the same nodes), nor when a node is not live in the pool's latest observation
     (the job is then pinned by name, and Ray could not pin a bundle to it). A bundle holds
     its node's devices in their Ray resource (``device``): GPU, or TPU, neuron_cores ..."""
@@ -277,7 +279,7 @@ def submission(view: JobView, rules: Rules, attempt: AttemptRecord) -> Submissio
     runtime_env["env_vars"] = env
     if spec.working_dir:
         runtime_env["working_dir"] = spec.working_dir
-    # its log ends with its exit status (meshctl/exits.py): the placement wrapper prints it
+    # its log ends with its exit status (meshctl/workload/exits.py): the placement wrapper prints it
     entrypoint = wrapped(spec.entrypoint or TRAIN_ENTRYPOINT)
     if attempt.detail.ray_bundles and spec.entrypoint:
         env["MESHCTL_BUNDLES"] = json.dumps([dict(b) for b in attempt.detail.ray_bundles])
@@ -376,7 +378,7 @@ def counted(rules: Rules, pool_name: str, nodes: Sequence[str]) -> Counted:
 def _train_spec(
     view: JobView, attempt: AttemptRecord, nodes: Sequence[str], res: Resources
 ) -> dict[str, Any]:
-    """What ``meshctl.train.run`` builds the TorchTrainer from (see there); ``res``: the
+    """What ``meshctl.workload.train.run`` builds the TorchTrainer from (see there); ``res``: the
     job's resources as placed (a fungible request's option)."""
     spec = view.job.spec
     train = spec.train

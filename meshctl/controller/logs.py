@@ -39,12 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from meshctl import exits
 from meshctl.controller.world import JobView, World
 from meshctl.pools.observed import PoolObservation
 from meshctl.pools.ray import LogChunk
 from meshctl.state.private import open_private, private_dir, write_private
 from meshctl.state.records import ACTIVE_ATTEMPT, AttemptRecord
+from meshctl.workload import exits
 
 KIB, MIB = 1024, 1024**2
 CAP_BYTES = 2 * MIB
@@ -239,7 +239,7 @@ class LogCopier:
     ) -> dict[str, int]:
         """The exit each active attempt its answering pool no longer knows recorded in its
         driver log, by attempt id: one that ended just before its head restarted is done,
-        not lost (``meshctl/exits.py``)."""
+        not lost (``meshctl/workload/exits.py``)."""
         found: dict[str, int] = {}
         for attempt in attempts:
             seen, source = observations.get(attempt.pool), sources.get(attempt.pool)

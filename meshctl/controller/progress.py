@@ -1,7 +1,7 @@
 """What running train jobs report, read from where they keep their checkpoints
-(``meshctl.train.progress``, through ``meshctl.pools.checkpoints``): the progress ``decide``
-judges hangs by, and a ``train.restarted`` event per worker failure Ray Train recovered from
-inside an attempt. Reads are bounded (``read_progress``) and at most every
+(``meshctl.workload.train.progress``, through ``meshctl.pools.checkpoints``): the progress
+``decide`` judges hangs by, and a ``train.restarted`` event per worker failure Ray Train recovered
+from inside an attempt. Reads are bounded (``read_progress``) and at most every
 ``PROGRESS_READ_S`` per job; a failed read keeps what was known."""
 
 from __future__ import annotations

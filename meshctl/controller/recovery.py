@@ -1,4 +1,4 @@
-"""How a train job recovered: pure, from what it recorded (``meshctl.train.progress``) and
+"""How a train job recovered: pure, from what it recorded (``meshctl.workload.train.progress``) and
 the controller's events. What ``meshctl jobs show`` and ``benchmarks/recovery.py`` print.
 
 Two layers of recovery:

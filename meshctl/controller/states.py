@@ -4,7 +4,7 @@ Job states (``JobState``) and when they change are in ``TRANSITIONS``, the table
 controller's README shows (a test holds the two together). Attempt states (``AttemptState``,
 beside the records): ``submitting`` (recorded; Ray may not know it yet), then Ray's own
 lowercased, or ``lost`` (its pool no longer knows it, and its driver log records no exit:
-``meshctl/exits.py``; one that does keeps the outcome it records), or ``abandoned`` (never
+``meshctl/workload/exits.py``; one that does keeps the outcome it records), or ``abandoned`` (never
 submitted: the job was cancelled first). A job whose attempt ended early is requeued or failed
 by the lifecycle's rule (``meshctl.lifecycle.effects.requeue_or_fail``): evictions count
 against its ``max_restarts``, preemptions do not. Pure, like ``decide``.
@@ -165,7 +165,8 @@ def reconcile(view: JobView, world: World, rules: Rules, step: Step) -> Kept:
 
 def recorded_exit(attempt: AttemptRecord, status: int, now: float) -> ObservedJob:
     """What Ray would have said of an attempt whose driver log recorded its exit
-    (``meshctl/exits.py``): Ray's own words for a failure, so a killed one is told apart."""
+    (``meshctl/workload/exits.py``): Ray's own words for a failure, so a killed one is told
+    apart."""
     if status == 0:
         return ObservedJob(attempt.submission_id, "SUCCEEDED", "its log records exit 0", end_s=now)
     said = f"Job entrypoint command failed with exit code {status} (its log records it)"

@@ -47,7 +47,7 @@ class AttemptChange:
 class Replacement:
     """A train job's dead nodes replaced inside its attempt (``lifecycle.replacing``): the
     attempt records its new allocations and Ray node ids, then its run is told its new pins
-    (``meshctl.train.nominations``, beside its checkpoints)."""
+    (``meshctl.workload.train.nominations``, beside its checkpoints)."""
 
     job_id: str
     attempt_id: str

@@ -11,7 +11,7 @@ often, only what could have changed:
   running: a 0.1 s period added 50 ms to it on average; a burst of many is asked at the
   slower pace, so that the dashboard is not asked hundreds of times a second);
 - every ``period_s`` too, whether a running train job whose storage is a folder of this
-  machine has asked for replacement nodes (``meshctl.train.nominations``: a directory
+  machine has asked for replacement nodes (``meshctl.workload.train.nominations``: a directory
   listing). Its run asks as soon as Ray Train sees a node it pinned dead, and waits for the
   nomination before its workers start again; the cycle the ask wakes nominates, where the
   next interval would have come up to ``interval_s`` later. Each ask wakes the loop once.
@@ -38,8 +38,8 @@ from typing import Any
 from meshctl.controller.step import Dispatch
 from meshctl.controller.world import World
 from meshctl.state.records import AttemptState
-from meshctl.storage import prepare
-from meshctl.train.nominations import asked_here
+from meshctl.workload.storage import prepare
+from meshctl.workload.train.nominations import asked_here
 
 log = logging.getLogger("meshctl.controller")
 

@@ -132,7 +132,7 @@ class Derived:
 
 @dataclass(frozen=True, slots=True)
 class TrainProgress:
-    """What a train job's latest attempt reported (``meshctl.train.progress``)."""
+    """What a train job's latest attempt reported (``meshctl.workload.train.progress``)."""
 
     attempt: int
     reports: int
@@ -190,7 +190,7 @@ class World:
     # whose spot instance was given notice -> when the provider takes it back
     progress: Mapping[str, TrainProgress] = field(default_factory=dict)  # train jobs, by job id
     # attempt id -> the exit status its driver log recorded, for attempts their pool no longer
-    # knows (a head that restarted forgets the jobs it ran: ``meshctl/exits.py``)
+    # knows (a head that restarted forgets the jobs it ran: ``meshctl/workload/exits.py``)
     exits: Mapping[str, int] = field(default_factory=dict)
     health: Mapping[str, str] = field(default_factory=dict)  # "pool/node" -> why unhealthy
     # "pool/node" whose agent is silent past dead_after_s (one of ``health``): dead to meshctl

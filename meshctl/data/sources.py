@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from meshctl.storage import filesystem
+from meshctl.workload.storage import filesystem
 
 CHUNK = 8 * 1024 * 1024  # bytes read at a time from a source
 

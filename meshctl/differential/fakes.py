@@ -7,7 +7,7 @@ cloud is ``meshctl.clouds.fake.FakeCloud``, and an instance becomes a node of th
 cluster ``provision_s`` after its launch (``FakeJoiner``, in place of
 ``meshctl.pools.emulated``). A job works as the simulator's model of one does
 (``meshctl.sim.failures.Segment``): it computes its remaining work, writes a checkpoint every
-``checkpoint_s`` of it (recorded where ``meshctl.train`` records them, which the controller
+``checkpoint_s`` of it (recorded where ``meshctl.workload.train`` records them, which the controller
 reads), and when stopped keeps its last checkpoint, or what it had done when the controller
 asked it to checkpoint (the request file the controller writes). A node that fails fails the
 Ray jobs on it (Ray fails a job whose node died); a spot instance given notice is taken back
@@ -63,7 +63,7 @@ class Run:
     written: int = -1  # checkpoints recorded in its progress file
     scale: float = 1.0  # an elastic job on fewer nodes than its most: that much slower
     # its driver on the pool's head: a node that dies pauses it (its Ray job runs on) until
-    # the controller nominates a replacement (``meshctl.train.nominations``)
+    # the controller nominates a replacement (``meshctl.workload.train.nominations``)
     replaceable: bool = False
     paused: bool = False
 
@@ -194,7 +194,7 @@ class FakeWorld:
             run.message = f"Job supervisor actor died: the node has died ({node})"
 
     def _resume_nominated(self) -> None:
-        from meshctl.train.nominations import nominated
+        from meshctl.workload.train.nominations import nominated
 
         for run in self.runs.values():
             if run.status != "RUNNING" or not run.paused or run.uri is None:
@@ -239,7 +239,7 @@ class FakeWorld:
         return float(request["requested_at_s"]) - self.epoch()
 
     def _record_checkpoints(self) -> None:
-        """Each running job's checkpoints so far, where ``meshctl.train`` records them."""
+        """Each running job's checkpoints so far, where ``meshctl.workload.train`` records them."""
         for run in self.runs.values():
             if run.status != "RUNNING" or run.uri is None or run.paused:
                 continue

@@ -6,7 +6,7 @@ It can when its driver, and with it Ray Train's controller, lives off its worker
 stand-in: a node of the same pool, up, in service and wholly free, that holds what the job
 held on the lost one (``stand_ins``). The smallest that does is taken (fewest GPUs, then CPUs,
 memory, then name), so large nodes stay free for large jobs. Ray Train then starts the job's
-workers again on the new nodes from its latest checkpoint (``meshctl.train.nominations``):
+workers again on the new nodes from its latest checkpoint (``meshctl.workload.train.nominations``):
 the work since that checkpoint is lost, as on any failure, but the job does not wait in the
 queue again and keeps its other nodes. Pure: the controller and the simulator each say which
 nodes they see free.

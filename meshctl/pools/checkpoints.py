@@ -1,9 +1,9 @@
 """The controller's side of a job's checkpoint storage (a local or shared directory, S3, GCS):
 write a checkpoint request (the format and the job's side are in ``meshctl.workload``), and
-read what a train job recorded of its progress (written by ``meshctl.train.progress``).
+read what a train job recorded of its progress (written by ``meshctl.workload.train.progress``).
 
 Local paths are read and written directly; object stores through pyarrow's filesystems (the
-ones Ray Train writes checkpoints with; ``meshctl.storage``), each request bounded by
+ones Ray Train writes checkpoints with; ``meshctl.workload.storage``), each request bounded by
 ``TIMEOUT_S`` so a storage that does not answer slows the controller's cycle by seconds, not
 minutes.
 """
@@ -28,7 +28,7 @@ def request_checkpoint(
     where. Raises ``OSError`` or the storage's error."""
     where = request_uri(checkpoint_uri)
     if _remote(where):
-        from meshctl import storage
+        from meshctl.workload import storage
 
         fs, base = storage.filesystem(checkpoint_uri, endpoint_url, TIMEOUT_S)
         name = where.rsplit("/", 1)[1]
@@ -45,7 +45,7 @@ def request_checkpoint(
 def read_progress(
     checkpoint_uri: str, attempt: int, endpoint_url: str | None = None
 ) -> dict[str, Any] | None:
-    """The progress a train job's attempt recorded (``meshctl.train.progress``), or None;
+    """The progress a train job's attempt recorded (``meshctl.workload.train.progress``), or None;
     ``loop_ended_s`` in it once rank 0's loop has returned."""
     names = [f"progress-{attempt}.json", f"end-{attempt}.json"]
     found = _documents(checkpoint_uri, endpoint_url, names)
@@ -101,7 +101,7 @@ def _documents(
         return found
     from pyarrow.fs import FileSelector
 
-    from meshctl import storage
+    from meshctl.workload import storage
 
     try:
         fs, base = storage.filesystem(checkpoint_uri, endpoint_url, TIMEOUT_S)

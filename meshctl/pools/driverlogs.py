@@ -6,8 +6,8 @@ Ray writes a submission's driver log as ``job-driver-<id>.log`` in the session's
 that died again) has its temp folder removed, sockets, packages and all; its driver logs are
 moved out first, to ``<run>/logs/<pool>-drivers`` (``keep``), and kept a day. So the log of a
 job that ended just before its head went, before the controller saw it end, is still there
-to read its exit in (``meshctl/exits.py``), and ``find`` looks in the live session, the earlier
-sessions of the same temp folder, then the kept ones.
+to read its exit in (``meshctl/workload/exits.py``), and ``find`` looks in the live session,
+the earlier sessions of the same temp folder, then the kept ones.
 """
 
 from __future__ import annotations

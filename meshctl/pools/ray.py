@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from meshctl.errors import Failure
-from meshctl.exits import without_exit_line
 from meshctl.pools import driverlogs, raynodes
 from meshctl.pools.observed import (
     CLAIMED_RESOURCES,
@@ -39,6 +38,7 @@ from meshctl.pools.observed import (
     PoolObservation,
     Submission,
 )
+from meshctl.workload.exits import without_exit_line
 
 GIB = 1024**3
 

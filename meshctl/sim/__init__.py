@@ -7,7 +7,7 @@ scheduler and policy engine the controller uses, over real or synthetic workload
 workload.py turns trace jobs into classed jobs (window, arrival scaling, replication,
 seeded classes, a synthetic generator); network.py slows multi-node jobs by how their
 placement spreads over the fabric; failures.py holds node failure presets, repair times and
-the checkpoint model (its Young/Daly interval is ``meshctl.checkpointing``'s, shared with
-``meshctl.train``). No I/O and no clock here: the shell (``meshctl.simrun``) reads traces
+the checkpoint model (its Young/Daly interval is ``meshctl.lifecycle.checkpointing``'s, shared with
+``meshctl.workload.train``). No I/O and no clock here: the shell (``meshctl.simrun``) reads traces
 and files and writes reports and charts.
 """

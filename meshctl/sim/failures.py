@@ -15,8 +15,8 @@ MTBF; a failed node is out for a repair time drawn from the preset's distributio
 A job's checkpoints: every ``interval`` seconds of computing it writes one, which takes
 ``cost`` seconds of wall time during which it makes no progress; a failure loses what it
 computed since the last finished checkpoint. With no interval given, the interval is
-Young/Daly's (``meshctl.checkpointing.young_daly``), the function the jobs meshctl runs use
-too, so production and the simulator checkpoint alike.
+Young/Daly's (``meshctl.lifecycle.checkpointing.young_daly``), the function the jobs meshctl
+runs use too, so production and the simulator checkpoint alike.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from meshctl.checkpointing import young_daly
+from meshctl.lifecycle.checkpointing import young_daly
 
 DAY_S = 86_400.0
 

@@ -204,7 +204,7 @@ class AttemptDetail:
     data_paths: Mapping[str, str] = field(default_factory=dict)
     # A train job whose driver runs on its pool's head, apart from its workers: a node of it
     # that dies is replaced inside the attempt when a free one can stand in
-    # (``meshctl.lifecycle.replacing``; ``meshctl.train.nominations``).
+    # (``meshctl.lifecycle.replacing``; ``meshctl.workload.train.nominations``).
     replaceable: bool = False
     replaced: int = 0  # nodes replaced inside this attempt so far (job.node-replaced)
     # A job on several nodes: each dataset's path in each node's cache, in its nodes' order

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT
 
-from meshctl import filecache
+from meshctl.files import cache as filecache
 from meshctl.files import load_path, load_text
 from meshctl.problems import InvalidFileError
 

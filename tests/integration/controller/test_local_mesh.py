@@ -22,10 +22,10 @@ import pytest
 
 from meshctl.cli import relay
 from meshctl.controller import daemon
-from meshctl.exits import exit_status
 from meshctl.pools import driverlogs, local
 from meshctl.pools.ray import RayPoolClient
 from meshctl.state import AttemptRecord, JobRecord, JobState, PoolRecord, open_store
+from meshctl.workload.exits import exit_status
 from tests.conftest import wait_until
 from tests.emulators.gate import NO_AGENT, Gate
 from tests.integration.meshes import WAIT_S, Mesh
@@ -62,7 +62,7 @@ def test_a_job_runs_to_success_and_its_logs_come_back(mesh: Mesh) -> None:
     assert mesh.run("jobs", "wait", job_id).returncode == 0
     said = mesh.run("jobs", "logs", job_id).stdout
     assert "hello from meshctl" in said
-    assert said.rstrip().endswith("[meshctl: the job exited 0]")  # meshctl/exits.py
+    assert said.rstrip().endswith("[meshctl: the job exited 0]")  # meshctl/workload/exits.py
     shown = mesh.show(job_id)
     assert shown["state"] == "succeeded"
     assert [e["kind"] for e in shown["events"]][:3] == [
@@ -353,7 +353,7 @@ def test_a_job_that_ended_unseen_before_its_cluster_restarted_is_done_not_run_ag
 ) -> None:
     """The job ends while the controller is away, then the cluster is restarted: Ray's job
     table goes with its head. The job's driver log, kept when its cluster stopped, ends with
-    its exit (meshctl/exits.py): the controller that comes back finds the job done, in one
+    its exit (meshctl/workload/exits.py): the controller that comes back finds the job done, in one
     attempt, and never runs it again."""
     ran, go = tmp_path / "ran", tmp_path / "go"
     script = f"while [ ! -e {go} ]; do sleep 0.1; done; echo ran >> {ran}"

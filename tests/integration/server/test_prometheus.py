@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.integration.server.test_api import start, stop
 
 from meshctl.agent.watch import AgentReport, AgentStatus
 from meshctl.controller.metrics import Address, ControllerMetrics
@@ -30,6 +29,7 @@ from meshctl.policy.tenancy import BudgetStanding
 from meshctl.ports import free_port
 from meshctl.state import Event, JobRecord, JobState, NodeRecord, SqliteStore
 from tests.conftest import wait_until
+from tests.integration.server.test_api import start, stop
 
 pytestmark = pytest.mark.integration
 

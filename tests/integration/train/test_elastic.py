@@ -99,7 +99,7 @@ import torch
 import torch.distributed as dist
 from ray.train import Checkpoint
 
-from meshctl.train import Checkpointing
+from meshctl.workload.train import Checkpointing
 
 
 def _everyone(flag: bool) -> bool:

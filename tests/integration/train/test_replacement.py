@@ -2,9 +2,9 @@
 Ray job, and ends with bit for bit the weights of a run that lost nothing.
 
 A real Ray cluster (``meshctl.pools.local``: a head that takes no work, three 1-CPU nodes)
-runs ``python -m meshctl.train.run`` as a Ray job whose driver, and so Ray Train's controller,
-is on the head; its one worker is pinned to one node. The test loses that node mid-run and
-plays the controller's part:
+runs ``python -m meshctl.workload.train.run`` as a Ray job whose driver, and so Ray Train's
+controller, is on the head; its one worker is pinned to one node. The test loses that node mid-run
+and plays the controller's part:
 
 - killed: Ray sees it dead; the run asks for a replacement, the test nominates one;
 - stopped (SIGSTOP, every process of the node: silent, Ray still lists it alive for about a
@@ -30,7 +30,7 @@ from meshctl.pools import local
 from meshctl.pools.checkpoints import read_progress
 from meshctl.pools.observed import ROLE_LABEL, Submission
 from meshctl.pools.ray import RayPoolClient
-from meshctl.train import nominations
+from meshctl.workload.train import nominations
 from tests.conftest import ROOT, wait_until
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -90,7 +90,7 @@ def submit(cluster: local.LocalCluster, name: str, storage: Path, out: Path, pin
     }
     submission = Submission(
         submission_id=f"replacement-{name}",
-        entrypoint=f"{sys.executable} -m meshctl.train.run",
+        entrypoint=f"{sys.executable} -m meshctl.workload.train.run",
         runtime_env={"working_dir": str(ROOT / "examples" / "train"), "env_vars": env},
         metadata={},
         label_selector={ROLE_LABEL: "head"},  # the driver and Ray Train's controller

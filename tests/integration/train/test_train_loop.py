@@ -123,7 +123,7 @@ def test_a_worker_crash_resumes_from_the_latest_checkpoint_with_identical_weight
 def test_another_seed_gives_other_weights_with_meshctls_checkpointing(
     clean: Result, tmp_path: Path
 ) -> None:
-    """Without ``checkpoint_every_steps`` the loop asks ``meshctl.train.Checkpointing`` (a
+    """Without ``checkpoint_every_steps`` the loop asks ``meshctl.workload.train.Checkpointing`` (a
     collective over both workers): ``auto`` checkpoints at once to measure the cost, then on
     Young/Daly's interval (far longer than this run), and the loop at its last step."""
     other = fit(tmp_path, "other-seed", seed=1, checkpoint_every_steps=None)

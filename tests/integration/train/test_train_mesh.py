@@ -489,7 +489,9 @@ def _is_driver(pid: int, job_id: str) -> bool:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return False
-    return "meshctl.train.run" in cmdline and f"MESHCTL_JOB_ID={job_id}".encode() in environ
+    return (
+        "meshctl.workload.train.run" in cmdline and f"MESHCTL_JOB_ID={job_id}".encode() in environ
+    )
 
 
 def signal_pid(pid: int) -> None:

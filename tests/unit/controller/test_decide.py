@@ -22,7 +22,6 @@ from meshctl.controller.decide import (
     pool_mtbf_s,
 )
 from meshctl.controller.world import JobView, TrainProgress, World
-from meshctl.exits import wrapped
 from meshctl.model import Mesh
 from meshctl.model.mesh import Graces
 from meshctl.model.policy import UNKNOWN_RUNTIME_S
@@ -36,6 +35,7 @@ from meshctl.state.records import (
     NodeDetail,
     NodeRecord,
 )
+from meshctl.workload.exits import wrapped
 from tests import builders
 from tests.builders import (
     batch_document,
@@ -161,7 +161,7 @@ def test_a_gang_reserves_for_its_workers_on_every_node() -> None:
 
 
 def test_a_gang_gets_a_placement_group_with_a_bundle_on_each_node_meshctl_chose() -> None:
-    """reserve: workers: the entrypoint holds nothing; meshctl.placement has Ray hold one
+    """reserve: workers: the entrypoint holds nothing; meshctl.workload.placement has Ray hold one
     bundle per node (the job's per-node GPUs, CPUs, memory and claims) before the command
     runs. The bundles are recorded with the attempt: a resubmission holds the same."""
     nodes = tuple(observed_node(n, claimable={"gpu_memory_gib": 320.0}) for n in ("n1", "n2"))
@@ -173,7 +173,7 @@ def test_a_gang_gets_a_placement_group_with_a_bundle_on_each_node_meshctl_chose(
     env = sub.runtime_env["env_vars"]
     assert json.loads(env["MESHCTL_BUNDLES"]) == [bundle, bundle]
     assert env["MESHCTL_PLACEMENT_GROUP_NAME"] == sub.submission_id
-    assert sub.entrypoint == "python -m meshctl.placement 'python x.py'"
+    assert sub.entrypoint == "python -m meshctl.workload.placement 'python x.py'"
     restored = AttemptDetail.of(json.loads(json.dumps(detail.to_json())))
     assert restored.ray_bundles == detail.ray_bundles
 
@@ -196,7 +196,7 @@ def test_a_placement_group_only_where_the_workers_hold_the_resources(
         return
 
     assert "MESHCTL_BUNDLES" not in dispatch.submission.runtime_env["env_vars"]
-    assert not dispatch.submission.entrypoint.startswith("python -m meshctl.placement")
+    assert not dispatch.submission.entrypoint.startswith("python -m meshctl.workload.placement")
 
 
 @pytest.mark.parametrize(
@@ -484,8 +484,8 @@ def test_a_job_asked_once_is_not_asked_again() -> None:
 
 
 def test_a_victim_of_priority_preemption_is_asked_to_checkpoint_within_its_grace() -> None:
+    from meshctl.files.policies import read_policy_files
     from meshctl.policy.compiled import compile_policies
-    from meshctl.policyfiles import read_policy_files
     from tests.conftest import ROOT
 
     shipped = compile_policies(read_policy_files([ROOT / "policies"]).policies)
@@ -772,7 +772,7 @@ def test_a_train_job_is_submitted_as_a_trainer_with_a_stable_run_name_and_storag
     nodes = {"onprem/n1": NodeRecord("onprem/n1", "onprem", "ready", {}, {}, NOW, watched)}
     [dispatch] = decide(world(view, nodes=nodes), RULES).dispatches
     sub = dispatch.submission
-    assert sub.entrypoint == wrapped("python -m meshctl.train.run")  # its exit recorded
+    assert sub.entrypoint == wrapped("python -m meshctl.workload.train.run")  # its exit recorded
     env = sub.runtime_env["env_vars"]
     spec = json.loads(env["MESHCTL_TRAIN"])
     assert (spec["loop"], spec["run_name"], spec["storage"]) == (

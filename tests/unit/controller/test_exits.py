@@ -1,6 +1,6 @@
-"""A job's exit, recorded in its driver log (``meshctl/exits.py``): a job that ended just before
-its head restarted (and forgot it) keeps its outcome; it is not run again. The wrapper runs
-under the same shell Ray runs entrypoints with (``/bin/sh -c``)."""
+"""A job's exit, recorded in its driver log (``meshctl/workload/exits.py``): a job that ended
+just before its head restarted (and forgot it) keeps its outcome; it is not run again. The wrapper
+runs under the same shell Ray runs entrypoints with (``/bin/sh -c``)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from meshctl.controller.decide import decide
 from meshctl.controller.logs import read_copy
 from meshctl.controller.step import Rules
-from meshctl.exits import exit_status, without_exit_line, wrapped
 from meshctl.pools import driverlogs
 from meshctl.state.records import AttemptRecord, JobRecord, JobState
+from meshctl.workload.exits import exit_status, without_exit_line, wrapped
 
 from .test_decide import MESH, attempt, job, moves, world
 from .test_loop import running_with_log

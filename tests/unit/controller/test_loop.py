@@ -259,8 +259,8 @@ def clouds_mesh(max_nodes: int = 2, head: str | None = None) -> tuple[Any, Any, 
     ``head``: the pools' head_node_type."""
     from meshctl.catalog import load_catalogs
     from meshctl.clouds.fake import FakeCloud
+    from meshctl.files.policies import read_policy_files
     from meshctl.policy.compiled import compile_policies
-    from meshctl.policyfiles import read_policy_files
     from tests.conftest import ROOT
 
     pools = [
@@ -560,7 +560,7 @@ def test_a_node_lost_is_counted_as_a_failure_of_its_pool() -> None:
 
 
 def test_restarts_ray_train_recovered_from_become_events_once(tmp_path: Path) -> None:
-    from meshctl.train.progress import Recorder, record_start
+    from meshctl.workload.train.progress import Recorder, record_start
 
     uri = f"file://{tmp_path}/t"
     recorder = Recorder(uri, None, 1)

@@ -19,7 +19,7 @@ from meshctl.model import Job
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation
 from meshctl.state import AttemptRecord, JobRecord, JobState, MemoryStore
 from meshctl.state.records import Held
-from meshctl.train.nominations import nominated
+from meshctl.workload.train.nominations import nominated
 from tests.builders import job_document, observed_node, observed_pool, resources
 from tests.unit.controller.test_decide import (
     MESH,

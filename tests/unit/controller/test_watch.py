@@ -18,8 +18,8 @@ from meshctl.controller.watch import Watch
 from meshctl.pools.observed import ObservedJob, ObservedNode
 from meshctl.state import MemoryStore
 from meshctl.state.records import AttemptState
-from meshctl.train import nominations
-from meshctl.train.nominations import Ask
+from meshctl.workload.train import nominations
+from meshctl.workload.train.nominations import Ask
 from tests.builders import observed_node
 
 from .test_loop import Clock, FakePool, controller, queue

@@ -8,9 +8,9 @@ import pytest
 from conftest import ROOT
 from helpers import MESH, NOW, compiled, job, verdict
 
+from meshctl.files.policies import read_policy_files
 from meshctl.policy import MeshSnapshot, bind, compile_policies
 from meshctl.policy import evaluate as evaluate_module
-from meshctl.policyfiles import read_policy_files
 
 pytestmark = pytest.mark.unit
 

@@ -250,7 +250,7 @@ def test_the_policy_set_commands_use_is_checked_against_the_mesh(project: Path) 
 def test_the_shipped_examples_are_checked_against_the_mesh_they_are_written_for(tmp_path):
     # a mesh with no policies of its own falls back on the shipped examples, which name the
     # embedded default mesh's pools; they are checked against that mesh, not refused for this
-    from meshctl.resources import data_dir
+    from meshctl.files.shipped import data_dir
 
     (tmp_path / "mesh.yaml").write_text(
         "apiVersion: meshctl/v1\nkind: Mesh\nmetadata: {name: lab}\nspec:\n  pools:\n"

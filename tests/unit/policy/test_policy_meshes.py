@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES
 
+from meshctl.files.policies import MeshReader, mesh_file_for, read_mesh
 from meshctl.model import Mesh
-from meshctl.policyfiles import MeshReader, mesh_file_for, read_mesh
 from meshctl.problems import InvalidFileError
 
 pytestmark = pytest.mark.unit
@@ -39,7 +39,7 @@ def test_the_mesh_file_of_a_policy_folder(tmp_path, beside_file, look_beside, ex
 
 @pytest.mark.parametrize("look_beside", [True, False])
 def test_the_shipped_examples_are_written_for_the_embedded_mesh(look_beside):
-    from meshctl.resources import data_dir
+    from meshctl.files.shipped import data_dir
 
     found = mesh_file_for(Path(str(data_dir("policies"))), look_beside)
     assert found is not None

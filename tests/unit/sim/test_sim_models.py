@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from meshctl.checkpointing import young_daly
+from meshctl.lifecycle.checkpointing import young_daly
 from meshctl.sim import workload as wl
 from meshctl.sim.failures import LLAMA3, Checkpoints, FailureModel, Segment, from_fault_trace
 from meshctl.sim.network import Network, crossing, slowdown

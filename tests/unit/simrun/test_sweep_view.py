@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from meshctl.cli.simview import shown
+from meshctl.cli.sim.view import shown
 from meshctl.simrun import write_sweep
 from meshctl.simrun.rayrun import attempts_of, embedded, reason_of
 from meshctl.simrun.sweep import Estimate, Finished, RunKey, Sweep

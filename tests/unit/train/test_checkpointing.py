@@ -1,4 +1,5 @@
-"""When a train loop checkpoints (meshctl.train): fixed intervals, Young/Daly, on request."""
+"""When a train loop checkpoints (meshctl.workload.train): fixed intervals, Young/Daly, on
+request."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from meshctl.train import MAX_INTERVAL_S, MIN_INTERVAL_S, Checkpointing, young_daly
+from meshctl.workload.train import MAX_INTERVAL_S, MIN_INTERVAL_S, Checkpointing, young_daly
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from meshctl.train.devices import VisibilityError, amd_uuids, set_visible, visible
+from meshctl.workload.train.devices import VisibilityError, amd_uuids, set_visible, visible
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from meshctl.cli.app import app
 from meshctl.pools.checkpoints import read_history
-from meshctl.train.loops import returns_value
+from meshctl.workload.train.loops import returns_value
 
 pytestmark = pytest.mark.unit
 
@@ -111,7 +111,7 @@ def test_the_example_model_exported_to_onnx_agrees_with_pytorch_in_onnxruntime(
 ) -> None:
     import onnxruntime
 
-    from meshctl.train.export import ATOL, RTOL, export
+    from meshctl.workload.train.export import ATOL, RTOL, export
 
     model, example = example_model()
     uri = f"file://{tmp_path}/job-1"
@@ -151,7 +151,7 @@ def test_the_example_model_exported_to_onnx_agrees_with_pytorch_in_onnxruntime(
 def test_a_failed_export_is_recorded_with_its_reason_and_writes_no_file(
     tmp_path: Path, returned: object, error: str
 ) -> None:
-    from meshctl.train.export import export
+    from meshctl.workload.train.export import export
 
     if returned == "model-without-example":
         returned = {"model": example_model()[0]}
@@ -193,7 +193,7 @@ def test_jobs_show_lists_the_artifact_and_what_the_check_found(
 def test_a_loop_learns_whether_the_job_asked_for_an_export(
     monkeypatch: pytest.MonkeyPatch, train: str | None, expected: str | None
 ) -> None:
-    from meshctl.train import exporting
+    from meshctl.workload.train import exporting
 
     if train is None:
         monkeypatch.delenv("MESHCTL_TRAIN", raising=False)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from meshctl.pools.checkpoints import read_progress
-from meshctl.train import nominations, progress
-from meshctl.train.nominations import Ask
+from meshctl.workload.train import nominations, progress
+from meshctl.workload.train.nominations import Ask
 
 pytestmark = pytest.mark.unit
 
@@ -104,7 +104,7 @@ class Context:
 
 
 def callback(tmp_path: Path, alive: set[str], wait_s: float = 30.0) -> tuple[Any, Context]:
-    from meshctl.train.run import Replacements
+    from meshctl.workload.train.run import Replacements
 
     where = {"uri": f"file://{tmp_path}", "endpoint_url": None, "attempt": 3}
     pins = ["id1", "id2"]
@@ -182,7 +182,7 @@ def test_no_nomination_within_the_wait_leaves_the_pins(tmp_path: Path) -> None:
 
 
 def test_the_trainer_asks_for_replacements_only_when_the_job_says_so(tmp_path: Path) -> None:
-    from meshctl.train.run import Replacements, trainer
+    from meshctl.workload.train.run import Replacements, trainer
     from tests.unit.train.test_run import spec
 
     def replacing(built: Any) -> list[Any]:
@@ -228,7 +228,7 @@ class Polled:
 def watching(tmp_path: Path) -> tuple[Any, Context, list[str], list[float]]:
     """The callback of ``callback`` with its workers started (two per node, id1 then id2), a
     clock it reads, and what it ended."""
-    from meshctl.train.run import Replacements
+    from meshctl.workload.train.run import Replacements
 
     where = {"uri": f"file://{tmp_path}", "endpoint_url": None, "attempt": 3}
     ended: list[str] = []
@@ -307,7 +307,7 @@ def test_the_training_function_is_put_again_before_every_restart_not_the_first_s
 ) -> None:
     """The old workers' nodes hold copies of it; a restarted worker must not fetch one from a
     replaced node that Ray still lists alive."""
-    from meshctl.train.run import Replacements
+    from meshctl.workload.train.run import Replacements
 
     put: list[str] = []
     where = {"uri": f"file://{tmp_path}", "endpoint_url": None, "attempt": 1}
@@ -327,7 +327,7 @@ def test_putting_the_training_function_again_replaces_the_reference_it_is_held_b
     object store is a dictionary here; the integration tier runs the real one."""
     import ray
 
-    from meshctl.train import run
+    from meshctl.workload.train import run
 
     class Wrapper:
         def __init__(self, ref: object) -> None:
@@ -358,7 +358,7 @@ LOCAL = [
 def test_a_local_folder_is_listed_and_read_often_remote_storage_is_not(
     uri: str, folder: str | None
 ) -> None:
-    from meshctl.storage import local_folder
+    from meshctl.workload.storage import local_folder
 
     assert local_folder(uri) == folder
     remote = folder is None

@@ -1,4 +1,4 @@
-"""What ``meshctl.placement`` reads from the job's environment before it asks Ray for the
+"""What ``meshctl.workload.placement`` reads from the job's environment before it asks Ray for the
 group: one bundle per node, each pinned to its node; a mismatch says which variable."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from meshctl.placement import bundles_of, describe, main
+from meshctl.workload.placement import bundles_of, describe, main
 
 pytestmark = pytest.mark.unit
 
@@ -46,4 +46,4 @@ def test_a_bundle_list_that_does_not_match_its_nodes_is_refused(
 def test_it_takes_exactly_one_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert main(["python a.py", "extra"]) == 2
-    assert "usage: python -m meshctl.placement 'COMMAND'" in capsys.readouterr().err
+    assert "usage: python -m meshctl.workload.placement 'COMMAND'" in capsys.readouterr().err

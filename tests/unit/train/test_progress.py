@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from meshctl.pools.checkpoints import read_history, read_progress
-from meshctl.train.progress import Recorder, record_end, record_start
+from meshctl.workload.train.progress import Recorder, record_end, record_start
 
 pytestmark = pytest.mark.unit
 

@@ -31,13 +31,13 @@ def spec(tmp_path: Path, **over: Any) -> dict[str, Any]:
 
 
 def test_workers_are_pinned_to_the_nodes_meshctl_chose_with_a_stable_run(tmp_path: Path) -> None:
-    from meshctl.train.run import trainer
+    from meshctl.workload.train.run import trainer
 
     built = trainer(spec(tmp_path), attempt=2)
     scaling, run = built.scaling_config, built.run_config
     assert scaling.num_workers == 4
     assert [s["ray.io/node-id"] for s in scaling.label_selector] == ["id1", "id1", "id2", "id2"]
-    from meshctl.train.run import cuda_here
+    from meshctl.workload.train.run import cuda_here
 
     if not cuda_here():  # GPUs emulated on CPU nodes: the workers use gloo
         assert scaling.use_gpu is False
@@ -52,7 +52,7 @@ def test_workers_are_pinned_to_the_nodes_meshctl_chose_with_a_stable_run(tmp_pat
 
 
 def test_elastic_workers_range_from_the_minimum_to_all(tmp_path: Path) -> None:
-    from meshctl.train.run import trainer
+    from meshctl.workload.train.run import trainer
 
     built = trainer(spec(tmp_path, min_workers=2), attempt=1)
     assert built.scaling_config.num_workers == (2, 4)
@@ -63,7 +63,7 @@ def test_no_dataset_manager_is_started_for_a_run_without_datasets(tmp_path: Path
     from ray.train.v2._internal.callbacks import DatasetsCallback
     from ray.train.v2.torch.torch_trainer import TorchTrainer
 
-    from meshctl.train.run import Trainer, trainer
+    from meshctl.workload.train.run import Trainer, trainer
 
     built = trainer(spec(tmp_path), attempt=1)
     assert isinstance(built, Trainer)
@@ -99,7 +99,7 @@ def test_no_dataset_manager_is_started_for_a_run_without_datasets(tmp_path: Path
 def test_the_distributed_backend_is_the_registrys_for_the_nodes_vendor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cuda: bool, devices: Any, backend: str
 ) -> None:
-    from meshctl.train import run
+    from meshctl.workload.train import run
 
     monkeypatch.setattr(run, "cuda_here", lambda: cuda)
     built = run.trainer(spec(tmp_path, devices=devices), attempt=1)
@@ -125,7 +125,7 @@ def test_tpu_and_neuron_workers_never_hold_a_gpu(
     held: dict[str, float],
     expected_backend: str,
 ) -> None:
-    from meshctl.train import run
+    from meshctl.workload.train import run
 
     monkeypatch.setattr(run, "runtime_here", lambda r, b: runtime)
     devices = {"vendor": "v", "backend": backend, "resource": resource, "units": 2}

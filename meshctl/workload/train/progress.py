@@ -1,7 +1,7 @@
 """What a train job records of its progress, where it keeps its checkpoints, for the
 controller (hang detection, ``meshctl jobs show``) to read.
 
-Under ``<checkpoint uri>/.meshctl/``, written through ``meshctl.storage``:
+Under ``<checkpoint uri>/.meshctl/``, written through ``meshctl.workload.storage``:
 
 - ``progress-<attempt>.json``, written by the Ray Train controller (a ``UserCallback``) after
   reports (a checkpoint, a failure and the first report after one at once, others at most
@@ -28,7 +28,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from meshctl.storage import filesystem, write
+from meshctl.workload.storage import filesystem, write
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs

@@ -2,7 +2,7 @@
 Ray Train V2 way (``ray.train.report(metrics, checkpoint=...)``, ``ray.train.get_checkpoint()``)
 runs unchanged; these decide *when* to checkpoint.
 
-    from meshctl.train import Checkpointing
+    from meshctl.workload.train import Checkpointing
 
     def train_loop(config):
         checkpointing = Checkpointing()          # the job's interval: a duration, or auto
@@ -20,10 +20,10 @@ and for Ray Train's controller to collect it (seconds), which is not what a chec
 
 ``due`` is true when the interval has passed since the last checkpoint, or when meshctl asks
 the job to checkpoint now (its spot instance was given notice, it was preempted: see
-``meshctl.workload``). With ``auto`` the interval is Young/Daly's (``meshctl.checkpointing``,
-the function the simulator uses too), sqrt(2 * C * MTBF): C the measured cost of a
-checkpoint, MTBF the mean time between failures the controller observed on the job's pool
-(``MESHCTL_POOL_MTBF_S``). Rank 0 decides and the answer is broadcast (when
+``meshctl.workload``). With ``auto`` the interval is Young/Daly's
+(``meshctl.lifecycle.checkpointing``, the function the simulator uses too), sqrt(2 * C * MTBF): C
+the measured cost of a checkpoint, MTBF the mean time between failures the controller observed on
+the job's pool (``MESHCTL_POOL_MTBF_S``). Rank 0 decides and the answer is broadcast (when
 ``torch.distributed`` is initialized), because ``ray.train.report`` with a checkpoint is a
 collective: every worker must make the same call.
 
@@ -38,7 +38,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 
-from meshctl.checkpointing import MAX_INTERVAL_S, MIN_INTERVAL_S, young_daly
+from meshctl.lifecycle.checkpointing import MAX_INTERVAL_S, MIN_INTERVAL_S, young_daly
 from meshctl.workload import checkpoint_requested
 
 __all__ = ["MAX_INTERVAL_S", "MIN_INTERVAL_S", "Checkpointing", "exporting", "young_daly"]

@@ -1,8 +1,8 @@
 """A train job's model, exported to ONNX (``train.export: onnx``) and checked.
 
 Rank 0's loop returns ``{"model": module, "example": inputs}`` (``inputs`` a tensor or a
-tuple of them, a batch the model takes; ``meshctl.train.exporting()`` tells the loop the job
-asked). In that worker, once the loop has returned, the model is exported with
+tuple of them, a batch the model takes; ``meshctl.workload.train.exporting()`` tells the loop
+the job asked). In that worker, once the loop has returned, the model is exported with
 ``torch.onnx.export`` (its default, ``torch.export``-based exporter, the weights inside the
 one file), then checked: onnxruntime loads the file and runs the example, and its outputs
 must equal PyTorch's within ``RTOL`` and ``ATOL`` (``numpy.allclose``). The file goes beside
@@ -22,7 +22,7 @@ import tempfile
 import time
 from typing import Any
 
-from meshctl.storage import filesystem, write
+from meshctl.workload.storage import filesystem, write
 
 FORMAT = "onnx"
 FILE = "model.onnx"

@@ -1,5 +1,5 @@
 """How often to checkpoint: Young/Daly's interval, shared by the jobs meshctl runs
-(``meshctl.train``) and the simulator (``meshctl.sim``), so both use one function.
+(``meshctl.workload.train``) and the simulator (``meshctl.sim``), so both use one function.
 
 A job that writes a checkpoint every ``T`` seconds of computing, each costing ``C`` seconds,
 on hardware that fails on average every ``M`` seconds, spends ``C / T`` of its time on

@@ -1,6 +1,6 @@
 """Replacement nodes for a running train job, asked for by the run and nominated by the
 controller, beside the job's checkpoints (``<checkpoint uri>/.meshctl/``, through
-``meshctl.storage``).
+``meshctl.workload.storage``).
 
 A train run's workers are pinned to the nodes meshctl placed them on. When Ray Train restarts
 its workers after a failure and a node they were pinned to has died, starting them on the same
@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from meshctl.storage import FOLDER, filesystem, local_folder, read, write
+from meshctl.workload.storage import FOLDER, filesystem, local_folder, read, write
 
 LOCAL_POLL_S = 0.05
 REMOTE_POLL_S = 0.2

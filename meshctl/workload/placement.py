@@ -1,5 +1,5 @@
 """The entrypoint of a job whose workers hold its resources (``reserve: workers``, without a
-``train`` section): ``python -m meshctl.placement 'COMMAND'``.
+``train`` section): ``python -m meshctl.workload.placement 'COMMAND'``.
 
 meshctl chose the job's nodes; this makes Ray hold them. Before the job's own command starts,
 it creates a Ray placement group with one bundle per node meshctl chose (the job's GPUs,
@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from types import FrameType
 from typing import Any
 
-from meshctl.exits import EXIT_LINE
+from meshctl.workload.exits import EXIT_LINE
 
 DEFAULT_TIMEOUT_S = 600.0
 GROUP_ENV = "MESHCTL_PLACEMENT_GROUP"  # the group's id (hex), for the job's own code
@@ -123,7 +123,7 @@ def run(command: str, group_id: str, cwd: str) -> int:
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) != 1 or not argv[0].strip():
-        print("usage: python -m meshctl.placement 'COMMAND'", file=sys.stderr)
+        print("usage: python -m meshctl.workload.placement 'COMMAND'", file=sys.stderr)
         return 2
     cwd = os.getcwd()  # the job's working directory, as Ray Jobs started this
     try:

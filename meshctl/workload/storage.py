@@ -2,7 +2,7 @@
 Ray Train writes checkpoints with): a local or shared directory, S3 (with an endpoint
 override), GCS.
 
-Used by what runs inside jobs (``meshctl.train``, ``meshctl.workload``) and by the
+Used by what runs inside jobs (``meshctl.workload.train``, ``meshctl.workload``) and by the
 controller's side of the storage (``meshctl.pools.checkpoints``); it knows nothing of either.
 pyarrow is imported when a filesystem is first made, not with this module: the controller's
 watch reads a local folder's listing (``local_folder``) every tenth of a second without it.

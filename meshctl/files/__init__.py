@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from meshctl import filecache
 from meshctl.errors import InvalidRequestError
+from meshctl.files import cache as filecache
 from meshctl.model import API_VERSION, KINDS, Document
 from meshctl.model.base import LABEL_KEY_PATTERN, NAME_PATTERN
 from meshctl.model.mesh import AWS_REGION, GCP_REGION
 from meshctl.problems import InvalidFileError, Loc, Problem, dotted
 
 if TYPE_CHECKING:
-    from meshctl.yamllines import Tree
+    from meshctl.files.yamllines import Tree
 
 D = TypeVar("D", bound=BaseModel)
 
@@ -234,7 +234,7 @@ def _tags(model: type[BaseModel]) -> set[str]:
 
 def load_text(text: str, path: str = "<text>") -> list[Loaded]:
     """Every document in ``text``; all problems in all documents at once, or the documents."""
-    from meshctl.yamllines import trees  # PyYAML: only for a file not in the cache
+    from meshctl.files.yamllines import trees  # PyYAML: only for a file not in the cache
 
     loaded: list[Loaded] = []
     problems: list[Problem] = []

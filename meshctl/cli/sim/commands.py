@@ -1,7 +1,7 @@
 """``meshctl sim run|compare|sweep``: the production core over a trace, offline.
 
 All read a mesh file, policy files and a trace, run the simulator (``meshctl.simrun``) with
-a progress bar on stderr, and print a table (``meshctl.cli.simview``; the JSON with ``-o
+a progress bar on stderr, and print a table (``meshctl.cli.sim.view``; the JSON with ``-o
 json``). ``run`` runs once and ``--out`` writes ``report.json`` and PNG charts. ``sweep`` runs
 every policy set x trace x seed as Ray tasks (``simrun.rayrun``) on the embedded mesh or
 ``--ray ADDRESS`` and shows each figure's mean and 95 % interval (``simrun.sweep``);
@@ -138,7 +138,7 @@ def _simulate(context: AppContext, spec: RunSpec, policy_paths: list[Path], labe
     from meshctl.cli.policy_cmd import read_policies
     from meshctl.cli.render import progress_bar
     from meshctl.files import load_path
-    from meshctl.policyfiles import read_mesh
+    from meshctl.files.policies import read_mesh
     from meshctl.problems import InvalidFileError
     from meshctl.simrun import run
 
@@ -248,7 +248,7 @@ def run_cmd(
     outcome = _simulate(context, spec, paths, _label(paths))
     if out is not None:
         write(outcome, out, charts)
-    from meshctl.cli.simview import emit_run
+    from meshctl.cli.sim.view import emit_run
 
     emit_run(outcome, output, out)
 
@@ -289,7 +289,7 @@ def compare_cmd(
 ) -> None:
     """Run several policy sets on the same mesh, trace and seed: a sweep of one seed, run
     here (no Ray); print them side by side."""
-    from meshctl.cli.simview import emit_sweep
+    from meshctl.cli.sim.view import emit_sweep
     from meshctl.simrun import write, write_sweep
     from meshctl.simrun.sweep import Finished, RunKey, Sweep
 
@@ -364,8 +364,8 @@ def sweep_cmd(
     interval per policy set. Exit 1 when a run did not finish (the rest is still shown)."""
     import os
 
-    from meshctl.cli import simsweep
-    from meshctl.cli.simview import emit_sweep
+    from meshctl.cli.sim import sweep as simsweep
+    from meshctl.cli.sim.view import emit_sweep
     from meshctl.simrun import write_sweep
     from meshctl.simrun.rayrun import HOLD_ENV, Task
     from meshctl.simrun.sweep import RunKey, Sweep, parse_seeds

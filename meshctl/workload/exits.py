@@ -9,9 +9,9 @@ on this machine keeps its driver logs a day after it stops (``driverlogs.py``).
 So every entrypoint the controller submits (``controller/dispatch.py``) is wrapped in a few
 words of POSIX shell (Ray runs an entrypoint with ``/bin/sh -c``) that, when the command ends,
 print one line with its exit status as the log's last line, and exit with that status. A
-gang's placement wrapper (``meshctl.placement``) prints the line itself the moment the job's
-command ends, before it gives its placement group back and Ray's driver shuts down: seconds,
-on a busy machine, in which a head that died would leave the job's work done and its exit
+gang's placement wrapper (``meshctl.workload.placement``) prints the line itself the moment
+the job's command ends, before it gives its placement group back and Ray's driver shuts down:
+seconds, on a busy machine, in which a head that died would leave the job's work done and its exit
 unrecorded. Ray sees the same exit status, the same output, and stops the same processes; a
 job stopped by a signal prints nothing, as before. The controller reads the line only for an
 attempt its pool no longer knows (``exit_status``: the last one in the log's tail); Ray's own

@@ -4,7 +4,7 @@ start-up there).
 
 An entry is the pickled result of ``meshctl.files.load_text`` for one file, named by the
 SHA-256 of its path, its text and a fingerprint of the code that reads it (the document models,
-``meshctl.files``, ``meshctl.yamllines``, this module, pydantic's and Python's versions): a file
+``meshctl.files``, its ``yamllines``, this module, pydantic's and Python's versions): a file
 that changes, or code that changes, misses and is read again, as ``.pyc`` files work for
 source. Only files that passed are kept: a file with problems reports them afresh every time.
 
@@ -46,10 +46,12 @@ def fingerprint() -> bytes:
     if _fingerprint is None:
         import pydantic
 
-        here = Path(__file__).parent
-        sources = sorted((here / "model").glob("*.py")) + [
-            here / name
-            for name in ("files.py", "yamllines.py", "filecache.py", "units.py", "problems.py")
+        here = Path(__file__).parent  # meshctl/files
+        package = here.parent
+        sources = [
+            *sorted((package / "model").glob("*.py")),
+            *(here / name for name in ("__init__.py", "yamllines.py", "cache.py")),
+            *(package / name for name in ("units.py", "problems.py")),
         ]
         parts = [pydantic.VERSION, sys.version]
         for source in sources:

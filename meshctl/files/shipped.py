@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 DataName = Literal["providers", "examples", "policies"]
-_CHECKOUT = Path(__file__).resolve().parents[1]
+_CHECKOUT = Path(__file__).resolve().parents[2]  # meshctl/files/shipped.py: the checkout
 
 
 def data_dir(name: DataName) -> Traversable:

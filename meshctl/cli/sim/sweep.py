@@ -21,7 +21,7 @@ def inputs(context: AppContext, mesh_file: Path, sets: dict[str, list[Path]]) ->
     from meshctl.catalog.check import mesh_accelerators
     from meshctl.cli.policy_cmd import read_policies
     from meshctl.files import load_path
-    from meshctl.policyfiles import read_mesh
+    from meshctl.files.policies import read_mesh
     from meshctl.problems import InvalidFileError
     from meshctl.simrun.rayrun import Inputs
 
@@ -42,8 +42,8 @@ def inputs(context: AppContext, mesh_file: Path, sets: dict[str, list[Path]]) ->
 def cluster(context: AppContext, address: str | None) -> Cluster:
     """``--ray ADDRESS``, else the embedded mesh that ``meshctl up`` started (its first local
     pool that is up); neither: exit 2."""
+    from meshctl.files.policies import read_mesh
     from meshctl.model.mesh import LocalPool
-    from meshctl.policyfiles import read_mesh
     from meshctl.simrun import rayrun
 
     if address is not None:

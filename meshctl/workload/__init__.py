@@ -73,7 +73,7 @@ def _read(uri: str) -> dict[str, Any] | None:
 def _read_remote(uri: str) -> str:
     """Through pyarrow's filesystems (S3 with ``MESHCTL_CHECKPOINT_ENDPOINT_URL``, GCS), as
     Ray Train reads checkpoints; the filesystem is made once."""
-    from meshctl.storage import filesystem  # pyarrow: only where storage is remote
+    from meshctl.workload.storage import filesystem  # pyarrow: only where storage is remote
 
     scheme = uri.split("://", 1)[0]
     if scheme not in _filesystems:
@@ -86,8 +86,8 @@ def _read_remote(uri: str) -> str:
 def bundle(index: int) -> dict[str, Any]:
     """Ray options that schedule a task or actor into bundle ``index`` of the job's placement
     group: what Ray holds for the job on node ``index`` of ``$MESHCTL_NODES`` (a job with
-    ``reserve: workers``; see ``meshctl.placement``). Empty outside such a job, so a program
-    run by hand still works::
+    ``reserve: workers``; see ``meshctl.workload.placement``). Empty outside such a job, so a
+    program run by hand still works::
 
         Rank.options(num_gpus=gpus, **bundle(i)).remote(i)
 

@@ -1,5 +1,5 @@
-"""The entrypoint of a train job (``python -m meshctl.train.run``): build the ``TorchTrainer``
-around the job's loop and fit it.
+"""The entrypoint of a train job (``python -m meshctl.workload.train.run``): build the
+``TorchTrainer`` around the job's loop and fit it.
 
 What the job file says arrives in ``MESHCTL_TRAIN`` (JSON; the controller writes it):
 
@@ -16,14 +16,14 @@ What the job file says arrives in ``MESHCTL_TRAIN`` (JSON; the controller writes
 - ``max_failures`` (``FailureConfig``), ``keep`` (``CheckpointConfig.num_to_keep``),
   ``config`` (the loop's ``train_loop_config``), ``export`` (``onnx``: the model rank 0's
   loop returns, exported in that worker beside the checkpoints and checked,
-  ``meshctl.train.export``; the model and its example are not handed on to Ray Train, which
+  ``meshctl.workload.train.export``; the model and its example are not handed on to Ray Train, which
   refuses tensors in a return value);
 - ``replace_wait_s``: when given (with ``storage``), workers that Ray Train starts again after
   a failure are not pinned to nodes that died: the run asks the controller for replacements
-  and waits this long for them (``meshctl.train.nominations``).
+  and waits this long for them (``meshctl.workload.train.nominations``).
 
 Progress (reports, checkpoints, failures, worker-group starts) is recorded beside the
-checkpoints for the controller (``meshctl.train.progress``).
+checkpoints for the controller (``meshctl.workload.train.progress``).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from ray.train.v2.api.callback import UserCallback
 from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.v2.torch.torch_trainer import TorchTrainer
 
-from meshctl.storage import filesystem
-from meshctl.train import nominations, progress
+from meshctl.workload.storage import filesystem
+from meshctl.workload.train import nominations, progress
 
 
 def load_loop(reference: str) -> Callable[..., Any]:
@@ -65,7 +65,7 @@ def run_loop(reference: str, where: dict[str, Any], config: dict[str, Any]) -> A
     that the loop returned: what follows is Ray Train tearing the workers down, not a hang."""
     context = ray.train.get_context()
     if where.get("devices"):  # the registry's visibility variable, for the devices Ray gave
-        from meshctl.train.devices import VisibilityError, set_visible
+        from meshctl.workload.train.devices import VisibilityError, set_visible
 
         try:
             shown = set_visible(where["devices"])
@@ -92,8 +92,8 @@ def run_loop(reference: str, where: dict[str, Any], config: dict[str, Any]) -> A
 
 def exported(where: dict[str, Any], returned: Any) -> None:
     """The model the loop returned, exported beside the checkpoints and checked, in rank 0's
-    worker (``meshctl.train.export``). A failure is said and recorded; the run goes on."""
-    from meshctl.train.export import export
+    worker (``meshctl.workload.train.export``). A failure is said and recorded; the run goes on."""
+    from meshctl.workload.train.export import export
 
     if not where.get("uri"):
         say("export: skipped: the job has no checkpoint storage")
@@ -173,7 +173,7 @@ class NodeReplaced(RuntimeError):
 class Replacements(ControllerCallback, WorkerGroupCallback):
     """Runs in the Ray Train controller (beside the driver): before the workers start again
     after a failure, they are pinned to the nodes the controller nominated
-    (``meshctl.train.nominations``): at once when it already has (a node it found dead or
+    (``meshctl.workload.train.nominations``): at once when it already has (a node it found dead or
     silent), else, when Ray reports a pinned node dead, once it does, waiting at most
     ``wait_s``. Nothing nominated leaves the pins as they were.
 

@@ -102,7 +102,7 @@ def written_for(folder: Path) -> Path | None:
     when ``folder`` is where they ship; None for any other folder. The examples are the
     fallback for a mesh that has no policies of its own, so they are checked against the mesh
     they name, not against whichever mesh falls back on them."""
-    from meshctl.resources import data_dir
+    from meshctl.files.shipped import data_dir
 
     shipped = Path(str(data_dir("policies")))
     try:

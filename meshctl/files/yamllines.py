@@ -2,7 +2,7 @@
 
 Duplicate keys, aliases that expand without end and unreadable text are problems naming the
 file and line (``InvalidFileError``), never a traceback. ``meshctl.files`` comes here only when
-a file is not in the cache of files already checked (``meshctl.filecache``): PyYAML is about 10 ms
+a file is not in the cache of files already checked (``meshctl.files.cache``): PyYAML is about 10 ms
 of a command's start-up.
 """
 
