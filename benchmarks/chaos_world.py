@@ -21,8 +21,8 @@ from chaos_client import Client
 from chaos_faults import POOL, Front, World
 
 from meshctl.controller.rundir import run_dir
+from meshctl.host.ports import free_port
 from meshctl.model import LocalPool
-from meshctl.ports import free_port
 from meshctl.state import (
     AttemptRecord,
     InstanceRecord,

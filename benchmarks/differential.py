@@ -2,7 +2,7 @@
 
     python benchmarks/differential.py [--random 100] [--seed 0] [--json]
 
-Runs every named scenario of ``meshctl/differential/table.py`` and ``--random`` more drawn
+Runs every named scenario of ``tests/differential/table.py`` and ``--random`` more drawn
 by its generator (seeds ``--seed`` .. ``--seed + random - 1``), each through the controller's
 loop (fake pools, the fake cloud, a virtual clock) and through the simulator's engine on the
 controller's tick, and compares the actions both took, cycle by cycle. Prints the scenarios
@@ -19,9 +19,12 @@ import logging
 import random
 import sys
 import time
+from pathlib import Path
 
-from meshctl.differential import run
-from meshctl.differential.table import TABLE, generate
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' differential harness
+
+from tests.differential import run
+from tests.differential.table import TABLE, generate
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ import pytest
 from pgserver import PgServer, pg_server
 from typer.testing import CliRunner
 
-from meshctl.ports import free_port
+from meshctl.host.ports import free_port
 
 T = TypeVar("T")
 
@@ -62,7 +62,7 @@ def wait_until(
 
 
 def closed_port() -> int:
-    """A loopback port nothing listens on, nor will for a while (``meshctl.ports`` leases it):
+    """A loopback port nothing listens on, nor will for a while (``meshctl.host.ports`` leases it):
     a dashboard that does not answer."""
     return free_port()
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from meshctl.ports import free_port
+from meshctl.host.ports import free_port
 
 if TYPE_CHECKING:
     import psycopg

@@ -41,7 +41,7 @@ from meshctl.cli import (
 from meshctl.cli.argv import command_name
 from meshctl.cli.errors import MeshGroup
 from meshctl.cli.sim import commands as sim_cmd
-from meshctl.home import default_home
+from meshctl.host.home import default_home
 
 deferred.defer(*deferred.UNUSED)  # before any command imports the packages that import them
 

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from meshctl.home import default_home
+from meshctl.host.home import default_home
 
 # The root options that take a value (a test holds this to the root command's own).
 ROOT_VALUE_OPTIONS = frozenset({"--home", "--mesh", "-m", "--providers", "--store"})

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from meshctl.controller.rundir import make_run_dir, run_dir
-from meshctl.procs import start_ticks, zombie
+from meshctl.host.procs import start_ticks, zombie
 from meshctl.state.private import open_private, private_dir, write_private
 
 

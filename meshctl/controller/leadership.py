@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from meshctl.procs import start_ticks, zombie
+from meshctl.host.procs import start_ticks, zombie
 from meshctl.state import Store, StoreError
 from meshctl.state.lease import CONTROLLER, acquire, current, release
 

@@ -30,9 +30,9 @@ from typing import Any
 
 from meshctl.controller.packages import Packages
 from meshctl.controller.world import JobView, ServeSeen
+from meshctl.host.ports import free_port
 from meshctl.model.mesh import LocalPool, Mesh
 from meshctl.pools.serve import ServeApp, ServeClient
-from meshctl.ports import free_port
 from meshctl.state.records import Event, JobRecord, JobState
 from meshctl.state.store import Store
 

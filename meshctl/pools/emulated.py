@@ -29,10 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from meshctl.clouds.base import Instance
+from meshctl.host.ports import free_port
 from meshctl.pools import local
 from meshctl.pools.metadata_server import Entry, MetadataServer
 from meshctl.pools.observed import node_name
-from meshctl.ports import free_port
 
 __all__ = ["EmulatedInstances", "node_name"]
 

@@ -34,6 +34,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from meshctl.errors import Failure
+from meshctl.host.ports import free_port, free_ports
+from meshctl.host.procs import start_ticks, stat_fields, zombie
 from meshctl.model.accelerators import GPU, AcceleratorsSpec
 from meshctl.model.mesh import LocalPool, NodeAgents, NodeGroup
 from meshctl.pools import driverlogs
@@ -46,8 +48,6 @@ from meshctl.pools.observed import (
     ROLE_LABEL,
 )
 from meshctl.pools.ray import PoolError, RayPoolClient
-from meshctl.ports import free_port, free_ports
-from meshctl.procs import start_ticks, stat_fields, zombie
 from meshctl.state.private import open_private, private_dir, write_private
 
 GIB = 1024**3

@@ -13,6 +13,7 @@ from __future__ import annotations
 from itertools import pairwise
 from pathlib import Path
 
+from meshctl.host.procs import start_ticks, zombie
 from meshctl.model.accelerators import AcceleratorsSpec
 from meshctl.model.mesh import LocalPool
 from meshctl.pools.local import (
@@ -22,7 +23,6 @@ from meshctl.pools.local import (
     add_node,
     remove_node,
 )
-from meshctl.procs import start_ticks, zombie
 
 
 def dead_nodes(cluster: LocalCluster, pool: LocalPool) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from meshctl.errors import InvalidInput
-from meshctl.home import default_home
+from meshctl.host.home import default_home
 from meshctl.state.memory import MemoryStore
 from meshctl.state.migrations import MIGRATIONS
 from meshctl.state.private import private_home

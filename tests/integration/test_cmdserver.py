@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from meshctl.cli import relay
-from meshctl.procs import zombie
+from meshctl.host.procs import zombie
 from meshctl.state import JobRecord, open_store
 from tests.conftest import wait_until
 
@@ -171,7 +171,7 @@ ORPHAN = """
 import os, subprocess, sys, time
 from pathlib import Path
 from meshctl.cli import relay
-from meshctl.procs import zombie
+from meshctl.host.procs import zombie
 subprocess.Popen([sys.executable, "-m", "meshctl.cli.cmdserver", sys.argv[1], str(os.getpid())])
 deadline = time.monotonic() + 60
 while not relay.socket_path(Path(sys.argv[1])).exists() and time.monotonic() < deadline:

@@ -1,4 +1,4 @@
-"""Ports handed out to servers started on this machine (``meshctl.ports``): below the kernel's
+"""Ports handed out to servers started on this machine (``meshctl.host.ports``): below the kernel's
 ephemeral range, never one a socket holds, never the same one twice while leased, across
 processes."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from meshctl.ports import PortLeases, bindable, span
+from meshctl.host.ports import PortLeases, bindable, span
 
 pytestmark = pytest.mark.unit
 

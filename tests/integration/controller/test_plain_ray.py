@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from meshctl.host.ports import free_ports
 from meshctl.pools import local
 from meshctl.pools.observed import Submission
 from meshctl.pools.ray import RayPoolClient
-from meshctl.ports import free_ports
 from tests.conftest import wait_until
 from tests.integration.meshes import WAIT_S, Mesh
 

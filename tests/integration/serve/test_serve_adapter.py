@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from meshctl import loadgen
+from meshctl.host.ports import free_ports
 from meshctl.loadgen import LoadResult
 from meshctl.pools.serve import AppLoad, AppStatus, ServeApp, ServeClient
-from meshctl.ports import free_ports
 from tests.conftest import wait_until
 from tests.integration.controller.test_plain_ray import PlainCluster
 

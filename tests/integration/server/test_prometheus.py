@@ -24,9 +24,9 @@ import yaml
 
 from meshctl.agent.watch import AgentReport, AgentStatus
 from meshctl.controller.metrics import Address, ControllerMetrics
+from meshctl.host.ports import free_port
 from meshctl.model.policy import TeamQuota
 from meshctl.policy.tenancy import BudgetStanding
-from meshctl.ports import free_port
 from meshctl.state import Event, JobRecord, JobState, NodeRecord, SqliteStore
 from tests.conftest import wait_until
 from tests.integration.server.test_api import start, stop

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from meshctl.cli.app import app
 from meshctl.controller import daemon
-from meshctl.procs import start_ticks
+from meshctl.host.procs import start_ticks
 from meshctl.state import PoolRecord, open_store
 from tests.conftest import EXAMPLES, ROOT, closed_port, onprem_policies
 

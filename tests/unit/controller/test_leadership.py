@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from meshctl.controller.leadership import Leadership, gone_here, holder_id
-from meshctl.procs import start_ticks
+from meshctl.host.procs import start_ticks
 from meshctl.state import FencedError, JobRecord, JobState, MemoryStore, StoreError
 from meshctl.state.lease import acquire, current
 

@@ -746,8 +746,8 @@ def test_a_ray_pool_whose_token_file_cannot_be_read_is_unavailable_and_says_why(
 
 
 def test_a_budget_crossing_is_an_event_once_and_the_heartbeat_shows_every_budget(tmp_path) -> None:
-    from meshctl.differential.run import controller_side
-    from meshctl.differential.table import TABLE
+    from tests.differential.run import controller_side
+    from tests.differential.table import TABLE
 
     [scenario] = [s for s in TABLE if s.name == "a-budget-warns-then-stops-bursting"]
     store = MemoryStore()

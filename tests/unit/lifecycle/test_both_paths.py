@@ -1,14 +1,14 @@
 """What the scheduler promises, seen on both paths (the controller's loop and the simulator's
 engine): backfill reserves nodes for a waiting gang and starts only what ends before them,
 and a preemption takes the victim with the least work since its last checkpoint, not the
-youngest job. Times from the scenarios in meshctl/differential/table.py."""
+youngest job. Times from the scenarios in tests/differential/table.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from meshctl.differential import run
-from meshctl.differential.table import TABLE
+from tests.differential import run
+from tests.differential.table import TABLE
 
 pytestmark = pytest.mark.unit
 

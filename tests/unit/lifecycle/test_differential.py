@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from meshctl.differential import Outcome, run
-from meshctl.differential.table import TABLE, generate
+from tests.differential import Outcome, run
+from tests.differential.table import TABLE, generate
 
 pytestmark = pytest.mark.unit
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from meshctl.files import load_one
+from meshctl.host.procs import start_ticks
 from meshctl.model.mesh import LocalPool, Mesh
 from meshctl.pools.local import LocalCluster, Process
 from meshctl.pools.local_nodes import dead_nodes
-from meshctl.procs import start_ticks
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.unit

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from meshctl.differential.scenario import Scenario
-from meshctl.differential.table import PRIORITIES, service
 from meshctl.lifecycle.serving import ServeSpec
 from meshctl.policy.compiled import PolicySet
 from meshctl.sim.engine import Engine, Result, SimMesh
 from meshctl.sim.inference import SimServe, Surge, Traffic
 from meshctl.sim.services import surge_to_serving
 from meshctl.sim.workload import SimJob
+from tests.differential.scenario import Scenario
+from tests.differential.table import PRIORITIES, service
 from tests.unit.sim.sim_helpers import config, mesh, node
 
 pytestmark = pytest.mark.unit

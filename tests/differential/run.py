@@ -29,9 +29,6 @@ from meshctl.controller.loop import Controller
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.step import Rules, Step
 from meshctl.controller.submit import Rejected, check, enqueue
-from meshctl.differential.fakes import FakeJoiner, FakePool, FakeServe, FakeWorld
-from meshctl.differential.scenario import CPUS_PER_GPU, EPOCH_S, MEMORY_GIB_PER_GPU, Scenario
-from meshctl.differential.scenario import catalogs as load_catalogs
 from meshctl.lifecycle import (
     BudgetCrossed,
     Fail,
@@ -53,6 +50,9 @@ from meshctl.sim.failures import Checkpoints
 from meshctl.sim.fleet import CloudPool
 from meshctl.simrun import sim_mesh
 from meshctl.state import AttemptRecord, JobRecord, JobState, MemoryStore
+from tests.differential.fakes import FakeJoiner, FakePool, FakeServe, FakeWorld
+from tests.differential.scenario import CPUS_PER_GPU, EPOCH_S, MEMORY_GIB_PER_GPU, Scenario
+from tests.differential.scenario import catalogs as load_catalogs
 
 Logged = tuple[Any, ...]  # (t, what, ...): one action, as both sides are compared on it
 

@@ -10,7 +10,7 @@ both, and ``benchmarks/differential.py --json`` counts them.
 
 from __future__ import annotations
 
-from meshctl.differential.run import Outcome, run
-from meshctl.differential.scenario import Cloud, Scenario
+from tests.differential.run import Outcome, run
+from tests.differential.scenario import Cloud, Scenario
 
 __all__ = ["Cloud", "Outcome", "Scenario", "run"]

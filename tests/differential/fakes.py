@@ -26,7 +26,6 @@ from meshctl.clouds.base import Instance
 from meshctl.clouds.fake import FakeCloud
 from meshctl.controller.step import own_head
 from meshctl.controller.world import JobView, ServeSeen
-from meshctl.differential.scenario import AWS_TYPE, CPUS_PER_GPU, MEMORY_GIB_PER_GPU, Scenario
 from meshctl.model.catalog import Catalog
 from meshctl.pools.observed import (
     NODE_LABEL,
@@ -41,6 +40,7 @@ from meshctl.pools.observed import (
 from meshctl.pools.ray import LogChunk
 from meshctl.sim.failures import Segment
 from meshctl.workload import request_uri
+from tests.differential.scenario import AWS_TYPE, CPUS_PER_GPU, MEMORY_GIB_PER_GPU, Scenario
 
 DIED = "JOB_SUPERVISOR_ACTOR_DIED"  # what Ray says of a job whose node died
 
@@ -261,7 +261,7 @@ class FakeWorld:
 
     @staticmethod
     def epoch() -> float:
-        from meshctl.differential.scenario import EPOCH_S
+        from tests.differential.scenario import EPOCH_S
 
         return EPOCH_S
 

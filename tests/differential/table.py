@@ -10,10 +10,10 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from meshctl.differential.scenario import Cloud, Scenario
 from meshctl.lifecycle.serving import ServeSpec
 from meshctl.sim.inference import SimServe, Surge, Traffic
 from meshctl.sim.workload import SimJob
+from tests.differential.scenario import Cloud, Scenario
 
 PRIORITIES = """
 priority_classes:
