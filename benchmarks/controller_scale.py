@@ -240,7 +240,7 @@ def fill(store: Store, queued: int, history: int, trace: list[PhillyJob], seed: 
 @contextmanager
 def opened(kind: str, folder: Path) -> Iterator[Store]:
     if kind == "sqlite":
-        from meshctl.state.sqlite import SqliteStore
+        from meshctl.state.sqlite_dialect import SqliteStore
 
         with SqliteStore(folder / "state.db") as store:
             yield store
@@ -248,7 +248,7 @@ def opened(kind: str, folder: Path) -> Iterator[Store]:
     sys.path.insert(0, str(ROOT / "tests"))
     from pgserver import pg_server  # the tests' throwaway server: initdb, pg_ctl, a free port
 
-    from meshctl.state.postgres import PostgresStore
+    from meshctl.state.postgres_dialect import PostgresStore
 
     with pg_server() as server, PostgresStore(server.database()) as store:
         yield store

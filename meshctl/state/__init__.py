@@ -2,7 +2,8 @@
 
 ``open_store(default_home())`` opens ``$MESHCTL_HOME/state.db`` (``~/.meshctl`` by default);
 ``open_store_at(store, home)`` opens what a ``--store`` names: that, a SQLite file, or a
-Postgres database (``meshctl.state.postgres``, imported only then: psycopg is an extra).
+Postgres database (``meshctl.state.postgres_dialect``, imported only then: psycopg is an
+extra).
 See ``README.md`` in this package for the vocabulary.
 """
 
@@ -43,7 +44,7 @@ from meshctl.state.records import (
     TokenRecord,
     UserRecord,
 )
-from meshctl.state.sqlite import SqliteStore
+from meshctl.state.sqlite_dialect import SqliteStore
 from meshctl.state.store import (
     ConflictError,
     FencedError,
@@ -54,7 +55,7 @@ from meshctl.state.store import (
 )
 
 if TYPE_CHECKING:
-    from meshctl.state.postgres import PostgresStore
+    from meshctl.state.postgres_dialect import PostgresStore
 
 __all__ = [
     "ACTIVE_ATTEMPT",
@@ -138,6 +139,6 @@ def open_store_at(store: str | None, home: Path) -> Store:
 
 
 def _postgres(url: str) -> PostgresStore:
-    from meshctl.state.postgres import PostgresStore
+    from meshctl.state.postgres_dialect import PostgresStore
 
     return PostgresStore(url)

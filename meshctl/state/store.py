@@ -1,9 +1,10 @@
 """The ``Store`` protocol and its errors.
 
-Three implementations keep the same contract: :class:`meshctl.state.memory.MemoryStore` (in
-memory, thread-safe), :class:`meshctl.state.sqlite.SqliteStore` (a SQLite file in WAL mode,
-safe across processes) and :class:`meshctl.state.postgres.PostgresStore` (a Postgres database,
-safe across processes and machines). See ``README.md`` in this package for the vocabulary.
+Two implementations keep the same contract: :class:`meshctl.state.memory.MemoryStore` (in
+memory, thread-safe) and :class:`meshctl.state.sql.SqlStore`, one store over two dialects:
+``SqliteStore`` (``sqlite_dialect.py``: a SQLite file in WAL mode, safe across processes) and
+``PostgresStore`` (``postgres_dialect.py``: a Postgres database, safe across processes and
+machines). See ``README.md`` in this package for the vocabulary.
 """
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ def test_a_failure_is_known_by_its_class_not_its_module(cli: CliRunner) -> None:
 BUGS = [
     pytest.param(ValueError("a bug"), id="a ValueError"),
     pytest.param(
-        type("StrayError", (Exception,), {"__module__": "meshctl.state.sqlite"})("a bug"),
+        type("StrayError", (Exception,), {"__module__": "meshctl.state.sqlite_dialect"})("a bug"),
         id="an Error class in meshctl.state that is not a Failure",
     ),
     pytest.param(MeshctlError("raise a subclass"), id="MeshctlError itself"),

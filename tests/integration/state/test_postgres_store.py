@@ -30,8 +30,9 @@ from meshctl.state import (
     StoreError,
     open_store_at,
 )
-from meshctl.state.pg_migrations import PG_MIGRATIONS, schema_version
-from meshctl.state.postgres import PostgresStore, redact
+from meshctl.state.migrations import render
+from meshctl.state.postgres_dialect import PostgresStore, redact, schema_version
+from meshctl.state.sqlite_dialect import SYNTAX as SQLITE
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +77,7 @@ def _sqlite_shape(steps: int) -> tuple[dict[str, set[tuple[str, bool]]], dict[st
     conn = sqlite3.connect(":memory:")
     try:
         for script in MIGRATIONS[:steps]:
-            conn.executescript(script)
+            conn.executescript(render(script, SQLITE.types))
         names = conn.execute("SELECT type, name FROM sqlite_master").fetchall()
         tables = {
             name: {(c[1], bool(c[3] or c[5])) for c in conn.execute(f"PRAGMA table_info({name})")}
@@ -98,15 +99,14 @@ def _sqlite_shape(steps: int) -> tuple[dict[str, set[tuple[str, bool]]], dict[st
 
 def test_every_step_means_what_the_sqlite_step_means(postgres: PgServer, pg_url: str) -> None:
     """After each step, the same tables, columns (and which are NOT NULL) and indexes."""
-    assert len(PG_MIGRATIONS) == len(MIGRATIONS)
     for steps in range(1, len(MIGRATIONS) + 1):
-        PostgresStore(postgres.clean(pg_url), migrations=PG_MIGRATIONS[:steps]).close()
+        PostgresStore(postgres.clean(pg_url), migrations=MIGRATIONS[:steps]).close()
         assert _pg_shape(pg_url) == _sqlite_shape(steps), f"after step {steps}"
 
 
 def test_a_fresh_database_gets_every_step(pg_url: str) -> None:
     PostgresStore(pg_url).close()
-    assert _version(pg_url) == len(PG_MIGRATIONS)
+    assert _version(pg_url) == len(MIGRATIONS)
     tables, indexes = _pg_shape(pg_url)
     assert set(tables) == {
         "jobs", "attempts", "pools", "nodes", "instances", "loans", "events", "decisions",
@@ -116,7 +116,7 @@ def test_a_fresh_database_gets_every_step(pg_url: str) -> None:
 
 
 def test_an_older_database_is_migrated_and_keeps_its_data(pg_url: str) -> None:
-    PostgresStore(pg_url, migrations=PG_MIGRATIONS[:1]).close()
+    PostgresStore(pg_url, migrations=MIGRATIONS[:1]).close()
     with _raw(pg_url) as conn:  # a row as the first schema had it (no owner)
         conn.execute(
             "INSERT INTO jobs VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 1)",
@@ -127,33 +127,33 @@ def test_an_older_database_is_migrated_and_keeps_its_data(pg_url: str) -> None:
     with PostgresStore(pg_url) as store:
         assert store.get(JobRecord, "j1") == replace(JOB, version=1)
         assert store.list(JobRecord, owner="") == [replace(JOB, version=1)]
-    assert _version(pg_url) == len(PG_MIGRATIONS)
+    assert _version(pg_url) == len(MIGRATIONS)
 
 
 def test_a_failed_step_rolls_back_only_itself(pg_url: str) -> None:
     PostgresStore(pg_url).close()
     extra = "CREATE TABLE extra (x TEXT);"
-    broken = (*PG_MIGRATIONS, extra, "CREATE TABLE half (x TEXT); CREATE TABLE broken (;")
-    with pytest.raises(StoreError, match=rf"migration step {len(PG_MIGRATIONS) + 2} failed"):
+    broken = (*MIGRATIONS, extra, "CREATE TABLE half (x TEXT); CREATE TABLE broken (;")
+    with pytest.raises(StoreError, match=rf"migration step {len(MIGRATIONS) + 2} failed"):
         PostgresStore(pg_url, migrations=broken)
-    assert _version(pg_url) == len(PG_MIGRATIONS) + 1  # the good step stays applied
+    assert _version(pg_url) == len(MIGRATIONS) + 1  # the good step stays applied
     tables, _ = _pg_shape(pg_url)
     assert "extra" in tables
     assert "half" not in tables  # the failed step's first statement was rolled back
-    with PostgresStore(pg_url, migrations=(*PG_MIGRATIONS, extra)) as store:
+    with PostgresStore(pg_url, migrations=(*MIGRATIONS, extra)) as store:
         assert store.list(JobRecord) == []
 
 
 def test_a_newer_database_is_refused(pg_url: str) -> None:
     PostgresStore(pg_url).close()
-    newer = len(PG_MIGRATIONS) + 3
+    newer = len(MIGRATIONS) + 3
     with _raw(pg_url) as conn:
         conn.execute("UPDATE meshctl_schema SET version = %s", (newer,))
     with pytest.raises(StoreError) as info:
         PostgresStore(pg_url)
     assert str(info.value) == (
         f"state store {redact(pg_url)} schema version {newer} is newer than this meshctl "
-        f"({len(PG_MIGRATIONS)}); upgrade meshctl"
+        f"({len(MIGRATIONS)}); upgrade meshctl"
     )
     assert _version(pg_url) == newer
 
@@ -167,7 +167,7 @@ def test_processes_opening_a_new_database_together_all_open_it(pg_url: str) -> N
     """The migration lock: without it, two would create the same tables at once."""
     with _processes(_open, [(pg_url,)] * 4):
         pass
-    assert _version(pg_url) == len(PG_MIGRATIONS)
+    assert _version(pg_url) == len(MIGRATIONS)
 
 
 @contextmanager

@@ -13,7 +13,7 @@ from meshctl.app.jobs import find
 from meshctl.cli.app import app
 from meshctl.errors import InvalidRequestError
 from meshctl.state import JobRecord, JobState, MemoryStore, Store
-from meshctl.state.sqlite import SqliteStore
+from meshctl.state.sqlite_dialect import SqliteStore
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.unit

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from meshctl.errors import InvalidInput
-from meshctl.state import MIGRATIONS, SqliteStore, open_store_at
-from meshctl.state.pg_migrations import PG_MIGRATIONS
+from meshctl.state import SqliteStore, open_store_at
 
 pytestmark = pytest.mark.unit
 
@@ -50,10 +49,6 @@ def test_anything_else_is_invalid_input(store: str, message: str, tmp_path: Path
     assert message in str(info.value)
     assert "secret" not in str(info.value)
     assert not any(tmp_path.iterdir())
-
-
-def test_the_postgres_schema_has_one_step_per_sqlite_step() -> None:
-    assert len(PG_MIGRATIONS) == len(MIGRATIONS)
 
 
 PROBE = """

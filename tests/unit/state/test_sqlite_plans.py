@@ -11,7 +11,7 @@ import pytest
 
 from meshctl.state import AttemptRecord, JobRecord, NodeRecord, SqliteStore
 from meshctl.state.kinds import Filter, check_filters
-from meshctl.state.sqlite import _MOST_VALUES
+from meshctl.state.sqlite_dialect import _MOST_VALUES
 
 pytestmark = pytest.mark.unit
 
@@ -25,9 +25,9 @@ class Tracing(SqliteStore):
 
     def _select(self, kind, where, params, only=None):  # type: ignore[no-untyped-def]
         table = {AttemptRecord: "attempts", JobRecord: "jobs", NodeRecord: "nodes"}[kind]
-        with self._read() as conn:
-            found = conn.execute(f"EXPLAIN QUERY PLAN SELECT * FROM {table} {where}", params)
-            self.plans.append(" ".join(str(row[-1]) for row in found))
+        plan = f"EXPLAIN QUERY PLAN SELECT * FROM {table} {where}"
+        found = self._dialect.run(lambda conn: conn.execute(plan, params).fetchall(), write=False)
+        self.plans.append(" ".join(str(row[-1]) for row in found))
         return super()._select(kind, where, params, only)
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from meshctl.state import MIGRATIONS, default_home
-from meshctl.state.migrations import statements
+from meshctl.state.migrations import render
+from meshctl.state.sqlite_dialect import SYNTAX, statements
 
 pytestmark = pytest.mark.unit
 
@@ -47,4 +48,4 @@ def test_statements_split(script: str, expected: int) -> None:
 
 
 def test_every_migration_step_splits_cleanly() -> None:
-    assert all(list(statements(step)) for step in MIGRATIONS)
+    assert all(list(statements(render(step, SYNTAX.types))) for step in MIGRATIONS)

@@ -176,7 +176,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         where = str(tmp_path / "state.db")
         store = SqliteStore(where)
     else:  # psycopg is imported only where a Postgres store is opened
-        from meshctl.state.postgres import PostgresStore
+        from meshctl.state.postgres_dialect import PostgresStore
 
         where = request.getfixturevalue("pg_url")
         store = PostgresStore(where)
