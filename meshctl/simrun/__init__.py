@@ -62,7 +62,7 @@ PROVIDERS: Mapping[str, ProviderBehaviour] = {
 @dataclass(frozen=True)
 class RunSpec:
     mesh: Path
-    trace: str  # a trace name or CSV path (meshctl.traces), or "synthetic"
+    trace: str  # a trace name or CSV path (meshctl.simrun.traces), or "synthetic"
     policies: Sequence[Path] = ()
     days: float | None = 30.0
     start_day: float = 0.0
@@ -140,7 +140,7 @@ def failure_model(preset: str) -> FailureModel | None:
     if preset == "llama3":
         return LLAMA3
     if preset == "stepfun":
-        from meshctl.traces import stepfun_failures
+        from meshctl.simrun.traces import stepfun_failures
 
         return stepfun_failures()
     raise InvalidFileError(
@@ -161,7 +161,7 @@ def jobs_of(spec: RunSpec, gpus_per_node: int) -> list[wl.SimJob]:
             wl.Synthetic(jobs_per_hour=spec.synthetic_jobs_per_hour), spec.days or 30.0, spec.seed
         )
     else:
-        from meshctl.traces import load
+        from meshctl.simrun.traces import load
 
         raw = wl.window(load(spec.trace), spec.start_day * wl.DAY_S, spec.days)
     raw = wl.replicate(wl.scale_arrivals(raw, spec.arrival_scale), spec.replicate)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from meshctl import traces
 from meshctl.problems import InvalidFileError
+from meshctl.simrun import traces
 
 pytestmark = pytest.mark.unit
 

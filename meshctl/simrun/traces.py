@@ -24,7 +24,7 @@ from meshctl.problems import InvalidFileError, Problem
 from meshctl.sim.failures import FailureModel, from_fault_trace
 from meshctl.sim.workload import TraceJob
 
-_CHECKOUT = Path(__file__).resolve().parents[1]
+_CHECKOUT = Path(__file__).resolve().parents[2]  # meshctl/simrun/traces.py: the checkout
 NAMES = ("philly", "itp", "openb")
 
 
