@@ -68,7 +68,7 @@ class Planner:
 
     def reads_pools(self) -> bool:
         """Whether checking a job reads a pool over the network: a ``ray`` pool whose mesh
-        entry lists no nodes is asked for its nodes (``queueing.admit``)."""
+        entry lists no nodes is asked for its nodes (``meshctl.app.admission.admit``)."""
         from meshctl.model.mesh import RayPool
 
         mesh = self.planning()[0]
