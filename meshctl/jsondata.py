@@ -1,6 +1,6 @@
 """What every ``-o json|yaml`` document is made of, below every layer that builds one.
 
-The CLI's shapes (``meshctl/cli/shapes``) and the documents built outside the CLI (the
+The CLI's shapes (``meshctl/app/shapes``) and the documents built outside the CLI (the
 controller's status document, ``meshctl/controller/status.py``) share these pieces: the strict
 TypedDict config, times as ISO-8601 UTC strings, and an event as every command prints it.
 """

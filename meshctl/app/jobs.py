@@ -2,7 +2,7 @@
 (its id, its name when one job has it, or a prefix of its id that only one job has; an exact
 id or name wins over a prefix), list them as rows, show one as a document, cancel one.
 
-The documents are the ``-o json`` shapes (``meshctl.cli.shapes``): the CLI prints them, the
+The documents are the ``-o json`` shapes (``meshctl.app.shapes``): the CLI prints them, the
 API server answers with them, so a command prints the same in local and server mode.
 """
 

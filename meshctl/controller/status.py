@@ -7,7 +7,7 @@ controller's heartbeat and pid (``daemon.heartbeat``, ``daemon.running``), the p
 drive (``runtime.clients``), which pools cannot be used now and why, and ``now_s``. It reads
 no file and no clock; the CLI gathers those and renders the document.
 
-The shapes below are the document's ``-o json`` contract; ``meshctl/cli/shapes`` lists them
+The shapes below are the document's ``-o json`` contract; ``meshctl/app/shapes`` lists them
 with every other command's, and ``docs/JSON.md`` is generated from there.
 """
 

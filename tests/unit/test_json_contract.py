@@ -1,5 +1,5 @@
 """JSON output as a contract: every read command, run with ``-o json`` against a store with
-jobs in several states, prints exactly its documented shape (``meshctl/cli/shapes``): no key
+jobs in several states, prints exactly its documented shape (``meshctl/app/shapes``): no key
 missing or extra, the right types, every ``_at`` time a UTC ISO-8601 string. docs/JSON.md is
 what the shapes say."""
 
@@ -14,10 +14,10 @@ import pytest
 from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
-from meshctl.cli import shapes
+from meshctl.app import shapes
+from meshctl.app.shapes.doc import markdown
+from meshctl.app.shapes.mesh import PoolShowExtra
 from meshctl.cli.app import app
-from meshctl.cli.shapes.doc import markdown
-from meshctl.cli.shapes.mesh import PoolShowExtra
 from meshctl.model.mesh import Pool
 from meshctl.state import (
     AttemptDetail,
@@ -196,4 +196,4 @@ def test_gc_with_no_cloud_pool_is_an_empty_list(mesh: dict[str, str], tmp_path: 
 
 def test_docs_json_md_is_what_the_shapes_say() -> None:
     written = (ROOT / "docs" / "JSON.md").read_text()
-    assert written == markdown(), "run: python -m meshctl.cli.shapes.doc > docs/JSON.md"
+    assert written == markdown(), "run: python -m meshctl.app.shapes.doc > docs/JSON.md"

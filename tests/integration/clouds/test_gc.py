@@ -12,8 +12,8 @@ import pytest
 from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
+from meshctl.app.shapes.mesh import LeakedInstance
 from meshctl.cli.app import app
-from meshctl.cli.shapes.mesh import LeakedInstance
 from meshctl.clouds.aws import AwsCloud
 from meshctl.clouds.base import LaunchRequest
 from meshctl.state import InstanceRecord, open_store

@@ -19,8 +19,8 @@ from meshctl.agent.probe import Limits
 from meshctl.agent.server import PATH, Agent, serve
 from meshctl.agent.sources import KernelLog
 from meshctl.agent.watch import AgentStatus
+from meshctl.app.shapes import NodeShow
 from meshctl.cli.app import app
-from meshctl.cli.shapes import NodeShow
 from meshctl.data.cache import NodeCache
 from meshctl.data.sources import Source
 from meshctl.state import AttemptDetail, AttemptRecord, NodeRecord, open_store

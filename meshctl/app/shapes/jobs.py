@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import with_config
 from typing_extensions import TypedDict
 
-from meshctl.cli.shapes.base import DecisionData
+from meshctl.app.shapes.base import DecisionData
 from meshctl.jsondata import STRICT, EventData, Timestamp
 
 # --- jobs ---------------------------------------------------------------------------------

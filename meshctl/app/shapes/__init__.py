@@ -1,7 +1,7 @@
 """The ``-o json|yaml`` output of every read command, described once: a contract for scripts.
 
 Each shape is a TypedDict whose keys carry their meaning (``Annotated[type, "meaning"]``).
-``docs/JSON.md`` is generated from here (``python -m meshctl.cli.shapes.doc > docs/JSON.md``; a
+``docs/JSON.md`` is generated from here (``python -m meshctl.app.shapes.doc > docs/JSON.md``; a
 test fails when they drift) and a contract test runs every command with ``-o json`` and
 validates what it printed strictly against its shape: no key missing or extra, the right
 types, every time parseable. A document built outside the CLI keeps its shape beside the code
@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from meshctl.cli.shapes.base import ErrorDocument, WarningDocument
-from meshctl.cli.shapes.jobs import (
+from meshctl.app.shapes.base import ErrorDocument, WarningDocument
+from meshctl.app.shapes.jobs import (
     CancelRow,
     ExplainPlan,
     ExplainStored,
@@ -29,7 +29,7 @@ from meshctl.cli.shapes.jobs import (
     Submitted,
     WaitRow,
 )
-from meshctl.cli.shapes.mesh import (
+from meshctl.app.shapes.mesh import (
     LeakedInstance,
     NodeRow,
     NodeShow,
@@ -43,7 +43,7 @@ from meshctl.cli.shapes.mesh import (
     ReloadResult,
     ValidatedFile,
 )
-from meshctl.cli.shapes.policy import PolicyFile, PolicyTestResult, VerdictData
+from meshctl.app.shapes.policy import PolicyFile, PolicyTestResult, VerdictData
 from meshctl.controller.status import Status
 
 

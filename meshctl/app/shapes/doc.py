@@ -1,4 +1,4 @@
-"""docs/JSON.md, generated from the shapes: ``python -m meshctl.cli.shapes.doc > docs/JSON.md``.
+"""docs/JSON.md, generated from the shapes: ``python -m meshctl.app.shapes.doc > docs/JSON.md``.
 
 A test compares the file with ``markdown()``: the documentation cannot drift from the shapes
 the contract test holds every command to.
@@ -12,13 +12,13 @@ from typing import Any, Literal, NotRequired, Union
 
 from typing_extensions import is_typeddict
 
-from meshctl.cli.shapes import OUTPUTS, STDERR, Output
+from meshctl.app.shapes import OUTPUTS, STDERR, Output
 from meshctl.jsondata import Timestamp
 
 INTRO = """# JSON output
 
 Every read command takes `-o json` (or `-o yaml`: the same data) for scripts. This page is
-generated from `meshctl/cli/shapes/` (`python -m meshctl.cli.shapes.doc > docs/JSON.md`); a test
+generated from `meshctl/app/shapes/` (`python -m meshctl.app.shapes.doc > docs/JSON.md`); a test
 fails when they differ, and a contract test runs every command below and validates its output
 strictly against its shape: no key missing or extra, the right types, every time parseable.
 
