@@ -18,8 +18,8 @@ from meshctl.lifecycle.actions import Launch
 from meshctl.sim.attempts import Attempts
 from meshctl.sim.config import Sample
 from meshctl.sim.events import At, InstanceEvent, Kind, NodeEvent, NodeFails, PoolEvent
-from meshctl.sim.fleet import Instance
 from meshctl.sim.jobs import Attempt
+from meshctl.sim.nodes import Instance
 
 
 class WorldEvents(Attempts):
