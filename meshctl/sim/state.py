@@ -37,6 +37,8 @@ from meshctl.sim.workload import SimJob
 
 
 class RunState:
+    """What one run keeps as it goes (the one object the engine's collaborators share)."""
+
     def __init__(
         self,
         mesh: SimMesh,
