@@ -63,7 +63,7 @@ class Recording(sim.Engine):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fired: list[tuple[float, int]] = []
-        self.clock.on_push = lambda t, kind: self.fired.append((t, int(kind)))
+        self.state.clock.on_push = lambda t, kind: self.fired.append((t, int(kind)))
 
 
 def scaled(mesh: Mesh, gpus: int) -> Mesh:
@@ -189,7 +189,7 @@ def main() -> None:
     ours = statistics.median(replay_ours(fired) for _ in range(3)) if fired else 0.0
     theirs = statistics.median(replay_simpy(fired) for _ in range(3)) if fired else 0.0
     wall = statistics.median(walls)
-    events = engine.totals.events
+    events = engine.state.totals.events
     out = {
         "days": args.days,
         "repeat": args.repeat,
@@ -197,10 +197,10 @@ def main() -> None:
         "replicate": replicas(args),
         "failures": args.failures,
         "policies": args.policies,
-        "jobs": len(engine.jobs),
+        "jobs": len(engine.state.jobs),
         "events": events,
-        "cycles": engine.totals.cycles,
-        "node_failures": engine.totals.node_failures,
+        "cycles": engine.state.totals.cycles,
+        "node_failures": engine.state.totals.node_failures,
         "events_per_s": round(events / wall),
         "wall_s": round(wall, 2),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

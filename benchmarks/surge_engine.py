@@ -117,7 +117,7 @@ def one(gpus: int, seconds: float, serve: SimServe, seed: int) -> dict[str, Any]
     began = time.perf_counter()
     result = engine.run()
     wall = time.perf_counter() - began
-    served = engine.services["serve"]
+    served = engine.services.served["serve"]
     totals = result.totals
     training = totals.onprem_busy_gpu_s - served.held_gpu_s  # held by training (and leaving)
     used = (training + served.serving_gpu_s) / totals.onprem_gpu_s
@@ -126,7 +126,9 @@ def one(gpus: int, seconds: float, serve: SimServe, seed: int) -> dict[str, Any]
     def pct(q: float) -> float | None:
         return round(waits[min(len(waits) - 1, int(q * len(waits)))], 1) if waits else None
 
-    lent = sum(x.gpus * ((x.closed_at_s or result.end_s) - x.opened_at_s) for x in engine.loans)
+    lent = sum(
+        x.gpus * ((x.closed_at_s or result.end_s) - x.opened_at_s) for x in engine.state.loans
+    )
     return {
         "utilisation": round(used, 4),
         "serving_gpu_hours": round(served.serving_gpu_s / 3600, 1),
@@ -134,9 +136,9 @@ def one(gpus: int, seconds: float, serve: SimServe, seed: int) -> dict[str, Any]
         "surges_needing_replicas": len(waits),
         "surge_to_serving_p50_s": pct(0.5),
         "surge_to_serving_p99_s": pct(0.99),
-        "loans": len(engine.loans),
+        "loans": len(engine.state.loans),
         "gpu_hours_lent": round(lent / 3600, 1),
-        "training_gpu_hours_lost": round(sum(x.lost_gpu_s for x in engine.loans) / 3600, 1),
+        "training_gpu_hours_lost": round(sum(x.lost_gpu_s for x in engine.state.loans) / 3600, 1),
         "resizes": totals.resizes,
         "preemptions": totals.preemptions,
         "cycles": totals.cycles,

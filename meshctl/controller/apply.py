@@ -7,8 +7,8 @@ teardowns), then what is recorded of the cycle (decisions when they change, rule
 budget crossings) and what runtime estimates learn. A dispatch: the attempt (with its
 deterministic submission id) is recorded before Ray hears of it, the job becomes admitted,
 Ray gets the submission, the job becomes dispatched; a controller killed in between finds
-what it needs on restart (``loop.py``). Every transition is held to the job-state table
-(``states.ALLOWED``): one outside it is logged.
+what it needs on restart (``loop.py``). Jobs and attempts are written in batches
+(``writes.py``), every transition held to the job-state table.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from meshctl.controller.burst import Burst
+from meshctl.controller.clients import PoolClient
 from meshctl.controller.decide import (
-    FINISHED,
     AttemptChange,
     CheckpointRequest,
     Dispatch,
@@ -33,26 +33,23 @@ from meshctl.controller.decide import (
 from meshctl.controller.failpoints import failpoint
 from meshctl.controller.history import History
 from meshctl.controller.records import Recorder
-from meshctl.controller.states import ALLOWED
 from meshctl.controller.step import ServiceChange
+from meshctl.controller.writes import JobWrites, lost
 from meshctl.lifecycle import BudgetCrossed, Estimator
 from meshctl.pools.checkpoints import request_checkpoint
 from meshctl.pools.ray import PoolUnavailable
-from meshctl.state.kinds import key_of
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,
     AttemptRecord,
     AttemptState,
     Decision,
     Event,
-    JobRecord,
     JobState,
     LoanRecord,
 )
-from meshctl.state.store import ConflictError, NotFoundError, R, Store, Write
+from meshctl.state.store import ConflictError, NotFoundError, Store, Write
 
 if TYPE_CHECKING:
-    from meshctl.controller.loop import PoolClient
     from meshctl.controller.packages import Packages
     from meshctl.pools.observed import Submission
 
@@ -68,32 +65,63 @@ BUDGET_SAID = {
 }
 
 
-class Applying:
-    """What the loop applies a step with (``Controller`` sets these up)."""
+class Applier:
+    """The controller's applying half. It holds what a step is carried out with (the store,
+    what the history keeps, the pool and node recorder, the cloud side, the jobs' packages)
+    and what applying remembers between cycles: the pools refusing submissions now, when
+    each stop was last sent, the decisions recorded, what each budget was last said to be.
+    What changes from cycle to cycle (the pools' clients, the rules, the runtime estimates)
+    comes with each step (``apply``)."""
 
-    store: Store
-    rules: Rules
-    clients: Mapping[str, PoolClient]
-    refusing: dict[str, str]  # pools whose last submission they could not take now -> why
-    burst: Burst | None
-    recorder: Recorder
-    history: History
-    estimator: Estimator | None
-    _stopped: dict[str, float]
-    _decided: dict[str, tuple[str, str, str]]
-    packages: Packages | None
+    def __init__(
+        self,
+        store: Store,
+        history: History,
+        recorder: Recorder,
+        burst: Burst | None = None,
+        packages: Packages | None = None,
+    ) -> None:
+        self.store, self.history, self.recorder = store, history, recorder
+        self.burst, self.packages = burst, packages
+        self.refusing: dict[str, str] = {}  # pools that could not take a submission -> why
+        self._stopped: dict[str, float] = {}  # submission id -> when a stop was last sent
+        self._decided: dict[str, tuple[str, str, str]] = {}  # job -> last decision recorded
+        self._budgets: dict[str, str] | None = None  # budget -> what it was last said to be
+        self.writes = JobWrites(store, history)  # jobs moved and attempts changed, batched
 
-    def _budget_states(self) -> dict[str, str]:
-        raise NotImplementedError
+    def budget_states(self) -> dict[str, str]:
+        """What each budget was last said to be (``budget.*`` events; read from the store
+        once, so a restarted controller does not say it again)."""
+        if self._budgets is None:
+            self._budgets = {}
+            for event in self.store.events():
+                if event.kind.startswith("budget.") and "budget" in event.data:
+                    self._budgets[str(event.data["budget"])] = event.kind.removeprefix("budget.")
+        return self._budgets
 
-    def apply(self, step: Step, now: float) -> list[str]:
+    def forget(self, live: set[str]) -> None:
+        """The decisions recorded of jobs no longer live are forgotten: memory does not grow
+        with history."""
+        self._decided = {k: d for k, d in self._decided.items() if k in live}
+
+    def apply(
+        self,
+        step: Step,
+        now: float,
+        clients: Mapping[str, PoolClient],
+        rules: Rules,
+        estimator: Estimator | None,
+    ) -> list[str]:
+        """Carry out ``step`` through this cycle's ``clients``; ``rules``: the rules it was
+        decided by (whose hash its decisions record); ``estimator``: what learns from the
+        runs that ended well. What went wrong, each logged."""
         errors: list[str] = []
-        self._attempts(step.attempts, now)
+        self.writes.attempts(step.attempts, now)
         for replacement in step.replacements:
             error = self._replace(replacement, now)
             if error:
                 errors.append(error)
-        self._transitions(step.transitions, now)
+        self.writes.transitions(step.transitions, now)
         for service in step.services:
             self._service(service, now)
         for loan in step.loans:
@@ -103,7 +131,7 @@ class Applying:
                 continue  # asked already; Ray is stopping it
             self._stopped[stop.submission_id] = now
             try:
-                if self.clients[stop.pool].stop(stop.submission_id):
+                if clients[stop.pool].stop(stop.submission_id):
                     self._event(now, "job.stop", stop.job_id, f"stopping it ({stop.reason})")
             except Exception as err:  # an adapter error is reported, the loop goes on
                 errors.append(f"stop {stop.submission_id}: {err}")
@@ -116,14 +144,14 @@ class Applying:
         resubmitted = []
         for resubmit in step.resubmits:
             try:
-                outcome = self._submit(resubmit.pool, resubmit.job_id, resubmit.submission)
+                outcome = self._submit(clients, resubmit.pool, resubmit.job_id, resubmit.submission)
             except Exception as err:
                 errors.append(self._submit_failed(resubmit.job_id, resubmit.attempt_id, err, now))
                 continue
             self._event(now, "job.submit", resubmit.job_id, f"{outcome} on {resubmit.pool}")
             resubmitted.append(AttemptChange(resubmit.attempt_id, None, outcome))
-        self._attempts(resubmitted, now)  # their reasons: what became of them, as below
-        errors += self._dispatch(step.dispatches, now)
+        self.writes.attempts(resubmitted, now)  # their reasons: what became of them, as below
+        errors += self._dispatch(step.dispatches, now, clients)
         if self.burst is not None:
             for launch in step.launches:
                 try:
@@ -134,13 +162,13 @@ class Applying:
                     errors.append(error)
             for down in step.teardowns:
                 self.burst.teardown(down, now)
-        self._decisions(step, now)
+        self._decisions(step, now, rules)
         for failed in step.rule_errors:
             self.recorder.rule_error(failed, now)
         for crossed in step.budgets:
             self._budget(crossed, now)
-        if self.estimator is not None:
-            self.estimator.observe_all(step.successes)
+        if estimator is not None:
+            estimator.observe_all(step.successes)
         for error in errors:
             log.warning("%s", error)
         return errors
@@ -166,7 +194,9 @@ class Applying:
         self._event(now, "job.checkpoint-request", request.job_id, message)
         return None
 
-    def _dispatch(self, dispatches: Sequence[Dispatch], now: float) -> list[str]:
+    def _dispatch(
+        self, dispatches: Sequence[Dispatch], now: float, clients: Mapping[str, PoolClient]
+    ) -> list[str]:
         """The attempts recorded (one transaction) and their jobs admitted (one more), then
         each submitted, then the submitted ones marked pending and dispatched (one more): a
         cycle placing thousands commits three times, and nothing reaches Ray unrecorded."""
@@ -174,9 +204,9 @@ class Applying:
             return []
         made = self.store.write_all([Write(d.attempt) for d in dispatches])
         self.history.wrote(made)
-        recorded = [d for d, done in zip(dispatches, made, strict=True) if not _lost(done)]
+        recorded = [d for d, done in zip(dispatches, made, strict=True) if not lost(done)]
         # an attempt found recorded already: the next cycle adopts or resubmits it
-        admitted = self._transitions(
+        admitted = self.writes.transitions(
             [Transition(d.job_id, JobState.ADMITTED, d.reason, d.attempt.pool) for d in recorded],
             now,
         )
@@ -184,25 +214,25 @@ class Applying:
         # cancelled meanwhile: these attempts will never be submitted
         gone = {d.attempt.id for d in going}
         abandoned = AttemptState.ABANDONED
-        self._attempts([AttemptChange(d.attempt.id, abandoned, "not admitted")
+        self.writes.attempts([AttemptChange(d.attempt.id, abandoned, "not admitted")
                         for d in recorded if d.attempt.id not in gone], now)  # fmt: skip
         errors, submitted = [], []
         for dispatch in going:
             attempt = dispatch.attempt
             failpoint("before-submit")
             try:
-                outcome = self._submit(attempt.pool, dispatch.job_id, dispatch.submission)
+                outcome = self._submit(clients, attempt.pool, dispatch.job_id, dispatch.submission)
             except Exception as err:
                 errors.append(self._submit_failed(dispatch.job_id, attempt.id, err, now))
                 continue
             failpoint("after-submit")
             submitted.append((dispatch, outcome))
         # its reason now what became of it (not what a refusal or a wait for its pool said)
-        self._attempts(
+        self.writes.attempts(
             [AttemptChange(d.attempt.id, "pending", outcome) for d, outcome in submitted], now
         )
         done = "{} to pool {} as {}"
-        self._transitions(
+        self.writes.transitions(
             [Transition(d.job_id, JobState.DISPATCHED,
                         done.format(outcome, d.attempt.pool, d.attempt.submission_id))
              for d, outcome in submitted],
@@ -210,11 +240,13 @@ class Applying:
         )  # fmt: skip
         return errors
 
-    def _submit(self, pool: str, job_id: str, submission: Submission) -> str:
+    def _submit(
+        self, clients: Mapping[str, PoolClient], pool: str, job_id: str, submission: Submission
+    ) -> str:
         """Send a submission to its pool, its working directory a folder on this host."""
         if self.packages is not None:
             submission = self.packages.here(job_id, submission)
-        outcome = self.clients[pool].submit(submission)
+        outcome = clients[pool].submit(submission)
         self.refusing.pop(pool, None)  # it takes submissions again
         return outcome
 
@@ -245,41 +277,8 @@ class Applying:
             self.store.update(changed, expected_version=attempt.version)
         if failed:
             why = f"its pool refused it {count} times: {str(err)[:200]}"
-            self._transition(Transition(job_id, JobState.FAILED, why), now)
+            self.writes.transition(Transition(job_id, JobState.FAILED, why), now)
         return message
-
-    def _transition(self, t: Transition, now: float) -> bool:
-        return self._transitions([t], now)[0]
-
-    def _transitions(self, transitions: Sequence[Transition], now: float) -> list[bool]:
-        """Jobs moved to their new states, each with its event, in one transaction; per
-        transition, whether it was made (not: the job is gone, finished, already there, or
-        someone else, a cancel, changed it first: the next cycle sees their change)."""
-        jobs: dict[str, JobRecord | None] = dict(
-            self._read(JobRecord, [t.job_id for t in transitions])
-        )
-        made = [False] * len(transitions)
-        for batch in _rounds([t.job_id for t in transitions]):
-            moves = {}
-            for i in batch:
-                t, record = transitions[i], jobs.get(transitions[i].job_id)
-                moved = _transitioned(record, t, now) if record is not None else None
-                if moved is not None:
-                    moves[i] = Write(moved[0], moved[0].version, [moved[1]])
-            stored = self.store.write_all(list(moves.values()))
-            self.history.wrote(stored)
-            for i, outcome in zip(moves, stored, strict=True):
-                # lost: the job is left alone until the next cycle reads it again
-                jobs[transitions[i].job_id] = None if _lost(outcome) else cast(JobRecord, outcome)
-                made[i] = not _lost(outcome)
-        return made
-
-    def _read(self, kind: type[R], keys: Sequence[str]) -> dict[str, R]:
-        """The stored records of these keys (one read), by key."""
-        if not keys:
-            return {}
-        found = self.store.list(kind, id=sorted(set(keys)))  # jobs and attempts: keyed by id
-        return {key_of(r): r for r in found}
 
     def _replace(self, change: Replacement, now: float) -> str | None:
         """An attempt on its new nodes: recorded (with a ``job.node-replaced`` event), then its
@@ -330,31 +329,10 @@ class Applying:
                 errors.append(f"nominate {attempt.job_id} attempt {attempt.number}: {err}")
         return errors
 
-    def _attempt(self, change: AttemptChange, now: float) -> None:
-        self._attempts([change], now)
-
-    def _attempts(self, changes: Sequence[AttemptChange], now: float) -> None:
-        """Attempts changed, in one transaction; one changed meanwhile (a cancel) or gone is
-        left to the next cycle."""
-        found = self._read(AttemptRecord, [c.attempt_id for c in changes])
-        attempts: dict[str, AttemptRecord | None] = dict(found)
-        for batch in _rounds([c.attempt_id for c in changes]):
-            writes = []
-            for i in batch:
-                attempt = attempts.get(changes[i].attempt_id)
-                updated = _changed(attempt, changes[i]) if attempt is not None else None
-                if updated is not None:
-                    writes.append(Write(updated, updated.version))
-            answers = self.store.write_all(writes)
-            self.history.wrote(answers)
-            for write, stored in zip(writes, answers, strict=True):
-                key = key_of(write.record)
-                attempts[key] = None if _lost(stored) else cast(AttemptRecord, stored)
-
-    def _decisions(self, step: Step, now: float) -> None:
+    def _decisions(self, step: Step, now: float, rules: Rules) -> None:
         """Record the decisions that changed, in one transaction (a cycle over thousands of
         new jobs writes once, not once a job)."""
-        policy_hash = self.rules.policies.content_hash if self.rules.policies else ""
+        policy_hash = rules.policies.content_hash if rules.policies else ""
         changed: dict[str, tuple[str, str, str]] = {}
         recorded = []
         for note in step.decisions:
@@ -377,7 +355,7 @@ class Applying:
         data = {"budget": crossed.budget, "scope": crossed.scope, "state": crossed.state,
                 "spent_usd": crossed.spent_usd, "limit_usd": crossed.limit_usd}  # fmt: skip
         self.store.append_event(Event(now, f"budget.{crossed.state}", None, message, data))
-        self._budget_states()[crossed.budget] = crossed.state
+        self.budget_states()[crossed.budget] = crossed.state
         log.log(logging.INFO if crossed.state == "ok" else logging.WARNING, "%s", message)
 
     def _service(self, change: ServiceChange, now: float) -> None:
@@ -431,59 +409,3 @@ class Applying:
 
     def _event(self, now: float, kind: str, job_id: str | None, message: str) -> None:
         self.store.append_event(Event(now, kind, job_id, message))
-
-
-def _rounds(keys: Sequence[str]) -> list[list[int]]:
-    """The writes of a step in rounds (their indexes), each key at most once a round, in
-    order: a write is made from what the one before it on that key stored, never from a
-    version another writer may have reached meanwhile."""
-    rounds: list[list[int]] = []
-    seen: dict[str, int] = {}  # key -> writes of it so far
-    for i, key in enumerate(keys):
-        n = seen[key] = seen.get(key, -1) + 1
-        if n == len(rounds):
-            rounds.append([])
-        rounds[n].append(i)
-    return rounds
-
-
-def _lost(outcome: object) -> bool:
-    """Whether a write of a batch lost (``Store.write_all``: its error, not its record)."""
-    return isinstance(outcome, ConflictError | NotFoundError)
-
-
-def _transitioned(record: JobRecord, t: Transition, now: float) -> tuple[JobRecord, Event] | None:
-    """The job's record moved to ``t.to``, with its event; None when it does not move (there
-    already, or finished: final, a cancel included). A move outside the job-state table
-    (``states.ALLOWED``, the rule) is logged and made."""
-    if record.state is t.to or record.state in FINISHED:
-        return None
-    if (record.state, t.to) not in ALLOWED:
-        log.error("job %s: %s -> %s is not in the job-state table", t.job_id,
-                  record.state.value, t.to.value)  # fmt: skip
-    changed = replace(record, state=t.to, pool=t.pool or record.pool, updated_at_s=now)
-    data = {"from": record.state.value, "to": t.to.value, "pool": changed.pool}
-    return changed, Event(now, f"job.{t.to.value}", t.job_id, t.reason, data)
-
-
-def _changed(attempt: AttemptRecord, change: AttemptChange) -> AttemptRecord | None:
-    """The attempt with the change made, or None when it changes nothing. A grace, the job
-    it is freed for and its start and end, once set, never move."""
-    detail = attempt.detail
-    if change.stop_at_s is not None and detail.stop_at_s is None:
-        detail = replace(detail, stop_at_s=change.stop_at_s)
-    if change.for_job is not None and detail.for_job is None:
-        detail = replace(detail, for_job=change.for_job)
-    if change.lent or change.grows_onto:
-        detail = replace(detail, lent=change.lent, grows_onto=change.grows_onto)
-    if change.failures is not None:
-        detail = replace(detail, failures=change.failures)
-    updated = replace(
-        attempt,
-        state=change.state or attempt.state,
-        reason=change.reason or attempt.reason,
-        started_at_s=attempt.started_at_s or change.started_at_s,
-        ended_at_s=attempt.ended_at_s or change.ended_at_s,
-        detail=detail,
-    )
-    return None if updated == attempt else updated

@@ -20,16 +20,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO
 
 from meshctl.agent import AGENTS_FILE
 from meshctl.agent.watch import AgentReport, AgentWatch
-from meshctl.controller.apply import Applying
+from meshctl.controller.apply import Applier
 from meshctl.controller.burst import Burst
+from meshctl.controller.clients import PoolClient, ServeSide
 from meshctl.controller.data import DataSync, caches_of
 from meshctl.controller.decide import (
     FINISHED,
     Rules,
+    Step,
     decide,
 )
 from meshctl.controller.history import History
@@ -45,16 +47,12 @@ from meshctl.controller.watch import Watch, in_flux
 from meshctl.controller.world import (
     Derived,
     JobView,
-    ServeSeen,
     World,
     latest_attempts,
 )
 from meshctl.lifecycle import Estimator
 from meshctl.model.job import Job
-from meshctl.model.mesh import Mesh
 from meshctl.policy.tenancy import BudgetStanding
-from meshctl.pools.observed import PoolObservation, Submission
-from meshctl.pools.ray import LogChunk
 from meshctl.scheduler import Request
 from meshctl.state.private import write_private
 from meshctl.state.records import (
@@ -76,36 +74,6 @@ def agents_file(heartbeat: Path) -> Path:
     return heartbeat.with_name(AGENTS_FILE)
 
 
-class PoolClient(Protocol):
-    """What the loop needs of a pool adapter (``meshctl.pools.ray.RayPoolClient``)."""
-
-    def observe(self) -> PoolObservation: ...
-
-    def submit(self, submission: Submission) -> str: ...
-
-    def stop(self, submission_id: str) -> bool: ...
-
-    def read_log(self, submission_id: str, offset: int, limit: int) -> LogChunk | None: ...
-
-
-class ServeSide(Protocol):
-    """What the loop needs of Serve on the pools (``serving_apply.ServeDeployer``)."""
-
-    def observe(
-        self, views: Sequence[JobView], clients: Mapping[str, Any]
-    ) -> dict[str, ServeSeen]: ...
-
-    def sync(
-        self,
-        store: Store,
-        mesh: Mesh,
-        clients: Mapping[str, Any],
-        views: Sequence[JobView],
-        seen: Mapping[str, ServeSeen],
-        now: float,
-    ) -> list[str]: ...
-
-
 @dataclass
 class CycleReport:
     at_s: float
@@ -119,7 +87,10 @@ class CycleReport:
     phases_s: Mapping[str, float] = field(default_factory=dict)
 
 
-class Controller(Applying):
+class Controller:
+    """The loop: each cycle observes the world, decides a step and has its ``applier``
+    (``apply.Applier``) carry it out, then records the cycle."""
+
     def __init__(
         self,
         store: Store,
@@ -159,11 +130,10 @@ class Controller(Applying):
         ``packages``: a job's files made local before it is submitted, from the store when
         another host took the job in (``packages.py``); None: submitted as recorded."""
         self.store, self.rules, self.clients, self.clock = store, rules, clients, clock
-        self.data, self.packages = data, packages
+        self.data = data
         self.serve = serve  # the services' Serve applications: read and deployed
         self.resolve = resolve
         self.unreachable: Mapping[str, str] = {}  # Ray pools without a client -> why
-        self.refusing: dict[str, str] = {}  # pools that could not take a submission -> why
         self.burst = burst  # the cloud side: launches, instance watch, teardown
         self.health = health
         self.agents, self.overruled, self.forget_overruled = agents, overruled, forget_overruled
@@ -182,13 +152,12 @@ class Controller(Applying):
         # identical jobs share one object
         self._jobs: dict[str, tuple[Job, Request]] = {}
         self._same: dict[str, tuple[Job, Request]] = {}
-        self._decided: dict[str, tuple[str, str, str]] = {}  # job -> last decision recorded
         self.recorder = Recorder(store)  # pool and node records, node health
         self.history = History(store)  # unfinished work read each cycle, and what it keeps
         self.derived = Derived()  # what decide worked out of each job, for the next cycle
-        self._stopped: dict[str, float] = {}  # submission id -> when a stop was last sent
+        # carries out each step: store writes, submissions and stops, the cloud side, records
+        self.applier = Applier(store, self.history, self.recorder, burst, packages)
         self.estimator: Estimator | None = None  # runtimes of the jobs that ended well
-        self._budgets: dict[str, str] | None = None  # budget -> what it was last said to be
         self.standings: tuple[BudgetStanding, ...] = ()  # each budget, as of the last cycle
         self.on_cycle: Callable[[CycleReport], None] | None = None  # e.g. its metrics
 
@@ -210,7 +179,9 @@ class Controller(Applying):
         self.derived.turn()
         decided = time.perf_counter()
         errors = (
-            self.renominate([v.attempt for v in world.jobs if v.attempt]) if not self.cycles else []
+            self.applier.renominate([v.attempt for v in world.jobs if v.attempt])
+            if not self.cycles
+            else []
         )
         self.standings = step.standings if world.hold is None else self.standings
         errors += self.apply(step, now)
@@ -224,7 +195,7 @@ class Controller(Applying):
         if self.logs is not None:
             self.logs.follow(world, self.clients)
         applied = time.perf_counter()
-        self.recorder.record(world, self.rules.mesh, self.burst, now, self.refusing)
+        self.recorder.record(world, self.rules.mesh, self.burst, now, self.applier.refusing)
         self.cycles += 1
         ended = time.perf_counter()
         phases = {"observe": observed - started, "decide": decided - observed,
@@ -317,7 +288,7 @@ class Controller(Applying):
             pool_unavailable=down,
             node_busy_s=self.history.node_busy(attempts, now),
             estimator=self.estimator,
-            budget_states=self._budget_states(),
+            budget_states=self.applier.budget_states(),
             loans=self.history.open_loans(),
             serve=self.serve.observe(views, self.clients) if self.serve is not None else {},
             caches=caches_of(self.agent_report),
@@ -345,23 +316,13 @@ class Controller(Applying):
             if status is not None and status.verdict == "healthy":
                 self.forget_overruled(key)
 
-    def _budget_states(self) -> dict[str, str]:
-        """What each budget was last said to be (``budget.*`` events; read from the store
-        once, so a restarted controller does not say it again)."""
-        if self._budgets is None:
-            self._budgets = {}
-            for event in self.store.events():
-                if event.kind.startswith("budget.") and "budget" in event.data:
-                    self._budgets[str(event.data["budget"])] = event.kind.removeprefix("budget.")
-        return self._budgets
-
     def _forget_finished(self, views: Sequence[JobView]) -> None:
         """Parsed jobs are kept while they are unfinished: memory does not grow with history."""
         if len(self._jobs) > 2 * len(views) + 100:
             live = {v.record.id for v in views}
             self._jobs = {k: j for k, j in self._jobs.items() if k in live}
             self._same = {}
-            self._decided = {k: d for k, d in self._decided.items() if k in live}
+            self.applier.forget(live)
 
     def _job(self, record: JobRecord) -> tuple[Job, Request] | None:
         """The job's parsed file and its request, kept while it is unfinished."""
@@ -380,6 +341,11 @@ class Controller(Applying):
         return found
 
     # --- applying -----------------------------------------------------------------------------
+
+    def apply(self, step: Step, now: float) -> list[str]:
+        """Carry out ``step`` (``apply.Applier``) with this cycle's clients and rules; what
+        went wrong."""
+        return self.applier.apply(step, now, self.clients, self.rules, self.estimator)
 
     def _beat(self, report: CycleReport) -> None:
         if self.heartbeat is None:

@@ -21,43 +21,49 @@ from meshctl.sim.events import At, JobEvent, Kind, PoolEvent
 from meshctl.sim.failures import Segment
 from meshctl.sim.jobs import Attempt, checkpoint_plan
 from meshctl.sim.network import slowdown
-from meshctl.sim.state import EngineState
+from meshctl.sim.state import RunState
 
 
-class Attempts(EngineState):
-    def _start(self, start: Start, since_s: float | None = None) -> None:
+class Attempts:
+    """The run's job attempts: started, asked to leave, stopped, ended, freed."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def start(self, start: Start, since_s: float | None = None) -> None:
         """The job runs on ``start``'s nodes; ``since_s``: a replacement's, when its attempt
         began (its expected end and maximum runtime go by that)."""
+        state = self.state
         job_id = start.job_id
-        result = self.results[job_id]
+        result = state.results[job_id]
         job = result.job
-        began = self.now if since_s is None else since_s
-        self._unwait(job_id)
-        self.freeing.pop(job_id, None)  # running again: nothing held for it any more
+        began = state.now if since_s is None else since_s
+        state.unwait(job_id)
+        state.freeing.pop(job_id, None)  # running again: nothing held for it any more
         labels = []
         for alloc in start.allocations:
-            node = self.cluster.nodes[alloc.node]
-            self.cluster.hold(node, job_id, alloc, 1.0)
+            node = state.cluster.nodes[alloc.node]
+            state.cluster.hold(node, job_id, alloc, 1.0)
             labels.append(node.base.labels)
-        speed = slowdown(self.mesh.networks.get(start.pool), labels)
-        request, scale = self.requests[job_id], 1.0
+        speed = slowdown(state.mesh.networks.get(start.pool), labels)
+        request, scale = state.requests[job_id], 1.0
         if job.elastic_min is not None:  # on fewer nodes than its most: that much slower
             scale = job.nodes / len(start.allocations)
             speed *= scale
             request = lending.sized(request, len(start.allocations))
-        c = self.config.checkpoints
+        c = state.config.checkpoints
         restart = c.restart_s if result.attempts > 0 else 0.0
         stall = 0.0
-        if self.data is not None and job.data is not None:
+        if state.data is not None and job.data is not None:
             nodes = [a.node for a in start.allocations]
-            stall = self.data.start(job.data, start.pool, nodes, request.total_gpus, self.now)
+            stall = state.data.start(job.data, start.pool, nodes, request.total_gpus, state.now)
             for name in nodes:
-                self.cluster.set_datasets(self.cluster.nodes[name], self.data.holding(name))
-        interval = c.interval_for(job.nodes, self.mtbf_s)
+                state.cluster.set_datasets(state.cluster.nodes[name], state.data.holding(name))
+        interval = c.interval_for(job.nodes, state.mtbf_s)
         remaining = max(0.0, job.duration_s - result.progress_s)
         seg = Segment(restart + stall, remaining * speed, interval, c.cost_s)
-        self.tokens += 1
-        runtime = self._runtime(job_id)
+        state.tokens += 1
+        runtime = state.runtime(job_id)
         run = running(
             job_id,
             job.team,
@@ -67,16 +73,16 @@ class Attempts(EngineState):
             request,
             began,
             runtime,
-            checkpoints=checkpoint_plan(self.now, seg),
+            checkpoints=checkpoint_plan(state.now, seg),
         )
         if job.elastic_min is not None:
             run = replace(run, elastic_min=job.elastic_min)
-        self.running[job_id] = Attempt(
+        state.running[job_id] = Attempt(
             job_id,
-            self.tokens,
+            state.tokens,
             start.pool,
             start.allocations,
-            self.now,
+            state.now,
             speed,
             seg,
             run,
@@ -84,91 +90,95 @@ class Attempts(EngineState):
             stall_s=stall,
             since_s=since_s,
         )
-        self.backlog.run(job_id, start.pool, run.expected_end_s, run.request.total_gpus, began)
-        self.cluster.busy[start.pool] += run.request.total_gpus
+        state.backlog.run(job_id, start.pool, run.expected_end_s, run.request.total_gpus, began)
+        state.cluster.busy[start.pool] += run.request.total_gpus
         result.attempts += 1
         result.backfilled += start.backfill
-        self.totals.backfill_starts += start.backfill
+        state.totals.backfill_starts += start.backfill
         result.pools.add(start.pool)
         if result.first_start_s is None:
-            result.first_start_s = self.now
-        self.clock.push(self.now + seg.wall_s, Kind.FINISH, JobEvent(job_id, self.tokens))
+            result.first_start_s = state.now
+        state.clock.push(state.now + seg.wall_s, Kind.FINISH, JobEvent(job_id, state.tokens))
         if job.max_runtime_s is not None:
-            self.limits[job_id] = job.max_runtime_s
+            state.limits[job_id] = job.max_runtime_s
             end = began + job.max_runtime_s
-            self.clock.push(max(end, self.now), Kind.WAKE, At(max(end, self.now)))
+            state.clock.push(max(end, state.now), Kind.WAKE, At(max(end, state.now)))
 
-    def _leave(self, attempt: Attempt, why: Leave | Fail, now: float) -> None:
+    def leave(self, attempt: Attempt, why: Leave | Fail, now: float) -> None:
         """The attempt is on its way out: asked to checkpoint now (a Leave that says so),
         stopped at its stop time; its GPUs stay held until then."""
+        state = self.state
         stop_at = why.stop_at_s if isinstance(why, Leave) else now
         attempt.running = leaving(attempt.running, stop_at)
         attempt.why = why
         if isinstance(why, Leave) and why.checkpoint:
             attempt.asked_s = now
         gpus = attempt.running.request.total_gpus
-        self.backlog.run(
+        state.backlog.run(
             attempt.job_id, attempt.pool, attempt.running.expected_end_s, gpus, attempt.began_s
         )
-        at = self._stop_time(stop_at)
-        self.clock.push(at, Kind.STOP, JobEvent(attempt.job_id, attempt.token))
+        at = state.stop_time(stop_at)
+        state.clock.push(at, Kind.STOP, JobEvent(attempt.job_id, attempt.token))
 
-    def _stopped(self, event: JobEvent) -> None:
+    def stopped(self, event: JobEvent) -> None:
         """The end of a grace or a notice, or a stop sent: the attempt stops working now and
         keeps what it saved; its GPUs are free once the stop is seen (on the tick: a cycle
         later, as the controller sees it)."""
-        attempt = self.running.get(event.job_id)
+        state = self.state
+        attempt = state.running.get(event.job_id)
         if attempt is None or attempt.token != event.token or attempt.stopped_s is not None:
             return
-        attempt.stopped_s = self.now
-        if self.config.tick_s:
-            self.clock.push(self.now + self.config.tick_s, Kind.RELEASE, event)
+        attempt.stopped_s = state.now
+        if state.config.tick_s:
+            state.clock.push(state.now + state.config.tick_s, Kind.RELEASE, event)
         else:
-            self._end_early(attempt)
+            self.end_early(attempt)
 
-    def _released(self, event: JobEvent) -> None:
-        attempt = self.running.get(event.job_id)
+    def released(self, event: JobEvent) -> None:
+        attempt = self.state.running.get(event.job_id)
         if attempt is not None and attempt.token == event.token:
-            self._end_early(attempt)
+            self.end_early(attempt)
 
-    def _replace_lost(self) -> None:
+    def replace_lost(self) -> None:
         """Train jobs whose nodes died since the last cycle (they stopped working then), as the
         controller sees them at its cycle: replaced inside the attempt on free nodes of the
         pool where the lifecycle finds them, else evicted; either resumes from its latest
         checkpoint."""
-        lost, self.lost = sorted(self.lost), set()
+        state = self.state
+        lost, state.lost = sorted(state.lost), set()
         for job_id in lost:
-            attempt = self.running.get(job_id)
+            attempt = state.running.get(job_id)
             if attempt is None or not attempt.lost:
                 continue
             free = [
                 Free(n.name, n.base.gpus, n.base.cpus_free, n.base.memory_gib_free)
-                for n in self.cluster.nodes.values()
+                for n in state.cluster.nodes.values()
                 if n.base.pool == attempt.pool and n.health == "ready" and not n.jobs
             ]
             action = effects.lost_nodes(
-                job_id, attempt.pool, attempt.allocations, attempt.lost, True, free, self.now
+                job_id, attempt.pool, attempt.allocations, attempt.lost, True, free, state.now
             )
-            self._record(action)
+            state.record(action)
             if isinstance(action, Replace):
                 self._account_stop(attempt)
-                self._free(attempt, self.now)
-                self._start(Start(job_id, attempt.pool, action.allocations), attempt.began_s)
+                self.free(attempt, state.now)
+                self.start(Start(job_id, attempt.pool, action.allocations), attempt.began_s)
                 continue
             attempt.lost = ()
-            self._leave(attempt, action, self.now)  # its Ray job runs on until stopped
+            self.leave(attempt, action, state.now)  # its Ray job runs on until stopped
 
     def _account_stop(self, attempt: Attempt) -> float:
         """What an attempt that stopped early did and saved, into its job's result; the time
         it stopped."""
-        result, cost = self.results[attempt.job_id], self.config.checkpoints.cost_s
-        stop = attempt.stopped_s if attempt.stopped_s is not None else self.now
+        state = self.state
+        result, cost = state.results[attempt.job_id], state.config.checkpoints.cost_s
+        stop = attempt.stopped_s if attempt.stopped_s is not None else state.now
         if attempt.halted_s is not None:  # it stopped working before its Ray job did
             stop = min(stop, attempt.halted_s)
         work, checkpoints = attempt.saved(stop, cost)
         seg = attempt.segment
         result.account(
-            self.now - attempt.started_s,
+            state.now - attempt.started_s,
             work,
             checkpoints,
             min(stop - attempt.started_s, seg.restart_s),
@@ -181,16 +191,17 @@ class Attempts(EngineState):
         result.progress_s += work
         return stop
 
-    def _end_early(self, attempt: Attempt, why: Leave | Fail | None = None) -> None:
+    def end_early(self, attempt: Attempt, why: Leave | Fail | None = None) -> None:
         """An attempt that stopped before its work was done keeps what it saved; then the job
         waits again, or fails for good (the lifecycle's rule)."""
+        state = self.state
         why = attempt.why or why
         assert why is not None
-        result = self.results[attempt.job_id]
+        result = state.results[attempt.job_id]
         stop = self._account_stop(attempt)
-        self._free(attempt, stop)
+        self.free(attempt, stop)
         if isinstance(why, Fail):
-            self._finished_for_good(attempt.job_id, why.reason)
+            self.finished_for_good(attempt.job_id, why.reason)
             return
         if why.left is Left.RESIZED:
             result.resized += 1
@@ -202,31 +213,33 @@ class Attempts(EngineState):
         after, result.failures = effects.requeue_or_fail(
             attempt.job_id, why.left, why.reason, result.failures, job.max_restarts
         )
-        self._record(after)
+        state.record(after)
         if isinstance(after, Requeue):
-            self._wait(attempt.job_id)
-            self._want_cycle()
+            state.wait(attempt.job_id)
+            state.want_cycle()
         else:
-            self._finished_for_good(attempt.job_id, after.reason)
+            self.finished_for_good(attempt.job_id, after.reason)
 
-    def _finished_for_good(self, job_id: str, reason: str) -> None:
-        self.results[job_id].failed_reason = reason
-        self.done += 1
-        if self.pending:
-            self._want_cycle()
+    def finished_for_good(self, job_id: str, reason: str) -> None:
+        state = self.state
+        state.results[job_id].failed_reason = reason
+        state.done += 1
+        if state.pending:
+            state.want_cycle()
 
-    def _finished(self, event: JobEvent) -> None:
-        attempt = self.running.get(event.job_id)
+    def finished(self, event: JobEvent) -> None:
+        state = self.state
+        attempt = state.running.get(event.job_id)
         if attempt is None or attempt.token != event.token or attempt.stopped_s is not None:
             return
         if attempt.halted_s is not None:
             return  # a node died under it first: it stopped working then
         if isinstance(attempt.why, Fail):  # failed already (ran past its maximum runtime)
-            attempt.stopped_s = self.now
-            self._end_early(attempt)
+            attempt.stopped_s = state.now
+            self.end_early(attempt)
             return
-        result = self.results[event.job_id]
-        seg, cost = attempt.segment, self.config.checkpoints.cost_s
+        result = state.results[event.job_id]
+        seg, cost = attempt.segment, state.config.checkpoints.cost_s
         work = seg.compute_s / attempt.speed
         gpus = attempt.running.request.total_gpus
         result.account(
@@ -241,43 +254,45 @@ class Attempts(EngineState):
             attempt.stall_s,
         )
         result.progress_s += work
-        result.end_s = self.now
+        result.end_s = state.now
         job = result.job
-        self.estimator.observe(job.team, self.names[job.id], self.now - attempt.began_s)
-        self.stale_keys.add((job.team, self.names[job.id]))
-        self._free(attempt, self.now)
-        self.done += 1
-        if self.pending:
-            self._want_cycle()
+        state.estimator.observe(job.team, state.names[job.id], state.now - attempt.began_s)
+        state.stale_keys.add((job.team, state.names[job.id]))
+        self.free(attempt, state.now)
+        state.done += 1
+        if state.pending:
+            state.want_cycle()
 
-    def _free(self, attempt: Attempt, stopped_s: float) -> None:
+    def free(self, attempt: Attempt, stopped_s: float) -> None:
         """The attempt's GPUs are free again; a cloud node left with nothing is idle since
         the attempt stopped working."""
+        state = self.state
         job_id = attempt.job_id
-        del self.running[job_id]
-        mine = [p for p in self.freeing.pop(job_id, []) if p[0] == job_id]
+        del state.running[job_id]
+        mine = [p for p in state.freeing.pop(job_id, []) if p[0] == job_id]
         if mine:  # a resized job keeps its nodes held for itself until it runs again
-            self.freeing[job_id] = mine
-        self.limits.pop(job_id, None)
-        self.backlog.stop(job_id)
-        data = self.results[job_id].job.data
-        if self.data is not None and data is not None:
-            self.data.stop(data, [a.node for a in attempt.allocations])
-        if attempt.pool in self.fleet.clouds:  # its pool's head is idle from then at least
-            self.fleet.held(attempt.pool, stopped_s)
-            if not self.fleet.live_per_pool[attempt.pool]:  # its workers gone: the head alone
-                self._idle_later(attempt.pool, stopped_s)
+            state.freeing[job_id] = mine
+        state.limits.pop(job_id, None)
+        state.backlog.stop(job_id)
+        data = state.results[job_id].job.data
+        if state.data is not None and data is not None:
+            state.data.stop(data, [a.node for a in attempt.allocations])
+        if attempt.pool in state.fleet.clouds:  # its pool's head is idle from then at least
+            state.fleet.held(attempt.pool, stopped_s)
+            if not state.fleet.live_per_pool[attempt.pool]:  # its workers gone: the head alone
+                self.idle_later(attempt.pool, stopped_s)
         for alloc in attempt.allocations:
-            node = self.cluster.nodes.get(alloc.node)
+            node = state.cluster.nodes.get(alloc.node)
             if node is None:
                 continue  # gone: nothing to give back
-            self.cluster.hold(node, job_id, alloc, -1.0)
+            state.cluster.hold(node, job_id, alloc, -1.0)
             if node.cloud is not None and not node.jobs:
                 node.idle_since = stopped_s
-                self._idle_later(node.base.pool, stopped_s)
-        self.cluster.busy[attempt.pool] -= attempt.running.request.total_gpus
+                self.idle_later(node.base.pool, stopped_s)
+        state.cluster.busy[attempt.pool] -= attempt.running.request.total_gpus
 
-    def _idle_later(self, pool: str, since_s: float) -> None:
-        if not self.config.tick_s:  # on the tick every cycle looks
-            at = max(self.now, since_s + self._idle_after(pool))
-            self.clock.push(at, Kind.IDLE, PoolEvent(pool))
+    def idle_later(self, pool: str, since_s: float) -> None:
+        state = self.state
+        if not state.config.tick_s:  # on the tick every cycle looks
+            at = max(state.now, since_s + state.idle_after(pool))
+            state.clock.push(at, Kind.IDLE, PoolEvent(pool))

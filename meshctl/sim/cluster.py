@@ -1,4 +1,5 @@
-"""The simulated mesh's nodes: what each holds, its health, and the snapshot's view of it.
+"""The simulated mesh's nodes together (each a ``nodes.SimNode``: what it holds, its health,
+its view), the GPUs up and held per pool, and the snapshot's view of them.
 
 The engine keeps one scheduler ``Node`` per node and makes a new one only for nodes that
 changed since the last cycle (``views``), so a cycle costs what changed, not the size of the
@@ -9,70 +10,11 @@ kept the same way: a changed node's old view is taken out and its new one put in
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from meshctl.lifecycle.view import Capacity
 from meshctl.scheduler import Allocation, Node
 from meshctl.scheduler.snapshot import NodeHealth
-
-if TYPE_CHECKING:
-    from meshctl.sim.fleet import Instance
-
-
-class SimNode:
-    __slots__ = (
-        "base",
-        "cloud",
-        "counted",
-        "cpus",
-        "datasets",
-        "gpu_free",
-        "health",
-        "idle_since",
-        "index",
-        "jobs",
-        "memory",
-        "nic",
-        "snap",
-    )
-
-    def __init__(self, base: Node, cloud: Instance | None = None) -> None:
-        self.base, self.cloud = base, cloud
-        self.gpu_free = list(base.gpu_free)
-        self.cpus, self.memory, self.nic = base.cpus_free, base.memory_gib_free, base.nic_gbps_free
-        self.health: NodeHealth = base.health
-        self.jobs: set[str] = set()
-        self.snap: Node | None = base
-        self.counted: Node | None = None  # the view Capacity holds for it
-        self.index = -1
-        self.idle_since = 0.0  # a cloud node: when it last held a job, or was launched
-        self.datasets: frozenset[str] = base.datasets  # in its cache, whole or on their way
-
-    @property
-    def name(self) -> str:
-        return self.base.name
-
-    def view(self) -> Node:
-        if self.snap is None:
-            self.snap = replace(
-                self.base,
-                gpu_free=tuple(self.gpu_free),
-                cpus_free=self.cpus,
-                memory_gib_free=self.memory,
-                nic_gbps_free=self.nic,
-                health=self.health,
-                datasets=self.datasets,
-            )
-        return self.snap
-
-    def take(self, alloc: Allocation, sign: float) -> None:
-        for i in alloc.gpu_indices:
-            self.gpu_free[i] = min(1.0, max(0.0, self.gpu_free[i] - sign * alloc.gpu_share))
-        self.cpus -= sign * alloc.cpus
-        self.memory -= sign * alloc.memory_gib
-        self.nic -= sign * alloc.nic_gbps
-        self.snap = None
+from meshctl.sim.nodes import SimNode
 
 
 class Cluster:

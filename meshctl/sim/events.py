@@ -21,7 +21,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from meshctl.sim.fleet import Instance
+    from meshctl.sim.nodes import Instance
 
 
 class Kind(IntEnum):

@@ -24,7 +24,7 @@ from meshctl.lifecycle.ledger import Charge, Ledger
 from meshctl.lifecycle.snapshot import NodeShape, node_of
 from meshctl.lifecycle.teardown import CloudNode, idle
 from meshctl.scheduler import Offer
-from meshctl.sim.cluster import SimNode
+from meshctl.sim.nodes import Instance, SimNode
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,23 +38,6 @@ class CloudPool:
     idle_s: float = 600.0  # an idle node is torn down after this long
     labels: Mapping[str, str] = field(default_factory=dict)
     head: HeadOffer | None = None  # the pool's own head; None: its first worker is
-
-
-@dataclass(slots=True)
-class Instance:
-    id: str
-    pool: str
-    offer: Offer | None  # None: the pool's own head (no GPUs, no work)
-    spot: bool
-    usd_per_hour: float
-    launched_s: float
-    for_job: str
-    team: str
-    node: SimNode | None = None
-    gone: bool = False
-
-    def charge(self, end_s: float | None = None) -> Charge:
-        return Charge(self.pool, self.team, self.usd_per_hour, self.launched_s, end_s)
 
 
 class Fleet:

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from meshctl.lifecycle import serving
 from meshctl.lifecycle.actions import Action, Launch, Leave, Start
 from meshctl.model.job import Job
-from meshctl.scheduler import Request
+from meshctl.scheduler import Allocation, Pending, Request, Running
 from meshctl.sim.inference import SimServe
 from meshctl.sim.jobs import JobResult
+from meshctl.sim.state import RunState
 from meshctl.sim.workload import SimJob
-from meshctl.sim.world import WorldEvents
 
 
 @dataclass
@@ -54,31 +54,43 @@ class Served:
         return self.request.total_gpus
 
 
-class Services(WorldEvents):
-    def _serve(self, job: SimJob, model: Job, request: Request, priority: int) -> None:
+class Services:
+    """The run's services (``served``, by job id) and their replicas this cycle: placed
+    (``replica_running``, each placed where ``replica_allocs`` says) and wanted
+    (``replica_pending``)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self.served: dict[str, Served] = {}
+        self.replica_running: list[Running] = []
+        self.replica_pending: list[Pending] = []
+        self.replica_allocs: dict[str, Allocation] = {}
+
+    def serve(self, job: SimJob, model: Job, request: Request, priority: int) -> None:
         """A service arrives: it wants its least replicas from the next cycle on."""
         assert job.serve is not None
         replicas = serving.Replicas(None, {}, serving.start(job.serve.spec), 0)
-        self.services[job.id] = Served(job, job.serve, model, request, priority, replicas)
-        self.results[job.id] = JobResult(job, priority)
-        self.done += 1  # it never ends: the run ends with the last other job
+        self.served[job.id] = Served(job, job.serve, model, request, priority, replicas)
+        self.state.results[job.id] = JobResult(job, priority)
+        self.state.done += 1  # it never ends: the run ends with the last other job
 
-    def _services_cycle(self) -> set[str]:
+    def cycle(self) -> set[str]:
         """Each service's count from its traffic now, less its replicas on nodes down and
         those it scales in (freed now); its waiting replicas for the snapshot. The replica ids
         running or wanted (their loans stay open)."""
-        borrowers = {x.borrower for x in self.loans if x.open}
+        state = self.state
+        borrowers = {x.borrower for x in state.loans if x.open}
         alive: dict[str, set[str]] = {}
-        for node in self.cluster.nodes.values():
+        for node in state.cluster.nodes.values():
             if node.health != "down":
                 alive.setdefault(node.base.pool, set()).add(node.name)
         self.replica_pending, self.replica_running = [], []
         active: set[str] = set()
-        for job_id, served in self.services.items():
+        for job_id, served in self.served.items():
             replicas = served.replicas
             replicas.why.clear()
             if served.started_s is not None:  # deployed: Serve reports its traffic
-                replicas.rescale(served.serve.spec, served.serve.ongoing(self.now), self.now)
+                replicas.rescale(served.serve.spec, served.serve.ongoing(state.now), state.now)
             gone = []
             if replicas.pool is not None:
                 gone += replicas.lost(alive.get(replicas.pool, set()))
@@ -86,78 +98,77 @@ class Services(WorldEvents):
             for rid in gone:
                 self._replica_free(rid)
             job = served.job
-            started = served.started_s if served.started_s is not None else self.now
+            started = served.started_s if served.started_s is not None else state.now
             running, pending = replicas.units(
                 job_id, job.team, served.priority, served.request, started, job.arrival_s
             )
             self.replica_running += running
             self.replica_pending += pending
             for unit_id in [r.job_id for r in running] + [p.job_id for p in pending]:
-                self.models[unit_id] = served.model
+                state.models[unit_id] = served.model
                 active.add(unit_id)
         return active
 
-    def _replica_action(self, action: Action) -> bool:
+    def replica_action(self, action: Action) -> bool:
         """A plan's action for a replica, carried out on its service; False: not a replica's."""
+        state = self.state
         if not isinstance(action, Start | Leave | Launch):
             return False
         owner = serving.service_of(action.job_id)
-        served = self.services.get(owner) if owner is not None else None
+        served = self.served.get(owner) if owner is not None else None
         if served is None:
             return False
         if isinstance(action, Launch):
             return True  # services do not burst: it waits on the mesh
-        self._record(action)
+        state.record(action)
         if isinstance(action, Start):
             alloc = action.allocations[0]
             served.replicas.add(action.job_id, action.pool, alloc)
             self.replica_allocs[action.job_id] = alloc
-            self.cluster.hold(self.cluster.nodes[alloc.node], action.job_id, alloc, 1.0)
-            self.cluster.busy[action.pool] += served.gpus()
+            state.cluster.hold(state.cluster.nodes[alloc.node], action.job_id, alloc, 1.0)
+            state.cluster.busy[action.pool] += served.gpus()
             if served.started_s is None:
-                served.started_s = self.now
-                self.results[served.job.id].first_start_s = self.now
+                served.started_s = state.now
+                state.results[served.job.id].first_start_s = state.now
             # as every replica is seen: running since the service's first (its one attempt)
-            self.backlog.run(action.job_id, action.pool, None, served.gpus(), served.started_s)
-            served.placed_s.append(self.now)
-            served.up_since[action.job_id] = self.now
+            state.backlog.run(action.job_id, action.pool, None, served.gpus(), served.started_s)
+            served.placed_s.append(state.now)
+            served.up_since[action.job_id] = state.now
         elif isinstance(action, Leave):
             self._replica_free(action.job_id, action.reason)
         return True
 
     def _replica_free(self, rid: str, why: str | None = None) -> None:
         """A replica gone (scaled in, preempted, its node down): its GPUs are free now."""
+        state = self.state
         owner = serving.service_of(rid)
         assert owner is not None
-        served = self.services[owner]
+        served = self.served[owner]
         alloc = self.replica_allocs.pop(rid, None)
         served.up_since.pop(rid, None)
         if why is not None:
             served.replicas.remove(rid, why)
-        self.models.pop(rid, None)
-        self.backlog.stop(rid)
+        state.models.pop(rid, None)
+        state.backlog.stop(rid)
         if alloc is None:
             return
-        node = self.cluster.nodes.get(alloc.node)
+        node = state.cluster.nodes.get(alloc.node)
         if node is not None:
-            self.cluster.hold(node, rid, alloc, -1.0)
-        self.cluster.busy[served.replicas.pool or ""] -= served.gpus()
-        self._want_cycle()
+            state.cluster.hold(node, rid, alloc, -1.0)
+        state.cluster.busy[served.replicas.pool or ""] -= served.gpus()
+        state.want_cycle()
 
-    def _advance(self, t: float) -> None:
-        if self.services and t > self.now:
-            self._services_advance(t - self.now)
-        super()._advance(t)
-
-    def _services_advance(self, dt_s: float) -> None:
+    def advance(self, dt_s: float) -> None:
         """What the services did over the next ``dt_s``: GPU-seconds held, and serving (the
         requests in flight now, at most ``target`` a replica, on replicas past their start)."""
-        for served in self.services.values():
+        for served in self.served.values():
             if not served.up_since:
                 continue
             gpus, start_s = served.gpus(), served.serve.start_s
-            ready = sum(1 for t in served.up_since.values() if t + start_s <= self.now)
-            busy = min(float(ready), served.serve.ongoing(self.now) / served.serve.spec.target)
+            ready = sum(1 for t in served.up_since.values() if t + start_s <= self.state.now)
+            busy = min(
+                float(ready), served.serve.ongoing(self.state.now) / served.serve.spec.target
+            )
             served.held_gpu_s += len(served.up_since) * gpus * dt_s
             served.serving_gpu_s += busy * gpus * dt_s
 

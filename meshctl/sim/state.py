@@ -2,9 +2,11 @@
 recording an action, asking for a cycle, when a stop takes effect, a job waiting (with its
 runtime estimate) and no longer waiting, time moving on.
 
-``EngineState`` is the base of the engine: ``Attempts`` (``attempts.py``: jobs starting,
-leaving, stopping, ending) builds on it, ``WorldEvents`` (``world.py``: cloud instances,
-node failures, samples) on that, and ``Engine`` (``engine.py``: the loop and the cycle) last.
+``RunState`` is the one state object of a run. The engine's collaborators each hold it:
+``Attempts`` (``attempts.py``: jobs starting, leaving, stopping, ending), ``WorldEvents``
+(``world.py``: cloud instances, node failures, samples; it holds the attempts too) and
+``Services`` (``services.py``: inference services' replicas); ``Engine`` (``engine.py``: the
+loop and the cycle) holds all four.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import math
 import random
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
 from meshctl.lifecycle import lending
 from meshctl.lifecycle.actions import Action
@@ -24,8 +25,7 @@ from meshctl.lifecycle.snapshot import pending_of
 from meshctl.lifecycle.waits import Backlog
 from meshctl.model.job import Job
 from meshctl.policy.compiled import PolicySet
-from meshctl.policy.evaluate import BoundPolicies
-from meshctl.scheduler import Allocation, Pending, Request, Running
+from meshctl.scheduler import Pending, Request
 from meshctl.scheduler.layout import Layout
 from meshctl.sim.cluster import Cluster
 from meshctl.sim.config import Sample, SimConfig, SimMesh, Totals
@@ -35,11 +35,10 @@ from meshctl.sim.fleet import Fleet
 from meshctl.sim.jobs import Attempt, JobResult
 from meshctl.sim.workload import SimJob
 
-if TYPE_CHECKING:
-    from meshctl.sim.services import Served
 
+class RunState:
+    """What one run keeps as it goes (the one object the engine's collaborators share)."""
 
-class EngineState:
     def __init__(
         self,
         mesh: SimMesh,
@@ -72,10 +71,6 @@ class EngineState:
         self.freeing: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
         self.lost: set[str] = set()  # jobs whose nodes died since the last cycle (``Attempt.lost``)
         self.loans: list[Loan] = []  # the lending ledger: every loan, open or closed
-        self.services: dict[str, Served] = {}  # services by job id (``services.py``)
-        self.replica_running: list[Running] = []  # their replicas this cycle, placed
-        self.replica_pending: list[Pending] = []  # and wanted
-        self.replica_allocs: dict[str, Allocation] = {}  # each replica placed: where
         self.deadlines: dict[str, float] = {}  # waiting jobs with a deadline
         self.limits: dict[str, float] = {}  # running jobs with a maximum runtime
         self.decided: set[str] = set()  # jobs the scheduler has decided about once
@@ -95,18 +90,16 @@ class EngineState:
         self.pool_names = tuple(p.name for p in mesh.pools)
         self.fail_rngs: dict[str, random.Random] = {}
         self.fail_chain: dict[str, int] = {}  # node -> its current failure-model event
-        self.bound_base: BoundPolicies | None = None
-        self._classes: dict[tuple[Any, ...], tuple[Job, Request, int]] = {}
         self.mtbf_s = config.failures.node_mtbf_s if config.failures else None
         self.gang_domain = (
             next(iter(mesh.networks.values())).domain_label if mesh.networks else "switch"
         )
 
-    def _record(self, action: Action) -> None:
+    def record(self, action: Action) -> None:
         if self.config.record:
             self.actions.append((self.now, action))
 
-    def _want_cycle(self) -> None:
+    def want_cycle(self) -> None:
         if self.config.tick_s:
             return  # cycles run on the tick, whatever changed
         t = (
@@ -119,7 +112,7 @@ class EngineState:
         self.next_cycle = t
         self.clock.push(t, Kind.CYCLE, At(t))
 
-    def _stop_time(self, stop_at_s: float) -> float:
+    def stop_time(self, stop_at_s: float) -> float:
         """When a stop asked for ``stop_at_s`` takes effect: then; on the tick, at the first
         cycle after this one at or after it (the controller sends stops from its cycles)."""
         tick = self.config.tick_s
@@ -127,24 +120,24 @@ class EngineState:
             return max(self.now, stop_at_s)
         return max(self.now + tick, math.ceil(stop_at_s / tick - 1e-9) * tick)
 
-    def _date(self) -> dt.datetime:
+    def date(self) -> dt.datetime:
         return dt.datetime.fromtimestamp(self.config.start_epoch_s + self.now, dt.UTC)
 
-    def _runtime(self, job_id: str) -> float | None:
+    def runtime(self, job_id: str) -> float | None:
         job = self.results[job_id].job
         return self.estimator.seconds(job.team, self.names[job_id], job.max_runtime_s)
 
-    def _wait(self, job_id: str) -> None:
+    def wait(self, job_id: str) -> None:
         """The job waits (again), with its runtime estimate for backfill and the forecast."""
         job, result = self.results[job_id].job, self.results[job_id]
-        runtime = self._runtime(job_id)
+        runtime = self.runtime(job_id)
         self.pending[job_id] = pending_of(
             job_id, job.team, result.priority, self.requests[job_id], job.arrival_s, runtime
         )
         self.backlog.queue(job_id, result.priority, job.total_gpus, runtime)
         self.waiting_by_key.setdefault((job.team, self.names[job_id]), set()).add(job_id)
 
-    def _size(self, job_id: str) -> int | None:
+    def size(self, job_id: str) -> int | None:
         """An elastic job's nodes now (its most, less what it lends); None for any other."""
         if job_id not in self.elastic:
             return None  # asked for every job at every cycle: most are not elastic
@@ -155,14 +148,14 @@ class EngineState:
         lent = sum(1 for x in self.loans if x.open and x.lender == job_id)
         return lending.size(result.job.nodes, least, lent)
 
-    def _unwait(self, job_id: str) -> None:
+    def unwait(self, job_id: str) -> None:
         if self.pending.pop(job_id, None) is not None:
             job = self.results[job_id].job
             self.waiting_by_key[(job.team, self.names[job_id])].discard(job_id)
         self.deadlines.pop(job_id, None)
         self.backlog.dequeue(job_id)
 
-    def _advance(self, t: float) -> None:
+    def advance(self, t: float) -> None:
         """Integrate capacity over (now, t], then move the clock. On-prem utilisation counts
         only the window (the trace's span): the drain after it would dilute it."""
         now = self.now
@@ -172,10 +165,10 @@ class EngineState:
             self.totals.cloud_gpu_s += sum(up[p] for p in self.cloud_pools if p in up) * dt_s
             window = self.config.window_s
             span = dt_s if window is None else max(0.0, min(t, window) - min(now, window))
-            self._onprem(span)
+            self.onprem(span)
         self.clock.now = self.now = t
 
-    def _onprem(self, span: float) -> None:
+    def onprem(self, span: float) -> None:
         if span > 0:
             c = self.cluster
             busy = sum(b for pool, b in c.busy.items() if pool not in self.cloud_pools)
@@ -184,7 +177,7 @@ class EngineState:
             self.totals.onprem_gpu_s += c.onprem_gpus * span
             self.totals.onprem_down_gpu_s += (c.onprem_gpus - up) * span
 
-    def _idle_after(self, pool: str) -> float:
+    def idle_after(self, pool: str) -> float:
         """An idle node goes after its pool's idle time, but never before a scheduling cycle
         has seen it idle (the controller, too, judges idleness at its cycles)."""
         return max(self.mesh.clouds[pool].idle_s, self.config.cycle_s)

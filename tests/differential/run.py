@@ -115,7 +115,7 @@ def simulator_side(scenario: Scenario) -> list[Logged]:
     )
     engine = Engine(mesh, scenario.jobs, config, scenario.policy_set())
     result = engine.run()
-    instances = {i.id: f"{i.pool}#{n}" for n, i in enumerate(engine.fleet.instances.values())}
+    instances = {i.id: f"{i.pool}#{n}" for n, i in enumerate(engine.state.fleet.instances.values())}
     tick = scenario.tick_s
     logged = [_sim(t, a, instances, tick) for t, a in result.actions]
     logged += [

@@ -69,7 +69,7 @@ def test_two_moves_of_one_job_never_build_on_a_version_another_writer_reached() 
     record = queue(store, "a")
     loop = controller(store, FakePool(), Clock())
     store.cancel_first = record.id  # a cancel lands between the read and the first write
-    made = loop._transitions(
+    made = loop.applier.writes.transitions(
         [
             Transition(record.id, JobState.ADMITTED, "placed", "onprem"),
             Transition(record.id, JobState.DISPATCHED, "submitted"),

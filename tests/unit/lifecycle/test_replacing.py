@@ -1,5 +1,5 @@
 """A dead node replaced inside the attempt, or the job evicted: the lifecycle's rule, which the
-controller (``leaving.dead_nodes``) and the simulator (``Attempts._replace_lost``) both follow."""
+controller (``leaving.dead_nodes``) and the simulator (``Attempts.replace_lost``) both follow."""
 
 from __future__ import annotations
 

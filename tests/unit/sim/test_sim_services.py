@@ -66,10 +66,10 @@ def test_a_surge_borrows_a_node_of_elastic_training_and_gives_it_back() -> None:
     engine, result = run([s, elastic("e", 20, 3000, nodes=2, least=1)])
     assert starts(result, "s/") == [(0.0, ("n1",)), (370.0, ("n2",))]
     assert [x[0] for x in starts(result, "e")] == [20.0, 370.0, 1060.0]
-    (loan,) = engine.loans
+    (loan,) = engine.state.loans
     assert (loan.lender, loan.borrower, loan.node) == ("e", "s/r1", "n2")
     assert (loan.opened_at_s, loan.closed_at_s) == (330.0, 1020.0)
-    served = engine.services["s"]
+    served = engine.services.served["s"]
     assert surge_to_serving(served) == [370.0 + served.serve.start_s - 300.0]
     assert list(served.replicas.placed) == ["s/r0"]  # the borrowed one went first
     # e ran on two nodes, then one while lending (half as fast), then two again: its work
@@ -90,7 +90,7 @@ def test_a_critical_job_the_policy_does_not_let_services_take_is_never_shrunk() 
     s = service("s", 0, 1.0, surges=((300, 600, 2.0),), gpus=1)
     engine, result = run([s, job], text=text)
     assert starts(result, "s/") == [(0.0, ("n1",))]
-    assert engine.loans == []
+    assert engine.state.loans == []
     assert result.totals.resizes == 0
     assert result.totals.preemptions == 0
 
@@ -117,7 +117,7 @@ def test_replicas_never_go_to_a_cloud_pool() -> None:
     c = SimJob("c", 5, 2000, 1, 1, "batch", "standard", "t")
     engine, result = run([b, s, c], mesh_=cloudy, text=burst)
     assert all(
-        engine.cluster.nodes.get(a) is None or not a.startswith("cloud")
+        engine.state.cluster.nodes.get(a) is None or not a.startswith("cloud")
         for _, nodes in starts(result, "s/")
         for a in nodes
     )
@@ -145,11 +145,11 @@ def test_gpu_seconds_of_replicas_add_up(
     e = elastic("e", 0, 4000, nodes=2, least=1)
     four = mesh(node("n1"), node("n2"), node("n3"), node("n4"))
     engine, result = run([s, e], mesh_=four, until_s=100_000.0)
-    served = engine.services["s"]
+    served = engine.services.served["s"]
     span = result.end_s
     assert served.serving_gpu_s <= served.held_gpu_s + 1e-6
     assert least * (span - 10.0) - 1e-6 <= served.held_gpu_s <= 3 * span + 1e-6
-    assert all(not x.open for x in engine.loans)
+    assert all(not x.open for x in engine.state.loans)
     (training,) = [r for r in result.jobs if r.job.id == "e"]
     assert training.end_s is not None
     assert training.progress_s == pytest.approx(4000.0, rel=1e-6)
