@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))  # the tests' emulators
 from meshctl.catalog import load_catalogs  # noqa: E402
 from meshctl.clouds.base import Cloud  # noqa: E402
 from meshctl.controller.burst import Burst  # noqa: E402
-from meshctl.controller.decide import Launch, Teardown  # noqa: E402
+from meshctl.controller.deciding.decide import Launch, Teardown  # noqa: E402
 from meshctl.model import Catalog, Mesh, NodeGroup  # noqa: E402
 from meshctl.pools import local  # noqa: E402
 from meshctl.pools.emulated import EmulatedInstances  # noqa: E402

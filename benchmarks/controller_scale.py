@@ -64,7 +64,7 @@ from schedule import (
 )
 from traces import PHILLY, PhillyJob, philly_jobs, require
 
-from meshctl.controller.decide import Rules
+from meshctl.controller.deciding.decide import Rules
 from meshctl.controller.loop import Controller, CycleReport
 from meshctl.model.mesh import Mesh
 from meshctl.pools.observed import (

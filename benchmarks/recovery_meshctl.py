@@ -34,7 +34,7 @@ from recovery_common import (
     restart_node,
 )
 
-from meshctl.controller.decide import FINISHED  # imported here, not at the loss
+from meshctl.controller.deciding.decide import FINISHED  # imported here, not at the loss
 from meshctl.model.mesh import LocalPool
 from meshctl.pools import local
 from meshctl.state import JobRecord, JobState, open_store

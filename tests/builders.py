@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from meshctl.controller.world import JobView, World
+from meshctl.controller.deciding.world import JobView, World
 from meshctl.model import API_VERSION, Job, Mesh
 from meshctl.pools.observed import ObservedJob, ObservedNode, PoolObservation
 from meshctl.state.records import AttemptRecord, JobRecord, JobState

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from meshctl.app.remote import Remote
     from meshctl.catalog import Found
-    from meshctl.controller.decide import Rules
+    from meshctl.controller.deciding.decide import Rules
     from meshctl.controller.reload import RuleFiles
     from meshctl.model import Accelerators, Catalog, Job, Mesh, MeshState
     from meshctl.policy import PolicySet
@@ -209,7 +209,7 @@ class AppContext:
         self, policies: Path | None = None, held: tuple[Mesh, dict[str, Catalog]] | None = None
     ) -> Rules:
         """``planning`` as the controller's ``Rules``."""
-        from meshctl.controller.decide import Rules
+        from meshctl.controller.deciding.decide import Rules
 
         return Rules(*self.planning(policies, held))
 
@@ -372,7 +372,7 @@ def rules_from(home: Path, files: RuleFiles) -> Rules:
     """The rules in ``files``, loaded and checked as ``validate`` and ``policy validate`` check
     them (``InvalidFileError`` otherwise): what ``controller run`` starts with, what it takes on
     a reload, and what ``meshctl reload`` checks before asking it."""
-    from meshctl.controller.decide import Rules
+    from meshctl.controller.deciding.decide import Rules
 
     providers = Path(files.providers) if files.providers else None
     context = AppContext(home, Path(files.mesh), providers)

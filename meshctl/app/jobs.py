@@ -70,7 +70,7 @@ def row(job: JobRecord, attempt: AttemptRecord | None, now: float) -> dict[str, 
 
 def rows(store: Store, jobs: Sequence[JobRecord]) -> list[dict[str, Any]]:
     """``jobs`` as ``jobs list`` rows, each with its latest attempt."""
-    from meshctl.controller.world import latest_attempts
+    from meshctl.controller.deciding.world import latest_attempts
     from meshctl.state import AttemptRecord
 
     latest = latest_attempts(store.list(AttemptRecord, job_id=[j.id for j in jobs]))
@@ -95,7 +95,7 @@ def listed(store: Store, state: str | None, team: str | None) -> list[dict[str, 
 def show(home: Path, store: Store, record: JobRecord) -> dict[str, Any]:
     """One job as data (``shapes.JobDetail``): ``jobs show`` and the API server alike."""
     from meshctl.app import jobdata, training
-    from meshctl.controller.services import service_of
+    from meshctl.controller.deciding.services import service_of
     from meshctl.controller.serving_apply import serve_ports
     from meshctl.state import LoanRecord
 
@@ -141,7 +141,7 @@ def cancel_one(
     the cancellation (none when there is nothing to cancel)."""
     from dataclasses import replace
 
-    from meshctl.controller.decide import FINISHED
+    from meshctl.controller.deciding.decide import FINISHED
     from meshctl.state import ConflictError, Event, JobRecord, JobState
 
     for _ in range(10):

@@ -94,7 +94,7 @@ def _live(context: Any) -> tuple[list[Any], dict[tuple[str, str], Any], int] | N
     """The mesh as the running controller last recorded it: what each active attempt holds
     (with its pool), each node's health, and how many jobs run; None when no controller runs."""
     from meshctl.controller import daemon
-    from meshctl.controller.nodes import OUT_OF_SERVICE, allocation_of
+    from meshctl.controller.deciding.nodes import OUT_OF_SERVICE, allocation_of
     from meshctl.state import ACTIVE_ATTEMPT, AttemptRecord, NodeRecord
 
     if daemon.running(context.home) is None:

@@ -54,7 +54,7 @@ class Follower:
     decoder: Any = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
 
     def run(self) -> None:
-        from meshctl.controller.decide import FINISHED
+        from meshctl.controller.deciding.decide import FINISHED
         from meshctl.state import ACTIVE_ATTEMPT, JobRecord
 
         self.mesh = self.context.mesh()

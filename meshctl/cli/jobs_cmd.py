@@ -196,7 +196,7 @@ def _follow_remote(remote: Remote, job: str, attempt: int | None) -> None:
     """``logs --follow`` through the API server: every second, what the log gained since the
     last read (from the byte offset the server gave), until the job has ended and its last
     words are out (or Ctrl-C). A new attempt's log is printed from its start."""
-    from meshctl.controller.decide import FINISHED
+    from meshctl.controller.deciding.decide import FINISHED
     from meshctl.state import JobState
 
     job_id = str(remote.call("GET", job_path(job))["id"])
@@ -258,7 +258,7 @@ def wait(
     """Wait until the jobs finish: exit 0 if all succeeded, 1 if any failed or was cancelled,
     124 if the timeout came first (as timeout(1))."""
     from meshctl.cli import render
-    from meshctl.controller.decide import FINISHED
+    from meshctl.controller.deciding.decide import FINISHED
     from meshctl.state import JobRecord, JobState
 
     timeout_s = duration_flag("--timeout", timeout)

@@ -205,7 +205,7 @@ def _name_of(loop: str) -> str:
 def _follow(context: Any, job_id: str, timeout: float, quiet: bool = False) -> None:
     """Print the job's events as they happen until it ends; exit 1 unless it succeeded."""
     from meshctl.cli import render
-    from meshctl.controller.decide import FINISHED
+    from meshctl.controller.deciding.decide import FINISHED
     from meshctl.state import JobRecord
 
     deadline, after = time.monotonic() + timeout, 0
@@ -227,7 +227,7 @@ def _follow_remote(remote: Any, job_id: str, timeout: float, quiet: bool) -> Non
     """``_follow`` through the API server: the job shown again every second, its new events
     printed (they come in order, and only ever grow)."""
     from meshctl.cli import render
-    from meshctl.controller.decide import FINISHED
+    from meshctl.controller.deciding.decide import FINISHED
 
     deadline, seen = time.monotonic() + timeout, 0
     while True:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from meshctl.controller.burst import Burst
 from meshctl.controller.clients import PoolClient
-from meshctl.controller.decide import (
+from meshctl.controller.deciding.decide import (
     AttemptChange,
     CheckpointRequest,
     Dispatch,
@@ -30,10 +30,10 @@ from meshctl.controller.decide import (
     Step,
     Transition,
 )
+from meshctl.controller.deciding.step import ServiceChange
 from meshctl.controller.failpoints import failpoint
 from meshctl.controller.history import History
 from meshctl.controller.records import Recorder
-from meshctl.controller.step import ServiceChange
 from meshctl.controller.writes import JobWrites, lost
 from meshctl.lifecycle import BudgetCrossed, Estimator
 from meshctl.pools.checkpoints import request_checkpoint

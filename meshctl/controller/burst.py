@@ -33,10 +33,7 @@ from functools import partial
 from meshctl.clouds.base import Cloud, Instance, LaunchRequest
 from meshctl.controller.access import Change, CloudAccess, change_events
 from meshctl.controller.charges import ENDED, OPEN, Books
-from meshctl.controller.failpoints import failpoint
-from meshctl.controller.joining import Joiner, StandIn
-from meshctl.controller.rests import Rests
-from meshctl.controller.step import (
+from meshctl.controller.deciding.step import (
     HEAD_PART,
     WORKERS_PART,
     Launch,
@@ -45,6 +42,9 @@ from meshctl.controller.step import (
     own_head,
     workers_part,
 )
+from meshctl.controller.failpoints import failpoint
+from meshctl.controller.joining import Joiner, StandIn
+from meshctl.controller.rests import Rests
 from meshctl.controller.sweep import SWEEP_S, Orphan, ask_again, confirmed, orphans, recorded
 from meshctl.lifecycle import Spend
 from meshctl.lifecycle.clusters import Part, head_of, parts

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from meshctl.controller.world import JobView, ServeSeen
+from meshctl.controller.deciding.world import JobView, ServeSeen
 from meshctl.model.mesh import Mesh
 from meshctl.pools.observed import PoolObservation, Submission
 from meshctl.pools.ray import LogChunk

@@ -32,9 +32,9 @@ from typing import Any
 
 from meshctl.agent.server import PATH, PINS_PATH, PREFETCH_PATH
 from meshctl.agent.watch import AgentReport
-from meshctl.controller.dispatch import placement_nodes
-from meshctl.controller.step import Step
-from meshctl.controller.world import CacheSeen, World
+from meshctl.controller.deciding.dispatch import placement_nodes
+from meshctl.controller.deciding.step import Step
+from meshctl.controller.deciding.world import CacheSeen, World
 from meshctl.model.job import Dataset
 from meshctl.state.records import ACTIVE_ATTEMPT
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Generic, cast
 
-from meshctl.controller.states import FINISHED
-from meshctl.controller.world import latest_attempts, node_busy, past_runs
+from meshctl.controller.deciding.states import FINISHED
+from meshctl.controller.deciding.world import latest_attempts, node_busy, past_runs
 from meshctl.state.kinds import Filter, key_of
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from meshctl.controller.world import JobView, World
+from meshctl.controller.deciding.world import JobView, World
 from meshctl.pools.observed import PoolObservation
 from meshctl.pools.ray import LogChunk
 from meshctl.state.private import open_private, private_dir, write_private

@@ -28,28 +28,28 @@ from meshctl.controller.apply import Applier
 from meshctl.controller.burst import Burst
 from meshctl.controller.clients import PoolClient, ServeSide
 from meshctl.controller.data import DataSync, caches_of
-from meshctl.controller.decide import (
+from meshctl.controller.deciding.decide import (
     FINISHED,
     Rules,
     Step,
     decide,
 )
+from meshctl.controller.deciding.nodes import pools_down
+from meshctl.controller.deciding.world import (
+    Derived,
+    JobView,
+    World,
+    latest_attempts,
+)
 from meshctl.controller.history import History
 from meshctl.controller.leadership import Deposed, Leadership
 from meshctl.controller.logs import LogCopier, attempts_of
-from meshctl.controller.nodes import pools_down
 from meshctl.controller.outage import Outage
 from meshctl.controller.packages import Packages
 from meshctl.controller.progress import ProgressReader
 from meshctl.controller.records import Recorder
 from meshctl.controller.reload import Reloader, in_use_removed
 from meshctl.controller.watch import Watch, in_flux
-from meshctl.controller.world import (
-    Derived,
-    JobView,
-    World,
-    latest_attempts,
-)
 from meshctl.lifecycle import Estimator
 from meshctl.model.job import Job
 from meshctl.policy.tenancy import BudgetStanding

@@ -22,7 +22,7 @@ from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from meshctl.agent.watch import AgentReport
-from meshctl.controller.world import JobView, World
+from meshctl.controller.deciding.world import JobView, World
 from meshctl.model.policy import TeamQuota
 from meshctl.policy.tenancy import BudgetStanding
 from meshctl.state.records import ACTIVE_ATTEMPT

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from meshctl.controller.world import JobView, TrainProgress
+from meshctl.controller.deciding.world import JobView, TrainProgress
 from meshctl.pools.checkpoints import read_progress
 from meshctl.state.records import Event
 from meshctl.state.store import Store

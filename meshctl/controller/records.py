@@ -12,8 +12,8 @@ from dataclasses import replace
 from typing import Any
 
 from meshctl.controller.burst import Burst
-from meshctl.controller.step import NodeChange, RuleError
-from meshctl.controller.world import World
+from meshctl.controller.deciding.step import NodeChange, RuleError
+from meshctl.controller.deciding.world import World
 from meshctl.model.mesh import Mesh
 from meshctl.pools.observed import ObservedNode
 from meshctl.state.records import Event, NodeDetail, NodeRecord, NodeState, PoolRecord

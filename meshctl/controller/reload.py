@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from meshctl.controller.decide import Rules
+from meshctl.controller.deciding.decide import Rules
 from meshctl.controller.rundir import run_dir
 from meshctl.model.mesh import LocalPool
 from meshctl.problems import InvalidFileError

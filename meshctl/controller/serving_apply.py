@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from meshctl.controller.deciding.world import JobView, ServeSeen
 from meshctl.controller.packages import Packages
-from meshctl.controller.world import JobView, ServeSeen
 from meshctl.host.ports import free_port
 from meshctl.model.mesh import LocalPool, Mesh
 from meshctl.pools.serve import ServeApp, ServeClient
@@ -140,7 +140,7 @@ class ServeDeployer:
         ``views``: the cycle's jobs; the services among them are read again, as this cycle
         left them (a job the cycle did not see has no attempt yet: only a controller makes
         one, from the jobs it saw)."""
-        from meshctl.controller.world import latest_attempts
+        from meshctl.controller.deciding.world import latest_attempts
         from meshctl.model import Job
         from meshctl.state.records import AttemptRecord
 

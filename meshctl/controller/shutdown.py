@@ -20,8 +20,8 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import TypeVar
 
-from meshctl.controller.decide import HOLDING
-from meshctl.controller.world import latest_attempts
+from meshctl.controller.deciding.decide import HOLDING
+from meshctl.controller.deciding.world import latest_attempts
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,
     AttemptRecord,

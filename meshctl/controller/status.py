@@ -20,9 +20,9 @@ from pydantic import with_config
 from typing_extensions import TypedDict
 
 from meshctl.controller.daemon import live_beat
-from meshctl.controller.decide import FINISHED, QUEUED
+from meshctl.controller.deciding.decide import FINISHED, QUEUED
+from meshctl.controller.deciding.world import latest_attempts
 from meshctl.controller.runtime import why_not_driven
-from meshctl.controller.world import latest_attempts
 from meshctl.jsondata import STRICT, EventData, Timestamp, event_data, timestamp
 from meshctl.state.records import ACTIVE_ATTEMPT, AttemptRecord, JobRecord, PoolRecord
 

@@ -92,7 +92,7 @@ def check(
         pool = mesh.pool(pool_name)
         if pool is not None:
             # the controller's view of nodes and jobs: imported only when a pool is observed
-            from meshctl.controller.nodes import observed_nodes
+            from meshctl.controller.deciding.nodes import observed_nodes
 
             extra = observed_nodes(pool, observation)
             snapshot = replace(snapshot, nodes=snapshot.nodes + tuple(extra))

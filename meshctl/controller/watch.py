@@ -35,8 +35,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from meshctl.controller.step import Dispatch
-from meshctl.controller.world import World
+from meshctl.controller.deciding.step import Dispatch
+from meshctl.controller.deciding.world import World
 from meshctl.state.records import AttemptState
 from meshctl.workload.storage import prepare
 from meshctl.workload.train.nominations import asked_here

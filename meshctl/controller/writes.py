@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import cast
 
-from meshctl.controller.decide import FINISHED, AttemptChange, Transition
+from meshctl.controller.deciding.decide import FINISHED, AttemptChange, Transition
+from meshctl.controller.deciding.states import ALLOWED
 from meshctl.controller.history import History
-from meshctl.controller.states import ALLOWED
 from meshctl.state.kinds import key_of
 from meshctl.state.records import AttemptRecord, Event, JobRecord
 from meshctl.state.store import ConflictError, NotFoundError, R, Store, Write

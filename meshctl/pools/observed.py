@@ -1,5 +1,5 @@
 """What a pool reports and what it is sent: plain data shared by the adapters and the pure
-controller core (``meshctl.controller.decide``), so neither depends on the other.
+controller core (``meshctl.controller.deciding.decide``), so neither depends on the other.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The controller records the reason of a transition as the event's message, in wor
 nodes and jobs (``node gpu-3 is unhealthy: XID 79``). A metric labelled with that text would
 grow a series per node and per job; these tables map it onto a bounded set of names, written
 as Kueue writes its reasons (CamelCase). What no row matches is ``Other``. The rows follow the
-words of ``meshctl.lifecycle.effects`` and ``meshctl.controller.states``; a test feeds each
+words of ``meshctl.lifecycle.effects`` and ``meshctl.controller.deciding.states``; a test feeds each
 producer's words through ``classify`` so the two cannot drift apart. Pure.
 """
 

@@ -14,7 +14,7 @@ group holds, so Ray refuses to over-commit the nodes.
 The group belongs to this process's Ray job: should this process die (the Ray job stopped
 with SIGKILL, its node lost), Ray removes the group itself.
 
-What the controller writes (``meshctl.controller.dispatch``):
+What the controller writes (``meshctl.controller.deciding.dispatch``):
 
 - ``MESHCTL_BUNDLES``: JSON, a list of Ray resource maps, one per node;
 - ``MESHCTL_NODE_LABEL`` and ``MESHCTL_NODE_IDS``: the label each bundle is pinned by and its

@@ -24,8 +24,8 @@ from typing import Any
 
 from meshctl.clouds.base import Instance
 from meshctl.clouds.fake import FakeCloud
-from meshctl.controller.step import own_head
-from meshctl.controller.world import JobView, ServeSeen
+from meshctl.controller.deciding.step import own_head
+from meshctl.controller.deciding.world import JobView, ServeSeen
 from meshctl.model.catalog import Catalog
 from meshctl.pools.observed import (
     NODE_LABEL,

@@ -25,9 +25,9 @@ from typing import Any
 
 from meshctl.clouds.fake import FakeCloud
 from meshctl.controller.burst import Burst
+from meshctl.controller.deciding.step import Rules, Step
 from meshctl.controller.loop import Controller
 from meshctl.controller.progress import ProgressReader
-from meshctl.controller.step import Rules, Step
 from meshctl.controller.submit import Rejected, check, enqueue
 from meshctl.lifecycle import (
     BudgetCrossed,

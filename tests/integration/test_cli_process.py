@@ -37,7 +37,7 @@ def test_help_imports_no_heavy_module():
 # the controller's loop, the daemon and the clients of pools and clouds.
 NOT_FOR_SUBMIT = (
     "ray", "boto3", "botocore", "google", "torch", "pyarrow", "matplotlib", "rich", "psycopg",
-    "prompt_toolkit", "pygments", "meshctl.controller.decide", "meshctl.controller.loop",
+    "prompt_toolkit", "pygments", "meshctl.controller.deciding.decide", "meshctl.controller.loop",
     "meshctl.controller.daemon", "meshctl.controller.runtime", "meshctl.clouds",
     "meshctl.pools.ray", "meshctl.pools.local", "meshctl.sim", "meshctl.data",
 )  # fmt: skip

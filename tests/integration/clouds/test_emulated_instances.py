@@ -16,7 +16,7 @@ import pytest
 from meshctl.catalog import load_catalogs
 from meshctl.clouds.aws import AwsCloud
 from meshctl.controller.burst import Burst
-from meshctl.controller.decide import Launch, Teardown
+from meshctl.controller.deciding.decide import Launch, Teardown
 from meshctl.model import Mesh
 from meshctl.pools import local
 from meshctl.pools.emulated import EmulatedInstances, node_name

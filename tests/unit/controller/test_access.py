@@ -11,7 +11,7 @@ from meshctl.clouds.base import Unavailable
 from meshctl.clouds.fake import FakeCloud
 from meshctl.controller.access import RECHECK_S, CloudAccess
 from meshctl.controller.burst import Burst
-from meshctl.controller.decide import Rules, decide
+from meshctl.controller.deciding.decide import Rules, decide
 from meshctl.controller.loop import Controller
 from meshctl.model import Mesh
 from meshctl.model.mesh import Pool

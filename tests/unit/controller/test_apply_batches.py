@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from meshctl.controller.decide import Transition
+from meshctl.controller.deciding.decide import Transition
 from meshctl.state import JobRecord, JobState, MemoryStore, Record, StoreError, Write
 
 from .test_loop import Clock, FakePool, controller, queue

@@ -15,8 +15,8 @@ import pytest
 
 from meshctl.agent.watch import AgentReport, AgentStatus
 from meshctl.controller.data import PIN_EVERY_S, RETRY_S, DataSync, caches_of
-from meshctl.controller.step import Step
-from meshctl.controller.world import CacheSeen, JobView, World
+from meshctl.controller.deciding.step import Step
+from meshctl.controller.deciding.world import CacheSeen, JobView, World
 from meshctl.lifecycle.datacache import location_name
 from meshctl.scheduler.plan import Plan
 from tests import builders
@@ -162,7 +162,7 @@ def test_caches_of_reads_what_is_whole_on_its_way_and_failed() -> None:
 
 
 def test_a_job_on_two_nodes_is_told_each_nodes_copy_and_its_source() -> None:
-    from meshctl.controller.decide import decide
+    from meshctl.controller.deciding.decide import decide
     from tests.unit.controller.test_decide import RULES, pool
 
     caches = {"onprem/n1": cache("n1")}  # n2 keeps no cache

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshctl.controller.decide import (
+from meshctl.controller.deciding.decide import (
     STOP_MARGIN_S,
     UNHEALTHY_GRACE_S,
     Resubmit,
@@ -21,7 +21,7 @@ from meshctl.controller.decide import (
     decide,
     pool_mtbf_s,
 )
-from meshctl.controller.world import JobView, TrainProgress, World
+from meshctl.controller.deciding.world import JobView, TrainProgress, World
 from meshctl.model import Mesh
 from meshctl.model.mesh import Graces
 from meshctl.model.policy import UNKNOWN_RUNTIME_S

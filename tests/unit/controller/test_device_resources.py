@@ -14,10 +14,10 @@ import pytest
 from meshctl.boot.join import parse, ray_args
 from meshctl.boot.metadata import Identity
 from meshctl.catalog import load_accelerators
-from meshctl.controller.decide import decide
-from meshctl.controller.nodes import nodes as nodes_of
-from meshctl.controller.step import Rules
-from meshctl.controller.world import JobView, World
+from meshctl.controller.deciding.decide import decide
+from meshctl.controller.deciding.nodes import nodes as nodes_of
+from meshctl.controller.deciding.step import Rules
+from meshctl.controller.deciding.world import JobView, World
 from meshctl.model.mesh import NodeGroup
 from meshctl.pools.local import _shape_args
 from meshctl.pools.observed import ObservedNode

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from meshctl.controller.decide import decide
+from meshctl.controller.deciding.decide import decide
+from meshctl.controller.deciding.step import Rules
 from meshctl.controller.logs import read_copy
-from meshctl.controller.step import Rules
 from meshctl.pools import driverlogs
 from meshctl.state.records import AttemptRecord, JobRecord, JobState
 from meshctl.workload.exits import exit_status, without_exit_line, wrapped

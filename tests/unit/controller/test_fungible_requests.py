@@ -12,9 +12,9 @@ import pytest
 
 from meshctl.app.admission import with_options
 from meshctl.catalog import fungible, load_accelerators
-from meshctl.controller.decide import decide
-from meshctl.controller.step import Rules
-from meshctl.controller.world import JobView, World
+from meshctl.controller.deciding.decide import decide
+from meshctl.controller.deciding.step import Rules
+from meshctl.controller.deciding.world import JobView, World
 from meshctl.lifecycle.snapshot import running_of
 from meshctl.model import Job
 from meshctl.pools.observed import ObservedNode

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from meshctl.controller.deciding.nodes import nodes
 from meshctl.controller.loop import Controller
-from meshctl.controller.nodes import nodes
 from meshctl.pools.observed import node_name
 from meshctl.state import InstanceRecord, MemoryStore
 from meshctl.state.records import InstanceState
@@ -69,7 +69,7 @@ def test_an_instance_its_launch_joined_after_the_watch_read_it_is_not_joined_aga
     Joining it again would start its node anew under the job just placed there (on the
     emulated clouds: stop it first, and the job loses its node)."""
     from meshctl.controller.burst import Burst
-    from meshctl.controller.step import Rules
+    from meshctl.controller.deciding.step import Rules
     from tests.unit.controller.test_loop import Clock, clouds_mesh
 
     mesh, catalogs, shipped, clouds = clouds_mesh(1)
@@ -94,7 +94,7 @@ def test_an_instance_recorded_after_the_sweep_read_the_records_is_no_orphan() ->
     the records is listed by the provider but was not among them; it is neither adopted nor
     terminated."""
     from meshctl.controller.burst import Burst
-    from meshctl.controller.step import Rules
+    from meshctl.controller.deciding.step import Rules
     from meshctl.controller.sweep import Orphan
     from tests.unit.controller.test_loop import Clock, clouds_mesh
 

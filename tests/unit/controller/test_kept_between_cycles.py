@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from meshctl.controller.deciding.nodes import running
+from meshctl.controller.deciding.world import Derived, JobView, TrainProgress, World
 from meshctl.controller.history import History
-from meshctl.controller.nodes import running
-from meshctl.controller.world import Derived, JobView, TrainProgress, World
 from meshctl.lifecycle import Estimator
 from meshctl.state import AttemptDetail, AttemptRecord, Held, JobRecord, JobState, SqliteStore
 from meshctl.state.store import Write

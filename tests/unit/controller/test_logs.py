@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from meshctl.controller.deciding.world import World
 from meshctl.controller.logs import (
     CAP_BYTES,
     HEAD_BYTES,
@@ -27,7 +28,6 @@ from meshctl.controller.logs import (
     marker,
     read_copy,
 )
-from meshctl.controller.world import World
 from meshctl.pools.observed import PoolObservation
 from meshctl.pools.ray import LogChunk
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from meshctl.controller.decide import Rules
+from meshctl.controller.deciding.decide import Rules
 from meshctl.controller.loop import Controller
 from meshctl.controller.submit import Admission, enqueue
 from meshctl.model import Job
@@ -388,7 +388,7 @@ def test_a_checkpoint_request_is_written_for_the_job_to_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str | None, written: bool
 ) -> None:
     from meshctl import workload
-    from meshctl.controller.decide import CheckpointRequest, Step
+    from meshctl.controller.deciding.decide import CheckpointRequest, Step
 
     store, clock = MemoryStore(), Clock()
     uri = storage.format(tmp=tmp_path) + "/a" if storage else None

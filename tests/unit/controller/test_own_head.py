@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from meshctl.controller.burst import Burst
+from meshctl.controller.deciding.step import Rules
 from meshctl.controller.loop import Controller
-from meshctl.controller.step import Rules
 from meshctl.state import InstanceRecord, JobRecord, JobState, MemoryStore, PoolRecord
 from tests.unit.controller.test_loop import Clock, clouds_mesh, queue
 
@@ -92,8 +92,8 @@ def test_a_head_left_alone_is_idle_from_the_last_job_on_its_pool(
     """The head's worker taken back an hour after they came up, its job ended then: the head
     is idle from the end of that job, not from its own launch (a requeued job gets the pool's
     idle time to come back to the same cluster)."""
-    from meshctl.controller.idle import idle_pools
-    from meshctl.controller.step import Step
+    from meshctl.controller.deciding.idle import idle_pools
+    from meshctl.controller.deciding.step import Step
     from meshctl.pools.observed import node_name
 
     store, clock, _, loop = headed()
@@ -135,8 +135,8 @@ def test_the_head_goes_with_the_last_worker_workers_first() -> None:
 def test_the_head_stays_while_a_launch_to_its_pool_is_in_flight(
     in_flight: frozenset[str], going: int
 ) -> None:
-    from meshctl.controller.idle import idle_pools
-    from meshctl.controller.step import Step
+    from meshctl.controller.deciding.idle import idle_pools
+    from meshctl.controller.deciding.step import Step
 
     store, clock, _, loop = headed()
     spill = queue(store, "spill")

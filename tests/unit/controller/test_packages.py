@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from meshctl.controller.decide import Rules
+from meshctl.controller.deciding.decide import Rules
 from meshctl.controller.loop import Controller
 from meshctl.controller.packages import BadArchive, Packages, TooLarge, archive, unpack_archive
 from meshctl.controller.submit import Admission, enqueue

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from meshctl.controller.deciding.step import NodeChange
 from meshctl.controller.records import Recorder
-from meshctl.controller.step import NodeChange
 from meshctl.state import MemoryStore, NodeRecord
 
 pytestmark = pytest.mark.unit

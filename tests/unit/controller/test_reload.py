@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from meshctl.app.context import rules_from
-from meshctl.controller.decide import Rules
+from meshctl.controller.deciding.decide import Rules
 from meshctl.controller.loop import Controller
 from meshctl.controller.reload import (
     WATCH_S,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from meshctl.controller.decide import Replacement, decide
-from meshctl.controller.dispatch import REPLACE_WAIT_S
+from meshctl.controller.deciding.decide import Replacement, decide
+from meshctl.controller.deciding.dispatch import REPLACE_WAIT_S
 from meshctl.controller.loop import Controller
 from meshctl.lifecycle.effects import UNHEALTHY_GRACE_S
 from meshctl.model import Job
@@ -206,7 +206,7 @@ class Pool:
 
 
 def test_a_replacement_is_recorded_and_the_run_told_its_new_pins(tmp_path: Path) -> None:
-    from meshctl.controller.step import Rules
+    from meshctl.controller.deciding.step import Rules
     from meshctl.controller.submit import Admission, enqueue
     from meshctl.scheduler.plan import Decision
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from meshctl.controller.decide import Rules, decide
-from meshctl.controller.services import replica_id, service_of
-from meshctl.controller.world import JobView, ServeSeen, World
+from meshctl.controller.deciding.decide import Rules, decide
+from meshctl.controller.deciding.services import replica_id, service_of
+from meshctl.controller.deciding.world import JobView, ServeSeen, World
 from meshctl.policy import compile_policies
 from meshctl.policy.compiled import Source
 from meshctl.pools.observed import ObservedJob, PoolObservation

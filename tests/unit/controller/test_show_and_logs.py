@@ -19,8 +19,8 @@ from meshctl.app.context import AppContext
 from meshctl.cli import jobview
 from meshctl.cli.app import app
 from meshctl.cli.joblogs import Follower
+from meshctl.controller.deciding.world import JobView
 from meshctl.controller.logs import copy_path
-from meshctl.controller.world import JobView
 from meshctl.state import Decision, Event, JobState, open_store
 from meshctl.state.private import private_dir, write_private
 

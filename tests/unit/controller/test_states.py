@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from meshctl.controller.states import ALLOWED, TRANSITIONS
+from meshctl.controller.deciding.states import ALLOWED, TRANSITIONS
 from meshctl.state.records import JobState
 
 pytestmark = pytest.mark.unit

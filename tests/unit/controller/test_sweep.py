@@ -13,7 +13,7 @@ import pytest
 from meshctl.clouds.base import Instance
 from meshctl.controller import failpoints
 from meshctl.controller.burst import Burst
-from meshctl.controller.step import Launch, Teardown
+from meshctl.controller.deciding.step import Launch, Teardown
 from meshctl.controller.sweep import RETERMINATE_S, SWEEP_S, ask_again, confirmed, orphans
 from meshctl.state import InstanceRecord, JobRecord, JobState, MemoryStore
 from tests.unit.controller.test_loop import clouds_mesh, queue

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from meshctl.catalog import load_accelerators
-from meshctl.controller.dispatch import devices_of
-from meshctl.controller.step import Rules
+from meshctl.controller.deciding.dispatch import devices_of
+from meshctl.controller.deciding.step import Rules
 from tests import builders
 from tests.builders import aws_pool, local_pool, node_group
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from meshctl.controller.nodes import _others_gpus
+from meshctl.controller.deciding.nodes import _others_gpus
 from meshctl.lifecycle.snapshot import NodeShape, node_of
 from meshctl.pools.observed import ObservedNode
 from meshctl.scheduler import Allocation

@@ -122,7 +122,7 @@ def test_run_files_tokens_and_health_signals_are_private(tmp_path: Path) -> None
 
 
 def test_a_controller_cycle_writes_privately(tmp_path: Path) -> None:
-    from meshctl.controller.decide import Rules
+    from meshctl.controller.deciding.decide import Rules
     from meshctl.controller.logs import LogCopier
     from meshctl.controller.loop import Controller
     from meshctl.state import MemoryStore

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
-from meshctl.controller.step import Dispatch, Rules, submission_id
-from meshctl.controller.world import JobView, World
+from meshctl.controller.deciding.step import Dispatch, Rules, submission_id
+from meshctl.controller.deciding.world import JobView, World
 from meshctl.lifecycle import Start
 from meshctl.lifecycle.datacache import current_path, env_name
 from meshctl.lifecycle.replacing import drivers_apart

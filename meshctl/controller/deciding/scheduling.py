@@ -20,14 +20,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from meshctl.controller import services
-from meshctl.controller.dispatch import dispatch, placement_nodes
-from meshctl.controller.idle import joined
-from meshctl.controller.leaving import leave
-from meshctl.controller.nodes import FINISHED_STATES
-from meshctl.controller.nodes import nodes as observed
-from meshctl.controller.nodes import running as running_of
-from meshctl.controller.step import (
+from meshctl.controller.deciding import services
+from meshctl.controller.deciding.dispatch import dispatch, placement_nodes
+from meshctl.controller.deciding.idle import joined
+from meshctl.controller.deciding.leaving import leave
+from meshctl.controller.deciding.nodes import FINISHED_STATES
+from meshctl.controller.deciding.nodes import nodes as observed
+from meshctl.controller.deciding.nodes import running as running_of
+from meshctl.controller.deciding.step import (
     DecisionNote,
     RuleError,
     Rules,
@@ -35,7 +35,7 @@ from meshctl.controller.step import (
     launch_request_id,
     own_head,
 )
-from meshctl.controller.world import JobView, World, request_of
+from meshctl.controller.deciding.world import JobView, World, request_of
 from meshctl.lifecycle import Backlog, Estimate, Estimator, Launch, Leave, Start, effects, lending
 from meshctl.lifecycle.snapshot import (
     configured_pools,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from meshctl.controller.dispatch import placement_nodes
-from meshctl.controller.step import Rules, Step, Teardown, own_head
-from meshctl.controller.world import JobView, World
+from meshctl.controller.deciding.dispatch import placement_nodes
+from meshctl.controller.deciding.step import Rules, Step, Teardown, own_head
+from meshctl.controller.deciding.world import JobView, World
 from meshctl.lifecycle.teardown import CloudNode, idle
 from meshctl.model.mesh import AwsPool, GcpPool
 from meshctl.pools.observed import node_name

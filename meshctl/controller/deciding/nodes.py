@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
-from meshctl.controller.world import JobView, World, request_of
+from meshctl.controller.deciding.world import JobView, World, request_of
 from meshctl.lifecycle import Estimator
 from meshctl.lifecycle.snapshot import (
     NodeShape,

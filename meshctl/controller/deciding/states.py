@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from meshctl.controller.dispatch import failures_before, submission
-from meshctl.controller.leaving import taken_back
-from meshctl.controller.step import AttemptChange, Resubmit, Rules, Step, Stop, Transition
-from meshctl.controller.world import JobView, World
+from meshctl.controller.deciding.dispatch import failures_before, submission
+from meshctl.controller.deciding.leaving import taken_back
+from meshctl.controller.deciding.step import AttemptChange, Resubmit, Rules, Step, Stop, Transition
+from meshctl.controller.deciding.world import JobView, World
 from meshctl.lifecycle import Left, Requeue
 from meshctl.lifecycle.effects import requeue_or_fail
 from meshctl.pools.observed import INFRA_ERRORS, RAY_ACTIVE, ObservedJob

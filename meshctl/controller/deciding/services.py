@@ -23,10 +23,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from meshctl.controller.dispatch import held_of
-from meshctl.controller.nodes import allocation_of
-from meshctl.controller.step import ServiceChange, Step, Transition
-from meshctl.controller.world import JobView, ServeSeen, request_of
+from meshctl.controller.deciding.dispatch import held_of
+from meshctl.controller.deciding.nodes import allocation_of
+from meshctl.controller.deciding.step import ServiceChange, Step, Transition
+from meshctl.controller.deciding.world import JobView, ServeSeen, request_of
 from meshctl.lifecycle import Launch, Leave, Start, serving
 from meshctl.model.job import Serve
 from meshctl.scheduler import Pending, Running

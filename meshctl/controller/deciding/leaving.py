@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from meshctl.controller.dispatch import checkpoint_of, held_of, placement_nodes
-from meshctl.controller.nodes import allocation_of
-from meshctl.controller.step import (
+from meshctl.controller.deciding.dispatch import checkpoint_of, held_of, placement_nodes
+from meshctl.controller.deciding.nodes import allocation_of
+from meshctl.controller.deciding.step import (
     AttemptChange,
     CheckpointRequest,
     NodeChange,
@@ -20,7 +20,7 @@ from meshctl.controller.step import (
     Step,
     Transition,
 )
-from meshctl.controller.world import JobView, World
+from meshctl.controller.deciding.world import JobView, World
 from meshctl.lifecycle import Leave, Left, Replace, effects
 from meshctl.lifecycle.effects import STOP_MARGIN_S, UNHEALTHY_GRACE_S
 from meshctl.lifecycle.replacing import Free

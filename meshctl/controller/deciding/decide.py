@@ -16,9 +16,9 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import replace
 
-from meshctl.controller.dispatch import placement_nodes, pool_mtbf_s, submission
-from meshctl.controller.idle import idle_pools
-from meshctl.controller.leaving import (
+from meshctl.controller.deciding.dispatch import placement_nodes, pool_mtbf_s, submission
+from meshctl.controller.deciding.idle import idle_pools
+from meshctl.controller.deciding.leaving import (
     STOP_MARGIN_S,
     UNHEALTHY_GRACE_S,
     dead_nodes,
@@ -26,10 +26,10 @@ from meshctl.controller.leaving import (
     reclaimed,
     unhealthy,
 )
-from meshctl.controller.nodes import observed_nodes
-from meshctl.controller.scheduling import scheduling
-from meshctl.controller.states import FINISHED, HOLDING, QUEUED, reconcile
-from meshctl.controller.step import (
+from meshctl.controller.deciding.nodes import observed_nodes
+from meshctl.controller.deciding.scheduling import scheduling
+from meshctl.controller.deciding.states import FINISHED, HOLDING, QUEUED, reconcile
+from meshctl.controller.deciding.step import (
     AttemptChange,
     CheckpointRequest,
     DecisionNote,
@@ -47,7 +47,7 @@ from meshctl.controller.step import (
     launch_request_id,
     submission_id,
 )
-from meshctl.controller.world import JobView, World
+from meshctl.controller.deciding.world import JobView, World
 from meshctl.lifecycle import effects
 from meshctl.state.records import JobState, NodeRecord, NodeState
 
