@@ -48,9 +48,9 @@ from meshctl.catalog import load_catalog
 from meshctl.files.policies import read_mesh, read_policy_files
 from meshctl.model.mesh import Mesh, RayPool
 from meshctl.policy.compiled import compile_policies
-from meshctl.sim import engine as sim
-from meshctl.sim.workload import DAY_S, SimJob
-from meshctl.simrun import RunSpec, config_of, jobs_of, sim_mesh
+from meshctl.sim.core import engine as sim
+from meshctl.sim.core.workload import DAY_S, SimJob
+from meshctl.sim.run import RunSpec, config_of, jobs_of, sim_mesh
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "sim"

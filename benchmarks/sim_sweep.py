@@ -13,7 +13,7 @@ seconds here).
   runs every run as a Ray task there (one CPU each, so three at once); timed from the
   command's start to its exit (start-up, connecting, gathering included). The mesh is
   brought down after.
-- serial: the same runs in this process, one after another (``meshctl.simrun.run``, what
+- serial: the same runs in this process, one after another (``meshctl.sim.run.run``, what
   each task runs), policies compiled once per set.
 
 Printed (and with ``--json``, one object): both wall times, ``speedup`` (serial over sweep),
@@ -39,7 +39,7 @@ from traces import PHILLY, require
 from meshctl.app.context import AppContext
 from meshctl.files.policies import read_mesh, read_policy_files
 from meshctl.policy.compiled import compile_policies
-from meshctl.simrun import RunSpec, run
+from meshctl.sim.run import RunSpec, run
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "sim"

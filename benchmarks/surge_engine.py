@@ -4,7 +4,7 @@ code, held to it by the differential check), against a static split of the same 
 
     python benchmarks/surge_engine.py [--gpus 1000] [--days 1] [--seed 0] [--json]
 
-The mesh: ``--gpus`` GPUs on nodes of 8. The service is ``meshctl.sim.inference.diurnal``'s
+The mesh: ``--gpus`` GPUs on nodes of 8. The service is ``meshctl.sim.core.inference.diurnal``'s
 (one GPU a replica, 0.25 s a request, a target of 2 in flight, out after 30 s, in after 10
 minutes; at the daily peak a tenth of the GPUs, at the trough half that; two surges a day on
 average, 30 minutes at eight times the rate), at a higher priority than training. Training: a
@@ -44,11 +44,11 @@ from meshctl.lifecycle.serving import ServeSpec
 from meshctl.policy.compiled import PolicySet, Source, compile_policies
 from meshctl.policy.facts import MeshSnapshot, PoolFacts
 from meshctl.scheduler import PoolInfo, SchedulerConfig
-from meshctl.sim.engine import Engine, SimConfig, SimMesh
-from meshctl.sim.failures import Checkpoints
-from meshctl.sim.inference import DAY_S, SimServe, diurnal
-from meshctl.sim.services import surge_to_serving
-from meshctl.sim.workload import SimJob
+from meshctl.sim.core.engine import Engine, SimConfig, SimMesh
+from meshctl.sim.core.failures import Checkpoints
+from meshctl.sim.core.inference import DAY_S, SimServe, diurnal
+from meshctl.sim.core.services import surge_to_serving
+from meshctl.sim.core.workload import SimJob
 
 POLICY = """\
 apiVersion: meshctl/v1

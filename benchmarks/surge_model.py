@@ -3,7 +3,7 @@ training, against a static split of the same GPUs.
 
     python benchmarks/surge_model.py [--days 7] [--seed 0] [--json]
 
-The service is ``meshctl.sim.inference.diurnal``'s, what ``meshctl sim run --inference
+The service is ``meshctl.sim.core.inference.diurnal``'s, what ``meshctl sim run --inference
 diurnal`` adds to a mesh: one GPU a replica, 0.25 s a request, 2 requests in flight per
 replica as the target, Serve's default delays (out after 30 s above target, in after 10
 minutes below); at the daily peak its traffic needs a tenth of the GPUs, at the trough half
@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from meshctl.sim.inference import DAY_S, diurnal, figures
+from meshctl.sim.core.inference import DAY_S, diurnal, figures
 
 GPUS = 10_000.0
 

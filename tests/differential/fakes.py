@@ -6,7 +6,7 @@ a stand-in for a Ray cluster's Jobs API (``FakePool``: ``observe``, ``submit``, 
 cloud is ``meshctl.clouds.fake.FakeCloud``, and an instance becomes a node of the aws pool's
 cluster ``provision_s`` after its launch (``FakeJoiner``, in place of
 ``meshctl.pools.emulated``). A job works as the simulator's model of one does
-(``meshctl.sim.failures.Segment``): it computes its remaining work, writes a checkpoint every
+(``meshctl.sim.core.failures.Segment``): it computes its remaining work, writes a checkpoint every
 ``checkpoint_s`` of it (recorded where ``meshctl.workload.train`` records them, which the controller
 reads), and when stopped keeps its last checkpoint, or what it had done when the controller
 asked it to checkpoint (the request file the controller writes). A node that fails fails the
@@ -38,7 +38,7 @@ from meshctl.pools.observed import (
     node_name,
 )
 from meshctl.pools.ray import LogChunk
-from meshctl.sim.failures import Segment
+from meshctl.sim.core.failures import Segment
 from meshctl.workload import request_uri
 from tests.differential.scenario import AWS_TYPE, CPUS_PER_GPU, MEMORY_GIB_PER_GPU, Scenario
 
@@ -122,7 +122,7 @@ class FakeWorld:
                 break
             first_end = min(ends) if ends else None
             # at one instant, work that is done is done first: a job whose work ends as its
-            # node fails has finished (the simulator's order of ties: meshctl.sim.events)
+            # node fails has finished (the simulator's order of ties: meshctl.sim.core.events)
             if due and (first_end is None or due[0][0] < first_end[0]):
                 event = due[0]
                 self._events.remove(event)

@@ -45,10 +45,10 @@ from meshctl.lifecycle import (
 from meshctl.lifecycle.clusters import head_of
 from meshctl.pools.observed import node_name
 from meshctl.scheduler import SchedulerConfig
-from meshctl.sim.engine import Engine, SimConfig
-from meshctl.sim.failures import Checkpoints
-from meshctl.sim.fleet import CloudPool
-from meshctl.simrun import sim_mesh
+from meshctl.sim.core.engine import Engine, SimConfig
+from meshctl.sim.core.failures import Checkpoints
+from meshctl.sim.core.fleet import CloudPool
+from meshctl.sim.run import sim_mesh
 from meshctl.state import AttemptRecord, JobRecord, JobState, MemoryStore
 from tests.differential.fakes import FakeJoiner, FakePool, FakeServe, FakeWorld
 from tests.differential.scenario import CPUS_PER_GPU, EPOCH_S, MEMORY_GIB_PER_GPU, Scenario

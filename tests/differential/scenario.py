@@ -20,7 +20,7 @@ from meshctl.model.catalog import Catalog
 from meshctl.model.job import Job
 from meshctl.model.mesh import Mesh
 from meshctl.policy.compiled import PolicySet, Source, compile_policies
-from meshctl.sim.workload import SimJob, job_document
+from meshctl.sim.core.workload import SimJob, job_document
 
 EPOCH_S = 1_798_761_600.0  # 2027-01-01T00:00:00Z: both clocks start here
 AWS_TYPE = "g6.xlarge"  # 1 L4 GPU, 4 vCPUs, 16 GiB, in the shipped catalog

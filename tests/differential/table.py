@@ -11,8 +11,8 @@ import random
 from dataclasses import replace
 
 from meshctl.lifecycle.serving import ServeSpec
-from meshctl.sim.inference import SimServe, Surge, Traffic
-from meshctl.sim.workload import SimJob
+from meshctl.sim.core.inference import SimServe, Surge, Traffic
+from meshctl.sim.core.workload import SimJob
 from tests.differential.scenario import Cloud, Scenario
 
 PRIORITIES = """

@@ -1,6 +1,6 @@
 """``meshctl sim run|compare|sweep``: the production core over a trace, offline.
 
-All read a mesh file, policy files and a trace, run the simulator (``meshctl.simrun``) with
+All read a mesh file, policy files and a trace, run the simulator (``meshctl.sim.run``) with
 a progress bar on stderr, and print a table (``meshctl.cli.sim.view``; the JSON with ``-o
 json``). ``run`` runs once and ``--out`` writes ``report.json`` and PNG charts. ``sweep`` runs
 every policy set x trace x seed as Ray tasks (``simrun.rayrun``) on the embedded mesh or
@@ -25,7 +25,7 @@ from meshctl.errors import InvalidRequestError
 
 if TYPE_CHECKING:
     from meshctl.app.context import AppContext
-    from meshctl.simrun import Outcome, RunSpec
+    from meshctl.sim.run import Outcome, RunSpec
 
 app = typer.Typer(
     help="Simulate the mesh: the production scheduler and policies over real traces.",
@@ -101,7 +101,7 @@ def _spec(
     candidates: int,
     queue_depth: int,
 ) -> RunSpec:
-    from meshctl.simrun import FAILURE_PRESETS, RunSpec
+    from meshctl.sim.run import FAILURE_PRESETS, RunSpec
 
     if failures not in FAILURE_PRESETS:
         raise InvalidRequestError(
@@ -140,7 +140,7 @@ def _simulate(context: AppContext, spec: RunSpec, policy_paths: list[Path], labe
     from meshctl.files import load_path
     from meshctl.files.policies import read_mesh
     from meshctl.problems import InvalidFileError
-    from meshctl.simrun import run
+    from meshctl.sim.run import run
 
     mesh = read_mesh(spec.mesh)
     catalogs = context.catalog_map()
@@ -225,7 +225,7 @@ def run_cmd(
     """Replay a trace on the mesh under the policies; print what it measured."""
     import dataclasses
 
-    from meshctl.simrun import write
+    from meshctl.sim.run import write
 
     if inference not in ("none", "diurnal"):
         raise InvalidRequestError(f"--inference: expected none or diurnal, got {inference!r}")
@@ -290,8 +290,8 @@ def compare_cmd(
     """Run several policy sets on the same mesh, trace and seed: a sweep of one seed, run
     here (no Ray); print them side by side."""
     from meshctl.cli.sim.view import emit_sweep
-    from meshctl.simrun import write, write_sweep
-    from meshctl.simrun.sweep import Finished, RunKey, Sweep
+    from meshctl.sim.run import write, write_sweep
+    from meshctl.sim.run.sweep import Finished, RunKey, Sweep
 
     context = app_context(ctx)
     _charts_possible(out, charts)
@@ -366,9 +366,9 @@ def sweep_cmd(
 
     from meshctl.cli.sim import sweep as simsweep
     from meshctl.cli.sim.view import emit_sweep
-    from meshctl.simrun import write_sweep
-    from meshctl.simrun.rayrun import HOLD_ENV, Task
-    from meshctl.simrun.sweep import RunKey, Sweep, parse_seeds
+    from meshctl.sim.run import write_sweep
+    from meshctl.sim.run.rayrun import HOLD_ENV, Task
+    from meshctl.sim.run.sweep import RunKey, Sweep, parse_seeds
 
     context = app_context(ctx)
     _charts_possible(out, charts)

@@ -11,8 +11,8 @@ from meshctl.errors import InvalidRequestError
 
 if TYPE_CHECKING:
     from meshctl.app.context import AppContext
-    from meshctl.simrun.rayrun import Cluster, Inputs, Task
-    from meshctl.simrun.sweep import Finished, Sweep, Unfinished
+    from meshctl.sim.run.rayrun import Cluster, Inputs, Task
+    from meshctl.sim.run.sweep import Finished, Sweep, Unfinished
 
 
 def inputs(context: AppContext, mesh_file: Path, sets: dict[str, list[Path]]) -> Inputs:
@@ -23,7 +23,7 @@ def inputs(context: AppContext, mesh_file: Path, sets: dict[str, list[Path]]) ->
     from meshctl.files import load_path
     from meshctl.files.policies import read_mesh
     from meshctl.problems import InvalidFileError
-    from meshctl.simrun.rayrun import Inputs
+    from meshctl.sim.run.rayrun import Inputs
 
     simulated = read_mesh(mesh_file)
     catalogs = context.catalog_map()
@@ -44,7 +44,7 @@ def cluster(context: AppContext, address: str | None) -> Cluster:
     pool that is up); neither: exit 2."""
     from meshctl.files.policies import read_mesh
     from meshctl.model.mesh import LocalPool
-    from meshctl.simrun import rayrun
+    from meshctl.sim.run import rayrun
 
     if address is not None:
         return rayrun.remote(address)
@@ -66,7 +66,7 @@ def gather(
 ) -> tuple[list[Finished], list[Unfinished]]:
     from meshctl.cli.render import progress_bar
     from meshctl.errors import CommandError
-    from meshctl.simrun.rayrun import SweepError, execute
+    from meshctl.sim.run.rayrun import SweepError, execute
 
     with progress_bar(f"sweeping {len(tasks)} runs on {where.name}", len(tasks)) as tick:
         try:

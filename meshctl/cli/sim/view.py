@@ -1,6 +1,6 @@
 """What ``meshctl sim`` shows: a run's figures as rows (``rows_of``), and a sweep's table,
 one row per figure and a column per policy set with ``mean ± half-width`` (``emit_sweep``).
-Rendering only: the figures and their statistics come from ``meshctl.simrun.sweep``."""
+Rendering only: the figures and their statistics come from ``meshctl.sim.run.sweep``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from meshctl.cli.render import Column, Output
 
 if TYPE_CHECKING:
-    from meshctl.simrun import Outcome
-    from meshctl.simrun.sweep import Estimate, Sweep
+    from meshctl.sim.run import Outcome
+    from meshctl.sim.run.sweep import Estimate, Sweep
 
 
 def _h(seconds: float) -> str:
@@ -140,7 +140,7 @@ def shown(e: Estimate, unit: str) -> str:
 def emit_sweep(sweep: Sweep, output: Output, out: Path | None) -> None:
     """A sweep's table (a row per figure, a column per group) or its document (``-o json``)."""
     from meshctl.cli import render
-    from meshctl.simrun.sweep import document, groups, summary
+    from meshctl.sim.run.sweep import document, groups, summary
 
     if output is not Output.table:
         render.emit_data(document(sweep), output)

@@ -101,7 +101,7 @@ def test_a_catalog_without_egress_prices_counts_that_home_free():
 )
 def test_the_simulator_charges_the_egress_the_scheduler_prices(home, expected):
     """sim run --data-home: what a node of each pool pays a GiB of central storage's data."""
-    from meshctl.simrun import egress_usd_per_gib
+    from meshctl.sim.run import egress_usd_per_gib
 
     catalogs = {f.provider: f.catalog for f in load_catalogs()}
     assert egress_usd_per_gib(mesh(""), catalogs, home) == expected

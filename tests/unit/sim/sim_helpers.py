@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from meshctl.policy.facts import MeshSnapshot, PoolFacts
 from meshctl.scheduler import Node, Offer, PoolInfo
-from meshctl.sim.engine import CloudPool, SimConfig, SimMesh
-from meshctl.sim.failures import Checkpoints
-from meshctl.sim.network import Network
-from meshctl.sim.workload import SimJob
+from meshctl.sim.core.engine import CloudPool, SimConfig, SimMesh
+from meshctl.sim.core.failures import Checkpoints
+from meshctl.sim.core.network import Network
+from meshctl.sim.core.workload import SimJob
 
 FREE = Checkpoints(interval_s=None, cost_s=0.0, restart_s=0.0)  # no checkpoint or restart cost
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshctl.lifecycle.serving import ServeSpec
-from meshctl.sim.inference import DAY_S, Service, Surge, Traffic, replay, static, surges
+from meshctl.sim.core.inference import DAY_S, Service, Surge, Traffic, replay, static, surges
 
 pytestmark = pytest.mark.unit
 

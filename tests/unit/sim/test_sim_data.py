@@ -1,4 +1,4 @@
-"""The simulator's data model (``meshctl.sim.data``): stalls, reads, egress and hits computed
+"""The simulator's data model (``meshctl.sim.core.data``): stalls, reads, egress and hits computed
 by hand, and the engine's GPU-seconds still adding up with a stall in them."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from meshctl.sim.data import DataModel, NodeCaches, SimData
-from meshctl.sim.engine import simulate
-from meshctl.sim.workload import SimJob
+from meshctl.sim.core.data import DataModel, NodeCaches, SimData
+from meshctl.sim.core.engine import simulate
+from meshctl.sim.core.workload import SimJob
 from tests.unit.sim.sim_helpers import config, job, mesh, node
 
 pytestmark = pytest.mark.unit
@@ -126,7 +126,7 @@ def test_the_scheduler_sees_the_simulated_caches_a_job_goes_where_its_data_is() 
 def test_a_job_file_carries_its_dataset_for_the_scheduler() -> None:
     from meshctl.model import Job
     from meshctl.scheduler.request import Request
-    from meshctl.sim.workload import job_document, with_data
+    from meshctl.sim.core.workload import job_document, with_data
 
     [j] = with_data([job("a", 0, 100, gpus=4)], gib_per_gpu=50.0, home="aws")
     assert j.data is not None

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from sim_helpers import config, job, mesh, node
 
-from meshctl.sim.engine import simulate
-from meshctl.sim.failures import Checkpoints
-from meshctl.sim.network import Network
+from meshctl.sim.core.engine import simulate
+from meshctl.sim.core.failures import Checkpoints
+from meshctl.sim.core.network import Network
 
 pytestmark = pytest.mark.unit
 
@@ -121,7 +121,7 @@ def test_a_multi_node_job_across_racks_is_slowed_by_the_oversubscribed_fabric() 
 
 
 def test_an_injected_failure_replaces_the_models_next_one_for_that_node() -> None:
-    from meshctl.sim.failures import FailureModel
+    from meshctl.sim.core.failures import FailureModel
 
     rare = FailureModel("rare", node_mtbf_s=1e12, repair_median_s=10, repair_mean_s=10)
     cfg = config(failures=rare, injected_failures=((10.0, "n1", 100.0),))

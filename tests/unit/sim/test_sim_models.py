@@ -9,10 +9,10 @@ import random
 import pytest
 
 from meshctl.lifecycle.checkpointing import young_daly
-from meshctl.sim import workload as wl
-from meshctl.sim.failures import LLAMA3, Checkpoints, FailureModel, Segment, from_fault_trace
-from meshctl.sim.network import Network, crossing, slowdown
-from meshctl.sim.report import percentile
+from meshctl.sim.core import workload as wl
+from meshctl.sim.core.failures import LLAMA3, Checkpoints, FailureModel, Segment, from_fault_trace
+from meshctl.sim.core.network import Network, crossing, slowdown
+from meshctl.sim.core.report import percentile
 
 pytestmark = pytest.mark.unit
 
@@ -188,7 +188,7 @@ def test_percentile(values, q, expected) -> None:
 def _fleet(head: bool):
     from meshctl.lifecycle.clusters import HeadOffer
     from meshctl.scheduler import Offer
-    from meshctl.sim.fleet import CloudPool, Fleet
+    from meshctl.sim.core.fleet import CloudPool, Fleet
 
     offer = Offer("aws", "g6.xlarge", 1, 24.0, "L4", "nvidia", 4, 16, 10, 0.8, 0.3, True, 4)
     own = HeadOffer("aws", "m7i.large", 0.1) if head else None

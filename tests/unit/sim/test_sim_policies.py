@@ -13,7 +13,7 @@ from meshctl.files import load_text
 from meshctl.model import Policy
 from meshctl.policy import compile_policies
 from meshctl.policy.compiled import Source
-from meshctl.sim.engine import simulate
+from meshctl.sim.core.engine import simulate
 
 pytestmark = pytest.mark.unit
 

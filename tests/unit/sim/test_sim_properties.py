@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sim_helpers import job, mesh, node
 
-from meshctl.sim.engine import SimConfig, simulate
-from meshctl.sim.failures import Checkpoints, FailureModel
-from meshctl.sim.network import Network
-from meshctl.sim.report import build_report
+from meshctl.sim.core.engine import SimConfig, simulate
+from meshctl.sim.core.failures import Checkpoints, FailureModel
+from meshctl.sim.core.network import Network
+from meshctl.sim.core.report import build_report
 
 pytestmark = pytest.mark.unit
 

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from meshctl.lifecycle.serving import ServeSpec
 from meshctl.policy.compiled import PolicySet
-from meshctl.sim.engine import Engine, Result, SimMesh
-from meshctl.sim.inference import SimServe, Surge, Traffic
-from meshctl.sim.services import surge_to_serving
-from meshctl.sim.workload import SimJob
+from meshctl.sim.core.engine import Engine, Result, SimMesh
+from meshctl.sim.core.inference import SimServe, Surge, Traffic
+from meshctl.sim.core.services import surge_to_serving
+from meshctl.sim.core.workload import SimJob
 from tests.differential.scenario import Scenario
 from tests.differential.table import PRIORITIES, service
 from tests.unit.sim.sim_helpers import config, mesh, node

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from meshctl.problems import InvalidFileError
-from meshctl.simrun import traces
+from meshctl.sim.run import traces
 
 pytestmark = pytest.mark.unit
 

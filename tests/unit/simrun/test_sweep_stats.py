@@ -1,4 +1,4 @@
-"""A sweep's statistics (``meshctl.simrun.sweep``): Student t intervals checked by hand, the
+"""A sweep's statistics (``meshctl.sim.run.sweep``): Student t intervals checked by hand, the
 figures read from reports, the summary per policy set, the document, the seeds flag; and
 properties: the mean lies in its interval, identical values give a zero-width interval, a
 shift moves the mean and not the width."""
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshctl.simrun import sweep
-from meshctl.simrun.sweep import (
+from meshctl.sim.run import sweep
+from meshctl.sim.run.sweep import (
     Estimate,
     Finished,
     RunKey,

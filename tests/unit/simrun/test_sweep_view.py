@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from meshctl.cli.sim.view import shown
-from meshctl.simrun import write_sweep
-from meshctl.simrun.rayrun import attempts_of, embedded, reason_of
-from meshctl.simrun.sweep import Estimate, Finished, RunKey, Sweep
+from meshctl.sim.run import write_sweep
+from meshctl.sim.run.rayrun import attempts_of, embedded, reason_of
+from meshctl.sim.run.sweep import Estimate, Finished, RunKey, Sweep
 
 pytestmark = pytest.mark.unit
 

@@ -23,8 +23,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from meshctl.sim.data import DataStats
-from meshctl.sim.engine import JobResult, Result
+from meshctl.sim.core.data import DataStats
+from meshctl.sim.core.engine import JobResult, Result
 
 CLASSES = ("critical", "standard", "best-effort")
 

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from meshctl.problems import InvalidFileError, Problem
-from meshctl.sim.failures import FailureModel, from_fault_trace
-from meshctl.sim.workload import TraceJob
+from meshctl.sim.core.failures import FailureModel, from_fault_trace
+from meshctl.sim.core.workload import TraceJob
 
-_CHECKOUT = Path(__file__).resolve().parents[2]  # meshctl/simrun/traces.py: the checkout
+_CHECKOUT = Path(__file__).resolve().parents[3]  # meshctl/sim/run/traces.py: the checkout
 NAMES = ("philly", "itp", "openb")
 
 

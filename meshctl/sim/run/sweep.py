@@ -1,6 +1,6 @@
 """A sweep's statistics: many runs' reports in, per policy set and figure a mean and its 95 %
 confidence interval out. Pure: the standard library only, no Ray, no files, no clock (a unit
-test holds it to that); ``meshctl.simrun.rayrun`` runs the sweep, ``meshctl sim`` renders it.
+test holds it to that); ``meshctl.sim.run.rayrun`` runs the sweep, ``meshctl sim`` renders it.
 
     runs = [Finished(RunKey("burst", "philly", seed), report, attempts=1), ...]
     sweep = Sweep(("onprem-only", "burst"), ("philly",), seeds, finished, unfinished, setting)

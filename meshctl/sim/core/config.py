@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from meshctl.lifecycle.actions import Action
 from meshctl.policy.facts import MeshSnapshot
 from meshctl.scheduler import Node, Offer, PoolInfo, SchedulerConfig
-from meshctl.sim.data import DataModel, DataStats
-from meshctl.sim.failures import Checkpoints, FailureModel
-from meshctl.sim.fleet import CloudPool
-from meshctl.sim.jobs import JobResult
-from meshctl.sim.network import Network
+from meshctl.sim.core.data import DataModel, DataStats
+from meshctl.sim.core.failures import Checkpoints, FailureModel
+from meshctl.sim.core.fleet import CloudPool
+from meshctl.sim.core.jobs import JobResult
+from meshctl.sim.core.network import Network
 
 
 @dataclass(frozen=True, slots=True)

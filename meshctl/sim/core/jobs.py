@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from meshctl.lifecycle.actions import Fail, Leave
 from meshctl.scheduler import Allocation, Running
 from meshctl.scheduler.snapshot import CheckpointPlan
-from meshctl.sim.failures import Segment
-from meshctl.sim.workload import SimJob
+from meshctl.sim.core.failures import Segment
+from meshctl.sim.core.workload import SimJob
 
 
 @dataclass(slots=True)

@@ -28,10 +28,10 @@ from meshctl.lifecycle import serving
 from meshctl.lifecycle.actions import Action, Launch, Leave, Start
 from meshctl.model.job import Job
 from meshctl.scheduler import Allocation, Pending, Request, Running
-from meshctl.sim.inference import SimServe
-from meshctl.sim.jobs import JobResult
-from meshctl.sim.state import RunState
-from meshctl.sim.workload import SimJob
+from meshctl.sim.core.inference import SimServe
+from meshctl.sim.core.jobs import JobResult
+from meshctl.sim.core.state import RunState
+from meshctl.sim.core.workload import SimJob
 
 
 @dataclass

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from meshctl.sim.engine import Result
-from meshctl.sim.report import jct_by_class, series
-from meshctl.simrun.sweep import Estimate, Figure
+from meshctl.sim.core.engine import Result
+from meshctl.sim.core.report import jct_by_class, series
+from meshctl.sim.run.sweep import Estimate, Figure
 
 DAY_S = 86_400.0
 

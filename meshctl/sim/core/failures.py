@@ -6,7 +6,7 @@ MTBF; a failed node is out for a repair time drawn from the preset's distributio
 - ``stepfun``: the StepFun GPU-server fault trace (InfiniteHBD, SIGCOMM'25; 584 faults on
   400 servers over 348 days: per-node MTBF about 239 days) with its repair times sampled
   from the trace itself (median 0.85 days). Built by the caller from the trace file
-  (``meshctl.simrun.traces.stepfun_failures``), since reading it is I/O.
+  (``meshctl.sim.run.traces.stepfun_failures``), since reading it is I/O.
 - ``llama3``: Meta's Llama 3 pre-training (Dubey et al., 2024, section 3.3.4): 419
   unexpected interruptions in 54 days on 16,384 GPUs, i.e. one per 2,111 GPU-days, so an
   8-GPU node fails every 264 days. The paper gives no repair times; the log-normal fitted to

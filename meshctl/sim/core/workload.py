@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from meshctl.sim.data import SimData
-from meshctl.sim.inference import SimServe
+from meshctl.sim.core.data import SimData
+from meshctl.sim.core.inference import SimServe
 
 DAY_S = 86_400.0
 

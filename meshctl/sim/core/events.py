@@ -21,7 +21,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from meshctl.sim.nodes import Instance
+    from meshctl.sim.core.nodes import Instance
 
 
 class Kind(IntEnum):

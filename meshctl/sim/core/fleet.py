@@ -24,7 +24,7 @@ from meshctl.lifecycle.ledger import Charge, Ledger
 from meshctl.lifecycle.snapshot import NodeShape, node_of
 from meshctl.lifecycle.teardown import CloudNode, idle
 from meshctl.scheduler import Offer
-from meshctl.sim.nodes import Instance, SimNode
+from meshctl.sim.core.nodes import Instance, SimNode
 
 
 @dataclass(frozen=True, slots=True)

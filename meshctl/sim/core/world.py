@@ -15,12 +15,12 @@ from dataclasses import replace
 
 from meshctl.lifecycle import effects
 from meshctl.lifecycle.actions import Launch
-from meshctl.sim.attempts import Attempts
-from meshctl.sim.config import Sample
-from meshctl.sim.events import At, InstanceEvent, Kind, NodeEvent, NodeFails, PoolEvent
-from meshctl.sim.jobs import Attempt
-from meshctl.sim.nodes import Instance
-from meshctl.sim.state import RunState
+from meshctl.sim.core.attempts import Attempts
+from meshctl.sim.core.config import Sample
+from meshctl.sim.core.events import At, InstanceEvent, Kind, NodeEvent, NodeFails, PoolEvent
+from meshctl.sim.core.jobs import Attempt
+from meshctl.sim.core.nodes import Instance
+from meshctl.sim.core.state import RunState
 
 
 class WorldEvents:

@@ -30,14 +30,14 @@ from meshctl.policy.compiled import PolicySet
 from meshctl.policy.facts import mesh_snapshot
 from meshctl.problems import InvalidFileError, Problem
 from meshctl.scheduler import SchedulerConfig
-from meshctl.sim import inference
-from meshctl.sim import workload as wl
-from meshctl.sim.data import DataModel
-from meshctl.sim.engine import CloudPool, Result, SimConfig, SimMesh, simulate
-from meshctl.sim.failures import LLAMA3, Checkpoints, FailureModel
-from meshctl.sim.network import Network
-from meshctl.sim.report import build_report
-from meshctl.simrun.sweep import Sweep
+from meshctl.sim.core import inference
+from meshctl.sim.core import workload as wl
+from meshctl.sim.core.data import DataModel
+from meshctl.sim.core.engine import CloudPool, Result, SimConfig, SimMesh, simulate
+from meshctl.sim.core.failures import LLAMA3, Checkpoints, FailureModel
+from meshctl.sim.core.network import Network
+from meshctl.sim.core.report import build_report
+from meshctl.sim.run.sweep import Sweep
 
 FAILURE_PRESETS = ("none", "stepfun", "llama3")
 
@@ -62,7 +62,7 @@ PROVIDERS: Mapping[str, ProviderBehaviour] = {
 @dataclass(frozen=True)
 class RunSpec:
     mesh: Path
-    trace: str  # a trace name or CSV path (meshctl.simrun.traces), or "synthetic"
+    trace: str  # a trace name or CSV path (meshctl.sim.run.traces), or "synthetic"
     policies: Sequence[Path] = ()
     days: float | None = 30.0
     start_day: float = 0.0
@@ -140,7 +140,7 @@ def failure_model(preset: str) -> FailureModel | None:
     if preset == "llama3":
         return LLAMA3
     if preset == "stepfun":
-        from meshctl.simrun.traces import stepfun_failures
+        from meshctl.sim.run.traces import stepfun_failures
 
         return stepfun_failures()
     raise InvalidFileError(
@@ -161,7 +161,7 @@ def jobs_of(spec: RunSpec, gpus_per_node: int) -> list[wl.SimJob]:
             wl.Synthetic(jobs_per_hour=spec.synthetic_jobs_per_hour), spec.days or 30.0, spec.seed
         )
     else:
-        from meshctl.simrun.traces import load
+        from meshctl.sim.run.traces import load
 
         raw = wl.window(load(spec.trace), spec.start_day * wl.DAY_S, spec.days)
     raw = wl.replicate(wl.scale_arrivals(raw, spec.arrival_scale), spec.replicate)
@@ -224,7 +224,7 @@ def run(
         "candidates": spec.candidates,
         "queue_depth": spec.queue_depth,
         "cloud_pools": list(clouds),
-        "assigned": "kind, criticality, team: seeded rules (meshctl.sim.workload)",
+        "assigned": "kind, criticality, team: seeded rules (meshctl.sim.core.workload)",
     }
     if spec.data != "none":
         meta["data"] = {
@@ -233,7 +233,7 @@ def run(
             "cache_gib": spec.cache_gib,
             "home": spec.data_home,
             "egress_usd_per_gib": {pool: usd for pool, usd in egress.items() if usd},
-            "assigned": "one dataset per team and job class (meshctl.sim.workload.with_data)",
+            "assigned": "one dataset per team and job class (meshctl.sim.core.workload.with_data)",
         }
     report = build_report(result, meta)
     if spec.inference == "diurnal":
@@ -252,7 +252,7 @@ def write(outcome: Outcome, out: Path, charts: bool = True) -> list[Path]:
     report.write_text(json.dumps(outcome.report, indent=2, sort_keys=True) + "\n")
     written = [report]
     if charts:
-        from meshctl.simrun.charts import draw
+        from meshctl.sim.run.charts import draw
 
         written += draw(outcome.result, out, outcome.name)
     return written
@@ -262,14 +262,14 @@ def write_sweep(sweep: Sweep, out: Path, charts: bool = True) -> list[Path]:
     """``sweep.json`` (``sweep.document``, sorted keys: the estimates, every run's report,
     the runs that did not finish) and, with ``charts``, a bar chart per figure: each group's
     mean with its 95 % interval (``charts.bars``). Returns the paths written."""
-    from meshctl.simrun.sweep import document, groups, summary
+    from meshctl.sim.run.sweep import document, groups, summary
 
     out.mkdir(parents=True, exist_ok=True)
     path = out / "sweep.json"
     path.write_text(json.dumps(document(sweep), indent=2, sort_keys=True) + "\n")
     written = [path]
     if charts:
-        from meshctl.simrun.charts import bars
+        from meshctl.sim.run.charts import bars
 
         written += bars(summary(sweep), groups(sweep), out)
     return written

@@ -14,7 +14,7 @@ from collections import defaultdict
 from meshctl.lifecycle.view import Capacity
 from meshctl.scheduler import Allocation, Node
 from meshctl.scheduler.snapshot import NodeHealth
-from meshctl.sim.nodes import SimNode
+from meshctl.sim.core.nodes import SimNode
 
 
 class Cluster:

@@ -37,15 +37,15 @@ from meshctl.policy.facts import MeshSnapshot
 from meshctl.scheduler import Pending, Request, Snapshot
 from meshctl.scheduler import schedule as run_scheduler
 from meshctl.scheduler.preempt import lost_work_s
-from meshctl.sim.attempts import Attempts
-from meshctl.sim.config import Result, SimConfig, SimMesh
-from meshctl.sim.events import Arrival, At, Kind, PoolEvent
-from meshctl.sim.fleet import CloudPool
-from meshctl.sim.jobs import JobResult
-from meshctl.sim.services import Services
-from meshctl.sim.state import RunState
-from meshctl.sim.workload import SimJob, job_document
-from meshctl.sim.world import WorldEvents
+from meshctl.sim.core.attempts import Attempts
+from meshctl.sim.core.config import Result, SimConfig, SimMesh
+from meshctl.sim.core.events import Arrival, At, Kind, PoolEvent
+from meshctl.sim.core.fleet import CloudPool
+from meshctl.sim.core.jobs import JobResult
+from meshctl.sim.core.services import Services
+from meshctl.sim.core.state import RunState
+from meshctl.sim.core.workload import SimJob, job_document
+from meshctl.sim.core.world import WorldEvents
 
 __all__ = ["CloudPool", "Engine", "JobResult", "Result", "SimConfig", "SimMesh", "simulate"]
 

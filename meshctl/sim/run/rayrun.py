@@ -1,5 +1,5 @@
 """A sweep's runs as Ray tasks: one task per run (a policy set, a trace, a seed), each the run
-``meshctl sim run`` makes (``meshctl.simrun.run``), gathered with ``ray.wait``.
+``meshctl sim run`` makes (``meshctl.sim.run.run``), gathered with ``ray.wait``.
 
     cluster = embedded(run_dir, ["onprem"]) or remote("ray://head:10001")
     finished, unfinished = execute(cluster, tasks, inputs, retries=3, progress=tick)
@@ -40,8 +40,8 @@ from meshctl.errors import Failure
 from meshctl.model.catalog import Catalog
 from meshctl.model.mesh import Mesh
 from meshctl.policy.compiled import Source
-from meshctl.simrun import RunSpec
-from meshctl.simrun.sweep import Finished, RunKey, Unfinished
+from meshctl.sim.run import RunSpec
+from meshctl.sim.run.sweep import Finished, RunKey, Unfinished
 
 HOLD_ENV = "MESHCTL_SWEEP_HOLD"
 HOLD_LIMIT_S = 600.0
@@ -86,7 +86,7 @@ class Cluster:
 def run_one(task: Task, inputs: Inputs) -> dict[str, Any]:
     """One run, in a Ray worker: the report ``sim run`` would print, and which attempt this is."""
     from meshctl.policy.compiled import compile_policies
-    from meshctl.simrun import run
+    from meshctl.sim.run import run
 
     attempt = _attempt()
     if task.hold is not None:

@@ -17,11 +17,11 @@ from meshctl.lifecycle.actions import Fail, Leave, Left, Replace, Requeue, Start
 from meshctl.lifecycle.replacing import Free
 from meshctl.lifecycle.snapshot import leaving
 from meshctl.lifecycle.snapshot import running_of as running
-from meshctl.sim.events import At, JobEvent, Kind, PoolEvent
-from meshctl.sim.failures import Segment
-from meshctl.sim.jobs import Attempt, checkpoint_plan
-from meshctl.sim.network import slowdown
-from meshctl.sim.state import RunState
+from meshctl.sim.core.events import At, JobEvent, Kind, PoolEvent
+from meshctl.sim.core.failures import Segment
+from meshctl.sim.core.jobs import Attempt, checkpoint_plan
+from meshctl.sim.core.network import slowdown
+from meshctl.sim.core.state import RunState
 
 
 class Attempts:

@@ -27,13 +27,13 @@ from meshctl.model.job import Job
 from meshctl.policy.compiled import PolicySet
 from meshctl.scheduler import Pending, Request
 from meshctl.scheduler.layout import Layout
-from meshctl.sim.cluster import Cluster
-from meshctl.sim.config import Sample, SimConfig, SimMesh, Totals
-from meshctl.sim.data import NodeCaches
-from meshctl.sim.events import At, Clock, Kind
-from meshctl.sim.fleet import Fleet
-from meshctl.sim.jobs import Attempt, JobResult
-from meshctl.sim.workload import SimJob
+from meshctl.sim.core.cluster import Cluster
+from meshctl.sim.core.config import Sample, SimConfig, SimMesh, Totals
+from meshctl.sim.core.data import NodeCaches
+from meshctl.sim.core.events import At, Clock, Kind
+from meshctl.sim.core.fleet import Fleet
+from meshctl.sim.core.jobs import Attempt, JobResult
+from meshctl.sim.core.workload import SimJob
 
 
 class RunState:
