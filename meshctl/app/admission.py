@@ -12,7 +12,9 @@ from meshctl.errors import CommandError, InvalidRequestError
 
 if TYPE_CHECKING:
     import datetime as dt
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
+
+    from pydantic import BaseModel, ValidationError
 
     from meshctl.app.context import AppContext
     from meshctl.controller.submit import Admission
@@ -231,3 +233,18 @@ def check_loop(
         return job
     named = serve.model_copy(update={"deployment": said[-1].removeprefix("DEPLOYMENT=")})
     return job.model_copy(update={"spec": job.spec.model_copy(update={"serve": named})})
+
+
+def flag_error(
+    err: ValidationError, model: type[BaseModel], flags: Mapping[str, str]
+) -> InvalidRequestError:
+    """A ``model`` built from flags failed validation: one line naming the flag (``flags``
+    maps a field's location to it) and what was expected, with the value given once."""
+    from meshctl.files import error_message
+
+    first = err.errors()[0]
+    # pydantic names the branches of a union in the location ("function-before[...]"): they
+    # are not fields the user could have set
+    where = ".".join(str(p) for p in first["loc"] if re.fullmatch(r"\w+", str(p)))
+    message = error_message(dict(first), model, tuple(first["loc"]))
+    return InvalidRequestError(f"{flags.get(where, where)}: {message}")

@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from meshctl.app.admission import from_file, name_from
+from meshctl.app.admission import flag_error, from_file, name_from
 from meshctl.app.context import AppContext
 from meshctl.cli.context import app_context
 from meshctl.cli.options import OutputOption
 from meshctl.cli.queueing import queue
 from meshctl.cli.render import Output
 from meshctl.errors import InvalidRequestError
-from meshctl.files import flag_error
 from meshctl.problems import InvalidFileError
 
 if TYPE_CHECKING:

@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from meshctl.app.admission import from_file, name_from
+from meshctl.app.admission import flag_error, from_file, name_from
 from meshctl.cli.context import app_context
 from meshctl.cli.options import OutputOption, duration_flag
 from meshctl.cli.queueing import queue
 from meshctl.cli.render import Output
 from meshctl.errors import EXIT_TIMEOUT, CommandError, InvalidRequestError
-from meshctl.files import flag_error
 
 if TYPE_CHECKING:
     from meshctl.model import Job

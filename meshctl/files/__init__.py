@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from meshctl.errors import InvalidRequestError
 from meshctl.files import cache as filecache
 from meshctl.model import API_VERSION, KINDS, Document
 from meshctl.model.base import LABEL_KEY_PATTERN, NAME_PATTERN
@@ -285,18 +284,3 @@ def load_one(path: Path | str, model: type[D]) -> D:
             [Problem(str(path), docs[0].line, "kind", f"expected one {kind} document, got {found}")]
         )
     return docs[0].document
-
-
-def flag_error(
-    err: ValidationError, model: type[BaseModel], flags: Mapping[str, str]
-) -> InvalidRequestError:
-    """A ``model`` built from flags failed validation: one line naming the flag (``flags``
-    maps a field's location to it) and what was expected, with the value given once."""
-    import re
-
-    first = err.errors()[0]
-    # pydantic names the branches of a union in the location ("function-before[...]"): they
-    # are not fields the user could have set
-    where = ".".join(str(p) for p in first["loc"] if re.fullmatch(r"\w+", str(p)))
-    message = error_message(dict(first), model, tuple(first["loc"]))
-    return InvalidRequestError(f"{flags.get(where, where)}: {message}")

@@ -125,9 +125,8 @@ def submit(
 ) -> dict[str, Any]:
     """Check and queue a job for the principal, charged to one of their teams; what ``meshctl
     submit -o json`` prints. ``planner``: the server's mesh, catalogs and policies."""
-    from meshctl.app.admission import admit, submitted
+    from meshctl.app.admission import admit, flag_error, submitted
     from meshctl.controller.submit import enqueue
-    from meshctl.files import flag_error
     from meshctl.model import Job
 
     spec = body.job.get("spec")
