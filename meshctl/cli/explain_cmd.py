@@ -44,7 +44,7 @@ def explain(
     if not job_file.exists() and mesh_file is None and policies is None and now is None:
         _explain_stored(ctx, str(job_file), output)
         return
-    from meshctl.lifecycle.mesh import held, snapshot_from_mesh
+    from meshctl.lifecycle.configured import held, snapshot_from_mesh
     from meshctl.policy import bind, mesh_snapshot
     from meshctl.policy.tenancy import hourly_headroom, hours_left_in_month
     from meshctl.scheduler import FromPolicyEngine, Pending, Request, schedule

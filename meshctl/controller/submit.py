@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from meshctl.errors import InvalidInput
-from meshctl.lifecycle.mesh import snapshot_from_mesh
+from meshctl.lifecycle.configured import snapshot_from_mesh
 from meshctl.model.catalog import Catalog
 from meshctl.model.job import Job
 from meshctl.model.mesh import Mesh

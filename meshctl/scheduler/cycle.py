@@ -52,8 +52,8 @@ from meshctl.scheduler.queue import charge, dominant_share, ordered, team_usage
 from meshctl.scheduler.quota import over_quota
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.snapshot import Pending, Running, Snapshot
-from meshctl.scheduler.state import FreeIndex, NodeState, States
 from meshctl.scheduler.unschedulable import never_fits
+from meshctl.scheduler.working import FreeIndex, NodeState, States
 
 STATIC_FILTERS: tuple[Filter, ...] = (HealthFilter(), EligibilityFilter(), AcceleratorFilter())
 

@@ -15,7 +15,7 @@ from meshctl.scheduler.placement import rejections
 from meshctl.scheduler.plan import Decision
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.snapshot import Pending
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 _Key = tuple[Request, frozenset[str], frozenset[str]]  # request, usable, eligible pools
 

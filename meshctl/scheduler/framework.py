@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from meshctl.scheduler.request import Request
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 
 @dataclass(frozen=True, slots=True)

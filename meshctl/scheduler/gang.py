@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from meshctl.scheduler.plan import Candidate
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.scorers.locality import local_gib
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 LABELS = {"rack": "rack", "switch": "switch"}
 

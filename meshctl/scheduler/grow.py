@@ -13,7 +13,7 @@ from meshctl.scheduler.framework import CycleContext, Rejection
 from meshctl.scheduler.placement import Choice, Weighted, choose
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.snapshot import Pending
-from meshctl.scheduler.state import FreeIndex, NodeState
+from meshctl.scheduler.working import FreeIndex, NodeState
 
 Extra = Callable[[NodeState], Rejection | None]
 

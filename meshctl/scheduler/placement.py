@@ -28,7 +28,7 @@ from meshctl.scheduler.scorers import (
     WaitScorer,
 )
 from meshctl.scheduler.scorers.locality import local_gib
-from meshctl.scheduler.state import FreeIndex, NodeState
+from meshctl.scheduler.working import FreeIndex, NodeState
 
 Extra = Callable[[NodeState], Rejection | None]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from meshctl.scheduler.filters import fit
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.snapshot import Running
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 MayPreempt = Callable[[Running], tuple[bool, float, str | None]]  # allowed, grace_s, rule
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from meshctl.scheduler.filters import fit
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.snapshot import Running
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 
 def free_at(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from meshctl.scheduler.framework import CycleContext, Rejection
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.snapshot import Node
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 NAME = "accelerator"
 NO_GPUS = Rejection(NAME, "have no GPUs", never=True, dimension="gpus")

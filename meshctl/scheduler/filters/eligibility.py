@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from meshctl.scheduler.framework import CycleContext, Rejection
 from meshctl.scheduler.request import Request
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 NAME = "policy"
 NOT_USABLE = Rejection(NAME, "are in pools the policy does not allow now", never=True)

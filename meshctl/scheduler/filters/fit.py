@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from meshctl.scheduler.framework import CycleContext, Rejection
 from meshctl.scheduler.request import Request
-from meshctl.scheduler.state import EPS, NodeState
+from meshctl.scheduler.working import EPS, NodeState
 
 NAME = "fit"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from meshctl.scheduler.framework import CycleContext, Rejection
 from meshctl.scheduler.request import Request
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 NAME = "health"
 _REJECTIONS = {

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from meshctl.scheduler.framework import CycleContext
 from meshctl.scheduler.request import Request
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 NAME = "cost"
 DEFAULT_RUNTIME_S = 3600.0  # a job of unknown runtime: its egress spread over one hour

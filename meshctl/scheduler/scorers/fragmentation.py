@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from meshctl.scheduler.framework import CycleContext, Task
 from meshctl.scheduler.request import Request
-from meshctl.scheduler.state import EPS, NodeState
+from meshctl.scheduler.working import EPS, NodeState
 
 NAME = "fragmentation"
 # A change of this many GPUs takes the score from 1/2 to 0 (or 1): a tenth of a GPU moves it by

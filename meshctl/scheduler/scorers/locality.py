@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from meshctl.scheduler.framework import CycleContext
 from meshctl.scheduler.request import Request
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 NAME = "locality"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from meshctl.scheduler.framework import CycleContext
 from meshctl.scheduler.request import Request
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 BINPACK, SPREAD = "binpack", "spread"
 

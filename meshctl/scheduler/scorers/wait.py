@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from meshctl.scheduler.framework import CycleContext
 from meshctl.scheduler.request import Request
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 NAME = "wait"
 HALF_S = 600.0  # a pool ten minutes behind scores one half

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from meshctl.app.policies import reload_rules
 from meshctl.app.status import collect
-from meshctl.server import jobs, mesh
+from meshctl.server import hostcommands, jobs
 from meshctl.server.access import Verb
 from meshctl.server.errors import invalid
 from meshctl.server.routes.common import Caller, Served, allowed, audited
@@ -69,7 +69,7 @@ def reload_policies(caller: Caller, server: Served, body: ReloadBody | None = No
 def mesh_up(caller: Caller, server: Served, body: UpBody | None = None) -> Any:
     allowed(server, caller, Verb.MESH_MANAGE, "mesh")
     args = ["up", "--interval", str((body or UpBody()).interval)]
-    return audited(server, caller, "mesh.up", mesh.run(server.context, args))
+    return audited(server, caller, "mesh.up", hostcommands.run(server.context, args))
 
 
 @router.post("/mesh/down")
@@ -84,7 +84,7 @@ def mesh_down(caller: Caller, server: Served, body: DownBody | None = None) -> A
     if asked.deadline is not None:
         args += ["--deadline", asked.deadline]
     waits = _drain_s(asked.deadline) if asked.drain else 0.0
-    return audited(server, caller, "mesh.down", mesh.run(server.context, args, waits + 300))
+    return audited(server, caller, "mesh.down", hostcommands.run(server.context, args, waits + 300))
 
 
 @router.get("/audit")

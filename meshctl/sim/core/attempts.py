@@ -21,7 +21,7 @@ from meshctl.sim.core.events import At, JobEvent, Kind, PoolEvent
 from meshctl.sim.core.failures import Segment
 from meshctl.sim.core.jobs import Attempt, checkpoint_plan
 from meshctl.sim.core.network import slowdown
-from meshctl.sim.core.state import RunState
+from meshctl.sim.core.runstate import RunState
 
 
 class Attempts:

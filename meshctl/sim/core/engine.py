@@ -42,8 +42,8 @@ from meshctl.sim.core.config import Result, SimConfig, SimMesh
 from meshctl.sim.core.events import Arrival, At, Kind, PoolEvent
 from meshctl.sim.core.fleet import CloudPool
 from meshctl.sim.core.jobs import JobResult
+from meshctl.sim.core.runstate import RunState
 from meshctl.sim.core.services import Services
-from meshctl.sim.core.state import RunState
 from meshctl.sim.core.workload import SimJob, job_document
 from meshctl.sim.core.world import WorldEvents
 

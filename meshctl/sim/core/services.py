@@ -30,7 +30,7 @@ from meshctl.model.job import Job
 from meshctl.scheduler import Allocation, Pending, Request, Running
 from meshctl.sim.core.inference import SimServe
 from meshctl.sim.core.jobs import JobResult
-from meshctl.sim.core.state import RunState
+from meshctl.sim.core.runstate import RunState
 from meshctl.sim.core.workload import SimJob
 
 

@@ -20,7 +20,7 @@ from meshctl.sim.core.config import Sample
 from meshctl.sim.core.events import At, InstanceEvent, Kind, NodeEvent, NodeFails, PoolEvent
 from meshctl.sim.core.jobs import Attempt
 from meshctl.sim.core.nodes import Instance
-from meshctl.sim.core.state import RunState
+from meshctl.sim.core.runstate import RunState
 
 
 class WorldEvents:

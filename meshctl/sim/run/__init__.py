@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from meshctl.lifecycle.clusters import head_of
-from meshctl.lifecycle.mesh import snapshot_from_mesh
+from meshctl.lifecycle.configured import snapshot_from_mesh
 from meshctl.lifecycle.replacing import replaceable_pool
 from meshctl.lifecycle.snapshot import egress_prices, pool_egress
 from meshctl.model.catalog import Catalog

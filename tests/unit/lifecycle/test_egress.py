@@ -12,7 +12,7 @@ import pytest
 
 from meshctl.catalog import load_catalogs
 from meshctl.files import load_text
-from meshctl.lifecycle.mesh import snapshot_from_mesh
+from meshctl.lifecycle.configured import snapshot_from_mesh
 from meshctl.lifecycle.snapshot import configured_pools
 from meshctl.model import Mesh
 

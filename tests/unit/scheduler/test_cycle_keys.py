@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from meshctl.scheduler.request import DataSet, Request
-from meshctl.scheduler.state import NodeState, States
+from meshctl.scheduler.working import NodeState, States
 from tests.unit.scheduler.sched_helpers import node, req
 
 pytestmark = pytest.mark.unit

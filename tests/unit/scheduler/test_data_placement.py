@@ -19,7 +19,7 @@ from meshctl.scheduler.framework import CycleContext
 from meshctl.scheduler.plan import Decision
 from meshctl.scheduler.request import DataSet, Request, home_of
 from meshctl.scheduler.scorers.cost import CostScorer
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 pytestmark = pytest.mark.unit
 

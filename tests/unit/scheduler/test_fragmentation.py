@@ -18,7 +18,7 @@ from meshctl.scheduler.scorers.fragmentation import (
     effective_cpus,
     fragmented_for,
 )
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ from sched_helpers import node, pending, req, running, snapshot
 
 from meshctl.scheduler import Permissive, SchedulerConfig, preempt, schedule
 from meshctl.scheduler.snapshot import Running
-from meshctl.scheduler.state import NodeState
+from meshctl.scheduler.working import NodeState
 
 pytestmark = pytest.mark.unit
 
