@@ -380,6 +380,14 @@ TABLE: tuple[Scenario, ...] = (
         policies=BURST,
         cloud=Cloud(),
     ),
+    Scenario(  # j1, of a higher class, takes the node launched for j0: j0 launches again
+        "a-launch-asked-again-after-another-job-took-its-node-launches",
+        (job("j0", 60, 685, 1), job("j1", 70, 725, 0.5, priority_class="high")),
+        nodes=1,
+        policies=BURST_AND_PRIORITIES,
+        cloud=Cloud(max_nodes=3, idle_s=300.0, head=True),
+        failures=((60.0, "n1", 360.0),),
+    ),
     Scenario(
         "the-policies-set-what-a-job-without-a-runtime-is-assumed-to-run",
         (job("a", 0, 1000, 4), job("b", 0, 1000, 4), job("w", 20, 100, 1)),

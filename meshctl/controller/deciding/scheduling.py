@@ -33,6 +33,7 @@ from meshctl.controller.deciding.step import (
     Rules,
     Step,
     launch_request_id,
+    of_request,
     own_head,
 )
 from meshctl.controller.deciding.world import JobView, World, request_of
@@ -56,6 +57,7 @@ from meshctl.lifecycle.view import (
 )
 from meshctl.model.mesh import AwsPool, GcpPool
 from meshctl.policy.facts import mesh_snapshot
+from meshctl.pools.observed import node_name
 from meshctl.scheduler import (
     Node,
     Pending,
@@ -68,6 +70,7 @@ from meshctl.scheduler import (
 )
 from meshctl.scheduler.plan import Decision, Plan
 from meshctl.state.records import (
+    INSTANCE_LIVE,
     AttemptRecord,
     JobState,
     LoanRecord,
@@ -216,9 +219,8 @@ def _carry_out(
                     step.loans.append(_loan_record(loan))
         elif isinstance(action, Launch):
             number = (view.attempt.number if view.attempt else 0) + 1
-            step.launches.append(
-                replace(action, request_id=launch_request_id(action.job_id, number))
-            )
+            request_id = launch_request(world, action.job_id, number)
+            step.launches.append(replace(action, request_id=request_id))
 
 
 def _loan_record(loan: lending.Loan) -> LoanRecord:
@@ -429,9 +431,40 @@ def _launches(world: World) -> set[str]:
 
 def _launching(view: JobView, launches: set[str]) -> bool:
     """A launch for the job's next attempt is under way: one of its instances has not joined
-    its pool's cluster yet (``launches``: ``_launches``)."""
+    its pool's cluster yet (``launches``: ``_launches``), whichever time it was asked."""
     number = (view.attempt.number if view.attempt else 0) + 1
-    return launch_request_id(view.record.id, number) in launches
+    base = launch_request_id(view.record.id, number)
+    return base in launches or any(r.startswith(base + ASKED_AGAIN) for r in launches)
+
+
+# a job's launch asked again after its first landed: ``<request>_<n>`` (a character GCE's
+# labels keep, so it never reads as a generation's ``.<n>`` there)
+ASKED_AGAIN = "_"
+
+
+def launch_request(world: World, job_id: str, number: int) -> str:
+    """The cloud request of a launch for a job's attempt ``number``. Asked again while its
+    instances are on their way, or while only its pool's head runs, it is the same request:
+    the provider hands back what it launched, and the workers follow the head. Asked again
+    once its workers' nodes are live in their pool (another job took them), it is a new
+    request, ``<request>_<n>``: as in the simulator, the lifecycle's launch launches."""
+    base = launch_request_id(job_id, number)
+    asked = {
+        i.request_id.split(".", 1)[0]
+        for i in world.instances
+        if i.request_id.startswith(base + ASKED_AGAIN)
+    }
+    latest = max(asked, key=lambda r: int(r.rsplit(ASKED_AGAIN, 1)[1]), default=base)
+    workers = [
+        i
+        for i in world.instances
+        if of_request(i.request_id, latest)
+        and not own_head(i.request_id)
+        and i.state in INSTANCE_LIVE
+    ]
+    if workers and all(node_name(i.id) in world.live_nodes(i.pool) for i in workers):
+        return f"{base}{ASKED_AGAIN}{len(asked) + 1}"
+    return latest
 
 
 def _rule_errors(policies: PolicyView, queued: Sequence[JobView]) -> list[RuleError]:
