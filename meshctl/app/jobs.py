@@ -78,14 +78,22 @@ def rows(store: Store, jobs: Sequence[JobRecord]) -> list[dict[str, Any]]:
     return [row(job, latest.get(job.id), now) for job in jobs]
 
 
+def checked_state(state: str | None, field: str) -> str | None:
+    """``state`` when it names a job state (or is None); else ``InvalidRequestError`` naming
+    ``field`` (the CLI's ``--state``, the API's ``state``) and the states there are."""
+    from meshctl.state import JobState
+
+    states = [s.value for s in JobState]
+    if state is not None and state not in states:
+        raise InvalidRequestError(f"{field}: expected one of {', '.join(states)}, got {state!r}")
+    return state
+
+
 def listed(store: Store, state: str | None, team: str | None) -> list[dict[str, Any]]:
     """Every job (in ``state``, of ``team``), newest first, as rows."""
-    from meshctl.state import JobRecord, JobState
+    from meshctl.state import JobRecord
 
-    if state is not None and state not in {s.value for s in JobState}:
-        raise InvalidRequestError(
-            f"--state: expected one of {', '.join(s.value for s in JobState)}, got {state!r}"
-        )
+    checked_state(state, "--state")
     filters: dict[str, Any] = {"state": state, "team": team}
     filters = {k: v for k, v in filters.items() if v is not None}
     jobs = sorted(store.list(JobRecord, **filters), key=lambda j: -j.submitted_at_s)

@@ -20,7 +20,7 @@ from meshctl.app import jobs as jobs_of
 from meshctl.cli.context import app_context
 from meshctl.cli.options import OutputOption, duration_flag
 from meshctl.cli.render import Column, Output
-from meshctl.errors import EXIT_TIMEOUT, CommandError, InvalidRequestError
+from meshctl.errors import EXIT_TIMEOUT, CommandError
 
 if TYPE_CHECKING:
     from meshctl.app.remote import Remote
@@ -48,12 +48,8 @@ def list_jobs(
 ) -> None:
     """Every job, newest first: state, pool, nodes, attempt."""
     from meshctl.cli import render
-    from meshctl.state import JobState
 
-    if state is not None and state not in {s.value for s in JobState}:
-        raise InvalidRequestError(
-            f"--state: expected one of {', '.join(s.value for s in JobState)}, got {state!r}"
-        )
+    jobs_of.checked_state(state, "--state")  # before a server is asked
     context = app_context(ctx)
     remote = context.remote()
     if remote is not None:

@@ -20,7 +20,7 @@ from meshctl.server.errors import ApiError, forbidden, invalid, not_found
 from meshctl.server.identity import Principal
 from meshctl.server.planning import Planner
 from meshctl.server.uploads import discard, unpack
-from meshctl.state import AuditEntry, JobRecord, JobState, Role, Store
+from meshctl.state import AuditEntry, JobRecord, Role, Store
 
 
 class SubmitBody(BaseModel):
@@ -168,11 +168,10 @@ def submit(
 
 def rows(store: Store, principal: Principal, state: str | None, team: str | None) -> list[Any]:
     """``GET /v1/jobs``: the jobs the principal reaches, as ``jobs list -o json`` rows."""
+    from meshctl.app.jobs import checked_state
     from meshctl.app.jobs import rows as rows_of
 
-    if state is not None and state not in {s.value for s in JobState}:
-        states = ", ".join(s.value for s in JobState)
-        raise invalid(f"state: expected one of {states}, got {state!r}")
+    checked_state(state, "state")  # a 422, as every InvalidInput
     filters = {k: v for k, v in {"state": state, "team": team}.items() if v is not None}
     return rows_of(store, visible(store, principal, **filters))
 
