@@ -1,31 +1,23 @@
-"""One scheduling cycle of the controller, through the one lifecycle: the world it observed
-made into the lifecycle's inputs, and what the lifecycle decides made into the step.
+"""What the controller's side of the cycle (``side.py``) builds its snapshot and notes from.
 
 In: the jobs holding resources (running, or leaving: their stop time) and waiting (with their
 runtime, declared or estimated, and the nodes being freed for them), the observed nodes
 (``nodes.py``), the cloud offers at the price paid less what runs, the pools' facts (the wait
 forecast, what each may still launch, why one cannot be used), and what the policies see
-(capacity, waits per priority, this month's spend, victims). Out: dispatches, preemptions and
-evictions (a transition, a stop time, a checkpoint request when there is a grace), resizes of
-elastic jobs (a loan opened per node lent, closed when its borrower or lender ends; a job
-below its size asks to grow back), launches, idle teardowns, budget crossings, and a decision
-note per waiting job. Pure, like ``decide``.
+(capacity, waits per priority, this month's spend). Out of the plan: a launch's cloud
+request (``launch_request``), a loan's record, and a decision note per waiting job with what
+``explain`` says of it besides the scheduler's reasons. Pure, like ``decide``.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from meshctl.controller.deciding import services
-from meshctl.controller.deciding.dispatch import dispatch, placement_nodes
+from meshctl.controller.deciding.dispatch import placement_nodes
 from meshctl.controller.deciding.idle import joined
-from meshctl.controller.deciding.leaving import leave
-from meshctl.controller.deciding.nodes import FINISHED_STATES
-from meshctl.controller.deciding.nodes import nodes as observed
 from meshctl.controller.deciding.nodes import running as running_of
 from meshctl.controller.deciding.step import (
     DecisionNote,
@@ -37,7 +29,7 @@ from meshctl.controller.deciding.step import (
     own_head,
 )
 from meshctl.controller.deciding.world import JobView, World, request_of
-from meshctl.lifecycle import Backlog, Estimate, Estimator, Launch, Leave, Start, effects, lending
+from meshctl.lifecycle import Backlog, Estimate, Estimator, lending
 from meshctl.lifecycle.snapshot import (
     configured_pools,
     leaving,
@@ -50,10 +42,6 @@ from meshctl.lifecycle.snapshot import (
 from meshctl.lifecycle.view import (
     Capacity,
     MeshView,
-    Victims,
-    budget_crossings,
-    budgets,
-    policy_view,
 )
 from meshctl.model.mesh import AwsPool, GcpPool
 from meshctl.policy.facts import mesh_snapshot
@@ -65,10 +53,8 @@ from meshctl.scheduler import (
     Request,
     Running,
     Snapshot,
-    preempt,
-    schedule,
 )
-from meshctl.scheduler.plan import Decision, Plan
+from meshctl.scheduler.plan import Decision
 from meshctl.state.records import (
     INSTANCE_LIVE,
     AttemptRecord,
@@ -76,68 +62,15 @@ from meshctl.state.records import (
     LoanRecord,
 )
 
-
-def scheduling(
-    world: World,
-    rules: Rules,
-    holding: Sequence[JobView],
-    queued: Sequence[JobView],
-    step: Step,
-    estimator: Estimator,
-    serving: Sequence[JobView] = (),
-) -> None:
-    """Decide the waiting jobs (place, preempt, burst, wait) and what each decision does;
-    the services' replicas (``services.py``) go through the cycle as units of their own."""
-    leaving_now = _leaving_now(step)
-    loans = [_as_loan(r) for r in world.loans]
-    borrowers = {x.borrower for x in loans}
-    names = {
-        pool: {n.ray_node_id: n.name for n in seen.nodes if n.alive}
-        for pool, seen in world.pools.items()
-    }
-    taken: dict[str, set[str]] = defaultdict(set)  # nodes other jobs hold, per pool
-    for view in holding:
-        if view.attempt is not None:
-            taken[view.attempt.pool].update(placement_nodes(view.attempt))
-    alive = {
-        pool: set(by_id.values()) for pool, by_id in names.items() if world.pools[pool].reachable
-    }
-    units = services.units(serving, world.serve, borrowers, world.now_s, names, taken, alive)
-    # loans whose borrower or lender ended (this step included) close before the cycle, so
-    # their lenders grow back in it, as in the simulator
-    ended = {t.job_id for t in step.transitions if t.to in FINISHED_STATES}
-    active = ({v.record.id for v in (*holding, *queued)} | units.active) - ended
-    closed = lending.closing(loans, active, world.now_s)
-    step.loans += [_loan_record(x) for x in closed]
-    lent = lending.lent_nodes(x for x in loans if x.id not in {c.id for c in closed})
-    running = [_running(v, world, estimator, leaving_now, lent) for v in holding if v.attempt]
-    running += units.running
-    nodes = observed(world, rules.mesh, running, rules.catalogs, rules.registry)
-    runtimes = {v.record.id: _runtime(v, estimator) for v in queued}
-    mesh = _mesh_view(world, rules, nodes, running, queued, runtimes)
-    snapshot = _snapshot(
-        world, rules, holding, running, queued, runtimes, mesh, nodes, lent, units.pending
-    )
-    views = {v.record.id: v for v in (*holding, *queued)} | units.views
-    policies = _policies(world, rules, mesh, views, running)
-    step.standings = budgets(rules.policies, mesh)
-    step.budgets += budget_crossings(world.budget_states, step.standings)
-    plan = schedule(snapshot, policies, rules.config)
-    step.plan = plan
-    _carry_out(plan, views, runtimes, leaving_now, world, rules, step, running, units)
-    services.settle(units, world.serve, step)
-    forecasts = _forecasts(queued, runtimes, mesh)
-    decided = services.decisions(plan.decisions.values(), units)
-    step.decisions += [_note(d, forecasts.get(d.job_id)) for d in decided]
-    step.rule_errors += _rule_errors(policies, queued)
+Estimates = dict[str, Estimate | None]  # each waiting job's runtime, declared or estimated
 
 
-def _runtime(view: JobView, estimator: Estimator) -> Estimate | None:
+def runtime_of(view: JobView, estimator: Estimator) -> Estimate | None:
     record, limits = view.record, view.job.spec.limits
     return estimator.estimate(record.team, record.name, limits.max_runtime_s)
 
 
-def _mesh_view(
+def mesh_view(
     world: World,
     rules: Rules,
     nodes: Sequence[Node],
@@ -157,8 +90,8 @@ def _mesh_view(
     ):
         backlog.run(job_id, r.pool, r.expected_end_s, gpus, r.started_at_s)
     for v in queued:
-        seconds = _seconds(runtimes[v.record.id])
-        backlog.queue(v.record.id, v.record.priority, v.job.spec.resources.total_gpus, seconds)
+        known = seconds(runtimes[v.record.id])
+        backlog.queue(v.record.id, v.record.priority, v.job.spec.resources.total_gpus, known)
     clouds = [p.name for p in rules.mesh.spec.pools if isinstance(p, AwsPool | GcpPool)]
     waits = backlog.waits(capacity, clouds, world.now_s)
     return MeshView(
@@ -171,73 +104,21 @@ def _mesh_view(
     )
 
 
-def _policies(
-    world: World,
-    rules: Rules,
-    mesh: MeshView,
-    views: Mapping[str, JobView],
-    running: Sequence[Running],
-) -> PolicyView:
-    jobs = {job_id: v.job for job_id, v in views.items()}
-    return policy_view(
-        rules.policies,
-        mesh,
-        dt.datetime.fromtimestamp(world.now_s, dt.UTC),
-        jobs,
-        lambda job_id: views[job_id].record.priority,
-        Victims({r.job_id: r for r in running}, jobs, world.now_s),
-    )
-
-
-def _carry_out(
-    plan: Plan,
-    views: Mapping[str, JobView],
-    runtimes: Mapping[str, Estimate | None],
-    leaving_now: set[str],
-    world: World,
-    rules: Rules,
-    step: Step,
-    running: Sequence[Running],
-    units: services.Units,
-) -> None:
-    """The plan's actions, as the lifecycle carries them out, into the step (a service's
-    replicas: into the service)."""
-    by_id = {r.job_id: r for r in running}
-    for action in effects.of_plan(plan, leaving_now, rules.mesh.grow_graces()):
-        if services.carry(action, units):
-            continue
-        view = views[action.job_id]
-        if isinstance(action, Start):
-            seconds = _seconds(runtimes[action.job_id])
-            step.dispatches.append(dispatch(view, action, rules, world, seconds))
-        elif isinstance(action, Leave):
-            leave(view, rules, action, step)
-            lender = by_id.get(action.job_id)
-            if action.lent and lender is not None:
-                lost = preempt.lost_work_s(lender, action.stop_at_s)
-                for loan in lending.opened(action, lender, world.now_s, lost):
-                    step.loans.append(_loan_record(loan))
-        elif isinstance(action, Launch):
-            number = (view.attempt.number if view.attempt else 0) + 1
-            request_id = launch_request(world, action.job_id, number)
-            step.launches.append(replace(action, request_id=request_id))
-
-
-def _loan_record(loan: lending.Loan) -> LoanRecord:
+def loan_record(loan: lending.Loan) -> LoanRecord:
     return LoanRecord(
         loan.id, loan.lender, loan.borrower, loan.pool, loan.node, loan.gpus,
         loan.opened_at_s, loan.closed_at_s, loan.lost_gpu_s,
     )  # fmt: skip
 
 
-def _as_loan(record: LoanRecord) -> lending.Loan:
+def as_loan(record: LoanRecord) -> lending.Loan:
     return lending.Loan(
         record.id, record.lender, record.borrower, record.pool, record.node,
         record.gpus, record.opened_at_s, record.closed_at_s, record.lost_gpu_s,
     )  # fmt: skip
 
 
-def _forecasts(
+def forecasts(
     queued: Sequence[JobView], runtimes: Mapping[str, Estimate | None], mesh: MeshView
 ) -> dict[str, dict[str, Any]]:
     """What explain says of each waiting job besides the scheduler's reasons: the runtime
@@ -274,11 +155,11 @@ def _forecasts(
     return out
 
 
-def _seconds(found: Estimate | None) -> float | None:
+def seconds(found: Estimate | None) -> float | None:
     return found.seconds if found is not None else None
 
 
-def _leaving_now(step: Step) -> set[str]:
+def leaving_now(step: Step) -> set[str]:
     """Jobs this step already makes leave (or fail while they run): no victims again."""
     return {
         t.job_id
@@ -287,7 +168,7 @@ def _leaving_now(step: Step) -> set[str]:
     }
 
 
-def _running(
+def running_now(
     view: JobView,
     world: World,
     estimator: Estimator,
@@ -313,7 +194,7 @@ def _stop_at(view: JobView, world: World) -> float:
     return stop_at if stop_at is not None else world.now_s
 
 
-def _snapshot(
+def snapshot(
     world: World,
     rules: Rules,
     holding: Sequence[JobView],
@@ -367,7 +248,7 @@ def _snapshot(
             v.record.priority,
             _request(v, lent),
             v.record.submitted_at_s,
-            _seconds(runtimes[v.record.id]),
+            seconds(runtimes[v.record.id]),
             nominated.get(v.record.id, ()),
             provisioning=_launching(v, launches),
         )
@@ -467,7 +348,7 @@ def launch_request(world: World, job_id: str, number: int) -> str:
     return latest
 
 
-def _rule_errors(policies: PolicyView, queued: Sequence[JobView]) -> list[RuleError]:
+def rule_errors(policies: PolicyView, queued: Sequence[JobView]) -> list[RuleError]:
     """The rules that failed for each queued job (its verdict was computed this cycle)."""
     found = []
     for view in queued:
@@ -479,7 +360,7 @@ def _rule_errors(policies: PolicyView, queued: Sequence[JobView]) -> list[RuleEr
     return found
 
 
-def _note(decision: Decision, forecast: Mapping[str, Any] | None) -> DecisionNote:
+def note(decision: Decision, forecast: Mapping[str, Any] | None) -> DecisionNote:
     explanation = decision.explanation()
     if forecast is not None:
         explanation["forecast"] = dict(forecast)

@@ -1,6 +1,7 @@
 """The simulator's engine: a virtual clock over an event heap, driving the one lifecycle.
 
-Each scheduling cycle decides exactly as the controller does, through ``meshctl.lifecycle``:
+Each scheduling cycle is the controller's own: the lifecycle's one cycle
+(``meshctl.lifecycle.cycle``), driven through the run's side of it (``side.py``), which builds
 the snapshot (nodes from their shapes, offers at the price paid and their caps, running jobs
 with their expected ends and latest checkpoints, waiting jobs with their runtime estimates
 and nominations), the policies bound to the mesh as each priority sees it (capacity, the
@@ -23,20 +24,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
-from meshctl.lifecycle import effects, lending, serving
-from meshctl.lifecycle.actions import Action, Launch, Leave, Left, Start
-from meshctl.lifecycle.snapshot import nominations, offers_left, pool_infos
-from meshctl.lifecycle.view import MeshView, Victims, budget_crossings, budgets, policy_view
+from meshctl.lifecycle.cycle import cycle
 from meshctl.model.job import Job
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import BoundPolicies, bind
 from meshctl.policy.facts import MeshSnapshot
-from meshctl.scheduler import Pending, Request, Snapshot
-from meshctl.scheduler import schedule as run_scheduler
-from meshctl.scheduler.preempt import lost_work_s
+from meshctl.scheduler import Request
 from meshctl.sim.core.attempts import Attempts
 from meshctl.sim.core.config import Result, SimConfig, SimMesh
 from meshctl.sim.core.events import Arrival, At, Kind, PoolEvent
@@ -44,6 +39,7 @@ from meshctl.sim.core.fleet import CloudPool
 from meshctl.sim.core.jobs import JobResult
 from meshctl.sim.core.runstate import RunState
 from meshctl.sim.core.services import Services
+from meshctl.sim.core.side import EngineSide
 from meshctl.sim.core.workload import SimJob, job_document
 from meshctl.sim.core.world import WorldEvents
 
@@ -55,8 +51,9 @@ class Engine:
 
     The run's state (``state.RunState``) is one object that each collaborator holds: the
     job attempts (``attempts``), the world's events (``world``, which acts on jobs through
-    the attempts) and the services (``services``). The engine holds all four, runs the loop
-    and the scheduling cycle, and hands each event to the collaborator it is about."""
+    the attempts), the services (``services``) and the run's side of the one cycle
+    (``side``, which hands each decision to the one it is about). The engine holds them,
+    runs the loop, drives the cycle and hands each event to the collaborator it is about."""
 
     def __init__(
         self,
@@ -69,6 +66,7 @@ class Engine:
         self.attempts = Attempts(self.state)
         self.world = WorldEvents(self.state, self.attempts)
         self.services = Services(self.state)
+        self.side = EngineSide(self.state, self.attempts, self.world, self.services)
         self.bound_base: BoundPolicies | None = None  # the policies bound as at the start
         # one job file per class of trace job (``_class_of``)
         self._classes: dict[tuple[Any, ...], tuple[Job, Request, int]] = {}
@@ -233,20 +231,6 @@ class Engine:
             state.clock.push(job.deadline_s, Kind.WAKE, At(job.deadline_s))
         state.want_cycle()
 
-    def _estimates_learnt(self) -> None:
-        """Waiting jobs whose runtime estimate changed (a run of theirs ended since the last
-        cycle) are estimated again, as the controller estimates every waiting job each cycle."""
-        state = self.state
-        for key in sorted(state.stale_keys):
-            for job_id in sorted(state.waiting_by_key.get(key, ())):
-                runtime = state.runtime(job_id)
-                pending = state.pending[job_id]
-                if pending.max_runtime_s != runtime:
-                    state.pending[job_id] = replace(pending, max_runtime_s=runtime)
-                    job = state.results[job_id].job
-                    state.backlog.queue(job_id, pending.priority, job.total_gpus, runtime)
-        state.stale_keys.clear()
-
     # --- a scheduling cycle --------------------------------------------------------------------
 
     def _cycle_event(self, event: At) -> None:
@@ -262,137 +246,14 @@ class Engine:
             return
         state.last_cycle = state.now
         state.totals.cycles += 1
-        self._cycle()
-        if tick:
-            for pool in sorted(state.mesh.clouds):
-                self.world.teardown(pool)
-        elif state.pending or self.services.served:
+        cycle(self.side, state.policies, state.config.scheduler)  # the one cycle
+        if not tick and (state.pending or self.services.served):
             # waiting work is looked at again, services' traffic
             again = state.config.serve_every_s if self.services.served else state.config.recheck_s
             t_next = state.now + max(again, state.config.cycle_s)
             if state.next_cycle is None or state.next_cycle > t_next:
                 state.next_cycle = t_next
                 state.clock.push(t_next, Kind.CYCLE, At(t_next))
-
-    def _cycle(self) -> None:
-        state = self.state
-        now = state.now
-        if state.stale_keys:
-            self._estimates_learnt()
-        self.attempts.replace_lost()
-        for job_id, deadline in sorted(state.deadlines.items()):
-            failed = effects.past_deadline(job_id, deadline, now)
-            if failed is not None:
-                state.unwait(job_id)
-                state.record(failed)
-                self.attempts.finished_for_good(job_id, failed.reason)
-        for job_id, limit in sorted(state.limits.items()):
-            attempt = state.running.get(job_id)
-            over = effects.overran(job_id, attempt.began_s if attempt else None, limit, now)
-            if over is not None and attempt is not None and not attempt.leaving:
-                state.record(over)
-                self.attempts.leave(attempt, over, now)
-        active = set(state.running) | set(state.pending)
-        if self.services.served:
-            active |= self.services.cycle()
-        closed = {x.id: x for x in lending.closing(state.loans, active, now)}
-        if closed:
-            state.loans = [closed.get(x.id, x) for x in state.loans]
-        snapshot, mesh = self._snapshot()
-        view = policy_view(
-            state.policies, mesh, state.date(), state.models, self._priority, self._victims()
-        )
-        for crossed in budget_crossings(state.budget_states, budgets(state.policies, mesh)):
-            state.budget_states[crossed.budget] = crossed.state
-            state.totals.budget_crossings += 1
-            state.record(crossed)
-        plan = run_scheduler(snapshot, view, state.config.scheduler, state.layout)
-        for action in effects.of_plan(plan, grow_grace_s=state.mesh.grow_grace_s):
-            self._apply(action)
-        for job_id, decision in plan.decisions.items():
-            first = job_id not in state.decided
-            state.decided.add(job_id)
-            if first and decision.status == "unschedulable" and job_id in state.pending:
-                state.unwait(job_id)  # as submit rejects it: it could never run
-                state.results[job_id].rejected = decision.reason or "unschedulable"
-                state.done += 1
-
-    def _priority(self, job_id: str) -> int:
-        return self.state.results[serving.service_of(job_id) or job_id].priority
-
-    def _victims(self) -> Victims:
-        state = self.state
-        if not self.services.replica_running:
-            return Victims(state.running, state.models, state.now, lambda attempt: attempt.running)
-        held: dict[str, Any] = {r.job_id: r for r in self.services.replica_running}
-        held.update((job_id, a.running) for job_id, a in state.running.items())
-        return Victims(held, state.models, state.now)
-
-    def _snapshot(self) -> tuple[Snapshot, MeshView]:
-        """The scheduler's snapshot and what the policies see, as the lifecycle builds them."""
-        state = self.state
-        now, fleet = state.now, state.fleet
-        nodes = state.cluster.snapshot_nodes()  # first: the capacity follows the nodes
-        capacity = state.cluster.capacity.of_pools(state.pool_names)
-        waits = state.backlog.waits(capacity, state.cloud_pools, now)
-        pools = pool_infos(state.mesh.pools, waits.lowest(), fleet.live_per_pool, {})
-        nominated = nominations(pair for pairs in state.freeing.values() for pair in pairs)
-        pending = [self._pending_now(p, nominated) for p in state.pending.values()]
-        for attempt in state.running.values():  # elastic jobs below their size grow back
-            wanted = state.size(attempt.job_id)
-            if wanted is not None and attempt.stopped_s is None:
-                job = state.results[attempt.job_id].job
-                grow = lending.growth(attempt.running, wanted, job.arrival_s)
-                if grow is not None:
-                    pending.append(grow)
-        pending += [self._pending_now(p, nominated) for p in self.services.replica_pending]
-        snapshot = Snapshot(
-            now,
-            nodes,
-            pools,
-            tuple(a.running for a in state.running.values()) + tuple(self.services.replica_running),
-            tuple(pending),
-            offers_left(state.mesh.offers, fleet.live_type),
-        )
-        spend, team_spend = fleet.spend(now)
-        configured = state.mesh.configured or MeshSnapshot(())
-        mesh = MeshView(configured, capacity, waits, len(state.pending), spend, team_spend)
-        return snapshot, mesh
-
-    def _pending_now(self, pending: Pending, nominated: dict[str, tuple[str, ...]]) -> Pending:
-        """A waiting job as this cycle sees it: the nodes freed for it, its size now."""
-        if pending.job_id in nominated:
-            pending = replace(pending, nominated=nominated[pending.job_id])
-        size = self.state.size(pending.job_id)
-        if size is not None:
-            pending = replace(pending, request=lending.sized(pending.request, size))
-        return pending
-
-    def _apply(self, action: Action) -> None:
-        state = self.state
-        if self.services.served and self.services.replica_action(action):
-            return
-        state.record(action)
-        if isinstance(action, Start):
-            self.attempts.start(action)
-        elif isinstance(action, Leave):
-            attempt = state.running.get(action.job_id)
-            if attempt is not None and not attempt.leaving:
-                nodes = tuple(a.node for a in attempt.allocations)
-                if action.left is Left.RESIZED:
-                    state.totals.resizes += 1
-                    lent = dict(action.lent)
-                    pairs = [(b, (n,)) for n, b in action.lent]
-                    rest = tuple(n for n in nodes if n not in lent) + action.grows_onto
-                    state.freeing[action.job_id] = [*pairs, (action.job_id, rest)]
-                    lost = lost_work_s(attempt.running, action.stop_at_s)
-                    state.loans += lending.opened(action, attempt.running, state.now, lost)
-                elif action.for_job is not None:
-                    state.totals.preemptions += 1
-                    state.freeing[action.job_id] = [(action.for_job, nodes)]
-                self.attempts.leave(attempt, action, state.now)
-        elif isinstance(action, Launch):
-            self.world.launch(action)
 
 
 def simulate(
