@@ -79,8 +79,17 @@ def run(
     cache_dir: CacheDirOption = None,
     cache_gib: CacheGibOption = 100.0,
 ) -> None:
-    """Probe every ``--interval`` seconds and serve ``GET /v1/probe`` until stopped; with
-    ``--cache-dir``, keep the node's datasets there and serve them to its peers."""
+    """Run the node agent: probe the node and serve its verdict.
+
+    Probes every --interval seconds and serves GET /v1/probe until stopped;
+    every request must bear the cluster's token (401 without it), and the agent
+    runs nothing it is sent. With --cache-dir it keeps the node's datasets
+    there and serves them to its peers.
+
+    Examples:
+      meshctl agent run --token-file /etc/meshctl/ray.token --gpus 8
+      meshctl agent run --token-file t --cache-dir /nvme/cache --cache-gib 3000
+    """
     import contextlib
     import logging
     import signal
@@ -130,7 +139,16 @@ def probe(
     min_free_gib: MinFreeOption = 5.0,
     no_nvml: NoNvmlOption = False,
 ) -> None:
-    """Probe once and print the JSON the agent would serve; exit 1 when unhealthy."""
+    """Probe the node once and print the JSON the agent would serve.
+
+    Exit codes:
+      0  healthy, degraded or unknown
+      1  unhealthy
+
+    Examples:
+      meshctl agent probe --gpus 8
+      meshctl agent probe --disk /mnt/checkpoints --nic ib0 --no-nvml
+    """
     import json
 
     agent = _agent(node, gpus, disk, nic, kernel_log, min_free_gib, no_nvml)
@@ -152,8 +170,16 @@ def install(
     cache_dir: CacheDirOption = None,
     cache_gib: CacheGibOption = 100.0,
 ) -> None:
-    """Print a systemd unit running the agent on this node (``> /etc/systemd/system/
-    meshctl-agent.service``, then ``systemctl enable --now meshctl-agent``)."""
+    """Print a systemd unit that runs the agent on this node.
+
+    For a node of an existing cluster: write it to
+    /etc/systemd/system/meshctl-agent.service, then run systemctl enable --now
+    meshctl-agent.
+
+    Examples:
+      meshctl agent install --gpus 8 --disk /mnt/checkpoints --nic ib0
+      meshctl agent install --token-file /etc/meshctl/ray.token > unit.service
+    """
     args = ["agent", "run", f"--token-file={token_file}", f"--gpus={gpus}", f"--port={port}"]
     args += [f"--disk={d}" for d in disk or ()] + [f"--nic={n}" for n in nic or ()]
     if cache_dir is not None:

@@ -48,7 +48,9 @@ deferred.defer(*deferred.UNUSED)  # before any command imports the packages that
 app = typer.Typer(
     cls=MeshGroup,
     name="meshctl",
-    help="Control plane for GPU compute meshes: route Ray workloads between on-prem and clouds.",
+    help="Control plane for GPU compute meshes: Ray workloads on-prem and in clouds."
+    "\n\nA command's detail, exit codes and examples: meshctl COMMAND --help;\n"
+    "every command's: docs/CLI.md.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,  # never print local variables (credentials) on a crash
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -84,7 +86,7 @@ def root(
     home: Annotated[
         Path | None,
         typer.Option(
-            help="State directory. [env: MESHCTL_HOME; default: ~/.meshctl]", show_default=False
+            help="State directory (default: $MESHCTL_HOME, else ~/.meshctl).", show_default=False
         ),
     ] = None,
     mesh: Annotated[

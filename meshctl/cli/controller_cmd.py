@@ -45,9 +45,18 @@ def run(
         ),
     ] = None,
 ) -> None:
-    """Observe the pools, schedule, dispatch, record; every ``--interval`` seconds. Changes to
-    the mesh, policies or catalogs are taken (or refused) as they are noticed, and on
-    ``meshctl reload``."""
+    """Run the reconcile loop here, in the foreground (up runs it behind).
+
+    Observes the pools, schedules, dispatches and records, every --interval
+    seconds. Changes to the mesh, policies or catalogs are taken (or refused,
+    keeping the old set) as they are noticed, and on meshctl reload. With a
+    shared store, one controller leads and a standby takes over when the lead
+    lapses (--lease-ttl).
+
+    Examples:
+      meshctl controller run --once
+      meshctl controller run --interval 5 --metrics-address 127.0.0.1:9110
+    """
     from meshctl.app import controller
     from meshctl.cli import render
 
@@ -78,8 +87,30 @@ def reload(
     ] = RELOAD_TIMEOUT_S,
     output: OutputOption = Output.table,
 ) -> None:
-    """Re-read the mesh, policies and catalogs the controller runs with, check them all, and
-    have the controller take them at its next cycle (an invalid change is refused, exit 2)."""
+    """Have the controller take changed mesh, policy and catalog files.
+
+    Re-reads the mesh, policies and catalogs the controller runs with
+    (--policies switches the folder), checks them all as validate does, then
+    has the controller take them at its next cycle. Prints each part it took
+    with its old and new hash (mesh OLD -> NEW; policies OLD -> NEW), or, with
+    nothing new, the hash of each part that runs and how long ago a change to
+    it was taken (the controller may have noticed the edit first: it also takes
+    or refuses changed files on its own).
+
+    An invalid change is refused and the old set keeps running; meanwhile
+    submit, explain and status say the refused file's problems as warnings and
+    plan with the set the controller runs (with none running, they fail on
+    them, exit 2). A new local pool still needs up.
+
+    Exit codes:
+      0  taken, or nothing new
+      1  no controller runs, or it did not confirm within --timeout
+      2  an invalid change: refused, the old set keeps running
+
+    Examples:
+      meshctl reload
+      meshctl reload --policies policies-next/
+    """
     from meshctl.cli import render
 
     context = app_context(ctx)

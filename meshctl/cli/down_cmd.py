@@ -58,10 +58,25 @@ def down(
         typer.Option(help="How long --drain waits (default 10m); then it fails, or --force."),
     ] = None,
 ) -> None:
-    """Stop the controller and the local pools' Ray clusters: exactly the processes up started.
+    """Stop the controller and the local pools: what up started, no more.
 
-    With jobs running on them it refuses, unless --drain (wait for them) or --force (stop
-    them: each is requeued, so the next up runs it again)."""
+    Stops exactly the processes up started (by the run files under
+    $MESHCTL_HOME/run, also after a crash) and the cloud instances the mesh
+    launched. With jobs running there it refuses and stops nothing. --drain
+    starts nothing new and waits for them to end (a progress line); past
+    --deadline it fails and the mesh goes on, or with --force stops the rest.
+    --force stops them and records each requeued ("stopped by meshctl down
+    --force"), so the next up runs it again. Their logs are kept.
+
+    Exit codes:
+      0  stopped
+      1  jobs are running (nothing was stopped), or --drain ran out of time
+
+    Examples:
+      meshctl down
+      meshctl down --drain --deadline 10m
+      meshctl down --force
+    """
     from meshctl.state import STATE_DB
 
     wait_s = _deadline(deadline, drain)

@@ -36,11 +36,25 @@ def explain(
     now: NowOption = None,
     output: OutputOption = Output.table,
 ) -> None:
-    """Why a job runs where it runs, or why it waits: filters, scores, burst, quota.
+    """Why a job runs where it runs, or why it waits.
 
-    JOB is a submitted job's id, or a job file: planned against the live mesh where a
-    controller runs (what its jobs hold, each node's state, as it last recorded them), against
-    the idle mesh where none does, or against the moment --mesh STATE.yaml gives."""
+    JOB is a submitted job's id (or name, or a unique id prefix): where it runs
+    and the scheduler's latest decision about it, or why it waits ("gcp-spill:
+    no credentials" included), with the policy hash it was decided under, and
+    every cloud offer tried and what came of it.
+
+    JOB may also be a job file: where the scheduler would place it now, or why
+    it would wait: nodes filtered per reason, the resource that ran out, the
+    top candidates' scores, the burst or preemption it would plan. Planned
+    against the live mesh where a controller runs (what its jobs hold, each
+    node's state, as it last recorded them), against the idle mesh where none
+    does, or against the moment --mesh STATE.yaml gives; it says which.
+
+    Examples:
+      meshctl explain jobs/batch-embed.yaml
+      meshctl explain jobs/batch-embed.yaml --mesh busy.yaml
+      meshctl explain 3f2a9c
+    """
     if not job_file.exists() and mesh_file is None and policies is None and now is None:
         _explain_stored(ctx, str(job_file), output)
         return

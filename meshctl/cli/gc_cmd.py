@@ -32,9 +32,22 @@ def gc(
     ] = 900.0,
     output: OutputOption = Output.table,
 ) -> None:
-    """Find (and terminate) instances tagged with this mesh that nothing in the store owns.
-    Every cloud pool is gone through; one that could not be reached (no credentials, refused
-    ones, no answer) is reported, and the command then exits 1: its leaks are unknown."""
+    """Find, and terminate, cloud instances of this mesh that nothing owns.
+
+    Instances tagged with this mesh that nothing in the store owns and older
+    than --min-age (15 minutes by default, so that a launch not yet recorded is
+    safe) are listed (--dry-run) or terminated. Every cloud pool is gone
+    through; one it could not reach (no credentials, refused ones, no answer)
+    is an error: line, and its leaks are unknown.
+
+    Exit codes:
+      0  every cloud pool was gone through
+      1  a cloud pool could not be reached
+
+    Examples:
+      meshctl gc --dry-run
+      meshctl gc --min-age 3600
+    """
     from meshctl.cli import render
 
     context = app_context(ctx)

@@ -34,7 +34,18 @@ def init(
     directory: Annotated[Path, typer.Argument(help="Where to create the mesh.")] = Path("."),
     force: Annotated[bool, typer.Option(help="Overwrite files that already exist.")] = False,
 ) -> None:
-    """Scaffold a working mesh: the embedded local pool, catalogs, policies, example jobs."""
+    """Scaffold a working mesh: mesh.yaml, catalogs, policies, example jobs.
+
+    Writes mesh.yaml (the embedded local pool, onprem, plus the AWS and GCP
+    burst pools aws-burst and gcp-burst), the provider catalogs in providers/,
+    the example policies and their tests in policies/, example jobs in jobs/
+    and the programs they run in programs/. A file that already exists is
+    never overwritten without --force: nothing is written, exit 2.
+
+    Examples:
+      meshctl init demo
+      meshctl init . --force
+    """
     from meshctl.cli import render
     from meshctl.errors import InvalidRequestError
 

@@ -46,7 +46,15 @@ def list_jobs(
     team: Annotated[str | None, typer.Option(help="Only this team's jobs.")] = None,
     output: OutputOption = Output.table,
 ) -> None:
-    """Every job, newest first: state, pool, nodes, attempt."""
+    """Every job, newest first: state, pool, nodes, attempt.
+
+    Through an API server: your own jobs; a team-admin sees the team's.
+
+    Examples:
+      meshctl jobs list
+      meshctl jobs list --state running --team search
+      meshctl jobs list -o json
+    """
     from meshctl.cli import render
 
     jobs_of.checked_state(state, "--state")  # before a server is asked
@@ -74,8 +82,20 @@ COLUMNS = [
 
 @app.command("show")
 def show(ctx: typer.Context, job: JobArgument, output: OutputOption = Output.table) -> None:
-    """One job: what it asks for, its attempts (and why the last one failed), events, and the
-    scheduler's latest decision."""
+    """One job: resources, attempts, events and the latest decision.
+
+    What it asks for, in words; its attempts, each with the checkpoint step it
+    resumed from and its restarts (and why the last one failed, with the first
+    lines of the failure); each recovery with the steps lost and the times to
+    detect and to resume; a train job's loop and workers; a service's replicas,
+    traffic and URL; the loans it lent or borrowed; an exported model; its
+    events and the scheduler's latest decision. A job is named by its id, its
+    name, or a unique prefix of its id; an exact id or name wins.
+
+    Examples:
+      meshctl jobs show 3f2a9c
+      meshctl jobs show batch-embed -o yaml
+    """
     from meshctl.cli import render
 
     context = app_context(ctx)
@@ -161,9 +181,18 @@ def logs(
     ] = False,
     attempt: Annotated[int | None, typer.Option(help="Attempt number (default: latest).")] = None,
 ) -> None:
-    """The job's output (its driver log): from its pool while the pool has it, else from the
-    copy meshctl keeps (after the job ends, after down; at most its first 512 KiB and last
-    1.25 MiB)."""
+    """Print a job's driver log, from its pool or from meshctl's copy.
+
+    From its pool while the pool has it, else from the copy meshctl keeps
+    (after the job ends, after down; at most each attempt's first 512 KiB and
+    last 1.25 MiB). With --follow, a queued job says what it waits for, then
+    the log is followed until the job ends.
+
+    Examples:
+      meshctl jobs logs 3f2a9c
+      meshctl jobs logs batch-embed --follow
+      meshctl jobs logs 3f2a9c --attempt 1
+    """
     from meshctl.cli import joblogs
 
     context = app_context(ctx)
@@ -216,8 +245,19 @@ def cancel(
     jobs: Annotated[list[str], typer.Argument(help="Job ids, names or unique id prefixes.")],
     output: OutputOption = Output.table,
 ) -> None:
-    """Cancel jobs: queued, they never run; running, the controller stops them. A job that
-    already finished is left as it is (not an error); an unknown job cancels nothing (exit 2)."""
+    """Cancel jobs: queued ones never run, running ones are stopped.
+
+    The controller stops the running ones. A job that already finished is left
+    as it is and said so (not an error).
+
+    Exit codes:
+      0  cancelled, or already finished
+      2  an unknown job: nothing was cancelled
+
+    Examples:
+      meshctl jobs cancel 3f2a9c
+      meshctl jobs cancel batch-embed gang-llm
+    """
     from meshctl.cli import render
     from meshctl.controller import daemon
 
@@ -251,8 +291,18 @@ def wait(
     ] = "1h",
     output: OutputOption = Output.table,
 ) -> None:
-    """Wait until the jobs finish: exit 0 if all succeeded, 1 if any failed or was cancelled,
-    124 if the timeout came first (as timeout(1))."""
+    """Wait until the jobs finish; the exit code says how they ended.
+
+    Exit codes:
+      0  every job succeeded
+      1  a job failed or was cancelled
+      124  the timeout came first (as timeout(1) says it)
+
+    Examples:
+      meshctl jobs wait 3f2a9c
+      meshctl jobs wait 3f2a9c 81be07 --timeout 10m
+      meshctl jobs wait 3f2a9c && meshctl jobs logs 3f2a9c
+    """
     from meshctl.cli import render
     from meshctl.controller.deciding.decide import FINISHED
     from meshctl.state import JobRecord, JobState

@@ -22,7 +22,16 @@ def login(
         str | None, typer.Option(help="The API token (default: read from stdin).")
     ] = None,
 ) -> None:
-    """Check a token against an API server and keep both: commands then talk to it."""
+    """Check a token against an API server and keep both.
+
+    Commands then talk to that server instead of the local state. The token
+    comes from stdin (or --token) and is kept in a 0600 file. MESHCTL_SERVER
+    and MESHCTL_TOKEN do the same for one shell.
+
+    Examples:
+      meshctl login https://mesh.example:8765 < token.txt
+      meshctl login http://127.0.0.1:8765 --token "$TOKEN"
+    """
     from meshctl.app import remote
     from meshctl.cli import render
 
@@ -38,7 +47,11 @@ def login(
 
 
 def logout(ctx: typer.Context) -> None:
-    """Forget the server and token that meshctl login kept: commands work locally again."""
+    """Forget the server and token that login kept; work locally again.
+
+    Examples:
+      meshctl logout
+    """
     from meshctl.app import remote
     from meshctl.cli import render
 

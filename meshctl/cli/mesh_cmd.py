@@ -37,9 +37,26 @@ def up(
     ] = None,
     interval: Annotated[float, typer.Option(help="Seconds between controller cycles.")] = 1.0,
 ) -> None:
-    """Start the local pools' Ray clusters and the controller (what is up already stays up);
-    check every pool and show those that cannot be used, with why. Exit 1 when a local pool
-    could not start (the others and the controller still come up)."""
+    """Start the local pools and the controller; check every pool.
+
+    Starts each local pool's Ray cluster (a head plus the nodes of mesh.yaml;
+    GPUs declared with --num-gpus, rack and switch labels as Ray node labels)
+    and the controller daemon; what is up already stays up, and a local pool
+    already up has each dead node (its raylet gone) started again. A ray pool
+    (an existing cluster) is checked, not started. Every pool is checked, and
+    those that cannot be used are shown with why (warning: lines). With no
+    mesh.yaml: the embedded default mesh.
+
+    Exit codes:
+      0  everything started
+      1  a local pool or node could not start (the others and the
+         controller still come up; the message says which and why)
+      2  the mesh or the policies are invalid: nothing started
+
+    Examples:
+      meshctl up
+      meshctl up --policies policies/ --interval 0.5
+    """
     from meshctl.cli import render
     from meshctl.controller.rundir import make_run_dir
     from meshctl.state.private import write_private
@@ -193,9 +210,23 @@ def status(
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")] = False,
     output: OutputOption = Output.table,
 ) -> None:
-    """Pools (with whether each can be used now, and why not), GPUs in use, the policies the
-    controller enforces, the queue by class and recent events, on one screen. Exit 1 after
-    drawing it when no controller runs or its last cycle is over 90 s old."""
+    """One screen: pools, GPUs in use, policies, queue and recent events.
+
+    Shows the controller's last cycle, the policy hash it enforces (folder,
+    git commit; a change it refused), the pools (GPUs in use of the total;
+    those that cannot be used now, with why), the queue by priority class and
+    recent events. With --watch it redraws until Ctrl-C.
+
+    Exit codes:
+      0  a controller runs and its last cycle is recent
+      1  after drawing it: no controller runs, or its last cycle is over
+         90 s old
+
+    Examples:
+      meshctl status
+      meshctl status --watch
+      meshctl status -o json
+    """
     from meshctl.cli import render
 
     context = app_context(ctx)

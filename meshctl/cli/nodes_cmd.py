@@ -36,7 +36,16 @@ NodeArgument = Annotated[str, typer.Argument(help="pool/node, or the node's name
 
 @app.command("list")
 def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
-    """Every node: state, alive, GPUs in use, the jobs on it, labels."""
+    """Every node: state, alive, GPUs in use, jobs, labels, agent's verdict.
+
+    A node Ray lists dead reads dead; the node of a cloud instance taken back
+    or terminated leaves the list (show keeps it). Each node's agent: its URL,
+    last probe, verdict and reasons.
+
+    Examples:
+      meshctl nodes list
+      meshctl nodes list -o json
+    """
     from meshctl.cli import render
 
     context = app_context(ctx)
@@ -64,8 +73,17 @@ def list_nodes(ctx: typer.Context, output: OutputOption = Output.table) -> None:
 
 @app.command("show")
 def show(ctx: typer.Context, node: NodeArgument, output: OutputOption = Output.table) -> None:
-    """One node: state, GPUs, jobs, labels, its agent, and its data cache (root, capacity and
-    use, each dataset held or being fetched and where from, counters)."""
+    """One node: state, GPUs, jobs, labels, its agent and its data cache.
+
+    The data cache as its agent last reported it: root, capacity and use, each
+    dataset held or being fetched, its version, where it came from, when last
+    used, pinned or not; bytes read from sources and from peers, hits and
+    refetches; why a fetch failed.
+
+    Examples:
+      meshctl nodes show onprem/gpu-rack1
+      meshctl nodes show gpu-rack1 -o json
+    """
     from meshctl.cli import render
 
     context = app_context(ctx)
@@ -183,7 +201,12 @@ def _remote_set(remote: Remote, ref: str, action: str, why: str) -> Any:
 
 @app.command("cordon")
 def cordon(ctx: typer.Context, node: NodeArgument) -> None:
-    """No new work on the node; what runs there keeps running."""
+    """Take a node out of scheduling; what runs there keeps running.
+
+    Examples:
+      meshctl nodes cordon onprem/gpu-rack1
+      meshctl nodes cordon gpu-rack2
+    """
     from meshctl.state import NodeState
 
     _set(ctx, node, NodeState.CORDONED, "cordoned by user")
@@ -197,7 +220,15 @@ def drain(
         str, typer.Option(help="How long running jobs may finish, e.g. 10m.")
     ] = "10m",
 ) -> None:
-    """No new work; jobs still running after the deadline are evicted and requeued."""
+    """Stop new work on a node; evict what still runs at the deadline.
+
+    Jobs still running after the deadline are evicted and requeued. The node is
+    then drained until uncordoned.
+
+    Examples:
+      meshctl nodes drain onprem/gpu-rack1
+      meshctl nodes drain gpu-rack2 --deadline 30m
+    """
     from meshctl.state import NodeState
 
     seconds = duration_flag("--deadline", deadline)
@@ -207,7 +238,14 @@ def drain(
 
 @app.command("uncordon")
 def uncordon(ctx: typer.Context, node: NodeArgument) -> None:
-    """Back in service."""
+    """Put a node back in service after cordon, drain or a health signal.
+
+    Uncordoning also overrules what the node's agent says against it now, as
+    nodes health --healthy does.
+
+    Examples:
+      meshctl nodes uncordon onprem/gpu-rack1
+    """
     from meshctl.cli import render
     from meshctl.state import NodeState
 
@@ -235,8 +273,19 @@ def health(
         typer.Option(help="Clear the signal, and overrule what its agent says against it now."),
     ] = False,
 ) -> None:
-    """Set the node's health signal; the controller acts on it. --healthy also overrules the
-    node's agent: its present verdict is ignored until it says something else."""
+    """Set or clear a node's health signal: the operator's word.
+
+    --unhealthy REASON takes the node out of service whatever its agent says:
+    the controller asks its jobs to checkpoint, evicts and requeues them.
+    --healthy clears the signal and overrules what the agent says against it
+    now: that verdict is ignored until the agent says something else, and
+    forgotten once it says healthy. The node returns when healthy again (or
+    uncordoned).
+
+    Examples:
+      meshctl nodes health onprem/gpu-rack1 --unhealthy "GPU XID 79"
+      meshctl nodes health onprem/gpu-rack1 --healthy
+    """
     from meshctl.cli import render
     from meshctl.controller import daemon
 

@@ -93,9 +93,22 @@ def _check_names(
 def validate(
     ctx: typer.Context, paths: PathsArgument = None, output: OutputOption = Output.table
 ) -> None:
-    """Check policy files and their tests: schema, CEL syntax, field references and types,
-    conflicts between files, and the pools, providers and accelerator models they name
-    against the mesh (beside the policies folder, else the one in use) and the catalogs."""
+    """Check policy files and their tests, and what they name.
+
+    Schema, CEL syntax, field references (job.gpu: did you mean
+    resources.gpus?), types (job.team.startswith("n"): did you mean
+    startsWith?; job.resources.gpus > "4"), conflicts between files, and the
+    pools, providers and accelerator models they name, against the mesh
+    (beside the policies folder, else the one in use) and the catalogs.
+
+    Exit codes:
+      0  valid
+      2  a problem: one line each, file:line: field: expected ...
+
+    Examples:
+      meshctl policy validate
+      meshctl policy validate policies/ other/burst.yaml
+    """
     from meshctl.cli import render
 
     context = app_context(ctx)
@@ -136,8 +149,22 @@ def validate(
 def run_policy_tests(
     ctx: typer.Context, paths: PathsArgument = None, output: OutputOption = Output.table
 ) -> None:
-    """Run the table-driven cases in policies/tests/*.yaml; exit 1 on any failure (2 when a
-    file is invalid or names a pool, provider or accelerator the mesh and catalogs lack)."""
+    """Run the table-driven cases in policies/tests/*.yaml.
+
+    Each case gives a job and a mesh state (it may set every field a rule
+    reads) and expects a pool, burst, deny or preempt outcome, like opa test.
+    Ends with N passed, N failed.
+
+    Exit codes:
+      0  every case passed
+      1  a case failed
+      2  a file is invalid, or names a pool, provider or accelerator the mesh
+         and catalogs lack
+
+    Examples:
+      meshctl policy test
+      meshctl policy test policies/ -o json
+    """
     from meshctl.cli import render
     from meshctl.policy.testing import run_tests
 
@@ -190,10 +217,21 @@ def explain(
     now: NowOption = None,
     output: OutputOption = Output.table,
 ) -> None:
-    """Every rule for one job, matched or not, and why: pools, burst, priority, quota, budget.
+    """Every rule for one job, matched or not, and the operand that decided.
 
-    Exits 1 when a rule could not be evaluated for the job (one error line each on stderr);
-    the verdict shown is the one the engine acts on, failing closed."""
+    Pools, burst, priority, preemption, quota and budgets. A rule that could
+    not be evaluated for the job (a missing label) fails closed, is shown first
+    with one error line on stderr; the verdict shown is the one the engine acts
+    on.
+
+    Exit codes:
+      0  every rule was evaluated
+      1  a rule could not be evaluated for the job
+
+    Examples:
+      meshctl policy explain jobs/batch-embed.yaml
+      meshctl policy explain jobs/batch-embed.yaml --mesh busy.yaml
+    """
     from meshctl.policy import bind, mesh_snapshot
 
     context = app_context(ctx)

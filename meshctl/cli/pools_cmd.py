@@ -19,14 +19,22 @@ if TYPE_CHECKING:
     pass
 
 app = typer.Typer(
-    help="The mesh's pools: capacity and price as configured, and what runs there now.",
+    help="The mesh's pools: capacity, price, use and whether each can be used.",
     no_args_is_help=True,
 )
 
 
 @app.command("list")
 def list_pools(ctx: typer.Context, output: OutputOption = Output.table) -> None:
-    """Each pool: provider, where, nodes, GPUs, accelerators, USD per GPU-hour."""
+    """Each pool: provider, where, nodes, GPUs, accelerators, USD/GPU-hour.
+
+    Configured capacity, and each pool's spend (per pool and team). A price the
+    catalog marks uncertain is shown with ~.
+
+    Examples:
+      meshctl pools list
+      meshctl pools list -o json
+    """
     from meshctl.cli import render
 
     context = app_context(ctx)
@@ -62,7 +70,12 @@ def show_pool(
     name: Annotated[str, typer.Argument(help="The pool's name.")],
     output: OutputOption = Output.yaml,
 ) -> None:
-    """One pool's full configuration, with defaults filled in, and its node types' prices."""
+    """One pool's full configuration, defaults filled in, with its prices.
+
+    Examples:
+      meshctl pools show onprem
+      meshctl pools show aws-burst -o json
+    """
     from meshctl.cli import render
 
     context = app_context(ctx)
@@ -105,11 +118,25 @@ def check_pools(
     pool: Annotated[str | None, typer.Argument(help="Check this pool only.")] = None,
     output: OutputOption = Output.table,
 ) -> None:
-    """Whether each pool can be used, one PASS, FAIL or SKIP line per check with the fix: a
-    local pool that is up, a Ray pool whose dashboard answers; for a cloud pool a preflight
-    that launches nothing (the settings a real account needs, credentials, zones, image,
-    subnets and security groups or network and firewall, instance types, GPU quota).
-    Exit 1 on any FAIL."""
+    """Check whether each pool can be used: PASS, FAIL or SKIP, with the fix.
+
+    One line per check. A local pool: up, with every node running (a node
+    whose raylet is gone fails it). A ray pool: its dashboard answers the
+    token. A cloud pool: a preflight that launches nothing: the settings a
+    real account needs, credentials, zones, image, subnets and security groups
+    (AWS) or network, subnetwork and firewall rules (GCP) letting the
+    controller reach the dashboard and agent ports and the instances reach each
+    other, instance types offered in the zones, GPU quota against max_nodes
+    (docs/CLOUD.md).
+
+    Exit codes:
+      0  no check failed
+      1  a check failed
+
+    Examples:
+      meshctl pools check
+      meshctl pools check aws-burst
+    """
     from meshctl.cli import render
     from meshctl.errors import CommandError
 

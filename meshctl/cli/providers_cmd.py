@@ -63,7 +63,14 @@ def list_types(
     gpu: GpuOption = None,
     output: OutputOption = Output.table,
 ) -> None:
-    """GPU instance types: accelerators, vCPUs, memory, network, regions priced."""
+    """GPU instance types: accelerators, vCPUs, memory, network, regions.
+
+    Each type's shape (vendor, model, devices) and the regions it is priced in.
+
+    Examples:
+      meshctl providers list
+      meshctl providers list --provider aws --gpu H100
+    """
     from meshctl.cli import render
 
     found = _catalogs(ctx, provider)
@@ -156,7 +163,15 @@ def prices(
     region: Annotated[str | None, typer.Option(help="Only this region.")] = None,
     output: OutputOption = Output.table,
 ) -> None:
-    """List prices per region, cheapest GPU-hour first."""
+    """List prices per region, cheapest GPU-hour first.
+
+    A price the catalog marks uncertain is shown with ~ (price_uncertain: true
+    in JSON).
+
+    Examples:
+      meshctl providers prices --gpu H100
+      meshctl providers prices --provider gcp --region us-central1
+    """
     from meshctl.cli import render
     from meshctl.errors import InvalidRequestError
 
@@ -192,7 +207,15 @@ def heads(
     provider: ProviderOption = None,
     output: OutputOption = Output.table,
 ) -> None:
-    """CPU types a cloud pool's own Ray head may run on (head_node_type), on demand."""
+    """CPU types a cloud pool's own Ray head may run on, with their prices.
+
+    The small types head_node_type may name, with their on-demand prices per
+    region.
+
+    Examples:
+      meshctl providers heads
+      meshctl providers heads --provider aws
+    """
     from meshctl.cli import render
 
     found = _catalogs(ctx, provider)
@@ -236,8 +259,16 @@ def heads(
 
 @app.command("accelerators")
 def accelerators(ctx: typer.Context, output: OutputOption = Output.table) -> None:
-    """The accelerator registry: each model's vendor, memory and interconnect, the Ray
-    resource and visibility variable it is reached by, its torch backend and throughput."""
+    """The accelerator registry: vendor, memory, interconnect, throughput.
+
+    Each model's vendor, memory and interconnect, the Ray resource and the
+    visibility variable it is reached by, its torch backend and its throughput
+    against an H100 (docs/ACCELERATORS.md).
+
+    Examples:
+      meshctl providers accelerators
+      meshctl providers accelerators -o yaml
+    """
     from meshctl.cli import render
 
     registry = app_context(ctx).accelerators().spec
@@ -305,7 +336,17 @@ def refresh(
         bool, typer.Option("--dry-run", help="Show changes; write nothing.")
     ] = False,
 ) -> None:
-    """Read shapes (and AWS spot prices) from the cloud's API and rewrite the catalog file."""
+    """Read instance types from a cloud's API and rewrite its catalog.
+
+    Reads instance or machine types (and AWS spot price history) through boto3
+    or google-cloud-compute and rewrites the catalog in your providers/ folder.
+    List prices and notes are kept (the APIs do not publish them); a failed
+    refresh leaves the file as it was.
+
+    Examples:
+      meshctl providers refresh aws --region us-east-1 --dry-run
+      meshctl providers refresh gcp --project my-project
+    """
     import datetime as dt
 
     from meshctl.catalog import load_catalog

@@ -18,7 +18,15 @@ def schema(
         Output, typer.Option("--output", "-o", help="json or yaml.", case_sensitive=False)
     ] = Output.json,
 ) -> None:
-    """Print the JSON Schema of a file kind (point your editor's YAML plugin at it)."""
+    """Print the JSON Schema of a file kind, for editors' YAML plugins.
+
+    Kinds: Mesh, Job, Policy, PolicyTest, MeshState, Catalog. JSON by default,
+    -o yaml for YAML.
+
+    Examples:
+      meshctl schema Job > job.schema.json
+      meshctl schema Mesh -o yaml
+    """
     from meshctl.cli import render
     from meshctl.model import API_VERSION, KINDS
 

@@ -61,7 +61,18 @@ def server(
         int, typer.Option(help="Server processes (each with its own store connection).")
     ] = 1,
 ) -> None:
-    """Serve the mesh's API to its users: jobs, nodes, status, the audit log; /metrics."""
+    """Serve the mesh's API to its users: jobs, nodes, status, audit log.
+
+    The API server of a shared mesh (FastAPI on uvicorn): jobs, status, nodes
+    and the audit log under /v1/ for users with tokens and roles, /metrics for
+    Prometheus. It refuses a non-loopback address without TLS
+    (docs/OPERATIONS.md).
+
+    Examples:
+      meshctl server
+      meshctl --store postgresql://meshctl@db/meshctl server --workers 2
+      meshctl server --host 0.0.0.0 --tls-cert cert.pem --tls-key key.pem
+    """
     from meshctl.cli import render
     from meshctl.server.server import Listen, Settings, check_listen, serve
 
@@ -93,7 +104,15 @@ def users_add(
     role: Annotated[str, typer.Option(help="user, team-admin or platform-admin.")] = "user",
     store: StoreOption = None,
 ) -> None:
-    """Add a user; print their API token (shown this once)."""
+    """Add a user; print their API token (shown this once).
+
+    A user has teams their jobs may be charged to and a role: user,
+    team-admin or platform-admin. Tokens are kept as digests.
+
+    Examples:
+      meshctl admin users add ana --team vision
+      meshctl admin users add bo --team llm --team search --role team-admin
+    """
     from meshctl.cli import render
     from meshctl.server.identity import add_user, check_role
 
@@ -108,7 +127,12 @@ def users_add(
 def users_list(
     ctx: typer.Context, store: StoreOption = None, output: OutputOption = Output.table
 ) -> None:
-    """Every user: role, teams, live tokens."""
+    """Every user: role, teams, live tokens.
+
+    Examples:
+      meshctl admin users list
+      meshctl admin users list -o json
+    """
     from meshctl.cli import render
     from meshctl.state import TokenRecord, UserRecord
 
@@ -133,7 +157,11 @@ def users_token(
     name: Annotated[str, typer.Argument(help="The user's name.")],
     store: StoreOption = None,
 ) -> None:
-    """Issue another token for a user; print it (shown this once)."""
+    """Issue another token for a user; print it (shown this once).
+
+    Examples:
+      meshctl admin users token ana
+    """
     from meshctl.cli import render
     from meshctl.server.identity import issue_token
 
@@ -147,7 +175,11 @@ def users_revoke(
     name: Annotated[str, typer.Argument(help="The user's name.")],
     store: StoreOption = None,
 ) -> None:
-    """Revoke every token of a user: their requests get 401 from now on."""
+    """Revoke every token of a user: their requests get 401 from now on.
+
+    Examples:
+      meshctl admin users revoke ana
+    """
     from meshctl.cli import render
     from meshctl.server.identity import revoke_tokens
 
@@ -164,7 +196,14 @@ def audit(
     store: StoreOption = None,
     output: OutputOption = Output.table,
 ) -> None:
-    """Administrative actions, allowed and refused, oldest first."""
+    """Administrative actions, allowed and refused, oldest first.
+
+    Run on the server's host, against its store.
+
+    Examples:
+      meshctl admin audit
+      meshctl admin audit --after 120 --limit 50 -o json
+    """
     from dataclasses import asdict
 
     from meshctl.cli import render

@@ -68,8 +68,29 @@ def submit(
     ] = False,
     output: OutputOption = Output.table,
 ) -> None:
-    """Queue a job; print its id. Rejects at once what can never fit, with the reason, and a
-    job file whose datasets are missing, unreachable or larger than every node cache."""
+    """Queue a job from a file or a command; print its id.
+
+    A job file (JOB.yaml), or a command after --, like ray job submit: the
+    job is then named after the script it runs (or --name). The working
+    directory is copied at submit, so what was submitted is what runs, also
+    after a requeue.
+
+    Rejected at once, nothing queued (exit 2): a job that can never run on the
+    mesh, or names an accelerator model nobody has, with the dimension and by
+    how much ("needs 9 GPUs per node; the largest node has 8"); one the
+    policies refuse (an undefined priority class, a team the policies do not
+    declare when they declare any, both with the closest name; more than its
+    team's quota could ever give); a job file whose datasets are not at their
+    sources (each s3://, gs:// or folder location listed, 5 s for them all) or
+    are larger than every node cache of the mesh. A source this machine
+    cannot reach is a warning: the nodes may reach it. --no-data-check lists
+    nothing; a size_gib is still checked.
+
+    Examples:
+      meshctl submit jobs/batch-embed.yaml
+      meshctl submit jobs/gang-llm.yaml --dry-run --explain
+      meshctl submit --gpus 1 --team vision -- python train.py --epochs 3
+    """
     context = app_context(ctx)
     command_flags = {
         "--gpus": gpus is not None,

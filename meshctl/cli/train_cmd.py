@@ -67,7 +67,30 @@ def train(
     ] = "1d",
     output: OutputOption = Output.table,
 ) -> None:
-    """Submit a Ray Train job (a job file, or a loop and its scaling); follow it."""
+    """Submit a Ray Train job and follow it until it ends.
+
+    A job file, or a loop (MODULE:FUNCTION) and its scaling: meshctl builds
+    the TorchTrainer around the loop. Prints the job id first, then the job's
+    events. The loop is imported first, in a subprocess with the cluster's
+    interpreter in the working directory: a module that does not import or a
+    function that is not there is one error line, exit 2, nothing queued.
+
+    --export onnx (or train.export: onnx in the job file): the model the loop
+    returns leaves as model.onnx beside the checkpoints, checked with
+    onnxruntime against PyTorch (rtol 1e-4, atol 1e-5); jobs show lists it
+    (docs/ACCELERATORS.md).
+
+    Exit codes:
+      0  the job succeeded (or was submitted, with --no-follow)
+      1  the job failed or was cancelled
+      2  invalid input: nothing queued
+      124  --timeout came before the job ended
+
+    Examples:
+      meshctl train examples/train/train.yaml
+      meshctl train --workers 4 --gpus-per-worker 1 model:train_loop
+      meshctl train --workers 2 --config steps=300 --no-follow model:train_loop
+    """
     from meshctl.catalog.check import export_problems
     from meshctl.problems import InvalidFileError
     from meshctl.workload.train.loops import returns_value

@@ -126,7 +126,24 @@ def validate(
     paths: Annotated[list[Path], typer.Argument(help="Files, or directories of YAML files.")],
     output: OutputOption = Output.table,
 ) -> None:
-    """Validate meshctl files of any kind (Mesh, Job, Policy, ...); exit 2 on any problem."""
+    """Check meshctl files of any kind: Mesh, Job, Policy, MeshState...
+
+    Each file is checked by its kind (Mesh, Job, Policy, PolicyTest, MeshState,
+    Catalog): policies are compiled and type-checked; a mesh's node types and
+    accelerator models are checked against the catalogs; a job's accelerator
+    models against the catalogs and the mesh (H100-SXM: did you mean H100?) and
+    its datasets' size_gib against the mesh's largest node cache. With a mesh
+    among the files, the pools that policies, tests and mesh states name are
+    checked against it. One line per problem: file:line: field: expected ...
+
+    Exit codes:
+      0  every file is valid
+      2  a problem in any file
+
+    Examples:
+      meshctl validate .
+      meshctl validate mesh.yaml jobs/ policies/
+    """
     from meshctl.cli import render
     from meshctl.files import load_path
     from meshctl.problems import InvalidFileError, Problem

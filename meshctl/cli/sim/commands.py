@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from meshctl.sim.run import Outcome, RunSpec
 
 app = typer.Typer(
-    help="Simulate the mesh: the production scheduler and policies over real traces.",
+    help="Simulate the mesh: the production scheduler over real traces.",
     no_args_is_help=True,
 )
 
@@ -222,7 +222,18 @@ def run_cmd(
     ] = "aws",
     output: OutputOption = Output.table,
 ) -> None:
-    """Replay a trace on the mesh under the policies; print what it measured."""
+    """Replay a trace on the mesh under the policies; print what it measured.
+
+    Replays a trace (Philly, ITP, openb, synthetic, or a CSV file) on the mesh
+    with the production scheduler and policies: utilisation, waiting and
+    completion times by class, cloud spend, preemptions, failures, goodput.
+    --out writes report.json and PNG charts (docs/SIMULATOR.md).
+
+    Examples:
+      meshctl sim run --mesh examples/sim/mesh.yaml --trace philly --days 1
+      meshctl sim run --trace synthetic --days 0.1 --failures stepfun --seed 1
+      meshctl sim run --mesh examples/sim/mesh.yaml -p policies/ --out sim-out
+    """
     import dataclasses
 
     from meshctl.sim.run import write
@@ -287,8 +298,16 @@ def compare_cmd(
     charts: Charts = True,
     output: OutputOption = Output.table,
 ) -> None:
-    """Run several policy sets on the same mesh, trace and seed: a sweep of one seed, run
-    here (no Ray); print them side by side."""
+    """Run several policy sets on one mesh, trace and seed, side by side.
+
+    A sweep of one seed, run here (no Ray); each --policy is one set:
+    NAME=files or folders joined by commas. The 10,000-GPU example (make sim)
+    is in examples/sim/README.md.
+
+    Examples:
+      meshctl sim compare --policy shipped=policies/ --policy none --days 1
+      meshctl sim compare -p a=a.yaml -p b=b.yaml --trace synthetic --days 0.5
+    """
     from meshctl.cli.sim.view import emit_sweep
     from meshctl.sim.run import write, write_sweep
     from meshctl.sim.run.sweep import Finished, RunKey, Sweep
@@ -360,8 +379,20 @@ def sweep_cmd(
     charts: Charts = True,
     output: OutputOption = Output.table,
 ) -> None:
-    """Run every policy set x trace x seed as Ray tasks; print each figure's mean and 95%
-    interval per policy set. Exit 1 when a run did not finish (the rest is still shown)."""
+    """Run policy sets x traces x seeds as Ray tasks; print means and CIs.
+
+    Every run is a Ray task, on the embedded mesh that up started or on --ray;
+    prints each figure's mean and 95% interval per policy set. A run whose
+    worker died is tried again (--retries).
+
+    Exit codes:
+      0  every run finished
+      1  a run did not finish (the rest is still shown)
+
+    Examples:
+      meshctl sim sweep --policy a=policies/ --policy none --seeds 0..9 --days 1
+      meshctl sim sweep -p policies/ --trace philly --trace itp --seeds 1,2,5
+    """
     import os
 
     from meshctl.cli.sim import sweep as simsweep
