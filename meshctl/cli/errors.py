@@ -1,6 +1,6 @@
 """The one place that turns meshctl's errors into exit codes and one line (no tracebacks).
 
-Exit codes (the README's table says the same; ``meshctl.errors`` defines them and what each
+Exit codes (docs/GUIDE.md says the same; ``meshctl.errors`` defines them and what each
 kind of error means): 0 ok; 1 a failure of the world (a pool, a cloud, a process, the store)
 or a result that is a failure (a job that did not succeed); 2 invalid input or request,
 nothing changed; 124 a wait that ran out of time, as timeout(1) says it. With

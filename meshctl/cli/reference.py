@@ -33,7 +33,7 @@ INTRO = """# Command reference
 Every meshctl command, as its `--help` says it. This page is generated from the command line
 itself (`python -m meshctl.cli.reference > docs/CLI.md`); a test fails when they differ.
 Conventions shared by every command (`--output`, exit codes, errors on stderr): the
-[README](../README.md) and [JSON.md](JSON.md).
+[GUIDE.md](GUIDE.md) and [JSON.md](JSON.md).
 """
 
 
