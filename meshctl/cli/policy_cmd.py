@@ -95,12 +95,14 @@ def validate(
 ) -> None:
     """Check policy files and their tests: schema, CEL syntax, field references and types,
     conflicts between files, and the pools, providers and accelerator models they name
-    against the mesh (beside the policies folder, else the one in use) and the catalogs."""
+    against the mesh (beside the policies folder, else the one in use) and the catalogs.
+    A map lookup no presence test guards is a warning on stderr (exit 0)."""
     from meshctl.cli import render
 
     context = app_context(ctx)
     files, policies = read_policies(context, paths)
     _check_names(context, paths, files)
+    render.warnings(str(w) for w in policies.warnings)
     rows = [
         {
             "file": s.path,
@@ -144,6 +146,7 @@ def run_policy_tests(
     context = app_context(ctx)
     files, policies = read_policies(context, paths)
     meshes, catalogs = _check_names(context, paths, files)  # each file read once
+    render.warnings(str(w) for w in policies.warnings)  # why a case may fail closed
     context.warn_if_not_enforced(policies, bool(paths))
 
     from meshctl.policy.facts import mesh_snapshot
