@@ -99,10 +99,13 @@ def validate(
     resources.gpus?), types (job.team.startswith("n"): did you mean
     startsWith?; job.resources.gpus > "4"), conflicts between files, and the
     pools, providers and accelerator models they name, against the mesh
-    (beside the policies folder, else the one in use) and the catalogs.
+    (beside the policies folder, else the one in use) and the catalogs. A map
+    lookup no presence test guards (job.labels["data-class"] == "x", which
+    fails closed for every job without the label) is a warning on stderr with
+    the guarded form to write.
 
     Exit codes:
-      0  valid
+      0  valid (warnings, if any, on stderr)
       2  a problem: one line each, file:line: field: expected ...
 
     Examples:
@@ -114,6 +117,7 @@ def validate(
     context = app_context(ctx)
     files, policies = read_policies(context, paths)
     _check_names(context, paths, files)
+    render.warnings(str(w) for w in policies.warnings)
     rows = [
         {
             "file": s.path,
@@ -171,6 +175,7 @@ def run_policy_tests(
     context = app_context(ctx)
     files, policies = read_policies(context, paths)
     meshes, catalogs = _check_names(context, paths, files)  # each file read once
+    render.warnings(str(w) for w in policies.warnings)  # why a case may fail closed
     context.warn_if_not_enforced(policies, bool(paths))
 
     from meshctl.policy.facts import mesh_snapshot

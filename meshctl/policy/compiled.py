@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from meshctl.model.policy import UNKNOWN_RUNTIME_S, Budget, Policy, Rule, TeamQuota, Weights
+from meshctl.policy.expr.guards import Unguarded, string_literal
 from meshctl.policy.refs import (
     Compiled,
     ExpressionError,
@@ -128,6 +129,9 @@ class PolicySet:
     teams: frozenset[str] = frozenset()
     # what the wait forecast assumes of a job with no runtime declared or estimated
     unknown_runtime_s: float = UNKNOWN_RUNTIME_S
+    # what does not stop the set but should be said: map lookups no presence test guards
+    # (a rule that fails closed for every job without the key), in file order
+    warnings: tuple[Problem, ...] = ()
 
 
 class _Builder:
@@ -135,6 +139,7 @@ class _Builder:
 
     def __init__(self) -> None:
         self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []  # what validation says without failing
         self.claims: dict[str, Origin] = {}
         self.classes: dict[str, int] = {}
         self.default_class: dict[str, str] = {}
@@ -163,8 +168,8 @@ class _Builder:
         )
         return False
 
-    def condition(self, src: Source, loc: Loc, text: str) -> Condition | None:
-        whole = self.expression(src, loc, text, WHEN_VARS)
+    def condition(self, src: Source, loc: Loc, text: str, rule: str) -> Condition | None:
+        whole = self.expression(src, loc, text, WHEN_VARS, rule)
         if whole is None:
             return None
         operands = conjuncts(text)
@@ -173,18 +178,35 @@ class _Builder:
         return Condition(text, tuple(compile_checked(part, WHEN_VARS) for part in operands))
 
     def expression(
-        self, src: Source, loc: Loc, text: str, allowed: frozenset[str]
+        self, src: Source, loc: Loc, text: str, allowed: frozenset[str], rule: str
     ) -> Compiled | None:
+        """``text`` compiled; None, with every problem it has recorded, when it cannot be.
+        A map lookup no presence test guards is a warning (``rule`` names the rule)."""
         self.sources.append(text)
+        origin = src.origin(*loc)
         try:
-            return compile_checked(text, allowed)
+            compiled = compile_checked(text, allowed)
         except ExpressionError as err:
-            origin = src.origin(*loc)
-            line = file_line(src, origin.line, text, err.pos)
-            self.problems.append(
-                Problem(origin.path, line, dotted(loc), f"{err} in `{_short(text)}`")
-            )
+            for message, pos in err.found:
+                line = file_line(src, origin.line, text, pos)
+                self.problems.append(
+                    Problem(origin.path, line, dotted(loc), f"{message} in `{_short(text)}`")
+                )
             return None
+        for missing in compiled.unguarded:
+            line = file_line(src, origin.line, text, missing.pos)
+            self.warnings.append(Problem(origin.path, line, dotted(loc), _unguarded(rule, missing)))
+        return compiled
+
+
+def _unguarded(rule: str, missing: Unguarded) -> str:
+    fix = missing.guarded if missing.guarded is not None else missing.guard
+    return (
+        f"rule {rule!r}: {missing.lookup} is not guarded: the rule fails closed wherever "
+        f"{missing.operand} has no key {string_literal(missing.key)}; "
+        + ("write" if missing.guarded is not None else "guard it with")
+        + f" `{_short(fix, 160)}`"
+    )
 
 
 def file_line(src: Source, key_line: int, expression: str, pos: int | None) -> int:
@@ -248,8 +270,8 @@ def _rule(
     """A rule's origin, condition and selector, compiled; None (problems recorded) if any fails."""
     loc: Loc = ("spec", section, i)
     origin = src.origin(*loc)
-    when = b.condition(src, (*loc, "when"), rule.when)
-    selector = b.expression(src, (*loc, part), text, allowed)
+    when = b.condition(src, (*loc, "when"), rule.when, rule.name)
+    selector = b.expression(src, (*loc, part), text, allowed, rule.name)
     kind = "pool" if section == "pools" else section
     named = b.claim(f"{kind} rule {rule.name!r}", origin, f"spec.{section}[{i}].name")
     return (origin, when, selector) if when and selector and named else None
@@ -376,6 +398,7 @@ def compile_policies(sources: Sequence[Source]) -> PolicySet:
         ),
         teams=frozenset(b.teams | set(b.quotas)),
         unknown_runtime_s=b.unknown_runtime_s,
+        warnings=tuple(b.warnings),
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import cel
 
+from meshctl.policy.expr.guards import presence_test, string_literal
 from meshctl.policy.expr.nodes import Index, Literal, Logical, Node, Select, children
 from meshctl.policy.refs import Compiled
 
@@ -54,10 +55,8 @@ def _missing_key(expr: Compiled, key: str) -> str:
     if where is None:
         return f"no key '{key}'"
     operand = expr.source[where.start : where.end]
-    return (
-        f"no key '{key}' in {operand}; test for it with has({operand}.{key}) or "
-        f'"{key}" in {operand}'
-    )
+    tests = [presence_test(operand, key), f"{string_literal(key)} in {operand}"]
+    return f"no key '{key}' in {operand}; test for it with " + " or ".join(dict.fromkeys(tests))
 
 
 def _lookup_of(tree: Node, key: str) -> Node | None:

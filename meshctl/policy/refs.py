@@ -7,7 +7,10 @@ typo such as ``job.gpu`` is an error at load time, with a suggestion, not a sile
 at scheduling time), then parses it into an AST of our own and type-checks it (expr/: ``cel``
 has neither): an operator, function or method the runtime has no overload for, or a condition
 that is not a boolean, is an error with its column. Every problem is one line that says what
-was expected.
+was expected, and every problem of an expression is reported, not only the first. A map
+lookup by a constant key that no presence test guards (``job.labels.team == "x"``) is not an
+error but is kept on the result (``Compiled.unguarded``, expr/guards.py) for validation to
+warn about: the rule fails closed for every job without the key.
 
 Evaluation never hangs: CEL has no loops or recursion; its only iteration is the bounded macros
 (``all``, ``exists``, ``exists_one``, ``map``, ``filter``) over finite lists and maps, so the
@@ -19,12 +22,13 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import cel
 
 from meshctl.policy.expr import ParseError, check, env_of, parse
 from meshctl.policy.expr.functions import NAMESPACES
+from meshctl.policy.expr.guards import Unguarded, unguarded
 from meshctl.policy.expr.lex import tokenize
 from meshctl.policy.expr.nodes import Node
 from meshctl.policy.expr.types import Type
@@ -45,6 +49,8 @@ __all__ = [
 
 MAX_EXPRESSION_CHARS: Final = 4096
 MAX_NESTING: Final = 32  # (), [], {} depth
+# maps whose keys are the mesh's pools: names.py checks every constant key against the mesh
+KEYS_CHECKED: Final = frozenset({"mesh.pools"})
 
 _ERROR_RE: Final = re.compile(r"ERROR: <input>:(\d+):(\d+): (?:Syntax error: )?([^\n]*)")
 _ITEM_RE: Final = re.compile(r"'[^']*'|<EOF>|[A-Z_]+")
@@ -75,18 +81,21 @@ class Compiled:
     program: cel.Program
     roots: frozenset[str]  # the schema variables the expression uses (job, pool, mesh, ...)
     tree: Node | None = None  # None only if our parser disagrees with cel's (it should not)
+    unguarded: tuple[Unguarded, ...] = ()  # map lookups that fail where the key is missing
+
+
+Found = tuple[str, int | None]  # a problem's message and its offset in the expression
 
 
 class ExpressionError(ValueError):
     """An expression that cannot be used; the message is one line that says what was expected.
-    ``pos`` is the offset in the expression the problem is at, where known."""
+    ``pos`` is the offset in the expression the problem is at, where known; ``found`` every
+    problem of the expression (this one first), each a one-line message and its offset."""
 
-    def __init__(self, message: str, pos: int | None = None) -> None:
+    def __init__(self, message: str, pos: int | None = None, found: tuple[Found, ...] = ()) -> None:
         super().__init__(_one_line(message))
         self.pos = pos
-
-
-Found = tuple[str, int | None]  # a problem's message and its offset in the expression
+        self.found = tuple((_one_line(m), p) for m, p in found) or ((str(self), pos),)
 
 
 def compile_checked(
@@ -97,13 +106,14 @@ def compile_checked(
 
     ``allowed`` names the variables this kind of expression may use (``victim`` only in
     preemption rules); ``schema`` describes their fields. Raises ``ExpressionError`` with a
-    one-line message for the first problem found.
+    one-line message for the first problem found, and every problem in ``found``.
     """
-    program, problems, roots, tree = _analyse(source, allowed, schema)
+    analysis = _analyse(source, allowed, schema)
+    program, problems, roots, tree, _ = analysis
     if problems or program is None:
         message, pos = problems[0] if problems else ("invalid expression", None)
-        raise ExpressionError(message, pos)
-    return Compiled(source=source, program=program, roots=roots, tree=tree)
+        raise ExpressionError(message, pos, tuple(problems))
+    return Compiled(source, program, roots, tree, analysis.unguarded)
 
 
 def check_source(
@@ -154,16 +164,22 @@ def fields_read(source: str, roots: Collection[str]) -> frozenset[str] | None:
     return frozenset(fields)
 
 
-def _analyse(
-    source: str, allowed: Collection[str], schema: Mapping[str, Any]
-) -> tuple[cel.Program | None, list[Found], frozenset[str], Node | None]:
+class _Analysis(NamedTuple):
+    program: cel.Program | None
+    problems: list[Found]
+    roots: frozenset[str]
+    tree: Node | None
+    unguarded: tuple[Unguarded, ...] = ()
+
+
+def _analyse(source: str, allowed: Collection[str], schema: Mapping[str, Any]) -> _Analysis:
     problem = _size_problem(source)
     if problem is not None:
-        return None, [(problem, None)], frozenset(), None
+        return _Analysis(None, [(problem, None)], frozenset(), None)
     try:
         program = cel.compile(source)
     except ValueError as error:
-        return None, [(_syntax_message(source, error), None)], frozenset(), None
+        return _Analysis(None, [(_syntax_message(source, error), None)], frozenset(), None)
     variables = program.variables()
     checker = PathChecker(source, frozenset(allowed), schema)
     checker.scan()
@@ -176,12 +192,14 @@ def _analyse(
     roots = frozenset(name for name in variables if name in schema and name in used)
     found: list[Found] = [(p, None) for p in problems]
     tree = _tree(source)
-    if not found and tree is not None:
-        type_problems = check(tree, _env(allowed, schema)).problems
-        found = [
-            (f"type error at {where_in(source, p.pos)}: {p.message}", p.pos) for p in type_problems
-        ]
-    return program, found, roots, tree
+    if found or tree is None:
+        return _Analysis(program, found, roots, tree)
+    checked = check(tree, _env(allowed, schema))
+    found = [
+        (f"type error at {where_in(source, p.pos)}: {p.message}", p.pos) for p in checked.problems
+    ]
+    missing = tuple(unguarded(source, tree, checked.lookups, KEYS_CHECKED))
+    return _Analysis(program, found, roots, tree, missing)
 
 
 # The types of SCHEMA's variables, built once: every policy expression is checked against them.

@@ -7,6 +7,7 @@ in places: it compares int with double, negates a bool, adds a map's keys to a l
 
     tree = parse(source)                     # nodes.py; ParseError with a column otherwise
     checked = check(tree, env)               # check.py over types.py and functions.py
+    unguarded(source, tree, checked.lookups) # guards.py: map lookups no presence test guards
 
 Pure: standard library only (and ``cel`` in the tests that verify the function table).
 """

@@ -71,6 +71,8 @@ class Checked:
     type: Type  # what the expression gives
     problems: list[TypeProblem]
     dynamic: bool  # some operation was let through only because a value was dyn
+    # the lookups into a map (``m.k``, ``m[k]``), which fail where the key is missing
+    lookups: tuple[Select | Index, ...] = ()
 
 
 def env_of(names: Sequence[str], schema: Mapping[str, Any]) -> dict[str, Type]:
@@ -88,7 +90,7 @@ def check(tree: Node, env: Env, want_bool: bool = True) -> Checked:
     if want_bool and not checker.problems and result.kind not in ("bool", "dyn"):
         checker.problem(tree.start, f"the expression gives {article(result)}; expected a boolean")
     dynamic = checker.dynamic or result.kind == "dyn"
-    return Checked(result, checker.problems, dynamic)
+    return Checked(result, checker.problems, dynamic, tuple(checker.lookups))
 
 
 def _inner(node: Node) -> Node | None:
@@ -105,6 +107,7 @@ class _Checker:
         self.scopes: list[Env] = [env]
         self.problems: list[TypeProblem] = []
         self.dynamic = False
+        self.lookups: list[Select | Index] = []
 
     def lean(self, *types: Type) -> None:
         """Note when a check passes only because some value is dyn."""
@@ -203,6 +206,7 @@ class _Checker:
                 return self.problem(node.field_pos, f"{target.label} has no field '{node.field}'")
             return found
         if target.kind == "map":
+            self.lookups.append(node)
             return target.value
         if target.kind == "dyn":
             return DYN
@@ -246,6 +250,8 @@ class _Checker:
             return self.problem(node.index.start, _bad_key(key))
         found = fn.resolve(fn.OPERATORS["[]"], [target, key])
         if found is not None:
+            if target.kind == "map":
+                self.lookups.append(node)
             return found
         if target.kind == "list":
             return self.problem(node.index.start, f"a list is indexed by an int, got {key}")

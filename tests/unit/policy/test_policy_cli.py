@@ -189,3 +189,47 @@ def test_policy_test_json_says_where_each_case_is(cli, policies):
     assert result.exit_code == 0, result.output
     first = json.loads(result.stdout)[0]
     assert (Path(first["file"]).name, first["line"], first["passed"]) == ("priority.yaml", 8, True)
+
+
+UNGUARDED_LABEL = (
+    "apiVersion: meshctl/v1\nkind: Policy\nmetadata: {name: labels}\nspec:\n  pools:\n"
+    "    - name: restricted-onprem\n"
+    '      when: job.labels["data-class"] == "restricted"\n'
+    "      deny: pool.cloud\n"
+)
+TWO_TYPE_ERRORS = (
+    "apiVersion: meshctl/v1\nkind: Policy\nmetadata: {name: types}\nspec:\n  pools:\n"
+    "    - name: big-northern\n"
+    '      when: job.resources.gpus > "4" && job.team.startswith("n")\n'
+    "      deny: pool.cloud\n"
+)
+
+
+def test_validate_warns_of_an_unguarded_label_and_exits_0(cli, tmp_path):
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "labels.yaml").write_text(UNGUARDED_LABEL)
+    result = cli.invoke(app, ["policy", "validate", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        f"warning: {folder / 'labels.yaml'}:7: spec.pools[0].when: rule 'restricted-onprem':"
+        ' job.labels["data-class"] is not guarded: the rule fails closed wherever job.labels'
+        ' has no key "data-class"; write `"data-class" in job.labels &&'
+        ' job.labels["data-class"] == "restricted"`'
+    ]
+    assert "1 valid policy file(s)" in result.stdout
+
+
+def test_validate_reports_every_type_error_of_an_expression_and_exits_2(cli, tmp_path):
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "types.yaml").write_text(TWO_TYPE_ERRORS)
+    result = cli.invoke(app, ["policy", "validate", str(folder)])
+    assert result.exit_code == 2
+    where = f"error: {folder / 'types.yaml'}:7: spec.pools[0].when: type error at column"
+    text = '`job.resources.gpus > "4" && job.team.startswith("n")`'
+    assert result.stderr.splitlines() == [
+        f"{where} 20: '>' cannot compare double with string; write 4 without quotes for a"
+        f" number in {text}",
+        f"{where} 38: a string has no method 'startswith'; did you mean 'startsWith'? in {text}",
+    ]
