@@ -80,6 +80,14 @@ QueueDepth = Annotated[
 JobsPerHour = Annotated[float, typer.Option(help="synthetic: mean arrivals per hour.", min=0.001)]
 Out = Annotated[Path | None, typer.Option("--out", help="Write report.json and charts here.")]
 Charts = Annotated[bool, typer.Option("--charts/--no-charts", help="PNG charts with --out.")]
+CpusPerGpu = Annotated[
+    float,
+    typer.Option(help="CPUs a trace job asks per GPU (a trace gives GPUs only).", min=0),
+]
+MemoryPerGpu = Annotated[
+    float,
+    typer.Option(help="GiB of memory a trace job asks per GPU (a trace gives GPUs only).", min=0),
+]
 
 
 def _spec(
@@ -136,11 +144,12 @@ def _spec(
 def _simulate(context: AppContext, spec: RunSpec, policy_paths: list[Path], label: str) -> Outcome:
     from meshctl.catalog.check import mesh_accelerators
     from meshctl.cli.policy_cmd import read_policies
-    from meshctl.cli.render import progress_bar
+    from meshctl.cli.render import progress_status, warnings
     from meshctl.files import load_path
     from meshctl.files.policies import read_mesh
     from meshctl.problems import InvalidFileError
-    from meshctl.sim.run import run
+    from meshctl.sim.core import fits
+    from meshctl.sim.run import prepare, run
 
     mesh = read_mesh(spec.mesh)
     catalogs = context.catalog_map()
@@ -151,8 +160,19 @@ def _simulate(context: AppContext, spec: RunSpec, policy_paths: list[Path], labe
     if problems:
         raise InvalidFileError(problems)
     policies = read_policies(context, policy_paths)[1] if policy_paths else None
-    with progress_bar(f"simulating {label}", (spec.days or 30.0) * 86_400.0) as tick:
-        return run(spec, mesh, catalogs, policies, label, tick)
+    ready = prepare(spec, mesh, catalogs)  # none of its jobs could ever run: exit 2 here
+    warnings(fits.warning_lines(ready.fit))
+    end_s = ready.config.until_s or (spec.days or 30.0) * 86_400.0
+    jobs = len(ready.jobs)
+    with progress_status(f"simulating {label}", end_s) as status:
+
+        def tick(t_s: float, ended: int) -> None:
+            status(t_s, f"day {t_s / 86_400:.2f} of {end_s / 86_400:.2f}, "
+                        f"{ended:,} of {jobs:,} jobs ended")  # fmt: skip
+
+        outcome = run(spec, mesh, catalogs, policies, label, tick, ready)
+        tick(outcome.result.end_s, len(ready.jobs) - outcome.report["jobs"]["unfinished"])
+    return outcome
 
 
 def _charts_possible(out: Path | None, charts: bool) -> None:
@@ -220,9 +240,12 @@ def run_cmd(
             "pays that home's egress."
         ),
     ] = "aws",
+    cpus_per_gpu: CpusPerGpu = 4.0,
+    memory_gib_per_gpu: MemoryPerGpu = 32.0,
     output: OutputOption = Output.table,
 ) -> None:
-    """Replay a trace on the mesh under the policies; print what it measured."""
+    """Replay a trace on the mesh under the policies; print what it measured. The run ends at
+    the window's end (--start-day, --days): what still waits or runs then is unfinished."""
     import dataclasses
 
     from meshctl.sim.run import write
@@ -243,7 +266,8 @@ def run_cmd(
     )  # fmt: skip
     spec = dataclasses.replace(
         spec, inference=inference, data=data, data_gib_per_gpu=data_gib_per_gpu,
-        cache_gib=cache_gib, data_home=data_home,
+        cache_gib=cache_gib, data_home=data_home, cpus_per_gpu=cpus_per_gpu,
+        memory_gib_per_gpu=memory_gib_per_gpu,
     )  # fmt: skip
     outcome = _simulate(context, spec, paths, _label(paths))
     if out is not None:
@@ -285,10 +309,14 @@ def compare_cmd(
     queue_depth: QueueDepth = 500,
     out: Out = None,
     charts: Charts = True,
+    cpus_per_gpu: CpusPerGpu = 4.0,
+    memory_gib_per_gpu: MemoryPerGpu = 32.0,
     output: OutputOption = Output.table,
 ) -> None:
     """Run several policy sets on the same mesh, trace and seed: a sweep of one seed, run
     here (no Ray); print them side by side."""
+    import dataclasses
+
     from meshctl.cli.sim.view import emit_sweep
     from meshctl.sim.run import write, write_sweep
     from meshctl.sim.run.sweep import Finished, RunKey, Sweep
@@ -304,6 +332,9 @@ def compare_cmd(
             seed, cycle, checkpoint_interval, checkpoint_cost, restart, comm_fraction,
             jobs_per_hour, candidates, queue_depth,
         )  # fmt: skip
+        spec = dataclasses.replace(
+            spec, cpus_per_gpu=cpus_per_gpu, memory_gib_per_gpu=memory_gib_per_gpu
+        )
         outcomes.append(_simulate(context, spec, paths, label))
     finished = tuple(Finished(RunKey(o.name, trace, seed), o.report) for o in outcomes)
     setting = _setting(outcomes[0].spec, "this machine, in process (no Ray)", None)
