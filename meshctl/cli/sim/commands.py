@@ -141,7 +141,11 @@ def _spec(
     )
 
 
-def _simulate(context: AppContext, spec: RunSpec, policy_paths: list[Path], label: str) -> Outcome:
+def _simulate(
+    context: AppContext, spec: RunSpec, policy_paths: list[Path], label: str, warn: bool = True
+) -> Outcome:
+    """One run with its progress on stderr; first, what the mesh can never hold (``warn``:
+    said; the same for every policy set of a comparison, so said once)."""
     from meshctl.catalog.check import mesh_accelerators
     from meshctl.cli.policy_cmd import read_policies
     from meshctl.cli.render import progress_status, warnings
@@ -161,7 +165,8 @@ def _simulate(context: AppContext, spec: RunSpec, policy_paths: list[Path], labe
         raise InvalidFileError(problems)
     policies = read_policies(context, policy_paths)[1] if policy_paths else None
     ready = prepare(spec, mesh, catalogs)  # none of its jobs could ever run: exit 2 here
-    warnings(fits.warning_lines(ready.fit))
+    if warn:
+        warnings(fits.warning_lines(ready.fit))
     end_s = ready.config.until_s or (spec.days or 30.0) * 86_400.0
     jobs = len(ready.jobs)
     with progress_status(f"simulating {label}", end_s) as status:
@@ -325,7 +330,7 @@ def compare_cmd(
     _charts_possible(out, charts)
     sets = _policy_sets(policy, least=2)
     mesh_file = mesh or context.mesh_file()
-    outcomes = []
+    outcomes: list[Outcome] = []
     for label, paths in sets.items():
         spec = _spec(
             mesh_file, paths, trace, days, start_day, replicate, arrival_scale, failures,
@@ -335,7 +340,7 @@ def compare_cmd(
         spec = dataclasses.replace(
             spec, cpus_per_gpu=cpus_per_gpu, memory_gib_per_gpu=memory_gib_per_gpu
         )
-        outcomes.append(_simulate(context, spec, paths, label))
+        outcomes.append(_simulate(context, spec, paths, label, warn=not outcomes))
     finished = tuple(Finished(RunKey(o.name, trace, seed), o.report) for o in outcomes)
     setting = _setting(outcomes[0].spec, "this machine, in process (no Ray)", None)
     sweep = Sweep(tuple(sets), (trace,), (seed,), finished, (), setting)
@@ -389,10 +394,13 @@ def sweep_cmd(
         Path | None, typer.Option("--out", help="Write sweep.json and charts here.")
     ] = None,
     charts: Charts = True,
+    cpus_per_gpu: CpusPerGpu = 4.0,
+    memory_gib_per_gpu: MemoryPerGpu = 32.0,
     output: OutputOption = Output.table,
 ) -> None:
     """Run every policy set x trace x seed as Ray tasks; print each figure's mean and 95%
     interval per policy set. Exit 1 when a run did not finish (the rest is still shown)."""
+    import dataclasses
     import os
 
     from meshctl.cli.sim import sweep as simsweep
@@ -419,9 +427,13 @@ def sweep_cmd(
                     failures, seed, cycle, checkpoint_interval, checkpoint_cost, restart,
                     comm_fraction, jobs_per_hour, candidates, queue_depth,
                 )  # fmt: skip
+                spec = dataclasses.replace(
+                    spec, cpus_per_gpu=cpus_per_gpu, memory_gib_per_gpu=memory_gib_per_gpu
+                )
                 key = RunKey(label, name, seed)
                 tasks.append(Task(key, spec, len(tasks), os.environ.get(HOLD_ENV) or None))
     shared = simsweep.inputs(context, mesh_file, sets)  # bad files: exit 2 before any run
+    simsweep.fits(shared, tasks)  # a window none of whose jobs fits: exit 2, likewise
     where = simsweep.cluster(context, ray_address)
     finished, unfinished = simsweep.gather(where, tasks, shared, retries)
     setting = _setting(tasks[0].spec, where.name, retries)

@@ -264,3 +264,23 @@ def test_the_assumption_lowered_fits_the_scaffold(cli, scaffold) -> None:
     assert report["fit"] == {"never": [], "cloud_only": []}
     assert report["jobs"]["rejected"] == 0
     assert report["utilisation"]["onprem"] > 0
+
+
+def test_compare_says_what_never_fits_once_for_all_its_policy_sets(cli, scaffold) -> None:
+    args = ["sim", "compare", "--mesh", "mesh.yaml", "-p", "policies", "-p", "none",
+            "--trace", "trace.csv", "--days", "0.5", "--no-charts"]  # fmt: skip
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("can never fit this mesh") == 1
+    assert result.stderr.count("simulating ") == 2  # a progress line at each run's end
+
+
+def test_sweep_checks_the_shapes_before_it_looks_for_a_cluster(cli, scaffold) -> None:
+    args = ["sim", "sweep", "--mesh", "mesh.yaml", "-p", "none", "--seeds", "0..1",
+            "--trace", "trace.csv", "--days", "0.5", "--memory-gib-per-gpu", "500"]  # fmt: skip
+    result = cli.invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        "error: mesh.yaml: none of the workload's 4 jobs can ever fit this mesh: "
+    )
+    assert result.stderr.count("\n") == 1
