@@ -1,6 +1,7 @@
 """``meshctl sim sweep``'s work beside its flags: the inputs every run shares, read and
-checked once (the files, and each trace's job shapes against the mesh); the cluster to run on (``--ray``, else the embedded mesh); the runs gathered
-with a progress bar; the runs that did not finish, as warnings and exit 1."""
+checked once (the files, and each trace's job shapes against the mesh); the cluster to run
+on (``--ray``, else the embedded mesh); the runs gathered with a progress bar; the runs that
+did not finish, as warnings and exit 1."""
 
 from __future__ import annotations
 
