@@ -289,6 +289,58 @@ def progress_bar(message: str, total: float) -> Iterator[Callable[[float], None]
         yield lambda done: bar.update(task, completed=min(done, total))
 
 
+@contextmanager
+def progress_status(
+    message: str, total: float, every_s: float = 5.0, clock: Callable[[], float] | None = None
+) -> Iterator[Callable[[float, str], None]]:
+    """A long computation's progress on stderr; the callback takes how far it is (the unit of
+    ``total``) and a status ("day 0.3 of 0.5, 54 of 110 jobs ended"). In a terminal: a bar
+    with the status. Elsewhere (a log, a pipe, CI): a plain line ``message: status`` at most
+    every ``every_s`` seconds of wall time (``clock``, default ``time.monotonic``), and the
+    last status when it ends, so a log shows the run alive and how far it got. With -o
+    json|yaml (stderr holds JSON lines only): nothing."""
+    console = _stderr_console()
+    if console.is_terminal:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=console, transient=True) as bar:
+            task = bar.add_task(message, total=total)
+            yield lambda done, status: bar.update(
+                task, completed=min(done, total), description=f"{message}: {status}"
+            )
+        return
+    if structured_errors():
+        yield lambda done, status: None
+        return
+    yield from _status_lines(message, every_s, clock)
+
+
+def _status_lines(
+    message: str, every_s: float, clock: Callable[[], float] | None
+) -> Iterator[Callable[[float, str], None]]:
+    import time
+
+    now = clock or time.monotonic
+    said_at, said, latest = now(), "", ""
+
+    def line(done: float, status: str) -> None:
+        nonlocal said_at, said, latest
+        latest = status
+        if now() - said_at >= every_s:
+            _stderr_line(f"{message}: {status}")
+            said_at, said = now(), status
+
+    yield line
+    if latest and latest != said:  # how far it got, once at the end
+        _stderr_line(f"{message}: {latest}")
+
+
+def _stderr_line(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def show(renderable: Any) -> None:
     """A rich renderable (a table, a group of them) on stdout."""
     _stdout_console().print(renderable)

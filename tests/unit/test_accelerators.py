@@ -260,8 +260,10 @@ def test_a_made_up_vendors_mesh_runs_a_trace_in_the_simulator(
         return
     assert result.exit_code == 0, result.output
     jobs = json.loads((out / "report.json").read_text())["jobs"]
-    assert jobs["finished"] > 100  # of 128; one asks for more GPUs than the 32 there are
-    assert jobs["arrived"] == jobs["finished"] + jobs["rejected"]
+    # of 128; one asks for more GPUs than the 32 there are; the run ends at the window's end,
+    # so what still runs then is unfinished
+    assert jobs["finished"] > 60
+    assert jobs["arrived"] == jobs["finished"] + jobs["rejected"] + jobs["unfinished"]
 
 
 TPU_SIM_MESH = """\

@@ -80,6 +80,14 @@ QueueDepth = Annotated[
 JobsPerHour = Annotated[float, typer.Option(help="synthetic: mean arrivals per hour.", min=0.001)]
 Out = Annotated[Path | None, typer.Option("--out", help="Write report.json and charts here.")]
 Charts = Annotated[bool, typer.Option("--charts/--no-charts", help="PNG charts with --out.")]
+CpusPerGpu = Annotated[
+    float,
+    typer.Option(help="CPUs a trace job asks per GPU (a trace gives GPUs only).", min=0),
+]
+MemoryPerGpu = Annotated[
+    float,
+    typer.Option(help="GiB of memory a trace job asks per GPU (a trace gives GPUs only).", min=0),
+]
 
 
 def _spec(
@@ -133,14 +141,19 @@ def _spec(
     )
 
 
-def _simulate(context: AppContext, spec: RunSpec, policy_paths: list[Path], label: str) -> Outcome:
+def _simulate(
+    context: AppContext, spec: RunSpec, policy_paths: list[Path], label: str, warn: bool = True
+) -> Outcome:
+    """One run with its progress on stderr; first, what the mesh can never hold (``warn``:
+    said; the same for every policy set of a comparison, so said once)."""
     from meshctl.catalog.check import mesh_accelerators
     from meshctl.cli.policy_cmd import read_policies
-    from meshctl.cli.render import progress_bar
+    from meshctl.cli.render import progress_status, warnings
     from meshctl.files import load_path
     from meshctl.files.policies import read_mesh
     from meshctl.problems import InvalidFileError
-    from meshctl.sim.run import run
+    from meshctl.sim.core import fits
+    from meshctl.sim.run import prepare, run
 
     mesh = read_mesh(spec.mesh)
     catalogs = context.catalog_map()
@@ -151,8 +164,20 @@ def _simulate(context: AppContext, spec: RunSpec, policy_paths: list[Path], labe
     if problems:
         raise InvalidFileError(problems)
     policies = read_policies(context, policy_paths)[1] if policy_paths else None
-    with progress_bar(f"simulating {label}", (spec.days or 30.0) * 86_400.0) as tick:
-        return run(spec, mesh, catalogs, policies, label, tick)
+    ready = prepare(spec, mesh, catalogs)  # none of its jobs could ever run: exit 2 here
+    if warn:
+        warnings(fits.warning_lines(ready.fit))
+    end_s = ready.config.until_s or (spec.days or 30.0) * 86_400.0
+    jobs = len(ready.jobs)
+    with progress_status(f"simulating {label}", end_s) as status:
+
+        def tick(t_s: float, ended: int) -> None:
+            status(t_s, f"day {t_s / 86_400:.2f} of {end_s / 86_400:.2f}, "
+                        f"{ended:,} of {jobs:,} jobs ended")  # fmt: skip
+
+        outcome = run(spec, mesh, catalogs, policies, label, tick, ready)
+        tick(outcome.result.end_s, len(ready.jobs) - outcome.report["jobs"]["unfinished"])
+    return outcome
 
 
 def _charts_possible(out: Path | None, charts: bool) -> None:
@@ -220,6 +245,8 @@ def run_cmd(
             "pays that home's egress."
         ),
     ] = "aws",
+    cpus_per_gpu: CpusPerGpu = 4.0,
+    memory_gib_per_gpu: MemoryPerGpu = 32.0,
     output: OutputOption = Output.table,
 ) -> None:
     """Replay a trace on the mesh under the policies; print what it measured.
@@ -227,7 +254,10 @@ def run_cmd(
     Replays a trace (Philly, ITP, openb, synthetic, or a CSV file) on the mesh
     with the production scheduler and policies: utilisation, waiting and
     completion times by class, cloud spend, preemptions, failures, goodput.
-    --out writes report.json and PNG charts (docs/SIMULATOR.md).
+    --out writes report.json and PNG charts (docs/SIMULATOR.md). The run ends
+    at the window's end (--start-day, --days): what still waits or runs then is
+    unfinished. Before it starts, the trace's job shapes are checked against
+    the mesh's nodes (with --cpus-per-gpu and --memory-gib-per-gpu).
 
     Examples:
       meshctl sim run --mesh examples/sim/mesh.yaml --trace philly --days 1
@@ -254,7 +284,8 @@ def run_cmd(
     )  # fmt: skip
     spec = dataclasses.replace(
         spec, inference=inference, data=data, data_gib_per_gpu=data_gib_per_gpu,
-        cache_gib=cache_gib, data_home=data_home,
+        cache_gib=cache_gib, data_home=data_home, cpus_per_gpu=cpus_per_gpu,
+        memory_gib_per_gpu=memory_gib_per_gpu,
     )  # fmt: skip
     outcome = _simulate(context, spec, paths, _label(paths))
     if out is not None:
@@ -296,6 +327,8 @@ def compare_cmd(
     queue_depth: QueueDepth = 500,
     out: Out = None,
     charts: Charts = True,
+    cpus_per_gpu: CpusPerGpu = 4.0,
+    memory_gib_per_gpu: MemoryPerGpu = 32.0,
     output: OutputOption = Output.table,
 ) -> None:
     """Run several policy sets on one mesh, trace and seed, side by side.
@@ -308,6 +341,8 @@ def compare_cmd(
       meshctl sim compare --policy shipped=policies/ --policy none --days 1
       meshctl sim compare -p a=a.yaml -p b=b.yaml --trace synthetic --days 0.5
     """
+    import dataclasses
+
     from meshctl.cli.sim.view import emit_sweep
     from meshctl.sim.run import write, write_sweep
     from meshctl.sim.run.sweep import Finished, RunKey, Sweep
@@ -316,14 +351,17 @@ def compare_cmd(
     _charts_possible(out, charts)
     sets = _policy_sets(policy, least=2)
     mesh_file = mesh or context.mesh_file()
-    outcomes = []
+    outcomes: list[Outcome] = []
     for label, paths in sets.items():
         spec = _spec(
             mesh_file, paths, trace, days, start_day, replicate, arrival_scale, failures,
             seed, cycle, checkpoint_interval, checkpoint_cost, restart, comm_fraction,
             jobs_per_hour, candidates, queue_depth,
         )  # fmt: skip
-        outcomes.append(_simulate(context, spec, paths, label))
+        spec = dataclasses.replace(
+            spec, cpus_per_gpu=cpus_per_gpu, memory_gib_per_gpu=memory_gib_per_gpu
+        )
+        outcomes.append(_simulate(context, spec, paths, label, warn=not outcomes))
     finished = tuple(Finished(RunKey(o.name, trace, seed), o.report) for o in outcomes)
     setting = _setting(outcomes[0].spec, "this machine, in process (no Ray)", None)
     sweep = Sweep(tuple(sets), (trace,), (seed,), finished, (), setting)
@@ -377,6 +415,8 @@ def sweep_cmd(
         Path | None, typer.Option("--out", help="Write sweep.json and charts here.")
     ] = None,
     charts: Charts = True,
+    cpus_per_gpu: CpusPerGpu = 4.0,
+    memory_gib_per_gpu: MemoryPerGpu = 32.0,
     output: OutputOption = Output.table,
 ) -> None:
     """Run policy sets x traces x seeds as Ray tasks; print means and CIs.
@@ -393,6 +433,7 @@ def sweep_cmd(
       meshctl sim sweep --policy a=policies/ --policy none --seeds 0..9 --days 1
       meshctl sim sweep -p policies/ --trace philly --trace itp --seeds 1,2,5
     """
+    import dataclasses
     import os
 
     from meshctl.cli.sim import sweep as simsweep
@@ -419,9 +460,13 @@ def sweep_cmd(
                     failures, seed, cycle, checkpoint_interval, checkpoint_cost, restart,
                     comm_fraction, jobs_per_hour, candidates, queue_depth,
                 )  # fmt: skip
+                spec = dataclasses.replace(
+                    spec, cpus_per_gpu=cpus_per_gpu, memory_gib_per_gpu=memory_gib_per_gpu
+                )
                 key = RunKey(label, name, seed)
                 tasks.append(Task(key, spec, len(tasks), os.environ.get(HOLD_ENV) or None))
     shared = simsweep.inputs(context, mesh_file, sets)  # bad files: exit 2 before any run
+    simsweep.fits(shared, tasks)  # a window none of whose jobs fits: exit 2, likewise
     where = simsweep.cluster(context, ray_address)
     finished, unfinished = simsweep.gather(where, tasks, shared, retries)
     setting = _setting(tasks[0].spec, where.name, retries)

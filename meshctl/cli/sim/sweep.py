@@ -1,6 +1,7 @@
 """``meshctl sim sweep``'s work beside its flags: the inputs every run shares, read and
-checked once; the cluster to run on (``--ray``, else the embedded mesh); the runs gathered
-with a progress bar; the runs that did not finish, as warnings and exit 1."""
+checked once (the files, and each trace's job shapes against the mesh); the cluster to run
+on (``--ray``, else the embedded mesh); the runs gathered with a progress bar; the runs that
+did not finish, as warnings and exit 1."""
 
 from __future__ import annotations
 
@@ -37,6 +38,21 @@ def inputs(context: AppContext, mesh_file: Path, sets: dict[str, list[Path]]) ->
         for label, paths in sets.items()
     }
     return Inputs(simulated, catalogs, policies)
+
+
+def fits(shared: Inputs, tasks: list[Task]) -> None:
+    """Each trace's window checked against the mesh before any run starts (``sim.run.
+    prepare``): what can never fit is said once per trace; none of its jobs: exit 2."""
+    from meshctl.cli.render import warnings
+    from meshctl.sim.core.fits import warning_lines
+    from meshctl.sim.run import prepare
+
+    checked: set[str] = set()
+    for task in tasks:
+        if task.spec.trace not in checked:  # the seeds and policy sets share its shapes
+            checked.add(task.spec.trace)
+            ready = prepare(task.spec, shared.mesh, shared.catalogs)
+            warnings(warning_lines(ready.fit))
 
 
 def cluster(context: AppContext, address: str | None) -> Cluster:

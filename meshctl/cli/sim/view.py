@@ -33,6 +33,26 @@ def _data_rows(d: dict[str, Any] | None) -> list[tuple[str, str]]:
     ]
 
 
+def _rejected_rows(by_reason: dict[str, int]) -> list[tuple[str, str]]:
+    """A row per reason jobs were rejected for, the most common first."""
+    ordered = sorted(by_reason.items(), key=lambda rn: (-rn[1], rn[0]))
+    return [(f"  rejected: {reason}", f"{n:,}") for reason, n in ordered]
+
+
+def _utilisation(report: dict[str, Any]) -> str:
+    """On-prem utilisation; at zero with no job run on-prem, why: none could fit there, or
+    none ran there."""
+    u, jobs = report["utilisation"], report["jobs"]
+    shown = f"{u['onprem']:.1%} ({u['onprem_available']:.1%} of up)"
+    if u["onprem"] > 0 or jobs.get("ran_onprem", 1) > 0:
+        return shown
+    fit = report.get("fit", {})
+    misfits = sum(m["jobs"] for m in (*fit.get("never", ()), *fit.get("cloud_only", ())))
+    if jobs["arrived"] and misfits == jobs["arrived"]:
+        return f"{u['onprem']:.1%}: no job fits an on-prem node"
+    return f"{u['onprem']:.1%}: no job ran on-prem"
+
+
 def rows_of(report: dict[str, Any]) -> list[tuple[str, str]]:
     """(metric, value) pairs in the order the table shows them."""
     u, jobs, g = report["utilisation"], report["jobs"], report["gpu_hours"]
@@ -42,8 +62,9 @@ def rows_of(report: dict[str, Any]) -> list[tuple[str, str]]:
             "jobs rejected, failed, unfinished",
             f"{jobs['rejected']:,}, {jobs['failed']:,}, {jobs['unfinished']:,}",
         ),
+        *_rejected_rows(jobs.get("rejected_by_reason", {})),
         ("jobs that ran on cloud", f"{jobs['ran_on_cloud']:,}"),
-        ("on-prem utilisation", f"{u['onprem']:.1%} ({u['onprem_available']:.1%} of up)"),
+        ("on-prem utilisation", _utilisation(report)),
         ("cloud GPU-hours", f"{u['cloud_gpu_hours']:,.0f}"),
     ]
     for name in ("critical", "standard", "best-effort", "all"):

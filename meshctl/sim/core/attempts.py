@@ -191,6 +191,30 @@ class Attempts:
         result.progress_s += work
         return stop
 
+    def account_unended(self) -> None:
+        """At the run's end (the window's): what each attempt still on its nodes held, into its
+        job's result. One still working has done what it computed (useful, not lost: it runs
+        on past the end); one that stopped working keeps what it saved, as when it ends."""
+        state = self.state
+        cost = state.config.checkpoints.cost_s
+        for attempt in state.running.values():
+            if attempt.stopped_s is not None or attempt.halted_s is not None:
+                self._account_stop(attempt)
+                continue
+            seg, elapsed = attempt.segment, state.now - attempt.started_s
+            computed, checkpoints = seg.computed_at(elapsed)
+            state.results[attempt.job_id].account(
+                elapsed,
+                computed / attempt.speed,
+                checkpoints,
+                min(elapsed, seg.restart_s),
+                attempt.speed,
+                cost,
+                attempt.running.request.total_gpus,
+                attempt.scale,
+                attempt.stall_s,
+            )
+
     def end_early(self, attempt: Attempt, why: Leave | Fail | None = None) -> None:
         """An attempt that stopped before its work was done keeps what it saved; then the job
         waits again, or fails for good (the lifecycle's rule)."""

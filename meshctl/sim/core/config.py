@@ -35,6 +35,11 @@ class SimMesh:
     replacing: frozenset[str] = frozenset()
     grow_grace_s: Mapping[str, float] = field(default_factory=dict)  # per pool (mesh.yaml)
 
+    @property
+    def gang_domain(self) -> str:
+        """The fabric's domain a gang prefers to keep to: the first network's, else a switch."""
+        return next(iter(self.networks.values())).domain_label if self.networks else "switch"
+
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
@@ -53,7 +58,9 @@ class SimConfig:
     memory_gib_per_gpu: float = 32.0
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     window_s: float | None = None  # on-prem utilisation is measured over [0, window]
-    until_s: float | None = None  # stop here even if jobs remain (default: a year after the last)
+    # stop here even if jobs remain: what waits or runs then is unfinished (``sim run``: the
+    # window's end); None: a year after the last arrival
+    until_s: float | None = None
     record: bool = False  # keep every action the lifecycle decided (``Result.actions``)
     data: DataModel | None = None  # datasets through the nodes' caches (jobs with ``data``)
 

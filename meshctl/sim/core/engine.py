@@ -43,7 +43,19 @@ from meshctl.sim.core.side import EngineSide
 from meshctl.sim.core.workload import SimJob, job_document
 from meshctl.sim.core.world import WorldEvents
 
-__all__ = ["CloudPool", "Engine", "JobResult", "Result", "SimConfig", "SimMesh", "simulate"]
+# what a run reports as it goes: the simulated time (s) and the jobs ended so far
+Progress = Callable[[float, int], None]
+
+__all__ = [
+    "CloudPool",
+    "Engine",
+    "JobResult",
+    "Progress",
+    "Result",
+    "SimConfig",
+    "SimMesh",
+    "simulate",
+]
 
 
 class Engine:
@@ -73,8 +85,10 @@ class Engine:
 
     # --- the loop ----------------------------------------------------------------------------
 
-    def run(self, progress: Callable[[float], None] | None = None, every: int = 20_000) -> Result:
-        """Run until every job has ended; ``progress(t)`` is called every ``every`` events."""
+    def run(self, progress: Progress | None = None, every: int = 1_000) -> Result:
+        """Run until every job has ended, or until ``config.until_s`` (what waits or runs then
+        is unfinished); ``progress(t, ended)`` is called every ``every`` events with the
+        simulated time and the jobs ended so far (finished, rejected or failed)."""
         state = self.state
         clock, totals, config, jobs = state.clock, state.totals, state.config, state.jobs
         if jobs:
@@ -103,14 +117,17 @@ class Engine:
                 end = max(state.now, repaired)
                 last = last if last is not None else math.ceil(end / tick - 1e-9) * tick
             t, kind, event = clock.pop()
-            if t > until or (last is not None and t > last + 1e-9):
-                break  # what still waits then is reported as unfinished
+            if t > until:  # what still waits or runs then is reported as unfinished
+                self._advance(until)  # the jobs still running held their GPUs until then
+                break
+            if last is not None and t > last + 1e-9:
+                break
             if t > state.now:
                 self._advance(t)
             handlers[kind](event)
             totals.events += 1
             if progress is not None and totals.events % every == 0:
-                progress(state.now)
+                progress(state.now, state.done)
         return self._finish_run()
 
     def _advance(self, t: float) -> None:
@@ -139,6 +156,7 @@ class Engine:
     def _finish_run(self) -> Result:
         state = self.state
         end_s = state.now
+        self.attempts.account_unended()  # the window's end: jobs still on their nodes
         self.world.sample(None, again=False)
         last: dict[str, float] = {}  # per pool: when its last worker would go
         heads = []
@@ -261,6 +279,6 @@ def simulate(
     jobs: Sequence[SimJob],
     config: SimConfig | None = None,
     policies: PolicySet | None = None,
-    progress: Callable[[float], None] | None = None,
+    progress: Progress | None = None,
 ) -> Result:
     return Engine(mesh, jobs, config, policies).run(progress)

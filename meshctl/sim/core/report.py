@@ -19,7 +19,7 @@ Numbers are rounded to fixed digits so that the same seed gives byte-identical r
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -78,7 +78,8 @@ def build_report(result: Result, meta: Mapping[str, Any]) -> dict[str, Any]:
     ]
     spend = {pool: _r(usd, 2) for pool, usd in sorted(t.spend_usd.items())}
     available = t.onprem_gpu_s - t.onprem_down_gpu_s
-    on_cloud = [j for j in finished if any(p in meta.get("cloud_pools", ()) for p in j.pools)]
+    clouds = set(meta.get("cloud_pools", ()))
+    on_cloud = [j for j in finished if j.pools & clouds]
     return {
         "meta": dict(meta),
         "jobs": {
@@ -90,6 +91,8 @@ def build_report(result: Result, meta: Mapping[str, Any]) -> dict[str, Any]:
                 1 for j in jobs if j.end_s is None and not j.rejected and not j.failed_reason
             ),
             "ran_on_cloud": len(on_cloud),
+            "ran_onprem": sum(1 for j in finished if j.pools - clouds),
+            "rejected_by_reason": rejected_by_reason(jobs),
         },
         "end_s": _r(result.end_s),
         "utilisation": {
@@ -122,6 +125,12 @@ def build_report(result: Result, meta: Mapping[str, Any]) -> dict[str, Any]:
         "engine": {"events": t.events, "cycles": t.cycles},
         **({"data": data_figures(result.data, held)} if result.data is not None else {}),
     }
+
+
+def rejected_by_reason(jobs: Iterable[JobResult]) -> dict[str, int]:
+    """How many jobs were rejected for each reason (the scheduler's), the most common first."""
+    counts = Counter(j.rejected for j in jobs if j.rejected)
+    return dict(sorted(counts.items(), key=lambda rn: (-rn[1], rn[0])))
 
 
 def data_figures(d: DataStats, held_gpu_s: float) -> dict[str, Any]:

@@ -91,9 +91,7 @@ class RunState:
         self.fail_rngs: dict[str, random.Random] = {}
         self.fail_chain: dict[str, int] = {}  # node -> its current failure-model event
         self.mtbf_s = config.failures.node_mtbf_s if config.failures else None
-        self.gang_domain = (
-            next(iter(mesh.networks.values())).domain_label if mesh.networks else "switch"
-        )
+        self.gang_domain = mesh.gang_domain
 
     def record(self, action: Action) -> None:
         if self.config.record:

@@ -1,7 +1,8 @@
 """The simulator's shell: files and traces in, the pure engine run, report and charts out.
 
     spec = RunSpec(mesh=Path("mesh.yaml"), policies=[Path("policies")], trace="philly")
-    outcome = run(spec, catalogs, progress)      # reads files, simulates (meshctl.sim)
+    ready = prepare(spec, mesh, catalogs)        # the workload checked against the mesh
+    outcome = run(spec, mesh, catalogs, policies, name, progress, ready)  # simulates
     write(outcome, Path("out"))                  # report.json, charts/*.png
     write_sweep(sweep, Path("sweep"))            # sweep.json, charts/<figure>.png (sweep.py)
 
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from meshctl.errors import InvalidRequestError
 from meshctl.lifecycle.clusters import head_of
 from meshctl.lifecycle.configured import snapshot_from_mesh
 from meshctl.lifecycle.replacing import replaceable_pool
@@ -30,10 +32,10 @@ from meshctl.policy.compiled import PolicySet
 from meshctl.policy.facts import mesh_snapshot
 from meshctl.problems import InvalidFileError, Problem
 from meshctl.scheduler import SchedulerConfig
-from meshctl.sim.core import inference
+from meshctl.sim.core import fits, inference
 from meshctl.sim.core import workload as wl
 from meshctl.sim.core.data import DataModel
-from meshctl.sim.core.engine import CloudPool, Result, SimConfig, SimMesh, simulate
+from meshctl.sim.core.engine import CloudPool, Progress, Result, SimConfig, SimMesh, simulate
 from meshctl.sim.core.failures import LLAMA3, Checkpoints, FailureModel
 from meshctl.sim.core.network import Network
 from meshctl.sim.core.report import build_report
@@ -83,6 +85,8 @@ class RunSpec:
     data_gib_per_gpu: float = 50.0  # a job class's dataset, per GPU (sim.workload.with_data)
     cache_gib: float = 3000.0  # each node's cache
     data_home: str = "aws"  # where the datasets live: aws (S3), gcp (GCS) or onprem
+    cpus_per_gpu: float = 4.0  # what a trace job asks per GPU (a trace gives GPUs only)
+    memory_gib_per_gpu: float = 32.0
 
 
 def egress_usd_per_gib(mesh: Mesh, catalogs: Mapping[str, Catalog], home: str) -> dict[str, float]:
@@ -172,7 +176,9 @@ def jobs_of(spec: RunSpec, gpus_per_node: int) -> list[wl.SimJob]:
 
 
 def config_of(spec: RunSpec) -> SimConfig:
-    """The engine's settings for a run: what ``meshctl sim`` and the benchmark both use."""
+    """The engine's settings for a run: what ``meshctl sim`` and the benchmark both use. A run
+    of a window (``days``) ends at the window's end: what waits or runs then is unfinished."""
+    window_s = None if spec.days is None else spec.days * wl.DAY_S / spec.arrival_scale
     return SimConfig(
         seed=spec.seed,
         cycle_s=spec.cycle_s,
@@ -181,8 +187,41 @@ def config_of(spec: RunSpec) -> SimConfig:
         scheduler=SchedulerConfig(
             max_candidates=spec.candidates, queue_depth=spec.queue_depth, explain=False
         ),
-        window_s=None if spec.days is None else spec.days * wl.DAY_S / spec.arrival_scale,
+        cpus_per_gpu=spec.cpus_per_gpu,
+        memory_gib_per_gpu=spec.memory_gib_per_gpu,
+        window_s=window_s,
+        until_s=window_s,
     )
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A run ready to simulate: the mesh as the engine sees it, the workload, the engine's
+    settings, and which of the workload's shapes could never run on the mesh (``fit``)."""
+
+    mesh: SimMesh
+    jobs: list[wl.SimJob]
+    config: SimConfig
+    fit: fits.Fit
+
+
+def prepare(spec: RunSpec, mesh: Mesh, catalogs: Mapping[str, Catalog]) -> Prepared:
+    """The run's inputs, with its workload's shapes checked against the mesh's nodes and node
+    types (``fits.check``). None of its jobs could ever run: ``InvalidRequestError`` (exit
+    2), one line that says why, instead of a run that rejects them all."""
+    simmesh = sim_mesh(mesh, catalogs, spec.comm_fraction)
+    most = max((n.gpus for n in simmesh.nodes), default=8) or 8
+    jobs = jobs_of(spec, most)
+    config = config_of(spec)
+    fit = fits.check(simmesh, jobs, config)
+    if fit.nothing_fits:
+        raise InvalidRequestError(f"{spec.mesh}: {fits.why_nothing_fits(fit)}")
+    if spec.data != "none":
+        egress = egress_usd_per_gib(mesh, catalogs, spec.data_home)
+        model = DataModel(cache_gib=spec.cache_gib, cache=spec.data == "cache",
+                          egress_usd_per_gib=egress)  # fmt: skip
+        config = dataclasses.replace(config, data=model)
+    return Prepared(simmesh, jobs, config, fit)
 
 
 def run(
@@ -191,20 +230,38 @@ def run(
     catalogs: Mapping[str, Catalog],
     policies: PolicySet | None,
     name: str,
-    progress: Callable[[float], None] | None = None,
+    progress: Progress | None = None,
+    prepared: Prepared | None = None,
 ) -> Outcome:
-    simmesh = sim_mesh(mesh, catalogs, spec.comm_fraction)
-    most = max((n.gpus for n in simmesh.nodes), default=8) or 8
-    jobs = jobs_of(spec, most)
-    config = config_of(spec)
-    egress = egress_usd_per_gib(mesh, catalogs, spec.data_home)
+    """Simulate ``spec`` (``prepared``: as ``prepare`` made it, else made here);
+    ``progress(t, ended)`` as ``Engine.run`` calls it."""
+    ready = prepared or prepare(spec, mesh, catalogs)
+    result = simulate(ready.mesh, ready.jobs, ready.config, policies, progress)
+    clouds = tuple(p.name for p in ready.mesh.pools if p.cloud)
+    meta = _meta(spec, mesh, name, clouds)
     if spec.data != "none":
-        model = DataModel(cache_gib=spec.cache_gib, cache=spec.data == "cache",
-                          egress_usd_per_gib=egress)  # fmt: skip
-        config = dataclasses.replace(config, data=model)
-    result = simulate(simmesh, jobs, config, policies, progress)
-    clouds = tuple(p.name for p in simmesh.pools if p.cloud)
-    meta: dict[str, Any] = {
+        egress = egress_usd_per_gib(mesh, catalogs, spec.data_home)
+        meta["data"] = {
+            "model": spec.data,
+            "gib_per_gpu": spec.data_gib_per_gpu,
+            "cache_gib": spec.cache_gib,
+            "home": spec.data_home,
+            "egress_usd_per_gib": {pool: usd for pool, usd in egress.items() if usd},
+            "assigned": "one dataset per team and job class (meshctl.sim.core.workload.with_data)",
+        }
+    report = build_report(result, meta)
+    report["fit"] = fits.figures(ready.fit)
+    if spec.inference == "diurnal":
+        gpus = float(result.onprem_gpus)
+        days = spec.days if spec.days is not None else max(1.0, result.end_s / wl.DAY_S)
+        service, traffic = inference.diurnal(gpus, days, spec.seed)
+        report["inference"] = inference.figures(service, traffic, gpus, days * wl.DAY_S)
+    return Outcome(spec, name, result, report)
+
+
+def _meta(spec: RunSpec, mesh: Mesh, name: str, clouds: tuple[str, ...]) -> dict[str, Any]:
+    """What the run was: its inputs and settings, as its report's ``meta``."""
+    return {
         "mesh": mesh.metadata.name,
         "policies": name,
         "trace": spec.trace,
@@ -225,23 +282,8 @@ def run(
         "queue_depth": spec.queue_depth,
         "cloud_pools": list(clouds),
         "assigned": "kind, criticality, team: seeded rules (meshctl.sim.core.workload)",
+        "per_gpu": {"cpus": spec.cpus_per_gpu, "memory_gib": spec.memory_gib_per_gpu},
     }
-    if spec.data != "none":
-        meta["data"] = {
-            "model": spec.data,
-            "gib_per_gpu": spec.data_gib_per_gpu,
-            "cache_gib": spec.cache_gib,
-            "home": spec.data_home,
-            "egress_usd_per_gib": {pool: usd for pool, usd in egress.items() if usd},
-            "assigned": "one dataset per team and job class (meshctl.sim.core.workload.with_data)",
-        }
-    report = build_report(result, meta)
-    if spec.inference == "diurnal":
-        gpus = float(result.onprem_gpus)
-        days = spec.days if spec.days is not None else max(1.0, result.end_s / wl.DAY_S)
-        service, traffic = inference.diurnal(gpus, days, spec.seed)
-        report["inference"] = inference.figures(service, traffic, gpus, days * wl.DAY_S)
-    return Outcome(spec, name, result, report)
 
 
 def write(outcome: Outcome, out: Path, charts: bool = True) -> list[Path]:
