@@ -24,10 +24,10 @@ from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 
 from meshctl.clouds.base import Cloud, Unavailable, reason_of
-from meshctl.clouds.preflight import Check, failed
+from meshctl.clouds.preflight import Check, failed, settings
 from meshctl.controller.rundir import run_dir
 from meshctl.model.catalog import Catalog
-from meshctl.model.mesh import AwsPool, GcpPool, LocalPool, Mesh, Pool, RayPool
+from meshctl.model.mesh import AwsPool, CloudPoolBase, GcpPool, LocalPool, Mesh, Pool, RayPool
 from meshctl.pools import driverlogs, local
 from meshctl.pools.ray import RayPoolClient
 
@@ -206,18 +206,22 @@ def adapter_for(pool: Pool) -> Cloud | None:
 
 def preflight(pool: Pool, catalogs: Mapping[str, Catalog]) -> list[Check]:
     """A cloud pool's preflight (``meshctl pools check``): launches nothing. A provider that
-    cannot even be built fails the credentials check."""
+    cannot even be built fails the credentials check, after a row per missing setting. A GCP
+    pool's preflight builds its own clients (it needs no adapter), so it says what its
+    credentials lack, with the fix, itself."""
+    if isinstance(pool, GcpPool):
+        from meshctl.clouds.gcp_preflight import preflight as gcp_preflight
+
+        return gcp_preflight(pool, catalogs.get("gcp"))
     cloud, why = provider_for(pool, adapter_for)
     if cloud is None:
-        return [failed("credentials", why or "no provider", "see the detail")]
+        fix = "fix what was found, then run meshctl pools check again"
+        gaps = settings(pool) if isinstance(pool, CloudPoolBase) else []
+        return [*gaps, failed("credentials", why or "no provider", fix)]
     if isinstance(pool, AwsPool):
         from meshctl.clouds.aws import AwsCloud
         from meshctl.clouds.aws_preflight import preflight as aws_preflight
 
         assert isinstance(cloud, AwsCloud)
         return aws_preflight(pool, cloud)
-    if isinstance(pool, GcpPool):
-        from meshctl.clouds.gcp_preflight import preflight as gcp_preflight
-
-        return gcp_preflight(pool, catalogs.get("gcp"))
     return []
