@@ -89,7 +89,7 @@ def server(
                         store or context.store_url, max_upload * 2**20)  # fmt: skip
     scheme = "https" if tls_cert else "http"
     say = f"serving {scheme}://{host}:{port} ({workers} process{'es' if workers > 1 else ''})"
-    serve(settings, listen, workers, lambda: render.warnings([say]))
+    serve(settings, listen, workers, lambda: render.note(say))
 
 
 def _path(path: Path | None) -> str | None:
@@ -119,7 +119,8 @@ def users_add(
     checked = check_role(role)
     with open_store_for(app_context(ctx), store) as opened:
         user, token = add_user(opened, name, team, checked, time.time())
-    render.warnings([f"{user.name} ({checked.value}; {', '.join(user.teams)}): keep the token"])
+    teams = ", ".join(user.teams)
+    render.note(f"{user.name} ({checked.value}; {teams}): their API token, shown this once:")
     render.plain(token)
 
 
