@@ -1,4 +1,5 @@
-"""How long `meshctl --help` and `meshctl submit` take, end to end, in a fresh process each run.
+"""How long `meshctl --help`, `submit`, `status` and `jobs list` take, end to end, each run in
+a fresh process.
 
     python benchmarks/cli_startup.py [--runs 15] [--json]
 
@@ -12,6 +13,13 @@ whole of what a submission costs before a controller takes it. The benchmark che
 run stored its job. ``served_submit``: the same, with the home's command server running (as it
 does beside a controller, ``meshctl/cli/cmdserver.py``): the command hands itself to the
 server, whose forked child runs it with the CLI imported already.
+
+``status`` and ``jobs_list``: ``meshctl status`` and ``meshctl jobs list`` on a home whose store
+holds ``JOBS`` (1,000) jobs, written through the store API: a quarter each pending, running,
+succeeded and failed, a minute apart, each but the pending with its attempt. A controller "runs"
+there: the pid file names this benchmark's own process and a fresh heartbeat says every pool
+can be used, so ``status`` reads what a running controller left and checks no pool itself.
+The benchmark checks that each command exits 0.
 
 The commands run as an installed meshctl does, with its bytecode cached: the first, uncounted
 run of each writes it (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment, else
@@ -30,8 +38,10 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 BARE_TYPER = "import typer; app = typer.Typer(); app.command()(lambda: None); app()"
+JOBS = 1000
 SUBMIT = ["submit", "--gpus", "1", "--name", "startup", "--", "python", "-c", "pass"]
 
 
@@ -92,6 +102,54 @@ def measure_submit(meshctl: Path, runs: int, served: bool = False) -> list[float
         return samples
 
 
+def fill_home(home: Path, jobs: int = JOBS) -> None:
+    """``jobs`` jobs in ``home``'s store, and a controller's pid file and heartbeat that name
+    this process (alive while the benchmark runs) with a cycle just ended."""
+    from meshctl.controller import daemon
+    from meshctl.controller.rundir import make_run_dir
+    from meshctl.host.procs import start_ticks
+    from meshctl.state import AttemptRecord, AttemptState, JobRecord, JobState, open_store
+
+    now = time.time()
+    states = (JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED)
+    spec = {"apiVersion": "meshctl/v1", "kind": "Job", "metadata": {"name": "bench"},
+            "spec": {"kind": "batch", "entrypoint": "python -c pass", "team": "default",
+                     "resources": {"gpus": 1}}}  # fmt: skip
+    records: list[Any] = []
+    for i in range(jobs):
+        at, state = now - 60.0 * i, states[i % 4]
+        pool = None if state is JobState.PENDING else "onprem"
+        records.append(JobRecord(f"bench-{i:05d}", f"bench-{i}", "default", state, 200,
+                                 spec, pool, at, at))  # fmt: skip
+        if pool is not None:
+            running = state is JobState.RUNNING
+            records.append(AttemptRecord(
+                f"bench-{i:05d}-1", f"bench-{i:05d}", 1, pool, f"meshctl-bench-{i:05d}-1",
+                AttemptState.RUNNING if running else AttemptState.SUCCEEDED, at,
+                None if running else at,
+            ))  # fmt: skip
+    with open_store(home) as store:
+        store.create_all(records)
+    make_run_dir(home)
+    pid = os.getpid()
+    daemon.pid_file(home).write_text(json.dumps({"pid": pid, "start_ticks": start_ticks(pid)}))
+    beat = {"pid": pid, "at_s": now, "cycle_ms": 5.0, "errors": [], "unavailable": {}}
+    daemon.heartbeat_file(home).write_text(json.dumps(beat))
+
+
+def measure_reads(meshctl: Path, runs: int) -> dict[str, list[float]]:
+    """``status`` and ``jobs list`` on a home of ``JOBS`` jobs (``fill_home``)."""
+    with tempfile.TemporaryDirectory(prefix="meshctl-startup-") as tmp:
+        base = Path(tmp)
+        home = base / "home"
+        fill_home(home)
+        env = _env(MESHCTL_HOME=str(home))
+        return {
+            "status": measure([str(meshctl), "status"], runs, env, base),
+            "jobs_list": measure([str(meshctl), "jobs", "list"], runs, env, base),
+        }
+
+
 def _stats(prefix: str, samples: list[float]) -> dict[str, float]:
     return {
         f"{prefix}_ms_median": round(statistics.median(samples), 1),
@@ -110,17 +168,25 @@ def main() -> None:
     help_ms = measure([str(meshctl), "--help"], args.runs)
     submit_ms = measure_submit(meshctl, args.runs)
     served_ms = measure_submit(meshctl, args.runs, served=True)
+    reads = measure_reads(meshctl, args.runs)
     bare_ms = measure([sys.executable, "-c", BARE_TYPER, "--help"], args.runs)
     result: dict[str, float] = {
         "runs": args.runs,
         **_stats("help", help_ms),
         **_stats("submit", submit_ms),
         **_stats("served_submit", served_ms),
+        **_stats("status", reads["status"]),
+        **_stats("jobs_list", reads["jobs_list"]),
+        "load_average_1min": round(os.getloadavg()[0], 2),
         "bare_typer_help_ms_median": round(statistics.median(bare_ms), 1),
     }
     result["ratio_to_bare_typer"] = round(
         result["help_ms_median"] / result["bare_typer_help_ms_median"], 2
     )
+    for name in ("status", "jobs_list"):
+        result[f"{name}_ratio_to_help"] = round(
+            result[f"{name}_ms_median"] / result["help_ms_median"], 2
+        )
     if args.json:
         print(json.dumps(result))
         return
@@ -128,6 +194,8 @@ def main() -> None:
         ("help", "meshctl --help"),
         ("submit", "meshctl submit"),
         ("served_submit", "meshctl submit, to a command server"),
+        ("status", f"meshctl status, {JOBS:,} jobs"),
+        ("jobs_list", f"meshctl jobs list, {JOBS:,} jobs"),
     ):
         print(
             f"{label}: median {result[f'{name}_ms_median']} ms "
@@ -136,6 +204,11 @@ def main() -> None:
     print(
         f"bare Typer --help: median {result['bare_typer_help_ms_median']} ms; "
         f"--help's ratio {result['ratio_to_bare_typer']}x"
+    )
+    print(
+        f"ratio to meshctl --help: status {result['status_ratio_to_help']}x, "
+        f"jobs list {result['jobs_list_ratio_to_help']}x; "
+        f"load average (1 min) {result['load_average_1min']}"
     )
 
 

@@ -34,10 +34,10 @@ from recovery_common import (
     restart_node,
 )
 
-from meshctl.controller.deciding.decide import FINISHED  # imported here, not at the loss
 from meshctl.model.mesh import LocalPool
 from meshctl.pools import local
 from meshctl.state import JobRecord, JobState, open_store
+from meshctl.state.records import FINISHED  # imported here, not at the loss
 
 EXIT_TIMEOUT = 124  # meshctl jobs wait: the timeout came first
 MESH = """\

@@ -70,8 +70,7 @@ def row(job: JobRecord, attempt: AttemptRecord | None, now: float) -> dict[str, 
 
 def rows(store: Store, jobs: Sequence[JobRecord]) -> list[dict[str, Any]]:
     """``jobs`` as ``jobs list`` rows, each with its latest attempt."""
-    from meshctl.controller.deciding.world import latest_attempts
-    from meshctl.state import AttemptRecord
+    from meshctl.state.records import AttemptRecord, latest_attempts
 
     latest = latest_attempts(store.list(AttemptRecord, job_id=[j.id for j in jobs]))
     now = time.time()
@@ -89,15 +88,28 @@ def checked_state(state: str | None, field: str) -> str | None:
     return state
 
 
-def listed(store: Store, state: str | None, team: str | None) -> list[dict[str, Any]]:
-    """Every job (in ``state``, of ``team``), newest first, as rows."""
+def listed(
+    store: Store, state: str | None, team: str | None, limit: int = 0
+) -> list[dict[str, Any]]:
+    """Every job (in ``state``, of ``team``), newest first, as rows; only the newest
+    ``limit`` when it is not 0 (the rest are never turned into rows)."""
     from meshctl.state import JobRecord
 
+    jobs = sorted(store.list(JobRecord, **_filters(state, team)), key=lambda j: -j.submitted_at_s)
+    return rows(store, jobs[:limit] if limit else jobs)
+
+
+def counted(store: Store, state: str | None, team: str | None) -> int:
+    """How many jobs ``listed`` would give without a limit (no job is read whole)."""
+    from meshctl.state import JobRecord
+
+    return len(store.versions(JobRecord, **_filters(state, team)))
+
+
+def _filters(state: str | None, team: str | None) -> dict[str, Any]:
     checked_state(state, "--state")
-    filters: dict[str, Any] = {"state": state, "team": team}
-    filters = {k: v for k, v in filters.items() if v is not None}
-    jobs = sorted(store.list(JobRecord, **filters), key=lambda j: -j.submitted_at_s)
-    return rows(store, jobs)
+    filters = {"state": state, "team": team}
+    return {k: v for k, v in filters.items() if v is not None}
 
 
 def show(home: Path, store: Store, record: JobRecord) -> dict[str, Any]:
@@ -149,8 +161,8 @@ def cancel_one(
     the cancellation (none when there is nothing to cancel)."""
     from dataclasses import replace
 
-    from meshctl.controller.deciding.decide import FINISHED
     from meshctl.state import ConflictError, Event, JobRecord, JobState
+    from meshctl.state.records import FINISHED
 
     for _ in range(10):
         record = store.get(JobRecord, job_id)

@@ -54,8 +54,8 @@ class Follower:
     decoder: Any = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
 
     def run(self) -> None:
-        from meshctl.controller.deciding.decide import FINISHED
         from meshctl.state import ACTIVE_ATTEMPT, JobRecord
+        from meshctl.state.records import FINISHED
 
         self.mesh = self.context.mesh()
         while True:

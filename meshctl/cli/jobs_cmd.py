@@ -20,7 +20,7 @@ from meshctl.app import jobs as jobs_of
 from meshctl.cli.context import app_context
 from meshctl.cli.options import OutputOption, duration_flag
 from meshctl.cli.render import Column, Output
-from meshctl.errors import EXIT_TIMEOUT, CommandError
+from meshctl.errors import EXIT_TIMEOUT, CommandError, InvalidRequestError
 
 if TYPE_CHECKING:
     from meshctl.app.remote import Remote
@@ -39,33 +39,48 @@ JobArgument = Annotated[
 ]
 
 
+LIMIT = 50  # a screen's worth: jobs list on a mesh of thousands of jobs stays quick to read
+
+
 @app.command("list")
 def list_jobs(
     ctx: typer.Context,
     state: Annotated[str | None, typer.Option(help="Only jobs in this state.")] = None,
     team: Annotated[str | None, typer.Option(help="Only this team's jobs.")] = None,
+    limit: Annotated[
+        int, typer.Option(help="Show the newest this many jobs; 0 shows every one.")
+    ] = LIMIT,
     output: OutputOption = Output.table,
 ) -> None:
-    """Every job, newest first: state, pool, nodes, attempt.
+    """The newest jobs first: state, pool, nodes, attempt, age.
 
-    Through an API server: your own jobs; a team-admin sees the team's.
+    Shows the newest 50 unless --limit says otherwise (0: every job); when
+    jobs are left out, a line on stderr says how many there are. Through an
+    API server: your own jobs; a team-admin sees the team's.
 
     Examples:
       meshctl jobs list
       meshctl jobs list --state running --team search
-      meshctl jobs list -o json
+      meshctl jobs list --limit 0 -o json
     """
     from meshctl.cli import render
 
     jobs_of.checked_state(state, "--state")  # before a server is asked
+    if limit < 0:
+        raise InvalidRequestError(f"--limit: expected 0 (every job) or more, got {limit}")
     context = app_context(ctx)
     remote = context.remote()
     if remote is not None:
-        render.emit(remote.call("GET", "/v1/jobs", state=state, team=team), COLUMNS, output)
-        return
-    with context.store() as store:
-        rows = jobs_of.listed(store, state, team)
-    render.emit(rows, COLUMNS, output)
+        found = remote.call("GET", "/v1/jobs", state=state, team=team)
+        rows, total = (found[:limit] if limit else found), len(found)
+    else:
+        with context.store() as store:
+            rows = jobs_of.listed(store, state, team, limit)
+            total = jobs_of.counted(store, state, team) if limit else len(rows)
+    cells = rows if output is not Output.table else [_cells(r) for r in rows]
+    render.emit(cells, COLUMNS, output)
+    if len(rows) < total:
+        render.note(f"the newest {len(rows)} of {total:,} jobs (--limit 0 shows every one)")
 
 
 COLUMNS = [
@@ -76,8 +91,15 @@ COLUMNS = [
     Column("pool", "Pool"),
     Column("nodes", "Nodes"),
     Column("attempt", "Try", "right"),
-    Column("age_s", "Age (s)", "right"),
+    Column("age", "Age", "right"),
 ]
+
+
+def _cells(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as the table shows it: the age in one format for the whole column."""
+    from meshctl.cli.render import ago
+
+    return {**row, "age": ago(row["age_s"])}
 
 
 @app.command("show")
@@ -221,8 +243,8 @@ def _follow_remote(remote: Remote, job: str, attempt: int | None) -> None:
     """``logs --follow`` through the API server: every second, what the log gained since the
     last read (from the byte offset the server gave), until the job has ended and its last
     words are out (or Ctrl-C). A new attempt's log is printed from its start."""
-    from meshctl.controller.deciding.decide import FINISHED
     from meshctl.state import JobState
+    from meshctl.state.records import FINISHED
 
     job_id = str(remote.call("GET", job_path(job))["id"])
     logs, number, offset = f"/v1/jobs/{job_id}/logs", None, 0
@@ -304,8 +326,8 @@ def wait(
       meshctl jobs wait 3f2a9c && meshctl jobs logs 3f2a9c
     """
     from meshctl.cli import render
-    from meshctl.controller.deciding.decide import FINISHED
     from meshctl.state import JobRecord, JobState
+    from meshctl.state.records import FINISHED
 
     timeout_s = duration_flag("--timeout", timeout)
     deadline = time.monotonic() + timeout_s

@@ -79,6 +79,22 @@ def clock(at_s: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at_s))
 
 
+def ago(seconds: float) -> str:
+    """A duration for people, one format for a whole column: whole units, the largest two
+    (``42s``, ``17m05s``, ``3h05m``, ``6d04h``); negative (a clock skew) is ``0s``."""
+    whole = max(0, int(seconds))
+    days, rest = divmod(whole, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
 def clock_of(at: str) -> str:
     """``clock`` of a moment as ``jsondata.timestamp`` wrote it (a row built for ``-o json``)."""
     import datetime as dt

@@ -227,8 +227,8 @@ def _name_of(loop: str) -> str:
 def _follow(context: Any, job_id: str, timeout: float, quiet: bool = False) -> None:
     """Print the job's events as they happen until it ends; exit 1 unless it succeeded."""
     from meshctl.cli import render
-    from meshctl.controller.deciding.decide import FINISHED
     from meshctl.state import JobRecord
+    from meshctl.state.records import FINISHED
 
     deadline, after = time.monotonic() + timeout, 0
     with context.store() as store:
@@ -249,7 +249,7 @@ def _follow_remote(remote: Any, job_id: str, timeout: float, quiet: bool) -> Non
     """``_follow`` through the API server: the job shown again every second, its new events
     printed (they come in order, and only ever grow)."""
     from meshctl.cli import render
-    from meshctl.controller.deciding.decide import FINISHED
+    from meshctl.state.records import FINISHED
 
     deadline, seen = time.monotonic() + timeout, 0
     while True:

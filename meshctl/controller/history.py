@@ -19,17 +19,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Generic, cast
 
-from meshctl.controller.deciding.states import FINISHED
-from meshctl.controller.deciding.world import latest_attempts, node_busy, past_runs
+from meshctl.controller.deciding.world import node_busy, past_runs
 from meshctl.state.kinds import Filter, key_of
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,
+    FINISHED,
     AttemptRecord,
     JobRecord,
     JobState,
     LoanRecord,
     NodeRecord,
     Record,
+    latest_attempts,
 )
 from meshctl.state.store import R, Store
 

@@ -29,7 +29,6 @@ from meshctl.controller.burst import Burst
 from meshctl.controller.clients import PoolClient, ServeSide
 from meshctl.controller.data import DataSync, caches_of
 from meshctl.controller.deciding.decide import (
-    FINISHED,
     Rules,
     Step,
     decide,
@@ -39,7 +38,6 @@ from meshctl.controller.deciding.world import (
     Derived,
     JobView,
     World,
-    latest_attempts,
 )
 from meshctl.controller.history import History
 from meshctl.controller.leadership import Deposed, Leadership
@@ -57,9 +55,11 @@ from meshctl.scheduler import Request
 from meshctl.state.private import write_private
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,
+    FINISHED,
     AttemptRecord,
     Event,
     JobRecord,
+    latest_attempts,
 )
 from meshctl.state.store import Store, StoreError
 

@@ -140,9 +140,8 @@ class ServeDeployer:
         ``views``: the cycle's jobs; the services among them are read again, as this cycle
         left them (a job the cycle did not see has no attempt yet: only a controller makes
         one, from the jobs it saw)."""
-        from meshctl.controller.deciding.world import latest_attempts
         from meshctl.model import Job
-        from meshctl.state.records import AttemptRecord
+        from meshctl.state.records import AttemptRecord, latest_attempts
 
         self._tell_failures(store, seen, now)
         services = [v.record.id for v in views if _is_service(v.record)]

@@ -21,7 +21,6 @@ from dataclasses import replace
 from typing import TypeVar
 
 from meshctl.controller.deciding.decide import HOLDING
-from meshctl.controller.deciding.world import latest_attempts
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,
     AttemptRecord,
@@ -30,6 +29,7 @@ from meshctl.state.records import (
     JobRecord,
     JobState,
     Record,
+    latest_attempts,
 )
 from meshctl.state.store import ConflictError, NotFoundError, Store
 

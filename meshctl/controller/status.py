@@ -20,11 +20,17 @@ from pydantic import with_config
 from typing_extensions import TypedDict
 
 from meshctl.controller.daemon import live_beat
-from meshctl.controller.deciding.decide import FINISHED, QUEUED
-from meshctl.controller.deciding.world import latest_attempts
 from meshctl.controller.runtime import why_not_driven
 from meshctl.jsondata import STRICT, EventData, Timestamp, event_data, timestamp
-from meshctl.state.records import ACTIVE_ATTEMPT, AttemptRecord, JobRecord, PoolRecord
+from meshctl.state.records import (
+    ACTIVE_ATTEMPT,
+    FINISHED,
+    QUEUED,
+    AttemptRecord,
+    JobRecord,
+    PoolRecord,
+    latest_attempts,
+)
 
 if TYPE_CHECKING:
     from meshctl.model.mesh import Mesh, Pool

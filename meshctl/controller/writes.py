@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import cast
 
-from meshctl.controller.deciding.decide import FINISHED, AttemptChange, Transition
+from meshctl.controller.deciding.decide import AttemptChange, Transition
 from meshctl.controller.deciding.states import ALLOWED
 from meshctl.controller.history import History
 from meshctl.state.kinds import key_of
-from meshctl.state.records import AttemptRecord, Event, JobRecord
+from meshctl.state.records import FINISHED, AttemptRecord, Event, JobRecord
 from meshctl.state.store import ConflictError, NotFoundError, R, Store, Write
 
 log = logging.getLogger("meshctl.controller")

@@ -17,7 +17,7 @@ older meshctl's, a test's) still reads back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields
 from enum import Enum, StrEnum
 from typing import Any, Final, Self, TypeAlias
@@ -72,6 +72,11 @@ class AttemptState(StrEnum):
 
 ACTIVE_ATTEMPT = frozenset({AttemptState.SUBMITTING, AttemptState.PENDING, AttemptState.RUNNING})
 """The attempt states in which an attempt holds what it was placed on."""
+
+QUEUED = frozenset({JobState.PENDING, JobState.REQUEUED})
+"""The job states that wait for a place."""
+FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+"""The job states a job never leaves."""
 
 
 class Unrecorded(Enum):
@@ -481,3 +486,14 @@ LogEntry: TypeAlias = Event | Decision | AuditEntry
 
 Appended: TypeAlias = Event | AuditEntry
 """What a write may append in its own transaction: events, and audit entries."""
+
+
+def latest_attempts(attempts: Iterable[AttemptRecord]) -> dict[str, AttemptRecord]:
+    """Each job's latest attempt (the highest number), by job id: the one that says where
+    the job is now; earlier attempts are history."""
+    latest: dict[str, AttemptRecord] = {}
+    for tried in attempts:
+        best = latest.get(tried.job_id)
+        if best is None or tried.number > best.number:
+            latest[tried.job_id] = tried
+    return latest

@@ -19,7 +19,8 @@ def test_admin_users_add_prints_the_token_without_a_warning(cli: Any) -> None:
     assert "warning" not in result.stderr
     assert result.stderr == "ana (user; analytics): their API token, shown this once:\n"
     token = result.stdout.strip()
-    assert token and "\n" not in token
+    assert token
+    assert "\n" not in token
 
 
 def test_server_says_where_it_serves_without_a_warning(
@@ -34,3 +35,77 @@ def test_server_says_where_it_serves_without_a_warning(
     result = cli.invoke(app, ["server", "--port", "8799"])
     assert result.exit_code == 0, result.output
     assert result.stderr == "serving http://127.0.0.1:8799 (1 process)\n"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        pytest.param(1.9, "1s", id="under a minute: whole seconds"),
+        pytest.param(17.0, "17s", id="no decimals, ever"),
+        pytest.param(224.0, "3m44s", id="minutes and seconds"),
+        pytest.param(366.4, "6m06s", id="seconds always two digits after minutes"),
+        pytest.param(7260.0, "2h01m", id="hours and minutes"),
+        pytest.param(538_844.0, "6d05h", id="days and hours, no thousands separator"),
+        pytest.param(-3.0, "0s", id="a clock skew is no negative age"),
+    ],
+)
+def test_an_age_has_one_format(seconds: float, shown: str) -> None:
+    from meshctl.cli.render import ago
+
+    assert ago(seconds) == shown
+
+
+def _stored_jobs(home: Path, ages_s: list[float]) -> None:
+    import time
+
+    from meshctl.state import JobRecord, JobState, open_store
+
+    now = time.time()
+    with open_store(home) as store:
+        store.create_all(
+            [
+                JobRecord(
+                    f"j-{i:04d}",
+                    f"j{i}",
+                    "default",
+                    JobState.PENDING,
+                    200,
+                    {},
+                    None,
+                    now - age,
+                    now - age,
+                )
+                for i, age in enumerate(ages_s)
+            ]
+        )
+
+
+def test_jobs_list_ages_share_one_format(cli: Any, tmp_path: Path) -> None:
+    import re
+
+    _stored_jobs(tmp_path / "home", [1.9, 17.0, 224.0, 366.4, 5000.0])
+    result = cli.invoke(app, ["jobs", "list"])
+    assert result.exit_code == 0, result.output
+    ages = [line.split("│")[-2].strip() for line in result.stdout.splitlines() if "j-0" in line]
+    assert len(ages) == 5
+    assert all(re.fullmatch(r"\d+s|\d+m\d\ds|\d+h\d\dm|\d+d\d\dh", age) for age in ages), ages
+
+
+def test_jobs_list_shows_the_newest_and_says_how_many_were_left_out(
+    cli: Any, tmp_path: Path
+) -> None:
+    import json
+
+    _stored_jobs(tmp_path / "home", [float(60 * i) for i in range(60)])
+    table = cli.invoke(app, ["jobs", "list"])
+    assert table.exit_code == 0, table.output
+    assert sum("j-0" in line for line in table.stdout.splitlines()) == 50
+    assert table.stderr == "the newest 50 of 60 jobs (--limit 0 shows every one)\n"
+    three = cli.invoke(app, ["jobs", "list", "--limit", "3", "-o", "json"])
+    assert [r["id"] for r in json.loads(three.stdout)] == ["j-0000", "j-0001", "j-0002"]
+    every = cli.invoke(app, ["jobs", "list", "--limit", "0", "-o", "json"])
+    assert len(json.loads(every.stdout)) == 60
+    assert every.stderr == ""
+    negative = cli.invoke(app, ["jobs", "list", "--limit", "-1"])
+    assert negative.exit_code == 2
+    assert negative.stderr == "error: --limit: expected 0 (every job) or more, got -1\n"

@@ -18,7 +18,7 @@ from meshctl.controller.deciding.leaving import (
 )
 from meshctl.controller.deciding.nodes import observed_nodes
 from meshctl.controller.deciding.side import ControllerSide
-from meshctl.controller.deciding.states import FINISHED, HOLDING, QUEUED
+from meshctl.controller.deciding.states import HOLDING
 from meshctl.controller.deciding.step import (
     AttemptChange,
     CheckpointRequest,
@@ -39,6 +39,7 @@ from meshctl.controller.deciding.step import (
 )
 from meshctl.controller.deciding.world import World
 from meshctl.lifecycle.cycle import cycle
+from meshctl.state.records import FINISHED, QUEUED
 
 __all__ = [  # what a step is, and the helpers, are read from here by the loop and the CLI
     "FINISHED",

@@ -22,14 +22,19 @@ from meshctl.controller.deciding.world import JobView, World
 from meshctl.lifecycle import Left, Requeue
 from meshctl.lifecycle.effects import requeue_or_fail
 from meshctl.pools.observed import INFRA_ERRORS, RAY_ACTIVE, ObservedJob
-from meshctl.state.records import ACTIVE_ATTEMPT, AttemptRecord, AttemptState, JobState
+from meshctl.state.records import (
+    ACTIVE_ATTEMPT,
+    FINISHED,
+    QUEUED,
+    AttemptRecord,
+    AttemptState,
+    JobState,
+)
 
-QUEUED = frozenset({JobState.PENDING, JobState.REQUEUED})
 HOLDING = frozenset(
     {JobState.ADMITTED, JobState.DISPATCHED, JobState.RUNNING, JobState.PREEMPTED,
      JobState.EVICTED}
 )  # fmt: skip
-FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 LEFT = {JobState.PREEMPTED: Left.PREEMPTED, JobState.EVICTED: Left.EVICTED}
 KILLED = re.compile(  # SIGKILL, SIGTERM: not the job's own doing (the log tail is the job's)
     r"^Job entrypoint command failed with exit code (-9|-15|137|143)\b"

@@ -25,17 +25,6 @@ from meshctl.state.records import (
 )
 
 
-def latest_attempts(attempts: Iterable[AttemptRecord]) -> dict[str, AttemptRecord]:
-    """Each job's latest attempt (the highest number), by job id: the one that says where
-    the job is now; earlier attempts are history."""
-    latest: dict[str, AttemptRecord] = {}
-    for tried in attempts:
-        best = latest.get(tried.job_id)
-        if best is None or tried.number > best.number:
-            latest[tried.job_id] = tried
-    return latest
-
-
 def node_busy(attempts: Iterable[AttemptRecord], now_s: float) -> dict[str, float]:
     """When a job last held each node ("pool/node"): the latest end of the attempts placed
     there, now for one still active (what idle teardown counts from)."""
