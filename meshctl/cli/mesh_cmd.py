@@ -250,10 +250,10 @@ def status(
             _fail_if_down(data)
             return
         try:
-            with render.live(render_status(collect(context, store, health))) as update:
+            with render.live(watched(collect(context, store, health))) as update:
                 while True:
                     time.sleep(1.0)
-                    update(render_status(collect(context, store, health)))
+                    update(watched(collect(context, store, health)))
         except KeyboardInterrupt:
             raise typer.Exit(0) from None
 
@@ -266,8 +266,26 @@ def _fail_if_down(data: Status) -> None:
         raise CommandError(down)
 
 
-def render_status(data: Status) -> Any:
-    """The status screen as one rich renderable."""
+def watched(data: Status, size: tuple[int, int] | None = None) -> Any:
+    """``status --watch``'s screen: every cell on one line, and as many of the latest events
+    as the terminal (``size``: columns, lines) has room for."""
+    from meshctl.cli import render
+
+    return render.fitted(
+        lambda events: render_status(data, events, one_line=True), len(data["events"]), size
+    )
+
+
+def _cut(flexible: bool) -> dict[str, Any]:
+    """A column that takes the width the others leave and cuts what does not fit on one
+    line with an ellipsis (``one_line``); else rich's default, wrapping."""
+    return {"ratio": 1, "no_wrap": True, "overflow": "ellipsis"} if flexible else {}
+
+
+def render_status(data: Status, events: int | None = None, one_line: bool = False) -> Any:
+    """The status screen as one rich renderable: the latest ``events`` (None: all the
+    document holds; 0: no events table); ``one_line``: long cells cut with an ellipsis
+    rather than wrapped (a watched screen must fit)."""
     from rich.console import Group
     from rich.table import Table
 
@@ -289,7 +307,7 @@ def render_status(data: Status) -> Any:
             f"[red]policy change refused[/] (the set above runs on): {ctl['policy_error']}"
         )
     jobs = ", ".join(f"{n} {s}" for s, n in sorted(data["jobs"].items())) or "no jobs"
-    pools = Table(title="Pools", title_justify="left")
+    pools = Table(title="Pools", title_justify="left", expand=one_line)
     for header, justify in (
         ("Pool", "left"),
         ("Provider", "left"),
@@ -297,7 +315,7 @@ def render_status(data: Status) -> Any:
         ("Nodes", "right"),
         ("GPUs used / total", "right"),
     ):
-        pools.add_column(header, justify=justify)  # type: ignore[arg-type]
+        pools.add_column(header, justify=justify, **_cut(one_line and header == "State"))  # type: ignore[arg-type]
     for p in data["pools"]:
         total = "-" if p["gpus"] is None else f"{p['gpus_used']:g} / {p['gpus']}"
         state = str(p["state"]) if p["available"] else f"[red]unavailable[/]: {p['reason']}"
@@ -324,10 +342,13 @@ def render_status(data: Status) -> Any:
         mark = {"warn": "[yellow]warn[/]", "exceeded": "[red]exceeded[/]"}.get(b["state"], "ok")
         budgets.add_row(b["budget"], b["scope"], f"{b['spent_usd']:,.2f} / {b['limit_usd']:,.2f}",
                         mark)  # fmt: skip
-    events = Table(title="Recent events", title_justify="left")
+    latest = data["events"] if events is None else data["events"][-events:] if events else []
+    recent = Table(title="Recent events", title_justify="left", expand=one_line)
     for header in ("At", "Job", "Event", "Message"):
-        events.add_column(header)
-    for e in data["events"]:
-        events.add_row(clock_of(e["occurred_at"]), e["job_id"] or "", e["kind"], e["message"])
-    shown = [pools, queue] + ([budgets] if data["budgets"] else []) + [events]
+        recent.add_column(header, **_cut(one_line and header == "Message"))
+    for e in latest:
+        recent.add_row(clock_of(e["occurred_at"]), e["job_id"] or "", e["kind"], e["message"])
+    shown = (
+        [pools, queue] + ([budgets] if data["budgets"] else []) + ([recent] if events != 0 else [])
+    )
     return Group(*lines, f"jobs: {jobs}", *shown)

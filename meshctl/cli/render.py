@@ -371,6 +371,21 @@ def live(renderable: Any) -> Iterator[Callable[[Any], None]]:
         yield view.update
 
 
+def fitted(build: Callable[[int], Any], most: int, size: tuple[int, int] | None = None) -> Any:
+    """``build(n)`` for the largest ``n`` up to ``most`` (rows of its own to leave out) whose
+    lines fit a screen of ``size`` (columns, lines; default: stdout's terminal) with one line
+    to spare, which ``live`` keeps for the cursor (more and it ends the screen in "...");
+    ``build(0)`` when none does."""
+    console = _stdout_console()
+    width, height = size or (console.width, console.height)
+    options = console.options.update(width=width)
+    for n in range(most, 0, -1):
+        shown = build(n)
+        if len(console.render_lines(shown, options, pad=False)) < height:
+            return shown
+    return build(0)
+
+
 def relayed(said: Mapping[str, Any]) -> None:
     """What a command the API server ran on its host printed, and its exit code, as if run
     here."""

@@ -28,6 +28,7 @@ from meshctl.state.records import (
     QUEUED,
     AttemptRecord,
     JobRecord,
+    JobState,
     PoolRecord,
     latest_attempts,
 )
@@ -113,8 +114,10 @@ def status_document(
     controller wrote it (empty: none); ``pid``: the controller running now (None: none);
     ``driven``: the pools that can be driven now; ``unavailable``: why each pool cannot be
     used now (None or absent: it can)."""
-    jobs = store.list(JobRecord)
-    used = _gpus_used(jobs, latest_attempts(store.list(AttemptRecord)))
+    jobs = store.list(JobRecord, state=[s.value for s in JobState if s not in FINISHED])
+    ended = {s.value: len(store.versions(JobRecord, state=s.value)) for s in FINISHED}
+    attempts = store.list(AttemptRecord, job_id=[j.id for j in jobs])
+    used = _gpus_used(jobs, latest_attempts(attempts))
     records = {p.name: p for p in store.list(PoolRecord)}
     pools = [
         _pool(p, records.get(p.name), p.name in driven, used.get(p.name, 0.0), unavailable)
@@ -124,7 +127,7 @@ def status_document(
         "mesh": mesh.metadata.name,
         "controller": _controller(beat, pid, now_s),
         "pools": pools,
-        "jobs": _per_state(jobs),
+        "jobs": _per_state(jobs, ended),
         "queue": _queue(jobs, now_s),
         "budgets": _budgets(live_beat(beat, pid)),
         "events": [_event(e) for e in store.events()[-EVENTS:]],
@@ -226,8 +229,10 @@ def _pool_state(pool: Pool, record: PoolRecord | None, driven: bool) -> str:
     return str(record.state) + (f": {error}" if error else "")
 
 
-def _per_state(jobs: Sequence[JobRecord]) -> dict[str, int]:
-    states: dict[str, int] = {}
+def _per_state(jobs: Sequence[JobRecord], ended: Mapping[str, int]) -> dict[str, int]:
+    """Jobs per state: the unfinished ``jobs`` counted here, the finished as ``ended``
+    counted them (their records are never read: most of a store is history)."""
+    states: dict[str, int] = {state: n for state, n in ended.items() if n}
     for job in jobs:
         states[job.state.value] = states.get(job.state.value, 0) + 1
     return states

@@ -109,3 +109,54 @@ def test_jobs_list_shows_the_newest_and_says_how_many_were_left_out(
     negative = cli.invoke(app, ["jobs", "list", "--limit", "-1"])
     assert negative.exit_code == 2
     assert negative.stderr == "error: --limit: expected 0 (every job) or more, got -1\n"
+
+
+def _status(events: int, reason: str) -> dict[str, Any]:
+    """A status document (``controller.status.Status``) of a busy mesh: three pools, two
+    unavailable with long reasons, a queue, ``events`` events."""
+    pool = {"provider": "aws", "nodes": None, "gpus": None, "gpus_used": 0.0}
+    return {
+        "mesh": "local",
+        "controller": {"pid": 4242, "last_cycle_at": None, "last_cycle_age_s": 0.4,
+                       "cycle_s": 0.012, "errors": [], "policy_hash": "sha256:0123456789ab",
+                       "policy_commit": None, "policies": "policies", "policy_error": None},
+        "pools": [
+            {**pool, "pool": "onprem", "provider": "local", "state": "up", "nodes": 3,
+             "gpus": 16, "available": True, "reason": None},
+            {**pool, "pool": "aws-burst", "state": "unavailable", "available": False,
+             "reason": reason},
+            {**pool, "pool": "gcp-burst", "provider": "gcp", "state": "unavailable",
+             "available": False, "reason": reason},
+        ],
+        "jobs": {"pending": 3, "running": 2},
+        "queue": [{"priority_class": "batch", "priority": 200, "queued": 3,
+                   "oldest_wait_s": 61.0}],
+        "budgets": [],
+        "events": [
+            {"occurred_at": "2026-12-06T10:00:00+00:00", "job_id": f"job-{i}",
+             "kind": "job.running", "message": f"placed on onprem/gpu-rack1-{i} after a wait"}
+            for i in range(events)
+        ],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("events", [0, 3, 10])
+def test_status_watch_fits_80_by_24(events: int) -> None:
+    import io
+
+    from rich.console import Console
+
+    from meshctl.cli.mesh_cmd import watched
+
+    reason = "not set for a real account: image, subnets, security_groups (see pools check)"
+    screen = watched(_status(events, reason), (80, 24))  # type: ignore[arg-type]
+    out = io.StringIO()
+    Console(file=out, width=80, height=24, soft_wrap=False).print(screen)
+    lines = out.getvalue().splitlines()
+    assert len(lines) <= 23, "\n".join(lines)
+    assert all(len(line) <= 80 for line in lines)
+    # 23 lines (one kept for the cursor): 3 of heading, 8 of pools, 6 of queue, and of the
+    # events table 5 lines of frame and title: room for one event, the latest
+    shown = [line for line in lines if "job-" in line]
+    assert len(shown) == min(events, 1)
+    assert all(f"job-{events - 1} " in line for line in shown)
