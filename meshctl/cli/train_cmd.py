@@ -36,9 +36,9 @@ def train(
     ],
     workers: Annotated[int, typer.Option(help="Ray Train workers.", min=1)] = 1,
     workers_per_node: Annotated[int, typer.Option(help="Workers on each node.", min=1)] = 1,
-    gpus_per_worker: Annotated[float, typer.Option(help="GPUs per worker.", min=0)] = 0,
-    cpus_per_worker: Annotated[float, typer.Option(help="CPUs per worker.", min=0.01)] = 1.0,
-    memory_per_worker: Annotated[str, typer.Option(help="Memory per worker.")] = "1GiB",
+    gpus_per_worker: Annotated[float, typer.Option(help="GPUs per worker.", min=0)] = 1,
+    cpus_per_worker: Annotated[float, typer.Option(help="CPUs per worker.", min=0.01)] = 0.25,
+    memory_per_worker: Annotated[str, typer.Option(help="Memory per worker.")] = "512MiB",
     config: Annotated[
         list[str] | None, typer.Option(help="KEY=VALUE for the loop's config (JSON values).")
     ] = None,

@@ -198,3 +198,31 @@ def test_a_loop_that_imports_too_slowly_is_queued_with_a_warning(tmp_path: Path)
     warned: list[str] = []
     assert check_loop(job, tmp_path, warned.extend, timeout_s=0.5) is job
     assert warned == ["train.loop: slow:f did not import within 0.5 s; not checked"]
+
+
+def test_the_defaults_fit_a_node_of_the_scaffold(cli, tmp_path: Path) -> None:
+    """A train job with no sizing flags asks for a GPU per worker and fits, four workers to a
+    node, on each GPU node of the mesh ``meshctl init`` writes (4 GPUs, 1 CPU, 2 GiB)."""
+    import yaml
+
+    from meshctl.files.shipped import data_dir
+    from meshctl.model import Mesh
+    from meshctl.state import JobRecord, open_store
+
+    home = tmp_path / "home"
+    (tmp_path / "model.py").write_text("def train_loop(config):\n    pass\n")
+    args = ["--home", str(home), "train", "model:train_loop", "--workers-per-node", "4",
+            "--workers", "4", "--working-dir", str(tmp_path), "--no-follow", "-o", "json"]  # fmt: skip
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    with open_store(home) as store:
+        record = store.get(JobRecord, json.loads(result.stdout)["id"])
+    assert record is not None
+    asked = record.spec["spec"]["resources"]
+    assert asked["gpus"] == 4
+    mesh = Mesh.model_validate(yaml.safe_load((data_dir("examples") / "mesh.yaml").read_text()))
+    groups = [g for p in mesh.spec.pools for g in getattr(p, "nodes", []) if g.gpus >= 4]
+    assert groups
+    for group in groups:
+        assert asked["cpus"] <= group.cpus, group.name
+        assert asked["memory_gib"] <= group.memory_gib, group.name
