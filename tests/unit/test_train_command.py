@@ -212,7 +212,8 @@ def test_the_defaults_fit_a_node_of_the_scaffold(cli, tmp_path: Path) -> None:
     home = tmp_path / "home"
     (tmp_path / "model.py").write_text("def train_loop(config):\n    pass\n")
     args = ["--home", str(home), "train", "model:train_loop", "--workers-per-node", "4",
-            "--workers", "4", "--working-dir", str(tmp_path), "--no-follow", "-o", "json"]  # fmt: skip
+            "--workers", "4", "--working-dir", str(tmp_path),
+            "--no-follow", "-o", "json"]  # fmt: skip
     result = cli.invoke(app, args)
     assert result.exit_code == 0, result.output
     with open_store(home) as store:
