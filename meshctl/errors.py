@@ -46,3 +46,18 @@ class InvalidRequestError(InvalidInput):
 class CommandError(Failure):
     """The command could not do its work (a process, a cluster, the store): exit 1, or the
     code given (``EXIT_TIMEOUT`` for a wait that ran out of time)."""
+
+
+def in_words(err: BaseException, most: int = 300) -> str:
+    """An error as a line for people, never its repr: the first line of its message, after
+    its type unless meshctl raised it (ours are worded already; the type alone when it says
+    nothing), cut at a word boundary with "..." past ``most`` characters, so recovery lines
+    and reasons never end mid-word."""
+    lines = str(err).strip().splitlines()
+    name = type(err).__name__
+    ours = type(err).__module__.startswith("meshctl.")
+    text = (lines[0].strip() if ours else f"{name}: {lines[0].strip()}") if lines else name
+    if len(text) <= most:
+        return text
+    cut = text[: most - 3].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return f"{cut}..."

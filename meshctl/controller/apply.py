@@ -35,6 +35,7 @@ from meshctl.controller.failpoints import failpoint
 from meshctl.controller.history import History
 from meshctl.controller.records import Recorder
 from meshctl.controller.writes import JobWrites, lost
+from meshctl.errors import in_words
 from meshctl.lifecycle import BudgetCrossed, Estimator
 from meshctl.pools.checkpoints import request_checkpoint
 from meshctl.pools.ray import PoolUnavailable
@@ -259,8 +260,8 @@ class Applier:
         if attempt is None:
             return message
         if isinstance(err, PoolUnavailable):
-            self.refusing[attempt.pool] = str(err)[:300]  # until it takes one again
-            waiting = f"waiting for its pool: {err}"[:300]
+            self.refusing[attempt.pool] = in_words(err)  # until it takes one again
+            waiting = f"waiting for its pool: {in_words(err, 280)}"
             if attempt.reason != waiting:
                 with contextlib.suppress(ConflictError, NotFoundError):
                     self.store.update(
@@ -270,13 +271,13 @@ class Applier:
         count = attempt.detail.submit_errors + 1
         detail = replace(attempt.detail, submit_errors=count)
         failed = count >= MAX_SUBMIT_ERRORS
-        changed = replace(attempt, detail=detail, reason=str(err)[:300])
+        changed = replace(attempt, detail=detail, reason=in_words(err))
         if failed:
             changed = replace(changed, state=AttemptState.FAILED, ended_at_s=now)
         with contextlib.suppress(ConflictError, NotFoundError):
             self.store.update(changed, expected_version=attempt.version)
         if failed:
-            why = f"its pool refused it {count} times: {str(err)[:200]}"
+            why = f"its pool refused it {count} times: {in_words(err, 200)}"
             self.writes.transition(Transition(job_id, JobState.FAILED, why), now)
         return message
 

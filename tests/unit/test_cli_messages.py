@@ -160,3 +160,26 @@ def test_status_watch_fits_80_by_24(events: int) -> None:
     shown = [line for line in lines if "job-" in line]
     assert len(shown) == min(events, 1)
     assert all(f"job-{events - 1} " in line for line in shown)
+
+
+@pytest.mark.parametrize(
+    ("err", "most", "said"),
+    [
+        pytest.param(ConnectionError("peer closed\nTraceback ..."), 300,
+                     "ConnectionError: peer closed", id="first line, with its type, no repr"),
+        pytest.param(KeyError(), 300, "KeyError", id="a message that says nothing"),
+        pytest.param(RuntimeError("the raylet on node gpu-rack1 stopped answering"), 40,
+                     "RuntimeError: the raylet on node...", id="cut at a word, not mid-word"),
+    ],
+)  # fmt: skip
+def test_an_error_in_words(err: Exception, most: int, said: str) -> None:
+    from meshctl.errors import in_words
+
+    assert in_words(err, most) == said
+    assert len(said) <= most
+
+
+def test_meshctl_errors_are_said_without_their_type() -> None:
+    from meshctl.errors import CommandError, in_words
+
+    assert in_words(CommandError("the pool onprem is not up")) == "the pool onprem is not up"

@@ -46,6 +46,7 @@ from ray.train.v2.api.callback import UserCallback
 from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.v2.torch.torch_trainer import TorchTrainer
 
+from meshctl.errors import in_words
 from meshctl.workload.storage import filesystem
 from meshctl.workload.train import nominations, progress
 
@@ -218,7 +219,7 @@ class Replacements(ControllerCallback, WorkerGroupCallback):
             try:
                 (self.fresh or put_again)(worker_group_context.train_fn_ref)
             except Exception as err:  # the old ref still works, at worst slowly
-                say(f"could not put the training function again: {err!r}")
+                say(f"could not put the training function again: {in_words(err)}")
 
     def after_worker_group_start(self, worker_group: Any) -> None:
         again = bool(self.workers)
@@ -256,7 +257,7 @@ class Replacements(ControllerCallback, WorkerGroupCallback):
         try:
             (self.kill or ray.kill)(actor)  # ray.kill looked up in the controller's process
         except Exception as err:  # already gone: its poll fails anyway
-            say(f"could not end a worker: {err!r}")
+            say(f"could not end a worker: {in_words(err)}")
 
     def _nominated(self) -> tuple[str, ...] | None:
         try:
