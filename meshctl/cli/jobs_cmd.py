@@ -48,26 +48,34 @@ def list_jobs(
     state: Annotated[str | None, typer.Option(help="Only jobs in this state.")] = None,
     team: Annotated[str | None, typer.Option(help="Only this team's jobs.")] = None,
     limit: Annotated[
-        int, typer.Option(help="Show the newest this many jobs; 0 shows every one.")
-    ] = LIMIT,
+        int | None,
+        typer.Option(
+            help="Show the newest this many jobs; 0 shows every one (default: 50 in the "
+            "table, every job with -o json or yaml).",
+            show_default=False,
+        ),
+    ] = None,
     output: OutputOption = Output.table,
 ) -> None:
     """The newest jobs first: state, pool, nodes, attempt, age.
 
-    Shows the newest 50 unless --limit says otherwise (0: every job); when
-    jobs are left out, a line on stderr says how many there are. Through an
+    The table shows the newest 50 unless --limit says otherwise (0: every
+    job); -o json and -o yaml give every job unless --limit is set. When jobs
+    are left out, a line on stderr says how many there are. Through an
     API server: your own jobs; a team-admin sees the team's.
 
     Examples:
       meshctl jobs list
       meshctl jobs list --state running --team search
-      meshctl jobs list --limit 0 -o json
+      meshctl jobs list --limit 200
     """
     from meshctl.cli import render
 
     jobs_of.checked_state(state, "--state")  # before a server is asked
-    if limit < 0:
+    if limit is not None and limit < 0:
         raise InvalidRequestError(f"--limit: expected 0 (every job) or more, got {limit}")
+    if limit is None:  # a screen's worth to read; every job for a script
+        limit = LIMIT if output is Output.table else 0
     context = app_context(ctx)
     remote = context.remote()
     if remote is not None:

@@ -106,6 +106,9 @@ def test_jobs_list_shows_the_newest_and_says_how_many_were_left_out(
     every = cli.invoke(app, ["jobs", "list", "--limit", "0", "-o", "json"])
     assert len(json.loads(every.stdout)) == 60
     assert every.stderr == ""
+    script = cli.invoke(app, ["jobs", "list", "-o", "json"])  # a script gets every job
+    assert len(json.loads(script.stdout)) == 60
+    assert script.stderr == ""
     negative = cli.invoke(app, ["jobs", "list", "--limit", "-1"])
     assert negative.exit_code == 2
     assert negative.stderr == "error: --limit: expected 0 (every job) or more, got -1\n"
