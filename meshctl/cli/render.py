@@ -232,6 +232,29 @@ def _located(problem: str | Problem) -> dict[str, Any]:
     return {"file": None, "line": None, "field": None, "message": problem}
 
 
+def submitted(document: Mapping[str, Any], warned: Iterable[str], output: str) -> None:
+    """What a submission answered (``shapes.Submitted``), printed the same wherever it was
+    admitted (in this process, by the home's local API, by the API server): its warnings;
+    then with ``-o json|yaml`` the document, else the plan (a dry run, ``--explain``) and the
+    job's id, plain lines (no markup: the submit client prints them before rich is imported)."""
+    warnings(warned)
+    if output != Output.table.value:
+        emit_data(document, Output(output))
+        return
+    decision = document.get("decision")
+    if decision:
+        named = document.get("priority_class")
+        plain(
+            f"{document['name']} (priority {document['priority']}"
+            f"{', class ' + named if named else ''}): on the idle mesh it would be "
+            f"{decision['summary']}"
+        )
+        for note in decision.get("notes", []):
+            plain(f"  {note}")
+    if document.get("id"):
+        plain(str(document["id"]))
+
+
 def raw(text: str) -> None:
     """Text exactly as it is, no newline added (a log as it grows)."""
     sys.stdout.write(text)
