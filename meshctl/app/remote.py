@@ -18,9 +18,8 @@ import json
 import os
 import urllib.parse
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from meshctl.errors import CommandError, InvalidRequestError, MeshctlError
 
@@ -33,8 +32,7 @@ CREDENTIALS = "credentials.json"
 TIMEOUT_S = 60.0
 
 
-@dataclass(frozen=True, slots=True)
-class Remote:
+class Remote(NamedTuple):  # not a dataclass (nor the two below): the submit client imports them
     """An API server and the token to call it with."""
 
     url: str
@@ -95,8 +93,7 @@ class Remote:
         return Answered(said, warned)
 
 
-@dataclass(frozen=True, slots=True)
-class Answered:
+class Answered(NamedTuple):
     """An API's answer to a request that changes something: its document and its warnings."""
 
     document: Any
@@ -126,8 +123,7 @@ def reachable(path: Path) -> Iterator[str]:
         os.close(folder)
 
 
-@dataclass(frozen=True, slots=True)
-class LocalApi:
+class LocalApi(NamedTuple):
     """The home's local API (``meshctl.server.local``): the API server's routes on a Unix
     socket in the home's run folder, private to its owner, who is known by the socket's peer
     credentials (no token)."""

@@ -12,11 +12,11 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from meshctl.problems import Problem
+if TYPE_CHECKING:
+    from meshctl.problems import Problem
 
 
 class Output(StrEnum):
@@ -25,8 +25,7 @@ class Output(StrEnum):
     yaml = "yaml"
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
+class Column(NamedTuple):  # not a dataclass: the submit client imports this module
     key: str
     header: str
     justify: str = "left"
@@ -136,13 +135,15 @@ def plain(line: str) -> None:
 _FLAG = re.compile(r"^(--[a-z0-9][a-z0-9-]*(?:/--[a-z0-9][a-z0-9-]*)*): (.+)$", re.DOTALL)
 
 
-@dataclass(slots=True)
 class _Run:
     """One command line being run: the ``-o`` it asked for, and the problems kept for its
     error document under ``-o json|yaml``."""
 
-    output: str | None
-    pending: list[str | Problem] = field(default_factory=list)
+    __slots__ = ("output", "pending")
+
+    def __init__(self, output: str | None) -> None:
+        self.output = output
+        self.pending: list[str | Problem] = []
 
 
 # Set by the root group for each command line it runs and reset when it ends (a context
@@ -219,6 +220,8 @@ def flush(exit_code: int) -> None:
 
 
 def _located(problem: str | Problem) -> dict[str, Any]:
+    from meshctl.problems import Problem  # a dataclass: not on the way of a submission
+
     if isinstance(problem, Problem):
         return {
             "file": problem.path,

@@ -2,7 +2,7 @@
 command and the submit client's reader held equal to ``meshctl.app.submitflags``), the reader's
 cases, the home a command line runs in, what an API's refusal becomes, warnings in headers, and
 who the caller on the home's local API socket is. (As real processes, against a served socket:
-``tests/integration/test_submit_request.py``.)"""
+``tests/integration/test_submit_served.py``.)"""
 
 from __future__ import annotations
 
