@@ -1,4 +1,5 @@
-"""The client's side of a shared mesh: which API server to talk to, and talking to it.
+"""The client's side of an API: which API server to talk to, and talking to it; and the
+home's local API, served beside a running controller (``LocalApi``, ``meshctl.server.local``).
 
 ``MESHCTL_SERVER`` and ``MESHCTL_TOKEN`` name the server and the token; else what ``meshctl
 login`` saved in ``$MESHCTL_HOME/credentials.json`` (0600). With neither, every command works
@@ -7,7 +8,9 @@ certificate authority of a server whose certificate is not signed by a public on
 
 The server's answers are the CLI's own ``-o json`` shapes, so a remote command renders them as
 a local one does. A 4xx answer is the request's fault: its one line, exit 2; a server that is
-down or fails is exit 1.
+down or fails is exit 1. A request that changes something (``post``: ``meshctl submit``) goes
+over ``http.client`` and gets its warnings back too (``Warning`` headers). The standard library
+only, imported lazily where it is heavy: ``meshctl submit``'s client imports this module.
 """
 
 from __future__ import annotations

@@ -147,6 +147,8 @@ def add_user(
     once). The user and the audit entry commit together; a name taken is an ``InvalidInput``
     and nothing is written."""
     check_name("NAME", name)
+    if name == SYSTEM:  # a user by that name would reach the jobs the home's owner submitted
+        raise InvalidInput(f"NAME: {SYSTEM!r} is the home's owner on its own host; pick another")
     if not teams:
         raise InvalidInput("--team: a user needs at least one team to charge jobs to")
     for team in teams:
