@@ -10,9 +10,10 @@ so quote the median), plus a bare Typer app's --help as the floor to compare aga
 (``MESHCTL_HOME`` in a temporary folder, run from that folder: the shipped mesh, policies and
 catalogs). No controller runs, so each run checks the job against the mesh and enqueues it: the
 whole of what a submission costs before a controller takes it. The benchmark checks that every
-run stored its job. ``served_submit``: the same, with the home's command server running (as it
-does beside a controller, ``meshctl/cli/cmdserver.py``): the command hands itself to the
-server, whose forked child runs it with the CLI imported already.
+run stored its job. ``served_submit``: the same, with the home's local API running (as it does
+beside a controller, ``meshctl/server/local.py``): the command sends the job there as a request
+(``meshctl/cli/submitclient.py``, the standard library only), and the server, warm, checks and
+queues it.
 
 ``status`` and ``jobs_list``: ``meshctl status`` and ``meshctl jobs list`` on a home whose store
 holds ``JOBS`` (1,000) jobs, written through the store API: a quarter each pending, running,
@@ -68,9 +69,9 @@ def measure(
 
 def measure_submit(meshctl: Path, runs: int, served: bool = False) -> list[float]:
     """``meshctl submit`` against a fresh embedded home; every run's job must be stored.
-    ``served``: with the home's command server running (as while a controller runs), to
-    which the command hands itself (``meshctl/cli/relay.py``)."""
-    from meshctl.cli import relay
+    ``served``: with the home's local API running (as while a controller runs), to which the
+    command sends its request (``meshctl/cli/submitclient.py``)."""
+    from meshctl.app.remote import api_socket
     from meshctl.state import JobRecord, open_store
 
     with tempfile.TemporaryDirectory(prefix="meshctl-startup-") as tmp:
@@ -80,14 +81,14 @@ def measure_submit(meshctl: Path, runs: int, served: bool = False) -> list[float
         server = None
         if served:
             server = subprocess.Popen(
-                [sys.executable, "-m", "meshctl.cli.cmdserver", str(home), str(os.getpid())],
+                [sys.executable, "-m", "meshctl.server.local", str(home), str(os.getpid())],
                 env=env,
                 cwd=base,
             )
             deadline = time.monotonic() + 120
-            while not relay.socket_path(home).exists():
+            while not api_socket(home).exists():
                 if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("the command server did not start")
+                    raise SystemExit("the local API did not start")
                 time.sleep(0.05)
         try:
             samples = measure([str(meshctl), *SUBMIT], runs, env, base)
@@ -193,7 +194,7 @@ def main() -> None:
     for name, label in (
         ("help", "meshctl --help"),
         ("submit", "meshctl submit"),
-        ("served_submit", "meshctl submit, to a command server"),
+        ("served_submit", "meshctl submit, to the home's local API"),
         ("status", f"meshctl status, {JOBS:,} jobs"),
         ("jobs_list", f"meshctl jobs list, {JOBS:,} jobs"),
     ):

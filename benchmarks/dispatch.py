@@ -10,11 +10,12 @@ the controller daemon cycling every ``--interval`` seconds) in a temporary home,
 1. ``submit_to_running_s``: ``--runs`` times, runs ``meshctl submit --gpus 1 -- python -c ...``
    as a process and measures from just before it starts to the controller's ``job.running``
    event (the controller saw Ray report the job running; the event bears the time its cycle
-   began). Each job ends before the next. Includes the command's process (which hands the
-   submission to the controller's command server, ``meshctl/cli/cmdserver.py``, whose forked
-   child checks and queues it with the CLI already imported), the cycle the submit wakes (it
-   dispatches), Ray's job supervisor start, and the watch noticing the job running
-   (``controller/watch.py``) and waking the next cycle.
+   began). Each job ends before the next. Includes the command's process (which sends the
+   job as a request, with the standard library only, ``meshctl/cli/submitclient.py``, to the
+   home's local API beside the controller, ``meshctl/server/local.py``, which checks and
+   queues it warm), the cycle the submit wakes (it dispatches), Ray's job supervisor start,
+   and the watch noticing the job running (``controller/watch.py``) and waking the next
+   cycle. ``submit_command_s``: the command alone.
 2. ``raw_submit_to_running_s``: the same command, ``--runs`` times, through the Ray Jobs API
    alone on the same cluster: ``JobSubmissionClient.submit_job`` from this process (the SDK
    imported already), to Ray reporting it running (asked every 10 ms). ``ratio`` is meshctl's

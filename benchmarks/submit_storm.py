@@ -58,7 +58,7 @@ def _init(barrier: Any) -> None:
 
 
 def submit_many(home: str, count: int) -> Share:
-    """``count`` submissions as ``meshctl submit`` stores one (``cli.queueing.queue``)."""
+    """``count`` submissions as ``meshctl submit`` stores one (``app.submitting.submit_job``)."""
     import datetime as dt
 
     from meshctl.app.context import AppContext

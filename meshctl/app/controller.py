@@ -1,8 +1,9 @@
 """Running the controller (``meshctl controller run``; ``meshctl up`` starts it in the
 background): its loop wired from the home's files (the mesh, policies and catalogs, checked as
 ``validate`` checks them), with its cloud side, health signals, reloader, log copier, node
-agents' watch, Serve deployer and data sync; the lead over the store's lease; the command
-server beside it; metrics when asked. It runs until SIGTERM (or Ctrl-C), or one cycle."""
+agents' watch, Serve deployer and data sync; the lead over the store's lease; the home's local
+API beside it (``meshctl submit`` sends its requests there); metrics when asked. It runs until
+SIGTERM (or Ctrl-C), or one cycle."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def run(context: AppContext, settings: Settings) -> None:
         logging.getLogger("meshctl.controller").info(
             "controller up: pools %s", ", ".join(controller.clients) or "(none driven)"
         )
-        server = _command_server(context.home)
+        server = _local_api(context)
         faulthandler.enable(all_threads=True)  # a crash in native code says where, in the log
         try:
             with contextlib.suppress(KeyboardInterrupt):
@@ -146,14 +147,19 @@ def _serve_metrics(controller: Controller, where: Address, leadership: Leadershi
     )
 
 
-def _command_server(home: Path) -> subprocess.Popen[bytes]:
-    """The home's command server (``cli/cmdserver.py``) beside the loop: ``meshctl submit``
-    runs there, warm, while this controller runs. It logs where the controller does, and
-    stops when the controller does."""
+def _local_api(context: AppContext) -> subprocess.Popen[bytes]:
+    """The home's local API (``server/local.py``) beside the loop, with this controller's
+    files: ``meshctl submit`` sends its request there while this controller runs. It logs
+    where the controller does, and stops when the controller does."""
+    named = {"--mesh": context.mesh_path, "--providers": context.providers_dir,
+             "--store": context.store_url}  # fmt: skip
+    options = [word for flag, value in named.items() if value is not None
+               for word in (flag, str(value))]  # fmt: skip
     return subprocess.Popen(
-        [sys.executable, "-m", "meshctl.cli.cmdserver", str(home), str(os.getpid())],
+        [sys.executable, "-m", "meshctl.server.local", str(context.home), str(os.getpid()),
+         *options],
         stdin=subprocess.DEVNULL,
-    )
+    )  # fmt: skip
 
 
 def _controller(home: Path, files: RuleFiles, store: Store, once: bool) -> Controller:

@@ -1,8 +1,8 @@
 """What a command line names before any of the CLI is imported: the command, and the home.
 
-The entry point (``entry.py``) reads these to decide whether a warm command server can run
-the command (``relay.py``), so this module imports the standard library only; ``app.py``
-uses the same functions, so that the two never read a command line differently.
+The entry point (``entry.py``) reads these to decide whether the submit client sends the
+command as a request (``submitclient.py``), so this module imports the standard library only;
+``app.py`` uses the same functions, so that the two never read a command line differently.
 """
 
 from __future__ import annotations

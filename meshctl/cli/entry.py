@@ -1,9 +1,10 @@
 """The ``meshctl`` command's entry point.
 
-A command the home's command server serves (``SERVED``: ``submit``) goes to it when
-one runs (``relay.py``): the command then costs this process an interpreter's start and a
-round trip, not the imports of the CLI. Anything else, or when no server takes it, runs here
-(``app.main``). Until then only the standard library is imported.
+``meshctl submit`` goes first to the submit client (``submitclient.py``), which sends the job
+to an API (the API server, or the home's local API while a controller runs) and prints the
+answer: the command then costs this process an interpreter's start, the standard library and
+a round trip, not the imports of the CLI. Anything else, or a submission the client leaves to
+the CLI, runs here (``app.main``). Until then only the standard library is imported.
 """
 
 from __future__ import annotations
@@ -12,17 +13,17 @@ import sys
 
 from meshctl.cli import argv
 
-SERVED = frozenset({"submit"})  # what a command server runs (``cli/cmdserver.py``)
-
 
 def main() -> None:
     args = sys.argv[1:]
-    if argv.command_name(args) in SERVED:
-        from meshctl.cli import relay
+    if argv.command_name(args) == "submit":
+        from meshctl.cli import submitclient
 
-        status = relay.forward(argv.home(args), args)
+        status = submitclient.run(args)
         if status is not None:
-            raise SystemExit(status)
+            from meshctl.cli.leave import leave
+
+            leave(status)  # without the interpreter's teardown, as the CLI's submit leaves
     from meshctl.cli.app import main as run_here
 
     run_here()

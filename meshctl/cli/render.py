@@ -12,11 +12,11 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from meshctl.problems import Problem
+if TYPE_CHECKING:
+    from meshctl.problems import Problem
 
 
 class Output(StrEnum):
@@ -25,8 +25,7 @@ class Output(StrEnum):
     yaml = "yaml"
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
+class Column(NamedTuple):  # not a dataclass: the submit client imports this module
     key: str
     header: str
     justify: str = "left"
@@ -152,13 +151,15 @@ def plain(line: str) -> None:
 _FLAG = re.compile(r"^(--[a-z0-9][a-z0-9-]*(?:/--[a-z0-9][a-z0-9-]*)*): (.+)$", re.DOTALL)
 
 
-@dataclass(slots=True)
 class _Run:
     """One command line being run: the ``-o`` it asked for, and the problems kept for its
     error document under ``-o json|yaml``."""
 
-    output: str | None
-    pending: list[str | Problem] = field(default_factory=list)
+    __slots__ = ("output", "pending")
+
+    def __init__(self, output: str | None) -> None:
+        self.output = output
+        self.pending: list[str | Problem] = []
 
 
 # Set by the root group for each command line it runs and reset when it ends (a context
@@ -235,6 +236,8 @@ def flush(exit_code: int) -> None:
 
 
 def _located(problem: str | Problem) -> dict[str, Any]:
+    from meshctl.problems import Problem  # a dataclass: not on the way of a submission
+
     if isinstance(problem, Problem):
         return {
             "file": problem.path,
@@ -246,6 +249,29 @@ def _located(problem: str | Problem) -> dict[str, Any]:
     if flag is not None:
         return {"file": None, "line": None, "field": flag.group(1), "message": flag.group(2)}
     return {"file": None, "line": None, "field": None, "message": problem}
+
+
+def submitted(document: Mapping[str, Any], warned: Iterable[str], output: str) -> None:
+    """What a submission answered (``shapes.Submitted``), printed the same wherever it was
+    admitted (in this process, by the home's local API, by the API server): its warnings;
+    then with ``-o json|yaml`` the document, else the plan (a dry run, ``--explain``) and the
+    job's id, plain lines (no markup: the submit client prints them before rich is imported)."""
+    warnings(warned)
+    if output != Output.table.value:
+        emit_data(document, Output(output))
+        return
+    decision = document.get("decision")
+    if decision:
+        named = document.get("priority_class")
+        plain(
+            f"{document['name']} (priority {document['priority']}"
+            f"{', class ' + named if named else ''}): on the idle mesh it would be "
+            f"{decision['summary']}"
+        )
+        for note in decision.get("notes", []):
+            plain(f"  {note}")
+    if document.get("id"):
+        plain(str(document["id"]))
 
 
 def raw(text: str) -> None:

@@ -6,29 +6,26 @@
 A job that can never run on this mesh is rejected at once, with the reason (exit 2). So is a
 job file whose datasets are not at their sources, whose sources do not answer within a few
 seconds, or that are larger than every node cache of the mesh (``meshctl.data.check``).
+
+The command sends the job as a request (``submitclient``): to the API server, or the home's
+local API while a controller runs; else it admits it in this process, through the same
+application-layer call (``queueing.request``). The flags are ``meshctl.app.submitflags``'s
+(a unit test holds the two equal). ``meshctl submit`` usually runs without this module: the
+entry point's submit client reads the same flags before the CLI is imported.
 """
 
 from __future__ import annotations
 
-import re
-import shlex
-from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Annotated, Any
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from meshctl.app.admission import flag_error, from_file, name_from
-from meshctl.app.context import AppContext
 from meshctl.cli.context import app_context
 from meshctl.cli.options import OutputOption
-from meshctl.cli.queueing import queue
+from meshctl.cli.queueing import request
 from meshctl.cli.render import Output
-from meshctl.errors import InvalidRequestError
-from meshctl.problems import InvalidFileError
-
-if TYPE_CHECKING:
-    from meshctl.app.remote import Remote
-    from meshctl.model import Catalog, Job, Mesh
+from meshctl.cli.submitclient import outgoing
 
 
 def submit(
@@ -92,169 +89,11 @@ def submit(
       meshctl submit --gpus 1 --team vision -- python train.py --epochs 3
     """
     context = app_context(ctx)
-    command_flags = {
-        "--gpus": gpus is not None,
-        "--nodes": nodes != 1,
-        "--kind": kind != "batch",
-        "--priority": priority is not None,
-        "--team": team != "default",
-        "--name": name is not None,
-        "--working-dir": working_dir is not None,
-        "--cpus": cpus != 0.25,
-        "--memory": memory != "512MiB",
-        "--criticality": criticality != "standard",
-    }
-    args = args or []
-    remote = context.remote()
-    if len(args) == 1 and args[0].endswith((".yaml", ".yml")) and not Path(args[0]).is_file():
-        raise InvalidRequestError(f"{args[0]}: no such job file")
-    if len(args) == 1 and args[0].endswith((".yaml", ".yml")) and Path(args[0]).is_file():
-        given = [flag for flag, set_ in command_flags.items() if set_]
-        if given:
-            raise InvalidRequestError(
-                f"{', '.join(given)}: describe a job given as a command; edit {args[0]} instead"
-            )
-        work: Path | None
-        if remote is not None:  # the server checks it against its mesh
-            from meshctl.app.admission import from_file
-
-            job, job_dir, _ = from_file(Path(args[0]))
-            work, held = (job_dir / job.spec.working_dir).resolve(), None
-        else:
-            job, work, held = _checked_file(context, Path(args[0]), listing=not no_data_check)
-    elif args:
-        asked = team if command_flags["--team"] else None  # else: the default, or the user's
-        job = _from_command(
-            args, gpus or 0, cpus, memory, nodes, kind, priority, criticality, asked, name
-        )
-        work = working_dir.resolve() if working_dir else None
-        held = None
-    else:
-        raise InvalidRequestError("expected JOB.yaml, or -- and a command (see --help)")
-    if remote is not None:
-        _submit_remote(remote, job, work, dry_run, explain, output)
-        return
-    queue(context, job, work, dry_run, explain, output, held)
-
-
-def _submit_remote(
-    remote: Remote, job: Job, work: Path | None, dry_run: bool, explain: bool, output: Output
-) -> str | None:
-    """Send the job (as written: defaults the user did not set stay unset, the team among
-    them) and its working directory to the API server; print what it says and return the
-    job's id (None: a dry run). Shared by ``submit`` and ``train``."""
-    from meshctl.app.remote import pack
-    from meshctl.cli import render
-    from meshctl.controller.submit import IGNORED
-
-    body: dict[str, Any] = {
-        "job": job.model_dump(mode="json", exclude_unset=True, exclude_none=True),
-        "dry_run": dry_run,
-        "explain": explain,
-    }
-    if work is not None:
-        if not work.is_dir():
-            raise InvalidRequestError(f"working_dir: {work} is not a directory")
-        body["job"].setdefault("spec", {}).pop("working_dir", None)
-        body["working_dir"] = pack(work, IGNORED)
-    said = remote.call("POST", "/v1/jobs", body)
-    if output is not Output.table:
-        render.emit_data(said, output)
-    elif said.get("decision"):
-        render.say(
-            f"[bold]{render.esc(said['name'])}[/]: {render.esc(said['decision']['summary'])}"
-        )
-        for note in said["decision"].get("notes", []):
-            render.say(f"  {render.esc(note)}")
-    if output is Output.table and said.get("id"):
-        render.plain(said["id"])
-    found = said.get("id")
-    return None if found is None else str(found)
-
-
-def _checked_file(
-    context: AppContext, path: Path, listing: bool = True
-) -> tuple[Job, Path | None, tuple[Mesh, dict[str, Catalog]]]:
-    """A job file read once, its accelerator models and its datasets checked (file:line),
-    with the mesh and catalogs it was checked against, kept for planning. ``listing``: the
-    datasets are listed at their sources."""
-    from meshctl.catalog.check import export_problems, job_accelerators
-    from meshctl.cli import render
-    from meshctl.data.check import check_job
-
-    job, job_dir, loaded = from_file(path)
-    # the catalogs before the mesh: with both broken, the catalog's problem is the one shown
-    mesh, catalogs = context.mesh_and_catalogs(context.catalog_map())
-    problems = job_accelerators(loaded, catalogs, mesh, context.accelerators())
-    problems += export_problems(loaded, (job_dir / job.spec.working_dir).resolve())
-    if problems:
-        raise InvalidFileError(problems)
-    problems, warnings = check_job(loaded, mesh, listing)
-    if problems:
-        raise InvalidFileError(problems)
-    render.warnings(str(w) for w in warnings)
-    return job, (job_dir / job.spec.working_dir).resolve(), (mesh, catalogs)
-
-
-def _from_command(
-    command: list[str],
-    gpus: float,
-    cpus: float,
-    memory: str,
-    nodes: int,
-    kind: str,
-    priority: str | None,
-    criticality: str,
-    team: str | None,
-    name: str | None,
-) -> Job:
-    from pydantic import ValidationError
-
-    from meshctl.model import Job
-
-    raw: dict[str, Any] = {
-        "apiVersion": "meshctl/v1",
-        "kind": "Job",
-        "metadata": {"name": name or _name_of(command)},
-        "spec": {
-            "kind": kind,
-            "entrypoint": shlex.join(command),
-            "criticality": criticality,
-            "resources": {"gpus": gpus, "cpus": cpus, "memory_gib": memory, "nodes": nodes},
-        },
-    }
-    if team is not None:
-        raw["spec"]["team"] = team
-    if priority:
-        raw["spec"]["priority_class"] = priority
-    try:
-        return Job.model_validate(raw)
-    except ValidationError as err:
-        raise flag_error(err, Job, _FLAGS) from None
-
-
-_FLAGS = {
-    "metadata.name": "--name",
-    "spec.kind": "--kind",
-    "spec.team": "--team",
-    "spec.criticality": "--criticality",
-    "spec.priority_class": "--priority",
-    "spec.resources.gpus": "--gpus",
-    "spec.resources.cpus": "--cpus",
-    "spec.resources.memory_gib": "--memory",
-    "spec.resources.nodes": "--nodes",
-    "spec.resources": "--gpus/--nodes",
-    "spec.entrypoint": "COMMAND",
-}
-
-
-# A word that names a script or a module (train.py, pkg.mod), not a program given inline
-# (python -c "import ray; ..."), whose text makes no name.
-_SCRIPT = re.compile(r"[\w./-]+\.\w+")
-
-
-def _name_of(command: list[str]) -> str:
-    """A job name from its command: the script or module it runs, else the program."""
-    words = [w for w in command if not w.startswith("-")]
-    script = next((w for w in words[1:] if _SCRIPT.fullmatch(w)), words[0] if words else "")
-    return name_from(PurePath(script).stem if script else "")
+    values: dict[str, object] = {
+        "gpus": gpus, "cpus": cpus, "memory": memory, "nodes": nodes, "kind": kind,
+        "priority": priority, "criticality": criticality, "team": team, "name": name,
+        "working-dir": None if working_dir is None else str(working_dir),
+        "dry-run": dry_run, "explain": explain, "no-data-check": no_data_check,
+    }  # fmt: skip
+    body, folder = outgoing(args or [], values)
+    request(context, body, folder, output)

@@ -21,7 +21,7 @@ import typer
 from meshctl.app.admission import flag_error, from_file, name_from
 from meshctl.cli.context import app_context
 from meshctl.cli.options import OutputOption, duration_flag
-from meshctl.cli.queueing import queue
+from meshctl.cli.queueing import request
 from meshctl.cli.render import Output
 from meshctl.errors import EXIT_TIMEOUT, CommandError, InvalidRequestError
 
@@ -126,15 +126,12 @@ def train(
                 f" 'example': inputs}}), got {target}, which never returns a value"
             )
     quiet = output is not Output.table  # with -o json|yaml the exit code says how it ended
-    if remote is not None:
-        from meshctl.cli.submit_cmd import _submit_remote
-
-        job_id = _submit_remote(remote, job, work, dry_run=False, explain=False, output=output)
-        if follow and job_id is not None:
-            _follow_remote(remote, job_id, timeout_s, quiet)
-        return
-    job_id = queue(context, job, work, dry_run=False, explain=False, output=output)
-    if follow and job_id is not None:
+    # the job as written: defaults the user did not set stay unset, the team among them
+    body = {"job": job.model_dump(mode="json", exclude_unset=True, exclude_none=True)}
+    job_id = request(context, body, work, output)
+    if follow and job_id is not None and remote is not None:
+        _follow_remote(remote, job_id, timeout_s, quiet)
+    elif follow and job_id is not None:
         _follow(context, job_id, timeout_s, quiet)
 
 

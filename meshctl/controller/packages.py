@@ -20,9 +20,7 @@ import os
 import secrets
 import shutil
 import tarfile
-from collections.abc import Sequence
 from dataclasses import replace
-from fnmatch import fnmatch
 from pathlib import Path
 
 from meshctl.pools.observed import Submission
@@ -38,21 +36,6 @@ class BadArchive(ValueError):
 
 class TooLarge(ValueError):
     """An archive that would unpack to more than allowed."""
-
-
-def archive(folder: Path, ignored: Sequence[str] = ()) -> bytes:
-    """A folder's contents as a gzipped tar, less what matches ``ignored`` (``fnmatch``
-    patterns, each tried on every part of a member's path)."""
-
-    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-        parts = Path(info.name).parts
-        return None if any(fnmatch(p, pat) for p in parts for pat in ignored) else info
-
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
-        for child in sorted(folder.iterdir()):
-            tar.add(child, arcname=child.name, filter=keep)
-    return buffer.getvalue()
 
 
 def unpack_archive(data: bytes, target: Path, most_bytes: int) -> None:

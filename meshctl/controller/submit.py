@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from meshctl.errors import InvalidInput
+from meshctl.host.packing import IGNORED
 from meshctl.lifecycle.configured import snapshot_from_mesh
 from meshctl.model.catalog import Catalog
 from meshctl.model.job import Job
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from meshctl.pools.observed import PoolObservation
 
 MAX_PACKAGE_BYTES = 100 * 1024**2
-IGNORED = (".git", "__pycache__", ".venv", "venv", "node_modules", "*.pyc", ".mypy_cache")
 
 
 class Rejected(InvalidInput):
@@ -278,7 +278,7 @@ def _store_as(
 ) -> JobRecord:
     """The job stored as pending under ``job_id``, its files copied first (and kept in the
     store, with ``keep_files``); nothing left of any on failure."""
-    from meshctl.controller.packages import archive
+    from meshctl.host.packing import archive
 
     spec = job.model_dump(mode="json", exclude_none=True)
     copy: Path | None = None

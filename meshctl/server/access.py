@@ -18,7 +18,7 @@ from collections.abc import Collection
 from enum import StrEnum
 from typing import Final
 
-from meshctl.server.identity import Principal
+from meshctl.server.identity import LOCAL, Principal
 from meshctl.state import JobRecord, Role
 
 
@@ -82,9 +82,13 @@ def administrative(principal: Principal, verb: Verb, job: JobRecord | None = Non
     return job is not None and verb is not Verb.JOBS_READ and job.owner != principal.name
 
 
-def charged_team(principal: Principal, asked: str | None) -> str:
+def charged_team(principal: Principal, asked: str | None) -> str | None:
     """The team a new job of the principal is charged to: the one asked for, if it is one of
-    theirs (``PermissionError`` if not); else their only team (``ValueError`` if several)."""
+    theirs (``PermissionError`` if not); else their only team (``ValueError`` if several).
+    The home's owner on its own host (``identity.LOCAL``) charges the team asked for, and a
+    job that asks for none keeps its default (None)."""
+    if principal == LOCAL:
+        return asked
     mine: Collection[str] = principal.teams
     if asked:
         if asked not in mine:

@@ -1,10 +1,12 @@
 """The API server's application: ``/v1/`` routes over one state store (FastAPI).
 
 Every ``/v1/`` request carries ``Authorization: Bearer <token>`` (``meshctl admin users add``
-prints one): without a valid one, 401. A verb the principal's role lacks, or a job out of their
-reach, is a 403 (``meshctl.server.access``). A malformed body or query is a 422 naming the
-field, a body over the cap a 413; every error is ``{"error": "one line"}`` and writes nothing
-(a refused administrative action writes its audit entry, nothing else).
+prints one): without a valid one, 401; on the home's local API socket the caller is the home's
+owner, known by the socket's peer credentials (``server/local.py``). A verb the principal's
+role lacks, or a job out of their reach, is a 403 (``meshctl.server.access``). A malformed body
+or query is a 422 naming the field (a job file's problems each in ``problems``, with its file
+and line), a body over the cap a 413; every error is ``{"error": "one line"}`` and writes
+nothing (a refused administrative action writes its audit entry, nothing else).
 
 Routes: ``GET /v1/whoami``; ``POST /v1/jobs`` (submit), ``GET /v1/jobs``, ``GET
 /v1/jobs/{job}``, ``GET /v1/jobs/{job}/logs``, ``GET /v1/jobs/{job}/explain``, ``POST
@@ -25,6 +27,7 @@ from fastapi.responses import JSONResponse
 from starlette.routing import Route
 
 from meshctl.errors import Failure, InvalidInput
+from meshctl.problems import InvalidFileError
 from meshctl.server.errors import ApiError
 from meshctl.server.identity import Authenticator
 from meshctl.server.routes import jobs, mesh, nodes, pools
@@ -32,14 +35,20 @@ from meshctl.server.served import Server
 from meshctl.state import StoreError
 
 
-def create_app(server: Server, metrics: Any | None = None) -> FastAPI:
+def create_app(
+    server: Server, metrics: Any | None = None, local_owner: int | None = None
+) -> FastAPI:
     """The application, its routes one module per resource (``meshctl.server.routes``);
     ``metrics``: an ASGI app mounted at ``/metrics`` (no token: it holds counts per class,
-    pool and team, never a job)."""
+    pool and team, never a job). ``local_owner``: the uid of the home's owner, for the home's
+    local API socket (``server/local.py``), where that user, known by the socket's peer
+    credentials, is the caller (``identity.LOCAL``) and no token is taken; None (the API
+    server): every caller shows a token."""
     app = FastAPI(title="meshctl", version="1", docs_url=None, redoc_url=None,
                   openapi_url="/v1/openapi.json")  # fmt: skip
     app.state.server = server
     app.state.authenticate = Authenticator(server.loop_store or server.store, server.tokens_kept_s)
+    app.state.local_owner = local_owner
     _handlers(app)
     if metrics is not None:  # at /metrics itself: a mount would redirect it to /metrics/
         app.router.routes.append(Route("/metrics", endpoint=_Asgi(metrics), methods=["GET"]))
@@ -81,7 +90,11 @@ def _handlers(app: FastAPI) -> None:
 
     @app.exception_handler(InvalidInput)
     async def invalid_input(_: Request, err: InvalidInput) -> JSONResponse:
-        return answer(422, str(err))
+        if not isinstance(err, InvalidFileError):
+            return answer(422, str(err))
+        located = [{"file": p.path, "line": p.line, "field": p.field or None,
+                    "message": p.message} for p in err.problems]  # fmt: skip
+        return JSONResponse({"error": str(err.problems[0]), "problems": located}, 422)
 
     @app.exception_handler(StoreError)
     async def store_error(_: Request, err: StoreError) -> JSONResponse:

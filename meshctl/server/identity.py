@@ -50,6 +50,13 @@ class Principal:
     teams: tuple[str, ...]
 
 
+LOCAL = Principal(SYSTEM, Role.PLATFORM_ADMIN, ())
+"""The home's owner on its own host: ``meshctl submit`` in process, or through the home's
+local API socket, whose caller is known by the socket's peer credentials, not by a token
+(``meshctl.server.local``). Whoever runs as that user can read and write the home's store
+anyway. Its jobs may be charged to any team (``access.charged_team``)."""
+
+
 def digest(secret: str) -> str:
     """The SHA-256 of a token's secret half, as the store keeps it."""
     return hashlib.sha256(secret.encode()).hexdigest()
@@ -140,6 +147,8 @@ def add_user(
     once). The user and the audit entry commit together; a name taken is an ``InvalidInput``
     and nothing is written."""
     check_name("NAME", name)
+    if name == SYSTEM:  # a user by that name would reach the jobs the home's owner submitted
+        raise InvalidInput(f"NAME: {SYSTEM!r} is the home's owner on its own host; pick another")
     if not teams:
         raise InvalidInput("--team: a user needs at least one team to charge jobs to")
     for team in teams:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from meshctl.errors import InvalidInput
+from meshctl.errors import InvalidInput, InvalidRequestError
 from meshctl.server.access import Verb, administrative, charged_team, reaches
 from meshctl.server.errors import ApiError, forbidden, invalid, not_found
 from meshctl.server.identity import Principal
@@ -22,17 +22,36 @@ from meshctl.server.planning import Planner
 from meshctl.server.uploads import discard, unpack
 from meshctl.state import AuditEntry, JobRecord, Role, Store
 
+if TYPE_CHECKING:
+    from meshctl.app.submitting import Answer
 
-class SubmitBody(BaseModel):
-    """``POST /v1/jobs``: the job document as its file holds it, and its working directory
-    (base64 of a gzipped tar; ``meshctl submit`` sends it)."""
+
+class FileBody(BaseModel):
+    """A job file as its user named it, and its text."""
 
     model_config = ConfigDict(extra="forbid")
 
-    job: dict[str, Any]
+    path: str
+    text: str
+
+
+class SubmitBody(BaseModel):
+    """``POST /v1/jobs``: one of the job document (``job``), a job file (``file``: its path and
+    text, so that a problem names the file, the line and the field) or a command and the job
+    flags given with it (``command``, ``flags``, as ``meshctl submit -- COMMAND``); the job's
+    working directory (base64 of a gzipped tar); and how to submit it
+    (``meshctl.app.submitting.SubmitRequest``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: dict[str, Any] | None = None
+    file: FileBody | None = None
+    command: list[str] | None = None
+    flags: dict[str, Any] = {}
     working_dir: str | None = None
     dry_run: bool = False
     explain: bool = False
+    data_check: bool = True
 
 
 def audit_entry(
@@ -113,57 +132,54 @@ def parse_submission(raw: bytes) -> SubmitBody:
 
 
 def light(body: SubmitBody) -> bool:
-    """Whether checking the submission is a matter of a millisecond or two: no files to
-    unpack, and no train loop or Serve app to import (that runs a subprocess)."""
-    spec = body.job.get("spec")
+    """Whether checking the submission is a matter of a millisecond or two: a command, or a
+    job document with no train loop or Serve app to import (that runs a subprocess), and no
+    files to unpack (a job file's datasets may be listed at their sources)."""
+    spec = body.job.get("spec") if body.job is not None else None
     code = isinstance(spec, dict) and (spec.get("train") or spec.get("serve"))
-    return body.working_dir is None and not code
+    return body.working_dir is None and body.file is None and not code
 
 
 def submit(
     planner: Planner, store: Store, principal: Principal, body: SubmitBody, cap_bytes: int
-) -> dict[str, Any]:
-    """Check and queue a job for the principal, charged to one of their teams; what ``meshctl
-    submit -o json`` prints. ``planner``: the server's mesh, catalogs and policies."""
-    from meshctl.app.admission import admit, flag_error, submitted
-    from meshctl.controller.submit import enqueue
-    from meshctl.model import Job
+) -> Answer:
+    """Check and queue a job for the principal, charged to one of their teams
+    (``meshctl.app.submitting.submit_job``). ``planner``: the server's mesh, catalogs and
+    policies."""
+    from contextlib import nullcontext
 
-    spec = body.job.get("spec")
-    if not isinstance(spec, dict):
-        raise invalid("job.spec: expected a mapping (a Job document's spec)")
-    asked = spec.get("team")
-    if asked is not None and not isinstance(asked, str):
-        raise invalid(f"job.spec.team: expected a team name (a string), got {asked!r}")
-    try:
-        team = charged_team(principal, asked)
-    except PermissionError as err:
-        raise forbidden(str(err)) from None
-    except ValueError as err:
-        raise invalid(str(err)) from None
-    document = {**body.job, "spec": {**spec, "team": team}}
-    try:
-        job = Job.model_validate(document)
-    except ValidationError as err:
-        raise invalid(f"job.{flag_error(err, Job, {})}") from None
+    from meshctl.app.submitting import JobFile, SubmitRequest, submit_job
+
     context = planner.context
     work = unpack(body.working_dir, context.home, cap_bytes) if body.working_dir else None
+    request = SubmitRequest(
+        job=body.job,
+        file=JobFile(body.file.path, body.file.text) if body.file else None,
+        command=tuple(body.command or ()),
+        flags=body.flags,
+        working_dir=work,
+        dry_run=body.dry_run,
+        explain=body.explain,
+        data_check=body.data_check,
+    )
     try:
         planning = planner.planning()
-        job, admission = admit(
-            context, job, work, planning, lambda now: planner.bound(planning, now)
-        )
-        record = None
-        if not body.dry_run:
-            record = enqueue(store, job, admission, work, context.home, time.time(),
-                             owner=principal.name, keep_files=context.shares_store())  # fmt: skip
-    except InvalidInput as err:
-        raise invalid(str(err)) from None
+        return submit_job(
+            context, request, planning, lambda: nullcontext(store),
+            charge=lambda asked: _charged(principal, asked), owner=principal.name,
+            bound=lambda now: planner.bound(planning, now),
+        )  # fmt: skip
+    except PermissionError as err:
+        raise forbidden(str(err)) from None
     finally:
         discard(work)
-    if record is not None:
-        context.nudge()
-    return submitted(job, admission, record, body.dry_run or body.explain)
+
+
+def _charged(principal: Principal, asked: str | None) -> str | None:
+    try:
+        return charged_team(principal, asked)
+    except ValueError as err:
+        raise InvalidRequestError(str(err)) from None
 
 
 def rows(store: Store, principal: Principal, state: str | None, team: str | None) -> list[Any]:

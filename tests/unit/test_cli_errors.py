@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from meshctl.app.submitting import name_of as _name_of
 from meshctl.cli.app import app
 from meshctl.cli.errors import MeshGroup, requested_output
-from meshctl.cli.submit_cmd import _name_of
 from meshctl.clouds.base import Unavailable
 from meshctl.controller.submit import Rejected, new_job_id
 from meshctl.errors import EXIT_TIMEOUT, CommandError, Failure, InvalidRequestError, MeshctlError

@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from meshctl.app.remote import warning_header
 from meshctl.server import jobs
 from meshctl.server.access import Verb
 from meshctl.server.errors import too_large
 from meshctl.server.routes.common import Caller, Served, allowed
+
+if TYPE_CHECKING:
+    from meshctl.app.submitting import Answer
 
 router = APIRouter(prefix="/v1/jobs")
 
@@ -27,10 +31,20 @@ async def submit(request: Request, caller: Caller, server: Served) -> Any:
         # thread cost a third more (the hand-off, and the two contending for the GIL)
         quick = server.loop_store or server.store
         done = jobs.submit(server.planner, quick, caller, body, server.max_body_bytes)
-        return JSONResponse(done, status_code=201)
-    return await run_in_threadpool(  # files, a loop to import, pools to ask over HTTP
-        jobs.submit, server.planner, server.store, caller, body, server.max_body_bytes
-    )
+    else:  # files, a loop to import, datasets to list, pools to ask over HTTP
+        done = await run_in_threadpool(
+            jobs.submit, server.planner, server.store, caller, body, server.max_body_bytes
+        )
+    return answered(done)
+
+
+def answered(done: Answer) -> JSONResponse:
+    """The submission's document; each of its warnings a ``Warning`` header (``299``, as
+    the Kubernetes API server sends its warnings), which ``meshctl submit`` prints."""
+    response = JSONResponse(done.document, status_code=201)
+    for line in done.warnings:
+        response.headers.append("Warning", warning_header(line))
+    return response
 
 
 @router.get("")

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from meshctl.cli import relay
+from meshctl.app.remote import api_socket
 from meshctl.controller import daemon
 from meshctl.pools import driverlogs, local
 from meshctl.pools.ray import RayPoolClient
@@ -431,7 +431,7 @@ def test_down_refuses_while_a_job_runs_force_requeues_it_and_logs_outlive_it(
     cluster = mesh.cluster()
     controller = daemon.running(mesh.home)
     assert controller is not None
-    assert relay.socket_path(mesh.home).exists()  # the controller's command server
+    assert api_socket(mesh.home).exists()  # the home's local API, beside the controller
 
     refused = mesh.run("down", check=False)
     assert refused.returncode == 1
@@ -444,9 +444,9 @@ def test_down_refuses_while_a_job_runs_force_requeues_it_and_logs_outlive_it(
     assert f"requeued (they run again at the next meshctl up): {job_id}" in done.stdout
     assert local.leftover(cluster) == []
     assert [pid for pid in before if not local.zombie(pid)] == []
-    assert local.session_members(controller) == []  # the command server too
+    assert local.session_members(controller) == []  # the local API too
     assert not (mesh.home / "run" / "pool-onprem.json").exists()
-    assert not relay.socket_path(mesh.home).exists()
+    assert not api_socket(mesh.home).exists()
 
     shown = mesh.show(job_id)
     assert shown["state"] == "requeued"

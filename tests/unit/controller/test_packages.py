@@ -11,8 +11,9 @@ import pytest
 
 from meshctl.controller.deciding.decide import Rules
 from meshctl.controller.loop import Controller
-from meshctl.controller.packages import BadArchive, Packages, TooLarge, archive, unpack_archive
+from meshctl.controller.packages import BadArchive, Packages, TooLarge, unpack_archive
 from meshctl.controller.submit import Admission, enqueue
+from meshctl.host.packing import archive
 from meshctl.model import Job
 from meshctl.pools.observed import Submission
 from meshctl.scheduler.plan import Decision

@@ -138,6 +138,7 @@ BAD_USERS = [
     # id, name, teams, error
     pytest.param("Ana", ["vision"], "NAME: expected a lower-case name", id="upper-case-name"),
     pytest.param("ana", [], "--team: a user needs at least one team", id="no-team"),
+    pytest.param("local", ["vision"], "NAME: 'local' is the home's owner", id="the-local-name"),
     pytest.param("ana", ["vi sion"], "--team: expected a lower-case name", id="bad-team"),
 ]
 

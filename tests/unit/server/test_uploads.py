@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from meshctl.app.remote import pack
-from meshctl.controller.submit import IGNORED
+from meshctl.host.packing import IGNORED
 from meshctl.server.errors import ApiError
 from meshctl.server.uploads import UPLOADS, discard, unpack
 
