@@ -43,6 +43,14 @@ class InvalidRequestError(InvalidInput):
     """A request that cannot be carried out as asked: exit 2, nothing changed."""
 
 
+class NotFoundError(InvalidRequestError):
+    """What the request names does not exist (or not for its caller): exit 2, HTTP 404."""
+
+
+class NotAllowedError(InvalidRequestError):
+    """What the request names is out of its caller's reach: exit 2, HTTP 403."""
+
+
 class CommandError(Failure):
     """The command could not do its work (a process, a cluster, the store): exit 1, or the
     code given (``EXIT_TIMEOUT`` for a wait that ran out of time)."""

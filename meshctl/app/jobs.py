@@ -9,43 +9,71 @@ API server answers with them, so a command prints the same in local and server m
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from meshctl.errors import CommandError, InvalidRequestError
+from meshctl.errors import CommandError, InvalidRequestError, NotAllowedError, NotFoundError
 
 if TYPE_CHECKING:
     from meshctl.state import AttemptRecord, AuditEntry, JobRecord, Store
 
 PREFIX_SHOWN = 5  # ids an ambiguous prefix names in its error
+PREFIX_PAGE = 100  # keys read at a time while looking for ids that start with a prefix
 
 
-def find(store: Store, ref: str) -> JobRecord:
+def find(
+    store: Store,
+    ref: str,
+    reaches: Callable[[JobRecord], bool] | None = None,
+    who: str = "",
+) -> JobRecord:
     """The job with this id; else the one with this name; else the only one whose id starts
-    with it. An exact id or name always wins over a prefix of another job's id. Each is one
-    indexed read: the key, the name's index, and the keys just after ``ref`` (the ids that
-    start with it come first there); none lists every job."""
+    with it. An exact id or name always wins over a prefix of another job's id. ``reaches``:
+    the jobs the caller may touch (None: every job): a job out of reach named by its id is
+    refused (``who`` may not see it), and names and prefixes are looked up among the jobs in
+    reach only. Each is an indexed read: the key, the name's index, and the keys just after
+    ``ref`` page by page while they start with it (the ids that start with it come first
+    there); none lists every job."""
     from meshctl.state import JobRecord
 
     exact = store.get(JobRecord, ref)
     if exact is not None:
+        if reaches is not None and not reaches(exact):
+            raise NotAllowedError(f"job {ref}: {who} may not see it (not theirs)")
         return exact
-    named = store.list(JobRecord, name=ref)
+    named = [j for j in store.list(JobRecord, name=ref) if reaches is None or reaches(j)]
     if len(named) > 1:
-        ids = ", ".join(j.id for j in sorted(named, key=lambda j: -j.submitted_at_s)[:5])
+        newest = sorted(named, key=lambda j: -j.submitted_at_s)[:PREFIX_SHOWN]
+        ids = ", ".join(j.id for j in newest)
         raise InvalidRequestError(f"job: {len(named)} jobs are named {ref!r} ({ids}); give an id")
-    if named:
-        return named[0]
-    after = store.list(JobRecord, after=ref, limit=PREFIX_SHOWN + 1) if ref else []
-    matches = [j for j in after if j.id.startswith(ref)]
+    matches = named or _by_prefix(store, ref, reaches)
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise InvalidRequestError(f"job: no job with id or name {ref!r} (meshctl jobs list)")
+        raise NotFoundError(f"job: no job with id or name {ref!r} (meshctl jobs list)")
     ids = ", ".join(j.id for j in matches[:PREFIX_SHOWN])
     many = f"more than {PREFIX_SHOWN}" if len(matches) > PREFIX_SHOWN else str(len(matches))
     raise InvalidRequestError(f"job: {ref!r} names {many} jobs ({ids}); give more of it")
+
+
+def _by_prefix(
+    store: Store, ref: str, reaches: Callable[[JobRecord], bool] | None
+) -> list[JobRecord]:
+    """Up to ``PREFIX_SHOWN + 1`` of the jobs in reach whose ids start with ``ref``: the keys
+    just after ``ref``, a page at a time while they start with it; never every job."""
+    from meshctl.state import JobRecord
+
+    most, after = PREFIX_SHOWN + 1, ref
+    found: list[JobRecord] = []
+    while ref and len(found) < most:
+        page = store.list(JobRecord, after=after, limit=PREFIX_PAGE)
+        starting = [j for j in page if j.id.startswith(ref)]
+        found += [j for j in starting if reaches is None or reaches(j)]
+        if len(starting) < len(page) or len(page) < PREFIX_PAGE:
+            break  # past the prefix, or past the last job
+        after = page[-1].id
+    return found[:most]
 
 
 def row(job: JobRecord, attempt: AttemptRecord | None, now: float) -> dict[str, Any]:

@@ -86,40 +86,11 @@ def visible(store: Store, principal: Principal, **filters: Any) -> list[JobRecor
 
 
 def find(store: Store, principal: Principal, ref: str) -> JobRecord:
-    """The job a reference names: its id (a job out of reach: 403); else, among the jobs the
-    principal reaches, the one with that name or the only one whose id starts with it."""
-    exact = store.get(JobRecord, ref)
-    if exact is not None:
-        if not reaches(principal, exact):
-            raise forbidden(f"job {ref}: {principal.name} may not see it (not theirs)")
-        return exact
-    named = visible(store, principal, name=ref)  # through the name's index
-    if len(named) > 1:
-        ids = ", ".join(j.id for j in named[:5])
-        raise invalid(f"job: {len(named)} jobs are named {ref!r} ({ids}); give an id")
-    matches = named or _by_prefix(store, principal, ref)
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise not_found(f"job: no job with id or name {ref!r}")
-    ids = ", ".join(j.id for j in matches[:5])
-    many = "more than 5" if len(matches) > 5 else str(len(matches))
-    raise invalid(f"job: {ref!r} names {many} jobs ({ids}); give more of it")
+    """The job a reference names (``app.jobs.find``) among the jobs the principal reaches;
+    one out of reach named by its id: 403 (``NotAllowedError``), none: 404."""
+    from meshctl.app.jobs import find as found
 
-
-def _by_prefix(store: Store, principal: Principal, ref: str, most: int = 6) -> list[JobRecord]:
-    """Up to ``most`` of the jobs the principal reaches whose ids start with ``ref``: the keys
-    just after ``ref``, page by page while they start with it; never every job."""
-    found: list[JobRecord] = []
-    after = ref
-    while ref and len(found) < most:
-        page = store.list(JobRecord, after=after, limit=100)
-        starting = [j for j in page if j.id.startswith(ref)]
-        found += [j for j in starting if reaches(principal, j)]
-        if len(starting) < len(page) or len(page) < 100:
-            break  # past the prefix, or past the last job
-        after = page[-1].id
-    return found[:most]
+    return found(store, ref, lambda job: reaches(principal, job), principal.name)
 
 
 def parse_submission(raw: bytes) -> SubmitBody:

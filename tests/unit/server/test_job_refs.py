@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from meshctl.server.errors import ApiError
+from meshctl.errors import InvalidRequestError, NotAllowedError, NotFoundError
 from meshctl.server.identity import Principal
 from meshctl.server.jobs import find
 from meshctl.state import JobRecord, JobState, MemoryStore, Role
@@ -52,10 +52,15 @@ def test_a_reference_finds_the_one_job_it_names(who: Principal, ref: str, found:
 
 
 def test_a_prefix_of_many_names_the_first_few() -> None:
-    with pytest.raises(ApiError, match=r"'b-' names more than 5 jobs \(b-000, b-001, "):
+    with pytest.raises(InvalidRequestError, match=r"'b-' names more than 5 jobs \(b-000, b-001, "):
         find(store_of(*STORE), ALICE, "b-")
 
 
 def test_a_prefix_of_jobs_out_of_reach_is_not_found() -> None:
-    with pytest.raises(ApiError, match="no job with id or name 'a-10'"):
+    with pytest.raises(NotFoundError, match="no job with id or name 'a-10'"):
         find(store_of(*STORE[1:3]), ALICE, "a-10")
+
+
+def test_a_job_out_of_reach_named_by_its_id_is_refused() -> None:
+    with pytest.raises(NotAllowedError, match="job a-102: alice may not see it"):
+        find(store_of(*STORE), ALICE, "a-102")
