@@ -156,9 +156,7 @@ def show_job(data: dict[str, Any]) -> None:
         "pool": data["pool"],
         "nodes": ", ".join(data["nodes"]),
         "entrypoint": data["entrypoint"],
-        "train": jobview.train_text({**train, "hang_timeout": train["hang_timeout_s"]}, nodes)
-        if train
-        else None,
+        "train": jobview.train_text(train, nodes) if train else None,
         "resources": jobview.resources_text(data["resources"]),
         "decision": data["decision"],
         "policies": data["policy_hash"],

@@ -55,7 +55,8 @@ def _gib(value: float) -> str:
 
 
 def train_text(train: Mapping[str, Any], nodes: int) -> str:
-    """``loop model:train_loop, 4 workers (2 on each of 2 nodes), ...``"""
+    """``loop model:train_loop, 4 workers (2 on each of 2 nodes), ...``: a job document's
+    ``train`` (``app.shapes``) in words."""
     per_node = int(train.get("workers_per_node", 1))
     workers = per_node * nodes
     spread = f" ({per_node} on each of {nodes} nodes)" if nodes > 1 else ""
@@ -70,8 +71,8 @@ def train_text(train: Mapping[str, Any], nodes: int) -> str:
         if failures < 0
         else f"up to {failures} failures recovered inside an attempt"
     )
-    if train.get("hang_timeout"):
-        text += f", restarted after {float(train['hang_timeout']):g} s without progress"
+    if train.get("hang_timeout_s"):
+        text += f", restarted after {float(train['hang_timeout_s']):g} s without progress"
     return text
 
 
