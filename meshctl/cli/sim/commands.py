@@ -21,6 +21,29 @@ import typer
 from meshctl.cli.context import app_context
 from meshctl.cli.options import OutputOption, duration_flag
 from meshctl.cli.render import Output
+from meshctl.cli.sim.options import (
+    ArrivalScale,
+    Candidates,
+    Charts,
+    CheckpointCost,
+    CheckpointInterval,
+    Comm,
+    CpusPerGpu,
+    Cycle,
+    Days,
+    Failures,
+    JobsPerHour,
+    MemoryPerGpu,
+    MeshFile,
+    Out,
+    PolicySets,
+    QueueDepth,
+    Replicate,
+    Restart,
+    Seed,
+    StartDay,
+    Trace,
+)
 from meshctl.errors import InvalidRequestError
 
 if TYPE_CHECKING:
@@ -31,63 +54,6 @@ app = typer.Typer(
     help="Simulate the mesh: the production scheduler over real traces.",
     no_args_is_help=True,
 )
-
-MeshFile = Annotated[
-    Path | None, typer.Option("--mesh", help="The mesh file (default: the app's mesh).")
-]
-Trace = Annotated[
-    str,
-    typer.Option(
-        help="philly, itp, itp:clusterNN, openb, openb:NAME, synthetic, or a trace CSV file."
-    ),
-]
-Days = Annotated[float, typer.Option(help="Days of the trace to replay.", min=0.001)]
-StartDay = Annotated[float, typer.Option(help="Day of the trace the window starts at.", min=0)]
-Replicate = Annotated[
-    int, typer.Option(help="Each job k times, for a k-times larger mesh.", min=1, max=1000)
-]
-ArrivalScale = Annotated[
-    float, typer.Option(help="Arrivals this many times as dense.", min=0.001, max=1000)
-]
-Failures = Annotated[str, typer.Option(help="Node failures: none, stepfun or llama3.")]
-Seed = Annotated[int, typer.Option(help="Seeds every random draw: same seed, same report.")]
-Cycle = Annotated[
-    str,
-    typer.Option(
-        "--cycle", help="Time between scheduling cycles: seconds, or 30s, 1m (0: at every event)."
-    ),
-]
-CheckpointInterval = Annotated[
-    str, typer.Option(help="Checkpoint every DURATION of computing, or auto (Young/Daly).")
-]
-CheckpointCost = Annotated[
-    str, typer.Option(help="What one checkpoint takes: seconds, or 30s, 1m.")
-]
-Restart = Annotated[
-    str, typer.Option(help="What a restarted attempt needs to resume: seconds, or 30s, 5m.")
-]
-Comm = Annotated[
-    float,
-    typer.Option(help="Share of a multi-node job's step spent communicating.", min=0, max=1),
-]
-Candidates = Annotated[
-    int,
-    typer.Option(help="Feasible nodes scored per pool for a one-node job (controller: 32).", min=1),
-]
-QueueDepth = Annotated[
-    int, typer.Option(help="Pending jobs decided per cycle, in queue order (0: all).", min=0)
-]
-JobsPerHour = Annotated[float, typer.Option(help="synthetic: mean arrivals per hour.", min=0.001)]
-Out = Annotated[Path | None, typer.Option("--out", help="Write report.json and charts here.")]
-Charts = Annotated[bool, typer.Option("--charts/--no-charts", help="PNG charts with --out.")]
-CpusPerGpu = Annotated[
-    float,
-    typer.Option(help="CPUs a trace job asks per GPU (a trace gives GPUs only).", min=0),
-]
-MemoryPerGpu = Annotated[
-    float,
-    typer.Option(help="GiB of memory a trace job asks per GPU (a trace gives GPUs only).", min=0),
-]
 
 
 def _spec(
@@ -293,16 +259,6 @@ def run_cmd(
     from meshctl.cli.sim.view import emit_run
 
     emit_run(outcome, output, out)
-
-
-PolicySets = Annotated[
-    list[str],
-    typer.Option(
-        "--policy",
-        "-p",
-        help="One policy set per flag: [NAME=]files or folders joined by commas, or none.",
-    ),
-]
 
 
 @app.command("compare")
