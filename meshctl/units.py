@@ -191,3 +191,9 @@ def format_gbps(gbps: float) -> str:
     if gbps < 1:
         return f"{_num(gbps * 1000)}Mbps"
     return f"{_num(gbps)}Gbps"
+
+
+def count_of(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 cloud pool``, ``3 cloud pools``, ``0 processes`` (``plural``: where adding "s" is
+    not the plural)."""
+    return f"{number:,} {noun if number == 1 else plural or noun + 's'}"

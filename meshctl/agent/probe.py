@@ -6,10 +6,11 @@ NVIDIA says of each XID and GPU model is in ``nvidia.py``.
 A verdict is, from best to worst:
 
 - ``healthy``: nothing found against the node (informational findings, such as an XID that
-  was an application's fault, are listed as notes);
-- ``unknown``: the agent cannot tell: no GPU probe on this node (an emulated node, a vendor
-  whose tools it does not read), or NVLink links inactive on a GPU model it has no link count
-  for; the node stays in service;
+  was an application's fault, or GPUs that are emulated and so have nothing to probe, are
+  listed as notes);
+- ``unknown``: the agent cannot tell: no GPU probe on a node that declares real GPUs (no
+  driver found, a vendor whose tools it does not read), or NVLink links inactive on a GPU
+  model it has no link count for; the node stays in service;
 - ``degraded`` (shown, the node stays in service): a GPU throttling, an XID after which NVIDIA
   advises a reset when convenient, a kernel log it cannot read;
 - ``unhealthy`` (the controller takes the node out of service and moves its jobs): a GPU
@@ -106,6 +107,9 @@ class Limits:
     min_free_gib: float = 5.0  # on each checkpoint and cache folder
     vendor: str = "nvidia"  # its devices' vendor: the GPU probe reads NVIDIA's tools only
     xid_window_s: float = XID_WINDOW_S  # an XID counts this long after it was seen
+    # its GPUs are declared to Ray with no device behind them (the embedded pool's nodes):
+    # without a driver there is nothing to probe, which is no fault of the node
+    emulated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +198,9 @@ def _judge_gpu_source(f: _Findings, probe: Probe, limits: Limits) -> None:
     if probe.gpu_error is not None:
         f.bad(f"GPU driver not answering: {probe.gpu_error}")
     elif probe.source == "none":  # nothing is known of its GPUs: not a fault of the node
-        if limits.expected_gpus and limits.vendor != "nvidia":
+        if limits.expected_gpus and limits.emulated:
+            f.note(f"{limits.expected_gpus} emulated GPUs (declared to Ray, no device): not probed")
+        elif limits.expected_gpus and limits.vendor != "nvidia":
             f.unsure(f"no device probe for {limits.vendor}: the probe reads NVIDIA's tools only")
         elif limits.expected_gpus:
             f.unsure("no GPU probe: no NVIDIA driver library and no nvidia-smi on this node")

@@ -61,12 +61,13 @@ class Agent:
         node: str,
         limits: Limits,
         gpu: GpuSource | None,
-        kernel: KernelLog,
+        kernel: KernelLog | None,
         disk_paths: Sequence[str] = (),
         nic_names: Sequence[str] = (),
         clock: Callable[[], float] = time.time,
         cache: NodeCache | None = None,
     ) -> None:
+        # kernel None: the log is never read (an emulated node's GPUs log no XID)
         self.node, self.limits, self.gpu, self.kernel = node, limits, gpu, kernel
         self.cache = cache
         self._fetches = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prefetch")
@@ -94,7 +95,7 @@ class Agent:
             nics=tuple(nics(self.nic_names)),
             gpu_error=reading.error,
         )
-        kernel_log = self.kernel.read()
+        kernel_log = self._read_kernel()
         with self._lock:
             now = self.clock()
             self.xids.nvml(reading.xids, now)
@@ -106,6 +107,8 @@ class Agent:
 
     def follow_kernel_log(self) -> None:
         """Between probes: read the kernel log again, and serve a new XID at once."""
+        if self.kernel is None:
+            return
         kernel_log = self.kernel.read()
         with self._lock:
             latest = self._latest
@@ -115,11 +118,17 @@ class Agent:
             if fresh.xids != latest.xids or fresh.errors != latest.errors:
                 self._latest = replace(fresh, at_s=self.clock())
 
-    def _counted(self, probe: Probe, kernel_log: tuple[str, str | None], now: float) -> Probe:
+    def _read_kernel(self) -> tuple[str, str | None] | None:
+        return self.kernel.read() if self.kernel is not None else None
+
+    def _counted(
+        self, probe: Probe, kernel_log: tuple[str, str | None] | None, now: float
+    ) -> Probe:
         """``probe`` with the XIDs that count now, after a read of the kernel log (one that
-        failed leaves what the last read found, and says why). Under ``_lock``."""
-        text, why = kernel_log
-        if why is None:
+        failed leaves what the last read found, and says why; None: not read). Under
+        ``_lock``."""
+        text, why = kernel_log if kernel_log is not None else ("", None)
+        if kernel_log is not None and why is None:
             self.xids.kernel(text, now)
         errors = (why,) if why is not None else ()
         return replace(probe, xids=self.xids.counted(now), errors=errors)
@@ -127,7 +136,7 @@ class Agent:
     def clear_xids(self) -> dict[str, Any]:
         """The operator's clear (``POST /v1/xids/clear``): every XID seen so far stops
         counting, those in the kernel log now included; served at once."""
-        text, why = self.kernel.read()
+        text, why = self.kernel.read() if self.kernel is not None else ("", None)
         with self._lock:
             now = self.clock()
             cleared = self.xids.clear(text if why is None else None, now)

@@ -202,6 +202,11 @@ class KernelLog:
         done = _run([dmesg])
         if isinstance(done, str) or done.returncode != 0:
             why = done if isinstance(done, str) else _first_line(done.stderr)
+            if "not permitted" in why or "denied" in why:  # kernel.dmesg_restrict, not root
+                return "", (
+                    f"kernel log: dmesg refused this user ({why}), so XIDs are not watched; "
+                    "run the agent as root, or name a log it can read with --kernel-log"
+                )
             return "", f"kernel log: dmesg failed ({why})"
         return done.stdout, None
 

@@ -55,13 +55,30 @@ def chosen(store: Store, job_id: str, number: int | None) -> AttemptRecord | Non
     return picked[-1] if picked else None
 
 
-def waiting_for(record: JobRecord, attempt: AttemptRecord | None) -> str:
-    """What a job that has not started waits for, in words."""
+def scheduler_says(store: Store, job_id: str) -> str | None:
+    """The summary of the scheduler's latest decision about a job, as ``meshctl explain``
+    shows it ("pending: team search over quota: ..."); None when there is none yet, or the
+    latest placed it (a queued job's wait is not explained by where it was placed before)."""
+    decisions = store.decisions(job_id=job_id)
+    if not decisions:
+        return None
+    found = decisions[-1].explanation
+    if found.get("status") == "placed":
+        return None
+    return str(found.get("summary") or found.get("status") or "") or None
+
+
+def waiting_for(
+    record: JobRecord, attempt: AttemptRecord | None, decision: str | None = None
+) -> str:
+    """What a job that has not started waits for, in words; a queued one's with the
+    scheduler's latest ``decision`` (``scheduler_says``) when there is one."""
     state = record.state.value
-    if state == "pending":
-        return "it is queued (pending)"
-    if state == "requeued":
-        return "it is queued again (requeued)"
+    if state in ("pending", "requeued"):
+        queued = "it is queued (pending)" if state == "pending" else "it is queued again (requeued)"
+        if decision is None:
+            return queued
+        return f"{queued}: {decision.removeprefix('pending: ')}"
     if state == "admitted":
         return f"it is admitted to pool {record.pool}, being submitted"
     sid = f" as {attempt.submission_id}" if attempt else ""

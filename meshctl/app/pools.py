@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from meshctl.errors import InvalidInput
+from meshctl.units import count_of
 
 if TYPE_CHECKING:
     from meshctl.app.context import AppContext
@@ -146,7 +147,7 @@ def preflight_rows(
         if r["provider"] in ("aws", "gcp")
         and (r["available"] or r["reason"] == settings_missing(mesh.pool(r["pool"])))
     ]
-    busy = context.busy(f"preflight of {len(clouds)} cloud pools")
+    busy = context.busy(f"preflight of {count_of(len(clouds), 'cloud pool')}")
     with busy, ThreadPoolExecutor(4) as run:
         found = dict(
             zip(
@@ -201,7 +202,7 @@ def pool_health(context: AppContext, mesh: Any) -> list[dict[str, Any]]:
     from meshctl.controller.runtime import unavailable
 
     pools = list(mesh.spec.pools)
-    with context.busy(f"checking {len(pools)} pools"), ThreadPoolExecutor(4) as run:
+    with context.busy(f"checking {count_of(len(pools), 'pool')}"), ThreadPoolExecutor(4) as run:
         reasons = list(run.map(lambda pool: unavailable(pool, context.home), pools))
     return [
         {"pool": p.name, "provider": p.provider, "available": why is None, "reason": why}

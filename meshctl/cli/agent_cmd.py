@@ -40,6 +40,14 @@ KernelLogOption = Annotated[
 MinFreeOption = Annotated[
     float, typer.Option(help="Free GiB under which a watched folder is unhealthy.", min=0)
 ]
+EmulatedOption = Annotated[
+    bool,
+    typer.Option(
+        "--emulated",
+        help="The node's GPUs are declared to Ray with no device behind them: without a "
+        "driver they are not probed, nor the kernel log read, and that is no fault.",
+    ),
+]
 NoNvmlOption = Annotated[
     bool, typer.Option("--no-nvml", help="Never load NVML: probe with nvidia-smi only.")
 ]
@@ -78,6 +86,7 @@ def run(
     ] = None,
     cache_dir: CacheDirOption = None,
     cache_gib: CacheGibOption = 100.0,
+    emulated: EmulatedOption = False,
 ) -> None:
     """Run the node agent: probe the node and serve its verdict.
 
@@ -100,7 +109,7 @@ def run(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     token = _token(token_file)
-    agent = _agent(node, gpus, disk, nic, kernel_log, min_free_gib, no_nvml, vendor)
+    agent = _agent(node, gpus, disk, nic, kernel_log, min_free_gib, no_nvml, vendor, emulated)
     if cache_dir is not None:
         agent.cache = _cache(cache_dir, cache_gib, token)
     agent.probe()  # the first probe before the first answer
@@ -138,6 +147,7 @@ def probe(
     kernel_log: KernelLogOption = None,
     min_free_gib: MinFreeOption = 5.0,
     no_nvml: NoNvmlOption = False,
+    emulated: EmulatedOption = False,
 ) -> None:
     """Probe the node once and print the JSON the agent would serve.
 
@@ -151,7 +161,7 @@ def probe(
     """
     import json
 
-    agent = _agent(node, gpus, disk, nic, kernel_log, min_free_gib, no_nvml)
+    agent = _agent(node, gpus, disk, nic, kernel_log, min_free_gib, no_nvml, emulated=emulated)
     found = agent.answer()
     typer.echo(json.dumps(found, indent=2))
     if found["verdict"] == "unhealthy":
@@ -227,7 +237,10 @@ def _agent(
     min_free_gib: float,
     no_nvml: bool,
     vendor: str = "nvidia",
+    emulated: bool = False,
 ) -> Agent:
+    """The agent the flags describe. On an emulated node without a driver (no fake one on the
+    PATH either) the kernel log is not read unless named: the host's XIDs are not its GPUs'."""
     import os
     import socket
 
@@ -243,11 +256,7 @@ def _agent(
     nics = list(nic or ())
     if not nics and (default := default_route_nic()) is not None:
         nics = [default]
-    return Agent(
-        name,
-        Limits(expected_gpus=gpus, min_free_gib=min_free_gib, vendor=vendor),
-        gpu_source(nvml=not no_nvml) if vendor == "nvidia" else None,
-        KernelLog(kernel_log),
-        disk or (),
-        nics,
-    )
+    limits = Limits(expected_gpus=gpus, min_free_gib=min_free_gib, vendor=vendor, emulated=emulated)
+    gpu = gpu_source(nvml=not no_nvml) if vendor == "nvidia" else None
+    unread = emulated and gpu is None and kernel_log is None
+    return Agent(name, limits, gpu, None if unread else KernelLog(kernel_log), disk or (), nics)

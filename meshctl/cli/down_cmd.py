@@ -29,6 +29,7 @@ import typer
 from meshctl.app.context import UP_FILE, AppContext
 from meshctl.cli.context import app_context
 from meshctl.errors import EXIT_FAILURE, CommandError, InvalidRequestError
+from meshctl.units import count_of
 
 if TYPE_CHECKING:
     from meshctl.model import Mesh
@@ -120,7 +121,7 @@ def _down(
     try:
         stopped = daemon.stop(context.home)
         if stopped:
-            render.say(f"controller: stopped ({len(stopped)} processes)")
+            render.say(f"controller: stopped ({count_of(len(stopped), 'process', 'processes')})")
         _stop_pools(context, store, pools, force)
     finally:
         daemon.lift_hold(context.home)
@@ -161,7 +162,7 @@ def _stop_pools(context: AppContext, store: Store | None, pools: set[str], force
         with render.progress(f"pool {cluster.pool}: stopping"):
             pids = local.stop(cluster)
         left += local.leftover(cluster)
-        render.say(f"pool {cluster.pool}: stopped ({len(pids)} processes)")
+        render.say(f"pool {cluster.pool}: stopped ({count_of(len(pids), 'process', 'processes')})")
         path.unlink(missing_ok=True)
         Path(cluster.token_file).unlink(missing_ok=True)
     (run / UP_FILE).unlink(missing_ok=True)
@@ -201,7 +202,9 @@ def _terminate_instances(store: Store | None, mesh: Mesh | None) -> list[str]:
         try:
             cloud = adapter_for(pool) if mine else None  # whatever mesh.yaml lacks now
         except Exception as err:  # no SDK or credentials: say so, stop the rest anyway
-            problems.append(f"pool {pool.name}: cannot terminate {len(mine)} instances: {err}")
+            problems.append(
+                f"pool {pool.name}: cannot terminate {count_of(len(mine), 'instance')}: {err}"
+            )
             continue
         if cloud is None:
             continue
@@ -212,7 +215,7 @@ def _terminate_instances(store: Store | None, mesh: Mesh | None) -> list[str]:
         for record in mine:
             changed = replace(record, state=InstanceState.TERMINATED, updated_at_s=time.time())
             store.update(changed, expected_version=record.version)
-        render.say(f"pool {pool.name}: terminated {len(mine)} instances")
+        render.say(f"pool {pool.name}: terminated {count_of(len(mine), 'instance')}")
     return problems
 
 

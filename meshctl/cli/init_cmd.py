@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,12 +24,31 @@ def _scaffold() -> dict[str, Traversable]:
     }
     programs = examples / "programs"  # what the example jobs run (their working_dir)
     files |= {f"programs/{f.name}": f for f in programs.iterdir() if f.name.endswith(".py")}
+    for dataset in (examples / "data").iterdir():  # what the example jobs read (their data)
+        files |= {f"data/{dataset.name}/{f.name}": f for f in dataset.iterdir() if f.is_file()}
     files |= {f"providers/{n}": providers / n for n in ("aws.yaml", "gcp.yaml")}
     files["policies/README.md"] = policies / "README.md"
     files |= {f"policies/{f.name}": f for f in policies.iterdir() if f.name.endswith(".yaml")}
     tests = policies / "tests"
     files |= {f"policies/tests/{f.name}": f for f in tests.iterdir() if f.name.endswith(".yaml")}
     return dict(sorted(files.items()))
+
+
+# A shipped job's data location relative to its jobs/ folder ("../data/tickets"): the node
+# caches read absolute locations only, so the scaffold gets the folder's absolute path.
+_RELATIVE_DATA = re.compile(r"^(\s*location:\s*)\.\./(data/\S+)\s*$", re.MULTILINE)
+
+
+def _localised(rel: str, text: bytes, directory: Path) -> bytes:
+    """A job file with each of its ``../data/...`` locations made absolute in ``directory``
+    (JSON-quoted: a valid YAML string whatever the path holds); any other file as it is."""
+    if not rel.startswith("jobs/"):
+        return text
+
+    def absolute(m: re.Match[str]) -> str:
+        return m[1] + json.dumps(str(directory.resolve() / m[2]))
+
+    return _RELATIVE_DATA.sub(absolute, text.decode("utf-8")).encode("utf-8")
 
 
 def init(
@@ -38,9 +59,11 @@ def init(
 
     Writes mesh.yaml (the embedded local pool, onprem, plus the AWS and GCP
     burst pools aws-burst and gcp-burst), the provider catalogs in providers/,
-    the example policies and their tests in policies/, example jobs in jobs/
-    and the programs they run in programs/. A file that already exists is
-    never overwritten without --force: nothing is written, exit 2.
+    the example policies and their tests in policies/, example jobs in jobs/,
+    the programs they run in programs/ and the data they read in data/ (a
+    job's data location is written as that folder's absolute path). A file
+    that already exists is never overwritten without --force: nothing is
+    written, exit 2.
 
     Examples:
       meshctl init demo
@@ -62,7 +85,7 @@ def init(
         for rel, source in files.items():
             target = directory / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(source.read_bytes())
+            target.write_bytes(_localised(rel, source.read_bytes(), directory))
     except OSError as err:
         raise InvalidRequestError(f"{directory}: cannot write: {err.strerror or err}") from None
     render.say(f"Created a mesh in [bold]{directory}[/]: " + ", ".join(files))

@@ -1,7 +1,8 @@
 """``meshctl jobs logs``: a job's driver log, from its pool or from meshctl's copy
 (``meshctl.app.logs``). ``--follow`` on a job that has not started says on stderr what it
-waits for (queued, admitted, dispatched) and follows it once it runs, into its next attempts
-if it is requeued, until it ends.
+waits for (queued, and for what: the scheduler's latest decision, as ``meshctl explain``
+gives it; admitted; dispatched), again whenever that changes, and follows it once it runs,
+into its next attempts if it is requeued, until it ends.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from meshctl.app.logs import chosen, text_of, waiting_for
+from meshctl.app.logs import chosen, scheduler_says, text_of, waiting_for
 from meshctl.cli import render
 from meshctl.errors import CommandError
 
@@ -28,7 +29,8 @@ def show(context: AppContext, store: Store, record: JobRecord, number: int | Non
     mesh = context.mesh()
     attempt = chosen(store, record.id, number)
     if attempt is None:
-        render.note(f"job {record.id} has not started: {waiting_for(record, None)}")
+        why = waiting_for(record, None, scheduler_says(store, record.id))
+        render.note(f"job {record.id} has not started: {why}")
         return
     text = text_of(context, mesh, attempt)
     if text is None:
@@ -84,7 +86,8 @@ class Follower:
                 render.raw(self.decoder.decode(text[self.shown :]))
                 self.shown = len(text)
         if record.state.value in WAITING:
-            line = f"waiting for job {record.id} to start: {waiting_for(record, attempt)}"
+            why = waiting_for(record, attempt, scheduler_says(self.store, record.id))
+            line = f"waiting for job {record.id} to start: {why}"
             if line != self.said:
                 render.note(line)
                 self.said = line

@@ -299,6 +299,7 @@ def _start_agent(
         f"--node={name}", f"--gpus={int(group.gpus)}", "--host=127.0.0.1", "--port=0",
         f"--port-file={port_file}", f"--interval={agents.interval_s:g}",
         f"--disk={run_dir}", f"--min-free-gib={agents.min_free_gib:g}",
+        "--emulated",  # GPUs declared with --num-gpus: probed only through a (fake) driver
     ]  # fmt: skip
     if group.accelerator is not None and group.accelerator.vendor != "nvidia":
         args.append(f"--vendor={group.accelerator.vendor}")  # not probed with NVIDIA's tools

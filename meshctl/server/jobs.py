@@ -204,7 +204,7 @@ def logs(
     """``GET /v1/jobs/{ref}/logs``: the log of the attempt asked for (else the latest), from its
     pool or meshctl's copy, from byte ``offset`` on (``log_slice``); ``text`` null (and why)
     before the job started. ``offset`` in the answer: where the next read goes on."""
-    from meshctl.app.logs import chosen, log_slice, text_of, waiting_for
+    from meshctl.app.logs import chosen, log_slice, scheduler_says, text_of, waiting_for
 
     record = find(store, principal, ref)
     try:
@@ -212,8 +212,8 @@ def logs(
     except InvalidInput as err:
         raise not_found(str(err)) from None
     if attempt is None:
-        return {"id": record.id, "attempt": 0, "text": None, "offset": 0,
-                "waiting_for": waiting_for(record, None)}  # fmt: skip
+        why = waiting_for(record, None, scheduler_says(store, record.id))
+        return {"id": record.id, "attempt": 0, "text": None, "offset": 0, "waiting_for": why}
     text = text_of(planner.context, planner.planning()[0], attempt)
     if text is None:
         raise not_found(

@@ -76,3 +76,20 @@ def test_format_gib_round_trips(mib):
 @given(st.floats(min_value=0.001, max_value=90_000, allow_nan=False))
 def test_format_gbps_round_trips(gbps):
     assert units.parse_bandwidth_gbps(units.format_gbps(gbps)) == pytest.approx(gbps, rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("number", "noun", "plural", "said"),
+    [
+        (1, "cloud pool", None, "1 cloud pool"),  # was "preflight of 1 cloud pools"
+        (0, "cloud pool", None, "0 cloud pools"),
+        (3, "pool", None, "3 pools"),
+        (1, "process", "processes", "1 process"),
+        (35, "process", "processes", "35 processes"),
+        (1200, "instance", None, "1,200 instances"),
+    ],
+)
+def test_a_count_agrees_with_its_noun(
+    number: int, noun: str, plural: str | None, said: str
+) -> None:
+    assert units.count_of(number, noun, plural) == said

@@ -93,6 +93,7 @@ def healthy_gpu(i: int, name: str = H100) -> Gpu:
 
 BASE = Probe("n1", 0.0, 1.0, "nvidia-smi", gpus=tuple(healthy_gpu(i) for i in range(4)))
 LIMITS = Limits(expected_gpus=4, min_free_gib=5.0)
+EMULATED = replace(LIMITS, emulated=True)
 
 
 @pytest.mark.parametrize(
@@ -123,14 +124,23 @@ LIMITS = Limits(expected_gpus=4, min_free_gib=5.0)
          "/ckpt: 2.0 GiB free, under 5"),
         ({"errors": ("kernel log: dmesg failed (denied)",)}, "degraded",
          "kernel log: dmesg failed (denied)"),
+        # a driver found on an emulated node (the fake one of scripts/fake-gpu) is judged
+        ({"limits": EMULATED, "gpus": BASE.gpus[:3]}, "unhealthy",
+         "sees 3 of the 4 GPUs the node declares"),
+        ({"limits": EMULATED, "source": "none", "gpus": (),
+          "disks": (Disk("/ckpt", 2.0, 100.0),)}, "unhealthy", "/ckpt: 2.0 GiB free, under 5"),
     ],
     ids=["healthy", "a GPU missing", "a GPU lost", "XID 79", "XID 13 is the application's",
          "ECC", "retired pages", "NVLink", "throttling", "disk nearly full", "disk unreadable",
          "NIC down", "NIC up", "driver down", "no probe is unknown",
-         "no probe and a full disk", "kernel log unreadable"],
+         "no probe and a full disk", "kernel log unreadable", "emulated, a driver, a GPU missing",
+         "emulated and a full disk"],
 )  # fmt: skip
 def test_the_verdict_on_a_probe(changes: dict[str, object], verdict: str, reason: str) -> None:
-    judged = judge(replace(BASE, **changes), LIMITS)  # type: ignore[arg-type]
+    limits = changes.get("limits", LIMITS)
+    assert isinstance(limits, Limits)
+    fields = {k: v for k, v in changes.items() if k != "limits"}
+    judged = judge(replace(BASE, **fields), limits)  # type: ignore[arg-type]
     assert judged.verdict == verdict
     assert judged.reasons[:1] == ((reason,) if reason else ())
 
@@ -228,6 +238,18 @@ def test_a_node_of_another_vendor_is_not_probed_with_nvidias_tools() -> None:
     assert judged.verdict == "unknown"
     assert judged.reasons[0] == "no device probe for amd: the probe reads NVIDIA's tools only"
     assert agent.limits == Limits(expected_gpus=8, min_free_gib=5.0, vendor="amd")
+
+
+@pytest.mark.parametrize("vendor", ["nvidia", "amd"])
+def test_an_emulated_node_without_a_driver_is_healthy_and_says_its_gpus_are_emulated(
+    vendor: str,
+) -> None:
+    """The embedded pool's nodes: GPUs declared to Ray, no device and no driver. That is what
+    they are, not a fault (it was ``unknown``, and ``degraded`` where dmesg refused the user)."""
+    probe = replace(BASE, source="none", gpus=())
+    judged = judge(probe, replace(EMULATED, vendor=vendor))
+    assert (judged.verdict, judged.reasons) == ("healthy", ())
+    assert judged.notes == ("4 emulated GPUs (declared to Ray, no device): not probed",)
 
 
 SAMPLED = [13, 31, 43, 45, 48, 63, 64, 74, 79, 92, 94, 95]

@@ -244,3 +244,43 @@ def test_the_fake_driver_is_found_first_on_the_path(fake_gpus: Path) -> None:
         os.environ["PATH"] = path
     assert isinstance(source, SmiSource)
     assert source.command == str(FAKE / "nvidia-smi")
+
+
+REFUSING_DMESG = """#!/bin/sh
+echo "dmesg: read kernel buffer failed: Operation not permitted" >&2
+exit 1
+"""
+
+
+@pytest.mark.parametrize(
+    ("emulated", "verdict", "reasons"),
+    [
+        (True, "healthy", []),
+        (False, "degraded", [
+            "kernel log: dmesg refused this user (dmesg: read kernel buffer failed: Operation "
+            "not permitted), so XIDs are not watched; run the agent as root, or name a log it "
+            "can read with --kernel-log",
+            "no GPU probe: no NVIDIA driver library and no nvidia-smi on this node",
+        ]),
+    ],
+    ids=["emulated: nothing to probe, the log not read", "declared real: the refusal named"],
+)  # fmt: skip
+def test_a_node_without_a_driver_where_dmesg_refuses_the_user(
+    emulated: bool,
+    verdict: str,
+    reasons: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a user saw on the embedded mesh: every node ``degraded``, because dmesg refuses a
+    user who is not root (kernel.dmesg_restrict) and the agent read the kernel log for XIDs of
+    GPUs that are emulated. The dmesg here is a stand-in that answers as the real one does to
+    such a user (this machine runs the tests as root); nothing else on the PATH."""
+    (tmp_path / "dmesg").write_text(REFUSING_DMESG)
+    (tmp_path / "dmesg").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    from meshctl.cli.agent_cmd import _agent
+
+    agent = _agent("n1", 4, [str(tmp_path)], None, None, 0.0, no_nvml=True, emulated=emulated)
+    answer = agent.answer()
+    assert (answer["verdict"], answer["reasons"]) == (verdict, reasons)

@@ -16,11 +16,13 @@ import pytest
 from typer.testing import CliRunner
 
 from meshctl.app.context import AppContext
+from meshctl.app.explain import stored as explain_stored
 from meshctl.cli import jobview
 from meshctl.cli.app import app
 from meshctl.cli.joblogs import Follower
 from meshctl.controller.deciding.world import JobView
 from meshctl.controller.logs import copy_path
+from meshctl.scheduler.plan import Decision as SchedulerDecision
 from meshctl.state import Decision, Event, JobState, open_store
 from meshctl.state.private import private_dir, write_private
 
@@ -263,3 +265,51 @@ def test_follow_of_a_finished_job_prints_it_and_returns(cli: CliRunner, tmp_path
     copied(home, "done", 1, b"the end\n")
     result = cli.invoke(app, ["jobs", "logs", "done", "-f"])
     assert (result.exit_code, result.stdout) == (0, "the end\n")
+
+
+def recorded(job_id: str, decided: SchedulerDecision, at_s: float) -> Decision:
+    """A scheduler's decision as the controller records it (``controller/apply.py``)."""
+    explanation = {"summary": decided.summary(), **decided.explanation()}
+    return Decision(at_s, job_id, decided.status, "", explanation)
+
+
+QUOTA = SchedulerDecision("j", "pending", "team search over quota: 9 GPUs > 8 + 0 borrowable")
+
+
+def test_follow_says_what_a_queued_job_waits_for_as_explain_does(
+    cli: CliRunner, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job held by its team's quota: ``logs -f`` says the scheduler's latest decision, the
+    words ``explain`` gives, again when it changes, and nothing stale once placed."""
+    home = tmp_path / "home"
+    pending = job("j")
+    stored(home, pending)
+    context = AppContext(home, None, None)
+    with open_store(home) as store:
+        store.record_decision(recorded("j", QUOTA, NOW))
+        said = explain_stored(context, store, pending.record)["decision"]["summary"]
+        shown = cli.invoke(app, ["jobs", "logs", "j"])
+        follower = Follower(context, store, "j", None, mesh=context.mesh())
+        follower.step(pending.record, None)
+        follower.step(pending.record, None)  # the same wait is said once
+        burst = SchedulerDecision("j", "provisioning", notes=["burst to aws-burst: g6.xlarge"])
+        store.record_decision(recorded("j", burst, NOW + 5))
+        follower.step(pending.record, None)
+        store.record_decision(recorded("j", SchedulerDecision("j", "placed"), NOW + 9))
+        follower.step(replace(pending.record, state=JobState.REQUEUED), None)
+    _, err = capsys.readouterr()
+    assert said == "pending: team search over quota: 9 GPUs > 8 + 0 borrowable"
+    assert (shown.exit_code, shown.stderr) == (
+        0,
+        (
+            "job j has not started: it is queued (pending): team search over quota: 9 GPUs > 8 + "
+            "0 borrowable\n"
+        ),
+    )
+    assert err.splitlines() == [
+        "waiting for job j to start: it is queued (pending): team search over quota: 9 GPUs > "
+        "8 + 0 borrowable",
+        "waiting for job j to start: it is queued (pending): provisioning; burst to aws-burst: "
+        "g6.xlarge",
+        "waiting for job j to start: it is queued again (requeued)",
+    ]
