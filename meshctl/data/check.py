@@ -2,8 +2,9 @@
 the sizes a job gives, without reading any source).
 
 Each location a node's cache can read (``sources``: an absolute folder, ``file://``,
-``s3://``, ``gs://``; anything else, such as ``onprem:/data/x``, is not listed) is listed at
-its source: nothing there is an error naming the file, the line and the field. A source that
+``s3://``, ``gs://``) is listed at its source: nothing there is an error naming the file, the
+line and the field. Any other location (``onprem:/data/x``) is a warning: no node caches it,
+and the job must read it itself. A source that
 cannot be reached from here (no credentials, no route, no answer in time) is a warning, not a
 refusal: the machine that submits is not the nodes, whose agents may well reach it (an
 instance role, a private endpoint); if they cannot either, the job reads from the source and
@@ -40,6 +41,7 @@ from meshctl.problems import Problem
 TIMEOUT_S = 5.0  # for all of a job's locations together: a listing, not a fetch
 START_S = 30.0  # the child's start-up (Python, pyarrow) on a loaded machine, beyond TIMEOUT_S
 GIB = 1024**3
+READ = "an absolute folder, file://, s3:// or gs://"  # what the node caches read (``sources``)
 SKIP_FLAG = "--no-data-check"  # the submit flag that lists nothing (said in the errors)
 
 
@@ -112,6 +114,9 @@ def problems(
     errors: list[Problem] = []
     warnings: list[Problem] = []
     for i, dataset in enumerate(job.spec.data):
+        if not checkable(dataset.location):
+            said = f"{dataset.location} is not a location the node caches read ({READ}): "
+            warnings.append(_problem(loaded, i, "location", said + "the job reads it itself"))
         found = seen.get(i)
         message = _source_problem(dataset, found, timeout_s)
         unsure = found is not None and found.outcome in (Outcome.SLOW, Outcome.UNREACHABLE)
@@ -241,8 +246,12 @@ def _look_here(datasets: Sequence[Mapping[str, str | None]], timeout_s: float) -
 
 
 def main() -> None:
-    """The child: a request as JSON on stdin, what was seen as JSON on stdout. It ends
-    without waiting for what is still in flight (``os._exit``)."""
+    """The child: a request as JSON on stdin, what was seen as JSON on stdout. What the
+    listing imports (pyarrow's file systems: a second or more on a loaded machine) is imported
+    before the deadline starts, so the deadline is the sources' alone. It ends without
+    waiting for what is still in flight (``os._exit``)."""
+    import meshctl.data.sources  # noqa: F401  # pyarrow: start-up (START_S), not the deadline's
+
     request = json.loads(sys.stdin.read())
     seen = _look_here(request["datasets"], float(request["timeout_s"]))
     rows = [{"outcome": s.outcome.value, "size_bytes": s.size_bytes, "why": s.why} for s in seen]

@@ -292,6 +292,16 @@ def test_the_rule(
     ]
 
 
+def test_a_location_no_cache_reads_is_a_warning_naming_its_line(world: Path) -> None:
+    code, err = submit(world, job_text("onprem:/data/corpus"))
+    assert code == 0, err
+    assert err.splitlines()[0] == (
+        f"warning: {world}/job.yaml:{LOCATION_LINE}: spec.data[0].location: onprem:/data/corpus "
+        "is not a location the node caches read (an absolute folder, file://, s3:// or gs://): "
+        "the job reads it itself"
+    )
+
+
 @pytest.mark.parametrize(
     ("location", "listed"),
     [
