@@ -43,6 +43,7 @@ from meshctl.state.private import open_private
 
 POLL_S = 1.0  # how often the server looks whether its parent is gone
 LOCK_POLL_S = 0.1  # how often a server waiting for the lock tries it again
+BACKLOG = 128  # connections queued while the server is busy or not yet accepting
 MAX_BODY_BYTES = 128 * 2**20  # as ``meshctl server --max-upload``'s default
 log = logging.getLogger("meshctl.server")
 
@@ -80,11 +81,18 @@ def application(context: AppContext) -> Any:
 
 
 def listen(app: Any, path: Path, parent: int) -> None:
+    """Serve on ``path``. The socket is bound under a name of its own and listening before it
+    takes ``path``'s name, so that a socket at ``path`` always takes connections (queued
+    until the server accepts them): a caller that finds it never falls back for a moment."""
     path.unlink(missing_ok=True)  # a socket left by a server that was killed
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with reachable(path) as address:
+    binding = path.with_name(f".{path.name}.{os.getpid()}")
+    binding.unlink(missing_ok=True)
+    with reachable(binding) as address:
         listener.bind(address)
-    os.chmod(path, 0o600)
+    os.chmod(binding, 0o600)
+    listener.listen(BACKLOG)
+    os.replace(binding, path)
     signal.signal(signal.SIGTERM, _leaving)
     try:
         asyncio.run(_serve(app, listener, parent, path))
