@@ -50,26 +50,30 @@ start_moto() {
 # made): checkpoints in the story's folder; aws-burst on moto_server, idle after 6 s instead of
 # 10 min; best-effort work bursts when its expected wait is over 5 s instead of ten minutes (the
 # shipped policies, tested in part 1, say ten minutes); a job on a node found unhealthy has 8 s
-# to checkpoint instead of 30 (the example loop looks for the request every 2 s). $1: `dataset`:
-# the gang job's dataset, 32 MiB on S3 (moto), not the 2 TiB of the real corpus; `no-head`:
-# aws-burst without a head of its own (the scaffold's m7i.large), its first instance its head:
-# one instance to boot, not two.
+# to checkpoint instead of 30 (the example loop looks for the request every 2 s); the agents
+# probe every 5 s instead of 2 (a probe runs the fake driver's nvidia-smi and dmesg, Python
+# scripts: about 0.5 s of CPU a probe here, where a real nvidia-smi costs little).
+# $1: `dataset`: the gang job's dataset, 32 MiB on S3 (moto), not the 2 TiB of the real corpus;
+# `no-head`: aws-burst without a head of its own (the scaffold's m7i.large), its first instance
+# its head: one instance to boot, not two.
 mesh_for_the_run() {
   "$py" - "$port" "$dir" "${1:-}" <<'PY'
 import socket, sys, time
 port, where, dataset = sys.argv[1], sys.argv[2], sys.argv[3] == "dataset"
 own_head = sys.argv[3] != "no-head"
 endpoint = f"http://127.0.0.1:{port}"
+PROBES = "agents: {interval_s: 5s}"  # the fake driver is Python: a probe costs 0.5 s of CPU here
 text = open("mesh.yaml").read()
 # checkpoints of this run stay in this run's folder
 text = text.replace("file:///tmp/meshctl/checkpoints", f"file://{where}/checkpoints")
 aws, end = text.index("- name: aws-burst"), text.index("- name: gcp-burst")
-block = text[aws:end].replace("idle_minutes: 10", f"idle_minutes: 0.1\n      endpoint_url: {endpoint}")
+block = text[aws:end].replace(
+    "idle_minutes: 10", f"idle_minutes: 0.1\n      endpoint_url: {endpoint}\n      {PROBES}")
 if own_head is False:  # the pool's first instance is its head: one instance to boot, not two
     block = "".join(l for l in block.splitlines(True) if "head_node_type:" not in l)
 text = text[:aws] + block + text[end:]
 storage = text.index("checkpoint_storage:")  # the first: onprem's
-text = text[:storage] + "graces: {unhealthy_s: 8s}\n      " + text[storage:]
+text = text[:storage] + f"graces: {{unhealthy_s: 8s}}\n      {PROBES}\n      " + text[storage:]
 open("mesh.yaml", "w").write(text)
 burst = open("policies/burst.yaml").read().replace("> 600.0", "> 5.0", 1)  # best-effort only
 open("policies/burst.yaml", "w").write(burst)
