@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-dev
 # torch comes as torch==2.13.0 (a CPU build on this kind of machine) through the train extra.
 EXTRAS ?= dev,ray,aws,gcp,train,sim,agent,serve,server,postgres
 
-.PHONY: install demo sim check test lint unit integration bench clean
+.PHONY: install demo tour sim check test lint unit integration bench clean
 
 install: $(STAMP)
 
@@ -19,8 +19,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	@touch $(STAMP)
 
+# The main story (scripts/demo.sh), and the longer ones (scripts/tour.sh: a gang job's data
+# through the node caches, a node lost under training, the shared API server, an inference surge).
 demo: $(STAMP)
 	MESHCTL=$(MESHCTL) bash scripts/demo.sh
+
+tour: $(STAMP)
+	MESHCTL=$(MESHCTL) bash scripts/tour.sh
 
 # The simulator's example: two policy sets on a 10,000-GPU mesh over the Philly trace
 # (examples/sim/README.md); report.json and charts per policy set in sim-out/.

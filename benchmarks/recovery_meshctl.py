@@ -67,21 +67,23 @@ class Mesh:
         check: bool = True,
         env: dict[str, str] | None = None,
         timeout_s: float = DEADLINE_S + 60,
+        shown: bool = False,
     ) -> subprocess.CompletedProcess[str]:
-        """``env``: more environment (the rest is this one's, less Ray's own settings)."""
+        """``env``: more environment (the rest is this one's, less Ray's own settings);
+        ``shown``: what it prints goes to this one's stderr as it comes (a slow ``up``)."""
         base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
         done = subprocess.run(
             [sys.executable, "-m", "meshctl", *args],
-            capture_output=True,
+            stdout=2 if shown else subprocess.PIPE,  # shown: both to this one's fd 2
+            stderr=None if shown else subprocess.PIPE,
             text=True,
             cwd=self.work,
             env={**base, "MESHCTL_HOME": str(self.home), **(env or {})},
             timeout=timeout_s,
         )
         if check and done.returncode != 0:
-            raise SystemExit(
-                f"meshctl {' '.join(args)} exited {done.returncode}:\n{done.stdout}{done.stderr}"
-            )
+            said = "" if shown else f":\n{done.stdout}{done.stderr}"
+            raise SystemExit(f"meshctl {' '.join(args)} exited {done.returncode}{said}")
         return done
 
     def show(self, job_id: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ worker); the traffic falls, the replica goes, the loan closes and the training j
 to two. The suite's test (tests/integration/serve/test_surge.py) plays the same story stage by
 stage (``Surge``), each stage ending on the event it waits for instead of a fixed schedule.
 
-Printed (and with ``--json``, one line):
+Printed as labelled lines, rounded (``p50 228 ms``); with ``--json``, one line of data:
 
 - ``surge_to_serving_s``: from the surge to Serve reporting a second replica running;
 - ``shrink_s``: from the loan opening to the training job running again on one node;
@@ -32,10 +32,12 @@ Printed (and with ``--json``, one line):
   ``checkpoint_every_steps``, the most one resize should lose;
 - ``requests_failed`` and ``requests_total``: every request of the load, failures counted
   (an HTTP error, a refused connection, no answer in 120 s: a request queued behind a busy
-  replica waits, it is not dropped); ``p50_ms`` / ``p99_ms`` over all, from when each was due.
+  replica waits, it is not dropped); ``p50_ms`` / ``p99_ms`` over all, from when each was due
+  (to 0.1 ms).
 
 Takes about five minutes on a 2-core machine, most of it starting the cluster, the training
-job and Serve. Exits 1 when the surge does not play out (no loan, no growth) in time.
+job and Serve; what it is doing and waiting for goes to stderr as it goes, a line at least
+every 10 s. Exits 1 when the surge does not play out (no loan, no growth) in time.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEADLINE_S = 240.0
 BASE_RPS, SURGE = 2.5, 8
 REQUEST_TIMEOUT_S = 120.0  # queued is not dropped: a request fails on an error, or past this
+PROGRESS_EVERY_S = 10.0
 CHECKPOINT_EVERY = 10
 MESH = """\
 apiVersion: meshctl/v1
@@ -122,13 +125,25 @@ spec:
 """
 
 
+def progress(line: str) -> None:
+    """A line on stderr: the story as it goes (stdout keeps the figures, or the JSON)."""
+    print(f"surge: {line}", file=sys.stderr, flush=True)
+
+
 def wait(what: str, check: Callable[[], Any], deadline_s: float = DEADLINE_S) -> Any:
-    """Poll ``check`` every half second until it answers (not None or False)."""
-    end = time.monotonic() + deadline_s
+    """Poll ``check`` every half second until it answers (not None or False); say what it
+    waits for, a line every ``PROGRESS_EVERY_S`` while it does, and how long it took."""
+    started = time.monotonic()
+    end, told = started + deadline_s, started
+    progress(f"waiting for {what} ...")
     while time.monotonic() < end:
         found = check()
         if found:
+            progress(f"  {what}: after {time.monotonic() - started:.0f} s")
             return found
+        if time.monotonic() - told >= PROGRESS_EVERY_S:
+            progress(f"  still waiting for {what}: {time.monotonic() - started:.0f} s")
+            told = time.monotonic()
         time.sleep(0.5)
     raise SystemExit(f"surge: {what}: not within {deadline_s:g} s")
 
@@ -158,8 +173,13 @@ class Load:
     def stop(self) -> None:
         self._stop.set()
 
-    def result(self) -> loadgen.LoadResult:
-        self._thread.join()
+    def result(self, tell: Callable[[], str] | None = None) -> loadgen.LoadResult:
+        """Every request's outcome, once the last has its answer; ``tell``: what to say every
+        ``PROGRESS_EVERY_S`` meanwhile."""
+        while self._thread.is_alive():
+            self._thread.join(PROGRESS_EVERY_S)
+            if tell is not None and self._thread.is_alive():
+                progress(tell())
         (done,) = self._done
         return done
 
@@ -186,7 +206,10 @@ class Surge:
         reads it) every 2 s instead of Ray's 10 s: the surge is seen sooner. Ray reads the
         setting from the environment its nodes start in, which ``up`` passes on."""
         args = ["--mesh", str(self.mesh.work / "mesh.yaml"), "up", "--interval", "0.5"]
-        self.mesh.run(*args, env={"RAY_metrics_report_interval_ms": "2000"})
+        progress("meshctl up: a local Ray cluster of three 1-GPU nodes and the controller ...")
+        started = time.monotonic()
+        self.mesh.run(*args, env={"RAY_metrics_report_interval_ms": "2000"}, shown=True)
+        progress(f"  up after {time.monotonic() - started:.0f} s")
 
     def down(self) -> None:
         self.mesh.run("down", "--force", check=False)
@@ -194,11 +217,13 @@ class Surge:
     def start_training(self) -> None:
         """Submit the elastic training job; wait for it on two nodes."""
         self.train = self.mesh.run("submit", "train.yaml").stdout.strip().splitlines()[-1]
+        progress(f"submitted {self.train}: elastic training, 1 to 2 workers")
         wait("the training job on two nodes", lambda: self.running_on(2))
 
     def start_service(self) -> None:
         """Submit the service; wait for it running, on one replica."""
         self.service = self.mesh.run("submit", "service.yaml").stdout.strip().splitlines()[-1]
+        progress(f"submitted {self.service}: a Ray Serve service of 1 to 2 replicas")
         wait("the service running", lambda: self.mesh.show(self.service)["state"] == "running")
         port = serve_ports(self.mesh.home)["onprem"]
         self.url = f"http://127.0.0.1:{port}/classify"
@@ -275,8 +300,16 @@ def surge(story: Surge, args: argparse.Namespace) -> dict[str, Any]:
     started = time.time()
     load = story.load(schedule)
     surge_at = started + schedule[0][0]
+    progress(f"traffic: {phases(schedule)}")
     serving_at = wait("a second replica serving", lambda: story.replicas() >= 2 and time.time())
-    done = load.result()
+    length_s = sum(d for d, _ in schedule)
+
+    def tell() -> str:
+        at = time.time() - started
+        replicas = story.replicas()
+        return f"  traffic at {min(at, length_s):.0f} s of {length_s:g} s: {replicas} replica(s)"
+
+    done = load.result(tell)
     wait("the training job back on two nodes", lambda: story.running_on(2))
     resized = story.resized(started)
     opened, closed = resized["opened"], resized["closed"]
@@ -300,8 +333,8 @@ def surge(story: Surge, args: argparse.Namespace) -> dict[str, Any]:
         "grow_grace_s": args.grow_grace_s,
         "requests_failed": done.failed,
         "requests_total": done.total,
-        "p50_ms": done.p50_ms,
-        "p99_ms": done.p99_ms,
+        "p50_ms": None if done.p50_ms is None else round(done.p50_ms, 1),
+        "p99_ms": None if done.p99_ms is None else round(done.p99_ms, 1),
         "failures": done.failures,
     }
 
@@ -324,8 +357,46 @@ def main() -> None:
     if args.json:
         print(json.dumps(figures))
         return
-    for key, value in figures.items():
-        print(f"{key:>24}: {value}")
+    for label, value in report(figures):
+        print(f"{label:>34}  {value}")
+
+
+def phases(schedule: list[tuple[float, float]]) -> str:
+    """``15 s at 2.5/s, 60 s at 20/s, 40 s at 2.5/s``."""
+    return ", ".join(f"{d:g} s at {rps:g}/s" for d, rps in schedule)
+
+
+def seconds(value: float | None, after: str = "") -> str:
+    return "-" if value is None else f"{value:.1f} s{after}"
+
+
+def ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} ms"
+
+
+def report(figures: dict[str, Any]) -> list[tuple[str, str]]:
+    """The figures as labelled lines, rounded, for people (``--json`` has them as data)."""
+    phase, lost = figures["phases_s"], figures["training_steps_lost"]
+    rates = (BASE_RPS, BASE_RPS * SURGE, BASE_RPS)
+    traffic = list(zip((phase["base"], phase["surge"], phase["after"]), rates, strict=True))
+    every = f"a checkpoint every {figures['checkpoint_every_steps']} steps"
+    failures = ", ".join(f"{n} {why}" for why, n in figures["failures"].items())
+    failed = f"{figures['requests_failed']} failed" + (f" ({failures})" if failures else "")
+    return [
+        ("traffic", phases(traffic)),
+        ("surge to a second replica serving", seconds(figures["surge_to_serving_s"])),
+        ("training shrunk to one node", seconds(figures["shrink_s"], " after the loan opened")),
+        ("training grown back to two", seconds(figures["grow_back_s"], " after the loan closed")),
+        ("training steps lost", f"{'-' if lost is None else lost} ({every})"),
+        ("resizes", str(figures["resizes"])),
+        ("requests", f"{figures['requests_total']:,}, {failed}"),
+        (
+            "latency from when each was due",
+            f"p50 {ms(figures['p50_ms'])}, p99 {ms(figures['p99_ms'])}",
+        ),
+        ("service downscale delay", f"{figures['downscale_s']:g} s"),
+        ("pool grow grace", f"{figures['grow_grace_s']:g} s"),
+    ]
 
 
 if __name__ == "__main__":
