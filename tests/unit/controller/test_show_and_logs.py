@@ -109,7 +109,7 @@ def test_resources_read_as_people_write_them(resources: dict[str, object], text:
                 "workers_per_node": 2,
                 "min_workers": 2,
                 "max_failures": 0,
-                "hang_timeout": 600.0,
+                "hang_timeout_s": 600.0,  # a job document's train (app.shapes)
             },
             2,
             "loop m:f, 4 workers (2 on each of 2 nodes), elastic down to 2, no failure "
