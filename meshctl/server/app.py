@@ -26,7 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.routing import Route
 
-from meshctl.errors import Failure, InvalidInput
+from meshctl.errors import Failure, InvalidInput, NotAllowedError, NotFoundError
 from meshctl.problems import InvalidFileError
 from meshctl.server.errors import ApiError
 from meshctl.server.identity import Authenticator
@@ -95,6 +95,14 @@ def _handlers(app: FastAPI) -> None:
         located = [{"file": p.path, "line": p.line, "field": p.field or None,
                     "message": p.message} for p in err.problems]  # fmt: skip
         return JSONResponse({"error": str(err.problems[0]), "problems": located}, 422)
+
+    @app.exception_handler(NotFoundError)  # the most specific handler answers (by the MRO)
+    async def not_found(_: Request, err: NotFoundError) -> JSONResponse:
+        return answer(404, str(err))
+
+    @app.exception_handler(NotAllowedError)
+    async def not_allowed(_: Request, err: NotAllowedError) -> JSONResponse:
+        return answer(403, str(err))
 
     @app.exception_handler(StoreError)
     async def store_error(_: Request, err: StoreError) -> JSONResponse:

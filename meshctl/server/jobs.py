@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from meshctl.errors import InvalidInput, InvalidRequestError
+from meshctl.errors import InvalidInput, InvalidRequestError, NotAllowedError
 from meshctl.server.access import Verb, administrative, charged_team, reaches
 from meshctl.server.errors import ApiError, forbidden, invalid, not_found
 from meshctl.server.identity import Principal
@@ -176,10 +176,8 @@ def cancel(context: Any, store: Store, principal: Principal, ref: str) -> dict[s
 
     try:
         job = find(store, principal, ref)
-    except ApiError as err:
-        if err.status == 403:
-            raise refuse(store, principal, Verb.JOBS_CANCEL, ref, err.message) from None
-        raise
+    except NotAllowedError as err:
+        raise refuse(store, principal, Verb.JOBS_CANCEL, ref, str(err)) from None
     audited = administrative(principal, Verb.JOBS_CANCEL, job)
     entry = audit_entry(principal, Verb.JOBS_CANCEL, job.id, "allowed", owner=job.owner)
     row = cancel_one(store, job.id, by=principal.name, also=[entry] if audited else [])
