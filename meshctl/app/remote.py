@@ -303,9 +303,10 @@ def logout(home: Path) -> bool:
     return True
 
 
-def pack(folder: Path, ignored: Sequence[str]) -> str:
+def pack(folder: Path, ignored: Sequence[str], left_out: Sequence[Path] = ()) -> str:
     """A folder as the body's ``working_dir``: base64 of a gzipped tar of its contents, less
-    what matches ``ignored`` (the patterns a local submission leaves out too)."""
+    what matches ``ignored`` (the patterns a local submission leaves out too) and the folders
+    ``left_out`` (``packing.archive``)."""
     from meshctl.host.packing import archive
 
-    return base64.b64encode(archive(folder, ignored)).decode()
+    return base64.b64encode(archive(folder, ignored, left_out)).decode()

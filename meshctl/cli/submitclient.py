@@ -182,16 +182,17 @@ def send(home: Path, body: dict[str, Any], folder: Path | None, *, local: bool) 
 
     server = remote(home)
     if server is not None:
-        return server.post(JOBS, packed(body, folder))
+        return server.post(JOBS, packed(body, folder, home))
     api = LocalApi(api_socket(home))
     if not local or not api.socket.exists():
         return None
-    return api.post(JOBS, packed(body, folder))
+    return api.post(JOBS, packed(body, folder, home))
 
 
-def packed(body: dict[str, Any], folder: Path | None) -> dict[str, Any]:
-    """The body with the job's folder in it (``remote.pack``); a job document's own
-    ``working_dir`` goes: the folder is the one sent."""
+def packed(body: dict[str, Any], folder: Path | None, home: Path) -> dict[str, Any]:
+    """The body with the job's folder in it (``remote.pack``), less meshctl's home where it
+    lies inside (``--home ./state``: its uploads and packages are never a job's files); a job
+    document's own ``working_dir`` goes: the folder is the one sent."""
     if folder is None:
         return body
     from meshctl.app.remote import pack
@@ -202,7 +203,7 @@ def packed(body: dict[str, Any], folder: Path | None) -> dict[str, Any]:
     if "job" in body:
         spec = {k: v for k, v in body["job"].get("spec", {}).items() if k != "working_dir"}
         body = {**body, "job": {**body["job"], "spec": spec}}
-    return {**body, "working_dir": pack(folder, IGNORED)}
+    return {**body, "working_dir": pack(folder, IGNORED, [home])}
 
 
 def failed(err: MeshctlError, output: str) -> int:

@@ -15,13 +15,19 @@ IGNORED = (".git", "__pycache__", ".venv", "venv", "node_modules", "*.pyc", ".my
 """What a job's folder leaves out, wherever it goes (copied, packed, uploaded)."""
 
 
-def archive(folder: Path, ignored: Sequence[str] = ()) -> bytes:
+def archive(folder: Path, ignored: Sequence[str] = (), left_out: Sequence[Path] = ()) -> bytes:
     """A folder's contents as a gzipped tar, less what matches ``ignored`` (``fnmatch``
-    patterns, each tried on every part of a member's path)."""
+    patterns, each tried on every part of a member's path) and less the folders ``left_out``
+    (meshctl's own home where it lies inside the folder: never shipped with a job, whose
+    uploads would otherwise travel again with every submission)."""
+    folder = folder.resolve()
+    skipped = [p.resolve() for p in left_out]
 
     def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         parts = Path(info.name).parts
-        return None if any(fnmatch(p, pat) for p in parts for pat in ignored) else info
+        if any(fnmatch(p, pat) for p in parts for pat in ignored):
+            return None
+        return None if any((folder / info.name).is_relative_to(s) for s in skipped) else info
 
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:

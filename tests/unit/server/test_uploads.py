@@ -38,6 +38,20 @@ def test_a_folder_round_trips_less_what_a_submission_leaves_out(tmp_path: Path) 
     assert not unpacked.exists()
 
 
+def test_meshctl_s_home_inside_the_folder_never_travels_with_the_job(tmp_path: Path) -> None:
+    # --home ./state: the home's uploads would otherwise go again with every submission
+    source = tmp_path / "src"
+    (source / "state" / "uploads" / "a1").mkdir(parents=True)
+    (source / "state" / "uploads" / "a1" / "train.py").write_text("old\n")
+    (source / "stateful.py").write_text("kept\n")  # a sibling whose name starts alike
+    (source / "train.py").write_text("new\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    unpacked = unpack(pack(source, IGNORED, [source / "state"]), home, 2**20)
+    files = sorted(str(p.relative_to(unpacked)) for p in unpacked.rglob("*") if p.is_file())
+    assert files == ["stateful.py", "train.py"]
+
+
 def _tar(*members: tuple[tarfile.TarInfo, bytes]) -> str:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
