@@ -373,7 +373,10 @@ def environment(cluster: LocalCluster) -> dict[str, str]:
         PATH=bin_dir + os.pathsep + env.get("PATH", ""),
     )
     env.pop("RAY_AUTH_TOKEN", None)
-    env.pop("RAY_ADDRESS", None)
+    # Each process of the cluster's nodes, and so each worker, finds its own cluster: Ray's
+    # tools inside a job (Ray Train's placement group cleaner on the head, the State API)
+    # otherwise look for one on the machine and fail when meshctl runs several there.
+    env["RAY_ADDRESS"] = cluster.gcs
     return env
 
 
