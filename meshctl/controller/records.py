@@ -147,9 +147,12 @@ class Recorder:
                 detail, events = current.detail, []
                 if detail.first_seen_s is None:
                     detail = replace(detail, first_seen_s=now)
+                said = {"pool": pool, "node": node.name}
                 if current.resources.get("alive") and not node.alive:  # a node lost
                     detail = replace(detail, failures=detail.failures + 1)
-                    events.append(Event(now, "node.lost", None, f"{key}: dead", {"pool": pool}))
+                    events.append(Event(now, "node.lost", None, f"{key}: dead", said))
+                elif node.alive and current.resources.get("alive") is False:  # back again
+                    events.append(Event(now, "node.back", None, f"{key}: alive again", said))
                 changed = replace(
                     current, labels=labels, resources=resources, detail=detail, updated_at_s=now
                 )

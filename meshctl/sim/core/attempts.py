@@ -96,6 +96,7 @@ class Attempts:
         result.backfilled += start.backfill
         state.totals.backfill_starts += start.backfill
         result.pools.add(start.pool)
+        result.last_pool = start.pool
         if result.first_start_s is None:
             result.first_start_s = state.now
         state.clock.push(state.now + seg.wall_s, Kind.FINISH, JobEvent(job_id, state.tokens))

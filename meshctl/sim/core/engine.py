@@ -22,8 +22,9 @@ I/O, no wall clock; randomness from streams seeded by ``(seed, purpose)``.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from meshctl.lifecycle.cycle import cycle
@@ -195,7 +196,7 @@ class Engine:
         """The job file a trace job stands for; one per (name, kind, criticality, team, shape
         and limits): jobs alike share one, and one verdict per cycle."""
         state = self.state
-        key = (
+        key: tuple[Any, ...] = (
             job.name,
             job.kind,
             job.criticality,
@@ -209,10 +210,14 @@ class Engine:
             job.serve,
             job.data,
         )
+        if job.document is not None:  # replayed: its own file, shared by the same file only
+            key = (_canonical(job.document),)
         found = self._classes.get(key)
         if found is None:
             c = state.config
-            document = job_document(job, c.cpus_per_gpu, c.memory_gib_per_gpu, state.gang_domain)
+            document = job.document or job_document(
+                job, c.cpus_per_gpu, c.memory_gib_per_gpu, state.gang_domain
+            )
             model = Job.model_validate(document)
             priority = 0
             if state.policies is not None:
@@ -282,3 +287,8 @@ def simulate(
     progress: Progress | None = None,
 ) -> Result:
     return Engine(mesh, jobs, config, policies).run(progress)
+
+
+def _canonical(document: Mapping[str, Any]) -> str:
+    """A job file as one string: files alike are one class (one verdict per cycle)."""
+    return json.dumps(document, sort_keys=True, default=str)

@@ -28,6 +28,7 @@ class JobResult:
     rejected: str | None = None
     failed_reason: str | None = None  # failed for good (deadline, max_runtime, max_restarts)
     pools: set[str] = field(default_factory=set)
+    last_pool: str | None = None  # the pool of its latest attempt
     attempts: int = 0
     preempted: int = 0
     resized: int = 0  # an elastic job: stopped to lend nodes or to grow back

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from meshctl.sim.core.data import SimData
@@ -54,6 +54,9 @@ class SimJob:
     # traffic asks for (``sim/services.py``); ``duration_s`` is not used.
     serve: SimServe | None = None
     data: SimData | None = None  # the dataset it reads (``data.py``), when data is modelled
+    # A job replayed from a mesh's history (``replay.py``): the job file it was submitted
+    # with, which stands for it in place of ``job_document`` (its labels, data, classes).
+    document: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def total_gpus(self) -> float:
