@@ -29,6 +29,7 @@ from meshctl.errors import InvalidRequestError
 if TYPE_CHECKING:
     from meshctl.app.context import AppContext
     from meshctl.model import Catalog, Mesh
+    from meshctl.model.job import Job
     from meshctl.policy.compiled import PolicySet
     from meshctl.sim.core.config import SimConfig, SimMesh
     from meshctl.sim.core.replay import History
@@ -39,6 +40,7 @@ DAY_S = 86_400.0
 BYTES_PER_JOB = 48 * 1024  # a job's records read, and its state in two replays (measured)
 SERVE = "services (a service's replicas follow its traffic, which the history lacks)"
 CANCELLED = "cancelled before they started"
+UNREADABLE = "job files this meshctl cannot read (written for another version)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,7 @@ def policy_diff(context: AppContext, request: DiffRequest) -> dict[str, Any]:
     """The report (docs/JSON.md ``PolicyDiff``). Invalid sets, an unknown ref, a window with
     no history or a history too large to hold are refused (InvalidFileError,
     InvalidRequestError) before anything is replayed."""
+    from meshctl.jsondata import timestamp
     from meshctl.sim.core.engine import simulate
     from meshctl.sim.core.replay_diff import compare
 
@@ -86,6 +89,12 @@ def policy_diff(context: AppContext, request: DiffRequest) -> dict[str, Any]:
     report = compare(history, runs[0], runs[1], sim, rules)
     if request.trace is not None:
         report["fidelity"] = None
+    window = report["window"]
+    report["window"] = {
+        "start_at": timestamp(window["start_s"]),
+        "end_at": timestamp(window["end_s"]),
+        "days": window["days"],
+    }
     return {
         "base": {"policies": base_label, "policy_hash": base.content_hash},
         "head": {"policies": str(head_dir), "policy_hash": head.content_hash},
@@ -144,11 +153,16 @@ def read_history(store: Store, start_s: float, end_s: float) -> History:
         if not started and job.state == JobState.CANCELLED:
             left_out[CANCELLED] += 1
             continue
+        model = _read(job.spec)
+        if model is None:
+            left_out[UNREADABLE] += 1
+            continue
         held = sum(min(a.ended_at_s or end_s, end_s) - (a.started_at_s or 0.0) for a in started)
         recorded.append(
             RecordedJob(
                 id=job.id,
                 document=job.spec,
+                job=model,
                 submitted_s=job.submitted_at_s,
                 runtime_s=held if started else None,
                 pool=mine[-1].pool if started else None,
@@ -186,6 +200,18 @@ def _provision(store: Store, start_s: float, end_s: float) -> dict[str, float]:
         if first is not None and first >= launched:
             took[instance.pool].append(first - launched)
     return {pool: statistics.median(times) for pool, times in took.items()}
+
+
+def _read(document: Any) -> Job | None:
+    """A stored job file, read as a job file is; None when this meshctl cannot read it."""
+    from pydantic import ValidationError
+
+    from meshctl.model.job import Job
+
+    try:
+        return Job.model_validate(document)
+    except ValidationError:
+        return None
 
 
 def _world_events(
@@ -305,7 +331,8 @@ def _trace_run(
     ready = prepare(spec, mesh, catalogs)
     window_s = ready.config.until_s or request.since_s
     jobs = tuple(
-        RecordedJob(j.id, {}, j.arrival_s, j.duration_s, None, None, "trace") for j in ready.jobs
+        RecordedJob(j.id, {}, None, j.arrival_s, j.duration_s, None, None, "trace")
+        for j in ready.jobs
     )
     return History(0.0, window_s, jobs), ready.mesh, ready.jobs, ready.config
 
@@ -317,7 +344,6 @@ def _rules(
     its submission, against the mesh as its file configures it."""
     import datetime as dt
 
-    from meshctl.model.job import Job
     from meshctl.policy.facts import mesh_snapshot
     from meshctl.sim.core.replay_diff import rules_that_differ
 
@@ -326,9 +352,9 @@ def _rules(
 
     def rules_of(job_id: str) -> list[str]:
         job = by_id[job_id]
-        if not job.document:
+        if job.job is None:  # a trace's job: no file of its own
             return []
         when = dt.datetime.fromtimestamp(job.submitted_s, dt.UTC)
-        return rules_that_differ(base, head, configured, Job.model_validate(job.document), when)
+        return rules_that_differ(base, head, configured, job.job, when)
 
     return rules_of

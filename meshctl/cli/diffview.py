@@ -26,8 +26,8 @@ def summary(report: Mapping[str, Any]) -> list[str]:
         f"replayed {report['source']}: {report['jobs_compared']:,} jobs over "
         f"{window['days']:g} days",
     ]
-    for why, count in report["left_out"].items():
-        lines.append(f"not replayed: {count:,} {why}")
+    for left in report["left_out"]:
+        lines.append(f"not replayed: {left['jobs']:,} {left['reason']}")
     fidelity = report["fidelity"]
     if fidelity is not None:
         lines.append(
@@ -113,8 +113,8 @@ def _pair(before: str, after: str) -> str:
     return before if before == after else f"{before} -> {after}"
 
 
-def _hours(by_pool: Mapping[str, float]) -> str:
-    return ", ".join(f"{pool} {hours:,.1f}" for pool, hours in by_pool.items()) or "-"
+def _hours(by_pool: Sequence[Mapping[str, Any]]) -> str:
+    return ", ".join(f"{p['pool']} {p['gpu_hours']:,.1f}" for p in by_pool) or "-"
 
 
 def _wait(seconds: float | None) -> str:

@@ -117,6 +117,8 @@ def commands(ids: dict[str, str]) -> list[tuple[list[str], Any]]:
         (["policy", "validate"], by["meshctl policy validate"]),
         (["policy", "test"], by["meshctl policy test"]),
         (["policy", "explain", "jobs/gang-llm.yaml"], by["meshctl policy explain JOB.yaml"]),
+        # the history's files here are fragments: a trace (the one made up here) is replayed
+        (["policy", "diff", "--trace", "synthetic", "--since", "1h"], by["meshctl policy diff"]),
         (["providers", "list"], by["meshctl providers list"]),
         (["providers", "prices"], by["meshctl providers prices"]),
         (["providers", "heads"], by["meshctl providers heads"]),

@@ -43,7 +43,7 @@ from meshctl.app.shapes.mesh import (
     ReloadResult,
     ValidatedFile,
 )
-from meshctl.app.shapes.policy import PolicyFile, PolicyTestResult, VerdictData
+from meshctl.app.shapes.policy import PolicyDiff, PolicyFile, PolicyTestResult, VerdictData
 from meshctl.controller.status import Status
 
 
@@ -83,6 +83,12 @@ OUTPUTS: tuple[Output, ...] = (
     Output("meshctl policy validate", list[PolicyFile]),
     Output("meshctl policy test", list[PolicyTestResult]),
     Output("meshctl policy explain JOB.yaml", VerdictData),
+    Output(
+        "meshctl policy diff",
+        PolicyDiff,
+        "With `--exit-code`: exit 1 when `moved` is above 0. `-o markdown` prints the same as a "
+        "pull-request comment.",
+    ),
     Output("meshctl providers list", list[ProviderType]),
     Output("meshctl providers prices", list[ProviderPrice]),
     Output("meshctl providers heads", list[ProviderHead]),

@@ -142,3 +142,106 @@ class VerdictData(TypedDict):
     errors: Annotated[
         list[RuleErrorData], "rule parts that could not be evaluated (the engine failed closed)"
     ]
+
+
+@with_config(STRICT)
+class SetData(TypedDict):
+    policies: Annotated[str, "the folder, a git ref and folder, or the controller's"]
+    policy_hash: str
+
+
+@with_config(STRICT)
+class WindowData(TypedDict):
+    start_at: Annotated[str, "the history's start (a trace's: its first second, epoch 0)"]
+    end_at: str
+    days: float
+
+
+@with_config(STRICT)
+class SpendData(TypedDict):
+    base: float
+    head: float
+
+
+@with_config(STRICT)
+class CrossingsData(TypedDict):
+    base: int
+    head: int
+
+
+@with_config(STRICT)
+class FidelityData(TypedDict):
+    jobs_that_ran: Annotated[int, "jobs that really ran and that the base replay ran"]
+    same_pool: int
+    same_pool_share: Annotated[float, "of them, the share replayed in the pool they ran in"]
+    start_error_p50_s: Annotated[float, "replayed first start minus the real one, absolute"]
+    start_error_p95_s: float
+    start_error_max_s: float
+
+
+@with_config(STRICT)
+class PoolHoursData(TypedDict):
+    pool: str
+    gpu_hours: float
+
+
+@with_config(STRICT)
+class GroupSideData(TypedDict):
+    cloud_gpu_hours: Annotated[list[PoolHoursData], "GPU-hours held in each cloud pool"]
+    spend_usd_per_month: Annotated[float, "its jobs' cloud GPU-hours at each pool's price"]
+    wait_p50_s: float
+    wait_p95_s: float
+    preemptions: int
+    refused: int
+
+
+@with_config(STRICT)
+class GroupData(TypedDict):
+    team: str
+    priority_class: Annotated[str, "as its files name it, else `default (PRIORITY)`"]
+    jobs: int
+    moved: int
+    base: GroupSideData
+    head: GroupSideData
+
+
+@with_config(STRICT)
+class OutcomeData(TypedDict):
+    pool: Annotated[str | None, "where it last ran; null: it never started"]
+    wait_s: float | None
+    cost_usd: float
+    preempted: bool
+    refused: Annotated[str | None, "why it was refused for good"]
+
+
+@with_config(STRICT)
+class ChangeData(TypedDict):
+    job_id: str
+    team: str
+    priority_class: str
+    base: OutcomeData
+    head: OutcomeData
+    rules: Annotated[list[str], "the rules that decide differently for it, as explain names them"]
+
+
+@with_config(STRICT)
+class LeftOutData(TypedDict):
+    reason: str
+    jobs: int
+
+
+@with_config(STRICT)
+class PolicyDiff(TypedDict):
+    base: SetData
+    head: SetData
+    source: Annotated[str, "`history`, or `trace NAME`"]
+    window: WindowData
+    jobs_compared: int
+    left_out: Annotated[list[LeftOutData], "jobs not replayed, and why (services, cancelled)"]
+    moved: Annotated[int, "jobs whose pool, refusal, preemption or start differs"]
+    spend_usd_per_month: Annotated[SpendData, "the simulator's cloud bill, per 30 days"]
+    spend_delta_usd_per_month: Annotated[float, "head minus base"]
+    budget_crossings: CrossingsData
+    fidelity: Annotated[FidelityData | None, "the base replay against the record; null: a trace"]
+    groups: Annotated[list[GroupData], "per team and priority class"]
+    changes: Annotated[list[ChangeData], "every job that moves"]

@@ -43,6 +43,7 @@ class RecordedJob:
 
     id: str
     document: Mapping[str, Any]  # the job file it was submitted with
+    job: Job | None  # that file read (None: a trace's job, which has none)
     submitted_s: float
     runtime_s: float | None  # on its GPUs, over every attempt; None: it never started
     pool: str | None  # where its latest attempt ran
@@ -75,7 +76,7 @@ def sim_jobs(history: History) -> list[SimJob]:
     overall = statistics.median(every) if every else HOUR_S
     out = []
     for job in sorted(history.jobs, key=lambda j: (j.submitted_s, j.id)):
-        model = Job.model_validate(job.document)
+        model = job.job if job.job is not None else Job.model_validate(job.document)
         spec, res = model.spec, model.spec.resources
         duration = job.runtime_s
         if duration is None:

@@ -176,7 +176,7 @@ def compare(
             "days": round(window_s / 86_400.0, 3),
         },
         "jobs_compared": len(set(before) & set(after)),
-        "left_out": dict(sorted(history.left_out.items())),
+        "left_out": [{"reason": r, "jobs": n} for r, n in sorted(history.left_out.items())],
         "moved": len(changes),
         "spend_usd_per_month": {"base": round(spend[0], 2), "head": round(spend[1], 2)},
         "spend_delta_usd_per_month": round(spend[1] - spend[0], 2),
@@ -249,7 +249,9 @@ def _groups(
                     cloud[outcome.pool] += result.held_gpu_s / 3600.0
             waits = sorted(o.wait_s for o in outcomes if o.wait_s is not None)
             sides[name] = {
-                "cloud_gpu_hours": {p: round(h, 2) for p, h in sorted(cloud.items())},
+                "cloud_gpu_hours": [
+                    {"pool": p, "gpu_hours": round(h, 2)} for p, h in sorted(cloud.items())
+                ],
                 "spend_usd_per_month": round(
                     sum(o.cost_usd for o in outcomes) * MONTH_S / window_s, 2
                 ),

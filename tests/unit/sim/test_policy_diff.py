@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
 from meshctl.app.policydiff import read_history, replay_of
+from meshctl.app.shapes.policy import PolicyDiff
 from meshctl.cli.app import app
 from meshctl.sim.core.engine import simulate
 from meshctl.sim.core.replay import History
@@ -152,6 +154,8 @@ def test_the_command_names_the_rule_and_exits_1_when_jobs_move(
                           "--exit-code")  # fmt: skip
     assert code == 1, err
     report = json.loads(out)
+    TypeAdapter(PolicyDiff).validate_python(report)  # strictly its documented shape
+    assert report["fidelity"]["same_pool_share"] >= 0.99
     assert report["moved"] == len(report["changes"]) > 0
     assert any("burst/spill" in rule for c in report["changes"] for rule in c["rules"])
     code, out, _ = _cli(ran, "--base", str(base), "--head", str(base), "--exit-code")
