@@ -211,7 +211,7 @@ class Engine:
             job.data,
         )
         if job.document is not None:  # replayed: its own file, shared by the same file only
-            key = (_canonical(job.document),)
+            key = (_canonical(job.document, self._reads_name()),)
         found = self._classes.get(key)
         if found is None:
             c = state.config
@@ -224,6 +224,12 @@ class Engine:
                 _, priority, _ = self._bound_at_start().priority_of(model)
             found = self._classes[key] = (model, Request.of(model), priority)
         return found
+
+    def _reads_name(self) -> bool:
+        policies = self.state.policies
+        return policies is not None and (
+            policies.job_fields is None or "name" in policies.job_fields
+        )
 
     def _bound_at_start(self) -> BoundPolicies:
         state = self.state
@@ -289,6 +295,11 @@ def simulate(
     return Engine(mesh, jobs, config, policies).run(progress)
 
 
-def _canonical(document: Mapping[str, Any]) -> str:
-    """A job file as one string: files alike are one class (one verdict per cycle)."""
+def _canonical(document: Mapping[str, Any], with_name: bool) -> str:
+    """A job file as one string: files alike are one class (one verdict per cycle). Its
+    name only where the policies read it (``job.name``): jobs that differ by name alone
+    are decided alike (their runtime estimates go by ``SimJob.name``, kept apart)."""
+    if not with_name:
+        metadata = {k: v for k, v in document.get("metadata", {}).items() if k != "name"}
+        document = {**document, "metadata": metadata}
     return json.dumps(document, sort_keys=True, default=str)
