@@ -108,7 +108,8 @@ def moved(two_pools: tuple[Mesh, MotoServer]) -> Moved:
 
 
 def _killed_in_its_first_pool(mesh: Mesh, moto: MotoServer) -> Moved:
-    config = {"steps": 60, "checkpoint_every_steps": 10, "step_delay_s": 0.1}
+    # slow enough that the run is still training when its node dies (7 s after step 25)
+    config = {"steps": 60, "checkpoint_every_steps": 10, "step_delay_s": 0.2}
     args = ["train", "model:train_loop", "--name", "cross", "--no-follow",
             "--cpus-per-worker", "0.5", "--gpus-per-worker", "1", "--memory-per-worker", "512MiB",
             "--working-dir", str(ROOT / "examples" / "train")]  # fmt: skip
@@ -116,15 +117,23 @@ def _killed_in_its_first_pool(mesh: Mesh, moto: MotoServer) -> Moved:
         args += ["--config", f"{key}={json.dumps(value)}"]
     job_id = mesh.run(*args, env=AWS).stdout.strip().splitlines()[-1]
     uri = f"s3://checkpoints/runs/{job_id}"
-    deadline = time.monotonic() + WAIT_S
-    while (seen := read_progress(uri, 1, moto.moto)) is None or (seen.get("step") or 0) < 25:
-        assert time.monotonic() < deadline, f"{job_id} never reached step 25: {seen}"
-        time.sleep(0.25)
+    _step(uri, moto, job_id, 1)  # training: where it runs is known, read before the kill
     first = mesh.show(job_id)
     pool, [node] = str(first["pool"]), first["nodes"]
+    seen = _step(uri, moto, job_id, 25)
     cluster = local.LocalCluster.load(local.run_file(mesh.home / "run", pool))
-    local.remove_node(cluster, node, mesh.home / "run")  # the pool's only GPU node dies
+    # the pool's only GPU node dies, at once: no grace in which the run could finish
+    local.remove_node(cluster, node, mesh.home / "run", grace_s=0)
     return Moved(job_id, pool, int(seen["step"]))
+
+
+def _step(uri: str, moto: MotoServer, job_id: str, step: int) -> dict[str, Any]:
+    """The run's progress once its first attempt has reported ``step``."""
+    deadline = time.monotonic() + WAIT_S
+    while (seen := read_progress(uri, 1, moto.moto)) is None or (seen.get("step") or 0) < step:
+        assert time.monotonic() < deadline, f"{job_id} never reached step {step}: {seen}"
+        time.sleep(0.25)
+    return seen
 
 
 def test_a_run_checkpoints_to_s3_in_its_first_pool(

@@ -228,10 +228,14 @@ def test_a_node_killed_mid_training_is_replaced_inside_the_attempt_with_identica
     """Its driver runs on the pool's head: the controller nominates a free node, Ray Train
     starts the worker there from the latest checkpoint, in the same attempt and Ray job."""
     out = tmp_path / "weights.json"
-    job_id = train(mesh, "node-kill", output=str(out))
-    wait_for_step(mesh, job_id, 25)
+    # The run must still be training when its node dies: slower steps (the weights do not
+    # depend on the pace) leave it 7 s after step 25, and the node dies at once (no grace
+    # to shut down in, in which the run went on and finished: a crash has none).
+    job_id = train(mesh, "node-kill", output=str(out), step_delay_s=0.2)
+    wait_for_step(mesh, job_id, 1)
     [victim] = mesh.show(job_id)["nodes"]
-    local.remove_node(mesh.cluster(), victim, mesh.home / "run")  # the node dies
+    wait_for_step(mesh, job_id, 25)
+    local.remove_node(mesh.cluster(), victim, mesh.home / "run", grace_s=0)  # the node dies
     try:
         assert mesh.run("jobs", "wait", job_id, "--timeout", str(WAIT_S)).returncode == 0
         shown = mesh.show(job_id)
