@@ -303,8 +303,10 @@ def _checkout(ref: str, head: Path, into: Path) -> Path:
         raise InvalidRequestError(
             f"--base: {ref} is no folder, and {head} is not in a git repository"
         )
-    relative = folder.relative_to(Path(top.decode().strip()))
-    archive = _git(folder, "archive", "--format=tar", f"{ref}:{relative.as_posix()}")
+    root = Path(top.decode().strip()).resolve()
+    relative = folder.relative_to(root)
+    # from the repository's top: git refuses to archive from inside a subfolder by path
+    archive = _git(root, "archive", "--format=tar", f"{ref}:{relative.as_posix()}")
     if archive is None:
         raise InvalidRequestError(
             f"--base: {ref} is no folder, nor a commit of {top.decode().strip()} that holds "

@@ -195,3 +195,24 @@ def test_bad_input_is_one_line_and_exit_2(ran: Ran, args: list[str], expected: s
     assert expected in err
     assert "Traceback" not in err
     assert out == ""
+
+
+def test_a_git_ref_base_is_the_head_folder_as_committed_there(
+    ran: Ran, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    monkeypatch.setattr("time.time", lambda: EPOCH_S + ran.scenario.until_s)
+    head = _policy_folder(tmp_path / "repo" / "policies", BURST)
+    git = ["git", "-C", str(tmp_path / "repo"), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "burst for all but critical work"], check=True)
+    _policy_folder(tmp_path / "changed", BEST_EFFORT_ONLY)
+    (head / "p.yaml").write_text((tmp_path / "changed" / "p.yaml").read_text())  # uncommitted
+    code, out, err = _cli(ran, "--base", "HEAD", "--head", str(head), "-o", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["base"]["policies"] == f"HEAD:{head}"
+    assert report["base"]["policy_hash"] != report["head"]["policy_hash"]
+    assert report["moved"] > 0  # the committed set bursts more than the changed one
