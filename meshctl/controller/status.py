@@ -130,7 +130,7 @@ def status_document(
         "jobs": _per_state(jobs, ended),
         "queue": _queue(jobs, now_s),
         "budgets": _budgets(live_beat(beat, pid)),
-        "events": [_event(e) for e in store.events()[-EVENTS:]],
+        "events": [_event(e) for e in store.newest_events(EVENTS)],
     }
 
 

@@ -189,6 +189,13 @@ class MemoryStore(StoreBase):
             rows = [row for row in log[after_seq:] if job_id is None or row["job_id"] == job_id]
         return [decode(kind, row) for row in rows[:limit]]
 
+    def _newest(self, kind: type[L], limit: int) -> builtins.list[L]:
+        with self._lock:
+            self._check_open()
+            log = self._logs[spec_for(kind).table]
+            rows = log[-limit:] if limit else []
+        return [decode(kind, row) for row in rows]
+
     def put_package(self, job_id: str, archive: bytes) -> None:
         with self._lock:
             self._check_open()

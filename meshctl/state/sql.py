@@ -341,6 +341,10 @@ class SqlStore(StoreBase, Generic[C]):
         rows = self._select(kind, f"{where} ORDER BY seq LIMIT {self._mark}", params)
         return [decode(kind, row) for row in rows]
 
+    def _newest(self, kind: type[L], limit: int) -> builtins.list[L]:
+        rows = self._select(kind, f"ORDER BY seq DESC LIMIT {self._mark}", [limit])
+        return [decode(kind, row) for row in reversed(rows)]
+
     # --- packages ---------------------------------------------------------------------------
 
     def put_package(self, job_id: str, archive: bytes) -> None:

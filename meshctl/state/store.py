@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, Self, TypeVar
 
 from meshctl.errors import Failure
-from meshctl.state.kinds import Filter, check_filters, check_page, decode, spec_for
+from meshctl.state.kinds import Filter, check_filters, check_limit, check_page, decode, spec_for
 from meshctl.state.records import Appended, AuditEntry, Decision, Event, LeaseRecord, Record
 
 R = TypeVar("R", bound=Record)
@@ -184,6 +184,11 @@ class Store(Protocol):
         """Events with ``seq > after_seq`` (of one job, if given), ordered by seq."""
         ...
 
+    def newest_events(self, limit: int) -> builtins.list[Event]:
+        """The ``limit`` newest events, ordered by seq: what ``status`` shows, read without
+        the rest of the log."""
+        ...
+
     def record_decision(self, decision: Decision) -> Decision:
         """Append a decision; return it with the ``seq`` the store assigned."""
         ...
@@ -306,6 +311,14 @@ class StoreBase(Store):
         self, *, job_id: str | None = None, after_seq: int = 0, limit: int | None = None
     ) -> builtins.list[Event]:
         return self._query(Event, job_id, after_seq, limit)
+
+    def newest_events(self, limit: int) -> builtins.list[Event]:
+        check_limit(0, limit)
+        return self._newest(Event, limit)
+
+    @abstractmethod
+    def _newest(self, kind: type[L], limit: int) -> builtins.list[L]:
+        """The ``limit`` newest log entries of ``kind``, by seq."""
 
     def record_decision(self, decision: Decision) -> Decision:
         return self._append([decision])[0]

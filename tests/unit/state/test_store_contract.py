@@ -410,6 +410,18 @@ def test_event_queries(store: Store, query: dict[str, Any], expected: list[str])
     assert [e.message for e in store.events(**query)] == [f"e{i}" for i in expected]
 
 
+@pytest.mark.parametrize(
+    ("limit", "expected"),
+    [(0, ""), (2, "45"), (6, "012345"), (50, "012345")],
+    ids=["none", "the-last-two", "all-exactly", "more-than-there-are"],
+)
+def test_the_newest_events_are_the_log_s_end_in_order(
+    store: Store, limit: int, expected: str
+) -> None:
+    _seed_log(store)  # decisions between them: another log, never counted here
+    assert [e.message for e in store.newest_events(limit)] == [f"e{i}" for i in expected]
+
+
 DECISION_QUERIES = [
     pytest.param({}, "012345", id="all"),
     pytest.param({"job_id": "b"}, "135", id="one-job"),
