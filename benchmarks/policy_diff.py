@@ -91,10 +91,9 @@ def record(args: argparse.Namespace, home: Path) -> int:
 
 def diff(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     """``policy diff``'s work on the recorded month, timed part by part."""
-    from meshctl.app.policydiff import _rules, read_history, replay_of
+    from meshctl.app.policydiff import _rules, read_history, replay_both, replay_of
     from meshctl.catalog import load_catalog
     from meshctl.files.policies import read_mesh
-    from meshctl.sim.core.engine import simulate
     from meshctl.sim.core.replay_diff import compare
     from meshctl.state import open_store
 
@@ -106,7 +105,7 @@ def diff(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         history = read_history(store, EPOCH_S, EPOCH_S + args.days * DAY_S)
     read = time.perf_counter()
     sim, jobs, config = replay_of(history, mesh, catalogs)
-    runs = [simulate(sim, jobs, config, p) for p in (base, head)]
+    runs = replay_both(sim, jobs, config, (base, head))
     replayed = time.perf_counter()
     report = compare(history, runs[0], runs[1], sim, _rules(history, mesh, catalogs, base, head))
     end = time.perf_counter()

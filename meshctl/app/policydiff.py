@@ -14,11 +14,13 @@ ref (its copy of the head's folder at that commit).
 from __future__ import annotations
 
 import io
+import multiprocessing
+import os
 import subprocess
 import tarfile
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,11 +29,13 @@ from typing import TYPE_CHECKING, Any
 from meshctl.errors import InvalidRequestError
 
 if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
     from meshctl.app.context import AppContext
     from meshctl.model import Catalog, Mesh
     from meshctl.model.job import Job
     from meshctl.policy.compiled import PolicySet
-    from meshctl.sim.core.config import SimConfig, SimMesh
+    from meshctl.sim.core.config import Result, SimConfig, SimMesh
     from meshctl.sim.core.replay import History
     from meshctl.sim.core.workload import SimJob
     from meshctl.state import Store
@@ -62,7 +66,6 @@ def policy_diff(context: AppContext, request: DiffRequest) -> dict[str, Any]:
     no history or a history too large to hold are refused (InvalidFileError,
     InvalidRequestError) before anything is replayed."""
     from meshctl.jsondata import timestamp
-    from meshctl.sim.core.engine import simulate
     from meshctl.sim.core.replay_diff import compare
 
     mesh, catalogs = context.mesh_and_catalogs()
@@ -84,7 +87,7 @@ def policy_diff(context: AppContext, request: DiffRequest) -> dict[str, Any]:
                 "history; replay a trace instead (--trace philly)"
             )
         sim, jobs, config = replay_of(history, mesh, catalogs, request.seed)
-    runs = [simulate(sim, jobs, config, policies) for policies in (base, head)]
+    runs = replay_both(sim, jobs, config, (base, head))
     rules = _rules(history, mesh, catalogs, base, head)
     report = compare(history, runs[0], runs[1], sim, rules)
     if request.trace is not None:
@@ -131,6 +134,60 @@ def replay_of(
     sim = sim_mesh(mesh, catalogs, 0.3)
     sim = replace(sim, clouds=fitted_clouds(sim.clouds, history))
     return sim, sim_jobs(history), config
+
+
+PARALLEL_FROM = 2_000  # jobs: fewer replay faster one after the other than forked
+
+
+def replay_both(
+    sim: SimMesh, jobs: list[SimJob], config: SimConfig, sets: Sequence[PolicySet]
+) -> list[Result]:
+    """The replays under each set, each in a process of its own when the history is large
+    and the machine has the cores (the two runs share nothing): what a job did and the
+    totals come back (``replay_diff.slim``), which is all the comparison reads."""
+    from meshctl.sim.core.engine import simulate
+    from meshctl.sim.core.replay_diff import rebuilt
+
+    if len(jobs) < PARALLEL_FROM or (os.cpu_count() or 1) < 2 or not _can_fork():
+        return [simulate(sim, jobs, config, policies) for policies in sets]
+    context = multiprocessing.get_context("fork")
+    pipes, children = [], []
+    for policies in sets:
+        mine, theirs = context.Pipe(duplex=False)
+        child = context.Process(target=_replay_into, args=(theirs, sim, jobs, config, policies))
+        child.start()
+        theirs.close()
+        pipes.append(mine)
+        children.append(child)
+    answers = [pipe.recv() for pipe in pipes]  # before join: a large answer fills the pipe
+    for child in children:
+        child.join()
+    by_id = {j.id: j for j in jobs}
+    out = []
+    for kind, value in answers:
+        if kind == "error":
+            raise RuntimeError(f"a replay failed: {value}")
+        out.append(rebuilt(value, by_id))
+    return out
+
+
+def _can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _replay_into(
+    pipe: Connection, sim: SimMesh, jobs: list[SimJob], config: SimConfig, policies: PolicySet
+) -> None:
+    """In a forked child: one replay, sent back slim."""
+    from meshctl.sim.core.engine import simulate
+    from meshctl.sim.core.replay_diff import slim
+
+    try:
+        pipe.send(("ok", slim(simulate(sim, jobs, config, policies))))
+    except Exception as err:  # said in the parent, which raises it
+        pipe.send(("error", f"{type(err).__name__}: {err}"))
+    finally:
+        pipe.close()
 
 
 def read_history(store: Store, start_s: float, end_s: float) -> History:

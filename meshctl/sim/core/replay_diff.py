@@ -25,10 +25,11 @@ from meshctl.model.job import Job
 from meshctl.policy.compiled import PolicySet
 from meshctl.policy.evaluate import bind
 from meshctl.policy.facts import MeshSnapshot
-from meshctl.sim.core.config import Result, SimMesh
+from meshctl.sim.core.config import Result, SimMesh, Totals
 from meshctl.sim.core.jobs import JobResult
 from meshctl.sim.core.replay import History, RecordedJob
 from meshctl.sim.core.report import percentile
+from meshctl.sim.core.workload import SimJob
 
 MONTH_S = 30 * 86_400.0
 KNOCK_ON = "no rule of its own: capacity other jobs' moves took or freed"
@@ -61,6 +62,35 @@ def outcome_of(result: JobResult, prices: Mapping[str, float]) -> Outcome:
         preempted=result.preempted,
         refused=result.rejected,
     )
+
+
+Slim = tuple[float, int, list[tuple[Any, ...]], dict[str, float], int]
+
+
+def slim(result: Result) -> Slim:
+    """What the comparison reads of a run, small enough to send from another process: per
+    job (id, priority, first start, end, refused, failed, last pool, preempted, GPU-seconds
+    held) and the totals it reads."""
+    jobs = [
+        (r.job.id, r.priority, r.first_start_s, r.end_s, r.rejected, r.failed_reason,
+         r.last_pool, r.preempted, r.held_gpu_s)
+        for r in result.jobs
+    ]  # fmt: skip
+    totals = result.totals
+    return result.end_s, result.onprem_gpus, jobs, dict(totals.spend_usd), totals.budget_crossings
+
+
+def rebuilt(data: Slim, jobs: Mapping[str, SimJob]) -> Result:
+    """A run from ``slim``, its jobs joined to ``jobs`` again (no samples, no actions)."""
+    end_s, onprem_gpus, rows, spend, crossings = data
+    results = []
+    for job_id, priority, start, end, rejected, failed, pool, preempted, held in rows:
+        result = JobResult(jobs[job_id], priority, start, end, rejected, failed)
+        result.pools, result.last_pool = ({pool} if pool else set()), pool
+        result.preempted, result.held_gpu_s = preempted, held
+        results.append(result)
+    totals = Totals(spend_usd=spend, budget_crossings=crossings)
+    return Result(end_s, results, [], totals, onprem_gpus)
 
 
 def moved(before: Outcome, after: Outcome) -> bool:

@@ -216,3 +216,19 @@ def test_a_git_ref_base_is_the_head_folder_as_committed_there(
     assert report["base"]["policies"] == f"HEAD:{head}"
     assert report["base"]["policy_hash"] != report["head"]["policy_hash"]
     assert report["moved"] > 0  # the committed set bursts more than the changed one
+
+
+def test_replays_forked_side_by_side_compare_as_replays_run_here(
+    ran: Ran, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from meshctl.app import policydiff
+
+    scenario = ran.scenario
+    sim, jobs, config = replay_of(ran.history, scenario.mesh("file:///nowhere"), load_catalogs())
+    sets = (scenario.policy_set(), Scenario("head", (), policies=BEST_EFFORT_ONLY).policy_set())
+    here = [simulate(sim, jobs, config, p) for p in sets]
+    monkeypatch.setattr(policydiff, "PARALLEL_FROM", 1)
+    forked = policydiff.replay_both(sim, jobs, config, sets)
+    reports = [compare(ran.history, a, b, sim, lambda _: []) for a, b in (here, forked)]
+    assert reports[0] == reports[1]
+    assert reports[0]["moved"] > 0
