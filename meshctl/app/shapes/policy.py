@@ -198,7 +198,7 @@ class GroupSideData(TypedDict):
 @with_config(STRICT)
 class GroupData(TypedDict):
     team: str
-    priority_class: Annotated[str, "as its files name it, else `default (PRIORITY)`"]
+    priority_class: Annotated[str, "as the policies gave it, else `priority N`"]
     jobs: int
     moved: int
     base: GroupSideData

@@ -83,6 +83,7 @@ class Engine:
         self.bound_base: BoundPolicies | None = None  # the policies bound as at the start
         # one job file per class of trace job (``_class_of``)
         self._classes: dict[tuple[Any, ...], tuple[Job, Request, int]] = {}
+        self._class_names: dict[int, str] = {}  # a class's job file (by id) -> its priority class
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -221,7 +222,9 @@ class Engine:
             model = Job.model_validate(document)
             priority = 0
             if state.policies is not None:
-                _, priority, _ = self._bound_at_start().priority_of(model)
+                name, priority, _ = self._bound_at_start().priority_of(model)
+                if name is not None:
+                    self._class_names[id(model)] = name
             found = self._classes[key] = (model, Request.of(model), priority)
         return found
 
@@ -254,6 +257,7 @@ class Engine:
         state.requests[job.id] = request
         state.names[job.id] = job.class_name
         state.results[job.id] = JobResult(job, priority)
+        state.results[job.id].priority_class = self._class_names.get(id(model))
         state.wait(job.id)
         if job.deadline_s is not None:
             state.deadlines[job.id] = job.deadline_s

@@ -29,6 +29,7 @@ class JobResult:
     failed_reason: str | None = None  # failed for good (deadline, max_runtime, max_restarts)
     pools: set[str] = field(default_factory=set)
     last_pool: str | None = None  # the pool of its latest attempt
+    priority_class: str | None = None  # the policies' class for it (its file's, or its kind's)
     attempts: int = 0
     preempted: int = 0
     resized: int = 0  # an elastic job: stopped to lend nodes or to grow back

@@ -70,10 +70,10 @@ Slim = tuple[float, int, list[tuple[Any, ...]], dict[str, float], int]
 def slim(result: Result) -> Slim:
     """What the comparison reads of a run, small enough to send from another process: per
     job (id, priority, first start, end, refused, failed, last pool, preempted, GPU-seconds
-    held) and the totals it reads."""
+    held, priority class) and the totals it reads."""
     jobs = [
         (r.job.id, r.priority, r.first_start_s, r.end_s, r.rejected, r.failed_reason,
-         r.last_pool, r.preempted, r.held_gpu_s)
+         r.last_pool, r.preempted, r.held_gpu_s, r.priority_class)
         for r in result.jobs
     ]  # fmt: skip
     totals = result.totals
@@ -84,10 +84,11 @@ def rebuilt(data: Slim, jobs: Mapping[str, SimJob]) -> Result:
     """A run from ``slim``, its jobs joined to ``jobs`` again (no samples, no actions)."""
     end_s, onprem_gpus, rows, spend, crossings = data
     results = []
-    for job_id, priority, start, end, rejected, failed, pool, preempted, held in rows:
+    for job_id, priority, start, end, rejected, failed, pool, preempted, held, klass in rows:
         result = JobResult(jobs[job_id], priority, start, end, rejected, failed)
         result.pools, result.last_pool = ({pool} if pool else set()), pool
         result.preempted, result.held_gpu_s = preempted, held
+        result.priority_class = klass
         results.append(result)
     totals = Totals(spend_usd=spend, budget_crossings=crossings)
     return Result(end_s, results, [], totals, onprem_gpus)
@@ -244,8 +245,9 @@ def fidelity(
 
 
 def _class(result: JobResult) -> str:
-    """Its priority class as its file names it, else its kind's default, by priority."""
-    return result.job.priority_class or f"default ({result.priority})"
+    """Its priority class, as the policies gave it (its file's, else its kind's default);
+    with none, its priority."""
+    return result.priority_class or result.job.priority_class or f"priority {result.priority}"
 
 
 def _spend(result: Result, window_s: float) -> float:
