@@ -91,7 +91,7 @@ def record(args: argparse.Namespace, home: Path) -> int:
 
 def diff(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     """``policy diff``'s work on the recorded month, timed part by part."""
-    from meshctl.app.policydiff import _rules, read_history, replay_both, replay_of
+    from meshctl.app.policydiff import read_history, replay_both, replay_of, rules_of
     from meshctl.catalog import load_catalog
     from meshctl.files.policies import read_mesh
     from meshctl.sim.core.replay_diff import compare
@@ -107,7 +107,7 @@ def diff(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     sim, jobs, config = replay_of(history, mesh, catalogs)
     runs = replay_both(sim, jobs, config, (base, head))
     replayed = time.perf_counter()
-    report = compare(history, runs[0], runs[1], sim, _rules(history, mesh, catalogs, base, head))
+    report = compare(history, runs[0], runs[1], sim, rules_of(history, mesh, catalogs, base, head))
     end = time.perf_counter()
     return {
         "jobs": len(history.jobs),

@@ -20,7 +20,7 @@ import subprocess
 import tarfile
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -88,7 +88,7 @@ def policy_diff(context: AppContext, request: DiffRequest) -> dict[str, Any]:
             )
         sim, jobs, config = replay_of(history, mesh, catalogs, request.seed)
     runs = replay_both(sim, jobs, config, (base, head))
-    rules = _rules(history, mesh, catalogs, base, head)
+    rules = rules_of(history, mesh, catalogs, base, head)
     report = compare(history, runs[0], runs[1], sim, rules)
     if request.trace is not None:
         report["fidelity"] = None
@@ -401,11 +401,12 @@ def _trace_run(
     return History(0.0, window_s, jobs), ready.mesh, ready.jobs, ready.config
 
 
-def _rules(
+def rules_of(
     history: History, mesh: Mesh, catalogs: dict[str, Catalog], base: PolicySet, head: PolicySet
-) -> Any:
-    """The rules that decide differently for a job (``replay_diff.rules_that_differ``), at
-    its submission, against the mesh as its file configures it."""
+) -> Callable[[str], list[str]]:
+    """What ``replay_diff.compare`` asks of a moved job: the rules that decide differently
+    for it (``replay_diff.rules_that_differ``), at its submission, against the mesh as its
+    file configures it."""
     import datetime as dt
 
     from meshctl.policy.facts import mesh_snapshot
@@ -414,11 +415,11 @@ def _rules(
     configured = mesh_snapshot(mesh, catalogs)
     by_id = {j.id: j for j in history.jobs}
 
-    def rules_of(job_id: str) -> list[str]:
+    def differ(job_id: str) -> list[str]:
         job = by_id[job_id]
         if job.job is None:  # a trace's job: no file of its own
             return []
         when = dt.datetime.fromtimestamp(job.submitted_s, dt.UTC)
         return rules_that_differ(base, head, configured, job.job, when)
 
-    return rules_of
+    return differ

@@ -464,7 +464,7 @@ def diff(
     if chosen in ("json", "yaml"):
         render.emit_data(report, Output(chosen))
     elif chosen == "markdown":
-        print(diffview.markdown(report), end="")
+        render.raw(diffview.markdown(report))
     else:
         _render_diff(report)
     if exit_code and report["moved"]:
@@ -475,7 +475,7 @@ def _render_diff(report: dict[str, Any]) -> None:
     from meshctl.cli import diffview, render
 
     for line in diffview.summary(report):
-        print(line)
+        render.plain(line)
     groups = [
         dict(zip(diffview.GROUP_HEADERS, r, strict=True)) for r in diffview.group_rows(report)
     ]
