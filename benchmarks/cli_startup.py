@@ -20,7 +20,10 @@ holds ``JOBS`` (1,000) jobs, written through the store API: a quarter each pendi
 succeeded and failed, a minute apart, each but the pending with its attempt. A controller "runs"
 there: the pid file names this benchmark's own process and a fresh heartbeat says every pool
 can be used, so ``status`` reads what a running controller left and checks no pool itself.
-The benchmark checks that each command exits 0.
+The benchmark checks that each command exits 0. ``served_status``: ``status`` again with the
+home's local API serving, as it does beside every controller ``meshctl up`` starts: the command
+asks it (``meshctl/cli/mesh_cmd.py``), warm, and renders the answer; ``status`` and
+``jobs_list`` read the store in their own process (no local API: a controller that was killed).
 
 The commands run as an installed meshctl does, with its bytecode cached: the first, uncounted
 run of each writes it (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment, else
@@ -30,6 +33,7 @@ every run would compile meshctl's modules again).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -37,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,36 +75,42 @@ def measure_submit(meshctl: Path, runs: int, served: bool = False) -> list[float
     """``meshctl submit`` against a fresh embedded home; every run's job must be stored.
     ``served``: with the home's local API running (as while a controller runs), to which the
     command sends its request (``meshctl/cli/submitclient.py``)."""
-    from meshctl.app.remote import api_socket
     from meshctl.state import JobRecord, open_store
 
     with tempfile.TemporaryDirectory(prefix="meshctl-startup-") as tmp:
         base = Path(tmp)
         home = base / "home"
         env = _env(MESHCTL_HOME=str(home))
-        server = None
-        if served:
-            server = subprocess.Popen(
-                [sys.executable, "-m", "meshctl.server.local", str(home), str(os.getpid())],
-                env=env,
-                cwd=base,
-            )
-            deadline = time.monotonic() + 120
-            while not api_socket(home).exists():
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("the local API did not start")
-                time.sleep(0.05)
-        try:
+        with local_api(home, env, base) if served else contextlib.nullcontext():
             samples = measure([str(meshctl), *SUBMIT], runs, env, base)
-        finally:
-            if server is not None:
-                server.terminate()
-                server.wait()
         with open_store(home) as store:
             stored = len(store.list(JobRecord))
         if stored != runs + 1:  # the uncounted first run stored one too
             raise SystemExit(f"expected {runs + 1} jobs stored, found {stored}")
         return samples
+
+
+@contextlib.contextmanager
+def local_api(home: Path, env: Mapping[str, str], cwd: Path) -> Iterator[None]:
+    """The home's local API (``meshctl/server/local.py``) serving while the block runs, as
+    it does beside a controller; its parent is this process."""
+    from meshctl.app.remote import api_socket
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "meshctl.server.local", str(home), str(os.getpid())],
+        env=env,
+        cwd=cwd,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not api_socket(home).exists():
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise SystemExit("the local API did not start")
+            time.sleep(0.05)
+        yield
+    finally:
+        server.terminate()
+        server.wait()
 
 
 def fill_home(home: Path, jobs: int = JOBS) -> None:
@@ -145,10 +155,13 @@ def measure_reads(meshctl: Path, runs: int) -> dict[str, list[float]]:
         home = base / "home"
         fill_home(home)
         env = _env(MESHCTL_HOME=str(home))
-        return {
+        found = {
             "status": measure([str(meshctl), "status"], runs, env, base),
             "jobs_list": measure([str(meshctl), "jobs", "list"], runs, env, base),
         }
+        with local_api(home, env, base):
+            found["served_status"] = measure([str(meshctl), "status"], runs, env, base)
+        return found
 
 
 def _stats(prefix: str, samples: list[float]) -> dict[str, float]:
@@ -177,6 +190,7 @@ def main() -> None:
         **_stats("submit", submit_ms),
         **_stats("served_submit", served_ms),
         **_stats("status", reads["status"]),
+        **_stats("served_status", reads["served_status"]),
         **_stats("jobs_list", reads["jobs_list"]),
         "load_average_1min": round(os.getloadavg()[0], 2),
         "bare_typer_help_ms_median": round(statistics.median(bare_ms), 1),
@@ -184,7 +198,7 @@ def main() -> None:
     result["ratio_to_bare_typer"] = round(
         result["help_ms_median"] / result["bare_typer_help_ms_median"], 2
     )
-    for name in ("status", "jobs_list"):
+    for name in ("status", "served_status", "jobs_list"):
         result[f"{name}_ratio_to_help"] = round(
             result[f"{name}_ms_median"] / result["help_ms_median"], 2
         )
@@ -195,7 +209,8 @@ def main() -> None:
         ("help", "meshctl --help"),
         ("submit", "meshctl submit"),
         ("served_submit", "meshctl submit, to the home's local API"),
-        ("status", f"meshctl status, {JOBS:,} jobs"),
+        ("status", f"meshctl status, {JOBS:,} jobs, read in process"),
+        ("served_status", f"meshctl status, {JOBS:,} jobs, from the home's local API"),
         ("jobs_list", f"meshctl jobs list, {JOBS:,} jobs"),
     ):
         print(
@@ -207,7 +222,8 @@ def main() -> None:
         f"--help's ratio {result['ratio_to_bare_typer']}x"
     )
     print(
-        f"ratio to meshctl --help: status {result['status_ratio_to_help']}x, "
+        f"ratio to meshctl --help: status {result['status_ratio_to_help']}x "
+        f"(from the local API {result['served_status_ratio_to_help']}x), "
         f"jobs list {result['jobs_list_ratio_to_help']}x; "
         f"load average (1 min) {result['load_average_1min']}"
     )

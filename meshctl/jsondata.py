@@ -1,30 +1,17 @@
-"""What every ``-o json|yaml`` document is made of, below every layer that builds one.
-
-The CLI's shapes (``meshctl/app/shapes``) and the documents built outside the CLI (the
-controller's status document, ``meshctl/controller/status.py``) share these pieces: the strict
-TypedDict config, times as ISO-8601 UTC strings, and an event as every command prints it.
+"""What every ``-o json|yaml`` document is made of, below every layer that builds one: times as
+ISO-8601 UTC strings, an event as every command prints it. The standard library only: the
+types the shapes declare these with (``Timestamp``, ``EventData``, the strict config) are in
+``meshctl/jsontypes.py``, with pydantic.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Annotated, overload
-
-from pydantic import AfterValidator, ConfigDict, with_config
-from typing_extensions import TypedDict
+from typing import TYPE_CHECKING, overload
 
 if TYPE_CHECKING:
+    from meshctl.jsontypes import EventData
     from meshctl.state import Event
-
-
-def _utc_time(text: str) -> str:
-    if not text.endswith("Z") or dt.datetime.fromisoformat(text).utcoffset() != dt.timedelta(0):
-        raise ValueError(f"expected an ISO-8601 UTC time ending in Z, got {text!r}")
-    return text
-
-
-Timestamp = Annotated[str, AfterValidator(_utc_time)]
-STRICT = ConfigDict(extra="forbid", strict=True)
 
 
 @overload
@@ -41,13 +28,6 @@ def timestamp(at_s: float | None) -> str | None:
         return None
     moment = dt.datetime.fromtimestamp(at_s, dt.UTC).replace(microsecond=0)
     return moment.isoformat().replace("+00:00", "Z")
-
-
-@with_config(STRICT)
-class EventData(TypedDict):
-    occurred_at: Timestamp
-    kind: Annotated[str, "job.pending, node.cordoned, ..."]
-    message: str
 
 
 def event_data(event: Event) -> EventData:

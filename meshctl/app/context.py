@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from meshctl.app.remote import Remote
+    from meshctl.app.remote import LocalApi, Remote
     from meshctl.catalog import Found
     from meshctl.controller.deciding.decide import Rules
     from meshctl.controller.reload import RuleFiles
@@ -317,6 +317,16 @@ class AppContext:
         from meshctl.app.remote import remote
 
         return remote(self.home)
+
+    def local_api(self) -> LocalApi | None:
+        """The home's local API (served beside its controller while one runs) for a command
+        that reads what that controller runs with; None when this command names files or a
+        store of its own (``--mesh``, ``--providers``, ``--store``): it reads those itself."""
+        from meshctl.app.remote import LocalApi, api_socket
+
+        if self.mesh_path or self.providers_dir or self.store_url:
+            return None
+        return LocalApi(api_socket(self.home))
 
 
 def _same_file(a: Path, b: Path) -> bool:

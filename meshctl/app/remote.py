@@ -136,14 +136,25 @@ class LocalApi(NamedTuple):
     def post(self, path: str, body: Any, timeout_s: float = TIMEOUT_S) -> Answered | None:
         """``POST path``: the answer, or None when nothing listens on the socket (no
         controller runs, or one was killed and left it); errors as a local command's."""
+        return self._ask("POST", path, json.dumps(body).encode(), timeout_s)
+
+    def get(self, path: str, timeout_s: float = TIMEOUT_S, **query: Any) -> Answered | None:
+        """``GET path?query``: the answer, or None when nothing listens on the socket (as
+        ``post``); errors as ``post``'s."""
+        params = {k: v for k, v in query.items() if v is not None}
+        target = path + (f"?{urllib.parse.urlencode(params)}" if params else "")
+        return self._ask("GET", target, None, timeout_s)
+
+    def _ask(self, method: str, path: str, data: bytes | None, timeout_s: float) -> Answered | None:
+        if not self.socket.exists():
+            return None
         connection = _unix_connection(self.socket, timeout_s)
         try:
             connection.connect()
         except OSError:
             return None
-        data = json.dumps(body).encode()
         try:
-            status, said, warned = exchange(connection, path, data, None)
+            status, said, warned = exchange(connection, path, data, None, method)
         except OSError as err:
             raise CommandError(f"local API {self.socket}: {err}") from None
         finally:
@@ -175,13 +186,20 @@ def _unix_connection(path: Path, timeout_s: float) -> http.client.HTTPConnection
 
 
 def exchange(
-    connection: http.client.HTTPConnection, path: str, data: bytes, token: str | None
+    connection: http.client.HTTPConnection,
+    path: str,
+    data: bytes | None,
+    token: str | None,
+    method: str = "POST",
 ) -> tuple[int, Any, list[str]]:
-    """Send ``data`` (JSON) to ``path``: the answer's status, document and warnings."""
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    """Send ``data`` (JSON; None: no body) to ``path``: the answer's status, document and
+    warnings."""
+    headers = {"Accept": "application/json"}
+    if data is not None:
+        headers["Content-Type"] = "application/json"
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    connection.request("POST", path, data, headers)
+    connection.request(method, path, data, headers)
     answer = connection.getresponse()
     raw = answer.read()
     try:

@@ -1,6 +1,8 @@
 """What ``meshctl status`` shows, for the CLI and the API server alike: what this machine
 knows of the controller and the pools is read here, the document is counted in
-``controller.status``."""
+``controller.status``; and whether anything decides for the mesh (``controller_down``, status's
+exit 1), read from the document alone: a status the local API answered is judged without
+importing what counts one."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from meshctl.app.context import AppContext
     from meshctl.app.pools import PoolHealth
-    from meshctl.controller.status import Status
+    from meshctl.controller.status import ControllerData, Status
     from meshctl.state import Store
+
+STALE_CYCLE_S = 90.0  # a controller whose last cycle is older is not deciding: hung
 
 
 def collect(context: AppContext, store: Store, health: PoolHealth) -> Status:
@@ -29,3 +33,14 @@ def collect(context: AppContext, store: Store, health: PoolHealth) -> Status:
     return status_document(
         store, mesh, beat=beat, pid=pid, driven=driven, unavailable=down, now_s=time.time()
     )
+
+
+def controller_down(controller: ControllerData) -> str | None:
+    """Why nothing decides for the mesh now (None: a controller runs and cycles), as
+    ``status`` says it after drawing its screen (exit 1)."""
+    if controller["pid"] is None:
+        return "no controller is running (meshctl up starts one)"
+    age = controller["last_cycle_age_s"]
+    if age is not None and age > STALE_CYCLE_S:
+        return f"the controller (pid {controller['pid']}) last cycled {age:.0f} s ago: hung?"
+    return None

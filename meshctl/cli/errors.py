@@ -11,6 +11,7 @@ included; warnings are JSON lines of their own.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,7 +86,7 @@ def _fail(exit_code: int, problems: Sequence[str | Problem]) -> None:
 
 
 def _usage_line(err: Any) -> str:
-    """click's message as one line: ``--gpus: 'x9' is not a valid float (meshctl submit
+    """click's message as one line: ``--gpus: expected a number, got 'x9' (meshctl submit
     --help)``; the flag first, as meshctl's own flag errors say it."""
     ctx = getattr(err, "ctx", None)
     where = ctx.command_path[len(ctx.find_root().command_path) :].strip() if ctx else ""
@@ -93,12 +94,41 @@ def _usage_line(err: Any) -> str:
     param = getattr(err, "param", None)
     flags = [o for o in getattr(param, "opts", []) if o.startswith("--")]
     message = " ".join(str(getattr(err, "message", "") or err.format_message()).split())
-    message = message.removeprefix("Value error, ")  # typer's own flag types speak pydantic
-    if message.startswith("Input should be "):
-        message = "expected " + message.removeprefix("Input should be ")
+    message = _expected(message.rstrip("."))
     if flags and isinstance(getattr(err, "message", None), str):
         return f"{flags[0]}: {message.rstrip('.')}{hint}"
     return f"{message.rstrip('.')}{hint}"
+
+
+_NOT_A = re.compile(r"(?P<value>'.*') is not a valid (?P<kind>float|integer|int)")
+_OUT_OF = re.compile(r"(?P<value>\S+) is not in the range (?P<range>\S+)")
+_KINDS = {"float": "a number", "integer": "a whole number", "int": "a whole number"}
+_BOUNDS = (  # click's range notation, in words
+    (re.compile(r"^x>=(\S+)$"), "{0} or more"),
+    (re.compile(r"^x>(\S+)$"), "more than {0}"),
+    (re.compile(r"^x<=(\S+)$"), "{0} or less"),
+    (re.compile(r"^x<(\S+)$"), "less than {0}"),
+    (re.compile(r"^(\S+)<=x<=(\S+)$"), "{0} to {1}"),
+)
+
+
+def _expected(message: str) -> str:
+    """click's words for a value its types refuse, as meshctl's own flags say it: ``'x9' is
+    not a valid float`` is ``expected a number, got 'x9'``; ``0 is not in the range x>=1`` is
+    ``expected 1 or more, got 0``; anything else as it is."""
+    found = _NOT_A.fullmatch(message)
+    if found:
+        return f"expected {_KINDS[found['kind']]}, got {found['value']}"
+    found = _OUT_OF.fullmatch(message)
+    if found:
+        bounds = found["range"]
+        for pattern, words in _BOUNDS:
+            matched = pattern.match(bounds)
+            if matched:
+                bounds = words.format(*matched.groups())
+                break
+        return f"expected {bounds}, got {found['value']}"
+    return message
 
 
 def requested_output(args: Sequence[str]) -> str | None:

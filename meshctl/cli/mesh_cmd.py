@@ -205,6 +205,19 @@ def _start_controller(context: AppContext, record: dict[str, str], interval: flo
     render.say(f"controller: running (pid {pid}, log {daemon.log_file(context.home)})")
 
 
+def _served_status(context: AppContext, watch: bool) -> Any:
+    """The status document as the API server says it, or as the home's local API says it
+    while a controller runs there (it has the mesh read and the models imported: this command
+    then costs a round trip, not those); None: collected in this process (no controller, or
+    ``--watch``, which redraws for a while and pays that once)."""
+    remote = context.remote()
+    if remote is not None:
+        return remote.call("GET", "/v1/status")
+    api = context.local_api()
+    answered = api.get("/v1/status") if api is not None and not watch else None
+    return None if answered is None else answered.document
+
+
 def status(
     ctx: typer.Context,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")] = False,
@@ -230,9 +243,8 @@ def status(
     from meshctl.cli import render
 
     context = app_context(ctx)
-    remote = context.remote()
-    if remote is not None:
-        said = remote.call("GET", "/v1/status")
+    said = _served_status(context, watch)
+    if said is not None:
         if output is not Output.table:
             render.emit_data(said, output)
         else:
@@ -259,7 +271,7 @@ def status(
 
 
 def _fail_if_down(data: Status) -> None:
-    from meshctl.controller.status import controller_down
+    from meshctl.app.status import controller_down
 
     down = controller_down(data["controller"])
     if down is not None:

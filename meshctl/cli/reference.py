@@ -158,7 +158,7 @@ def _option_row(param: Any, ctx: Any) -> tuple[str, str, str, str] | None:
     if record is None or "--help" in param.opts:
         return None
     name, _, kind = str(record[0]).partition(" <")
-    kind = kind.removesuffix(">")
+    kind = _typed(param, kind.removesuffix(">"))
     if param.metavar:
         name, kind = name.removesuffix(" " + param.metavar), param.metavar
     found = _EXTRAS.match(str(record[1]))
@@ -175,6 +175,20 @@ def _option_row(param: Any, ctx: Any) -> tuple[str, str, str, str] | None:
             kind = f"{kind} {extra}"
     flags = ", ".join(f"`{flag.strip()}`" for flag in name.split(", "))
     return flags, f"`{kind}`" if kind else "flag", default, text.strip()
+
+
+def _typed(param: Any, shown: str) -> str:
+    """The type of a parameter's value as the table names it: what its help shows (``int
+    range``, ``table|json|yaml``), else its type's name (an argument's help shows none);
+    ``list[...]`` for one that takes several; ``datetime``, not its formats; "" for a flag."""
+    if getattr(param, "is_flag", False):
+        return ""
+    name = str(param.type.name)
+    if param.multiple or param.nargs == -1:
+        return f"list[{'Path' if name == 'path' else name}]"
+    if name == "datetime":
+        return name
+    return shown or name
 
 
 def _cell(text: str) -> str:

@@ -21,7 +21,8 @@ from typing_extensions import TypedDict
 
 from meshctl.controller.daemon import live_beat
 from meshctl.controller.runtime import why_not_driven
-from meshctl.jsondata import STRICT, EventData, Timestamp, event_data, timestamp
+from meshctl.jsondata import event_data, timestamp
+from meshctl.jsontypes import STRICT, EventData, Timestamp
 from meshctl.state.records import (
     ACTIVE_ATTEMPT,
     FINISHED,
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 EVENTS = 10  # the latest events the document holds
 UNAVAILABLE = "unavailable"
-STALE_CYCLE_S = 90.0  # a controller whose last cycle is older is not deciding: hung
 
 
 @with_config(STRICT)
@@ -179,17 +179,6 @@ def _controller(beat: Mapping[str, Any], pid: int | None, now_s: float) -> Contr
         "policies": live.get("policies"),
         "policy_error": live.get("policy_error"),
     }
-
-
-def controller_down(controller: ControllerData) -> str | None:
-    """Why nothing decides for the mesh now (None: a controller runs and cycles), as
-    ``status`` says it after drawing its screen (exit 1)."""
-    if controller["pid"] is None:
-        return "no controller is running (meshctl up starts one)"
-    age = controller["last_cycle_age_s"]
-    if age is not None and age > STALE_CYCLE_S:
-        return f"the controller (pid {controller['pid']}) last cycled {age:.0f} s ago: hung?"
-    return None
 
 
 def _pool(

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from meshctl.app.submitting import name_of as _name_of
 from meshctl.cli.app import app
-from meshctl.cli.errors import MeshGroup, requested_output
+from meshctl.cli.errors import MeshGroup, _expected, requested_output
 from meshctl.clouds.base import Unavailable
 from meshctl.controller.submit import Rejected, new_job_id
 from meshctl.errors import EXIT_TIMEOUT, CommandError, Failure, InvalidRequestError, MeshctlError
@@ -105,14 +105,18 @@ FLAG_ERRORS = [
 USAGE_ERRORS = [
     pytest.param(
         ["submit", "--gpus", "x9", *RUN],
-        "--gpus: expected a valid number, unable to parse string as a number "
-        "(meshctl submit --help)",
+        "--gpus: expected a number, got 'x9' (meshctl submit --help)",
         id="a float flag given text",
     ),
     pytest.param(
         ["submit", "--nodes", "0", *RUN],
-        "--nodes: expected greater than or equal to 1 (meshctl submit --help)",
+        "--nodes: expected 1 or more, got 0 (meshctl submit --help)",
         id="a flag under its minimum",
+    ),
+    pytest.param(
+        ["jobs", "list", "--limit", "x"],
+        "--limit: expected a whole number, got 'x' (meshctl jobs list --help)",
+        id="an int flag given text",
     ),
     pytest.param(
         ["jobs", "list", "-o", "xml"],
@@ -460,3 +464,22 @@ def test_the_output_asked_for_ends_with_its_command_line(
     render.warnings(["after"])
     render.problems(["kept?"])
     assert capsys.readouterr().err == "warning: after\nerror: kept?\n"
+
+
+CLICK_WORDS = [
+    # id, click's message, as meshctl says it
+    pytest.param("'x9' is not a valid float", "expected a number, got 'x9'", id="float"),
+    pytest.param("'x' is not a valid integer", "expected a whole number, got 'x'", id="integer"),
+    pytest.param("0 is not in the range x>=1", "expected 1 or more, got 0", id="at least"),
+    pytest.param("0 is not in the range x>0", "expected more than 0, got 0", id="more than"),
+    pytest.param("9 is not in the range x<=8", "expected 8 or less, got 9", id="at most"),
+    pytest.param("9 is not in the range x<9", "expected less than 9, got 9", id="less than"),
+    pytest.param("9 is not in the range 1<=x<=8", "expected 1 to 8, got 9", id="from to"),
+    pytest.param("9 is not in the range 1<x<8", "expected 1<x<8, got 9", id="other: as said"),
+    pytest.param("Missing argument 'jobs'", "Missing argument 'jobs'", id="another message"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("said", "words"), CLICK_WORDS)
+def test_clicks_words_for_a_refused_value_are_meshctls(said: str, words: str) -> None:
+    assert _expected(said) == words

@@ -145,3 +145,24 @@ def test_a_home_that_was_up_is_asked(tmp_path: Path):
     context = AppContext(tmp_path / "home", None, None)
     assert context.ever_up()
     assert (context.nudge(), context.enforced()) == (False, None)  # none runs now
+
+
+# --- which read asks the home's local API -------------------------------------------------
+
+LOCAL_API_ASKED = [
+    # id, the context's named files and store, whether its local API is asked
+    pytest.param({}, True, id="nothing named: what the controller runs with"),
+    pytest.param({"mesh_path": Path("m.yaml")}, False, id="a mesh of its own"),
+    pytest.param({"providers_dir": Path("providers")}, False, id="catalogs of its own"),
+    pytest.param({"store_url": "sqlite:///x.db"}, False, id="a store of its own"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("named", "asked"), LOCAL_API_ASKED)
+def test_a_command_that_names_its_own_files_reads_them_itself(
+    tmp_path: Path, named: dict[str, object], asked: bool
+):
+    context = AppContext(**{"home": tmp_path, "mesh_path": None, "providers_dir": None, **named})
+    api = context.local_api()
+    assert (api is not None) == asked
+    assert api is None or api.socket == tmp_path / "run" / "api.sock"

@@ -1,7 +1,7 @@
 """The shapes every command shares: errors and warnings, scheduling decisions.
 
 What every shape is made of (the strict config, UTC times, events) is shared with documents
-built outside the CLI and lives in ``meshctl/jsondata.py``.
+built outside the CLI and lives in ``meshctl/jsontypes.py`` (the values: ``meshctl/jsondata.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import with_config
 from typing_extensions import TypedDict
 
-from meshctl.jsondata import STRICT
+from meshctl.jsontypes import STRICT
 
 # --- errors and warnings (stderr, under -o json|yaml) ---------------------------------------
 

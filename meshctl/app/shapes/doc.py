@@ -13,7 +13,7 @@ from typing import Any, Literal, NotRequired, Union
 from typing_extensions import is_typeddict
 
 from meshctl.app.shapes import OUTPUTS, STDERR, Output
-from meshctl.jsondata import Timestamp
+from meshctl.jsontypes import Timestamp
 
 INTRO = """# JSON output
 

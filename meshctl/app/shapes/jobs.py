@@ -8,7 +8,7 @@ from pydantic import with_config
 from typing_extensions import TypedDict
 
 from meshctl.app.shapes.base import DecisionData
-from meshctl.jsondata import STRICT, EventData, Timestamp
+from meshctl.jsontypes import STRICT, EventData, Timestamp
 
 # --- jobs ---------------------------------------------------------------------------------
 

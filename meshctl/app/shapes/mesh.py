@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import with_config
 from typing_extensions import TypedDict
 
-from meshctl.jsondata import STRICT, Timestamp
+from meshctl.jsontypes import STRICT, Timestamp
 
 # --- the mesh: pools, nodes, providers ------------------------------------------------------
 

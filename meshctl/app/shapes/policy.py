@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import with_config
 from typing_extensions import TypedDict
 
-from meshctl.jsondata import STRICT
+from meshctl.jsontypes import STRICT
 
 
 @with_config(STRICT)
