@@ -215,7 +215,11 @@ def _served_status(context: AppContext, watch: bool) -> Any:
         return remote.call("GET", "/v1/status")
     api = context.local_api()
     answered = api.get("/v1/status") if api is not None and not watch else None
-    return None if answered is None else answered.document
+    if answered is None:
+        return None
+    if answered.warnings:
+        context.warn(answered.warnings)
+    return answered.document
 
 
 def status(

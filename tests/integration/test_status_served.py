@@ -48,10 +48,14 @@ def test_a_served_status_imports_nothing_that_counts_one(home: Home) -> None:
     assert [m for m in imported if m.startswith(NOT_FOR_A_SERVED_STATUS)] == []
 
 
-def test_served_and_in_process_print_the_same(home: Home) -> None:
-    """The same screen, document and exit, but for the time that passed between them (the
-    queue's oldest wait) and the line an in-process status shows while it checks the pools
-    itself (no controller runs to say)."""
+@pytest.mark.parametrize("mesh", [None, "apiVersion: meshctl/v1\nkind: Mesh\n"],
+                         ids=["the embedded mesh", "an invalid mesh.yaml"])  # fmt: skip
+def test_served_and_in_process_print_the_same(home: Home, mesh: str | None) -> None:
+    """The same screen, document, errors and exit, but for the time that passed between them
+    (the queue's oldest wait) and the line an in-process status shows while it checks the
+    pools itself (no controller runs to say)."""
+    if mesh is not None:
+        (home.root / "mesh.yaml").write_text(mesh)
     served = [status(home), status(home, "-o", "json")]
     home.stop()
     assert not home.socket.exists()
@@ -59,8 +63,12 @@ def test_served_and_in_process_print_the_same(home: Home) -> None:
     for there, ours in zip(served, here, strict=True):
         assert (there.returncode, timeless(there.stdout), there.stderr) == (
             ours.returncode, timeless(ours.stdout), ours.stderr.replace(CHECKING, ""))  # fmt: skip
-    assert CHECKING in here[0].stderr
-    assert "no controller is running" in here[0].stderr
+    if mesh is None:
+        assert CHECKING in here[0].stderr
+        assert "no controller is running" in here[0].stderr
+    else:  # no controller runs with a set it took: the files' problems are errors
+        assert here[0].returncode == 2
+        assert here[0].stderr.startswith("error: mesh.yaml:1: ")
 
 
 CHECKING = "checking 3 pools\n"

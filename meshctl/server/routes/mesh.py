@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from meshctl.app.policies import reload_rules
+from meshctl.app.remote import warning_header
 from meshctl.app.status import collect
 from meshctl.server import hostcommands, jobs
 from meshctl.server.access import Verb
@@ -43,8 +45,16 @@ def whoami(caller: Caller) -> dict[str, Any]:
 
 @router.get("/status")
 def status(caller: Caller, server: Served) -> Any:
+    """The status document; each warning of reading the files (an invalid edit the running
+    controller refused: it runs the set it took last) a ``Warning`` header, as a submission's
+    (``meshctl status`` prints them as it does in its own process)."""
     allowed(server, caller, Verb.STATUS_READ)
-    return collect(server.context, server.store, server.health)
+    warnings: list[str] = []
+    told = replace(server.context, warn=warnings.extend)
+    response = JSONResponse(collect(told, server.store, server.health))
+    for line in warnings:
+        response.headers.append("Warning", warning_header(line))
+    return response
 
 
 @router.get("/policies")

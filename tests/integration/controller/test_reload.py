@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from meshctl.app.remote import api_socket
 from meshctl.controller import daemon
 from meshctl.state import open_store
 from tests.conftest import EXAMPLES, closed_port, onprem_policies, wait_until
@@ -164,3 +165,22 @@ def test_reload_switches_the_folder_and_commands_follow_it(mesh: Mesh) -> None:
     up = json.loads((mesh.home / "run" / "up.json").read_text())
     assert up["policies"] == str(other)  # what a restarted controller and the CLI use
     assert mesh.run("policy", "explain", JOB).stderr == ""
+
+
+def test_status_from_the_local_api_says_an_invalid_mesh_edit_as_warnings(mesh: Mesh) -> None:
+    """``status`` asks the controller's local API (it serves beside the controller); the
+    API reads the edited mesh, finds it invalid and answers with the set the controller runs,
+    the problems as warnings, which the command prints as it does in its own process."""
+    wait_until("the local API serves", api_socket(mesh.home).exists)
+    path = mesh.cwd / "mesh.yaml"
+    good = path.read_text()
+    path.write_text(good.replace("{name: reload}", "{name: Not-A-Name}"))
+    try:
+        shown = mesh.run("status", check=False)
+        assert shown.stdout.startswith("mesh reload")
+        warnings = shown.stderr.splitlines()
+        assert warnings[0].startswith(f"warning: {path}:3: metadata.name: ")
+        assert "runs the set it took last" in warnings[-1]
+    finally:
+        path.write_text(good)
+    wait_until("the error cleared", lambda: enforced(mesh)["policy_error"] is None)
