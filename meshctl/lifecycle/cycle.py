@@ -39,10 +39,12 @@ from meshctl.lifecycle.actions import BudgetCrossed, Fail, Launch, Leave, Start
 from meshctl.lifecycle.view import MeshView, Victims, budget_crossings, budgets, policy_view
 from meshctl.model.job import Job
 from meshctl.policy.compiled import PolicySet
+from meshctl.policy.evaluate import KeptAnswers
 from meshctl.policy.tenancy import BudgetStanding
 from meshctl.scheduler import PolicyView, SchedulerConfig, Snapshot, schedule
 from meshctl.scheduler.layout import Layout
 from meshctl.scheduler.plan import Plan
+from meshctl.scheduler.usage import RunningUsage
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,8 @@ class Seen:
     leaving: frozenset[str] = frozenset()  # jobs already on their way out: no victims again
     grow_grace_s: Mapping[str, float] = field(default_factory=dict)  # per pool
     layout: Layout | None = None  # the scheduler's, kept from the side's last cycle
+    usage: RunningUsage | None = None  # the same: the running jobs' use per team
+    answers: KeptAnswers | None = None  # the same: the policies' answers (evaluate.py)
 
 
 class Side(Protocol):
@@ -145,10 +149,11 @@ def cycle(side: Side, policies: PolicySet | None, config: SchedulerConfig) -> Pl
         if closed:
             side.close(closed)
         seen = side.seen()
-        view = policy_view(policies, seen.mesh, seen.date, seen.jobs, seen.priority, seen.victims)
+        view = policy_view(policies, seen.mesh, seen.date, seen.jobs, seen.priority, seen.victims,
+                           seen.answers)  # fmt: skip
         standings = budgets(policies, seen.mesh)
         side.budgets(standings, budget_crossings(seen.budget_states, standings))
-        plan = schedule(seen.snapshot, view, config, seen.layout)
+        plan = schedule(seen.snapshot, view, config, seen.layout, seen.usage)
         for action in effects.of_plan(plan, seen.leaving, seen.grow_grace_s):
             side.carry_out(action)
         side.decided(plan, view, seen.mesh)

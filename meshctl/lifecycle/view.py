@@ -23,7 +23,7 @@ from meshctl.lifecycle.actions import BudgetCrossed
 from meshctl.lifecycle.waits import Waits
 from meshctl.model.job import Job
 from meshctl.policy.compiled import PolicySet
-from meshctl.policy.evaluate import bind
+from meshctl.policy.evaluate import KeptAnswers, bind
 from meshctl.policy.facts import MeshSnapshot, VictimFacts, observed
 from meshctl.policy.tenancy import BudgetStanding, budget_standings
 from meshctl.policy.verdict import Verdict, VictimVerdict
@@ -142,9 +142,11 @@ class ByPriority:
         jobs: Mapping[str, Job],
         priorities: Callable[[str], int],
         victims: Mapping[str, VictimFacts],
+        answers: KeptAnswers | None = None,
     ) -> None:
         self.policies, self.mesh, self.now = policies, mesh, now
         self.jobs, self.priority_of, self.victims = jobs, priorities, victims
+        self.answers = answers or KeptAnswers()  # one for every binding
         self.weights, self.packing = policies.weights, policies.packing
         self.pool_preference, self.quotas = policies.pool_preference, policies.quotas
         self._engines: dict[tuple[tuple[str, float], ...], FromPolicyEngine] = {}
@@ -160,7 +162,7 @@ class ByPriority:
         key = tuple(sorted(waits.items())) if self.policies.reads_waits else ()
         found = self._engines.get(key)
         if found is None:
-            bound = bind(self.policies, self.mesh.facts(priority), self.now)
+            bound = bind(self.policies, self.mesh.facts(priority), self.now, self.answers)
             found = self._engines[key] = FromPolicyEngine(bound, self.jobs, self.victims)
         self._of_priority[priority] = found
         return found
@@ -186,11 +188,14 @@ def policy_view(
     jobs: Mapping[str, Job],
     priorities: Callable[[str], int],
     victims: Mapping[str, VictimFacts],
+    answers: KeptAnswers | None = None,
 ) -> PolicyView:
-    """The scheduler's view of the policies for one cycle (``Permissive`` without any)."""
+    """The scheduler's view of the policies for one cycle (``Permissive`` without any);
+    ``answers``: the policies' answers kept from the caller's last cycle, if it keeps them
+    (``evaluate.KeptAnswers``); the view is the same with or without."""
     if policies is None:
         return Permissive()
-    return ByPriority(policies, mesh, now, jobs, priorities, victims)
+    return ByPriority(policies, mesh, now, jobs, priorities, victims, answers)
 
 
 def budget_crossings(

@@ -15,7 +15,7 @@ fails gives nothing. The failure stays in the trace (outcome "error") and in
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 import cel
@@ -43,6 +43,8 @@ from meshctl.policy.verdict import (
 )
 
 POOL_ONLY = frozenset({"pool", "mesh", "now"})
+JOB_ONLY = frozenset({"job"})
+PLAIN_POOL = frozenset({"pool"})
 MESH_ONLY = frozenset({"mesh", "now"})
 Result = tuple[Outcome, str]
 
@@ -79,27 +81,79 @@ class _Trace:
         return result[0]
 
 
+class KeptAnswers:
+    """Answers that do not change from one binding to the next, kept: the policies are bound
+    again at every cycle (free GPUs and waits change), and building a CEL context costs more
+    than the rest of a binding. What a selector that reads only ``pool`` says of a pool is
+    keyed by the expression and the pool's whole CEL map (``frozen``): a pool whose GPUs,
+    labels or price changed is another key. What an operand that reads only ``job`` says of
+    a job is keyed by the expression and the job file (one frozen ``Job`` object: the
+    simulator and the controller share one per file). Hold one per policy set, or none (each
+    binding then makes its own); at ``LIMIT`` answers of a kind it starts that kind afresh."""
+
+    LIMIT = 16_384
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple[int, Hashable], tuple[Compiled, Result]] = {}
+        self._of_jobs: dict[tuple[int, int], tuple[Compiled, Job, Result]] = {}
+
+    def of_pool(self, expr: Compiled, pool_map: Mapping[str, Any], frozen: Hashable) -> Result:
+        """``expr`` of the pool ``pool_map``; ``frozen``: ``frozen(pool_map)``."""
+        key = (id(expr), frozen)
+        found = self._answers.get(key)
+        if found is not None and found[0] is expr:  # the same object, not a reused id()
+            return found[1]
+        if len(self._answers) >= self.LIMIT:
+            self._answers.clear()
+        result = run(expr, cel.Context({"pool": pool_map}))
+        self._answers[key] = (expr, result)
+        return result
+
+    def of_job(self, expr: Compiled, job: Job, job_map: Mapping[str, Any]) -> Result:
+        """``expr``, which reads only ``job``, of ``job`` (whose CEL map is ``job_map``): a
+        job file is decided again at every cycle, its map the same each time (it reads the
+        file and the policy set's classes, which the expression belongs to)."""
+        key = (id(expr), id(job))
+        found = self._of_jobs.get(key)
+        if found is not None and found[0] is expr and found[1] is job:  # not reused id()s
+            return found[2]
+        if len(self._of_jobs) >= self.LIMIT:
+            self._of_jobs.clear()
+        result = run(expr, cel.Context({"job": job_map}))
+        self._of_jobs[key] = (expr, job, result)
+        return result
+
+
+def frozen(pool_map: Mapping[str, Any]) -> Hashable:
+    """A pool's CEL map as a key: its ``repr``, which tells apart every value such a map
+    holds (strings, numbers by type, booleans, lists, maps); a map whose labels were written
+    in another order is another key, asked once more, never a wrong answer."""
+    return repr(pool_map)
+
+
 class BoundPolicies:
     """A policy set bound to one mesh snapshot and one moment."""
 
-    def __init__(self, policies: PolicySet, mesh: MeshSnapshot, now: dt.datetime) -> None:
+    def __init__(
+        self,
+        policies: PolicySet,
+        mesh: MeshSnapshot,
+        now: dt.datetime,
+        answers: KeptAnswers | None = None,
+    ) -> None:
         self.policies, self.mesh = policies, mesh
         self._mesh_map, self._now = mesh_map(mesh), now
         self._context = cel.Context({"mesh": self._mesh_map, "now": now})
         self._pool_maps = {p.name: build_pool_map(p) for p in mesh.pools}
-        self._pool_contexts = {
-            name: cel.Context({"mesh": self._mesh_map, "now": now, "pool": pmap})
-            for name, pmap in self._pool_maps.items()
-        }
+        self._kept = answers or KeptAnswers()
+        self._pool_keys: dict[str, Hashable] = {}  # each pool's map, frozen when first asked
         self._scope = Scope({"mesh": self._mesh_map, "now": now}, self._pool_maps)
-        self._pool_only: dict[tuple[int, str], Result] = {}
-        for expr in self._selectors():
-            if expr.roots <= POOL_ONLY:
-                for name, context in self._pool_contexts.items():
-                    self._pool_only[(id(expr), name)] = run(expr, context)
+        self._pool_only: dict[tuple[int, str], Result] = {}  # a selector that reads no job
         self._budgets = budget_standings(policies.budgets, mesh)  # mesh-only: once per bind
         self._job_fields = policies.job_fields
-        self._job_in_context: Job | None = None  # whose map "job" holds now
+        self._job_in_context: Job | None = None  # the job being decided
+        self._job_map: dict[str, Any] = {}  # its CEL map
+        self._job_added = False  # whether the context holds it yet (only what reads more asks)
         self._victim_in_context: VictimFacts | None = None  # whose map "victim" holds now
         # preemptor -> the preemption rules whose `when` matches it (they read job and mesh)
         self._preempting: dict[int, tuple[Job, list[PreemptionRuleC]]] = {}
@@ -108,27 +162,27 @@ class BoundPolicies:
             id(r): flag for r, flag in zip(policies.preemption_rules, static, strict=True)
         }
         self._victims_memo: dict[tuple[int, int, int, int, str], tuple[Job, Job, Result]] = {}
-        rules: tuple[PoolRuleC | BurstRuleC | PreemptionRuleC, ...] = (
-            *policies.pool_rules,
-            *policies.burst_rules,
-            *policies.preemption_rules,
-        )
-        self._mesh_part: dict[int, Result] = {
-            id(r.when): self._conjunction(p for p in r.when.parts if p.roots <= MESH_ONLY)
-            for r in rules
-        }
-
-    def _selectors(self) -> list[Compiled]:
-        return [r.selector for r in self.policies.pool_rules] + [
-            r.to for r in self.policies.burst_rules
-        ]
+        self._mesh_part: dict[int, Result] = {}  # per rule's condition: ``_mesh_half``
+        self._mesh_operands: dict[str, Result] = {}  # by source: rules repeat an operand
 
     def _select(self, expr: Compiled, pool: str) -> tuple[Outcome, str]:
+        """What a selector says of ``pool``: once per binding for one that reads no job, from
+        ``answers`` (kept between bindings) for one that reads only the pool."""
         cached = self._pool_only.get((id(expr), pool))
         if cached is not None:
             return cached
-        self._context.add_variable("pool", self._pool_maps[pool])
-        return run(expr, self._context)
+        if expr.roots <= PLAIN_POOL:
+            pool_map, key = self._pool_maps[pool], self._pool_keys.get(pool)
+            if key is None:
+                key = self._pool_keys[pool] = frozen(pool_map)
+            found = self._kept.of_pool(expr, pool_map, key)
+        else:
+            context = self._with_job()
+            context.add_variable("pool", self._pool_maps[pool])
+            found = run(expr, context)
+        if expr.roots <= POOL_ONLY:
+            self._pool_only[(id(expr), pool)] = found
+        return found
 
     # --- one job ---------------------------------------------------------------------------
 
@@ -184,31 +238,53 @@ class BoundPolicies:
     def _set_job(self, job: Job, klass: str | None) -> None:
         if self._job_in_context is not job:
             the_map = job_map(job, klass or "", self._job_fields)
-            self._context.add_variable("job", the_map)
             self._scope = Scope(
                 {"mesh": self._mesh_map, "now": self._now, "job": the_map}, self._pool_maps
             )
-            self._job_in_context = job
+            self._job_in_context, self._job_map, self._job_added = job, the_map, False
+
+    def _with_job(self) -> cel.Context:
+        """The context, holding the job being decided (added when first needed: an operand
+        that reads only the job is answered from ``answers``)."""
+        if not self._job_added:
+            self._context.add_variable("job", self._job_map)
+            self._job_added = True
+        return self._context
 
     def _conjunction(self, parts: Any) -> Result:
         """CEL's ``&&`` over ``parts``: false if any is false (the first false one ends it),
         else an error if any failed, else true."""
-        failed: Result | None = None
-        for part in parts:
-            result = run(part, self._context)
-            if result[0] == "not matched":
-                return result
-            if result[0] == "error" and failed is None:
-                failed = result
-        return failed or MATCHED
+        return _and(map(self._operand, parts))
+
+    def _operand(self, part: Compiled) -> Result:
+        job = self._job_in_context
+        if job is not None and part.roots <= JOB_ONLY:
+            return self._kept.of_job(part, job, self._job_map)
+        return run(part, self._with_job())
+
+    def _mesh_half(self, when: Any) -> Result:
+        """The conjunction of a condition's operands that read only the mesh and the time:
+        the same for every job of this binding, so evaluated once, when first asked; an
+        operand that several rules write alike (a shared wait test), once for them all."""
+        found = self._mesh_part.get(id(when))
+        if found is None:
+            mesh_only = (p for p in when.parts if p.roots <= MESH_ONLY)
+            found = self._mesh_part[id(when)] = _and(map(self._mesh_operand, mesh_only))
+        return found
+
+    def _mesh_operand(self, part: Compiled) -> Result:
+        found = self._mesh_operands.get(part.source)
+        if found is None:
+            found = self._mesh_operands[part.source] = run(part, self._context)
+        return found
 
     def _when(self, section: str, rule: Any, trace: _Trace) -> Outcome:
         return self._condition(section, rule, trace)[0]
 
     def _condition(self, section: str, rule: Any, trace: _Trace) -> Result:
-        """The rule's condition: its mesh-only operands were evaluated at bind, once. A false
+        """The rule's condition: its mesh-only operands evaluated once per binding. A false
         operand decides whichever half it is in; otherwise a failure does."""
-        result = self._mesh_part[id(rule.when)]
+        result = self._mesh_half(rule.when)
         if result[0] != "not matched":
             rest = self._conjunction(p for p in rule.when.parts if not p.roots <= MESH_ONLY)
             if rest[0] == "not matched" or result[0] == "matched":
@@ -357,10 +433,22 @@ class BoundPolicies:
                 victim_class, _, _ = self.priority_of(victim.job)
                 self._context.add_variable("victim", build_victim_map(victim, victim_class or ""))
                 self._victim_in_context = victim
-            result = run(rule.victims, self._context)
+            result = run(rule.victims, self._with_job())
             if self._victims_static[id(rule)]:
                 self._victims_memo[key] = (job, victim.job, result)
         return trace.add("preemption", rule, "victims", rule.victims, result)
+
+
+def _and(results: Iterable[Result]) -> Result:
+    """CEL's ``&&`` over ``results``, read in order: the first false one ends it; else the
+    first failure, if any; else true."""
+    failed: Result | None = None
+    for result in results:
+        if result[0] == "not matched":
+            return result
+        if result[0] == "error" and failed is None:
+            failed = result
+    return failed or MATCHED
 
 
 def _victim_verdict(
@@ -394,5 +482,10 @@ def _target(pool: str, rules: list[BurstRuleC], job_limit: float | None) -> Burs
     )
 
 
-def bind(policies: PolicySet, mesh: MeshSnapshot, now: dt.datetime) -> BoundPolicies:
-    return BoundPolicies(policies, mesh, now)
+def bind(
+    policies: PolicySet,
+    mesh: MeshSnapshot,
+    now: dt.datetime,
+    answers: KeptAnswers | None = None,
+) -> BoundPolicies:
+    return BoundPolicies(policies, mesh, now, answers)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from operator import attrgetter
 
 from meshctl.policy.facts import TeamUsage
 from meshctl.policy.tenancy import quota_ceiling
@@ -48,13 +49,15 @@ from meshctl.scheduler.plan import (
     Shrink,
 )
 from meshctl.scheduler.policies import PolicyView
-from meshctl.scheduler.queue import charge, dominant_share, ordered, team_usage
+from meshctl.scheduler.queue import dominant_share, ordered
 from meshctl.scheduler.quota import over_quota
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.snapshot import Pending, Running, Snapshot
 from meshctl.scheduler.unschedulable import never_fits
+from meshctl.scheduler.usage import RunningUsage, charge, team_usage
 from meshctl.scheduler.working import FreeIndex, NodeState, States
 
+JOB_ID, LEAVING = attrgetter("job_id"), attrgetter("leaving")
 STATIC_FILTERS: tuple[Filter, ...] = (HealthFilter(), EligibilityFilter(), AcceleratorFilter())
 
 
@@ -63,15 +66,22 @@ def schedule(
     policies: PolicyView,
     config: SchedulerConfig = DEFAULT_CONFIG,
     layout: Layout | None = None,
+    usage: RunningUsage | None = None,
 ) -> Plan:
-    """One cycle's plan. ``layout``: the one kept from the caller's last cycle (layout.py),
-    brought to this snapshot's nodes; the plan is the same with or without it."""
-    return _Cycle(snapshot, policies, config, layout or Layout()).run()
+    """One cycle's plan. ``layout`` and ``usage``: those kept from the caller's last cycle
+    (layout.py, usage.py), brought to this snapshot's nodes and running jobs; the plan is the
+    same with or without them."""
+    return _Cycle(snapshot, policies, config, layout or Layout(), usage).run()
 
 
 class _Cycle:
     def __init__(
-        self, snap: Snapshot, policies: PolicyView, config: SchedulerConfig, layout: Layout
+        self,
+        snap: Snapshot,
+        policies: PolicyView,
+        config: SchedulerConfig,
+        layout: Layout,
+        usage: RunningUsage | None = None,
     ) -> None:
         self.snap, self.policies, self.config = snap, policies, config
         self.plan = Plan(snap.now_s)
@@ -84,13 +94,14 @@ class _Cycle:
             for pool, buckets in layout.buckets.items()
         }  # copies: the cycle moves nodes between buckets as it places jobs
         self._running_on: dict[str, list[Running]] | None = None  # built when first needed
-        self.usage = team_usage(snap)  # per team: GPUs, CPUs, memory GiB, GPU memory GiB
-        every = frozenset(self.indexes) | frozenset(p.name for p in snap.pools)
+        self.usage = team_usage(snap, usage)  # per team: GPUs, CPUs, memory GiB, GPU memory GiB
+        self.node_pools = frozenset(self.indexes)  # the pools with nodes
+        every = self.node_pools | frozenset(p.name for p in snap.pools)
         self.avail = Availability.of(snap, every)
         self.onprem = every - frozenset(p.name for p in snap.pools if p.cloud)
         self.offers = list(snap.offers)
         self.headroom = burst.Headroom.of(snap.pools)
-        self.preempted: set[str] = {job.job_id for job in snap.running if job.leaving}
+        self.preempted: set[str] = set(map(JOB_ID, filter(LEAVING, snap.running)))  # in C
         self.lent: dict[str, int] = {}  # elastic job -> nodes it lends this cycle
         self.never: dict[tuple[Request, frozenset[str]], str | None] = {}
         self.requests: dict[Request, Request] = {}  # one of each: keys then match by identity
@@ -206,7 +217,7 @@ class _Cycle:
         req = self.requests.setdefault(job.request, job.request)
         key = (req, eligible)
         if key not in self.never:
-            self.never[key] = never_fits(job.request, eligible, self.snap)
+            self.never[key] = never_fits(job.request, eligible, self.snap, self.node_pools)
         never = self.never[key]
         if never is not None:  # judged by what is known: an unavailable pool may hold it
             down = self.avail.why(eligible)

@@ -50,7 +50,8 @@ class Layout:
         if len(changed) * REBUILD_SHARE > len(nodes):
             return self._build(nodes)
         capacity = False
-        touched: dict[str, set[int]] = {}
+        gained: dict[str, set[int]] = {}  # pool -> the buckets some node moved into
+        left: list[tuple[str, int, str]] = []  # (pool, bucket, node): moved out of it
         for i in changed:
             a, b = old[i], nodes[i]
             if a.name != b.name or a.pool != b.pool or a.gpus != b.gpus:
@@ -67,11 +68,15 @@ class Layout:
             self.by_name[b.name] = b
             if a.whole_free != b.whole_free:
                 self._free[b.pool][at] = b.whole_free
-                touched.setdefault(b.pool, set()).update((a.whole_free, b.whole_free))
+                gained.setdefault(b.pool, set()).add(b.whole_free)
+                left.append((b.pool, a.whole_free, b.name))
         self.nodes = nodes
         if capacity:
             self._sum()
-        for pool, counts in touched.items():
+        for pool, c, name in left:  # the rest of a bucket keeps its order: taken out in place
+            if c not in gained.get(pool, ()):
+                del self.buckets[pool][c][name]
+        for pool, counts in gained.items():
             names, free, buckets = self._names[pool], self._free[pool], self.buckets[pool]
             for c in counts:  # the bucket afresh, in snapshot order (in C: no Python loop)
                 buckets[c] = dict.fromkeys(compress(names, map(c.__eq__, free)))

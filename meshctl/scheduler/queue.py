@@ -14,8 +14,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from meshctl.scheduler.request import Request
-from meshctl.scheduler.snapshot import Pending, Snapshot
+from meshctl.scheduler.snapshot import Pending
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,30 +38,6 @@ class Totals:
     gpus: float
     cpus: float
     memory_gib: float
-
-
-def team_usage(snap: Snapshot) -> dict[str, list[float]]:
-    """Each team's use now: GPUs, CPUs, memory GiB and GPU memory GiB, of its running jobs
-    and what the snapshot counts beside them (``team_usage``); a team not seen uses nothing."""
-    usage: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
-    for job in snap.running:  # ``charge``, inlined: this loop runs for every running job
-        req, used = job.request, usage[job.team]
-        used[0] += req.total_gpus
-        used[1] += req.cpus * req.nodes
-        used[2] += req.memory_gib * req.nodes
-        used[3] += req.gpu_memory_gib * req.total_gpus
-    for team, (team_gpus, gpu_memory) in snap.team_usage.items():
-        usage[team][0] += team_gpus
-        usage[team][3] += gpu_memory
-    return usage
-
-
-def charge(used: list[float], req: Request, sign: float = 1.0) -> None:
-    """Add (``sign=-1``: take off) a job's whole request to a team's use (``team_usage``)."""
-    used[0] += sign * req.total_gpus
-    used[1] += sign * req.cpus * req.nodes
-    used[2] += sign * req.memory_gib * req.nodes
-    used[3] += sign * req.gpu_memory_gib * req.total_gpus
 
 
 def dominant_share(usage: Sequence[float], totals: Totals) -> float:

@@ -125,12 +125,22 @@ def _quick_fit(req: Request, nodes: Sequence[Node], offers: Sequence[Offer]) -> 
     return any(offer_fits(req, o) is None and _cap(o) >= req.nodes for o in offers)
 
 
-def never_fits(req: Request, eligible: frozenset[str], snap: Snapshot) -> str | None:
+def never_fits(
+    req: Request,
+    eligible: frozenset[str],
+    snap: Snapshot,
+    node_pools: frozenset[str] | None = None,
+) -> str | None:
     """The reason no eligible pool could ever run ``req``; None if one could. When the
-    policies keep it from some pools, the reason names them: the job might fit there."""
+    policies keep it from some pools, the reason names them: the job might fit there.
+    ``node_pools``: the pools the snapshot's nodes are in, if known (every node eligible:
+    the nodes are not copied)."""
     if not eligible:
         return "every pool is denied by policy"
-    nodes = [n for n in snap.nodes if n.pool in eligible]
+    if node_pools is not None and node_pools <= eligible:
+        nodes: Sequence[Node] = snap.nodes
+    else:
+        nodes = [n for n in snap.nodes if n.pool in eligible]
     offers = [o for o in snap.offers if o.pool in eligible]
     if _quick_fit(req, nodes, offers):
         return None

@@ -98,8 +98,14 @@ def _fields(kind: type[Any]) -> tuple[Field[Any], ...]:
     return found
 
 
+_NAMES: dict[type[Any], frozenset[str]] = {}  # the same, less ``extra``: read for every row
+
+
 def _names(kind: type[Any]) -> frozenset[str]:
-    return frozenset(f.name for f in _fields(kind)) - {"extra"}
+    found = _NAMES.get(kind)
+    if found is None:
+        found = _NAMES[kind] = frozenset(f.name for f in _fields(kind)) - {"extra"}
+    return found
 
 
 def _split(kind: type[Any], data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

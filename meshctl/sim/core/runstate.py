@@ -25,8 +25,10 @@ from meshctl.lifecycle.snapshot import pending_of
 from meshctl.lifecycle.waits import Backlog
 from meshctl.model.job import Job
 from meshctl.policy.compiled import PolicySet
+from meshctl.policy.evaluate import KeptAnswers
 from meshctl.scheduler import Pending, Request
 from meshctl.scheduler.layout import Layout
+from meshctl.scheduler.usage import RunningUsage
 from meshctl.sim.core.cluster import Cluster
 from meshctl.sim.core.config import Sample, SimConfig, SimMesh, Totals
 from meshctl.sim.core.data import NodeCaches
@@ -58,6 +60,8 @@ class RunState:
         self.now = 0.0  # the clock's time, read often
         self.cluster = Cluster(mesh.nodes)
         self.layout = Layout()  # the scheduler's, kept between cycles (scheduler/layout.py)
+        self.usage = RunningUsage()  # the same (scheduler/usage.py)
+        self.answers = KeptAnswers()  # the policies' answers kept between cycles (evaluate.py)
         self.fleet = Fleet(mesh.clouds, mesh.offers, config.seed, config.start_epoch_s)
         self.data = NodeCaches(config.data) if config.data is not None else None
         self.pending: dict[str, Pending] = {}

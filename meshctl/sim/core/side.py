@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any
 
 from meshctl.lifecycle import lending, serving
@@ -32,6 +33,8 @@ from meshctl.sim.core.attempts import Attempts
 from meshctl.sim.core.runstate import RunState
 from meshctl.sim.core.services import Services
 from meshctl.sim.core.world import WorldEvents
+
+RUNNING = attrgetter("running")  # an attempt's ``Running``, as the scheduler sees it
 
 
 class EngineSide:
@@ -101,7 +104,12 @@ class EngineSide:
         return self.services.cycle() if self.services.served else set()
 
     def loans(self) -> tuple[Sequence[lending.Loan], set[str]]:
-        return self.state.loans, set(self.state.running) | set(self.state.pending)
+        """The loans, and the jobs active (running or waiting): asked only while a loan is open
+        (``lending.closing`` reads them for nothing else), as they are thousands."""
+        state = self.state
+        if not any(loan.open for loan in state.loans):
+            return state.loans, set()
+        return state.loans, set(state.running) | set(state.pending)
 
     def close(self, closed: Sequence[lending.Loan]) -> None:
         by_id = {x.id: x for x in closed}
@@ -119,19 +127,14 @@ class EngineSide:
         pools = pool_infos(state.mesh.pools, waits.lowest(), fleet.live_per_pool, {})
         nominated = nominations(pair for pairs in state.freeing.values() for pair in pairs)
         pending = [self._pending_now(p, nominated) for p in state.pending.values()]
-        for attempt in state.running.values():  # elastic jobs below their size grow back
-            wanted = state.size(attempt.job_id)
-            if wanted is not None and attempt.stopped_s is None:
-                job = state.results[attempt.job_id].job
-                grow = lending.growth(attempt.running, wanted, job.arrival_s)
-                if grow is not None:
-                    pending.append(grow)
+        pending += self._growing()
         pending += [self._pending_now(p, nominated) for p in self.services.replica_pending]
+        running = tuple(map(RUNNING, state.running.values()))  # in C: a thousand jobs run
         snapshot = Snapshot(
             now,
             nodes,
             pools,
-            tuple(a.running for a in state.running.values()) + tuple(self.services.replica_running),
+            running + tuple(self.services.replica_running),
             tuple(pending),
             offers_left(state.mesh.offers, fleet.live_type),
         )
@@ -148,7 +151,23 @@ class EngineSide:
             dict(state.budget_states),
             grow_grace_s=state.mesh.grow_grace_s,
             layout=state.layout,
+            usage=state.usage,
+            answers=state.answers,
         )
+
+    def _growing(self) -> Iterator[Pending]:
+        """Elastic jobs below their size, asking to grow back, in the order they run; only
+        the elastic ones are looked at (a filter in C): most running jobs are not."""
+        state = self.state
+        if state.elastic.isdisjoint(state.running):
+            return
+        for job_id in filter(state.elastic.__contains__, state.running):
+            attempt, wanted = state.running[job_id], state.size(job_id)
+            if wanted is not None and attempt.stopped_s is None:
+                job = state.results[job_id].job
+                grow = lending.growth(attempt.running, wanted, job.arrival_s)
+                if grow is not None:
+                    yield grow
 
     def _pending_now(self, pending: Pending, nominated: dict[str, tuple[str, ...]]) -> Pending:
         """A waiting job as this cycle sees it: the nodes freed for it, its size now."""

@@ -155,12 +155,13 @@ def test_may_preempt(victim_kind, runtime_s, allowed, reason):
     assert (decided.allowed, decided.reason) == (allowed, reason)
 
 
-def test_pool_only_selectors_are_evaluated_once_per_pool_at_bind():
+def test_pool_only_selectors_are_evaluated_once_per_pool_per_binding():
     policies = compiled(
         "pools: [{name: d, deny: pool.cloud},"
         " {name: e, deny: 'pool.cloud && job.kind == \"train\"'}]"
     )
     bound = bind(policies, MESH, NOW)
+    bound.evaluate(job())  # asked when first needed, then kept for every other job
     pool_only, mixed = (r.selector for r in policies.pool_rules)
     cached = {expr_id for expr_id, _ in bound._pool_only}
     assert id(pool_only) in cached

@@ -94,7 +94,7 @@ def test_deciding_does_not_run_the_job_operands_a_false_mesh_operand_makes_moot(
         'burst: [{name: b, when: \'job.kind == "batch" && mesh.pools["onprem"]'
         ".expected_wait_s > 600.0', to: pool.cloud}]"
     )
-    bound = bind(policies, busy(0.0), NOW)  # the mesh operand: false, once, here
+    bound = bind(policies, busy(0.0), NOW)
     ran: list[str] = []
     original = evaluate_module.run
 
@@ -104,8 +104,12 @@ def test_deciding_does_not_run_the_job_operands_a_false_mesh_operand_makes_moot(
 
     monkeypatch.setattr(evaluate_module, "run", counting)
     result = bound.evaluate(job())
-    assert ran == []  # no job operand, no selector: the rule was decided at bind
-    assert detail(result, "b") == 'false: mesh.pools["onprem"].expected_wait_s > 600.0'
+    mesh_operand = 'mesh.pools["onprem"].expected_wait_s > 600.0'
+    assert ran == [mesh_operand]  # false, once per binding: no job operand, no selector
+    assert detail(result, "b") == f"false: {mesh_operand}"
+    ran.clear()
+    bound.evaluate(job(criticality="critical"))
+    assert ran == []  # the next job: decided by the binding's answer
 
 
 def test_of_two_failing_operands_the_first_in_source_order_is_named_with_its_own_failure():
