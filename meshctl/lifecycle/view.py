@@ -149,6 +149,7 @@ class ByPriority:
         self.answers = answers or KeptAnswers()  # one for every binding
         self.weights, self.packing = policies.weights, policies.packing
         self.pool_preference, self.quotas = policies.pool_preference, policies.quotas
+        self.reclaim = policies.reclaim
         self._engines: dict[tuple[tuple[str, float], ...], FromPolicyEngine] = {}
         self._of_priority: dict[int, FromPolicyEngine] = {}
 

@@ -84,6 +84,9 @@ class Team(Model):
     description: str = ""
 
 
+ReclaimMode = Literal["any", "lower-priority", "never"]
+
+
 class TeamQuota(Model):
     team: Name
     cohort: Name | None = None
@@ -94,6 +97,23 @@ class TeamQuota(Model):
     )
     lending_limit_gpus: Annotated[float, Field(ge=0)] | None = Field(
         None, description="most of its unused quota others may borrow (default: all)"
+    )
+    reclaim: ReclaimMode = Field(
+        "any",
+        description="when the team is below its nominal quota and teams of its cohort run on"
+        " borrowed GPUs, take them back from any of their jobs (any), only from jobs of lower"
+        " priority than its own (lower-priority), or never (never); spec.reclaim says how",
+    )
+
+
+class Reclaim(Model):
+    """How lent quota is taken back (``quotas[].reclaim``): the victims are the jobs of teams
+    running beyond their own nominal quota, the least work lost first, those with no
+    checkpoint last."""
+
+    grace_s: DurationS = Field(120.0, description="time a reclaimed job gets to checkpoint")
+    min_runtime_s: DurationS = Field(
+        300.0, description="a job runs this long since it (re)started before it is reclaimed"
     )
 
 
@@ -167,6 +187,9 @@ class PolicySpec(Model):
     budgets: list[Budget] = Field(default_factory=list)
     scoring: Scoring | None = None
     forecast: Forecast | None = None
+    reclaim: Reclaim | None = Field(
+        None, description="how a team below its quota takes back what it lent (defaults shown)"
+    )
 
     @model_validator(mode="after")
     def _bounded(self) -> PolicySpec:

@@ -14,7 +14,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from meshctl.model.policy import UNKNOWN_RUNTIME_S, Budget, Policy, Rule, TeamQuota, Weights
+from meshctl.model.policy import (
+    UNKNOWN_RUNTIME_S,
+    Budget,
+    Policy,
+    Reclaim,
+    Rule,
+    TeamQuota,
+    Weights,
+)
 from meshctl.policy.expr.guards import Unguarded, string_literal
 from meshctl.policy.refs import (
     Compiled,
@@ -129,6 +137,8 @@ class PolicySet:
     teams: frozenset[str] = frozenset()
     # what the wait forecast assumes of a job with no runtime declared or estimated
     unknown_runtime_s: float = UNKNOWN_RUNTIME_S
+    # how a team below its quota takes back what it lent (``spec.reclaim``, else its defaults)
+    reclaim: Reclaim = field(default_factory=Reclaim)
     # what does not stop the set but should be said: map lookups no presence test guards
     # (a rule that fails closed for every job without the key), in file order
     warnings: tuple[Problem, ...] = ()
@@ -151,6 +161,7 @@ class _Builder:
         self.budgets: list[Budget] = []
         self.scoring: dict[str, object] = {}
         self.unknown_runtime_s = UNKNOWN_RUNTIME_S
+        self.reclaim = Reclaim()
         self.sources: list[str] = []
 
     def claim(self, what: str, origin: Origin, field_name: str) -> bool:
@@ -333,6 +344,10 @@ def _add_tenancy(b: _Builder, src: Source) -> None:
         origin = src.origin("spec", "forecast", "unknown_runtime_s")
         if b.claim("forecast.unknown_runtime_s", origin, "spec.forecast.unknown_runtime_s"):
             b.unknown_runtime_s = unknown
+    if spec.reclaim is not None:
+        origin = src.origin("spec", "reclaim")
+        if b.claim("reclaim", origin, "spec.reclaim"):
+            b.reclaim = spec.reclaim
 
 
 def _check_class_references(b: _Builder, sources: Sequence[Source]) -> None:
@@ -398,6 +413,7 @@ def compile_policies(sources: Sequence[Source]) -> PolicySet:
         ),
         teams=frozenset(b.teams | set(b.quotas)),
         unknown_runtime_s=b.unknown_runtime_s,
+        reclaim=b.reclaim,
         warnings=tuple(b.warnings),
     )
 

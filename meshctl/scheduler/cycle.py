@@ -6,8 +6,9 @@ The stages, in the order each pending job meets them (and why that order):
 2. quota: a job bigger than its team could ever hold (quota plus the most it may borrow)
    is unschedulable; a team over its quota (and what it may borrow now) waits;
 3. placement: filters then scorers on the free-GPU index's candidates (placement.py);
-4. preemption, if policy allows it, before bursting: on-prem capacity is the strategic and
-   cheaper one;
+4. reclaim, then preemption if policy allows it, before bursting: on-prem capacity is the
+   strategic and cheaper one; a team below its nominal quota takes back what it lent first
+   (reclaim.py), as its own, before any job is stopped by priority;
 5. burst: launch cloud capacity if policy allows it;
 6. otherwise the job waits; the first such job gets a backfill reservation.
 Jobs go through in queue order (queue.py). A running elastic job below its size (it lent
@@ -20,24 +21,18 @@ nothing is placed, preempted or launched there, and a job that waits for it says
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable
-from operator import attrgetter
-
-from meshctl.policy.facts import TeamUsage
 from meshctl.policy.tenancy import quota_ceiling
 from meshctl.policy.verdict import Verdict
-from meshctl.scheduler import burst, preempt, reserve
-from meshctl.scheduler.availability import Availability
+from meshctl.scheduler import burst, preempt, reclaim, reserve
 from meshctl.scheduler.config import DEFAULT_CONFIG, SchedulerConfig
-from meshctl.scheduler.context import cycle_context
+from meshctl.scheduler.cyclestate import CycleState
 from meshctl.scheduler.explain import explain_pending
-from meshctl.scheduler.filters import FILTERS, AcceleratorFilter, EligibilityFilter, HealthFilter
-from meshctl.scheduler.framework import CycleContext, Filter, Rejection
+from meshctl.scheduler.filters import FILTERS
+from meshctl.scheduler.framework import CycleContext
 from meshctl.scheduler.grow import growth
 from meshctl.scheduler.layout import Layout
 from meshctl.scheduler.options import Stage, decide_any
-from meshctl.scheduler.placement import Choice, ScoreMemo, choose, weighted
+from meshctl.scheduler.placement import Choice, choose
 from meshctl.scheduler.plan import (
     Blocker,
     Decision,
@@ -54,11 +49,7 @@ from meshctl.scheduler.quota import over_quota
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.snapshot import Pending, Running, Snapshot
 from meshctl.scheduler.unschedulable import never_fits
-from meshctl.scheduler.usage import RunningUsage, charge, team_usage
-from meshctl.scheduler.working import FreeIndex, NodeState, States
-
-JOB_ID, LEAVING = attrgetter("job_id"), attrgetter("leaving")
-STATIC_FILTERS: tuple[Filter, ...] = (HealthFilter(), EligibilityFilter(), AcceleratorFilter())
+from meshctl.scheduler.usage import RunningUsage
 
 
 def schedule(
@@ -74,77 +65,8 @@ def schedule(
     return _Cycle(snapshot, policies, config, layout or Layout(), usage).run()
 
 
-class _Cycle:
-    def __init__(
-        self,
-        snap: Snapshot,
-        policies: PolicyView,
-        config: SchedulerConfig,
-        layout: Layout,
-        usage: RunningUsage | None = None,
-    ) -> None:
-        self.snap, self.policies, self.config = snap, policies, config
-        self.plan = Plan(snap.now_s)
-        layout.update(snap.nodes)
-        self.states = States(layout.by_name)
-        self.max_usd, self.any_unhealthy = layout.max_usd, layout.any_unhealthy
-        self.totals = layout.totals
-        self.indexes = {
-            pool: FreeIndex([dict(bucket) for bucket in buckets], self.states)
-            for pool, buckets in layout.buckets.items()
-        }  # copies: the cycle moves nodes between buckets as it places jobs
-        self._running_on: dict[str, list[Running]] | None = None  # built when first needed
-        self.usage = team_usage(snap, usage)  # per team: GPUs, CPUs, memory GiB, GPU memory GiB
-        self.node_pools = frozenset(self.indexes)  # the pools with nodes
-        every = self.node_pools | frozenset(p.name for p in snap.pools)
-        self.avail = Availability.of(snap, every)
-        self.onprem = every - frozenset(p.name for p in snap.pools if p.cloud)
-        self.offers = list(snap.offers)
-        self.headroom = burst.Headroom.of(snap.pools)
-        self.preempted: set[str] = set(map(JOB_ID, filter(LEAVING, snap.running)))  # in C
-        self.lent: dict[str, int] = {}  # elastic job -> nodes it lends this cycle
-        self.never: dict[tuple[Request, frozenset[str]], str | None] = {}
-        self.requests: dict[Request, Request] = {}  # one of each: keys then match by identity
-        self.static: dict[tuple[object, ...], list[NodeState]] = {}
-        self.unplaceable: set[tuple[Request, frozenset[str], bool]] = set()
-        self.fits_unheld: dict[tuple[Request, frozenset[str]], bool] = {}
-        self.no_victims: set[tuple[Request, int, int]] = set()
-        self.verdicts_seen: list[Verdict] = []  # kept alive: no_victims keys hold their id()
-        self.reservation: str | None = None
-        self.reserved_until: float | None = None  # when the reservation's nodes are needed
-        self.reservation_tried = False
-        self.nominated: dict[str, set[str]] = defaultdict(set)  # node -> jobs it is freed for
-        self.nominees: set[str] = set()  # jobs some node is being freed for
-        for pending in snap.pending:
-            for name in pending.nominated:
-                self.nominated[name].add(pending.job_id)
-                self.nominees.add(pending.job_id)
-        self.scorers = weighted(
-            policies.weights, policies.packing == "spread", config.fragmentation
-        )
-        self.base = cycle_context(snap, self.max_usd)
-        self.scores: ScoreMemo = {}  # pure in this cycle's scorers and base
-        self.rank = {name: i for i, name in enumerate(policies.pool_preference)}
-
-    # --- set-up -----------------------------------------------------------------------------
-
-    @property
-    def running_on(self) -> dict[str, list[Running]]:
-        """Node -> the running jobs on it; built on first use (preemption, backfill, eviction),
-        so a cycle that needs neither does not walk every running job's allocations."""
-        if self._running_on is None:
-            self._running_on = defaultdict(list)
-            for job in self.snap.running:
-                for alloc in job.allocations:
-                    self._running_on[alloc.node].append(job)
-        return self._running_on
-
-    def _use(self, team: str, req: Request, sign: float = 1.0) -> None:
-        """Charge (or with ``sign=-1`` refund) a job's whole request to its team."""
-        charge(self.usage[team], req, sign)
-
-    def team(self, name: str) -> TeamUsage:  # for borrowable_gpus
-        return TeamUsage(gpus_in_use=self.usage[name][0])
+class _Cycle(CycleState):
+    """One cycle's decisions, job by job in queue order, over its state (``CycleState``)."""
 
     # --- the cycle ---------------------------------------------------------------------------
 
@@ -241,7 +163,12 @@ class _Cycle:
             return Decision(job.job_id, "pending", over, blocked_by="quota")
         ctx = self.avail.context(self.base, usable, eligible, job.max_runtime_s)
         if stage == "act":
-            return self._preempt(job, verdict, ctx) or self._burst(job, verdict)
+            return (
+                self._freeing(job)
+                or self._reclaim(job, ctx)
+                or self._preempt(job, verdict, ctx)
+                or self._burst(job, verdict)
+            )
         if stage == "wait":
             return self._wait(job, verdict, ctx, self.avail.why(asked))
         # Within a cycle nodes only fill up, so a request that found no place finds none later
@@ -262,7 +189,9 @@ class _Cycle:
         if stage == "place":
             return None
         return (
-            self._preempt(job, verdict, ctx)
+            self._freeing(job)
+            or self._reclaim(job, ctx)
+            or self._preempt(job, verdict, ctx)
             or self._burst(job, verdict)
             or self._wait(job, verdict, ctx, self.avail.why(asked))
         )
@@ -270,12 +199,6 @@ class _Cycle:
     def _over_quota(self, job: Pending) -> str | None:
         quotas = self.policies.quotas
         return over_quota(job.team, job.request, self.usage[job.team], quotas, self)
-
-    def _admitted(self, job: Pending) -> bool:
-        """Whether the nodes reserved for the blocked head job admit ``job``: it ends first."""
-        if self.reserved_until is None or job.max_runtime_s is None:
-            return False
-        return self.snap.now_s + job.max_runtime_s <= self.reserved_until
 
     def _fits_unheld(self, job: Pending, ctx: CycleContext) -> bool:
         """Whether ``job`` would fit were no node held for another; worked out once per request
@@ -285,28 +208,6 @@ class _Cycle:
         if found is None:
             found = self.fits_unheld[key] = self._choose(job, ctx, held=False) is not None
         return found
-
-    def _held(self, job: Pending) -> Callable[[NodeState], Rejection | None] | None:
-        """Rejects nodes nominated for another job or reserved past this job's end; None while
-        no node is held for anyone."""
-        if not self.nominated and self.reservation is None:
-            return None
-        end = None if job.max_runtime_s is None else self.snap.now_s + job.max_runtime_s
-
-        def extra(node: NodeState) -> Rejection | None:
-            owners = self.nominated.get(node.name)
-            if owners and job.job_id not in owners:
-                held_for = ", ".join(sorted(owners))
-                return Rejection("nominated", f"held for {held_for} after preemption")
-            if (
-                node.reserved_until_s is not None
-                and self.reservation != job.job_id
-                and (end is None or end > node.reserved_until_s)
-            ):
-                return Rejection("reservation", f"reserved for {self.reservation}")
-            return None
-
-        return extra
 
     def _choose(
         self, job: Pending, ctx: CycleContext, held: bool = True, req: Request | None = None
@@ -350,35 +251,60 @@ class _Cycle:
             job.job_id, "placed", nodes_considered=choice.considered, candidates=choice.candidates
         )
 
-    def _static_candidates(self, ctx: CycleContext, job: Pending) -> list[NodeState]:
-        """Nodes the job could use were they free (health, pools, GPU model and memory).
-        None of that changes within a cycle, so it is worked out once per kind of request."""
-        req = job.request
-        key = (req.gpus, req.accelerators, req.vendor, req.gpu_memory_gib, ctx.usable_pools)
-        found = self.static.get(key)
-        if found is None:
-            found = self.static[key] = [
-                s
-                for s in self.states.every()
-                if all(f(req, s, ctx) is None for f in STATIC_FILTERS)
-            ]
-        return found
-
-    def _not_held_for_others(self, nodes: list[NodeState], job: Pending) -> list[NodeState]:
-        """Less the nodes being freed by preemption for another job: they are theirs, neither
-        to preempt on again nor to reserve for backfill."""
-        if not self.nominated:
-            return nodes
-        return [n for n in nodes if not self.nominated.get(n.name, set()) - {job.job_id}]
-
-    def _preempt(self, job: Pending, verdict: Verdict | None, ctx: CycleContext) -> Decision | None:
-        if verdict is None or not verdict.preemption.allowed:
-            return None
+    def _freeing(self, job: Pending) -> Decision | None:
+        """A job whose nominated nodes hold it once the jobs leaving them (preempted or
+        reclaimed for it) stop waits for them, and takes no more."""
         freeing = [self.states[n] for n in job.nominated if n in self.states.nodes]
         if freeing and preempt.freed_enough(job.request, freeing, self.running_on):
             self._use(job.team, job.request)  # the GPUs being freed are its already
             freed = ", ".join(n.name for n in freeing)
             return Decision(job.job_id, "preempting", f"waiting for {freed} to be freed for it")
+        return None
+
+    def _reclaim(self, job: Pending, ctx: CycleContext) -> Decision | None:
+        """A team below its nominal quota takes back what its cohort borrowed (reclaim.py)."""
+        quota = self.policies.quotas.get(job.team)
+        if quota is None or quota.cohort is None or quota.reclaim == "never":
+            return None
+        # Within a cycle the victims and the room on nodes only get fewer, and the reclaimer's
+        # team only holds more: what found nothing finds nothing later, unless a borrower's use
+        # grew (``_use`` forgets then). A job of lower-priority mode asks with its priority.
+        req = self.requests.setdefault(job.request, job.request)
+        key = (req, job.team, job.priority if quota.reclaim == "lower-priority" else 0)
+        if key in self.no_reclaim and job.job_id not in self.nominees:
+            return None
+        found = reclaim.take_back(
+            job,
+            req,
+            self._not_held_for_others(self._static_candidates(ctx, job), job),
+            self.running_on,
+            self.policies.quotas,
+            self.policies.reclaim,
+            self._keeps,
+            self.preempted,
+            self.snap.now_s,
+        )
+        if found is None:
+            self.no_reclaim.add(key)
+            return None
+        grace, names = self.policies.reclaim.grace_s, []
+        for taken in found.taken:
+            self.nominated[taken.node].add(job.job_id)
+            for victim in taken.victims:
+                self.preempted.add(victim.job_id)
+                self.stopped[victim.team] += victim.gpus
+                self.plan.actions.append(Preempt(victim.job_id, job.job_id, grace, found.reason))
+                names.append(f"{victim.job_id} of team {victim.team} (grace {grace:g} s)")
+        self._use(job.team, job.request)  # the freed GPUs are its from now on
+        self.nominees.add(job.job_id)
+        nodes = ", ".join(t.node for t in found.taken)
+        return Decision(
+            job.job_id, "preempting", f"{found.reason}: preempting {', '.join(names)} on {nodes}"
+        )
+
+    def _preempt(self, job: Pending, verdict: Verdict | None, ctx: CycleContext) -> Decision | None:
+        if verdict is None or not verdict.preemption.allowed:
+            return None
 
         def allowed(victim: Running) -> tuple[bool, float, str | None]:
             taken = victim.job_id in self.preempted and not preempt.can_lend(victim, self.lent)
@@ -423,6 +349,7 @@ class _Cycle:
                     names.append(f"{victim.job_id} lending {found.node} (grace {grace:g} s)")
                     continue
                 self.plan.actions.append(Preempt(victim.job_id, job.job_id, grace, rule))
+                self.stopped[victim.team] += victim.gpus
                 names.append(f"{victim.job_id} (grace {grace:g} s)")
         return Decision(
             job.job_id,

@@ -1,8 +1,9 @@
 """What the scheduler asks of the policies: verdicts per job, preemption per victim, weights.
 
 ``Permissive`` is a mesh without policy files: every pool eligible, no bursting, no
-preemption, no quotas. ``FromPolicyEngine`` answers from ``meshctl.policy`` for real jobs,
-evaluating each job once per cycle.
+preemption, no quotas unless given (a test's: their reclaim needs no preemption rule).
+``FromPolicyEngine`` answers from ``meshctl.policy`` for real jobs, evaluating each job once
+per cycle.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from meshctl.model.job import Job
-from meshctl.model.policy import TeamQuota, Weights
+from meshctl.model.policy import Reclaim, TeamQuota, Weights
 from meshctl.policy.evaluate import BoundPolicies
 from meshctl.policy.facts import VictimFacts
 from meshctl.policy.verdict import Verdict, VictimVerdict
@@ -23,6 +24,7 @@ class PolicyView(Protocol):
     packing: str
     pool_preference: tuple[str, ...]
     quotas: Mapping[str, TeamQuota]
+    reclaim: Reclaim
 
     def verdict(self, job_id: str) -> Verdict | None:
         """The job's verdict, or None when no policy speaks (every pool allowed, no burst)."""
@@ -39,6 +41,7 @@ class Permissive:
     packing: str = "binpack"
     pool_preference: tuple[str, ...] = ()
     quotas: Mapping[str, TeamQuota] = field(default_factory=dict)
+    reclaim: Reclaim = field(default_factory=Reclaim)
 
     def verdict(self, job_id: str) -> Verdict | None:
         return None
@@ -60,6 +63,7 @@ class FromPolicyEngine:
         policies = bound.policies
         self.weights, self.packing = policies.weights, policies.packing
         self.pool_preference, self.quotas = policies.pool_preference, policies.quotas
+        self.reclaim = policies.reclaim
         self._verdicts: dict[int, Verdict] = {}  # by id() of the Job object
         self._preemptions: dict[tuple[int, str], VictimVerdict] = {}
 

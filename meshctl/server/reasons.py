@@ -25,6 +25,8 @@ EVICTED: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     (re.compile(r"no progress report for"), "Hung"),
 )
 PREEMPTED: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
+    # a team below its quota takes back what it lent (``scheduler.reclaim``; Kueue's name)
+    (re.compile(r"for \S+ \(reclaimed for team "), "InCohortReclamation"),
     (re.compile(r"for \S+"), "Priority"),  # a higher-priority job needs its GPUs
     (re.compile(r"spot instance \S+ is being taken back"), "SpotNotice"),
     (re.compile(r"spot instance \S+ was taken back"), "SpotReclaimed"),

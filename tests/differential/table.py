@@ -100,6 +100,23 @@ LOAN = (
     job("hi", 100, 200, 4, priority_class="high"),
 )
 
+# two teams of one cohort, 4 GPUs each: the borrower fills both nodes while the lender is
+# idle; the lender comes back and reclaims (``reclaim`` says from whom: any, lower-priority)
+RECLAIM = """
+priority_classes:
+  - {name: high, value: 1000}
+  - {name: low, value: 100}
+default_priority_class: {train: low}
+quotas:
+  - {team: lender, cohort: lab, gpus: 4, reclaim: %s}
+  - {team: borrower, cohort: lab, gpus: 4}
+reclaim: {grace_s: 30s, min_runtime_s: 60s}
+"""
+BORROWED = tuple(
+    replace(job(f"b{i}", 0, 3000, 1, priority_class="high"), team="borrower") for i in range(8)
+)
+COMES_BACK = (replace(job("l", 500, 200, 2), team="lender"),)
+
 TABLE: tuple[Scenario, ...] = (
     Scenario("fifo", (job("a", 0, 100, 4), job("b", 0, 50, 4), job("c", 10, 30, 4))),
     Scenario(
@@ -393,6 +410,16 @@ TABLE: tuple[Scenario, ...] = (
         (job("a", 0, 1000, 4), job("b", 0, 1000, 4), job("w", 20, 100, 1)),
         policies=BURST + "forecast: {unknown_runtime_s: 30s}\n",
         cloud=Cloud(),
+    ),
+    Scenario(  # the lender's low job takes 2 GPUs back from the borrower's high ones
+        "a-lender-reclaims-from-a-borrower-of-higher-priority",
+        BORROWED + COMES_BACK,
+        policies=RECLAIM % "any",
+    ),
+    Scenario(  # the same, but the lender may reclaim from lower priorities only: it waits
+        "a-lender-that-reclaims-from-lower-priority-only-waits",
+        BORROWED + COMES_BACK,
+        policies=RECLAIM % "lower-priority",
     ),
 )
 

@@ -200,7 +200,7 @@ def scaffold(cli: CliRunner, home: Path, tmp_path: Path, monkeypatch: pytest.Mon
 
 
 QUOTA_LOTS = ("policies/quotas.yaml", "{team: search, gpus: 1}", '{team: search, gpus: "lots"}',
-              "policies/quotas.yaml:18: spec.quotas[2].gpus:")  # fmt: skip
+              "policies/quotas.yaml:25: spec.quotas[2].gpus:")  # fmt: skip
 MESH_FOUR = ("mesh.yaml", "gpus: 4", "gpus: four", "mesh.yaml:30: spec.pools[0].nodes[0].gpus:")
 SUBMIT = ["submit", "--dry-run", "--gpus", "1", "--", "python", "-c", "print(1)"]
 

@@ -136,3 +136,24 @@ def test_the_policies_rule_for_jobs_without_runtimes_moves_the_burst_on_both_sid
         assert launched("a-pool-full-of-jobs-without-runtimes-opens-the-burst-gate", side) == 20.0
         set_by_policy = "the-policies-set-what-a-job-without-a-runtime-is-assumed-to-run"
         assert launched(set_by_policy, side) == 70.0
+
+
+def test_a_lender_takes_its_quota_back_within_the_grace_and_two_cycles_on_both_sides(
+    outcomes,
+) -> None:
+    """The borrower's 8 jobs (of a higher class) fill both nodes; the lender's 2-GPU job
+    comes at 500 s and reclaims two of them (grace 30 s): it starts by 550 s, and nothing is
+    taken again (no ping-pong). A lender that reclaims from lower priorities only waits until
+    the borrower's jobs end."""
+    for side in ("controller", "simulator"):
+        outcome, _ = outcomes["a-lender-reclaims-from-a-borrower-of-higher-priority"]
+        log = getattr(outcome, side)
+        [start] = [e[0] for e in log if e[1] == "start" and e[2] == "l"]
+        taken = [e[2] for e in log if e[1] == "leave"]
+        assert 500.0 < start <= 500.0 + 30.0 + 2 * 10.0, side
+        assert len(taken) == 2, (side, taken)
+        assert all(t.startswith("b") for t in taken), (side, taken)
+        outcome, _ = outcomes["a-lender-that-reclaims-from-lower-priority-only-waits"]
+        log = getattr(outcome, side)
+        assert [e for e in log if e[1] == "leave"] == []
+        assert [e[0] for e in log if e[1] == "start" and e[2] == "l"] == [3000.0]

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from meshctl.lifecycle import effects
 from meshctl.scheduler.plan import Grow, Preempt, Shrink
+from meshctl.scheduler.reclaim import Reclaimed
 from meshctl.scheduler.snapshot import Allocation
 from meshctl.server.metrics import registry
 from meshctl.server.reasons import EVICTED, OTHER, PREEMPTED, classify
@@ -187,6 +188,10 @@ PREEMPTIONS: Sequence[tuple[str, str]] = [
     (effects.noticed("j", "n1", NOW + 60, NOW).reason, "SpotNotice"),
     (effects.grows(Grow("j", "p", (Allocation("n2", (0,), 1.0, 0, 0, 0),)), NOW).reason, "Growing"),
     (effects.preempted(Preempt("j", "big", 30.0, "critical-first"), NOW).reason, "Priority"),
+    (
+        effects.preempted(Preempt("j", "l", 30.0, Reclaimed((), "lab", 1, 4).reason), NOW).reason,
+        "InCohortReclamation",
+    ),
     (effects.lends([Shrink("j", "svc", "n1", 30.0, None)], NOW).reason, "Lending"),
 ]
 
