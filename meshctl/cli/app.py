@@ -32,6 +32,7 @@ from meshctl.cli import (
     policy_cmd,
     pools_cmd,
     providers_cmd,
+    queues_cmd,
     schema_cmd,
     server_cmd,
     submit_cmd,
@@ -59,6 +60,7 @@ app.command("init")(init_cmd.init)
 app.command("up")(mesh_cmd.up)
 app.command("down")(down_cmd.down)
 app.command("status")(mesh_cmd.status)
+app.command("queues")(queues_cmd.queues)
 app.command("reload")(controller_cmd.reload)
 app.command("submit")(submit_cmd.submit)
 app.command("train")(train_cmd.train)

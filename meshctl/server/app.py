@@ -10,8 +10,8 @@ nothing (a refused administrative action writes its audit entry, nothing else).
 
 Routes: ``GET /v1/whoami``; ``POST /v1/jobs`` (submit), ``GET /v1/jobs``, ``GET
 /v1/jobs/{job}``, ``GET /v1/jobs/{job}/logs``, ``GET /v1/jobs/{job}/explain``, ``POST
-/v1/jobs/{job}/cancel``; ``GET /v1/status``; ``GET /v1/pools``, ``GET /v1/pools/{pool}``,
-``POST /v1/pools/check`` (preflights); ``GET /v1/policies``, ``POST
+/v1/jobs/{job}/cancel``; ``GET /v1/status``; ``GET /v1/queues``; ``GET /v1/pools``, ``GET
+/v1/pools/{pool}``, ``POST /v1/pools/check`` (preflights); ``GET /v1/policies``, ``POST
 /v1/policies/reload``; ``POST /v1/mesh/up``, ``POST /v1/mesh/down``; ``GET /v1/nodes``, ``GET
 /v1/nodes/{pool}/{node}``, ``POST /v1/nodes/{pool}/{node}/{cordon|drain|uncordon|health}``;
 ``GET /v1/audit``; ``GET /healthz`` and ``GET /metrics`` (no token).

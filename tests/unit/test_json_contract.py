@@ -101,6 +101,7 @@ def commands(ids: dict[str, str]) -> list[tuple[list[str], Any]]:
     return [
         (["pools", "check"], by["meshctl pools check"]),
         (["status"], by["meshctl status"]),
+        (["queues"], by["meshctl queues"]),
         (["pools", "list"], by["meshctl pools list"]),
         (["nodes", "list"], by["meshctl nodes list"]),
         (["nodes", "show", "gpu-rack1"], by["meshctl nodes show NODE"]),

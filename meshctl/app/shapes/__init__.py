@@ -44,6 +44,7 @@ from meshctl.app.shapes.mesh import (
     ValidatedFile,
 )
 from meshctl.app.shapes.policy import PolicyDiff, PolicyFile, PolicyTestResult, VerdictData
+from meshctl.app.shapes.queues import Queues
 from meshctl.controller.status import Status
 
 
@@ -59,6 +60,7 @@ class Output:
 
 OUTPUTS: tuple[Output, ...] = (
     Output("meshctl status", Status),
+    Output("meshctl queues", Queues),
     Output("meshctl pools list", list[PoolRow]),
     Output(
         "meshctl pools show POOL",

@@ -1,5 +1,6 @@
-"""The mesh as a whole: ``GET /v1/whoami``, ``GET /v1/status``, ``GET /v1/policies``, ``POST
-/v1/policies/reload``, ``POST /v1/mesh/up``, ``POST /v1/mesh/down``, ``GET /v1/audit``."""
+"""The mesh as a whole: ``GET /v1/whoami``, ``GET /v1/status``, ``GET /v1/queues``, ``GET
+/v1/policies``, ``POST /v1/policies/reload``, ``POST /v1/mesh/up``, ``POST /v1/mesh/down``, ``GET
+/v1/audit``."""
 
 from __future__ import annotations
 
@@ -55,6 +56,15 @@ def status(caller: Caller, server: Served) -> Any:
     for line in warnings:
         response.headers.append("Warning", warning_header(line))
     return response
+
+
+@router.get("/queues")
+def queues(caller: Caller, server: Served) -> Any:
+    """The teams' quotas by cohort, with what each holds, borrows, lends and waits for."""
+    from meshctl.app.queues import queues as collect
+
+    allowed(server, caller, Verb.STATUS_READ)
+    return collect(server.context)
 
 
 @router.get("/policies")

@@ -171,6 +171,7 @@ ROUTES = [
     ("GET", "/v1/jobs/x/logs"),
     ("GET", "/v1/jobs/x/explain"),
     ("GET", "/v1/status"),
+    ("GET", "/v1/queues"),
     ("GET", "/v1/pools"),
     ("GET", "/v1/pools/onprem"),
     ("POST", "/v1/pools/check"),
@@ -619,6 +620,18 @@ def test_login_keeps_the_server_and_token_private_and_logout_forgets_them(server
     assert "pools" in json.loads(status.stdout)
     assert server.cli("logout", who=None).stdout.strip() == "logged out"
     assert not (client / "credentials.json").exists()
+
+
+def test_queues_through_the_server_print_what_they_print_on_its_home(server: Server) -> None:
+    """The same document (and table) from the API server as from its own home, read here."""
+    remote = server.cli("queues", "-o", "json", who="ana")
+    assert remote.returncode == 0, remote.stderr
+    here = server.cli("queues", "-o", "json", who=None, MESHCTL_HOME=str(server.home))
+    assert here.returncode == 0, here.stderr
+    assert json.loads(remote.stdout) == json.loads(here.stdout)
+    assert json.loads(remote.stdout)["cohorts"][0]["cohort"] == "research"
+    table = server.cli("queues", who="ana")
+    assert table.stdout == server.cli("queues", who=None, MESHCTL_HOME=str(server.home)).stdout
 
 
 def test_the_servers_files_are_private(server: Server) -> None:
