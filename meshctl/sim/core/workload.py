@@ -12,7 +12,7 @@ import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from meshctl.sim.core.data import SimData
 from meshctl.sim.core.inference import SimServe
@@ -28,6 +28,8 @@ class TraceJob:
     arrival_s: float
     duration_s: float  # at its original size, on an uncontended network
     gpus: float  # in all, over every node
+    # what the trace groups it under: Philly's virtual cluster, ITP's cluster; None: nothing
+    group: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +180,9 @@ class ClassRules:
     - criticality: ``critical`` with probability ``critical_share``, ``best-effort`` with
       ``best_effort_share``, else ``standard``; gangs of ``critical_nodes`` nodes or more are
       always critical (large pre-training runs are the strategic work).
-    - team: one of ``teams``, uniformly.
+    - team: one of ``teams``, uniformly; with ``teams_from="group"``, the trace job's group
+      (Philly's virtual cluster, ITP's cluster) instead, and the drawn team only for a job
+      without one. The team is drawn either way, so the kinds and criticalities are the same.
     Every draw uses the run's seed, so the same seed gives the same classes.
     """
 
@@ -189,6 +193,17 @@ class ClassRules:
     best_effort_share: float = 0.3
     critical_nodes: int = 8
     teams: tuple[str, ...] = ("team-a", "team-b", "team-c", "team-d")
+    teams_from: Literal["draw", "group"] = "draw"
+
+    def __post_init__(self) -> None:
+        if self.teams_from not in ("draw", "group"):
+            raise ValueError(f"teams_from: expected 'draw' or 'group', got {self.teams_from!r}")
+
+    def team_of(self, job: TraceJob, drawn: str) -> str:
+        """The job's team: its group when the rules take teams from groups and it has one."""
+        if self.teams_from == "group" and job.group is not None:
+            return job.group
+        return drawn
 
 
 def shape(gpus: float, per_node: int) -> tuple[float, int]:
@@ -204,7 +219,8 @@ def classify(jobs: Sequence[TraceJob], seed: int, rules: ClassRules = ClassRules
     for job in sorted(jobs, key=lambda j: (j.arrival_s, j.name)):
         per_node, nodes = shape(job.gpus, rules.gpus_per_node)
         long = nodes > 1 or job.duration_s > rules.train_after_s
-        draw_kind, draw_class, team = rng.random(), rng.random(), rng.choice(rules.teams)
+        draw_kind, draw_class, drawn = rng.random(), rng.random(), rng.choice(rules.teams)
+        team = rules.team_of(job, drawn)
         kind = "train" if long else ("inference" if draw_kind < rules.inference_share else "batch")
         if nodes >= rules.critical_nodes or draw_class < rules.critical_share:
             criticality = "critical"

@@ -8,7 +8,9 @@ Named traces live in ``../shared/traces`` beside a checkout (or ``$MESHCTL_TRACE
 
 A path to a CSV works too; its header says which format it is. A bad row is an
 ``InvalidFileError`` naming the file, line and column. Times become seconds from the
-trace's first arrival; a job asking for no GPU is dropped.
+trace's first arrival; a job asking for no GPU is dropped. A job's ``group`` is what the
+trace files it under: Philly's virtual cluster (its ``cluster`` column, when the file has
+one), ITP's cluster (the file's name, ``cluster04``); openb gives none.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import datetime as dt
 import json
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from meshctl.problems import InvalidFileError, Problem
@@ -75,7 +78,7 @@ class _Rows:
 
 def philly(path: Path) -> list[TraceJob]:
     rows, jobs, first = _Rows(path), [], None
-    stamps: list[tuple[int, float, float, float]] = []
+    stamps: list[tuple[int, float, float, float, str | None]] = []
     for line, row in rows:
         try:
             when = dt.datetime.fromisoformat(row["timestamp"]).replace(tzinfo=dt.UTC).timestamp()
@@ -90,18 +93,18 @@ def philly(path: Path) -> list[TraceJob]:
                     )
                 ]
             ) from None
-        stamps.append(
-            (line, when, rows.number(line, row, "duration"), rows.number(line, row, "num_gpus"))
-        )
+        duration, gpus = rows.number(line, row, "duration"), rows.number(line, row, "num_gpus")
+        stamps.append((line, when, duration, gpus, (row.get("cluster") or "").strip() or None))
     first = min((s[1] for s in stamps), default=0.0)
-    for line, when, duration, gpus in stamps:
+    for line, when, duration, gpus, group in stamps:
         if gpus > 0 and duration > 0:
-            jobs.append(TraceJob(f"philly-{line - 1:05d}", when - first, duration, gpus))
+            jobs.append(TraceJob(f"philly-{line - 1:05d}", when - first, duration, gpus, group))
     return jobs
 
 
 def itp(path: Path) -> list[TraceJob]:
-    """One ITP cluster file, or a folder of them (job names get the cluster's name)."""
+    """One ITP cluster file, or a folder of them (job names and groups get the cluster's
+    name, the file's: ``cluster04``)."""
     files = sorted(path.glob("cluster*.csv")) if path.is_dir() else [path]
     jobs = []
     for file in files:
@@ -111,11 +114,10 @@ def itp(path: Path) -> list[TraceJob]:
             duration = rows.number(line, row, "duration")
             if gpus > 0 and duration > 0:
                 name = f"{file.stem}:{line}"  # job ids repeat in some files; lines do not
-                jobs.append(
-                    TraceJob(name, rows.number(line, row, "submission_time"), duration, gpus)
-                )
+                arrival = rows.number(line, row, "submission_time")
+                jobs.append(TraceJob(name, arrival, duration, gpus, file.stem))
     first = min((j.arrival_s for j in jobs), default=0.0)
-    return [TraceJob(j.name, j.arrival_s - first, j.duration_s, j.gpus) for j in jobs]
+    return [replace(j, arrival_s=j.arrival_s - first) for j in jobs]
 
 
 def openb(path: Path) -> list[TraceJob]:
