@@ -10,7 +10,6 @@ quota it lends (its unused nominal quota, within its lending limit)."""
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -95,8 +94,10 @@ def _team(team: str, quota: TeamQuota | None, used: float, waiting: tuple[int, f
 
 
 def _cohort(name: str, members: list[TeamQueue], quotas: Mapping[str, TeamQuota]) -> CohortQueue:
+    from meshctl.policy.tenancy import lendable_gpus
+
     borrowed = sum(m["borrowed_gpus"] for m in members)
-    idle = {m["team"]: _lendable(quotas[m["team"]], m["used_gpus"]) for m in members}
+    idle = {m["team"]: lendable_gpus(quotas[m["team"]], m["used_gpus"]) for m in members}
     offered = sum(idle.values())
     for member in members:
         share = idle[member["team"]] / offered if offered > 0 else 0.0
@@ -110,12 +111,6 @@ def _cohort(name: str, members: list[TeamQueue], quotas: Mapping[str, TeamQuota]
         "waiting_gpus": _gpus(sum(m["waiting_gpus"] for m in members)),
         "teams": members,
     }
-
-
-def _lendable(quota: TeamQuota, used: float) -> float:
-    idle = max(0.0, quota.gpus - used)
-    limit = math.inf if quota.lending_limit_gpus is None else quota.lending_limit_gpus
-    return min(idle, limit)
 
 
 def _gpus(value: float) -> float:

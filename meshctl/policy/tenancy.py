@@ -55,8 +55,9 @@ class BudgetStanding:
         return self.spent_usd / self.limit_usd
 
 
-def _lendable(quota: TeamQuota, usage: TeamUsage) -> float:
-    unused = max(0.0, quota.gpus - usage.gpus_in_use)
+def lendable_gpus(quota: TeamQuota, gpus_in_use: float) -> float:
+    """What a team lends its cohort: its unused nominal quota, within its lending limit."""
+    unused = max(0.0, quota.gpus - gpus_in_use)
     return unused if quota.lending_limit_gpus is None else min(unused, quota.lending_limit_gpus)
 
 
@@ -65,7 +66,7 @@ def borrowable_gpus(team: str, quotas: Mapping[str, TeamQuota], mesh: TeamUsages
     if quota.cohort is None:
         return 0.0
     pool = sum(
-        _lendable(q, mesh.team(q.team))
+        lendable_gpus(q, mesh.team(q.team).gpus_in_use)
         for q in quotas.values()
         if q.cohort == quota.cohort and q.team != team
     )

@@ -29,13 +29,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from meshctl.model.policy import Reclaim, TeamQuota
+from meshctl.policy.tenancy import EPS
 from meshctl.scheduler.filters import fit
 from meshctl.scheduler.preempt import lost_work_s
 from meshctl.scheduler.request import Request
 from meshctl.scheduler.snapshot import Pending, Running
 from meshctl.scheduler.working import NodeState
-
-EPS = 1e-9  # GPU counts add fractions: compare with room for rounding
 
 
 @dataclass(frozen=True, slots=True)
